@@ -1,0 +1,45 @@
+# strata — see README.md. Every target works on a fresh machine with Go
+# and ../shared/testdata (override with STRATA_TESTDATA).
+
+GO       ?= go
+BIN      := bin/strata
+TESTDATA ?= $(or $(STRATA_TESTDATA),$(abspath ../shared/testdata))
+FUZZTIME ?= 1m
+PROTOC_GEN_GO_VERSION := v1.36.12
+
+.PHONY: all build test test-long demo bench fuzz proto vet clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/strata
+
+vet:
+	$(GO) vet ./...
+	GOARCH=arm64 $(GO) vet ./...
+
+# The test command CI runs (.ci/run). Unit tests run with the race detector.
+test: vet
+	STRATA_TESTDATA=$(TESTDATA) $(GO) test -race -count=1 -timeout 20m ./...
+
+# A small local demo on the tiny real model. Until the distributed engine
+# lands this inspects stories260K (see README).
+demo: build
+	./$(BIN) inspect $(TESTDATA)/gguf/stories260K.gguf
+
+bench:
+	STRATA_TESTDATA=$(TESTDATA) $(GO) test -run '^$$' -bench . -benchmem ./runtime/...
+
+# Fuzz every parser for FUZZTIME each (go test -fuzz takes one target at a time).
+fuzz:
+	STRATA_TESTDATA=$(TESTDATA) $(GO) test ./runtime/gguf -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
+
+# Regenerate messages/*.pb.go (committed). Needs protoc (Debian: protobuf-compiler).
+proto:
+	$(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+	@if ls messages/*.proto >/dev/null 2>&1; then \
+		PATH="$$($(GO) env GOPATH)/bin:$$PATH" protoc --go_out=. --go_opt=module=strata messages/*.proto; \
+	else echo "no messages/*.proto yet"; fi
+
+clean:
+	rm -rf bin

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"strata/internal/testdata"
+)
+
+// run executes the strata command line args and returns stdout.
+func run(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	root := newRoot()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(args)
+	err := root.Execute()
+	return out.String(), err
+}
+
+func TestInspect(t *testing.T) {
+	out, err := run(t, "inspect", testdata.Path(t, "gguf/stories260K.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"architecture:  llama", "block_count                        5", "512 tokens, BOS 1, EOS 2", "no chat template", "blk.4.ffn_down.weight", "layer 4", "177.50 KiB"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestInspectJSON(t *testing.T) {
+	out, err := run(t, "inspect", "--json", testdata.Path(t, "gguf/llama-2-tiny-random.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r inspectReport
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Architecture != "llama" || r.Tokenizer.VocabSize != 32000 || r.TiedOutput || len(r.Layers) != 1 || r.TypeCounts["F16"] == 0 {
+		t.Errorf("report %+v", r)
+	}
+}
+
+func TestInspectErrors(t *testing.T) {
+	if _, err := run(t, "inspect", "/nonexistent.gguf"); err == nil || !strings.Contains(err.Error(), "/nonexistent.gguf") {
+		t.Errorf("missing file: %v", err)
+	}
+	if _, err := run(t, "inspect", "main.go"); err == nil || !strings.Contains(err.Error(), "not a GGUF file") {
+		t.Errorf("non-GGUF file: %v", err)
+	}
+	// A vocabulary-only file inspects without tensors.
+	out, err := run(t, "inspect", testdata.Path(t, "llama.cpp-vocab/ggml-vocab-gpt-2.gguf"))
+	if err != nil || !strings.Contains(out, "vocabulary-only") {
+		t.Errorf("vocab file: %v\n%s", err, out)
+	}
+}

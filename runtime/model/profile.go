@@ -1,0 +1,76 @@
+package model
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+
+	"strata/runtime/gguf"
+)
+
+// Profile is what placement needs to know about a model without loading
+// its weights: bytes per layer, per token of KV cache, and the pieces that
+// live only on the first stage (embedding) or last (final norm + head).
+type Profile struct {
+	Arch       string
+	Layers     int
+	LayerBytes []uint64 // weight bytes of blk.N.*, index N
+	EmbedBytes uint64   // token_embd.weight (first stage)
+	HeadBytes  uint64   // output_norm + output.weight (last stage; 0 extra when tied)
+	OtherBytes uint64   // tensors that belong to no layer and are not embedding/head
+	// KVBytesPerToken is the f32 KV cache of one token across all layers.
+	KVBytesPerToken uint64
+	TiedOutput      bool
+}
+
+// TotalBytes is the weight bytes of the whole model.
+func (p Profile) TotalBytes() uint64 {
+	n := p.EmbedBytes + p.HeadBytes + p.OtherBytes
+	for _, b := range p.LayerBytes {
+		n += b
+	}
+	return n
+}
+
+var layerTensor = regexp.MustCompile(`^blk\.(\d+)\.`)
+
+// ProfileOf reads a Profile from a GGUF file's tensor table and metadata.
+func ProfileOf(f *gguf.File) (Profile, error) {
+	md := f.Metadata()
+	p := Profile{Arch: md.Architecture()}
+	layers := md.ArchUint("block_count", 0)
+	if layers == 0 || layers > 1<<16 {
+		return p, fmt.Errorf("model: %s.block_count is %d", p.Arch, layers)
+	}
+	p.Layers = int(layers)
+	p.LayerBytes = make([]uint64, p.Layers)
+	_, hasOutput := f.Tensor("output.weight")
+	p.TiedOutput = !hasOutput
+	for _, t := range f.Tensors() {
+		if m := layerTensor.FindStringSubmatch(t.Name); m != nil {
+			n, err := strconv.Atoi(m[1])
+			if err != nil || n >= p.Layers {
+				return p, fmt.Errorf("model: tensor %s names layer %s, but the model has %d", t.Name, m[1], p.Layers)
+			}
+			p.LayerBytes[n] += t.Size
+			continue
+		}
+		switch t.Name {
+		case "token_embd.weight":
+			p.EmbedBytes += t.Size
+		case "output_norm.weight", "output.weight":
+			p.HeadBytes += t.Size
+		default:
+			p.OtherBytes += t.Size
+		}
+	}
+	heads := md.ArchUint("attention.head_count", 0)
+	kvHeads := md.ArchUint("attention.head_count_kv", heads)
+	embd := md.ArchUint("embedding_length", 0)
+	if heads > 0 {
+		headDim := md.ArchUint("attention.key_length", embd/heads)
+		valDim := md.ArchUint("attention.value_length", embd/heads)
+		p.KVBytesPerToken = layers * kvHeads * (headDim + valDim) * 4
+	}
+	return p, nil
+}
