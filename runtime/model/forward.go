@@ -1,0 +1,238 @@
+package model
+
+import (
+	"fmt"
+	"math"
+
+	"strata/runtime/tensor"
+)
+
+// Cache is one sequence's KV cache for the layers of a shard,
+// preallocated for Capacity positions.
+type Cache struct {
+	K, V     [][]float32 // [layer-First][pos*KVDim + j]
+	Capacity int
+	Len      int // positions filled; the next token goes at Len
+}
+
+// NewCache allocates a KV cache of capacity positions for m's layers.
+func (m *Model) NewCache(capacity int) *Cache {
+	c := &Cache{Capacity: capacity, K: make([][]float32, len(m.Blocks)), V: make([][]float32, len(m.Blocks))}
+	for i := range m.Blocks {
+		c.K[i] = make([]float32, capacity*m.KVDim())
+		c.V[i] = make([]float32, capacity*m.KVDim())
+	}
+	return c
+}
+
+// Bytes is the memory the cache holds.
+func (c *Cache) Bytes() int64 {
+	var n int64
+	for i := range c.K {
+		n += int64(len(c.K[i])+len(c.V[i])) * 4
+	}
+	return n
+}
+
+// State is the scratch memory of one forward pass of up to Batch tokens.
+// It is allocated once; Forward then allocates nothing.
+type State struct {
+	m      *Model
+	pool   *tensor.Pool
+	Batch  int
+	X      []float32 // [Batch × Embd] hidden states, the input and output of Forward
+	xb     []float32 // [Batch × max(Embd, QDim)] normed input, attention output
+	xb2    []float32 // [Batch × Embd]
+	q      []float32 // [Batch × QDim]
+	k, v   []float32 // [Batch × KVDim]
+	hb     []float32 // [Batch × FFN]
+	hb2    []float32 // [Batch × FFN]
+	scores [][]float32
+	Logits []float32 // [Vocab], last shard only
+
+	// The attention task's parameters, set before each pool.Run so the
+	// closure is built once (a fresh closure per call would allocate).
+	attnLayer, attnN, attnPos int
+	attnCache                 *Cache
+	attnFn                    func(lo, hi int)
+}
+
+// NewState allocates scratch for batches of up to batch tokens with
+// attention spans of up to capacity positions. pool may be nil (serial).
+func (m *Model) NewState(pool *tensor.Pool, batch, capacity int) *State {
+	c := m.Config
+	s := &State{
+		m: m, pool: pool, Batch: batch,
+		X:   make([]float32, batch*c.Embd),
+		xb:  make([]float32, batch*max(c.Embd, c.QDim())),
+		xb2: make([]float32, batch*c.Embd),
+		q:   make([]float32, batch*c.QDim()),
+		k:   make([]float32, batch*c.KVDim()),
+		v:   make([]float32, batch*c.KVDim()),
+		hb:  make([]float32, batch*c.FFN),
+		hb2: make([]float32, batch*c.FFN),
+	}
+	// One score row per worker: attention splits (token, head) pairs over workers.
+	workers := 1
+	if pool != nil {
+		workers = pool.Threads()
+	}
+	s.scores = make([][]float32, workers)
+	for i := range s.scores {
+		s.scores[i] = make([]float32, capacity)
+	}
+	if m.IsLast() {
+		s.Logits = make([]float32, m.Vocab)
+	}
+	s.attnFn = func(lo, hi int) {
+		for w := lo; w < hi; w++ {
+			s.attention(w)
+		}
+	}
+	return s
+}
+
+// Embed writes the embeddings of tokens into s.X (first shard only).
+func (s *State) Embed(tokens []int) error {
+	m := s.m
+	if !m.IsFirst() {
+		return fmt.Errorf("model: shard [%d,%d) has no embedding", m.First, m.End)
+	}
+	if len(tokens) > s.Batch {
+		return fmt.Errorf("model: %d tokens exceed the batch of %d", len(tokens), s.Batch)
+	}
+	for i, t := range tokens {
+		if t < 0 || t >= m.Vocab {
+			return fmt.Errorf("model: token id %d outside the vocabulary of %d", t, m.Vocab)
+		}
+		m.Embed.EmbedRow(t, s.X[i*m.Embd:(i+1)*m.Embd])
+	}
+	return nil
+}
+
+// Forward runs the shard's layers over n hidden states in s.X (row i is
+// the token at position c.Len+i) and appends their keys and values to c.
+// On return s.X holds the shard's output hidden states.
+func (s *State) Forward(c *Cache, n int) error {
+	if n < 1 || n > s.Batch {
+		return fmt.Errorf("model: batch of %d tokens, the state holds 1..%d", n, s.Batch)
+	}
+	if c.Len+n > c.Capacity || c.Len+n > len(s.scores[0]) {
+		return fmt.Errorf("model: context full: %d + %d positions exceed %d", c.Len, n, min(c.Capacity, len(s.scores[0])))
+	}
+	for l := range s.m.Blocks {
+		s.layer(l, c, n)
+	}
+	c.Len += n
+	return nil
+}
+
+// layer is one transformer block over n tokens at positions c.Len.. :
+// x += Attn(RMSNorm(x)); x += FFN(RMSNorm(x)).
+func (s *State) layer(l int, c *Cache, n int) {
+	m, w, p := s.m, &s.m.Blocks[l], s.pool
+	embd, qd, kvd := m.Embd, m.QDim(), m.KVDim()
+	x, xb, q, k, v := s.X[:n*embd], s.xb[:n*embd], s.q[:n*qd], s.k[:n*kvd], s.v[:n*kvd]
+
+	// Attention: project, rotate, store K/V, attend, project back.
+	for i := 0; i < n; i++ {
+		tensor.RMSNorm(xb[i*embd:(i+1)*embd], x[i*embd:(i+1)*embd], w.AttnNorm, m.RMSEps)
+	}
+	tensor.MatMul(p, q, w.Q, xb, n)
+	tensor.MatMul(p, k, w.K, xb, n)
+	tensor.MatMul(p, v, w.V, xb, n)
+	for i := 0; i < n; i++ {
+		qi, ki, vi := q[i*qd:(i+1)*qd], k[i*kvd:(i+1)*kvd], v[i*kvd:(i+1)*kvd]
+		if w.Bq != nil {
+			tensor.Add(qi, w.Bq)
+			tensor.Add(ki, w.Bk)
+			tensor.Add(vi, w.Bv)
+		}
+		if w.QNorm != nil {
+			for h := 0; h < m.Heads; h++ {
+				hq := qi[h*m.HeadDim : (h+1)*m.HeadDim]
+				tensor.RMSNorm(hq, hq, w.QNorm, m.RMSEps)
+			}
+			for h := 0; h < m.KVHeads; h++ {
+				hk := ki[h*m.HeadDim : (h+1)*m.HeadDim]
+				tensor.RMSNorm(hk, hk, w.KNorm, m.RMSEps)
+			}
+		}
+		pos := c.Len + i
+		tensor.RoPE(qi, m.Heads, m.HeadDim, m.RopeDim, pos, m.RopeBase, m.RopeScale, m.RopeNeox)
+		tensor.RoPE(ki, m.KVHeads, m.HeadDim, m.RopeDim, pos, m.RopeBase, m.RopeScale, m.RopeNeox)
+		copy(c.K[l][pos*kvd:(pos+1)*kvd], ki)
+		copy(c.V[l][pos*kvd:(pos+1)*kvd], vi)
+	}
+	s.attnLayer, s.attnN, s.attnPos, s.attnCache = l, n, c.Len, c
+	workers := len(s.scores)
+	if p == nil {
+		s.attnFn(0, workers)
+	} else {
+		p.Run(workers, s.attnFn)
+	}
+	att := s.xb[:n*qd] // attention output, [n × QDim]
+	tensor.MatMul(p, s.xb2[:n*embd], w.O, att, n)
+	tensor.Add(x, s.xb2[:n*embd])
+
+	// Feed-forward: SwiGLU.
+	xb = s.xb2[:n*embd]
+	for i := 0; i < n; i++ {
+		tensor.RMSNorm(xb[i*embd:(i+1)*embd], x[i*embd:(i+1)*embd], w.FFNNorm, m.RMSEps)
+	}
+	hb, hb2 := s.hb[:n*m.FFN], s.hb2[:n*m.FFN]
+	tensor.MatMul(p, hb, w.Gate, xb, n)
+	tensor.MatMul(p, hb2, w.Up, xb, n)
+	tensor.SwiGLU(hb, hb, hb2)
+	tensor.MatMul(p, s.xb[:n*embd], w.Down, hb, n)
+	tensor.Add(x, s.xb[:n*embd])
+}
+
+// attention computes, for worker w, every (token, head) pair t with
+// t % workers == w: causal softmax attention of the query over the cached
+// keys, written into s.xb as [n × QDim].
+func (s *State) attention(w int) {
+	m := s.m
+	c, l, n, pos0 := s.attnCache, s.attnLayer, s.attnN, s.attnPos
+	hd, qd, kvd := m.HeadDim, m.QDim(), m.KVDim()
+	group := m.Heads / m.KVHeads
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	K, V := c.K[l], c.V[l]
+	for t := w; t < n*m.Heads; t += len(s.scores) {
+		i, h := t/m.Heads, t%m.Heads
+		span := pos0 + i + 1 // positions 0..pos0+i are visible
+		q := s.q[i*qd+h*hd : i*qd+(h+1)*hd]
+		kvOff := (h / group) * hd
+		sc := s.scores[w][:span]
+		for p := 0; p < span; p++ {
+			kp := K[p*kvd+kvOff : p*kvd+kvOff+hd]
+			var d float32
+			for j, qj := range q {
+				d += qj * kp[j]
+			}
+			sc[p] = d * scale
+		}
+		tensor.Softmax(sc)
+		out := s.xb[i*qd+h*hd : i*qd+(h+1)*hd]
+		clear(out)
+		for p, a := range sc {
+			vp := V[p*kvd+kvOff : p*kvd+kvOff+hd]
+			for j := range out {
+				out[j] += a * vp[j]
+			}
+		}
+	}
+}
+
+// LogitsOf computes the output logits of hidden row i of s.X into s.Logits
+// (last shard only).
+func (s *State) LogitsOf(i int) ([]float32, error) {
+	m := s.m
+	if !m.IsLast() {
+		return nil, fmt.Errorf("model: shard [%d,%d) has no output head", m.First, m.End)
+	}
+	xb := s.xb2[:m.Embd]
+	tensor.RMSNorm(xb, s.X[i*m.Embd:(i+1)*m.Embd], m.OutNorm, m.RMSEps)
+	tensor.MatVec(s.pool, s.Logits, m.Output, xb)
+	return s.Logits, nil
+}

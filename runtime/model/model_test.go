@@ -1,0 +1,225 @@
+package model
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	"strata/internal/testdata"
+	"strata/runtime/gguf"
+	"strata/runtime/tensor"
+)
+
+// storiesGreedy are the 256 greedy token ids after BOS recorded in
+// ../shared/testdata/SOURCES.md (llama2.c's published stories260K sample).
+const storiesGreedy = `403 407 261 378 432 383 286 261 376 298 315 421 395 317 426 338 401 396 267 337 410 408 419 292 411 322 265 282 295 433 426 385 328 432 358 394 261 370 432 352 266 268 388 426 338 391 266 267 337 335 312 432 398 312 286 267 414 270 333 415 426 13 438 310 439 419 357 336 432 313 438 310 432 278 316 439 419 298 414 267 265 282 295 433 426 436 317 286 296 418 269 279 292 416 439 413 409 416 327 263 415 294 267 400 426 338 336 432 313 442 391 267 337 335 364 420 268 388 432 398 359 280 303 439 413 272 417 264 312 426 436 13 438 310 286 296 418 269 279 292 416 439 413 409 416 327 263 415 294 267 400 426 338 336 432 313 442 439 423 262 304 420 422 432 317 426 359 279 292 416 439 413 409 416 327 263 415 294 267 400 426 436 13 438 310 279 292 416 439 413 391 267 281 421 427 311 357 432 384 358 336 432 313 442 439 423 262 304 420 422 432 357 426 359 279 292 416 439 413 409 416 327 263 415 294 267 400 426 436 320 285 357 336 432 313 455 289 439 413 263 304 420 422 432 317 426 410 448 411 280 303 281 421 427 364 426`
+
+func storiesIDs(t testing.TB) []int {
+	var ids []int
+	for _, f := range strings.Fields(storiesGreedy) {
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, n)
+	}
+	return ids
+}
+
+func openModel(t testing.TB, rel string) *gguf.File {
+	f, err := gguf.Open(testdata.Path(t, rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+func argmax(x []float32) int {
+	best := 0
+	for i, v := range x {
+		if v > x[best] {
+			best = i
+		}
+	}
+	return best
+}
+
+// greedy decodes steps tokens after prompt, one token per Forward.
+func greedy(t testing.TB, m *Model, pool *tensor.Pool, prompt []int, steps int) []int {
+	capacity := len(prompt) + steps
+	s := m.NewState(pool, len(prompt), capacity)
+	c := m.NewCache(capacity)
+	if err := s.Embed(prompt); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Forward(c, len(prompt)); err != nil {
+		t.Fatal(err)
+	}
+	logits, _ := s.LogitsOf(len(prompt) - 1)
+	var out []int
+	for len(out) < steps {
+		next := argmax(logits)
+		out = append(out, next)
+		s.Embed([]int{next})
+		if err := s.Forward(c, 1); err != nil {
+			t.Fatal(err)
+		}
+		logits, _ = s.LogitsOf(0)
+	}
+	return out
+}
+
+func TestStoriesGreedy(t *testing.T) {
+	f := openModel(t, "gguf/stories260K.gguf")
+	m, err := Load(f, 0, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := storiesIDs(t)
+	for _, threads := range []int{1, 2, 3} {
+		pool := tensor.NewPool(threads)
+		got := greedy(t, m, pool, []int{1}, len(want))
+		pool.Close()
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("threads=%d: token %d is %d, want %d (first %d match)", threads, i, got[i], want[i], i)
+			}
+		}
+	}
+}
+
+// Batched prefill and token-by-token decoding see the same logits.
+func TestPrefillMatchesStepwise(t *testing.T) {
+	f := openModel(t, "gguf/stories260K.gguf")
+	m, _ := Load(f, 0, 5)
+	prompt := storiesIDs(t)[:40]
+	prompt = append([]int{1}, prompt...)
+	s := m.NewState(nil, len(prompt), 64)
+	c := m.NewCache(64)
+	s.Embed(prompt)
+	s.Forward(c, len(prompt))
+	batched := append([]float32(nil), mustLogits(t, s, len(prompt)-1)...)
+
+	s2 := m.NewState(nil, 1, 64)
+	c2 := m.NewCache(64)
+	var step []float32
+	for _, tok := range prompt {
+		s2.Embed([]int{tok})
+		s2.Forward(c2, 1)
+		step = mustLogits(t, s2, 0)
+	}
+	for i := range step {
+		if d := step[i] - batched[i]; d > 1e-4 || d < -1e-4 {
+			t.Fatalf("logit %d: stepwise %v, batched %v", i, step[i], batched[i])
+		}
+	}
+}
+
+func mustLogits(t testing.TB, s *State, i int) []float32 {
+	l, err := s.LogitsOf(i)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// Running the layers as two shards gives the same tokens as one model.
+func TestShardsMatchWhole(t *testing.T) {
+	f := openModel(t, "gguf/stories260K.gguf")
+	a, err := Load(f, 0, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Load(f, 2, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !a.IsFirst() || a.IsLast() || b.IsFirst() || !b.IsLast() {
+		t.Fatal("first/last flags wrong")
+	}
+	if _, err := b.NewState(nil, 1, 8).LogitsOf(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.NewState(nil, 1, 8).Embed([]int{1}); err == nil {
+		t.Error("second shard embedded tokens")
+	}
+	const steps = 60
+	sa, sb := a.NewState(nil, 1, steps+1), b.NewState(nil, 1, steps+1)
+	ca, cb := a.NewCache(steps+1), b.NewCache(steps+1)
+	tok := 1
+	want := storiesIDs(t)
+	for i := 0; i < steps; i++ {
+		sa.Embed([]int{tok})
+		sa.Forward(ca, 1)
+		copy(sb.X, sa.X[:a.Embd])
+		sb.Forward(cb, 1)
+		tok = argmax(mustLogits(t, sb, 0))
+		if tok != want[i] {
+			t.Fatalf("token %d: %d, want %d", i, tok, want[i])
+		}
+	}
+}
+
+func TestTinyRandomLoadsAndRuns(t *testing.T) {
+	f := openModel(t, "gguf/llama-2-tiny-random.gguf")
+	m, err := Load(f, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Vocab != 32000 || m.Output.Type != tensor.F16 || m.Embed.Type != tensor.F16 || &m.Output.Data[0] == &m.Embed.Data[0] {
+		t.Fatalf("vocab %d, output %s (untied F16 expected)", m.Vocab, m.Output.Type)
+	}
+	got := greedy(t, m, nil, []int{1, 15043}, 20)
+	if len(got) != 20 {
+		t.Fatal("no tokens")
+	}
+	for _, id := range got {
+		if id < 0 || id >= 32000 {
+			t.Fatalf("token %d", id)
+		}
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	f := openModel(t, "gguf/stories260K.gguf")
+	for _, r := range [][2]int{{-1, 2}, {0, 6}, {3, 3}, {4, 2}} {
+		if _, err := Load(f, r[0], r[1]); err == nil {
+			t.Errorf("range %v accepted", r)
+		}
+	}
+	v := openModel(t, "llama.cpp-vocab/ggml-vocab-gpt-2.gguf")
+	if _, err := Load(v, 0, 1); err == nil || !strings.Contains(err.Error(), "gpt2") {
+		t.Errorf("gpt2 architecture: %v", err)
+	}
+	s := func() *State { m, _ := Load(f, 0, 5); return m.NewState(nil, 2, 4) }()
+	if err := s.Embed([]int{600}); err == nil {
+		t.Error("token outside vocabulary accepted")
+	}
+	c := s.m.NewCache(4)
+	s.Embed([]int{1, 2})
+	s.Forward(c, 2)
+	s.Forward(c, 2)
+	if err := s.Forward(c, 1); err == nil || !strings.Contains(err.Error(), "context full") {
+		t.Errorf("overflow: %v", err)
+	}
+}
+
+func BenchmarkStoriesDecode(b *testing.B) {
+	f := openModel(b, "gguf/stories260K.gguf")
+	m, _ := Load(f, 0, 5)
+	pool := tensor.NewPool(0)
+	defer pool.Close()
+	s := m.NewState(pool, 1, 512)
+	c := m.NewCache(512)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if c.Len == c.Capacity {
+			c.Len = 0
+		}
+		s.Embed([]int{1})
+		s.Forward(c, 1)
+		s.LogitsOf(0)
+	}
+}
