@@ -6,14 +6,25 @@ import "math"
 // float32. Every half value, subnormals included, is exactly representable;
 // NaN payloads are kept.
 func FP16ToFP32(h uint16) float32 {
+	// Normal numbers (the common case) inline: rebias the exponent by
+	// 127-15 = 112 and widen the mantissa.
+	// The exponent field is in [0x0400, 0x7c00) exactly when it is neither
+	// 0 (zero, subnormal) nor all ones (inf, NaN).
+	if h&0x7c00-0x0400 < 0x7800 {
+		return math.Float32frombits(uint32(h&0x8000)<<16 | (uint32(h&0x7fff)<<13 + 112<<23))
+	}
+	return fp16SpecialToFP32(h)
+}
+
+// fp16SpecialToFP32 converts zeros, subnormals, infinities and NaNs.
+func fp16SpecialToFP32(h uint16) float32 {
 	sign := uint32(h&0x8000) << 16
-	exp := uint32(h>>10) & 0x1f
 	mant := uint32(h & 0x3ff)
 	switch {
-	case exp == 0x1f: // inf or NaN
+	case h&0x7c00 == 0x7c00: // inf or NaN
 		return math.Float32frombits(sign | 0x7f800000 | mant<<13)
-	case exp != 0: // normal
-		return math.Float32frombits(sign | (exp+127-15)<<23 | mant<<13)
+	case h&0x7c00 != 0: // normal (not reached from FP16ToFP32)
+		return math.Float32frombits(sign | (uint32(h&0x7fff)<<13 + 112<<23))
 	case mant == 0: // signed zero
 		return math.Float32frombits(sign)
 	}

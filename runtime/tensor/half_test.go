@@ -65,6 +65,45 @@ func TestFP16Special(t *testing.T) {
 	}
 }
 
+// TestFP16AllValues checks every half value against the binary16 formula,
+// and the F16 decoder (which inlines the normal case) against FP16ToFP32.
+func TestFP16AllValues(t *testing.T) {
+	src := make([]byte, 2<<16)
+	for h := range 1 << 16 {
+		src[2*h], src[2*h+1] = byte(h), byte(h>>8)
+	}
+	dec := make([]float32, 1<<16)
+	if err := Dequantize(F16, src, dec); err != nil {
+		t.Fatal(err)
+	}
+	for h := range 1 << 16 {
+		sign := 1.0
+		if h&0x8000 != 0 {
+			sign = -1
+		}
+		e, m := h>>10&0x1f, float64(h&0x3ff)
+		var want float64
+		switch e {
+		case 0:
+			want = sign * m * 0x1p-24
+		case 0x1f:
+			want = sign * math.Inf(1)
+			if m != 0 {
+				want = math.NaN()
+			}
+		default:
+			want = sign * math.Ldexp(1+m/1024, e-15)
+		}
+		got := FP16ToFP32(uint16(h))
+		if math.IsNaN(want) != math.IsNaN(float64(got)) || !math.IsNaN(want) && (float64(got) != want || math.Signbit(float64(got)) != math.Signbit(want)) {
+			t.Fatalf("FP16ToFP32(%#04x) = %g, want %g", h, got, want)
+		}
+		if math.Float32bits(dec[h]) != math.Float32bits(got) {
+			t.Fatalf("Dequantize(F16 %#04x) = %#08x, FP16ToFP32 %#08x", h, math.Float32bits(dec[h]), math.Float32bits(got))
+		}
+	}
+}
+
 // TestFP16RoundTrip checks every half value survives half -> float32 -> half.
 func TestFP16RoundTrip(t *testing.T) {
 	for h := range 1 << 16 {

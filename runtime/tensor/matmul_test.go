@@ -135,7 +135,9 @@ func TestKernelPanics(t *testing.T) {
 		{"MatVec short out", func() { MatVec(nil, make([]float32, 3), w, make([]float32, 32)) }},
 		{"MatMul n", func() { MatMul(nil, make([]float32, 8), w, make([]float32, 32), 2) }},
 		{"MatVec unsupported", func() { MatVec(nil, nil, Matrix{Type: Q2_K}, nil) }},
-		{"MatVec short data", func() { MatVec(nil, make([]float32, 4), Matrix{Type: Q8_0, Rows: 4, Cols: 32, Data: w.Data[:100]}, make([]float32, 32)) }},
+		{"MatVec short data", func() {
+			MatVec(nil, make([]float32, 4), Matrix{Type: Q8_0, Rows: 4, Cols: 32, Data: w.Data[:100]}, make([]float32, 32))
+		}},
 		{"DotRow size", func() { DotRow(Q8_0, w.Row(0), make([]float32, 64)) }},
 		{"DotRow unsupported", func() { DotRow(IQ4_XS, nil, nil) }},
 		{"EmbedRow size", func() { w.EmbedRow(0, make([]float32, 31)) }},

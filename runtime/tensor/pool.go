@@ -57,8 +57,13 @@ func (p *Pool) Threads() int {
 // size and calls fn(lo, hi) once per non-empty chunk, on the workers and on
 // the caller's goroutine, returning when all calls have returned. Chunk k
 // is [k*n/c, (k+1)*n/c) for c chunks. If a call panics, Run panics with the
-// same value after every chunk has finished. Run allocates nothing. After
-// Close, and on a nil Pool, Run calls fn(0, n) directly.
+// same value after every chunk has finished. After Close, and on a nil
+// Pool, Run calls fn(0, n) directly.
+//
+// Run allocates nothing itself, but fn is handed to other goroutines, so a
+// closure literal that captures variables is heap-allocated by the caller
+// on every call; hot paths bind fn once (say, a method value kept in a
+// struct) and reuse it, as MatVec does.
 func (p *Pool) Run(n int, fn func(lo, hi int)) {
 	if n <= 0 {
 		return

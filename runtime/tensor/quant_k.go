@@ -105,32 +105,28 @@ func decodeQ5_K(src []byte, dst []float32) {
 		qh := b[16:48]
 		ql := b[48:176]
 		is := 0
-		u1, u2 := uint8(1), uint8(2)
+		// ggml tests qh[l] against masks u1 = 1<<s, u2 = 2<<s (s = 0, 2,
+		// 4, 6); shifting the bit down instead keeps the loop branch-free.
+		s := uint(0)
 		for j := 0; j < qkK; j += 64 {
 			sc, m := scaleMinK4(is, scales)
 			d1, m1 := d*float32(sc), dmin*float32(m)
 			sc, m = scaleMinK4(is+1, scales)
 			d2, m2 := d*float32(sc), dmin*float32(m)
 			qq := ql[:32]
+			hh := qh[:32]
 			lo := y[j : j+32]
 			hi := y[j+32 : j+64]
 			for l, v := range qq {
-				h := qh[l]
-				a := v & 0xf
-				if h&u1 != 0 {
-					a += 16
-				}
-				c := v >> 4
-				if h&u2 != 0 {
-					c += 16
-				}
+				h := hh[l] >> s
+				a := v&0xf | (h&1)<<4
+				c := v>>4 | (h>>1&1)<<4
 				lo[l] = d1*float32(a) - m1
 				hi[l] = d2*float32(c) - m2
 			}
 			ql = ql[32:]
 			is += 2
-			u1 <<= 2
-			u2 <<= 2
+			s += 2
 		}
 		src, dst = src[q5KBytes:], dst[qkK:]
 	}

@@ -1,0 +1,77 @@
+package tensor
+
+import (
+	"fmt"
+	"testing"
+)
+
+// BenchmarkMatVec measures MatVec over a 2048x2048 matrix per type; bytes
+// are weight bytes, so MB/s is the weight bandwidth (decode's bound).
+func BenchmarkMatVec(b *testing.B) {
+	const dim = 2048
+	for _, threads := range []int{1, 2} {
+		p := NewPool(threads)
+		for _, mt := range matTypes {
+			b.Run(fmt.Sprintf("%v/threads=%d", mt.t, threads), func(b *testing.B) {
+				w, _ := randomMatrix(b, mt.t, dim, dim, 1)
+				x := testData("uniform", dim, 2)
+				out := make([]float32, dim)
+				b.SetBytes(int64(len(w.Data)))
+				b.ReportAllocs()
+				for b.Loop() {
+					MatVec(p, out, w, x)
+				}
+			})
+		}
+		p.Close()
+	}
+}
+
+// BenchmarkMatMul measures a batch of 16 vectors (prefill) on 2 threads.
+func BenchmarkMatMul(b *testing.B) {
+	const dim, n = 2048, 16
+	p := NewPool(2)
+	defer p.Close()
+	for _, mt := range matTypes {
+		b.Run(mt.t.String(), func(b *testing.B) {
+			w, _ := randomMatrix(b, mt.t, dim, dim, 1)
+			x := testData("uniform", n*dim, 2)
+			out := make([]float32, n*dim)
+			b.SetBytes(int64(len(w.Data)))
+			b.ReportAllocs()
+			for b.Loop() {
+				MatMul(p, out, w, x, n)
+			}
+		})
+	}
+}
+
+// BenchmarkQuantize measures encoding 64K elements per type.
+func BenchmarkQuantize(b *testing.B) {
+	const n = 1 << 16
+	x := testData("normal", n, 3)
+	for _, qt := range quantTypes {
+		b.Run(qt.t.String(), func(b *testing.B) {
+			dst := make([]byte, n/qt.t.BlockSize()*qt.t.BlockBytes())
+			b.SetBytes(4 * n)
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := QuantizeInto(qt.t, x, dst); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkPoolRun measures the dispatch cost of an almost empty Run.
+func BenchmarkPoolRun(b *testing.B) {
+	p := NewPool(2)
+	defer p.Close()
+	s := &summer{x: make([]float32, 64), part: make([]float32, 64)}
+	fn := s.run
+	b.ReportAllocs()
+	for b.Loop() {
+		p.Run(64, fn)
+	}
+}
