@@ -22,10 +22,13 @@ vet:
 test: vet
 	STRATA_TESTDATA=$(TESTDATA) $(GO) test -race -count=1 -timeout 20m ./...
 
-# A small local demo on the tiny real model. Until the distributed engine
-# lands this inspects stories260K (see README).
+# A small demo on the tiny real model: what is in the file, then the story
+# it tells from an empty prompt (one node; the 3-node cluster demo comes
+# with the distributed engine, see README).
 demo: build
-	./$(BIN) inspect $(TESTDATA)/gguf/stories260K.gguf
+	./$(BIN) inspect $(TESTDATA)/gguf/stories260K.gguf | head -12
+	@echo
+	./$(BIN) run --model $(TESTDATA)/gguf/stories260K.gguf --max-tokens 256
 
 bench:
 	STRATA_TESTDATA=$(TESTDATA) $(GO) test -run '^$$' -bench . -benchmem ./runtime/...

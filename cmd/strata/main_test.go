@@ -60,3 +60,20 @@ func TestInspectErrors(t *testing.T) {
 		t.Errorf("vocab file: %v\n%s", err, out)
 	}
 }
+
+func TestRunTellsTheStory(t *testing.T) {
+	out, err := run(t, "run", "--model", testdata.Path(t, "gguf/stories260K.gguf"), "--max-tokens", "30")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// stdout and stderr share the buffer here; the story comes first.
+	if !strings.HasPrefix(out, "Once upon a time, there was a little girl named Lily.") || !strings.Contains(out, "generated 30 tokens") {
+		t.Errorf("output:\n%s", out)
+	}
+	if _, err := run(t, "run"); err == nil || !strings.Contains(err.Error(), "--model") {
+		t.Errorf("missing --model: %v", err)
+	}
+	if _, err := run(t, "run", "--model", testdata.Path(t, "gguf/stories260K.gguf"), "--top-p", "2"); err == nil {
+		t.Error("top-p 2 accepted")
+	}
+}

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"strata/runtime/engine"
+	"strata/runtime/sample"
+)
+
+func init() { extraCommands = append(extraCommands, runCmd) }
+
+func runCmd() *cobra.Command {
+	var (
+		modelPath string
+		prompt    string
+		maxTokens int
+		threads   int
+		ctxLen    int
+		seed      int64
+		stops     []string
+		params    sample.Params
+	)
+	cmd := &cobra.Command{
+		Use:   "run --model PATH [--prompt TEXT]",
+		Short: "Generate text on this machine: the continuation on stdout, timings on stderr",
+		Long: `run loads a GGUF model and continues the prompt. The prompt is encoded as
+llama.cpp and llama2.c do (BOS, then the text). Sampling is greedy unless
+--temperature is above 0; --seed makes sampled runs reproducible.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if modelPath == "" {
+				return fmt.Errorf("--model is required (a path to a .gguf file)")
+			}
+			if seed < 0 {
+				seed = rand.Int64N(1 << 31)
+			}
+			params.Seed = uint64(seed)
+			if err := params.Validate(); err != nil {
+				return err
+			}
+			loadStart := time.Now()
+			e, err := engine.Open(modelPath, engine.Options{Threads: threads, Context: ctxLen})
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			load := time.Since(loadStart)
+
+			// Ctrl-C stops the generation; what was generated stays printed.
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
+			defer stop()
+			out := bufio.NewWriter(cmd.OutOrStdout())
+			res, err := e.Generate(ctx, engine.Request{Prompt: prompt, MaxTokens: maxTokens, Sampling: params, Stop: stops},
+				func(t engine.Token) error {
+					out.WriteString(t.Text)
+					return out.Flush() // stream as tokens arrive
+				})
+			fmt.Fprintln(out)
+			out.Flush()
+			if err != nil && err != context.Canceled {
+				return err
+			}
+			n := len(res.Tokens)
+			fmt.Fprintf(cmd.ErrOrStderr(), "load %v | prompt %d tokens in %v (%.1f tok/s) | generated %d tokens in %v (%.1f tok/s) | finish %s | seed %d\n",
+				load.Round(time.Millisecond), res.PromptTokens, res.PrefillDuration.Round(time.Microsecond), rate(res.PromptTokens, res.PrefillDuration),
+				n, res.DecodeDuration.Round(time.Microsecond), rate(n, res.DecodeDuration), finish(res.FinishReason, err), seed)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&modelPath, "model", "", "path to a GGUF model")
+	f.StringVar(&prompt, "prompt", "", "text to continue (empty: start from BOS)")
+	f.IntVar(&maxTokens, "max-tokens", 256, "most tokens to generate (0: until end of text or a full context)")
+	f.Float32Var(&params.Temperature, "temperature", 0, "sampling temperature (0: greedy)")
+	f.Float32Var(&params.TopP, "top-p", 0, "nucleus sampling threshold (0: off)")
+	f.IntVar(&params.TopK, "top-k", 0, "keep only the K most likely tokens (0: off)")
+	f.Float32Var(&params.MinP, "min-p", 0, "drop tokens below this fraction of the top probability (0: off)")
+	f.Float32Var(&params.RepeatPenalty, "repeat-penalty", 1, "penalty for repeating recent tokens (1: off)")
+	f.Int64Var(&seed, "seed", -1, "sampling seed (-1: random)")
+	f.StringArrayVar(&stops, "stop", nil, "stop before this string (repeatable)")
+	f.IntVar(&threads, "threads", 0, "worker threads (0: all cores)")
+	f.IntVar(&ctxLen, "ctx", 0, "context length (0: the model's, at most 4096)")
+	return cmd
+}
+
+func rate(n int, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}
+
+func finish(reason string, err error) string {
+	if err != nil {
+		return "cancelled"
+	}
+	return reason
+}

@@ -1,0 +1,306 @@
+// Package engine is the one-node library entry point: open a GGUF model,
+// then generate text with a per-token callback. It ties together the
+// model, tokenizer and sampler of strata/runtime; distributed generation
+// lives in strata/actors and uses the same pieces shard by shard.
+//
+//	e, err := engine.Open("stories260K.gguf", engine.Options{})
+//	if err != nil { ... }
+//	defer e.Close()
+//	res, err := e.Generate(ctx, engine.Request{Prompt: "Once upon a time", MaxTokens: 64},
+//		func(t engine.Token) error { fmt.Print(t.Text); return nil })
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"strata/runtime/gguf"
+	"strata/runtime/model"
+	"strata/runtime/sample"
+	"strata/runtime/tensor"
+	"strata/runtime/tokenizer"
+)
+
+// Options configures Open. Zero values pick the defaults noted.
+type Options struct {
+	Threads int // worker threads; 0 = GOMAXPROCS
+	Context int // KV cache positions per generation; 0 = the model's context_length, at most 4096
+	Batch   int // prompt tokens per prefill step; 0 = 64
+}
+
+// Engine is an open model. Generate may be called from several goroutines;
+// each call has its own KV cache and scratch, and they share the worker pool.
+type Engine struct {
+	File      *gguf.File
+	Model     *model.Model
+	Tokenizer *tokenizer.Tokenizer
+	pool      *tensor.Pool
+	ctxLen    int
+	batch     int
+}
+
+// Open memory-maps the model at path and prepares it for generation.
+func Open(path string, opts Options) (*Engine, error) {
+	f, err := gguf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	e, err := New(f, opts)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+// New builds an Engine over an already open file; Close closes it.
+func New(f *gguf.File, opts Options) (*Engine, error) {
+	cfg, err := model.ConfigOf(f.Metadata())
+	if err != nil {
+		return nil, err
+	}
+	m, err := model.Load(f, 0, cfg.Layers)
+	if err != nil {
+		return nil, err
+	}
+	tok, err := tokenizer.FromGGUF(f.Metadata())
+	if err != nil {
+		return nil, err
+	}
+	if tok.VocabSize() > m.Vocab {
+		return nil, fmt.Errorf("engine: tokenizer has %d tokens, the embedding only %d", tok.VocabSize(), m.Vocab)
+	}
+	e := &Engine{File: f, Model: m, Tokenizer: tok, ctxLen: opts.Context, batch: opts.Batch}
+	if e.ctxLen <= 0 {
+		e.ctxLen = min(cfg.Context, 4096)
+	}
+	if e.batch <= 0 {
+		e.batch = 64
+	}
+	e.pool = tensor.NewPool(opts.Threads)
+	return e, nil
+}
+
+// Close releases the worker pool and unmaps the file.
+func (e *Engine) Close() error {
+	e.pool.Close()
+	return e.File.Close()
+}
+
+// ContextLength is the most positions (prompt + generated) one generation holds.
+func (e *Engine) ContextLength() int { return e.ctxLen }
+
+// Request is one generation.
+type Request struct {
+	Prompt string
+	// Tokens, when set, is used instead of encoding Prompt (no BOS is added).
+	Tokens    []int
+	MaxTokens int // 0 = until end of generation or the context is full
+	Sampling  sample.Params
+	Stop      []string // generation stops before any of these strings
+}
+
+// Token is one generated token as delivered to the callback.
+type Token struct {
+	ID    int
+	Index int    // 0 for the first generated token
+	Text  string // the text this token completes: never half a UTF-8 character; may be ""
+}
+
+// Finish reasons.
+const (
+	FinishStop   = "stop"   // end-of-generation token or a stop string
+	FinishLength = "length" // MaxTokens or the context length reached
+)
+
+// Result summarises a finished generation.
+type Result struct {
+	PromptTokens    int
+	Tokens          []int // generated ids
+	Text            string
+	FinishReason    string
+	PrefillDuration time.Duration
+	DecodeDuration  time.Duration
+}
+
+// Encode tokenizes a prompt the way llama.cpp and llama2.c do for the
+// model: BOS (when the vocabulary asks for it), then the text.
+func (e *Engine) Encode(prompt string) []int {
+	return e.Tokenizer.Encode(prompt, true, false)
+}
+
+// Generate runs one generation, calling onToken for each generated token
+// in order. It stops at an end-of-generation token, a stop string,
+// MaxTokens, a full context, an error from onToken, or when ctx is done
+// (returning ctx.Err() with the partial Result).
+func (e *Engine) Generate(ctx context.Context, req Request, onToken func(Token) error) (res Result, err error) {
+	if err := req.Sampling.Validate(); err != nil {
+		return res, err
+	}
+	prompt := req.Tokens
+	if prompt == nil {
+		prompt = e.Encode(req.Prompt)
+	}
+	if len(prompt) == 0 {
+		return res, errors.New("engine: empty prompt (the vocabulary adds no BOS)")
+	}
+	if len(prompt) >= e.ctxLen {
+		return res, fmt.Errorf("engine: prompt of %d tokens does not fit the context of %d", len(prompt), e.ctxLen)
+	}
+	res.PromptTokens = len(prompt)
+	sampler, err := sample.New(req.Sampling, e.Model.Vocab)
+	if err != nil {
+		return res, err
+	}
+	for _, t := range prompt {
+		sampler.Accept(t)
+	}
+	m := e.Model
+	st := m.NewState(e.pool, min(e.batch, len(prompt)), e.ctxLen)
+	cache := m.NewCache(e.ctxLen)
+
+	start := time.Now()
+	for i := 0; i < len(prompt); i += st.Batch {
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		chunk := prompt[i:min(i+st.Batch, len(prompt))]
+		if err := st.Embed(chunk); err != nil {
+			return res, err
+		}
+		if err := st.Forward(cache, len(chunk)); err != nil {
+			return res, err
+		}
+	}
+	logits, err := st.LogitsOf((len(prompt) - 1) % st.Batch)
+	if err != nil {
+		return res, err
+	}
+	res.PrefillDuration = time.Since(start)
+
+	start = time.Now()
+	defer func() { res.DecodeDuration = time.Since(start) }()
+	dec := e.Tokenizer.NewDecoder()
+	stops := newStopper(req.Stop)
+	var text strings.Builder
+	// llama2.c and llama.cpp drop the dummy-prefix space of the first
+	// piece after BOS, so an empty prompt prints "Once upon", not " Once upon".
+	stripSpace := prompt[len(prompt)-1] == e.Tokenizer.BOS()
+	emit := func(id int, piece string) error {
+		tok := Token{ID: id, Index: len(res.Tokens) - 1, Text: piece}
+		text.WriteString(piece)
+		return onToken(tok)
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			res.Text = text.String()
+			return res, err
+		}
+		id := sampler.Sample(logits)
+		sampler.Accept(id)
+		if e.Tokenizer.IsEOG(id) {
+			res.FinishReason = FinishStop
+			break
+		}
+		res.Tokens = append(res.Tokens, id)
+		piece := dec.Add(id)
+		if stripSpace && piece != "" {
+			piece = strings.TrimPrefix(piece, " ")
+			stripSpace = false
+		}
+		out, hit := stops.add(piece)
+		if err := emit(id, out); err != nil {
+			res.Text = text.String()
+			return res, err
+		}
+		if hit {
+			res.FinishReason = FinishStop
+			break
+		}
+		if (req.MaxTokens > 0 && len(res.Tokens) >= req.MaxTokens) || cache.Len >= e.ctxLen {
+			res.FinishReason = FinishLength
+			break
+		}
+		if err := st.Embed([]int{id}); err != nil {
+			return res, err
+		}
+		if err := st.Forward(cache, 1); err != nil {
+			return res, err
+		}
+		if logits, err = st.LogitsOf(0); err != nil {
+			return res, err
+		}
+	}
+	if !stops.done {
+		// Flush what a possible stop string or a partial character held back.
+		rest := stops.flush(dec.Flush())
+		if rest != "" && len(res.Tokens) > 0 {
+			if err := emit(res.Tokens[len(res.Tokens)-1], rest); err != nil {
+				res.Text = text.String()
+				return res, err
+			}
+		}
+	}
+	res.Text = text.String()
+	return res, nil
+}
+
+// stopper holds back text that might begin a stop string and reports when
+// one appears.
+type stopper struct {
+	stops   []string
+	pending string
+	done    bool
+}
+
+func newStopper(stops []string) *stopper {
+	s := &stopper{}
+	for _, x := range stops {
+		if x != "" {
+			s.stops = append(s.stops, x)
+		}
+	}
+	return s
+}
+
+// add appends piece and returns the text now safe to emit, and whether a
+// stop string was found (the text before it is returned, the rest dropped).
+func (s *stopper) add(piece string) (string, bool) {
+	if s.done {
+		return "", true
+	}
+	s.pending += piece
+	for _, x := range s.stops {
+		if i := strings.Index(s.pending, x); i >= 0 {
+			out := s.pending[:i]
+			s.pending, s.done = "", true
+			return out, true
+		}
+	}
+	// Keep the longest suffix that is a prefix of some stop string.
+	keep := 0
+	for _, x := range s.stops {
+		for k := min(len(x)-1, len(s.pending)); k > keep; k-- {
+			if strings.HasSuffix(s.pending, x[:k]) {
+				keep = k
+				break
+			}
+		}
+	}
+	out := s.pending[:len(s.pending)-keep]
+	s.pending = s.pending[len(s.pending)-keep:]
+	return out, false
+}
+
+// flush returns whatever is still held back, plus tail (when not stopped).
+func (s *stopper) flush(tail string) string {
+	if s.done {
+		return ""
+	}
+	out := s.pending + tail
+	s.pending = ""
+	return out
+}
