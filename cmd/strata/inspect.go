@@ -44,21 +44,21 @@ func inspectCmd() *cobra.Command {
 
 // inspectReport is the JSON shape of `strata inspect --json`.
 type inspectReport struct {
-	Files        []string          `json:"files"`
-	Version      uint32            `json:"gguf_version"`
-	Architecture string            `json:"architecture"`
-	Name         string            `json:"name,omitempty"`
-	Hyper        map[string]any    `json:"hyperparameters"`
-	Tokenizer    tokenizerSummary  `json:"tokenizer"`
-	Tensors      []tensorRow       `json:"tensors"`
-	Layers       []uint64          `json:"layer_bytes"`
-	EmbedBytes   uint64            `json:"embedding_bytes"`
-	HeadBytes    uint64            `json:"head_bytes"`
-	OtherBytes   uint64            `json:"other_bytes"`
-	TotalBytes   uint64            `json:"total_bytes"`
-	KVPerToken   uint64            `json:"kv_bytes_per_token"`
-	TiedOutput   bool              `json:"tied_output"`
-	TypeCounts   map[string]int    `json:"tensor_types"`
+	Files        []string         `json:"files"`
+	Version      uint32           `json:"gguf_version"`
+	Architecture string           `json:"architecture"`
+	Name         string           `json:"name,omitempty"`
+	Hyper        map[string]any   `json:"hyperparameters"`
+	Tokenizer    tokenizerSummary `json:"tokenizer"`
+	Tensors      []tensorRow      `json:"tensors"`
+	Layers       []uint64         `json:"layer_bytes"`
+	EmbedBytes   uint64           `json:"embedding_bytes"`
+	HeadBytes    uint64           `json:"head_bytes"`
+	OtherBytes   uint64           `json:"other_bytes"`
+	TotalBytes   uint64           `json:"total_bytes"`
+	KVPerToken   uint64           `json:"kv_bytes_per_token"`
+	TiedOutput   bool             `json:"tied_output"`
+	TypeCounts   map[string]int   `json:"tensor_types"`
 }
 
 type tokenizerSummary struct {
