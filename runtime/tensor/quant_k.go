@@ -145,17 +145,24 @@ func decodeQ6_K(src []byte, dst []float32) {
 			l0 := ql[:64]
 			h0 := qh[:32]
 			s := sc[:8]
-			for l := 0; l < 32; l++ {
-				is := l / 16
-				h := h0[l]
-				q1 := int(l0[l]&0xf|(h>>0&3)<<4) - 32
-				q2 := int(l0[l+32]&0xf|(h>>2&3)<<4) - 32
-				q3 := int(l0[l]>>4|(h>>4&3)<<4) - 32
-				q4 := int(l0[l+32]>>4|(h>>6&3)<<4) - 32
-				yy[l] = d * float32(int8(s[is])) * float32(q1)
-				yy[l+32] = d * float32(int8(s[is+2])) * float32(q2)
-				yy[l+64] = d * float32(int8(s[is+4])) * float32(q3)
-				yy[l+96] = d * float32(int8(s[is+6])) * float32(q4)
+			// ggml's loop runs l over 0..31 with is = l/16; d*scale is
+			// hoisted per 16 (the same product, so the same rounding).
+			for is := 0; is < 2; is++ {
+				s1 := d * float32(int8(s[is]))
+				s2 := d * float32(int8(s[is+2]))
+				s3 := d * float32(int8(s[is+4]))
+				s4 := d * float32(int8(s[is+6]))
+				for l := 16 * is; l < 16*is+16; l++ {
+					h := h0[l]
+					q1 := int(l0[l]&0xf|(h>>0&3)<<4) - 32
+					q2 := int(l0[l+32]&0xf|(h>>2&3)<<4) - 32
+					q3 := int(l0[l]>>4|(h>>4&3)<<4) - 32
+					q4 := int(l0[l+32]>>4|(h>>6&3)<<4) - 32
+					yy[l] = s1 * float32(q1)
+					yy[l+32] = s2 * float32(q2)
+					yy[l+64] = s3 * float32(q3)
+					yy[l+96] = s4 * float32(q4)
+				}
 			}
 			ql = ql[64:]
 			qh = qh[32:]
