@@ -1,0 +1,305 @@
+// Package plan places a model's layers on a cluster's nodes. Place is a
+// pure, deterministic function of (model, nodes, options): every node that
+// computes a plan from the same membership view gets the same plan, so no
+// node has to be in charge of placement.
+//
+//	p, err := plan.Place(plan.FromProfile("tinyllama", prof), nodes, plan.Options{Context: 4096})
+//	if err != nil {
+//		return err // a *plan.RefusalError says what is missing, in words
+//	}
+//	for _, s := range p.Stages {
+//		fmt.Println(s.Node, s.First, s.End) // layers [First, End) on node s.Node
+//	}
+package plan
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"strata/internal/units"
+	"strata/runtime/model"
+)
+
+// Model is what placement needs to know about a model.
+type Model struct {
+	Name       string
+	LayerBytes []uint64 // weight bytes of each layer
+	EmbedBytes uint64   // token embedding, held by the first stage
+	// HeadBytes is the final norm and output matrix, held by the last
+	// stage; with a tied output it includes the embedding matrix again.
+	HeadBytes       uint64
+	KVBytesPerToken uint64 // all layers; split evenly per layer
+}
+
+// FromProfile converts a model profile (see model.ProfileOf).
+func FromProfile(name string, p model.Profile) Model {
+	m := Model{Name: name, LayerBytes: p.LayerBytes, EmbedBytes: p.EmbedBytes + p.OtherBytes, HeadBytes: p.HeadBytes, KVBytesPerToken: p.KVBytesPerToken}
+	if p.TiedOutput {
+		m.HeadBytes += p.EmbedBytes
+	}
+	return m
+}
+
+// Layers returns the number of layers.
+func (m Model) Layers() int { return len(m.LayerBytes) }
+
+// WeightBytes is the bytes of every weight once.
+func (m Model) WeightBytes() uint64 {
+	n := m.EmbedBytes + m.HeadBytes
+	for _, b := range m.LayerBytes {
+		n += b
+	}
+	return n
+}
+
+// Node is one member of the view as placement sees it.
+type Node struct {
+	ID        string
+	FreeBytes uint64  // memory the node offers
+	Compute   float64 // relative compute rate; 0 = unknown (memory is used instead)
+}
+
+// Options tunes a placement. Zero values pick the defaults noted.
+type Options struct {
+	Context  int // KV cache positions reserved per session; 0 = 4096
+	Sessions int // concurrent sessions to reserve KV for; 0 = 1
+	// ReserveBytes is kept free on every node (scratch, runtime); 0 = none.
+	ReserveBytes uint64
+}
+
+func (o Options) withDefaults() Options {
+	if o.Context <= 0 {
+		o.Context = 4096
+	}
+	if o.Sessions <= 0 {
+		o.Sessions = 1
+	}
+	return o
+}
+
+// Stage is one hop of the ring: node Node runs layers [First, End).
+type Stage struct {
+	Node        string
+	First, End  int
+	Embed, Head bool   // holds the embedding (first stage) / output head (last)
+	WeightBytes uint64 // weights it loads
+	KVBytes     uint64 // KV cache it reserves
+}
+
+// Plan is a ring of stages covering every layer exactly once, in order.
+type Plan struct {
+	Model    string
+	Context  int
+	Sessions int
+	Stages   []Stage
+}
+
+// String renders the plan as a small table.
+func (p Plan) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %d stage(s), context %d × %d session(s)\n", p.Model, len(p.Stages), p.Context, p.Sessions)
+	for i, s := range p.Stages {
+		extra := ""
+		if s.Embed {
+			extra += " +embedding"
+		}
+		if s.Head {
+			extra += " +head"
+		}
+		fmt.Fprintf(&b, "  stage %d  %-20s layers %3d-%-3d (%d)%s  weights %s  KV %s\n",
+			i, s.Node, s.First, s.End-1, s.End-s.First, extra, units.Bytes(s.WeightBytes), units.Bytes(s.KVBytes))
+	}
+	return b.String()
+}
+
+// RefusalError says why a model cannot be placed.
+type RefusalError struct {
+	Model         string
+	WeightBytes   uint64
+	KVBytes       uint64
+	OfferedBytes  uint64
+	Nodes         int
+	Context       int
+	Sessions      int
+	Fragmentation bool // enough memory in total, but no contiguous split fits
+	Detail        string
+}
+
+func (e *RefusalError) Error() string {
+	msg := fmt.Sprintf("cannot place %s: needs %s for weights + %s KV (context %d × %d session(s)); the cluster offers %s across %d node(s)",
+		e.Model, units.Bytes(e.WeightBytes), units.Bytes(e.KVBytes), e.Context, e.Sessions, units.Bytes(e.OfferedBytes), e.Nodes)
+	if e.Detail != "" {
+		msg += ": " + e.Detail
+	}
+	return msg
+}
+
+// Place computes the plan: the fewest stages that fit, on the nodes with
+// the most memory, layers split in proportion to compute (or to memory
+// when compute is unknown) without putting more on a node than it offers.
+func Place(m Model, nodes []Node, opts Options) (Plan, error) {
+	opts = opts.withDefaults()
+	L := m.Layers()
+	if L == 0 {
+		return Plan{}, errors.New("plan: the model has no layers")
+	}
+	if len(nodes) == 0 {
+		return Plan{}, errors.New("plan: no nodes to place on")
+	}
+	seen := map[string]bool{}
+	for _, n := range nodes {
+		if n.ID == "" || seen[n.ID] {
+			return Plan{}, fmt.Errorf("plan: node ID %q is empty or repeated", n.ID)
+		}
+		seen[n.ID] = true
+	}
+	// Order nodes by memory offered, then ID: the input order never matters.
+	sorted := append([]Node(nil), nodes...)
+	sort.Slice(sorted, func(i, j int) bool {
+		if sorted[i].FreeBytes != sorted[j].FreeBytes {
+			return sorted[i].FreeBytes > sorted[j].FreeBytes
+		}
+		return sorted[i].ID < sorted[j].ID
+	})
+	kvPerLayer := m.KVBytesPerToken / uint64(L) * uint64(opts.Context) * uint64(opts.Sessions)
+	refusal := &RefusalError{
+		Model: m.Name, WeightBytes: m.WeightBytes(), KVBytes: kvPerLayer * uint64(L),
+		Nodes: len(nodes), Context: opts.Context, Sessions: opts.Sessions,
+	}
+	for _, n := range sorted {
+		refusal.OfferedBytes += usable(n, opts)
+	}
+	if refusal.WeightBytes+refusal.KVBytes > refusal.OfferedBytes {
+		return Plan{}, refusal
+	}
+	for k := 1; k <= min(len(sorted), L); k++ {
+		if p, ok := assign(m, sorted[:k], kvPerLayer, opts); ok {
+			return p, nil
+		}
+	}
+	refusal.Fragmentation = true
+	refusal.Detail = fmt.Sprintf("no split into contiguous layer ranges fits (largest layer %s + %s KV; the first stage also holds the embedding, %s, and the last the head, %s)",
+		units.Bytes(maxOf(m.LayerBytes)), units.Bytes(kvPerLayer), units.Bytes(m.EmbedBytes), units.Bytes(m.HeadBytes))
+	return Plan{}, refusal
+}
+
+func usable(n Node, o Options) uint64 {
+	if n.FreeBytes < o.ReserveBytes {
+		return 0
+	}
+	return n.FreeBytes - o.ReserveBytes
+}
+
+func maxOf(xs []uint64) uint64 {
+	var m uint64
+	for _, x := range xs {
+		m = max(m, x)
+	}
+	return m
+}
+
+// assign splits the layers over exactly the given nodes, in order, or
+// reports that they do not fit. Arithmetic is integer-only so every CPU
+// computes the same plan.
+func assign(m Model, nodes []Node, kvPerLayer uint64, opts Options) (Plan, bool) {
+	k, L := len(nodes), m.Layers()
+	perLayer := maxOf(m.LayerBytes) + kvPerLayer
+	// caps[i]: layers node i holds at most, counting the largest layer size.
+	caps := make([]int, k)
+	for i, n := range nodes {
+		fixed := uint64(0)
+		if i == 0 {
+			fixed += m.EmbedBytes
+		}
+		if i == k-1 {
+			fixed += m.HeadBytes
+		}
+		free := usable(n, opts)
+		if free < fixed {
+			return Plan{}, false
+		}
+		caps[i] = int(min((free-fixed)/max(perLayer, 1), uint64(L)))
+		if caps[i] == 0 {
+			return Plan{}, false
+		}
+	}
+	// Integer weights: compute (milli-units) when every node reports it,
+	// else memory in MiB.
+	w := make([]uint64, k)
+	var sum uint64
+	useCompute := true
+	for _, n := range nodes {
+		useCompute = useCompute && n.Compute > 0
+	}
+	for i, n := range nodes {
+		if useCompute {
+			w[i] = uint64(min(n.Compute, 1e9)*1000) + 1
+		} else {
+			w[i] = usable(n, opts)>>20 + 1
+		}
+		sum += w[i]
+	}
+	// counts[i] = min(cap, floor(target)); then hand out the rest one layer
+	// at a time to the node furthest below its target that has room.
+	counts := make([]int, k)
+	given := 0
+	for i := range counts {
+		counts[i] = min(caps[i], max(1, int(uint64(L)*w[i]/sum)))
+		given += counts[i]
+	}
+	for given > L { // the max(1, ...) floors overshot: trim the most over target
+		best := -1
+		for i := range counts {
+			if counts[i] > 1 && (best < 0 || over(counts[i], w[i], L, sum) > over(counts[best], w[best], L, sum)) {
+				best = i
+			}
+		}
+		if best < 0 {
+			return Plan{}, false
+		}
+		counts[best]--
+		given--
+	}
+	for given < L {
+		best := -1
+		for i := range counts {
+			if counts[i] < caps[i] && (best < 0 || over(counts[i], w[i], L, sum) < over(counts[best], w[best], L, sum)) {
+				best = i
+			}
+		}
+		if best < 0 {
+			return Plan{}, false
+		}
+		counts[best]++
+		given++
+	}
+	p := Plan{Model: m.Name, Context: opts.Context, Sessions: opts.Sessions}
+	first := 0
+	for i, n := range nodes {
+		s := Stage{Node: n.ID, First: first, End: first + counts[i], Embed: i == 0, Head: i == k-1}
+		for l := s.First; l < s.End; l++ {
+			s.WeightBytes += m.LayerBytes[l]
+		}
+		if s.Embed {
+			s.WeightBytes += m.EmbedBytes
+		}
+		if s.Head {
+			s.WeightBytes += m.HeadBytes
+		}
+		s.KVBytes = kvPerLayer * uint64(counts[i])
+		if s.WeightBytes+s.KVBytes > usable(n, opts) {
+			return Plan{}, false // cannot happen: caps count the largest layer
+		}
+		p.Stages = append(p.Stages, s)
+		first = s.End
+	}
+	return p, true
+}
+
+// over compares how far count is above its target L*w/sum, as
+// count*sum - L*w (scaled by sum, so integers compare exactly).
+func over(count int, w uint64, L int, sum uint64) int64 {
+	return int64(uint64(count)*sum) - int64(uint64(L)*w)
+}

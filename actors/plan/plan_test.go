@@ -1,0 +1,191 @@
+package plan
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+
+	"strata/runtime/model"
+	"strata/runtime/tensor"
+)
+
+const GB = 1_000_000_000
+
+func uniform(layers int, layerBytes, embed, head, kvPerToken uint64) Model {
+	m := Model{Name: "m", EmbedBytes: embed, HeadBytes: head, KVBytesPerToken: kvPerToken}
+	for i := 0; i < layers; i++ {
+		m.LayerBytes = append(m.LayerBytes, layerBytes)
+	}
+	return m
+}
+
+// check asserts the invariants every plan keeps.
+func check(t *testing.T, m Model, nodes []Node, o Options, p Plan) {
+	t.Helper()
+	o = o.withDefaults()
+	free := map[string]uint64{}
+	for _, n := range nodes {
+		free[n.ID] = usable(n, o)
+	}
+	next := 0
+	used := map[string]bool{}
+	for i, s := range p.Stages {
+		if s.First != next || s.End <= s.First {
+			t.Fatalf("stage %d covers [%d,%d), expected to start at %d", i, s.First, s.End, next)
+		}
+		next = s.End
+		if used[s.Node] {
+			t.Fatalf("node %s used twice", s.Node)
+		}
+		used[s.Node] = true
+		if s.WeightBytes+s.KVBytes > free[s.Node] {
+			t.Fatalf("stage %d on %s: %d bytes, node offers %d", i, s.Node, s.WeightBytes+s.KVBytes, free[s.Node])
+		}
+		if s.Embed != (i == 0) || s.Head != (i == len(p.Stages)-1) {
+			t.Fatalf("stage %d embed/head flags %v/%v", i, s.Embed, s.Head)
+		}
+	}
+	if next != m.Layers() {
+		t.Fatalf("layers covered up to %d of %d", next, m.Layers())
+	}
+}
+
+func TestProperties(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	placed, refused := 0, 0
+	for iter := 0; iter < 3000; iter++ {
+		m := Model{Name: "rand", EmbedBytes: r.Uint64N(5 * GB), HeadBytes: r.Uint64N(5 * GB), KVBytesPerToken: r.Uint64N(1 << 20)}
+		layers := 1 + r.IntN(100)
+		for i := 0; i < layers; i++ {
+			m.LayerBytes = append(m.LayerBytes, 1+r.Uint64N(4*GB))
+		}
+		var nodes []Node
+		for i := 0; i < 1+r.IntN(8); i++ {
+			n := Node{ID: fmt.Sprintf("n%d", i), FreeBytes: r.Uint64N(300 * GB)}
+			if r.IntN(2) == 0 {
+				n.Compute = r.Float64() * 100
+			}
+			nodes = append(nodes, n)
+		}
+		o := Options{Context: 1 + r.IntN(8192)}
+		p, err := Place(m, nodes, o)
+		if err != nil {
+			var re *RefusalError
+			if !errors.As(err, &re) {
+				t.Fatalf("unexpected error %v", err)
+			}
+			refused++
+			continue
+		}
+		placed++
+		check(t, m, nodes, o, p)
+		// Same inputs in any order give the same plan.
+		shuffled := append([]Node(nil), nodes...)
+		r.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+		if q, err := Place(m, shuffled, o); err != nil || !reflect.DeepEqual(p, q) {
+			t.Fatalf("node order changed the plan: %v\n%v\n%v", err, p, q)
+		}
+	}
+	if placed < 500 || refused < 100 {
+		t.Errorf("random cases not varied enough: %d placed, %d refused", placed, refused)
+	}
+}
+
+func TestFewestStages(t *testing.T) {
+	m := uniform(22, 1*GB, 1*GB, 1*GB, 0)
+	// One node holds everything: one stage, even with others around.
+	p, err := Place(m, []Node{{ID: "big", FreeBytes: 30 * GB}, {ID: "a", FreeBytes: 10 * GB}, {ID: "b", FreeBytes: 10 * GB}}, Options{})
+	if err != nil || len(p.Stages) != 1 || p.Stages[0].Node != "big" {
+		t.Fatalf("%v %v", p, err)
+	}
+	// Needs 24 GB: two 13 GB nodes suffice; the third stays out.
+	p, err = Place(m, []Node{{ID: "a", FreeBytes: 13 * GB}, {ID: "b", FreeBytes: 13 * GB}, {ID: "c", FreeBytes: 13 * GB}}, Options{})
+	if err != nil || len(p.Stages) != 2 {
+		t.Fatalf("%v %v", p, err)
+	}
+}
+
+func TestProportionalToCompute(t *testing.T) {
+	m := uniform(30, 1*GB, 0, 0, 0)
+	nodes := []Node{{ID: "fast", FreeBytes: 20 * GB, Compute: 2}, {ID: "slow", FreeBytes: 20 * GB, Compute: 1}}
+	p, err := Place(m, nodes, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Both are needed (30 GB); layers follow compute 2:1 = 20:10, capped by memory at 20.
+	if got := []int{p.Stages[0].End - p.Stages[0].First, p.Stages[1].End - p.Stages[1].First}; !reflect.DeepEqual(got, []int{20, 10}) {
+		t.Errorf("layers %v, want [20 10]\n%v", got, p)
+	}
+	// Memory caps win over compute: the fast node only holds 12.
+	nodes[0].FreeBytes = 12 * GB
+	p, err = Place(m, nodes, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range p.Stages {
+		if s.Node == "fast" && s.End-s.First != 12 {
+			t.Errorf("fast holds %d layers, memory allows 12\n%v", s.End-s.First, p)
+		}
+	}
+}
+
+func TestRefusalExplains(t *testing.T) {
+	m := uniform(80, 1.75*GB, 1*GB, 1*GB, 2<<20)
+	_, err := Place(m, []Node{{ID: "a", FreeBytes: 32 * GB}, {ID: "b", FreeBytes: 32 * GB}, {ID: "c", FreeBytes: 32 * GB}}, Options{Context: 4096})
+	var re *RefusalError
+	if !errors.As(err, &re) || re.Fragmentation {
+		t.Fatalf("%v", err)
+	}
+	want := "cannot place m: needs 142.0 GB for weights + 8.6 GB KV (context 4096 × 1 session(s)); the cluster offers 96.0 GB across 3 node(s)"
+	if err.Error() != want {
+		t.Errorf("got  %s\nwant %s", err, want)
+	}
+	// Enough in total, but no layer fits anywhere.
+	_, err = Place(uniform(2, 10*GB, 0, 0, 0), []Node{{ID: "a", FreeBytes: 8 * GB}, {ID: "b", FreeBytes: 8 * GB}, {ID: "c", FreeBytes: 8 * GB}}, Options{})
+	if !errors.As(err, &re) || !re.Fragmentation || !strings.Contains(err.Error(), "largest layer 10.0 GB") {
+		t.Errorf("fragmentation: %v", err)
+	}
+	if _, err := Place(m, nil, Options{}); err == nil {
+		t.Error("no nodes accepted")
+	}
+	if _, err := Place(m, []Node{{ID: "a"}, {ID: "a"}}, Options{}); err == nil {
+		t.Error("repeated node accepted")
+	}
+}
+
+// A 1-trillion-parameter model on the four Mac Studios of DESIGN.md.
+func TestKimiK2OnMacStudios(t *testing.T) {
+	nodes := []Node{{ID: "a", FreeBytes: 512 * GB}, {ID: "b", FreeBytes: 512 * GB}, {ID: "c", FreeBytes: 256 * GB}, {ID: "d", FreeBytes: 256 * GB}}
+	k2 := model.Shapes["kimi-k2"]
+	for _, c := range []struct {
+		typ    tensor.Type
+		stages int
+	}{{tensor.Q4_K, 2}, {tensor.Q8_0, 3}, {tensor.F16, 0}} {
+		m := FromProfile("kimi-k2", k2.Profile(c.typ))
+		o := Options{Context: 8192}
+		p, err := Place(m, nodes, o)
+		if c.stages == 0 {
+			if err == nil || !strings.Contains(err.Error(), "needs 2.05 TB for weights") || !strings.Contains(err.Error(), "offers 1.54 TB") {
+				t.Errorf("%s: %v", c.typ, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", c.typ, err)
+		}
+		check(t, m, nodes, o, p)
+		if len(p.Stages) != c.stages {
+			t.Errorf("%s: %d stages, want %d\n%v", c.typ, len(p.Stages), c.stages, p)
+		}
+	}
+}
+
+func TestFromProfileTiedOutput(t *testing.T) {
+	m := FromProfile("x", model.Profile{LayerBytes: []uint64{1}, EmbedBytes: 100, HeadBytes: 4, TiedOutput: true})
+	if m.HeadBytes != 104 {
+		t.Errorf("tied head bytes %d, want 104 (norm + the embedding as output)", m.HeadBytes)
+	}
+}
