@@ -77,3 +77,35 @@ func TestRunTellsTheStory(t *testing.T) {
 		t.Error("top-p 2 accepted")
 	}
 }
+
+func TestPlan(t *testing.T) {
+	out, err := run(t, "plan", "--shape", "kimi-k2", "--type", "Q8_0", "--nodes", "a=512GB,b=512GB,c=256GB,d=256GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "3 stage(s)") || !strings.Contains(out, "+embedding") || !strings.Contains(out, "+head") {
+		t.Errorf("plan output:\n%s", out)
+	}
+	out, err = run(t, "plan", "--json", "--model", testdata.Path(t, "gguf/stories260K.gguf"), "--nodes", "a=1MB,b=1MB", "--context", "256")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p struct{ Stages []struct{ First, End int } }
+	if err := json.Unmarshal([]byte(out), &p); err != nil || len(p.Stages) != 2 || p.Stages[1].End != 5 {
+		t.Errorf("json plan %v: %s", err, out)
+	}
+	for _, bad := range [][]string{
+		{"plan", "--shape", "kimi-k2", "--nodes", "a=1TB"},
+		{"plan", "--shape", "nope", "--nodes", "a=1TB"},
+		{"plan", "--shape", "kimi-k2", "--nodes", "a"},
+		{"plan", "--shape", "kimi-k2", "--nodes", "a=lots"},
+		{"plan", "--nodes", "a=1TB"},
+	} {
+		if _, err := run(t, bad...); err == nil {
+			t.Errorf("%v: no error", bad)
+		}
+	}
+	if got := modelName("/m/Kimi-K2-Q4_K-00001-of-00013.gguf"); got != "Kimi-K2-Q4_K" {
+		t.Errorf("modelName %q", got)
+	}
+}
