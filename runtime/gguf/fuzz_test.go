@@ -40,7 +40,7 @@ func FuzzParse(f *testing.F) {
 			if uint64(len(d)) != tn.Size {
 				t.Fatalf("%s: view of %d bytes, size %d", tn.Name, len(d), tn.Size)
 			}
-			ws = append(ws, WriteTensor{tn.Name, tn.Type, tn.Dims, d})
+			ws = append(ws, WriteTensor{Name: tn.Name, Type: tn.Type, Dims: tn.Dims, Data: d})
 		}
 		var buf bytes.Buffer
 		md := g.Metadata()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -162,7 +163,7 @@ func roundTrip(t *testing.T, f *File) ([]byte, *File) {
 	t.Helper()
 	var ws []WriteTensor
 	for _, tn := range f.Tensors() {
-		ws = append(ws, WriteTensor{tn.Name, tn.Type, tn.Dims, f.Data(tn)})
+		ws = append(ws, WriteTensor{Name: tn.Name, Type: tn.Type, Dims: tn.Dims, Data: f.Data(tn)})
 	}
 	var buf bytes.Buffer
 	if err := Write(&buf, f.Metadata(), ws); err != nil {
@@ -225,7 +226,7 @@ func TestSplitModel(t *testing.T) {
 		md.Set(KeySplitTensors, int32(len(tensors)))
 		var ws []WriteTensor
 		for _, tn := range tensors[i*per : min((i+1)*per, len(tensors))] {
-			ws = append(ws, WriteTensor{tn.Name, tn.Type, tn.Dims, f.Data(tn)})
+			ws = append(ws, WriteTensor{Name: tn.Name, Type: tn.Type, Dims: tn.Dims, Data: f.Data(tn)})
 		}
 		out, err := os.Create(SplitPath(filepath.Join(dir, "stories"), i, parts))
 		if err != nil {
@@ -272,8 +273,8 @@ func tinyFile(t testing.TB) []byte {
 	b := make([]byte, 34)
 	var buf bytes.Buffer
 	err := Write(&buf, md, []WriteTensor{
-		{"a", tensor.F32, []uint64{4, 2}, a},
-		{"b", tensor.Q8_0, []uint64{32}, b},
+		{Name: "a", Type: tensor.F32, Dims: []uint64{4, 2}, Data: a},
+		{Name: "b", Type: tensor.Q8_0, Dims: []uint64{32}, Data: b},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -395,5 +396,45 @@ func TestMetadataAccessors(t *testing.T) {
 	md.Delete("neg")
 	if _, ok := md.Get("neg"); ok || md.Len() != 3 || md.Keys()[2] != "u64" {
 		t.Error("Delete")
+	}
+}
+
+func TestWriteStreamedAndSparse(t *testing.T) {
+	md := NewMetadata()
+	md.Set("general.architecture", "llama")
+	data := bytes.Repeat([]byte{7}, 64*4)
+	tensors := []WriteTensor{
+		{Name: "streamed", Type: tensor.F32, Dims: []uint64{64}, WriteData: func(w io.Writer) error { _, err := w.Write(data); return err }},
+		{Name: "zeros", Type: tensor.F32, Dims: []uint64{1 << 20}},
+		{Name: "tail", Type: tensor.F32, Dims: []uint64{3}},
+	}
+	var buf bytes.Buffer
+	if err := Write(&buf, md, tensors); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "sparse.gguf")
+	out, _ := os.Create(path)
+	if err := Write(out, md, tensors); err != nil {
+		t.Fatal(err)
+	}
+	out.Close()
+	onDisk, _ := os.ReadFile(path)
+	if !bytes.Equal(onDisk, buf.Bytes()) {
+		t.Fatalf("sparse file (%d bytes) differs from the buffered image (%d bytes)", len(onDisk), buf.Len())
+	}
+	f, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, d, _ := f.TensorData("streamed"); !bytes.Equal(d, data) {
+		t.Error("streamed tensor differs")
+	}
+	if _, d, _ := f.TensorData("zeros"); len(d) != 4<<20 || bytes.Count(d, []byte{0}) != len(d) {
+		t.Error("zero tensor is not zeros")
+	}
+	short := []WriteTensor{{Name: "s", Type: tensor.F32, Dims: []uint64{64}, WriteData: func(w io.Writer) error { _, err := w.Write(data[:10]); return err }}}
+	if err := Write(io.Discard, md, short); err == nil || !strings.Contains(err.Error(), "wrote 10 bytes") {
+		t.Errorf("short stream: %v", err)
 	}
 }

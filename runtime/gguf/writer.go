@@ -11,12 +11,16 @@ import (
 )
 
 // WriteTensor is one tensor to write. Dims are in ggml order (Dims[0] is
-// the contiguous dimension). Data must hold exactly the tensor's bytes.
+// the contiguous dimension). The bytes come from Data (exactly the
+// tensor's size), else from WriteData (which must write exactly that
+// many), else they are zeros — written as a hole when the destination is
+// an io.WriteSeeker such as *os.File, so huge synthetic files take no disk.
 type WriteTensor struct {
-	Name string
-	Type tensor.Type
-	Dims []uint64
-	Data []byte
+	Name      string
+	Type      tensor.Type
+	Dims      []uint64
+	Data      []byte
+	WriteData func(w io.Writer) error
 }
 
 // Write encodes a GGUF v3 file: header, metadata in order, tensor infos,
@@ -32,6 +36,7 @@ func Write(w io.Writer, md *Metadata, tensors []WriteTensor) error {
 		align = uint64(a)
 	}
 	offsets := make([]uint64, len(tensors))
+	sizes := make([]uint64, len(tensors))
 	var next uint64
 	seen := map[string]bool{}
 	for i, t := range tensors {
@@ -50,9 +55,10 @@ func Write(w io.Writer, md *Metadata, tensors []WriteTensor) error {
 		if err != nil {
 			return fmt.Errorf("gguf: write: tensor %q: %w", t.Name, err)
 		}
-		if int64(len(t.Data)) != size {
+		if t.Data != nil && int64(len(t.Data)) != size {
 			return fmt.Errorf("gguf: write: tensor %q: %d bytes of data, its shape needs %d", t.Name, len(t.Data), size)
 		}
+		sizes[i] = uint64(size)
 		offsets[i] = next
 		next = alignUp(next+uint64(size), align)
 	}
@@ -84,9 +90,50 @@ func Write(w io.Writer, md *Metadata, tensors []WriteTensor) error {
 		e.u64(offsets[i])
 	}
 	e.pad(align)
-	for _, t := range tensors {
-		e.bytes(t.Data)
-		e.pad(align)
+	seeker, _ := w.(io.WriteSeeker)
+	hole := false // the file so far ends in a hole
+	for i, t := range tensors {
+		switch {
+		case t.Data != nil:
+			e.bytes(t.Data)
+			hole = false
+		case t.WriteData != nil:
+			start := e.n
+			if err := t.WriteData(e); err != nil {
+				return fmt.Errorf("gguf: write: tensor %q: %w", t.Name, err)
+			}
+			if e.err == nil && e.n-start != sizes[i] {
+				return fmt.Errorf("gguf: write: tensor %q: wrote %d bytes, its shape needs %d", t.Name, e.n-start, sizes[i])
+			}
+			hole = false
+		case seeker != nil:
+			if e.err == nil {
+				e.err = bw.Flush()
+			}
+			if e.err == nil {
+				_, e.err = seeker.Seek(int64(sizes[i]), io.SeekCurrent)
+			}
+			e.n += sizes[i]
+			hole = true
+		default:
+			var zero [4096]byte
+			for left := sizes[i]; left > 0 && e.err == nil; left -= min(left, 4096) {
+				e.bytes(zero[:min(left, 4096)])
+			}
+		}
+		if pad := alignUp(e.n, align) - e.n; pad > 0 {
+			e.pad(align)
+			hole = false
+		}
+	}
+	if hole && e.err == nil {
+		// A file cannot end in a hole: write its last byte.
+		if e.err = bw.Flush(); e.err == nil {
+			if _, e.err = seeker.Seek(-1, io.SeekCurrent); e.err == nil {
+				e.u8(0)
+			}
+			e.n--
+		}
 	}
 	if e.err != nil {
 		return fmt.Errorf("gguf: write: %w", e.err)
@@ -104,6 +151,15 @@ type encoder struct {
 	n   uint64
 	err error
 	buf [8]byte
+}
+
+// Write makes the encoder an io.Writer for WriteTensor.WriteData.
+func (e *encoder) Write(p []byte) (int, error) {
+	e.bytes(p)
+	if e.err != nil {
+		return 0, e.err
+	}
+	return len(p), nil
 }
 
 func (e *encoder) bytes(p []byte) {
