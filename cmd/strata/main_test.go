@@ -109,3 +109,24 @@ func TestPlan(t *testing.T) {
 		t.Errorf("modelName %q", got)
 	}
 }
+
+func TestSynth(t *testing.T) {
+	dir := t.TempDir()
+	path := dir + "/k2.gguf"
+	if _, err := run(t, "synth", "--shape", "kimi-k2", "--type", "Q4_K", "-o", path); err == nil || !strings.Contains(err.Error(), "--sparse") {
+		t.Errorf("1T model without --sparse: %v", err)
+	}
+	if out, err := run(t, "synth", "--shape", "kimi-k2", "--type", "Q4_K", "--sparse", "-o", path); err != nil || !strings.Contains(out, "61 layers") {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	out, err := run(t, "plan", "--model", path, "--nodes", "a=512GB,b=512GB,c=256GB,d=256GB")
+	if err != nil || !strings.Contains(out, "2 stage(s)") {
+		t.Errorf("plan of the synthetic file: %v\n%s", err, out)
+	}
+	if _, err := run(t, "synth", "--shape", "tinyllama-1.1b", "--type", "Q3_K", "-o", path); err == nil {
+		t.Error("Q3_K accepted")
+	}
+	if _, err := run(t, "synth", "--shape", "gpt-9", "-o", path); err == nil || !strings.Contains(err.Error(), "tinyllama-1.1b") {
+		t.Errorf("unknown shape: %v", err)
+	}
+}

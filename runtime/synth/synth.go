@@ -1,0 +1,288 @@
+// Package synth writes random-weight GGUF models of real shapes (see
+// model.Shapes), for benchmarks and placement tests. The files carry a
+// small synthetic SentencePiece vocabulary of the shape's size, so they
+// load anywhere a GGUF loads; their text output is meaningless.
+//
+//	err := synth.WriteFile("/tmp/tinyllama-q8.gguf", model.Shapes["tinyllama-1.1b"], synth.Options{Type: tensor.Q8_0})
+package synth
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+
+	"strata/runtime/gguf"
+	"strata/runtime/model"
+	"strata/runtime/tensor"
+)
+
+// Options tunes WriteFile. Zero values pick the defaults noted.
+type Options struct {
+	Type tensor.Type // weight matrix type; F32 by default (zero value)
+	Seed uint64      // random seed; same seed, same bytes
+	// Sparse leaves every tensor's data as zeros written as holes: the file
+	// has the real size and tensor table but takes almost no disk. For
+	// placement and loader tests of models too large to fill.
+	Sparse bool
+	// Layers, when > 0, overrides the shape's layer count (small test models).
+	Layers int
+	// MaxBytes refuses non-sparse files larger than this; 0 = 64 GB.
+	MaxBytes uint64
+}
+
+// Size returns the bytes of tensor data a shape takes in type t.
+func Size(s model.Shape, t tensor.Type) uint64 {
+	var n uint64
+	for _, ts := range s.Tensors(t) {
+		n += ts.Bytes()
+	}
+	return n
+}
+
+// WriteFile writes the model to path (atomically: a temporary file renamed
+// into place, so an interrupted run leaves no half file).
+func WriteFile(path string, s model.Shape, o Options) error {
+	if o.Layers > 0 {
+		s.Layers = o.Layers
+	}
+	if !tensor.Supported(o.Type) {
+		return fmt.Errorf("synth: type %s cannot be written (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)", o.Type)
+	}
+	size := Size(s, o.Type)
+	limit := o.MaxBytes
+	if limit == 0 {
+		limit = 64e9
+	}
+	if !o.Sparse {
+		if size > limit {
+			return fmt.Errorf("synth: %s in %s is %.1f GB, over the %.0f GB limit for filled files; use --sparse (zero weights written as holes, no disk used) for placement tests",
+				s.Name, o.Type, float64(size)/1e9, float64(limit)/1e9)
+		}
+		if free, err := freeBytes(filepath.Dir(path)); err == nil && size > free {
+			return fmt.Errorf("synth: %s in %s needs %.1f GB; %s has %.1f GB free", s.Name, o.Type, float64(size)/1e9, filepath.Dir(path), float64(free)/1e9)
+		}
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".synth-*.gguf")
+	if err != nil {
+		return fmt.Errorf("synth: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if err := Write(tmp, s, o); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("synth: %w", err)
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+func freeBytes(dir string) (uint64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	return st.Bavail * uint64(st.Bsize), nil
+}
+
+// Write encodes the model to w (an *os.File gets holes when o.Sparse).
+func Write(w io.Writer, s model.Shape, o Options) error {
+	if o.Layers > 0 {
+		s.Layers = o.Layers
+	}
+	md, err := Metadata(s, o.Type)
+	if err != nil {
+		return err
+	}
+	var tensors []gguf.WriteTensor
+	for _, ts := range s.Tensors(o.Type) {
+		wt := gguf.WriteTensor{Name: ts.Name, Type: ts.Type, Dims: ts.Dims}
+		if !o.Sparse {
+			wt.WriteData = randomData(ts, s, o.Seed)
+		}
+		tensors = append(tensors, wt)
+	}
+	if err := gguf.Write(w, md, tensors); err != nil {
+		return fmt.Errorf("synth: %w", err)
+	}
+	return nil
+}
+
+// randomData streams a tensor's random values, quantized row by row.
+// Norm weights are 1 (as trained models' are, roughly); matrices are
+// uniform with variance 1/cols so activations keep their scale layer
+// after layer.
+func randomData(ts model.TensorSpec, s model.Shape, seed uint64) func(io.Writer) error {
+	return func(w io.Writer) error {
+		h := fnv.New64a()
+		h.Write([]byte(ts.Name))
+		r := rand.New(rand.NewPCG(seed, h.Sum64()))
+		cols := int(ts.Dims[0])
+		rows := 1
+		for _, d := range ts.Dims[1:] {
+			rows *= int(d)
+		}
+		isNorm := len(ts.Dims) == 1
+		bound := float32(math.Sqrt(3 / float64(cols)))
+		rowBytes, _ := ts.Type.RowBytes(int64(cols))
+		// Rows per chunk: about 1M values.
+		chunk := max(1, (1<<20)/cols)
+		vals := make([]float32, chunk*cols)
+		buf := make([]byte, chunk*int(rowBytes))
+		for r0 := 0; r0 < rows; r0 += chunk {
+			n := min(chunk, rows-r0)
+			v := vals[:n*cols]
+			for i := range v {
+				if isNorm {
+					v[i] = 1
+				} else {
+					v[i] = (r.Float32()*2 - 1) * bound
+				}
+			}
+			b := buf[:n*int(rowBytes)]
+			if err := tensor.QuantizeInto(ts.Type, v, b); err != nil {
+				return err
+			}
+			if _, err := w.Write(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// Metadata returns the GGUF metadata of a shape: hyper-parameters under
+// the architecture prefix, and a synthetic SentencePiece vocabulary.
+func Metadata(s model.Shape, t tensor.Type) (*gguf.Metadata, error) {
+	if s.Vocab < 300 {
+		return nil, errors.New("synth: vocabularies need at least 300 tokens")
+	}
+	md := gguf.NewMetadata()
+	set := func(k string, v any) { md.Set(k, v) }
+	a := s.Arch
+	set("general.architecture", a)
+	set("general.name", fmt.Sprintf("synthetic %s %s", s.Name, t))
+	set("general.file_type", uint32(fileType(t)))
+	set(a+".context_length", uint32(s.Context))
+	set(a+".embedding_length", uint32(s.Embd))
+	set(a+".block_count", uint32(s.Layers))
+	if s.FFN > 0 {
+		set(a+".feed_forward_length", uint32(s.FFN))
+	}
+	set(a+".attention.head_count", uint32(s.Heads))
+	set(a+".attention.head_count_kv", uint32(s.KVHeads))
+	set(a+".attention.layer_norm_rms_epsilon", float32(1e-5))
+	set(a+".rope.freq_base", s.RopeBase)
+	hd := s.HeadDim
+	if hd == 0 {
+		hd = s.Embd / s.Heads
+	}
+	if s.HeadDim > 0 {
+		set(a+".attention.key_length", uint32(hd))
+		set(a+".attention.value_length", uint32(hd))
+	}
+	set(a+".rope.dimension_count", uint32(hd))
+	if s.Experts > 0 {
+		set(a+".expert_count", uint32(s.Experts))
+		set(a+".expert_used_count", uint32(s.ExpertsUsed))
+		set(a+".expert_feed_forward_length", uint32(s.ExpertFFN))
+	}
+	if s.Arch == "deepseek2" {
+		set(a+".leading_dense_block_count", uint32(s.DenseLayers))
+		set(a+".expert_shared_count", uint32(s.SharedExperts))
+		set(a+".attention.q_lora_rank", uint32(s.QLoraRank))
+		set(a+".attention.kv_lora_rank", uint32(s.KVLoraRank))
+		set(a+".attention.key_length", uint32(s.NopeHeadDim+s.RopeHeadDim))
+		set(a+".attention.value_length", uint32(s.VHeadDim))
+		set(a+".rope.dimension_count", uint32(s.RopeHeadDim))
+	}
+	tokens, scores, types := vocabulary(s.Vocab)
+	set("tokenizer.ggml.model", "llama")
+	set("tokenizer.ggml.tokens", gguf.Array{Type: gguf.TypeString, Values: tokens})
+	set("tokenizer.ggml.scores", gguf.Array{Type: gguf.TypeFloat32, Values: scores})
+	set("tokenizer.ggml.token_type", gguf.Array{Type: gguf.TypeInt32, Values: types})
+	set("tokenizer.ggml.bos_token_id", uint32(1))
+	set("tokenizer.ggml.eos_token_id", uint32(2))
+	set("tokenizer.ggml.unknown_token_id", uint32(0))
+	set("tokenizer.ggml.add_bos_token", true)
+	set("tokenizer.ggml.add_eos_token", false)
+	set("general.quantization_version", uint32(2))
+	return md, nil
+}
+
+// fileType is llama.cpp's general.file_type for "mostly T".
+func fileType(t tensor.Type) int {
+	switch t {
+	case tensor.F32:
+		return 0
+	case tensor.F16:
+		return 1
+	case tensor.Q4_0:
+		return 2
+	case tensor.Q8_0:
+		return 7
+	case tensor.Q4_K:
+		return 15 // Q4_K_M
+	case tensor.Q5_K:
+		return 17 // Q5_K_M
+	case tensor.Q6_K:
+		return 18
+	case tensor.BF16:
+		return 32
+	}
+	return 0
+}
+
+// vocabulary builds an n-token SentencePiece vocabulary: <unk>, <s>, </s>,
+// the 256 byte tokens, then printable pieces (single characters, with and
+// without the ▁ word marker, then letter pairs and triples, then filler).
+func vocabulary(n int) ([]string, []float32, []int32) {
+	tokens := []string{"<unk>", "<s>", "</s>"}
+	types := []int32{2, 3, 3}
+	for b := 0; b < 256; b++ {
+		tokens = append(tokens, fmt.Sprintf("<0x%02X>", b))
+		types = append(types, 6)
+	}
+	seen := map[string]bool{}
+	add := func(p string) {
+		if len(tokens) < n && !seen[p] {
+			seen[p] = true
+			tokens = append(tokens, p)
+			types = append(types, 1)
+		}
+	}
+	const letters = "abcdefghijklmnopqrstuvwxyz"
+	for c := byte(' ') + 1; c < 127; c++ {
+		add("▁" + string(c))
+		add(string(c))
+	}
+	add("▁")
+	for _, x := range letters {
+		for _, y := range letters {
+			add("▁" + string(x) + string(y))
+			add(string(x) + string(y))
+		}
+	}
+	for _, x := range letters {
+		for _, y := range letters {
+			for _, z := range letters {
+				add(string(x) + string(y) + string(z))
+			}
+		}
+	}
+	for i := 0; len(tokens) < n; i++ {
+		add(fmt.Sprintf("▁tok%d", i))
+	}
+	scores := make([]float32, n)
+	for i := range scores {
+		scores[i] = -float32(i)
+	}
+	return tokens, scores, types
+}
