@@ -183,45 +183,36 @@ func (e *Engine) Generate(ctx context.Context, req Request, onToken func(Token) 
 
 	start = time.Now()
 	defer func() { res.DecodeDuration = time.Since(start) }()
-	dec := e.Tokenizer.NewDecoder()
-	stops := newStopper(req.Stop)
-	var text strings.Builder
-	// llama2.c and llama.cpp drop the dummy-prefix space of the first
-	// piece after BOS, so an empty prompt prints "Once upon", not " Once upon".
-	stripSpace := prompt[len(prompt)-1] == e.Tokenizer.BOS()
-	emit := func(id int, piece string) error {
-		tok := Token{ID: id, Index: len(res.Tokens) - 1, Text: piece}
-		text.WriteString(piece)
-		return onToken(tok)
-	}
+	text := NewTextStream(e.Tokenizer, prompt, req.Stop)
 	for {
 		if err := ctx.Err(); err != nil {
-			res.Text = text.String()
+			res.Text = text.Text()
 			return res, err
 		}
 		id := sampler.Sample(logits)
 		sampler.Accept(id)
-		if e.Tokenizer.IsEOG(id) {
-			res.FinishReason = FinishStop
-			break
+		piece, stop := text.Add(id)
+		if !e.Tokenizer.IsEOG(id) {
+			res.Tokens = append(res.Tokens, id)
 		}
-		res.Tokens = append(res.Tokens, id)
-		piece := dec.Add(id)
-		if stripSpace && piece != "" {
-			piece = strings.TrimPrefix(piece, " ")
-			stripSpace = false
+		if piece != "" || !stop {
+			if err := onToken(Token{ID: id, Index: len(res.Tokens) - 1, Text: piece}); err != nil {
+				res.Text = text.Text()
+				return res, err
+			}
 		}
-		out, hit := stops.add(piece)
-		if err := emit(id, out); err != nil {
-			res.Text = text.String()
-			return res, err
-		}
-		if hit {
+		if stop {
 			res.FinishReason = FinishStop
 			break
 		}
 		if (req.MaxTokens > 0 && len(res.Tokens) >= req.MaxTokens) || cache.Len >= e.ctxLen {
 			res.FinishReason = FinishLength
+			if rest := text.Flush(); rest != "" {
+				if err := onToken(Token{ID: id, Index: len(res.Tokens) - 1, Text: rest}); err != nil {
+					res.Text = text.Text()
+					return res, err
+				}
+			}
 			break
 		}
 		if err := st.Embed([]int{id}); err != nil {
@@ -234,30 +225,28 @@ func (e *Engine) Generate(ctx context.Context, req Request, onToken func(Token) 
 			return res, err
 		}
 	}
-	if !stops.done {
-		// Flush what a possible stop string or a partial character held back.
-		rest := stops.flush(dec.Flush())
-		if rest != "" && len(res.Tokens) > 0 {
-			if err := emit(res.Tokens[len(res.Tokens)-1], rest); err != nil {
-				res.Text = text.String()
-				return res, err
-			}
-		}
-	}
-	res.Text = text.String()
+	res.Text = text.Text()
 	return res, nil
 }
 
-// stopper holds back text that might begin a stop string and reports when
-// one appears.
-type stopper struct {
-	stops   []string
-	pending string
-	done    bool
+// TextStream turns generated token ids into the text a user sees: pieces
+// decoded without splitting UTF-8 characters, the dummy-prefix space
+// after BOS dropped (as llama.cpp and llama2.c print it), and text that
+// might begin a stop string held back until it is known not to.
+type TextStream struct {
+	tok        *tokenizer.Tokenizer
+	dec        *tokenizer.Decoder
+	stripSpace bool
+	stops      []string
+	pending    string
+	done       bool
+	text       strings.Builder
 }
 
-func newStopper(stops []string) *stopper {
-	s := &stopper{}
+// NewTextStream starts a stream for a generation that follows prompt.
+func NewTextStream(tok *tokenizer.Tokenizer, prompt []int, stops []string) *TextStream {
+	s := &TextStream{tok: tok, dec: tok.NewDecoder()}
+	s.stripSpace = len(prompt) > 0 && prompt[len(prompt)-1] == tok.BOS()
 	for _, x := range stops {
 		if x != "" {
 			s.stops = append(s.stops, x)
@@ -266,17 +255,31 @@ func newStopper(stops []string) *stopper {
 	return s
 }
 
-// add appends piece and returns the text now safe to emit, and whether a
-// stop string was found (the text before it is returned, the rest dropped).
-func (s *stopper) add(piece string) (string, bool) {
+// Add takes the next generated id and returns the text now safe to show,
+// and whether generation must stop (an end-of-generation token, whose text
+// is not shown, or a stop string, cut off with everything after it).
+func (s *TextStream) Add(id int) (string, bool) {
 	if s.done {
 		return "", true
+	}
+	if s.tok.IsEOG(id) {
+		s.done = true
+		out := s.pending + s.dec.Flush()
+		s.pending = ""
+		s.text.WriteString(out)
+		return out, true
+	}
+	piece := s.dec.Add(id)
+	if s.stripSpace && piece != "" {
+		piece = strings.TrimPrefix(piece, " ")
+		s.stripSpace = false
 	}
 	s.pending += piece
 	for _, x := range s.stops {
 		if i := strings.Index(s.pending, x); i >= 0 {
 			out := s.pending[:i]
 			s.pending, s.done = "", true
+			s.text.WriteString(out)
 			return out, true
 		}
 	}
@@ -292,15 +295,21 @@ func (s *stopper) add(piece string) (string, bool) {
 	}
 	out := s.pending[:len(s.pending)-keep]
 	s.pending = s.pending[len(s.pending)-keep:]
+	s.text.WriteString(out)
 	return out, false
 }
 
-// flush returns whatever is still held back, plus tail (when not stopped).
-func (s *stopper) flush(tail string) string {
+// Flush returns what is still held back (at the end of a generation that
+// did not stop by itself).
+func (s *TextStream) Flush() string {
 	if s.done {
 		return ""
 	}
-	out := s.pending + tail
+	out := s.pending + s.dec.Flush()
 	s.pending = ""
+	s.text.WriteString(out)
 	return out
 }
+
+// Text is everything returned so far.
+func (s *TextStream) Text() string { return s.text.String() }

@@ -157,17 +157,27 @@ func TestTinyRandomGenerates(t *testing.T) {
 	}
 }
 
-func TestStopper(t *testing.T) {
-	s := newStopper([]string{"END", "xy"})
+func TestTextStreamStops(t *testing.T) {
+	e := openStories(t)
+	s := NewTextStream(e.Tokenizer, []int{1, 400}, []string{"END", "xy"})
 	var out strings.Builder
-	for _, p := range []string{"ab", "E", "N", "c", "EN", "D", "zz"} {
-		o, hit := s.add(p)
+	// Feed byte tokens (<0xXX> is id 3+byte) spelling "abENcENDzz".
+	for _, c := range []byte("abENcENDzz") {
+		o, hit := s.Add(3 + int(c))
 		out.WriteString(o)
 		if hit {
 			break
 		}
 	}
-	if out.String() != "abENc" {
+	if out.String() != "abENc" || s.Text() != "abENc" {
 		t.Errorf("got %q", out.String())
+	}
+	if o, hit := s.Add(3 + 'q'); o != "" || !hit {
+		t.Error("stream continued after a stop")
+	}
+	// End of generation stops without showing the token.
+	s = NewTextStream(e.Tokenizer, []int{1}, nil)
+	if o, hit := s.Add(e.Tokenizer.EOS()); o != "" || !hit {
+		t.Errorf("EOS: %q %v", o, hit)
 	}
 }
