@@ -25,6 +25,9 @@ type Pool struct {
 
 	job   matJob           // MatMul's arguments, set under mu
 	jobFn func(lo, hi int) // job.run, bound once so dispatch does not allocate
+
+	actJob actJob           // MatMulAct's arguments, set under mu
+	actFn  func(lo, hi int) // actJob.run, bound once
 }
 
 // NewPool starts a pool of threads workers (the caller of Run counts as one
@@ -36,6 +39,7 @@ func NewPool(threads int) *Pool {
 	}
 	p := &Pool{threads: threads, wake: make([]chan struct{}, threads-1)}
 	p.jobFn = p.job.run
+	p.actFn = p.actJob.run
 	for i := range p.wake {
 		p.wake[i] = make(chan struct{}, 1)
 		p.exited.Add(1)

@@ -1,0 +1,230 @@
+package tensor
+
+import (
+	"fmt"
+	"math"
+)
+
+// Activations are up to Cap input vectors of Cols elements, prepared for
+// the fast kernels (MatMulAct): the float32 values as given, and, computed
+// on first use and reused until the next Set, the same values quantized to
+// 8 bits for integer dot products:
+//
+//   - blocks of 32 with a float32 scale, for Q8_0 and Q4_0 weights
+//     (element = q * d, q = round-to-even(x / d), d = max|x| / 127);
+//   - blocks of 256 (ggml's Q8_K: float32 scale, the element of largest
+//     magnitude maps to -127, plus sums of each 16 quants), for Q4_K, Q5_K
+//     and Q6_K weights.
+//
+// One Activations typically feeds several matrices (Q, K and V read the
+// same normed input), so each form is quantized once per Set. An
+// Activations is not safe for concurrent Set; the kernels only read it.
+type Activations struct {
+	Cols, Cap int
+	n         int
+	x         []float32 // borrowed, n*Cols
+
+	q32     []int8    // [Cap*Cols] quants, blocks of 32
+	d32     []float32 // [Cap*Cols/32] block scales
+	ok32    bool
+	qK      []int8    // [Cap*Cols] quants, blocks of 256
+	dK      []float32 // [Cap*Cols/256] block scales
+	bsumsK  []int16   // [Cap*Cols/16] sums of each 16 quants
+	okK     bool
+	hasQ32  bool // Cols is a whole number of 32-blocks
+	hasQK   bool // Cols is a whole number of 256-blocks
+}
+
+// NewActivations allocates room for up to capacity vectors of cols elements.
+func NewActivations(capacity, cols int) *Activations {
+	if capacity < 0 || cols < 0 {
+		panic(fmt.Sprintf("tensor: NewActivations(%d, %d)", capacity, cols))
+	}
+	a := &Activations{Cols: cols, Cap: capacity, hasQ32: cols%32 == 0, hasQK: cols%qkK == 0}
+	if a.hasQ32 {
+		a.q32 = make([]int8, capacity*cols)
+		a.d32 = make([]float32, capacity*cols/32)
+	}
+	if a.hasQK {
+		a.qK = make([]int8, capacity*cols)
+		a.dK = make([]float32, capacity*cols/qkK)
+		a.bsumsK = make([]int16, capacity*cols/16)
+	}
+	return a
+}
+
+// Set makes x (n vectors of Cols elements, back to back) the current input.
+// x is borrowed until the next Set and must not change while in use.
+func (a *Activations) Set(x []float32, n int) {
+	if n < 0 || n > a.Cap || len(x) != n*a.Cols {
+		panic(fmt.Sprintf("tensor: Activations.Set: len(x)=%d n=%d, holds up to %d vectors of %d", len(x), n, a.Cap, a.Cols))
+	}
+	a.x, a.n = x, n
+	a.ok32, a.okK = false, false
+}
+
+// N is the number of vectors set.
+func (a *Activations) N() int { return a.n }
+
+// prepare quantizes the current input into the form weights of type t
+// need, unless already done since the last Set.
+func (a *Activations) prepare(t Type) {
+	switch t {
+	case Q8_0, Q4_0:
+		if !a.ok32 {
+			if !a.hasQ32 {
+				panic(fmt.Sprintf("tensor: %d columns are not whole 32-blocks", a.Cols))
+			}
+			m := a.n * a.Cols
+			quantizeQ32(a.x[:m], a.q32[:m], a.d32[:m/32])
+			a.ok32 = true
+		}
+	case Q4_K, Q5_K, Q6_K:
+		if !a.okK {
+			if !a.hasQK {
+				panic(fmt.Sprintf("tensor: %d columns are not whole 256-blocks", a.Cols))
+			}
+			m := a.n * a.Cols
+			quantizeQ8K(a.x[:m], a.qK[:m], a.dK[:m/qkK], a.bsumsK[:m/16])
+			a.okK = true
+		}
+	}
+}
+
+// quantizeQ32Generic quantizes x into blocks of 32: d = max|x|/127 and
+// q = round-to-even(x * (1/d)), computed in float32. It is the reference
+// for the assembly version (which rounds the same way, by cvtps2dq).
+func quantizeQ32Generic(x []float32, q []int8, d []float32) {
+	for b := range d {
+		xb := x[32*b : 32*b+32]
+		qb := q[32*b : 32*b+32]
+		var amax float32
+		for _, v := range xb {
+			amax = max(amax, abs32(v))
+		}
+		db := amax / 127
+		var id float32
+		if db != 0 {
+			id = 1 / db
+		}
+		d[b] = db
+		for j, v := range xb {
+			qb[j] = int8(math.RoundToEven(float64(float32(v * id))))
+		}
+	}
+}
+
+// quantizeQ8K quantizes x into Q8_K blocks of 256 exactly as encodeQ8_K
+// (ggml's quantize_row_q8_K_ref), into separate arrays.
+func quantizeQ8K(x []float32, q []int8, d []float32, bsums []int16) {
+	for b := range d {
+		xb := x[qkK*b : qkK*b+qkK]
+		qb := q[qkK*b : qkK*b+qkK]
+		var amax, m float32
+		for _, v := range xb {
+			if a := abs32(v); a > amax {
+				amax, m = a, v
+			}
+		}
+		if amax == 0 {
+			d[b] = 0
+			clear(qb)
+			clear(bsums[16*b : 16*b+16])
+			continue
+		}
+		iscale := -127 / m
+		for j, v := range xb {
+			qb[j] = int8(min(127, nearest(iscale*v)))
+		}
+		d[b] = 1 / iscale
+		for j := range 16 {
+			var s int16
+			for _, v := range qb[16*j : 16*j+16] {
+				s += int16(v)
+			}
+			bsums[16*b+j] = s
+		}
+	}
+}
+
+// MatMulAct multiplies w by the vectors in a, like MatMul: out[i*w.Rows+r]
+// = dot(row r of w, vector i of a); len(out) must be a.N()*w.Rows and
+// a.Cols w.Cols. Quantized weights are dotted against the quantized
+// activations with integer arithmetic (Q8_0 and Q4_0 against 32-blocks,
+// K-quants against Q8_K), float weights against the float32 values. The
+// result is within quantization error of MatMul, and bit-identical across
+// pools and across the assembly and generic kernels for quantized types.
+// Rows are split across p's workers (p may be nil); it allocates nothing.
+func MatMulAct(p *Pool, out []float32, w Matrix, a *Activations) {
+	if _, _, ok := layout(w.Type); !ok || w.Type == Q8_K {
+		panic("tensor: MatMulAct of unsupported type " + w.Type.String())
+	}
+	n := a.n
+	if a.Cols != w.Cols || len(out) != n*w.Rows || len(w.Data) != w.Rows*w.RowBytes() {
+		panic(fmt.Sprintf("tensor: MatMulAct: %dx%d %v with %d data bytes, %d vectors of %d, len(out)=%d",
+			w.Rows, w.Cols, w.Type, len(w.Data), n, a.Cols, len(out)))
+	}
+	a.prepare(w.Type)
+	if p.Threads() == 1 || w.Rows < 2 || w.Rows*w.Cols*n < 1<<14 {
+		matMulActRows(out, w, a, 0, w.Rows)
+		return
+	}
+	p.mu.Lock()
+	p.actJob = actJob{out: out, w: w, a: a}
+	r := p.runLocked(w.Rows, p.actFn)
+	p.actJob = actJob{}
+	p.mu.Unlock()
+	if r != nil {
+		panic(r)
+	}
+}
+
+// actJob holds MatMulAct's arguments in the Pool (see matJob).
+type actJob struct {
+	out []float32
+	w   Matrix
+	a   *Activations
+}
+
+func (j *actJob) run(lo, hi int) { matMulActRows(j.out, j.w, j.a, lo, hi) }
+
+// actRowTile is how many rows run against all vectors before moving on:
+// a tile of rows stays in L1/L2 while the vectors stream past it.
+const actRowTile = 4
+
+// matMulActRows computes rows [lo, hi) of MatMulAct.
+func matMulActRows(out []float32, w Matrix, a *Activations, lo, hi int) {
+	rows, cols, n := w.Rows, w.Cols, a.n
+	rb := w.RowBytes()
+	for r0 := lo; r0 < hi; r0 += actRowTile {
+		r1 := min(hi, r0+actRowTile)
+		for i := range n {
+			for r := r0; r < r1; r++ {
+				out[i*rows+r] = dotAct(w.Type, w.Data[r*rb:(r+1)*rb], a, i, cols)
+			}
+		}
+	}
+}
+
+// dotAct is the dot product of one encoded row with vector i of a.
+func dotAct(t Type, row []byte, a *Activations, i, cols int) float32 {
+	switch t {
+	case Q8_0:
+		return dotQ8_0(row, a.q32[i*cols:(i+1)*cols], a.d32[i*cols/32:(i+1)*cols/32])
+	case Q4_0:
+		return dotQ4_0(row, a.q32[i*cols:(i+1)*cols], a.d32[i*cols/32:(i+1)*cols/32])
+	case Q4_K:
+		return dotQ4_K(row, a.qK[i*cols:(i+1)*cols], a.dK[i*cols/qkK:(i+1)*cols/qkK], a.bsumsK[i*cols/16:(i+1)*cols/16])
+	case Q5_K:
+		return dotQ5_K(row, a.qK[i*cols:(i+1)*cols], a.dK[i*cols/qkK:(i+1)*cols/qkK], a.bsumsK[i*cols/16:(i+1)*cols/16])
+	case Q6_K:
+		return dotQ6_K(row, a.qK[i*cols:(i+1)*cols], a.dK[i*cols/qkK:(i+1)*cols/qkK])
+	case F32:
+		return dotF32Row(row, a.x[i*cols:(i+1)*cols])
+	case F16:
+		return dotF16Row(row, a.x[i*cols:(i+1)*cols])
+	case BF16:
+		return dotBF16Row(row, a.x[i*cols:(i+1)*cols])
+	}
+	panic("tensor: dotAct of unsupported type " + t.String())
+}

@@ -1,0 +1,153 @@
+//go:build !purego
+
+package tensor
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
+
+// useAVX2 selects the AVX2+FMA kernels (F16C converts the fp16 scales). It
+// is read once from the CPU; tests flip it to run the generic kernels too.
+var useAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
+
+// implementations lists the kernel sets this CPU can run.
+var implementations = func() []impl {
+	list := []impl{{"generic", func(on bool) { useAVX2 = !on && hasAVX2 }}}
+	if hasAVX2 {
+		list = append(list, impl{"avx2", func(on bool) { useAVX2 = hasAVX2 }})
+	}
+	return list
+}()
+
+var hasAVX2 = useAVX2
+
+// The assembly kernels take raw pointers and block counts; the Go wrappers
+// below have checked the lengths. Each computes exactly what the generic
+// function of the same name computes (dot_generic.go).
+
+// dotQ8_0AVX2 is dotQ8_0Generic over nb blocks.
+//
+//go:noescape
+func dotQ8_0AVX2(w *byte, x *int8, d *float32, nb int) float32
+
+// dotQ4_0AVX2 is dotQ4_0Generic over nb blocks.
+//
+//go:noescape
+func dotQ4_0AVX2(w *byte, x *int8, d *float32, nb int) float32
+
+// dotQ4_KAVX2 is dotQ4_KGeneric over nb super-blocks.
+//
+//go:noescape
+func dotQ4_KAVX2(w *byte, x *int8, d *float32, bsums *int16, nb int) float32
+
+// dotQ5_KAVX2 is dotQ5_KGeneric over nb super-blocks.
+//
+//go:noescape
+func dotQ5_KAVX2(w *byte, x *int8, d *float32, bsums *int16, nb int) float32
+
+// dotQ6_KAVX2 is dotQ6_KGeneric over nb super-blocks.
+//
+//go:noescape
+func dotQ6_KAVX2(w *byte, x *int8, d *float32, nb int) float32
+
+// dotF32AVX2 is sum(w[i]*x[i]) for n float32 elements, four 8-lane FMA
+// accumulators (a different rounding order from dotF32Generic).
+//
+//go:noescape
+func dotF32AVX2(w *byte, x *float32, n int) float32
+
+// dotF16AVX2 is dotF32AVX2 with fp16 weights (converted exactly).
+//
+//go:noescape
+func dotF16AVX2(w *byte, x *float32, n int) float32
+
+// dotBF16AVX2 is dotF32AVX2 with bf16 weights (converted exactly).
+//
+//go:noescape
+func dotBF16AVX2(w *byte, x *float32, n int) float32
+
+// quantizeQ32AVX2 is quantizeQ32Generic over nb blocks.
+//
+//go:noescape
+func quantizeQ32AVX2(x *float32, q *int8, d *float32, nb int)
+
+func dotQ8_0(w []byte, x []int8, d []float32) float32 {
+	if !useAVX2 || len(d) == 0 {
+		return dotQ8_0Generic(w, x, d)
+	}
+	nb := len(d)
+	_, _ = w[nb*q80Bytes-1], x[nb*32-1]
+	return dotQ8_0AVX2(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), nb)
+}
+
+func dotQ4_0(w []byte, x []int8, d []float32) float32 {
+	if !useAVX2 || len(d) == 0 {
+		return dotQ4_0Generic(w, x, d)
+	}
+	nb := len(d)
+	_, _ = w[nb*q40Bytes-1], x[nb*32-1]
+	return dotQ4_0AVX2(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), nb)
+}
+
+func dotQ4_K(w []byte, x []int8, d []float32, bsums []int16) float32 {
+	if !useAVX2 || len(d) == 0 {
+		return dotQ4_KGeneric(w, x, d, bsums)
+	}
+	nb := len(d)
+	_, _, _ = w[nb*q4KBytes-1], x[nb*qkK-1], bsums[nb*16-1]
+	return dotQ4_KAVX2(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), unsafe.SliceData(bsums), nb)
+}
+
+func dotQ5_K(w []byte, x []int8, d []float32, bsums []int16) float32 {
+	if !useAVX2 || len(d) == 0 {
+		return dotQ5_KGeneric(w, x, d, bsums)
+	}
+	nb := len(d)
+	_, _, _ = w[nb*q5KBytes-1], x[nb*qkK-1], bsums[nb*16-1]
+	return dotQ5_KAVX2(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), unsafe.SliceData(bsums), nb)
+}
+
+func dotQ6_K(w []byte, x []int8, d []float32) float32 {
+	if !useAVX2 || len(d) == 0 {
+		return dotQ6_KGeneric(w, x, d)
+	}
+	nb := len(d)
+	_, _ = w[nb*q6KBytes-1], x[nb*qkK-1]
+	return dotQ6_KAVX2(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), nb)
+}
+
+func dotF32Row(w []byte, x []float32) float32 {
+	if !useAVX2 || len(x) == 0 {
+		return dotF32Generic(w, x)
+	}
+	_ = w[4*len(x)-1]
+	return dotF32AVX2(unsafe.SliceData(w), unsafe.SliceData(x), len(x))
+}
+
+func dotF16Row(w []byte, x []float32) float32 {
+	if !useAVX2 || len(x) == 0 {
+		return dotF16Generic(w, x)
+	}
+	_ = w[2*len(x)-1]
+	return dotF16AVX2(unsafe.SliceData(w), unsafe.SliceData(x), len(x))
+}
+
+func dotBF16Row(w []byte, x []float32) float32 {
+	if !useAVX2 || len(x) == 0 {
+		return dotBF16Generic(w, x)
+	}
+	_ = w[2*len(x)-1]
+	return dotBF16AVX2(unsafe.SliceData(w), unsafe.SliceData(x), len(x))
+}
+
+func quantizeQ32(x []float32, q []int8, d []float32) {
+	if !useAVX2 || len(d) == 0 {
+		quantizeQ32Generic(x, q, d)
+		return
+	}
+	nb := len(d)
+	_, _ = x[nb*32-1], q[nb*32-1]
+	quantizeQ32AVX2(unsafe.SliceData(x), unsafe.SliceData(q), unsafe.SliceData(d), nb)
+}

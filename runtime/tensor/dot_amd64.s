@@ -1,0 +1,644 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// AVX2+FMA dot products of weight rows with activations. Each routine
+// computes exactly what its generic namesake in dot_generic.go computes:
+// eight int32 lanes per 32 elements (lane l sums elements 4l..4l+3, via
+// VPMADDUBSW then VPMADDWD), converted and scaled by one VFMADD231PS per
+// block, and the same final reduction (HSUM8).
+
+DATA permQ32<>+0(SB)/4, $0
+DATA permQ32<>+4(SB)/4, $4
+DATA permQ32<>+8(SB)/4, $1
+DATA permQ32<>+12(SB)/4, $5
+DATA permQ32<>+16(SB)/4, $2
+DATA permQ32<>+20(SB)/4, $6
+DATA permQ32<>+24(SB)/4, $3
+DATA permQ32<>+28(SB)/4, $7
+GLOBL permQ32<>(SB), RODATA|NOPTR, $32
+
+// HSUM8 reduces the 8 lanes of Y0 into X0 as hsum8 does:
+// ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)). Clobbers X1.
+#define HSUM8 \
+	VEXTRACTF128 $1, Y0, X1 \
+	VADDPS       X1, X0, X0 \
+	VMOVHLPS     X0, X0, X1 \
+	VADDPS       X1, X0, X0 \
+	VMOVSHDUP    X0, X1     \
+	VADDSS       X1, X0, X0
+
+// BCAST(reg32, val, Y) broadcasts a 32-bit constant into Y.
+#define BCAST(val, X, Y) \
+	MOVL         val, AX \
+	VMOVD        AX, X   \
+	VPBROADCASTD X, Y
+
+// SCALE16(off, Y) sets Y to 8 copies of fp16(off(SI)) * d[0] (DX).
+#define SCALE16(off, X, Y) \
+	MOVWLZX      off(SI), AX \
+	VMOVD        AX, X       \
+	VCVTPH2PS    X, X        \
+	VMULSS       (DX), X, X  \
+	VBROADCASTSS X, Y
+
+// Q8DOT(xoff, W, ACC, S): ACC += S * lanes(W · x[xoff]) for signed bytes W
+// (clobbers W, Y5, Y6; Y15 holds 16 x int16(1)).
+#define Q8DOT(xoff, W, ACC, S) \
+	VMOVDQU     xoff(DI), Y5 \
+	VPSIGNB     W, W, Y6     \
+	VPSIGNB     W, Y5, Y5    \
+	VPMADDUBSW  Y5, Y6, Y6   \
+	VPMADDWD    Y15, Y6, Y6  \
+	VCVTDQ2PS   Y6, Y6       \
+	VFMADD231PS Y6, S, ACC
+
+// func dotQ8_0AVX2(w *byte, x *int8, d *float32, nb int) float32
+TEXT ·dotQ8_0AVX2(SB), NOSPLIT, $0-36
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ d+16(FP), DX
+	MOVQ nb+24(FP), CX
+	VPCMPEQW Y15, Y15, Y15
+	VPSRLW   $15, Y15, Y15
+	VXORPS   Y0, Y0, Y0
+	VXORPS   Y1, Y1, Y1
+
+q80loop2:
+	CMPQ    CX, $2
+	JLT     q80tail
+	SCALE16(0, X2, Y2)
+	VMOVDQU 2(SI), Y3
+	Q8DOT(0, Y3, Y0, Y2)
+	ADDQ    $4, DX
+	SCALE16(34, X4, Y4)
+	VMOVDQU 36(SI), Y3
+	Q8DOT(32, Y3, Y1, Y4)
+	ADDQ    $4, DX
+	ADDQ    $68, SI
+	ADDQ    $64, DI
+	SUBQ    $2, CX
+	JMP     q80loop2
+
+q80tail:
+	TESTQ   CX, CX
+	JZ      q80done
+	SCALE16(0, X2, Y2)
+	VMOVDQU 2(SI), Y3
+	Q8DOT(0, Y3, Y0, Y2)
+
+q80done:
+	VADDPS Y1, Y0, Y0
+	HSUM8
+	VZEROUPPER
+	MOVSS  X0, ret+32(FP)
+	RET
+
+// Q4LOAD(off, W): W = the 32 quants of the Q4_0 block at SI+off, minus 8,
+// as signed bytes in element order (Y14 = 0x0f bytes, Y13 = 0x08 bytes).
+#define Q4LOAD(off, X, W) \
+	VMOVDQU     off(SI), X    \
+	VPSRLW      $4, X, X7     \
+	VINSERTI128 $1, X7, W, W  \
+	VPAND       Y14, W, W     \
+	VPSUBB      Y13, W, W
+
+// func dotQ4_0AVX2(w *byte, x *int8, d *float32, nb int) float32
+TEXT ·dotQ4_0AVX2(SB), NOSPLIT, $0-36
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ d+16(FP), DX
+	MOVQ nb+24(FP), CX
+	VPCMPEQW Y15, Y15, Y15
+	VPSRLW   $15, Y15, Y15
+	BCAST($0x0f0f0f0f, X14, Y14)
+	BCAST($0x08080808, X13, Y13)
+	VXORPS   Y0, Y0, Y0
+	VXORPS   Y1, Y1, Y1
+
+q40loop2:
+	CMPQ CX, $2
+	JLT  q40tail
+	SCALE16(0, X2, Y2)
+	Q4LOAD(2, X3, Y3)
+	Q8DOT(0, Y3, Y0, Y2)
+	ADDQ $4, DX
+	SCALE16(18, X4, Y4)
+	Q4LOAD(20, X3, Y3)
+	Q8DOT(32, Y3, Y1, Y4)
+	ADDQ $4, DX
+	ADDQ $36, SI
+	ADDQ $64, DI
+	SUBQ $2, CX
+	JMP  q40loop2
+
+q40tail:
+	TESTQ CX, CX
+	JZ    q40done
+	SCALE16(0, X2, Y2)
+	Q4LOAD(2, X3, Y3)
+	Q8DOT(0, Y3, Y0, Y2)
+
+q40done:
+	VADDPS Y1, Y0, Y0
+	HSUM8
+	VZEROUPPER
+	MOVSS  X0, ret+32(FP)
+	RET
+
+// KSCALES unpacks the 12 scale bytes at SI+4 of a Q4_K/Q5_K block (as
+// ggml's kmask code): the 8 scales become 8 int16 at 0(SP), the 8 mins 8
+// int16 in X8. Clobbers R8-R13, X7.
+#define KSCALES \
+	MOVL      4(SI), R8           \
+	MOVL      8(SI), R9           \
+	MOVL      12(SI), R10         \
+	MOVL      R10, R11            \
+	SHRL      $4, R11             \
+	ANDL      $0x0f0f0f0f, R11    \
+	MOVL      R9, R12             \
+	SHRL      $6, R12             \
+	ANDL      $0x03030303, R12    \
+	SHLL      $4, R12             \
+	ORL       R12, R11            \
+	MOVL      R9, R12             \
+	ANDL      $0x3f3f3f3f, R12    \
+	ANDL      $0x0f0f0f0f, R10    \
+	MOVL      R8, R13             \
+	SHRL      $6, R13             \
+	ANDL      $0x03030303, R13    \
+	SHLL      $4, R13             \
+	ORL       R13, R10            \
+	ANDL      $0x3f3f3f3f, R8     \
+	VMOVD     R8, X7              \
+	VPINSRD   $1, R10, X7, X7     \
+	VPMOVZXBW X7, X7              \
+	VMOVDQU   X7, 0(SP)           \
+	VMOVD     R12, X8             \
+	VPINSRD   $1, R11, X8, X8     \
+	VPMOVZXBW X8, X8
+
+// KMINS: X5 += float(sum_j mins[j] * (bsums[2j]+bsums[2j+1])) * X6 (dmin),
+// mins in X8 as int16, bsums at BX. Clobbers X3, X4, X8, AX.
+#define KMINS \
+	VMOVDQU      (BX), X3         \
+	VMOVDQU      16(BX), X4       \
+	VPHADDW      X4, X3, X3       \
+	VPMADDWD     X3, X8, X8       \
+	VPSHUFD      $0x4e, X8, X3    \
+	VPADDD       X3, X8, X8       \
+	VPSHUFD      $0xb1, X8, X3    \
+	VPADDD       X3, X8, X8       \
+	VMOVD        X8, AX           \
+	VCVTSI2SSL   AX, X3, X3       \
+	VFMADD231SS  X3, X6, X5
+
+// KDSCALES: Y2 = 8 x (d[0] * fp16 d), X6 = d[0] * fp16 dmin.
+#define KDSCALES \
+	MOVWLZX      (SI), AX     \
+	VMOVD        AX, X2       \
+	VCVTPH2PS    X2, X2       \
+	VMULSS       (DX), X2, X2 \
+	VBROADCASTSS X2, Y2       \
+	MOVWLZX      2(SI), AX    \
+	VMOVD        AX, X6       \
+	VCVTPH2PS    X6, X6       \
+	VMULSS       (DX), X6, X6
+
+// K4PAIR(g, qoff): sub-blocks 2g and 2g+1 from the 32 quant bytes at
+// SI+qoff (low nibbles in Y10, high in Y11, plus any fifth bits ORed in by
+// the caller via K5BITS), times their scales, into Y1.
+#define K4LOAD(qoff) \
+	VMOVDQU qoff(SI), Y10 \
+	VPSRLW  $4, Y10, Y11  \
+	VPAND   Y14, Y10, Y10 \
+	VPAND   Y14, Y11, Y11
+
+#define K4MUL(g) \
+	VPMADDUBSW   (64*g)(DI), Y10, Y10    \
+	VPMADDUBSW   (64*g+32)(DI), Y11, Y11 \
+	VPBROADCASTW (4*g)(SP), Y12          \
+	VPMADDWD     Y12, Y10, Y10           \
+	VPBROADCASTW (4*g+2)(SP), Y12        \
+	VPMADDWD     Y12, Y11, Y11           \
+	VPADDD       Y10, Y1, Y1             \
+	VPADDD       Y11, Y1, Y1
+
+// K5BITS ORs the next two fifth bits of Y13 (qh, shifted as it goes) into
+// Y10 and Y11 as bit 4 (Y15 = 0x01 bytes).
+#define K5BITS \
+	VPAND  Y15, Y13, Y12 \
+	VPSLLW $4, Y12, Y12  \
+	VPOR   Y12, Y10, Y10 \
+	VPSRLW $1, Y13, Y13  \
+	VPAND  Y15, Y13, Y12 \
+	VPSLLW $4, Y12, Y12  \
+	VPOR   Y12, Y11, Y11 \
+	VPSRLW $1, Y13, Y13
+
+// func dotQ4_KAVX2(w *byte, x *int8, d *float32, bsums *int16, nb int) float32
+TEXT ·dotQ4_KAVX2(SB), NOSPLIT, $32-44
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ d+16(FP), DX
+	MOVQ bsums+24(FP), BX
+	MOVQ nb+32(FP), CX
+	BCAST($0x0f0f0f0f, X14, Y14)
+	VXORPS Y0, Y0, Y0
+	VXORPS X5, X5, X5
+
+q4kloop:
+	KDSCALES
+	KSCALES
+	KMINS
+	VPXOR  Y1, Y1, Y1
+	K4LOAD(16)
+	K4MUL(0)
+	K4LOAD(48)
+	K4MUL(1)
+	K4LOAD(80)
+	K4MUL(2)
+	K4LOAD(112)
+	K4MUL(3)
+	VCVTDQ2PS   Y1, Y1
+	VFMADD231PS Y1, Y2, Y0
+	ADDQ $144, SI
+	ADDQ $256, DI
+	ADDQ $4, DX
+	ADDQ $32, BX
+	DECQ CX
+	JNZ  q4kloop
+
+	HSUM8
+	VSUBSS X5, X0, X0
+	VZEROUPPER
+	MOVSS  X0, ret+40(FP)
+	RET
+
+// func dotQ5_KAVX2(w *byte, x *int8, d *float32, bsums *int16, nb int) float32
+TEXT ·dotQ5_KAVX2(SB), NOSPLIT, $32-44
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ d+16(FP), DX
+	MOVQ bsums+24(FP), BX
+	MOVQ nb+32(FP), CX
+	BCAST($0x0f0f0f0f, X14, Y14)
+	BCAST($0x01010101, X15, Y15)
+	VXORPS Y0, Y0, Y0
+	VXORPS X5, X5, X5
+
+q5kloop:
+	KDSCALES
+	KSCALES
+	KMINS
+	VPXOR   Y1, Y1, Y1
+	VMOVDQU 16(SI), Y13
+	K4LOAD(48)
+	K5BITS
+	K4MUL(0)
+	K4LOAD(80)
+	K5BITS
+	K4MUL(1)
+	K4LOAD(112)
+	K5BITS
+	K4MUL(2)
+	K4LOAD(144)
+	K5BITS
+	K4MUL(3)
+	VCVTDQ2PS   Y1, Y1
+	VFMADD231PS Y1, Y2, Y0
+	ADDQ $176, SI
+	ADDQ $256, DI
+	ADDQ $4, DX
+	ADDQ $32, BX
+	DECQ CX
+	JNZ  q5kloop
+
+	HSUM8
+	VSUBSS X5, X0, X0
+	VZEROUPPER
+	MOVSS  X0, ret+40(FP)
+	RET
+
+// K6Q(m, Q): one quarter of 32 elements whose 6-bit quants are in Q:
+// Y1 += scales(2m, 2m+1) * (Q·x - 32·x), x at DI+32m. Y12 = 0x20 bytes,
+// Y11 = the scale shuffle; clobbers Q, Y10.
+#define K6Q(m, Q) \
+	VPMADDUBSW   (32*(m))(DI), Q, Q     \
+	VPMADDUBSW   (32*(m))(DI), Y12, Y10 \
+	VPSUBW       Y10, Q, Q            \
+	VPBROADCASTD (4*(m))(SP), Y10       \
+	VPSHUFB      Y11, Y10, Y10        \
+	VPMADDWD     Y10, Q, Q            \
+	VPADDD       Q, Y1, Y1
+
+// K6HALF(h): the 128 elements of half h: ql at SI+64h, qh at SI+128+32h.
+#define K6HALF(h) \
+	VMOVDQU (64*(h))(SI), Y4        \
+	VMOVDQU (64*(h)+32)(SI), Y5     \
+	VMOVDQU (128+32*(h))(SI), Y6    \
+	VPAND   Y14, Y4, Y7           \
+	VPAND   Y13, Y6, Y8           \
+	VPSLLW  $4, Y8, Y8            \
+	VPOR    Y8, Y7, Y7            \
+	K6Q(4*h, Y7)                  \
+	VPAND   Y14, Y5, Y7           \
+	VPSRLW  $2, Y6, Y8            \
+	VPAND   Y13, Y8, Y8           \
+	VPSLLW  $4, Y8, Y8            \
+	VPOR    Y8, Y7, Y7            \
+	K6Q(4*h+1, Y7)                \
+	VPSRLW  $4, Y4, Y7            \
+	VPAND   Y14, Y7, Y7           \
+	VPSRLW  $4, Y6, Y8            \
+	VPAND   Y13, Y8, Y8           \
+	VPSLLW  $4, Y8, Y8            \
+	VPOR    Y8, Y7, Y7            \
+	K6Q(4*h+2, Y7)                \
+	VPSRLW  $4, Y5, Y7            \
+	VPAND   Y14, Y7, Y7           \
+	VPSRLW  $6, Y6, Y8            \
+	VPAND   Y13, Y8, Y8           \
+	VPSLLW  $4, Y8, Y8            \
+	VPOR    Y8, Y7, Y7            \
+	K6Q(4*h+3, Y7)
+
+// func dotQ6_KAVX2(w *byte, x *int8, d *float32, nb int) float32
+TEXT ·dotQ6_KAVX2(SB), NOSPLIT, $32-36
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ d+16(FP), DX
+	MOVQ nb+24(FP), CX
+	BCAST($0x0f0f0f0f, X14, Y14)
+	BCAST($0x03030303, X13, Y13)
+	BCAST($0x20202020, X12, Y12)
+	BCAST($0x01000100, X11, X11)
+	BCAST($0x03020302, X10, X10)
+	VINSERTI128 $1, X10, Y11, Y11
+	VXORPS Y0, Y0, Y0
+
+q6kloop:
+	SCALE16(208, X2, Y2)
+	VPMOVSXBW 192(SI), Y3
+	VMOVDQU   Y3, 0(SP)
+	VPXOR     Y1, Y1, Y1
+	K6HALF(0)
+	K6HALF(1)
+	VCVTDQ2PS   Y1, Y1
+	VFMADD231PS Y1, Y2, Y0
+	ADDQ $210, SI
+	ADDQ $256, DI
+	ADDQ $4, DX
+	DECQ CX
+	JNZ  q6kloop
+
+	HSUM8
+	VZEROUPPER
+	MOVSS X0, ret+32(FP)
+	RET
+
+// The float dots: four 8-lane FMA accumulators over 32 elements, then one
+// over 8, then single elements; weights are converted exactly to float32.
+
+// func dotF32AVX2(w *byte, x *float32, n int) float32
+TEXT ·dotF32AVX2(SB), NOSPLIT, $0-28
+	MOVQ   w+0(FP), SI
+	MOVQ   x+8(FP), DI
+	MOVQ   n+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+f32loop32:
+	CMPQ        CX, $32
+	JLT         f32sum
+	VMOVUPS 0(SI), Y4
+	VMOVUPS 32(SI), Y5
+	VMOVUPS 64(SI), Y6
+	VMOVUPS 96(SI), Y7
+	VFMADD231PS (DI), Y4, Y0
+	VFMADD231PS 32(DI), Y5, Y1
+	VFMADD231PS 64(DI), Y6, Y2
+	VFMADD231PS 96(DI), Y7, Y3
+	ADDQ        $128, SI
+	ADDQ        $128, DI
+	SUBQ        $32, CX
+	JMP         f32loop32
+
+f32sum:
+	VADDPS Y2, Y0, Y0
+	VADDPS Y3, Y1, Y1
+	VADDPS Y1, Y0, Y0
+
+f32loop8:
+	CMPQ        CX, $8
+	JLT         f32tail
+	VMOVUPS 0(SI), Y4
+	VFMADD231PS (DI), Y4, Y0
+	ADDQ        $32, SI
+	ADDQ        $32, DI
+	SUBQ        $8, CX
+	JMP         f32loop8
+
+f32tail:
+	HSUM8
+	TESTQ CX, CX
+	JZ    f32done
+
+f32loop1:
+	VMOVSS (SI), X4
+	VFMADD231SS (DI), X4, X0
+	ADDQ        $4, SI
+	ADDQ        $4, DI
+	DECQ        CX
+	JNZ         f32loop1
+
+f32done:
+	VZEROUPPER
+	MOVSS X0, ret+24(FP)
+	RET
+
+// func dotF16AVX2(w *byte, x *float32, n int) float32
+TEXT ·dotF16AVX2(SB), NOSPLIT, $0-28
+	MOVQ   w+0(FP), SI
+	MOVQ   x+8(FP), DI
+	MOVQ   n+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+f16loop32:
+	CMPQ        CX, $32
+	JLT         f16sum
+	VCVTPH2PS 0(SI), Y4
+	VCVTPH2PS 16(SI), Y5
+	VCVTPH2PS 32(SI), Y6
+	VCVTPH2PS 48(SI), Y7
+	VFMADD231PS (DI), Y4, Y0
+	VFMADD231PS 32(DI), Y5, Y1
+	VFMADD231PS 64(DI), Y6, Y2
+	VFMADD231PS 96(DI), Y7, Y3
+	ADDQ        $64, SI
+	ADDQ        $128, DI
+	SUBQ        $32, CX
+	JMP         f16loop32
+
+f16sum:
+	VADDPS Y2, Y0, Y0
+	VADDPS Y3, Y1, Y1
+	VADDPS Y1, Y0, Y0
+
+f16loop8:
+	CMPQ        CX, $8
+	JLT         f16tail
+	VCVTPH2PS 0(SI), Y4
+	VFMADD231PS (DI), Y4, Y0
+	ADDQ        $16, SI
+	ADDQ        $32, DI
+	SUBQ        $8, CX
+	JMP         f16loop8
+
+f16tail:
+	HSUM8
+	TESTQ CX, CX
+	JZ    f16done
+
+f16loop1:
+	MOVWLZX   (SI), AX
+	VMOVD     AX, X4
+	VCVTPH2PS X4, X4
+	VFMADD231SS (DI), X4, X0
+	ADDQ        $2, SI
+	ADDQ        $4, DI
+	DECQ        CX
+	JNZ         f16loop1
+
+f16done:
+	VZEROUPPER
+	MOVSS X0, ret+24(FP)
+	RET
+
+// func dotBF16AVX2(w *byte, x *float32, n int) float32
+TEXT ·dotBF16AVX2(SB), NOSPLIT, $0-28
+	MOVQ   w+0(FP), SI
+	MOVQ   x+8(FP), DI
+	MOVQ   n+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+bf16loop32:
+	CMPQ        CX, $32
+	JLT         bf16sum
+	VPMOVZXWD 0(SI), Y4
+	VPSLLD    $16, Y4, Y4
+	VPMOVZXWD 16(SI), Y5
+	VPSLLD    $16, Y5, Y5
+	VPMOVZXWD 32(SI), Y6
+	VPSLLD    $16, Y6, Y6
+	VPMOVZXWD 48(SI), Y7
+	VPSLLD    $16, Y7, Y7
+	VFMADD231PS (DI), Y4, Y0
+	VFMADD231PS 32(DI), Y5, Y1
+	VFMADD231PS 64(DI), Y6, Y2
+	VFMADD231PS 96(DI), Y7, Y3
+	ADDQ        $64, SI
+	ADDQ        $128, DI
+	SUBQ        $32, CX
+	JMP         bf16loop32
+
+bf16sum:
+	VADDPS Y2, Y0, Y0
+	VADDPS Y3, Y1, Y1
+	VADDPS Y1, Y0, Y0
+
+bf16loop8:
+	CMPQ        CX, $8
+	JLT         bf16tail
+	VPMOVZXWD 0(SI), Y4
+	VPSLLD    $16, Y4, Y4
+	VFMADD231PS (DI), Y4, Y0
+	ADDQ        $16, SI
+	ADDQ        $32, DI
+	SUBQ        $8, CX
+	JMP         bf16loop8
+
+bf16tail:
+	HSUM8
+	TESTQ CX, CX
+	JZ    bf16done
+
+bf16loop1:
+	MOVWLZX (SI), AX
+	SHLL    $16, AX
+	VMOVD   AX, X4
+	VFMADD231SS (DI), X4, X0
+	ADDQ        $2, SI
+	ADDQ        $4, DI
+	DECQ        CX
+	JNZ         bf16loop1
+
+bf16done:
+	VZEROUPPER
+	MOVSS X0, ret+24(FP)
+	RET
+
+// func quantizeQ32AVX2(x *float32, q *int8, d *float32, nb int)
+TEXT ·quantizeQ32AVX2(SB), NOSPLIT, $0-32
+	MOVQ x+0(FP), SI
+	MOVQ q+8(FP), DI
+	MOVQ d+16(FP), DX
+	MOVQ nb+24(FP), CX
+	BCAST($0x7fffffff, X15, Y15)
+	BCAST($0x42fe0000, X13, X13) // 127.0
+	BCAST($0x3f800000, X12, X12) // 1.0
+	VXORPS  X14, X14, X14
+	VMOVDQU permQ32<>(SB), Y11
+
+qloop:
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS 64(SI), Y2
+	VMOVUPS 96(SI), Y3
+	VANDPS  Y15, Y0, Y4
+	VANDPS  Y15, Y1, Y5
+	VANDPS  Y15, Y2, Y6
+	VANDPS  Y15, Y3, Y7
+	VMAXPS  Y5, Y4, Y4
+	VMAXPS  Y7, Y6, Y6
+	VMAXPS  Y6, Y4, Y4
+	VEXTRACTF128 $1, Y4, X5
+	VMAXPS  X5, X4, X4
+	VMOVHLPS X4, X4, X5
+	VMAXPS  X5, X4, X4
+	VMOVSHDUP X4, X5
+	VMAXSS  X5, X4, X4
+	VDIVSS  X13, X4, X5      // d = amax / 127
+	VMOVSS  X5, (DX)
+	VDIVSS  X5, X12, X6      // 1/d
+	VCMPSS  $4, X14, X5, X7  // d != 0
+	VANDPS  X7, X6, X6
+	VBROADCASTSS X6, Y6
+	VMULPS  Y6, Y0, Y0
+	VMULPS  Y6, Y1, Y1
+	VMULPS  Y6, Y2, Y2
+	VMULPS  Y6, Y3, Y3
+	VCVTPS2DQ Y0, Y0
+	VCVTPS2DQ Y1, Y1
+	VCVTPS2DQ Y2, Y2
+	VCVTPS2DQ Y3, Y3
+	VPACKSSDW Y1, Y0, Y0
+	VPACKSSDW Y3, Y2, Y2
+	VPACKSSWB Y2, Y0, Y0
+	VPERMD    Y0, Y11, Y0
+	VMOVDQU   Y0, (DI)
+	ADDQ $128, SI
+	ADDQ $32, DI
+	ADDQ $4, DX
+	DECQ CX
+	JNZ  qloop
+	VZEROUPPER
+	RET

@@ -1,0 +1,229 @@
+package tensor
+
+import (
+	"encoding/binary"
+	"math"
+)
+
+// The generic (pure Go) dot products of one encoded weight row with one
+// quantized activation vector. They are the reference for the assembly
+// kernels, which must match them bit for bit, so they follow the assembly's
+// arithmetic exactly: integer partial sums over the same groups of four
+// elements (eight "lanes" per 32 elements), a float32 fused multiply-add
+// per lane and block (fma32), and the same final reduction (hsum8).
+
+// fma32 returns a*b + c rounded once to float32, as the FMA instructions
+// do. The product of two float32s is exact in float64; the float64 sum may
+// round, and when it lands exactly halfway between two float32s its
+// rounding error decides the direction (otherwise rounding twice could
+// differ from rounding once). Results in float32's subnormal range may
+// still round twice; the kernels never produce them from real data.
+func fma32(a, b, c float32) float32 {
+	p := float64(a) * float64(b)
+	s := float64(p) + float64(c)
+	bv := float64(s - p)
+	e := float64(p-float64(s-bv)) + float64(float64(c)-bv)
+	if e != 0 {
+		bits := math.Float64bits(s)
+		if bits&(1<<29-1) == 1<<28 {
+			if (e > 0) == (s > 0) {
+				bits++
+			} else {
+				bits--
+			}
+			s = math.Float64frombits(bits)
+		}
+	}
+	return float32(s)
+}
+
+// hsum8 is the horizontal sum of eight lanes in the order the assembly
+// reduces a vector register: halves, then pairs, then the last two.
+func hsum8(a *[8]float32) float32 {
+	s0, s1, s2, s3 := a[0]+a[4], a[1]+a[5], a[2]+a[6], a[3]+a[7]
+	return (s0 + s2) + (s1 + s3)
+}
+
+func u16le(b []byte) uint16 { return binary.LittleEndian.Uint16(b) }
+
+// dotQ8_0Generic is the dot of a Q8_0 row with 32-block activations
+// (quants x, scales d). Blocks alternate between two accumulators.
+func dotQ8_0Generic(w []byte, x []int8, d []float32) float32 {
+	nb := len(d)
+	w, x = w[:nb*q80Bytes], x[:nb*32]
+	var acc [2][8]float32
+	for b := range nb {
+		blk := w[b*q80Bytes : (b+1)*q80Bytes]
+		s := FP16ToFP32(u16le(blk)) * d[b]
+		qs, xs := blk[2:34], x[32*b:32*b+32]
+		a := &acc[b&1]
+		for l := range 8 {
+			var is int32
+			for k := 4 * l; k < 4*l+4; k++ {
+				is += int32(int8(qs[k])) * int32(xs[k])
+			}
+			a[l] = fma32(float32(is), s, a[l])
+		}
+	}
+	for l := range 8 {
+		acc[0][l] += acc[1][l]
+	}
+	return hsum8(&acc[0])
+}
+
+// dotQ4_0Generic is dotQ8_0Generic for Q4_0 rows: element j < 16 of a
+// block is the low nibble of qs[j] minus 8, element j+16 the high nibble.
+func dotQ4_0Generic(w []byte, x []int8, d []float32) float32 {
+	nb := len(d)
+	w, x = w[:nb*q40Bytes], x[:nb*32]
+	var acc [2][8]float32
+	for b := range nb {
+		blk := w[b*q40Bytes : (b+1)*q40Bytes]
+		s := FP16ToFP32(u16le(blk)) * d[b]
+		qs, xs := blk[2:18], x[32*b:32*b+32]
+		a := &acc[b&1]
+		for l := range 8 {
+			var is int32
+			for k := 4 * l; k < 4*l+4; k++ {
+				q := qs[k&15]
+				if k >= 16 {
+					q >>= 4
+				}
+				is += (int32(q&15) - 8) * int32(xs[k])
+			}
+			a[l] = fma32(float32(is), s, a[l])
+		}
+	}
+	for l := range 8 {
+		acc[0][l] += acc[1][l]
+	}
+	return hsum8(&acc[0])
+}
+
+// k4ScalesMins unpacks the 8 scales and 8 mins of a Q4_K/Q5_K block.
+func k4ScalesMins(scales []byte) (sc, m [8]int32) {
+	for j := range 8 {
+		s, mm := scaleMinK4(j, scales)
+		sc[j], m[j] = int32(s), int32(mm)
+	}
+	return sc, m
+}
+
+// dotQ4_KGeneric is the dot of a Q4_K row with Q8_K activations (quants x,
+// scales d, 16-sums bsums). Per super-block, lane l holds the integer sum
+// over the 8 sub-blocks j of sc[j] * (dot of elements 4l..4l+3 of
+// sub-block j), scaled once by d*dx; the mins term sum_j m[j]*(sum of
+// sub-block j's quants) is scaled by dmin*dx into a separate accumulator.
+func dotQ4_KGeneric(w []byte, x []int8, d []float32, bsums []int16) float32 {
+	nb := len(d)
+	w, x, bsums = w[:nb*q4KBytes], x[:nb*qkK], bsums[:nb*16]
+	var acc [8]float32
+	var accm float32
+	for b := range nb {
+		blk := w[b*q4KBytes : (b+1)*q4KBytes]
+		dd := d[b] * FP16ToFP32(u16le(blk))
+		dmin := d[b] * FP16ToFP32(u16le(blk[2:]))
+		sc, m := k4ScalesMins(blk[4:16])
+		qs, xs, bs := blk[16:144], x[qkK*b:qkK*(b+1)], bsums[16*b:16*b+16]
+		var sumi [8]int32
+		for j := range 8 {
+			for l := range 8 {
+				var is int32
+				for k := 4 * l; k < 4*l+4; k++ {
+					q := qs[32*(j/2)+k]
+					if j&1 == 1 {
+						q >>= 4
+					}
+					is += int32(q&15) * int32(xs[32*j+k])
+				}
+				sumi[l] += sc[j] * is
+			}
+		}
+		var msum int32
+		for j := range 8 {
+			msum += m[j] * (int32(bs[2*j]) + int32(bs[2*j+1]))
+		}
+		for l := range 8 {
+			acc[l] = fma32(float32(sumi[l]), dd, acc[l])
+		}
+		accm = fma32(float32(msum), dmin, accm)
+	}
+	return hsum8(&acc) - accm
+}
+
+// dotQ5_KGeneric is dotQ4_KGeneric for Q5_K rows (a fifth bit from qh).
+func dotQ5_KGeneric(w []byte, x []int8, d []float32, bsums []int16) float32 {
+	nb := len(d)
+	w, x, bsums = w[:nb*q5KBytes], x[:nb*qkK], bsums[:nb*16]
+	var acc [8]float32
+	var accm float32
+	for b := range nb {
+		blk := w[b*q5KBytes : (b+1)*q5KBytes]
+		dd := d[b] * FP16ToFP32(u16le(blk))
+		dmin := d[b] * FP16ToFP32(u16le(blk[2:]))
+		sc, m := k4ScalesMins(blk[4:16])
+		qh, qs, xs, bs := blk[16:48], blk[48:176], x[qkK*b:qkK*(b+1)], bsums[16*b:16*b+16]
+		var sumi [8]int32
+		for j := range 8 {
+			for l := range 8 {
+				var is int32
+				for k := 4 * l; k < 4*l+4; k++ {
+					q := qs[32*(j/2)+k]
+					if j&1 == 1 {
+						q >>= 4
+					}
+					q = q&15 | (qh[k]>>j&1)<<4
+					is += int32(q) * int32(xs[32*j+k])
+				}
+				sumi[l] += sc[j] * is
+			}
+		}
+		var msum int32
+		for j := range 8 {
+			msum += m[j] * (int32(bs[2*j]) + int32(bs[2*j+1]))
+		}
+		for l := range 8 {
+			acc[l] = fma32(float32(sumi[l]), dd, acc[l])
+		}
+		accm = fma32(float32(msum), dmin, accm)
+	}
+	return hsum8(&acc) - accm
+}
+
+// dotQ6_KGeneric is the dot of a Q6_K row with Q8_K activations: lane l
+// holds the integer sum over the 8 quarters (32 elements each) of
+// scale[e/16] * (dot of elements 4l..4l+3 of the quarter, quants minus 32),
+// scaled once per super-block by d*dx.
+func dotQ6_KGeneric(w []byte, x []int8, d []float32) float32 {
+	nb := len(d)
+	w, x = w[:nb*q6KBytes], x[:nb*qkK]
+	var acc [8]float32
+	for b := range nb {
+		blk := w[b*q6KBytes : (b+1)*q6KBytes]
+		dd := d[b] * FP16ToFP32(u16le(blk[208:]))
+		ql, qh, sc, xs := blk[0:128], blk[128:192], blk[192:208], x[qkK*b:qkK*(b+1)]
+		var sumi [8]int32
+		for h := range 2 {
+			for k := range 4 {
+				for l := range 8 {
+					var is int32
+					for e := 4 * l; e < 4*l+4; e++ {
+						lo := ql[64*h+32*(k&1)+e] >> (4 * (k >> 1)) & 15
+						hi := qh[32*h+e] >> (2 * k) & 3
+						is += (int32(lo|hi<<4) - 32) * int32(xs[128*h+32*k+e])
+					}
+					sumi[l] += int32(int8(sc[8*h+2*k+l/4])) * is
+				}
+			}
+		}
+		for l := range 8 {
+			acc[l] = fma32(float32(sumi[l]), dd, acc[l])
+		}
+	}
+	return hsum8(&acc)
+}
+
+// The float weight types use the reference chunked dot (DotRow).
+func dotF32Generic(w []byte, x []float32) float32  { return DotRow(F32, w, x) }
+func dotF16Generic(w []byte, x []float32) float32  { return DotRow(F16, w, x) }
+func dotBF16Generic(w []byte, x []float32) float32 { return DotRow(BF16, w, x) }

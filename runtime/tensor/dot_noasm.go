@@ -1,0 +1,24 @@
+//go:build purego || !amd64
+
+package tensor
+
+// Without assembly (the purego tag, or an architecture without kernels
+// yet, such as arm64) every kernel is the generic one.
+
+func dotQ8_0(w []byte, x []int8, d []float32) float32 { return dotQ8_0Generic(w, x, d) }
+func dotQ4_0(w []byte, x []int8, d []float32) float32 { return dotQ4_0Generic(w, x, d) }
+func dotQ4_K(w []byte, x []int8, d []float32, bsums []int16) float32 {
+	return dotQ4_KGeneric(w, x, d, bsums)
+}
+func dotQ5_K(w []byte, x []int8, d []float32, bsums []int16) float32 {
+	return dotQ5_KGeneric(w, x, d, bsums)
+}
+func dotQ6_K(w []byte, x []int8, d []float32) float32 { return dotQ6_KGeneric(w, x, d) }
+func dotF32Row(w []byte, x []float32) float32         { return dotF32Generic(w, x) }
+func dotF16Row(w []byte, x []float32) float32         { return dotF16Generic(w, x) }
+func dotBF16Row(w []byte, x []float32) float32        { return dotBF16Generic(w, x) }
+func quantizeQ32(x []float32, q []int8, d []float32)  { quantizeQ32Generic(x, q, d) }
+
+// implementations lists the kernel sets a test can select; only the
+// generic one here.
+var implementations = []impl{{"generic", func(bool) {}}}

@@ -1,0 +1,451 @@
+package tensor
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// eachImpl runs f once per available kernel set (generic first), with that
+// set active.
+func eachImpl(t *testing.T, f func(t *testing.T)) {
+	for _, im := range implementations {
+		t.Run(im.name, func(t *testing.T) {
+			im.use(true)
+			defer im.use(false)
+			f(t)
+		})
+	}
+}
+
+// withGeneric runs f with the generic kernels active.
+func withGeneric(f func()) {
+	implementations[0].use(true)
+	defer implementations[0].use(false)
+	f()
+}
+
+// quantTol bounds |dot - exact| / sum|w_i*x_i| for the quantized dots,
+// where exact is the float64 dot of the dequantized weights with the
+// dequantized activations: the integer parts are exact, so only the float32
+// scaling and accumulation round (a few ulps per block, at most a few
+// thousand blocks).
+const quantTol = 1e-5
+
+// actQuantTol bounds the same error against the float activations: the
+// activations' 8-bit quantization adds at most half a step (max|x|/254 per
+// element) of error.
+const actQuantTol = 2e-2
+
+type dotCase struct {
+	t   Type
+	blk int // elements per block
+}
+
+var quantDotTypes = []dotCase{{Q8_0, 32}, {Q4_0, 32}, {Q4_K, 256}, {Q5_K, 256}, {Q6_K, 256}}
+
+// actsFor quantizes x as one vector with the generic quantizers.
+func actsFor(x []float32) *Activations {
+	a := NewActivations(1, len(x))
+	a.Set(x, 1)
+	withGeneric(func() {
+		if a.hasQ32 {
+			a.prepare(Q8_0)
+		}
+		if a.hasQK {
+			a.prepare(Q4_K)
+		}
+	})
+	return a
+}
+
+// dequantActs returns the values the quantized activations stand for.
+func dequantActs(t Type, a *Activations) []float32 {
+	out := make([]float32, a.Cols)
+	for i := range out {
+		if t == Q8_0 || t == Q4_0 {
+			out[i] = float32(a.q32[i]) * a.d32[i/32]
+		} else {
+			out[i] = float32(a.qK[i]) * a.dK[i/qkK]
+		}
+	}
+	return out
+}
+
+func dotErr(got float32, w, x []float32) (err, mag float64) {
+	var exact float64
+	for i := range w {
+		p := float64(w[i]) * float64(x[i])
+		exact += p
+		mag += math.Abs(p)
+	}
+	return math.Abs(float64(got) - exact), mag
+}
+
+// The generic quantized dots compute the dot of the dequantized weights
+// with the dequantized activations, and approximate the float dot.
+func TestQuantDotGenericAccuracy(t *testing.T) {
+	for _, dc := range quantDotTypes {
+		for _, dist := range []string{"uniform", "normal", "sparse", "zero", "positive"} {
+			t.Run(dc.t.String()+"/"+dist, func(t *testing.T) {
+				cols := 8 * dc.blk
+				w, deq := randomMatrix(t, dc.t, 1, cols, uint64(dc.t)+3)
+				x := testData(dist, cols, 21)
+				a := actsFor(x)
+				var got float32
+				withGeneric(func() { got = dotAct(dc.t, w.Data, a, 0, cols) })
+				if e, mag := dotErr(got, deq, dequantActs(dc.t, a)); e > quantTol*mag+1e-30 {
+					t.Errorf("dot = %g: error %.3g against the dequantized dot > %.3g", got, e, quantTol*mag)
+				}
+				if e, mag := dotErr(got, deq, x); e > actQuantTol*mag+1e-30 {
+					t.Errorf("dot = %g: error %.3g against the float dot > %.3g", got, e, actQuantTol*mag)
+				}
+			})
+		}
+	}
+}
+
+// Every implementation of the quantized dots equals the generic one bit for
+// bit, for every block count from 0 up (tails of unrolled loops included).
+func TestQuantDotImplementations(t *testing.T) {
+	for _, dc := range quantDotTypes {
+		maxBlocks := 2048 / dc.blk
+		w, _ := randomMatrix(t, dc.t, 1, maxBlocks*dc.blk, uint64(dc.t)+5)
+		x := testData("normal", maxBlocks*dc.blk, 8)
+		a := actsFor(x)
+		want := make([]float32, maxBlocks+1)
+		bs, bb, _ := layout(dc.t)
+		dot := func(nb int) float32 {
+			n := nb * dc.blk
+			sub := *a
+			sub.Cols = n
+			return dotAct(dc.t, w.Data[:n/bs*bb], &sub, 0, n)
+		}
+		withGeneric(func() {
+			for nb := range want {
+				want[nb] = dot(nb)
+			}
+		})
+		t.Run(dc.t.String(), func(t *testing.T) {
+			eachImpl(t, func(t *testing.T) {
+				for nb := range want {
+					if got := dot(nb); math.Float32bits(got) != math.Float32bits(want[nb]) {
+						t.Fatalf("%d blocks: %g, generic %g", nb, got, want[nb])
+					}
+				}
+			})
+		})
+	}
+}
+
+// Extreme quants: Q8_0 weights of -128 (valid in a file, never written by
+// our encoder) and activations at ±127 must not saturate the int16 pair
+// sums of the assembly.
+func TestQuantDotExtremes(t *testing.T) {
+	const nb = 9
+	w := make([]byte, nb*q80Bytes)
+	x := make([]float32, nb*32)
+	for b := range nb {
+		blk := w[b*q80Bytes:]
+		u16 := FP32ToFP16(0.5)
+		blk[0], blk[1] = byte(u16), byte(u16>>8)
+		for j := range 32 {
+			blk[2+j] = 0x80 // -128
+			if (j+b)%3 == 0 {
+				blk[2+j] = 0x7f
+			}
+			x[b*32+j] = -1
+			if j%2 == 0 {
+				x[b*32+j] = 1
+			}
+		}
+	}
+	a := actsFor(x)
+	var want float32
+	withGeneric(func() { want = dotQ8_0(w, a.q32, a.d32) })
+	eachImpl(t, func(t *testing.T) {
+		if got := dotQ8_0(w, a.q32, a.d32); got != want {
+			t.Fatalf("%g, generic %g", got, want)
+		}
+	})
+}
+
+// The float dots agree with the generic one within float rounding, for
+// every length 0..300.
+func TestFloatDotImplementations(t *testing.T) {
+	for _, ft := range []Type{F32, F16, BF16} {
+		t.Run(ft.String(), func(t *testing.T) {
+			w, deq := randomMatrix(t, ft, 1, 300, uint64(ft)+1)
+			x := testData("uniform", 300, 5)
+			eachImpl(t, func(t *testing.T) {
+				for n := 0; n <= 300; n++ {
+					got := dotAct(ft, w.Data[:n*(w.RowBytes()/300)], &Activations{x: x[:n], Cols: n}, 0, n)
+					if e, mag := dotErr(got, deq[:n], x[:n]); e > dotRelTol*mag+1e-30 {
+						t.Fatalf("n=%d: %g, error %.3g > %.3g", n, got, e, dotRelTol*mag)
+					}
+				}
+			})
+		})
+	}
+}
+
+// The 32-block activation quantizer: every implementation matches the
+// generic one exactly, on every distribution (zero blocks included).
+func TestQuantizeQ32Implementations(t *testing.T) {
+	for _, dist := range []string{"uniform", "normal", "sparse", "zero", "positive", "negative", "constant"} {
+		x := testData(dist, 32*37, 17)
+		// Halfway cases: values that scale to k+0.5 exactly.
+		if dist == "constant" {
+			for i := range 32 {
+				x[i] = float32(i) - 15.5
+			}
+		}
+		wq, wd := make([]int8, len(x)), make([]float32, len(x)/32)
+		quantizeQ32Generic(x, wq, wd)
+		for j, q := range wq {
+			if d := math.Abs(float64(q)*float64(wd[j/32]) - float64(x[j])); d > float64(wd[j/32])*0.5000001 {
+				t.Fatalf("%s: element %d = %g, quantized %d * %g", dist, j, x[j], q, wd[j/32])
+			}
+		}
+		t.Run(dist, func(t *testing.T) {
+			eachImpl(t, func(t *testing.T) {
+				for nb := 0; nb <= 37; nb++ {
+					q, d := make([]int8, 32*nb), make([]float32, nb)
+					quantizeQ32(x[:32*nb], q, d)
+					for i := range q {
+						if q[i] != wq[i] {
+							t.Fatalf("%d blocks: q[%d] = %d, generic %d", nb, i, q[i], wq[i])
+						}
+					}
+					for i := range d {
+						if math.Float32bits(d[i]) != math.Float32bits(wd[i]) {
+							t.Fatalf("%d blocks: d[%d] = %g, generic %g", nb, i, d[i], wd[i])
+						}
+					}
+				}
+			})
+		})
+	}
+}
+
+// quantizeQ8K is encodeQ8_K in separate arrays.
+func TestQuantizeQ8KMatchesEncode(t *testing.T) {
+	x := testData("normal", 3*qkK, 4)
+	x = append(x, make([]float32, qkK)...) // a zero block
+	enc, _ := Quantize(Q8_K, x)
+	q, d, bs := make([]int8, len(x)), make([]float32, len(x)/qkK), make([]int16, len(x)/16)
+	quantizeQ8K(x, q, d, bs)
+	for b := range d {
+		blk := enc[b*q8KBytes:]
+		if math.Float32bits(d[b]) != math.Float32bits(math.Float32frombits(uint32(blk[0])|uint32(blk[1])<<8|uint32(blk[2])<<16|uint32(blk[3])<<24)) {
+			t.Fatalf("block %d: d differs", b)
+		}
+		for j := range qkK {
+			if q[b*qkK+j] != int8(blk[4+j]) {
+				t.Fatalf("block %d: q[%d] differs", b, j)
+			}
+		}
+		for j := range 16 {
+			if bs[b*16+j] != int16(u16le(blk[260+2*j:])) {
+				t.Fatalf("block %d: bsums[%d] differs", b, j)
+			}
+		}
+	}
+}
+
+func TestFMA32(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range 100000 {
+		a := float32(r.NormFloat64())
+		b := float32(r.NormFloat64())
+		c := float32(r.NormFloat64() * math.Ldexp(1, r.IntN(40)-20))
+		if i%3 == 0 { // products near -c, where cancellation is exact
+			c = -a * b
+		}
+		got := fma32(a, b, c)
+		// The exact value in big-float terms: a*b is exact in float64, and
+		// the sum rounded to float32 from an exact rational is checked by
+		// bracketing: got must be the float32 nearest a*b+c.
+		exactP := float64(a) * float64(b)
+		lo, hi := math.Nextafter32(got, float32(math.Inf(-1))), math.Nextafter32(got, float32(math.Inf(1)))
+		// distances computed as (p + c) - v with p exact: use two-sum pieces.
+		dist := func(v float32) float64 { return math.Abs((exactP - float64(v)) + float64(c)) }
+		if dist(lo) < dist(got) || dist(hi) < dist(got) {
+			t.Fatalf("fma32(%g, %g, %g) = %g, a neighbour is nearer", a, b, c, got)
+		}
+	}
+}
+
+// MatMulAct is within quantization error of MatMul, identical for every
+// pool and implementation (bit-exact for quantized types), and handles
+// batches whose size is not a multiple of the row tile.
+func TestMatMulAct(t *testing.T) {
+	const rows = 67
+	pools := []*Pool{nil, NewPool(1), NewPool(2), NewPool(3)}
+	defer func() {
+		for _, p := range pools {
+			p.Close()
+		}
+	}()
+	for _, mt := range matTypes {
+		t.Run(mt.t.String(), func(t *testing.T) {
+			cols := mt.cols
+			if mt.t.BlockSize() == 1 {
+				cols = 259
+			}
+			w, deq := randomMatrix(t, mt.t, rows, cols, uint64(mt.t)+9)
+			const maxN = 9
+			x := testData("uniform", maxN*cols, 12)
+			a := NewActivations(maxN, cols)
+			var want []float32
+			for _, n := range []int{0, 1, 2, 5, 9} {
+				a.Set(x[:n*cols], n)
+				withGeneric(func() {
+					want = make([]float32, n*rows)
+					MatMulAct(nil, want, w, a)
+				})
+				tol := dotRelTol
+				if mt.t.BlockSize() > 1 {
+					tol = actQuantTol
+				}
+				for i := range n {
+					for r := range rows {
+						if e, mag := dotErr(want[i*rows+r], deq[r*cols:(r+1)*cols], x[i*cols:(i+1)*cols]); e > tol*mag+1e-30 {
+							t.Fatalf("n=%d vec %d row %d: %g, error %.3g > %.3g", n, i, r, want[i*rows+r], e, tol*mag)
+						}
+					}
+				}
+				eachImpl(t, func(t *testing.T) {
+					for pi, p := range pools {
+						a.Set(x[:n*cols], n) // quantize again with this implementation
+						out := make([]float32, n*rows)
+						MatMulAct(p, out, w, a)
+						for i := range out {
+							same := out[i] == want[i]
+							if mt.t.BlockSize() == 1 {
+								e, mag := dotErr(out[i], deq[(i%rows)*cols:(i%rows+1)*cols], x[(i/rows)*cols:(i/rows+1)*cols])
+								same = e <= dotRelTol*mag+1e-30
+							}
+							if !same {
+								t.Fatalf("pool %d n=%d: out[%d] = %g, generic %g", pi, n, i, out[i], want[i])
+							}
+						}
+					}
+				})
+			}
+		})
+	}
+}
+
+func TestMatMulActNoAlloc(t *testing.T) {
+	p := NewPool(2)
+	defer p.Close()
+	for _, mt := range matTypes {
+		t.Run(mt.t.String(), func(t *testing.T) {
+			w, _ := randomMatrix(t, mt.t, 256, mt.cols, 3)
+			x := testData("uniform", 4*mt.cols, 4)
+			out := make([]float32, 4*256)
+			a := NewActivations(4, mt.cols)
+			if n := testing.AllocsPerRun(20, func() {
+				a.Set(x, 4)
+				MatMulAct(p, out, w, a)
+				a.Set(x[:mt.cols], 1)
+				MatMulAct(nil, out[:256], w, a)
+			}); n != 0 {
+				t.Errorf("%v allocations per run", n)
+			}
+		})
+	}
+}
+
+func TestMatMulActPanics(t *testing.T) {
+	w, _ := randomMatrix(t, Q8_0, 4, 64, 1)
+	a := NewActivations(2, 64)
+	for name, f := range map[string]func(){
+		"set too many":  func() { a.Set(make([]float32, 3*64), 3) },
+		"set wrong len": func() { a.Set(make([]float32, 63), 1) },
+		"cols":          func() { b := NewActivations(1, 32); b.Set(make([]float32, 32), 1); MatMulAct(nil, make([]float32, 4), w, b) },
+		"out":           func() { a.Set(make([]float32, 64), 1); MatMulAct(nil, make([]float32, 3), w, a) },
+		"type":          func() { MatMulAct(nil, nil, Matrix{Type: Q8_K}, a) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			defer func() {
+				if recover() == nil {
+					t.Error("no panic")
+				}
+			}()
+			f()
+		})
+	}
+}
+
+// BenchmarkDot measures one row of 4096 elements per type and kernel set;
+// bytes are weight bytes, so the rate is the weight bandwidth one core's
+// kernel sustains from cache.
+func BenchmarkDot(b *testing.B) {
+	const cols = 4096
+	for _, mt := range matTypes {
+		w, _ := randomMatrix(b, mt.t, 1, cols, 1)
+		a := NewActivations(1, cols)
+		a.Set(testData("uniform", cols, 2), 1)
+		a.prepare(mt.t)
+		for _, im := range implementations {
+			b.Run(fmt.Sprintf("%v/%s", mt.t, im.name), func(b *testing.B) {
+				im.use(true)
+				defer im.use(false)
+				b.SetBytes(int64(len(w.Data)))
+				for b.Loop() {
+					dotAct(mt.t, w.Data, a, 0, cols)
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkMatMulAct measures a 2048x2048 matrix against 1 vector (decode)
+// and 16 (a prefill tile) per type on 1 and 2 threads; bytes are weight
+// bytes.
+func BenchmarkMatMulAct(b *testing.B) {
+	const dim = 2048
+	for _, n := range []int{1, 16} {
+		for _, threads := range []int{1, 2} {
+			p := NewPool(threads)
+			for _, mt := range matTypes {
+				b.Run(fmt.Sprintf("%v/n=%d/threads=%d", mt.t, n, threads), func(b *testing.B) {
+					w, _ := randomMatrix(b, mt.t, dim, dim, 1)
+					x := testData("uniform", n*dim, 2)
+					out := make([]float32, n*dim)
+					a := NewActivations(n, dim)
+					b.SetBytes(int64(len(w.Data)))
+					b.ReportAllocs()
+					for b.Loop() {
+						a.Set(x, n)
+						MatMulAct(p, out, w, a)
+					}
+				})
+			}
+			p.Close()
+		}
+	}
+}
+
+// BenchmarkQuantizeActs measures quantizing one 4096-vector per form.
+func BenchmarkQuantizeActs(b *testing.B) {
+	const cols = 4096
+	x := testData("normal", cols, 3)
+	a := NewActivations(1, cols)
+	for _, t := range []Type{Q8_0, Q4_K} {
+		for _, im := range implementations {
+			b.Run(fmt.Sprintf("%v/%s", t, im.name), func(b *testing.B) {
+				im.use(true)
+				defer im.use(false)
+				b.SetBytes(4 * cols)
+				for b.Loop() {
+					a.Set(x, 1)
+					a.prepare(t)
+				}
+			})
+		}
+	}
+}
