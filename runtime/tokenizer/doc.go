@@ -1,0 +1,54 @@
+// Package tokenizer implements the tokenizers of GGUF models, bit-compatible
+// with llama.cpp (llama-vocab.cpp and unicode.cpp): the same text gives the
+// same token ids as llama_tokenize.
+//
+// Two tokenizer.ggml.model kinds are supported:
+//
+//   - "llama": SentencePiece BPE as llama.cpp's llm_tokenizer_spm runs it.
+//     Spaces become '▁', a space is prepended to the text (and after every
+//     special token) when add_space_prefix is set, adjacent symbols are
+//     merged best score first, and characters without a token fall back to
+//     <0xXX> byte tokens.
+//   - "gpt2": byte-level BPE. The text is first cut into words by the
+//     pre-tokenizer that tokenizer.ggml.pre names (gpt-2, llama3/llama-bpe,
+//     qwen2, deepseek-llm, deepseek-coder, falcon, mpt, starcoder, refact and
+//     every other preset llama.cpp knows), with llama.cpp's exact regular
+//     expressions and its hand-written GPT-2 and Llama 3 splitters; each
+//     word's bytes are mapped to GPT-2's printable byte alphabet and merged
+//     by merge rank.
+//
+// Special tokens are split out of the text first, longest first, as in
+// llama.cpp: user-defined tokens always, control tokens such as
+// "<|im_start|>" only when Encode's parseSpecial is set.
+//
+// Decode is faithful to the token stream: an SPM vocabulary's dummy-prefix
+// space comes back (" Hello"), and no clean-up of spaces is applied. A
+// program printing llama2.c-style output strips one leading space from the
+// first piece after BOS itself. Decoder streams pieces without splitting a
+// UTF-8 character.
+//
+// Usage, from a GGUF file (see strata/runtime/gguf):
+//
+//	f, err := gguf.Open(path)
+//	if err != nil {
+//		return err
+//	}
+//	defer f.Close()
+//	tok, err := tokenizer.FromGGUF(f.Metadata())
+//	if err != nil {
+//		return err
+//	}
+//	ids := tok.Encode(prompt, true, true) // BOS if the vocabulary wants it; parse <|im_start|> etc.
+//	dec := tok.NewDecoder()
+//	for {
+//		id := next(ids) // sample the next token
+//		if tok.IsEOG(id) {
+//			break
+//		}
+//		fmt.Print(dec.Add(id))
+//		ids = append(ids, id)
+//	}
+//	fmt.Print(dec.Flush())
+//
+// A Tokenizer is immutable and safe for concurrent use.
+package tokenizer
