@@ -50,6 +50,12 @@ type State struct {
 	scores [][]float32
 	Logits []float32 // [Vocab], last shard only
 
+	// The inputs of the matrix products, quantized once per use for the
+	// integer kernels (Q, K and V share one; gate and up share one).
+	actEmbd *tensor.Activations // [Batch × Embd]: normed hidden states
+	actQ    *tensor.Activations // [Batch × QDim]: attention output
+	actFFN  *tensor.Activations // [Batch × FFN]: SwiGLU output
+
 	// The attention task's parameters, set before each pool.Run so the
 	// closure is built once (a fresh closure per call would allocate).
 	attnLayer, attnN, attnPos int
@@ -71,6 +77,10 @@ func (m *Model) NewState(pool *tensor.Pool, batch, capacity int) *State {
 		v:   make([]float32, batch*c.KVDim()),
 		hb:  make([]float32, batch*c.FFN),
 		hb2: make([]float32, batch*c.FFN),
+
+		actEmbd: tensor.NewActivations(batch, c.Embd),
+		actQ:    tensor.NewActivations(batch, c.QDim()),
+		actFFN:  tensor.NewActivations(batch, c.FFN),
 	}
 	// One score row per worker: attention splits (token, head) pairs over workers.
 	workers := 1
@@ -138,9 +148,10 @@ func (s *State) layer(l int, c *Cache, n int) {
 	for i := 0; i < n; i++ {
 		tensor.RMSNorm(xb[i*embd:(i+1)*embd], x[i*embd:(i+1)*embd], w.AttnNorm, m.RMSEps)
 	}
-	tensor.MatMul(p, q, w.Q, xb, n)
-	tensor.MatMul(p, k, w.K, xb, n)
-	tensor.MatMul(p, v, w.V, xb, n)
+	s.actEmbd.Set(xb, n)
+	tensor.MatMulAct(p, q, w.Q, s.actEmbd)
+	tensor.MatMulAct(p, k, w.K, s.actEmbd)
+	tensor.MatMulAct(p, v, w.V, s.actEmbd)
 	for i := 0; i < n; i++ {
 		qi, ki, vi := q[i*qd:(i+1)*qd], k[i*kvd:(i+1)*kvd], v[i*kvd:(i+1)*kvd]
 		if w.Bq != nil {
@@ -172,7 +183,8 @@ func (s *State) layer(l int, c *Cache, n int) {
 		p.Run(workers, s.attnFn)
 	}
 	att := s.xb[:n*qd] // attention output, [n × QDim]
-	tensor.MatMul(p, s.xb2[:n*embd], w.O, att, n)
+	s.actQ.Set(att, n)
+	tensor.MatMulAct(p, s.xb2[:n*embd], w.O, s.actQ)
 	tensor.Add(x, s.xb2[:n*embd])
 
 	// Feed-forward: SwiGLU.
@@ -181,10 +193,12 @@ func (s *State) layer(l int, c *Cache, n int) {
 		tensor.RMSNorm(xb[i*embd:(i+1)*embd], x[i*embd:(i+1)*embd], w.FFNNorm, m.RMSEps)
 	}
 	hb, hb2 := s.hb[:n*m.FFN], s.hb2[:n*m.FFN]
-	tensor.MatMul(p, hb, w.Gate, xb, n)
-	tensor.MatMul(p, hb2, w.Up, xb, n)
+	s.actEmbd.Set(xb, n)
+	tensor.MatMulAct(p, hb, w.Gate, s.actEmbd)
+	tensor.MatMulAct(p, hb2, w.Up, s.actEmbd)
 	tensor.SwiGLU(hb, hb, hb2)
-	tensor.MatMul(p, s.xb[:n*embd], w.Down, hb, n)
+	s.actFFN.Set(hb, n)
+	tensor.MatMulAct(p, s.xb[:n*embd], w.Down, s.actFFN)
 	tensor.Add(x, s.xb[:n*embd])
 }
 
@@ -233,6 +247,7 @@ func (s *State) LogitsOf(i int) ([]float32, error) {
 	}
 	xb := s.xb2[:m.Embd]
 	tensor.RMSNorm(xb, s.X[i*m.Embd:(i+1)*m.Embd], m.OutNorm, m.RMSEps)
-	tensor.MatVec(s.pool, s.Logits, m.Output, xb)
+	s.actEmbd.Set(xb, 1)
+	tensor.MatMulAct(s.pool, s.Logits, m.Output, s.actEmbd)
 	return s.Logits, nil
 }

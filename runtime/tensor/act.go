@@ -24,15 +24,15 @@ type Activations struct {
 	n         int
 	x         []float32 // borrowed, n*Cols
 
-	q32     []int8    // [Cap*Cols] quants, blocks of 32
-	d32     []float32 // [Cap*Cols/32] block scales
-	ok32    bool
-	qK      []int8    // [Cap*Cols] quants, blocks of 256
-	dK      []float32 // [Cap*Cols/256] block scales
-	bsumsK  []int16   // [Cap*Cols/16] sums of each 16 quants
-	okK     bool
-	hasQ32  bool // Cols is a whole number of 32-blocks
-	hasQK   bool // Cols is a whole number of 256-blocks
+	q32    []int8    // [Cap*Cols] quants, blocks of 32
+	d32    []float32 // [Cap*Cols/32] block scales
+	ok32   bool
+	qK     []int8    // [Cap*Cols] quants, blocks of 256
+	dK     []float32 // [Cap*Cols/256] block scales
+	bsumsK []int16   // [Cap*Cols/16] sums of each 16 quants
+	okK    bool
+	hasQ32 bool // Cols is a whole number of 32-blocks
+	hasQK  bool // Cols is a whole number of 256-blocks
 }
 
 // NewActivations allocates room for up to capacity vectors of cols elements.

@@ -365,9 +365,13 @@ func TestMatMulActPanics(t *testing.T) {
 	for name, f := range map[string]func(){
 		"set too many":  func() { a.Set(make([]float32, 3*64), 3) },
 		"set wrong len": func() { a.Set(make([]float32, 63), 1) },
-		"cols":          func() { b := NewActivations(1, 32); b.Set(make([]float32, 32), 1); MatMulAct(nil, make([]float32, 4), w, b) },
-		"out":           func() { a.Set(make([]float32, 64), 1); MatMulAct(nil, make([]float32, 3), w, a) },
-		"type":          func() { MatMulAct(nil, nil, Matrix{Type: Q8_K}, a) },
+		"cols": func() {
+			b := NewActivations(1, 32)
+			b.Set(make([]float32, 32), 1)
+			MatMulAct(nil, make([]float32, 4), w, b)
+		},
+		"out":  func() { a.Set(make([]float32, 64), 1); MatMulAct(nil, make([]float32, 3), w, a) },
+		"type": func() { MatMulAct(nil, nil, Matrix{Type: Q8_K}, a) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			defer func() {
