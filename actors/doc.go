@@ -1,4 +1,22 @@
-// Package actors will hold the protoactor-go actors (node, membership,
-// shard, session, loader) and, in actors/plan, the placement function.
-// Nothing is implemented yet: it arrives with the distributed-engine issue.
+// Package actors runs one model across many nodes with protoactor-go
+// actors.
+//
+// Every node runs a Host (the actor named HostName), which loads shards on
+// request: a shard actor owns the weights of layers [first, end) of one
+// model, mapped from the node's models directory, and one KV cache per
+// session. A session — driven by whichever node took the prompt — plans a
+// ring of stages (actors/plan), asks each stage's Host to load its shard,
+// then sends Forward messages to the first stage. Each shard runs its
+// layers and forwards the hidden states straight to the next stage; the
+// last stage samples and sends the Token back to the session, which
+// streams it and feeds it to the first stage for the next step.
+//
+// PIDs are location-transparent: a PID whose Address is another node's
+// peer ID is delivered over libp2p by strata/peers, so this package never
+// touches the network itself.
+//
+//	host := actors.NewHost(actors.HostConfig{Models: actors.Dir("models")})
+//	system.Root.SpawnNamed(host.Props(), actors.HostName)
+//	c := actors.NewCluster(system, directory, actors.Dir("models"))
+//	res, err := c.Generate(ctx, actors.Request{Model: "stories260K", Prompt: "Once"}, onToken)
 package actors

@@ -1,0 +1,271 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"strata/internal/testdata"
+	"strata/messages"
+	"strata/runtime/engine"
+	"strata/runtime/sample"
+	"strata/runtime/tensor"
+)
+
+// localCluster starts n hosts in one actor system, each offering memBytes.
+type localCluster struct {
+	system *actor.ActorSystem
+	hosts  []*Host
+	dir    StaticDirectory
+	store  Files
+}
+
+func newLocalCluster(t testing.TB, n int, memBytes uint64, store Files) *localCluster {
+	t.Helper()
+	lc := &localCluster{system: NewSystem(nil), store: store}
+	pool := tensor.NewPool(2)
+	var names []string
+	for name := range store {
+		names = append(names, name)
+	}
+	for i := 0; i < n; i++ {
+		h := NewHost(HostConfig{Models: store, Pool: pool, MemoryBytes: memBytes, Name: fmt.Sprintf("n%d", i)})
+		pid, err := lc.system.Root.SpawnNamed(h.Props(), fmt.Sprintf("%s-%d", HostName, i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lc.hosts = append(lc.hosts, h)
+		lc.dir = append(lc.dir, Member{ID: fmt.Sprintf("n%d", i), Host: pid, MemoryBytes: memBytes, Models: names})
+	}
+	t.Cleanup(func() {
+		lc.system.Shutdown()
+		pool.Close()
+	})
+	return lc
+}
+
+func (lc *localCluster) cluster(opts ClusterOptions) *Cluster {
+	c := NewCluster(lc.system, lc.dir, lc.store, opts)
+	return c
+}
+
+// waitFree waits until no host holds a session's KV cache.
+func (lc *localCluster) waitFree(t testing.TB) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		busy := ""
+		for i, h := range lc.hosts {
+			for _, s := range h.Stats().Shards {
+				if s.Sessions != 0 || s.KvBytes != 0 {
+					busy = fmt.Sprintf("host %d shard %s: %d sessions, %d KV bytes", i, s.ActorId, s.Sessions, s.KvBytes)
+				}
+			}
+		}
+		if busy == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("KV memory left behind: %s", busy)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func stories(t testing.TB) Files {
+	return Files{"stories260K": testdata.Path(t, "gguf/stories260K.gguf")}
+}
+
+// singleNode is the oracle: the same request on the one-node engine.
+func singleNode(t testing.TB, path string, req engine.Request) engine.Result {
+	t.Helper()
+	e, err := engine.Open(path, engine.Options{Context: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	res, err := e.Generate(context.Background(), req, func(engine.Token) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func TestGreedyMatchesSingleNode(t *testing.T) {
+	store := stories(t)
+	prompts := []string{"", "Lily and Tom went to the park. They saw"}
+	var want []engine.Result
+	for _, p := range prompts {
+		want = append(want, singleNode(t, store["stories260K"], engine.Request{Prompt: p, MaxTokens: 120}))
+	}
+	for _, c := range []struct {
+		nodes  int
+		mem    uint64
+		stages int
+	}{{1, 4 << 20, 1}, {2, 1100e3, 2}, {3, 800e3, 3}, {5, 500e3, 5}} {
+		t.Run(fmt.Sprintf("%d-nodes", c.nodes), func(t *testing.T) {
+			lc := newLocalCluster(t, c.nodes, c.mem, store)
+			cl := lc.cluster(ClusterOptions{PlanContext: 512})
+			defer cl.Close()
+			p, _, err := cl.Plan("stories260K")
+			if err != nil || len(p.Stages) != c.stages {
+				t.Fatalf("plan %v, %v; want %d stages", p, err, c.stages)
+			}
+			for i, prompt := range prompts {
+				var streamed strings.Builder
+				res, err := cl.Generate(context.Background(), Request{Model: "stories260K", Prompt: prompt, MaxTokens: 120}, func(tok engine.Token) error {
+					streamed.WriteString(tok.Text)
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if fmt.Sprint(res.Tokens) != fmt.Sprint(want[i].Tokens) || res.Text != want[i].Text || streamed.String() != res.Text {
+					t.Fatalf("prompt %q: tokens differ from one node\n got %v\nwant %v", prompt, res.Tokens, want[i].Tokens)
+				}
+			}
+			lc.waitFree(t)
+		})
+	}
+}
+
+func TestF16ActivationsStayClose(t *testing.T) {
+	store := stories(t)
+	lc := newLocalCluster(t, 3, 800e3, store)
+	cl := lc.cluster(ClusterOptions{PlanContext: 512, Hidden: messages.HiddenType_HIDDEN_F16})
+	defer cl.Close()
+	res, err := cl.Generate(context.Background(), Request{Model: "stories260K", MaxTokens: 30}, func(engine.Token) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(res.Text, "Once upon a time") {
+		t.Errorf("f16 activations: %q", res.Text)
+	}
+}
+
+func TestConcurrentSessionsShareShards(t *testing.T) {
+	store := stories(t)
+	lc := newLocalCluster(t, 3, 800e3*2, store) // room for two sessions' KV
+	a := lc.cluster(ClusterOptions{PlanContext: 512})
+	b := lc.cluster(ClusterOptions{PlanContext: 512})
+	defer a.Close()
+	defer b.Close()
+	want := singleNode(t, store["stories260K"], engine.Request{Prompt: "Tom had a red ball.", MaxTokens: 80})
+	want2 := singleNode(t, store["stories260K"], engine.Request{MaxTokens: 80, Sampling: sample.Params{Temperature: 0.9, Seed: 3}})
+	var wg sync.WaitGroup
+	var got, got2 engine.Result
+	var err, err2 error
+	wg.Go(func() {
+		got, err = a.Generate(context.Background(), Request{Model: "stories260K", Prompt: "Tom had a red ball.", MaxTokens: 80}, func(engine.Token) error { return nil })
+	})
+	wg.Go(func() {
+		got2, err2 = b.Generate(context.Background(), Request{Model: "stories260K", MaxTokens: 80, Sampling: sample.Params{Temperature: 0.9, Seed: 3}}, func(engine.Token) error { return nil })
+	})
+	wg.Wait()
+	if err != nil || err2 != nil {
+		t.Fatal(err, err2)
+	}
+	if got.Text != want.Text || got2.Text != want2.Text {
+		t.Errorf("concurrent sessions differ from single node:\n%q\n%q\n%q\n%q", got.Text, want.Text, got2.Text, want2.Text)
+	}
+	p, _, _ := a.Plan("stories260K")
+	shards := 0
+	for _, h := range lc.hosts {
+		shards += len(h.Stats().Shards)
+	}
+	if shards != len(p.Stages) || len(p.Stages) < 2 {
+		t.Errorf("%d shards loaded for two sessions of one model, want the plan's %d (shared)", shards, len(p.Stages))
+	}
+	lc.waitFree(t)
+}
+
+func TestCancelFreesKV(t *testing.T) {
+	lc := newLocalCluster(t, 3, 800e3, stories(t))
+	cl := lc.cluster(ClusterOptions{PlanContext: 512})
+	defer cl.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	n := 0
+	_, err := cl.Generate(ctx, Request{Model: "stories260K", MaxTokens: 400}, func(engine.Token) error {
+		if n++; n == 20 {
+			if len(cl.Sessions()) != 1 {
+				t.Error("session not listed while running")
+			}
+			kv := uint64(0)
+			for _, h := range lc.hosts {
+				for _, s := range h.Stats().Shards {
+					kv += s.KvBytes
+				}
+			}
+			if kv == 0 {
+				t.Error("no KV cache held while running")
+			}
+			cancel()
+		}
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err %v", err)
+	}
+	lc.waitFree(t)
+	if len(cl.Sessions()) != 0 {
+		t.Error("session still listed")
+	}
+}
+
+func TestRefusals(t *testing.T) {
+	lc := newLocalCluster(t, 2, 300e3, stories(t))
+	cl := lc.cluster(ClusterOptions{PlanContext: 512})
+	defer cl.Close()
+	_, err := cl.Generate(context.Background(), Request{Model: "stories260K", MaxTokens: 5}, func(engine.Token) error { return nil })
+	if err == nil || !strings.Contains(err.Error(), "cannot place stories260K") || !strings.Contains(err.Error(), "offers 600.0 kB") {
+		t.Errorf("too small cluster: %v", err)
+	}
+	if _, err := cl.Generate(context.Background(), Request{Model: "nope"}, nil); err == nil || !strings.Contains(err.Error(), "nope") {
+		t.Errorf("unknown model: %v", err)
+	}
+}
+
+// A shard rejects garbage from a peer with an error to the session, not a crash.
+func TestShardRejectsBadForward(t *testing.T) {
+	lc := newLocalCluster(t, 1, 4<<20, stories(t))
+	h := lc.dir[0].Host
+	res, err := lc.system.Root.RequestFuture(h, &messages.LoadShard{Shard: &messages.ShardSpec{Model: "stories260K", First: 2, End: 5, Layers: 5}}, time.Second).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	loaded := res.(*messages.ShardLoaded)
+	if loaded.Error != "" {
+		t.Fatal(loaded.Error)
+	}
+	in := &inbox{ch: make(chan any, 8)}
+	self := lc.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return in }))
+	shardPID := &actor.PID{Address: h.Address, Id: loaded.ActorId}
+	for _, bad := range []*messages.Forward{
+		{Session: "s", Count: 1, Context: 64, Hidden: []byte{1, 2, 3}, ReplyTo: fromPID(self)},
+		{Session: "s", Count: 1000, Context: 64, ReplyTo: fromPID(self)},
+		{Session: "t", Count: 1, Context: 1 << 30, Hidden: make([]byte, 256), ReplyTo: fromPID(self)},
+		{Session: "u", Position: 9, Count: 1, Context: 64, Hidden: make([]byte, 256), ReplyTo: fromPID(self)},
+		{Session: "v", Count: 1, Context: 64, Hidden: make([]byte, 256), HiddenType: 7, ReplyTo: fromPID(self)},
+	} {
+		lc.system.Root.Send(shardPID, bad)
+		select {
+		case m := <-in.ch:
+			if fe, ok := m.(*messages.ForwardError); !ok || fe.Error == "" {
+				t.Errorf("got %v", m)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("no error reply")
+		}
+	}
+	// Loading layers the model does not have is refused.
+	res, _ = lc.system.Root.RequestFuture(h, &messages.LoadShard{Shard: &messages.ShardSpec{Model: "stories260K", First: 0, End: 9, Layers: 9}}, time.Second).Result()
+	if res.(*messages.ShardLoaded).Error == "" {
+		t.Error("layer range beyond the model accepted")
+	}
+}

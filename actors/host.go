@@ -1,0 +1,197 @@
+package actors
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"strata/internal/units"
+	"strata/messages"
+	"strata/runtime/gguf"
+	"strata/runtime/model"
+	"strata/runtime/tensor"
+)
+
+// HostName is the actor name of every node's shard host.
+const HostName = "shards"
+
+// MaxBatch is the most positions one Forward may carry.
+const MaxBatch = 64
+
+// HostConfig configures a Host. Zero values pick the defaults noted.
+type HostConfig struct {
+	Models ModelStore
+	// Pool runs the kernels of every shard on the node; nil = a new pool of GOMAXPROCS threads.
+	Pool *tensor.Pool
+	// MemoryBytes caps the weights + KV caches the node holds; 0 = no cap.
+	MemoryBytes uint64
+	// Name labels this node in errors ("node 12D3Koo…: ...").
+	Name string
+}
+
+// Host loads shards on request and keeps them: one per (model, layer
+// range), shared by every session that uses it.
+type Host struct {
+	cfg HostConfig
+
+	mu     sync.Mutex
+	files  map[string]*gguf.File // open models by name
+	shards map[string]*shard     // by actor name
+	used   uint64                // weight + KV bytes held
+}
+
+// NewHost returns a Host; spawn it with Props under HostName.
+func NewHost(cfg HostConfig) *Host {
+	if cfg.Pool == nil {
+		cfg.Pool = tensor.NewPool(0)
+	}
+	return &Host{cfg: cfg, files: map[string]*gguf.File{}, shards: map[string]*shard{}}
+}
+
+// Props returns the actor props of the host.
+func (h *Host) Props() *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor { return h })
+}
+
+// ShardID is the actor name of a shard: stable, so every node names the
+// same shard the same way.
+func ShardID(s *messages.ShardSpec) string {
+	return fmt.Sprintf("%s@%d-%d", s.Model, s.First, s.End)
+}
+
+// Receive implements actor.Actor.
+func (h *Host) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *messages.LoadShard:
+		ctx.Respond(h.load(ctx, m.GetShard()))
+	case *messages.ShardStats:
+		ctx.Respond(h.Stats())
+	case *actor.Stopped:
+		h.close()
+	}
+}
+
+func (h *Host) load(ctx actor.Context, spec *messages.ShardSpec) *messages.ShardLoaded {
+	reply := &messages.ShardLoaded{Shard: spec}
+	fail := func(format string, args ...any) *messages.ShardLoaded {
+		reply.Error = h.label() + fmt.Sprintf(format, args...)
+		return reply
+	}
+	if spec == nil || spec.Model == "" {
+		return fail("LoadShard without a model")
+	}
+	id := ShardID(spec)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if s, ok := h.shards[id]; ok {
+		reply.ActorId, reply.Bytes = s.pid.Id, s.weightBytes
+		return reply
+	}
+	f, ok := h.files[spec.Model]
+	if !ok {
+		var err error
+		if f, err = openModel(h.cfg.Models, spec.Model); err != nil {
+			return fail("%v", err)
+		}
+		h.files[spec.Model] = f
+	}
+	cfg, err := model.ConfigOf(f.Metadata())
+	if err != nil {
+		return fail("%v", err)
+	}
+	if spec.Layers != uint32(cfg.Layers) {
+		return fail("model %s has %d layers here, the plan expects %d (different files under one name?)", spec.Model, cfg.Layers, spec.Layers)
+	}
+	m, err := model.Load(f, int(spec.First), int(spec.End))
+	if err != nil {
+		return fail("%v", err)
+	}
+	prof, _ := model.ProfileOf(f)
+	var bytes uint64
+	for l := spec.First; l < spec.End; l++ {
+		bytes += prof.LayerBytes[l]
+	}
+	if m.IsFirst() {
+		bytes += prof.EmbedBytes
+	}
+	if m.IsLast() {
+		bytes += prof.HeadBytes
+	}
+	if err := h.reserveLocked(bytes, fmt.Sprintf("loading %s", id)); err != nil {
+		return fail("%v", err)
+	}
+	s := &shard{host: h, spec: spec, m: m, weightBytes: bytes, sessions: map[string]*shardSession{}}
+	s.state = m.NewState(h.cfg.Pool, MaxBatch, cfg.Context)
+	pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return s }), id)
+	if err != nil {
+		h.used -= bytes
+		return fail("spawn %s: %v", id, err)
+	}
+	s.pid = pid
+	h.shards[id] = s
+	reply.ActorId, reply.Bytes = pid.Id, bytes
+	return reply
+}
+
+func (h *Host) label() string {
+	if h.cfg.Name == "" {
+		return ""
+	}
+	return "node " + h.cfg.Name + ": "
+}
+
+// reserveLocked takes n bytes of the node's budget (h.mu held).
+func (h *Host) reserveLocked(n uint64, what string) error {
+	if h.cfg.MemoryBytes > 0 && h.used+n > h.cfg.MemoryBytes {
+		return fmt.Errorf("%s needs %s, but only %s of the node's %s are free", what,
+			units.Bytes(n), units.Bytes(h.cfg.MemoryBytes-min(h.used, h.cfg.MemoryBytes)), units.Bytes(h.cfg.MemoryBytes))
+	}
+	h.used += n
+	return nil
+}
+
+func (h *Host) reserve(n uint64, what string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.reserveLocked(n, what)
+}
+
+func (h *Host) release(n uint64) {
+	h.mu.Lock()
+	h.used -= min(n, h.used)
+	h.mu.Unlock()
+}
+
+// UsedBytes is the weights and KV caches the node holds now.
+func (h *Host) UsedBytes() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.used
+}
+
+// Stats describes every shard on the node.
+func (h *Host) Stats() *messages.ShardStatsReply {
+	h.mu.Lock()
+	shards := make([]*shard, 0, len(h.shards))
+	for _, s := range h.shards {
+		shards = append(shards, s)
+	}
+	h.mu.Unlock()
+	sort.Slice(shards, func(i, j int) bool { return shards[i].pid.Id < shards[j].pid.Id })
+	r := &messages.ShardStatsReply{}
+	for _, s := range shards {
+		r.Shards = append(r.Shards, s.stats())
+	}
+	return r
+}
+
+func (h *Host) close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, f := range h.files {
+		f.Close()
+	}
+	h.files = map[string]*gguf.File{}
+}

@@ -1,0 +1,266 @@
+package actors
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"strata/messages"
+	"strata/runtime/model"
+	"strata/runtime/sample"
+	"strata/runtime/tensor"
+)
+
+// shard is the actor that owns one stage's weights and its sessions' KV
+// caches. Its Receive runs on one goroutine at a time; mu only guards
+// what Stats reads from other goroutines.
+type shard struct {
+	host        *Host
+	spec        *messages.ShardSpec
+	m           *model.Model
+	state       *model.State // scratch shared by all sessions: the actor runs one Forward at a time
+	pid         *actor.PID
+	weightBytes uint64
+
+	mu       sync.Mutex
+	sessions map[string]*shardSession
+	// freed remembers recently freed sessions: a Forward still in flight
+	// when its session ended must not bring it back.
+	freed     map[string]bool
+	freedList []string
+}
+
+// maxFreed bounds the freed-session memory.
+const maxFreed = 4096
+
+// shardSession is one session's state on a shard.
+type shardSession struct {
+	cache   *model.Cache
+	sampler *sample.Sampler // last stage only
+	kvBytes uint64
+}
+
+// errSessionFreed marks a Forward for a session that has ended: dropped quietly.
+var errSessionFreed = errors.New("session freed")
+
+// Receive implements actor.Actor.
+func (s *shard) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *messages.Forward:
+		if err := s.forward(ctx, m); err != nil && err != errSessionFreed && m.ReplyTo != nil {
+			ctx.Send(toPID(m.ReplyTo), &messages.ForwardError{Session: m.Session, Stage: s.pid.Id, Error: s.host.label() + err.Error()})
+		}
+	case *messages.FreeSession:
+		s.free(m.Session)
+	case *messages.ShardStats:
+		ctx.Respond(&messages.ShardStatsReply{Shards: []*messages.ShardState{s.stats()}})
+	case *actor.Stopped:
+		for id := range s.sessions {
+			s.free(id)
+		}
+	}
+}
+
+func (s *shard) stats() *messages.ShardState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := &messages.ShardState{Shard: s.spec, ActorId: s.pid.Id, Sessions: uint32(len(s.sessions)), WeightBytes: s.weightBytes}
+	for _, ss := range s.sessions {
+		st.KvBytes += ss.kvBytes
+	}
+	return st
+}
+
+func (s *shard) free(session string) {
+	s.mu.Lock()
+	ss, ok := s.sessions[session]
+	delete(s.sessions, session)
+	if !s.freed[session] {
+		if s.freed == nil {
+			s.freed = map[string]bool{}
+		}
+		s.freed[session] = true
+		s.freedList = append(s.freedList, session)
+		if len(s.freedList) > maxFreed {
+			delete(s.freed, s.freedList[0])
+			s.freedList = s.freedList[1:]
+		}
+	}
+	s.mu.Unlock()
+	if ok {
+		s.host.release(ss.kvBytes)
+	}
+}
+
+// session returns the session's state, creating it on its first Forward.
+func (s *shard) session(m *messages.Forward) (*shardSession, error) {
+	s.mu.Lock()
+	ss, ok := s.sessions[m.Session]
+	freed := s.freed[m.Session]
+	s.mu.Unlock()
+	if ok {
+		return ss, nil
+	}
+	switch {
+	case m.Session == "":
+		return nil, fmt.Errorf("forward without a session")
+	case freed:
+		return nil, errSessionFreed
+	case m.Position != 0:
+		return nil, fmt.Errorf("session %s is not open here (a session starts at position 0)", m.Session)
+	}
+	ctxLen := int(m.Context)
+	if ctxLen <= 0 || ctxLen > s.m.Context {
+		return nil, fmt.Errorf("session %s asks for a context of %d; this model allows 1..%d", m.Session, ctxLen, s.m.Context)
+	}
+	kv := uint64(ctxLen) * uint64(s.m.KVDim()) * 2 * 4 * uint64(len(s.m.Blocks))
+	if err := s.host.reserve(kv, fmt.Sprintf("the KV cache of session %s on %s", m.Session, s.pid.Id)); err != nil {
+		return nil, err
+	}
+	ss = &shardSession{cache: s.m.NewCache(ctxLen), kvBytes: kv}
+	if s.m.IsLast() {
+		sp, err := sample.New(samplingParams(m.Sampling), s.m.Vocab)
+		if err != nil {
+			s.host.release(kv)
+			return nil, err
+		}
+		ss.sampler = sp
+	}
+	s.mu.Lock()
+	s.sessions[m.Session] = ss
+	s.mu.Unlock()
+	return ss, nil
+}
+
+// forward runs one step through this stage and passes it on.
+func (s *shard) forward(ctx actor.Context, m *messages.Forward) error {
+	start := time.Now()
+	n := int(m.Count)
+	if n < 1 || n > MaxBatch {
+		return fmt.Errorf("forward of %d positions; 1..%d allowed", n, MaxBatch)
+	}
+	ss, err := s.session(m)
+	if err != nil {
+		return err
+	}
+	// A position before the cache's end rewinds it: a replay after a
+	// failure, or a retried step, overwrites what was there.
+	pos := int(m.Position)
+	if pos > ss.cache.Len {
+		return fmt.Errorf("session %s: step at position %d, but the cache holds %d positions", m.Session, pos, ss.cache.Len)
+	}
+	ss.cache.Len = pos
+	st, embd := s.state, s.m.Embd
+	if s.m.IsFirst() {
+		if len(m.Tokens) != n {
+			return fmt.Errorf("first stage got %d tokens for %d positions", len(m.Tokens), n)
+		}
+		ids := make([]int, n)
+		for i, t := range m.Tokens {
+			ids[i] = int(t)
+		}
+		if err := st.Embed(ids); err != nil {
+			return err
+		}
+	} else if err := decodeHidden(st.X[:n*embd], m.Hidden, m.HiddenType); err != nil {
+		return err
+	}
+	if err := st.Forward(ss.cache, n); err != nil {
+		return err
+	}
+	if !s.m.IsLast() {
+		if len(m.Route) == 0 {
+			return fmt.Errorf("stage %s is not the last, but the message has no route onward", s.pid.Id)
+		}
+		next := &messages.Forward{
+			Session: m.Session, Position: m.Position, Count: m.Count,
+			Hidden: encodeHidden(st.X[:n*embd], m.HiddenType), HiddenType: m.HiddenType,
+			Route: m.Route[1:], ReplyTo: m.ReplyTo, Context: m.Context, Sampling: m.Sampling,
+			Accept: m.Accept, Sample: m.Sample,
+		}
+		ctx.Send(toPID(m.Route[0]), next)
+		return nil
+	}
+	for _, t := range m.Accept {
+		if t >= 0 && int(t) < s.m.Vocab {
+			ss.sampler.Accept(int(t))
+		}
+	}
+	if !m.Sample {
+		return nil
+	}
+	logits, err := st.LogitsOf(n - 1)
+	if err != nil {
+		return err
+	}
+	id := ss.sampler.Sample(logits)
+	ss.sampler.Accept(id)
+	ctx.Send(toPID(m.ReplyTo), &messages.Token{Session: m.Session, Position: m.Position + m.Count, Id: int32(id), ElapsedNs: time.Since(start).Nanoseconds()})
+	return nil
+}
+
+func toPID(p *messages.PID) *actor.PID {
+	return &actor.PID{Address: p.GetAddress(), Id: p.GetId()}
+}
+
+func fromPID(p *actor.PID) *messages.PID {
+	return &messages.PID{Address: p.Address, Id: p.Id}
+}
+
+func samplingParams(s *messages.Sampling) sample.Params {
+	return sample.Params{
+		Temperature: s.GetTemperature(), TopK: int(s.GetTopK()), TopP: s.GetTopP(), MinP: s.GetMinP(),
+		RepeatPenalty: s.GetRepeatPenalty(), PresencePenalty: s.GetPresencePenalty(), FrequencyPenalty: s.GetFrequencyPenalty(),
+		PenaltyLastN: int(s.GetPenaltyLastN()), Seed: s.GetSeed(),
+	}
+}
+
+func samplingMessage(p sample.Params) *messages.Sampling {
+	return &messages.Sampling{
+		Temperature: p.Temperature, TopK: int32(p.TopK), TopP: p.TopP, MinP: p.MinP,
+		RepeatPenalty: p.RepeatPenalty, PresencePenalty: p.PresencePenalty, FrequencyPenalty: p.FrequencyPenalty,
+		PenaltyLastN: int32(p.PenaltyLastN), Seed: p.Seed,
+	}
+}
+
+// encodeHidden serializes activations, little-endian.
+func encodeHidden(x []float32, t messages.HiddenType) []byte {
+	if t == messages.HiddenType_HIDDEN_F16 {
+		b := make([]byte, 2*len(x))
+		for i, v := range x {
+			binary.LittleEndian.PutUint16(b[2*i:], tensor.FP32ToFP16(v))
+		}
+		return b
+	}
+	b := make([]byte, 4*len(x))
+	for i, v := range x {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
+	}
+	return b
+}
+
+// decodeHidden fills x from a peer's bytes, checking the size first.
+func decodeHidden(x []float32, b []byte, t messages.HiddenType) error {
+	size := 4
+	if t == messages.HiddenType_HIDDEN_F16 {
+		size = 2
+	} else if t != messages.HiddenType_HIDDEN_F32 {
+		return fmt.Errorf("unknown hidden type %d", t)
+	}
+	if len(b) != size*len(x) {
+		return fmt.Errorf("hidden states of %d bytes, expected %d", len(b), size*len(x))
+	}
+	for i := range x {
+		if size == 2 {
+			x[i] = tensor.FP16ToFP32(binary.LittleEndian.Uint16(b[2*i:]))
+		} else {
+			x[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+		}
+	}
+	return nil
+}
