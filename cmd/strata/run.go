@@ -7,10 +7,13 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/signal"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"strata/actors"
+	"strata/api"
 	"strata/runtime/engine"
 	"strata/runtime/sample"
 )
@@ -20,6 +23,7 @@ func init() { extraCommands = append(extraCommands, runCmd) }
 func runCmd() *cobra.Command {
 	var (
 		modelPath string
+		apiURL    string
 		prompt    string
 		maxTokens int
 		threads   int
@@ -29,15 +33,19 @@ func runCmd() *cobra.Command {
 		params    sample.Params
 	)
 	cmd := &cobra.Command{
-		Use:   "run --model PATH [--prompt TEXT]",
+		Use:   "run --model PATH|NAME [--api URL] [--prompt TEXT]",
 		Short: "Generate text on this machine: the continuation on stdout, timings on stderr",
 		Long: `run loads a GGUF model and continues the prompt. The prompt is encoded as
 llama.cpp and llama2.c do (BOS, then the text). Sampling is greedy unless
---temperature is above 0; --seed makes sampled runs reproducible.`,
+--temperature is above 0; --seed makes sampled runs reproducible.
+
+With --api, the prompt goes to a running node (strata node) and --model
+names a model of the cluster (its file name without .gguf); the cluster
+decides which nodes run which layers.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if modelPath == "" {
-				return fmt.Errorf("--model is required (a path to a .gguf file)")
+				return fmt.Errorf("--model is required (a path to a .gguf file, or a model name with --api)")
 			}
 			if seed < 0 {
 				seed = rand.Int64N(1 << 31)
@@ -45,6 +53,12 @@ llama.cpp and llama2.c do (BOS, then the text). Sampling is greedy unless
 			params.Seed = uint64(seed)
 			if err := params.Validate(); err != nil {
 				return err
+			}
+			if apiURL != "" {
+				return runRemote(cmd, apiURL, api.GenerateRequest{
+					Model: actors.ModelName(modelPath), Prompt: prompt, MaxTokens: maxTokens, Temperature: params.Temperature,
+					TopP: params.TopP, TopK: params.TopK, MinP: params.MinP, RepeatPenalty: params.RepeatPenalty, Seed: params.Seed, Stop: stops,
+				})
 			}
 			loadStart := time.Now()
 			e, err := engine.Open(modelPath, engine.Options{Threads: threads, Context: ctxLen})
@@ -76,7 +90,8 @@ llama.cpp and llama2.c do (BOS, then the text). Sampling is greedy unless
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&modelPath, "model", "", "path to a GGUF model")
+	f.StringVar(&modelPath, "model", "", "path to a GGUF model (or, with --api, a model name)")
+	f.StringVar(&apiURL, "api", "", "send the prompt to the node serving this URL (e.g. http://127.0.0.1:7340)")
 	f.StringVar(&prompt, "prompt", "", "text to continue (empty: start from BOS)")
 	f.IntVar(&maxTokens, "max-tokens", 256, "most tokens to generate (0: until end of text or a full context)")
 	f.Float32Var(&params.Temperature, "temperature", 0, "sampling temperature (0: greedy)")
@@ -89,6 +104,32 @@ llama.cpp and llama2.c do (BOS, then the text). Sampling is greedy unless
 	f.IntVar(&threads, "threads", 0, "worker threads (0: all cores)")
 	f.IntVar(&ctxLen, "ctx", 0, "context length (0: the model's, at most 4096)")
 	return cmd
+}
+
+// runRemote streams a generation from a node's /api/generate.
+func runRemote(cmd *cobra.Command, url string, req api.GenerateRequest) error {
+	if !strings.Contains(url, "://") {
+		url = "http://" + url
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
+	defer stop()
+	out := bufio.NewWriter(cmd.OutOrStdout())
+	start := time.Now()
+	final, err := api.StreamGenerate(ctx, url, req, func(text string) error {
+		out.WriteString(text)
+		return out.Flush()
+	})
+	fmt.Fprintln(out)
+	out.Flush()
+	if err != nil && ctx.Err() == nil {
+		return err
+	}
+	prefill := time.Duration(final.PrefillMS * float64(time.Millisecond))
+	decode := time.Duration(final.DecodeMS * float64(time.Millisecond))
+	fmt.Fprintf(cmd.ErrOrStderr(), "via %s | prompt %d tokens in %v (%.1f tok/s) | generated %d tokens in %v (%.1f tok/s) | finish %s | total %v\n",
+		url, final.PromptTokens, prefill.Round(time.Microsecond), rate(final.PromptTokens, prefill), final.Tokens, decode.Round(time.Microsecond),
+		rate(final.Tokens, decode), finish(final.FinishReason, ctx.Err()), time.Since(start).Round(time.Millisecond))
+	return nil
 }
 
 func rate(n int, d time.Duration) float64 {

@@ -1,0 +1,142 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"strata/actors"
+	"strata/runtime/engine"
+	"strata/runtime/sample"
+)
+
+// Generator runs a generation somewhere in the cluster (actors.Cluster).
+type Generator interface {
+	Generate(ctx context.Context, req actors.Request, onToken func(engine.Token) error) (engine.Result, error)
+}
+
+// GenerateRequest is the body of POST /api/generate.
+type GenerateRequest struct {
+	Model         string   `json:"model"`
+	Prompt        string   `json:"prompt"`
+	MaxTokens     int      `json:"max_tokens"`
+	Temperature   float32  `json:"temperature"`
+	TopP          float32  `json:"top_p"`
+	TopK          int      `json:"top_k"`
+	MinP          float32  `json:"min_p"`
+	RepeatPenalty float32  `json:"repeat_penalty"`
+	Seed          uint64   `json:"seed"`
+	Stop          []string `json:"stop"`
+}
+
+// GenerateEvent is one line of the NDJSON stream POST /api/generate
+// answers with: text events as tokens arrive, then one final event with
+// Done set (or Error).
+type GenerateEvent struct {
+	Text         string  `json:"text,omitempty"`
+	Token        *int    `json:"token,omitempty"`
+	Done         bool    `json:"done,omitempty"`
+	Error        string  `json:"error,omitempty"`
+	FinishReason string  `json:"finish_reason,omitempty"`
+	PromptTokens int     `json:"prompt_tokens,omitempty"`
+	Tokens       int     `json:"tokens,omitempty"`
+	PrefillMS    float64 `json:"prefill_ms,omitempty"`
+	DecodeMS     float64 `json:"decode_ms,omitempty"`
+}
+
+// maxRequestBytes bounds a request body.
+const maxRequestBytes = 4 << 20
+
+// GenerateHandler serves POST /api/generate: a minimal streaming endpoint
+// (the OpenAI-compatible API is its own package surface). A client that
+// disconnects cancels its generation.
+func GenerateHandler(g Generator) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			http.Error(w, "POST only", http.StatusMethodNotAllowed)
+			return
+		}
+		var req GenerateRequest
+		dec := json.NewDecoder(io.LimitReader(r.Body, maxRequestBytes))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			http.Error(w, "invalid JSON: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		if req.Model == "" {
+			http.Error(w, "model is required", http.StatusBadRequest)
+			return
+		}
+		params := sample.Params{Temperature: req.Temperature, TopP: req.TopP, TopK: req.TopK, MinP: req.MinP, RepeatPenalty: req.RepeatPenalty, Seed: req.Seed}
+		if err := params.Validate(); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		enc := json.NewEncoder(w)
+		flusher, _ := w.(http.Flusher)
+		send := func(ev GenerateEvent) error {
+			if err := enc.Encode(ev); err != nil {
+				return err
+			}
+			if flusher != nil {
+				flusher.Flush()
+			}
+			return nil
+		}
+		res, err := g.Generate(r.Context(), actors.Request{Model: req.Model, Prompt: req.Prompt, MaxTokens: req.MaxTokens, Sampling: params, Stop: req.Stop},
+			func(t engine.Token) error {
+				id := t.ID
+				return send(GenerateEvent{Text: t.Text, Token: &id})
+			})
+		final := GenerateEvent{Done: true, FinishReason: res.FinishReason, PromptTokens: res.PromptTokens, Tokens: len(res.Tokens),
+			PrefillMS: float64(res.PrefillDuration.Microseconds()) / 1000, DecodeMS: float64(res.DecodeDuration.Microseconds()) / 1000}
+		if err != nil {
+			final.Error = err.Error()
+		}
+		send(final)
+	})
+}
+
+// StreamGenerate posts req to a node's /api/generate and calls onText for
+// each piece of text as it arrives; it returns the final event.
+func StreamGenerate(ctx context.Context, baseURL string, req GenerateRequest, onText func(string) error) (GenerateEvent, error) {
+	body, _ := json.Marshal(req)
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(baseURL, "/")+"/api/generate", strings.NewReader(string(body)))
+	if err != nil {
+		return GenerateEvent{}, err
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(hr)
+	if err != nil {
+		return GenerateEvent{}, fmt.Errorf("cannot reach the node at %s: %w", baseURL, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return GenerateEvent{}, fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(msg)))
+	}
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var ev GenerateEvent
+		if err := dec.Decode(&ev); err != nil {
+			if errors.Is(err, io.EOF) {
+				return GenerateEvent{}, errors.New("the node closed the stream before the end of the generation")
+			}
+			return GenerateEvent{}, err
+		}
+		if ev.Done {
+			if ev.Error != "" {
+				return ev, errors.New(ev.Error)
+			}
+			return ev, nil
+		}
+		if err := onText(ev.Text); err != nil {
+			return ev, err
+		}
+	}
+}
