@@ -151,3 +151,5 @@ func quantizeQ32(x []float32, q []int8, d []float32) {
 	_, _ = x[nb*32-1], q[nb*32-1]
 	quantizeQ32AVX2(unsafe.SliceData(x), unsafe.SliceData(q), unsafe.SliceData(d), nb)
 }
+
+func kernelsActive(name string) bool { return name == "avx2" && useAVX2 }

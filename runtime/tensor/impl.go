@@ -7,3 +7,15 @@ type impl struct {
 	name string
 	use  func(on bool)
 }
+
+// Kernels names the kernel set in use: "avx2" (AVX2+FMA+F16C assembly) or
+// "generic" (pure Go: the purego build tag, a CPU without AVX2, or an
+// architecture without assembly yet, such as arm64).
+func Kernels() string {
+	for _, im := range implementations[1:] {
+		if kernelsActive(im.name) {
+			return im.name
+		}
+	}
+	return "generic"
+}

@@ -1,0 +1,221 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"strata/internal/membw"
+	"strata/runtime/gguf"
+	"strata/runtime/model"
+	"strata/runtime/tensor"
+)
+
+func init() { extraCommands = append(extraCommands, benchCmd) }
+
+// benchReport is what strata bench measures; --json prints it as is.
+type benchReport struct {
+	Model        string `json:"model"`
+	Kernels      string `json:"kernels"`
+	Threads      int    `json:"threads"`
+	PromptTokens int    `json:"prompt_tokens"`
+	GenTokens    int    `json:"gen_tokens"`
+
+	PrefillSeconds     float64 `json:"prefill_s"`
+	PrefillTokensPerS  float64 `json:"prefill_tokens_per_s"`
+	DecodeSeconds      float64 `json:"decode_s"`
+	DecodeTokensPerS   float64 `json:"decode_tokens_per_s"`
+	WeightBytesPerTok  int64   `json:"weight_bytes_per_token"`
+	BandwidthGBs       float64 `json:"bandwidth_gb_s"`
+	DecodeCeiling      float64 `json:"decode_ceiling_tokens_per_s"`
+	DecodeFraction     float64 `json:"decode_fraction_of_ceiling"`
+	DecodeWeightGBs    float64 `json:"decode_weight_gb_s"`
+	PeakRSSBytes       int64   `json:"peak_rss_bytes"`
+	BandwidthBufferMiB int     `json:"bandwidth_buffer_mib"`
+}
+
+func benchCmd() *cobra.Command {
+	var (
+		modelPath    string
+		threads      int
+		promptTokens int
+		genTokens    int
+		asJSON       bool
+		bufMiB       int
+		cpuProfile   string
+	)
+	cmd := &cobra.Command{
+		Use:   "bench --model FILE [--threads N] [--prompt-tokens P] [--gen-tokens G] [--json]",
+		Short: "Measure prompt processing and generation speed against this machine's memory bandwidth",
+		Long: `bench loads a GGUF model, processes a prompt of P tokens as one batch, then
+generates G tokens one at a time (greedy), and measures this machine's memory
+read bandwidth in the same run (every thread streaming a buffer far larger
+than the caches). Generation reads every weight once per token, so its
+ceiling is bandwidth / weight bytes per token; bench reports the fraction
+reached. Peak RSS is read before the bandwidth buffer is allocated.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if modelPath == "" {
+				return fmt.Errorf("--model is required (a path to a .gguf file)")
+			}
+			if promptTokens < 1 || genTokens < 1 {
+				return fmt.Errorf("--prompt-tokens and --gen-tokens must be at least 1")
+			}
+			if threads <= 0 {
+				threads = runtime.GOMAXPROCS(0)
+			}
+			if cpuProfile != "" {
+				pf, err := os.Create(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer pf.Close()
+				if err := pprof.StartCPUProfile(pf); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
+			r, err := runBench(modelPath, threads, promptTokens, genTokens, bufMiB)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(r)
+			}
+			fmt.Fprintf(out, "model      %s (%s kernels, %d threads)\n", r.Model, r.Kernels, r.Threads)
+			fmt.Fprintf(out, "prefill    %d tokens in %.3fs: %.1f tokens/s\n", r.PromptTokens, r.PrefillSeconds, r.PrefillTokensPerS)
+			fmt.Fprintf(out, "decode     %d tokens in %.3fs: %.2f tokens/s (%.1f GB/s of weights)\n", r.GenTokens, r.DecodeSeconds, r.DecodeTokensPerS, r.DecodeWeightGBs)
+			fmt.Fprintf(out, "bandwidth  %.1f GB/s read (%d threads, %d MiB buffer)\n", r.BandwidthGBs, r.Threads, r.BandwidthBufferMiB)
+			fmt.Fprintf(out, "ceiling    %.2f tokens/s (%.1f MB of weights per token); decode reaches %.0f%%\n",
+				r.DecodeCeiling, float64(r.WeightBytesPerTok)/1e6, 100*r.DecodeFraction)
+			fmt.Fprintf(out, "peak RSS   %.1f MiB\n", float64(r.PeakRSSBytes)/(1<<20))
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&modelPath, "model", "", "path to a GGUF model")
+	f.IntVar(&threads, "threads", 0, "worker threads (0: all cores)")
+	f.IntVar(&promptTokens, "prompt-tokens", 128, "prompt tokens, processed as one batch")
+	f.IntVar(&genTokens, "gen-tokens", 64, "tokens to generate")
+	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
+	f.IntVar(&bufMiB, "bandwidth-mib", 1024, "size of the bandwidth buffer in MiB (keep it far above the L3 cache)")
+	return cmd
+}
+
+// weightBytesPerToken is what one decode step reads: every layer matrix
+// and the output head (the embedding contributes one row).
+func weightBytesPerToken(m *model.Model) int64 {
+	var n int64
+	for _, l := range m.Blocks {
+		for _, w := range []tensor.Matrix{l.Q, l.K, l.V, l.O, l.Gate, l.Up, l.Down} {
+			n += int64(len(w.Data))
+		}
+	}
+	n += int64(len(m.Output.Data))
+	if m.Embed.Rows > 0 {
+		n += int64(len(m.Embed.Data) / m.Embed.Rows)
+	}
+	return n
+}
+
+func runBench(path string, threads, promptTokens, genTokens, bufMiB int) (*benchReport, error) {
+	f, err := gguf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	cfg, err := model.ConfigOf(f.Metadata())
+	if err != nil {
+		return nil, err
+	}
+	m, err := model.Load(f, 0, cfg.Layers)
+	if err != nil {
+		return nil, err
+	}
+	pool := tensor.NewPool(threads)
+	defer pool.Close()
+	capacity := promptTokens + genTokens + 1
+	st := m.NewState(pool, promptTokens, capacity)
+	cache := m.NewCache(capacity)
+	r := &benchReport{Model: path, Kernels: tensor.Kernels(), Threads: threads, PromptTokens: promptTokens,
+		GenTokens: genTokens, WeightBytesPerTok: weightBytesPerToken(m), BandwidthBufferMiB: bufMiB}
+
+	// A deterministic prompt of ordinary token ids (past the specials).
+	prompt := make([]int, promptTokens)
+	for i := range prompt {
+		prompt[i] = 3 + (i*7919)%max(1, m.Vocab-3)
+	}
+	// Warm up: one token reads every weight, so page faults of the mapped
+	// file are not timed.
+	if err := st.Embed(prompt[:1]); err != nil {
+		return nil, err
+	}
+	if err := st.Forward(cache, 1); err != nil {
+		return nil, err
+	}
+	if _, err := st.LogitsOf(0); err != nil {
+		return nil, err
+	}
+	cache.Len = 0
+
+	start := time.Now()
+	if err := st.Embed(prompt); err != nil {
+		return nil, err
+	}
+	if err := st.Forward(cache, promptTokens); err != nil {
+		return nil, err
+	}
+	logits, err := st.LogitsOf(promptTokens - 1)
+	if err != nil {
+		return nil, err
+	}
+	prefill := time.Since(start)
+
+	start = time.Now()
+	for range genTokens {
+		if err := st.Embed([]int{argmax(logits)}); err != nil {
+			return nil, err
+		}
+		if err := st.Forward(cache, 1); err != nil {
+			return nil, err
+		}
+		if logits, err = st.LogitsOf(0); err != nil {
+			return nil, err
+		}
+	}
+	decode := time.Since(start)
+	r.PeakRSSBytes = membw.PeakRSS()
+
+	bw, err := membw.Measure(membw.Options{Threads: threads, Bytes: bufMiB << 20})
+	if err != nil {
+		return nil, err
+	}
+	r.PrefillSeconds = prefill.Seconds()
+	r.PrefillTokensPerS = float64(promptTokens) / prefill.Seconds()
+	r.DecodeSeconds = decode.Seconds()
+	r.DecodeTokensPerS = float64(genTokens) / decode.Seconds()
+	r.DecodeWeightGBs = r.DecodeTokensPerS * float64(r.WeightBytesPerTok) / 1e9
+	r.BandwidthGBs = bw
+	r.DecodeCeiling = bw * 1e9 / float64(r.WeightBytesPerTok)
+	r.DecodeFraction = r.DecodeTokensPerS / r.DecodeCeiling
+	return r, nil
+}
+
+func argmax(x []float32) int {
+	best := 0
+	for i, v := range x {
+		if v > x[best] {
+			best = i
+		}
+	}
+	return best
+}

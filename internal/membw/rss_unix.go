@@ -1,0 +1,21 @@
+//go:build unix
+
+package membw
+
+import (
+	"runtime"
+	"syscall"
+)
+
+// PeakRSS returns the process's peak resident set size in bytes (0 if the
+// system does not say).
+func PeakRSS() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	if runtime.GOOS == "darwin" || runtime.GOOS == "ios" {
+		return int64(ru.Maxrss) // bytes there
+	}
+	return int64(ru.Maxrss) * 1024 // kilobytes on Linux and the BSDs
+}
