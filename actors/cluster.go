@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sort"
 	"sync"
@@ -53,6 +54,8 @@ type ClusterOptions struct {
 	StepTimeout time.Duration
 	// Hidden is the activation encoding between stages (F32 default, F16 halves the bytes).
 	Hidden messages.HiddenType
+	// Logger receives one line per recovery; nil = silent.
+	Logger *slog.Logger
 }
 
 // Cluster starts sessions from this node: it plans, has the stages load
@@ -84,6 +87,7 @@ type SessionInfo struct {
 	Prompt    int
 	Generated int
 	Started   time.Time
+	inbox     *actor.PID
 }
 
 // StageInfo is one stage of a session's ring.
@@ -168,6 +172,10 @@ func (c *Cluster) planContext(m *localModel) int {
 
 // Plan computes the placement of a model on the current view.
 func (c *Cluster) Plan(name string) (plan.Plan, []Member, error) {
+	return c.plan(name, nil)
+}
+
+func (c *Cluster) plan(name string, excluded map[string]bool) (plan.Plan, []Member, error) {
 	m, err := c.model(name)
 	if err != nil {
 		return plan.Plan{}, nil, err
@@ -175,7 +183,7 @@ func (c *Cluster) Plan(name string) (plan.Plan, []Member, error) {
 	var nodes []plan.Node
 	var members []Member
 	for _, mem := range c.dir.Members() {
-		if slices.Contains(mem.Models, name) {
+		if slices.Contains(mem.Models, name) && !excluded[mem.ID] {
 			nodes = append(nodes, plan.Node{ID: mem.ID, FreeBytes: mem.MemoryBytes, Compute: mem.Compute})
 			members = append(members, mem)
 		}
@@ -231,19 +239,35 @@ func (c *Cluster) load(ctx context.Context, name string, p plan.Plan, members []
 	return stages, errors.Join(errs...)
 }
 
-// inbox is the session's actor: it hands Token and ForwardError messages
-// to the goroutine that drives the session.
+// inbox is the session's actor: it watches the stages and hands Token,
+// ForwardError and Terminated messages to the goroutine that drives the
+// session.
 type inbox struct{ ch chan any }
+
+// watchStages asks the inbox to watch a ring's stage actors.
+type watchStages struct{ pids []*actor.PID }
 
 func (in *inbox) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case *messages.Token, *messages.ForwardError:
+	case watchStages:
+		for _, p := range m.pids {
+			ctx.Watch(p)
+		}
+	case *messages.Token, *messages.ForwardError, *actor.Terminated:
 		select {
 		case in.ch <- m:
 		default: // a stage sent more than one answer per step: drop it
 		}
 	}
 }
+
+// stageLost reports that a stage of the ring went away mid-session.
+type stageLost struct {
+	node  string
+	cause string
+}
+
+func (e *stageLost) Error() string { return fmt.Sprintf("node %s left the session's ring (%s)", e.node, e.cause) }
 
 // Generate runs one generation on the cluster, calling onToken for each
 // generated token in order, like engine.Engine.Generate.
@@ -265,88 +289,16 @@ func (c *Cluster) Generate(ctx context.Context, req Request, onToken func(engine
 	}
 	res.PromptTokens = len(prompt)
 	start := time.Now()
-	p, members, err := c.Plan(req.Model)
-	if err != nil {
-		return res, err
-	}
-	stages, err := c.load(ctx, req.Model, p, members)
-	if err != nil {
-		return res, err
-	}
-
-	in := &inbox{ch: make(chan any, 4)}
+	in := &inbox{ch: make(chan any, 8)}
 	self := c.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return in }))
-	id := newSessionID()
-	info := &SessionInfo{ID: id, Model: req.Model, Prompt: len(prompt), Started: start}
-	for _, s := range stages {
-		info.Stages = append(info.Stages, StageInfo{Node: s.node, Actor: s.pid.Id, First: s.first, End: s.end})
-	}
-	c.mu.Lock()
-	c.sessions[id] = info
-	c.mu.Unlock()
-	defer func() {
-		for _, s := range stages {
-			c.system.Root.Send(s.pid, &messages.FreeSession{Session: id})
-		}
-		c.system.Root.Stop(self)
-		c.mu.Lock()
-		delete(c.sessions, id)
-		c.mu.Unlock()
-	}()
+	info := &SessionInfo{Model: req.Model, Prompt: len(prompt), Started: start, inbox: self}
+	r := &run{c: c, lm: lm, req: req, in: in, self: self, ctxLen: ctxLen, info: info, excluded: map[string]bool{}}
+	defer r.close()
 
-	route := make([]*messages.PID, 0, len(stages)-1)
-	for _, s := range stages[1:] {
-		route = append(route, fromPID(s.pid))
-	}
-	first := stages[0].pid
-	send := func(pos int, tokens []int, sampleNow bool, setup bool) {
-		f := &messages.Forward{Session: id, Position: uint32(pos), Count: uint32(len(tokens)), Route: route,
-			ReplyTo: fromPID(self), HiddenType: c.opts.Hidden, Sample: sampleNow, Context: uint32(ctxLen)}
-		for _, t := range tokens {
-			f.Tokens = append(f.Tokens, int32(t))
-		}
-		if setup {
-			f.Sampling = samplingMessage(req.Sampling)
-			for _, t := range prompt {
-				f.Accept = append(f.Accept, int32(t))
-			}
-		}
-		c.system.Root.Send(first, f)
-	}
-	// wait returns the next token of the session.
-	wait := func(pos int) (int, error) {
-		timer := time.NewTimer(c.opts.StepTimeout)
-		defer timer.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return 0, ctx.Err()
-			case <-timer.C:
-				return 0, fmt.Errorf("no token for position %d within %v", pos, c.opts.StepTimeout)
-			case m := <-in.ch:
-				switch m := m.(type) {
-				case *messages.ForwardError:
-					return 0, fmt.Errorf("stage %s: %s", m.Stage, m.Error)
-				case *messages.Token:
-					if m.Session != id || int(m.Position) != pos {
-						continue // a stale answer
-					}
-					if m.Id < 0 || int(m.Id) >= lm.tok.VocabSize() {
-						return 0, fmt.Errorf("the last stage sent token id %d, outside the vocabulary", m.Id)
-					}
-					return int(m.Id), nil
-				}
-			}
-		}
-	}
-
-	// Prefill in chunks; only the last chunk samples.
-	for i := 0; i < len(prompt); i += MaxBatch {
-		chunk := prompt[i:min(i+MaxBatch, len(prompt))]
-		send(i, chunk, i+len(chunk) == len(prompt), i == 0)
-	}
-	pos := len(prompt)
-	id0, err := wait(pos)
+	// seq is every token the ring has to have seen: the prompt, then each
+	// generated token once it is fed back.
+	seq := append([]int(nil), prompt...)
+	next, err := r.start(ctx, seq)
 	if err != nil {
 		return res, err
 	}
@@ -355,7 +307,6 @@ func (c *Cluster) Generate(ctx context.Context, req Request, onToken func(engine
 	defer func() { res.DecodeDuration = time.Since(decodeStart) }()
 
 	text := engine.NewTextStream(lm.tok, prompt, req.Stop)
-	next := id0
 	for {
 		piece, stop := text.Add(next)
 		if !lm.tok.IsEOG(next) {
@@ -374,8 +325,7 @@ func (c *Cluster) Generate(ctx context.Context, req Request, onToken func(engine
 			res.FinishReason = engine.FinishStop
 			break
 		}
-		pos++
-		if (req.MaxTokens > 0 && len(res.Tokens) >= req.MaxTokens) || pos >= ctxLen {
+		if (req.MaxTokens > 0 && len(res.Tokens) >= req.MaxTokens) || len(seq)+1 >= ctxLen {
 			res.FinishReason = engine.FinishLength
 			if rest := text.Flush(); rest != "" {
 				if err := onToken(engine.Token{ID: next, Index: len(res.Tokens) - 1, Text: rest}); err != nil {
@@ -385,14 +335,199 @@ func (c *Cluster) Generate(ctx context.Context, req Request, onToken func(engine
 			}
 			break
 		}
-		send(pos-1, []int{next}, true, false)
-		if next, err = wait(pos); err != nil {
+		seq = append(seq, next)
+		r.send(len(seq)-1, seq[len(seq)-1:], true, nil)
+		next, err = r.wait(ctx, len(seq))
+		var lost *stageLost
+		if errors.As(err, &lost) {
+			// A node went away: re-plan without it and replay what the
+			// ring had seen. Greedy output is the same as without the
+			// failure; nothing streamed is repeated.
+			c.logf("session %s: %v; re-planning and replaying %d tokens", r.id, lost, len(seq))
+			r.excluded[lost.node] = true
+			r.recoveries++
+			next, err = r.start(ctx, seq)
+		}
+		if err != nil {
 			res.Text = text.Text()
 			return res, err
 		}
 	}
 	res.Text = text.Text()
 	return res, nil
+}
+
+// sessionInbox returns the inbox of one running session (tests).
+func (c *Cluster) sessionInbox() *actor.PID {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range c.sessions {
+		return s.inbox
+	}
+	return nil
+}
+
+// run is one session's ring and the state needed to rebuild it.
+type run struct {
+	c          *Cluster
+	lm         *localModel
+	req        Request
+	in         *inbox
+	self       *actor.PID
+	ctxLen     int
+	info       *SessionInfo
+	id         string  // the current ring's session ID
+	stages     []stage // the current ring
+	route      []*messages.PID
+	excluded   map[string]bool // nodes lost during this session
+	recoveries int
+}
+
+// maxRecoveries bounds how many times one session rebuilds its ring.
+const maxRecoveries = 8
+
+// start plans a ring (without the excluded nodes), loads its shards,
+// feeds it seq and returns the token that follows seq.
+func (r *run) start(ctx context.Context, seq []int) (int, error) {
+	c := r.c
+	for {
+		if r.recoveries > maxRecoveries {
+			return 0, fmt.Errorf("session lost its ring %d times; giving up", r.recoveries)
+		}
+		r.free()
+		p, members, err := c.plan(r.req.Model, r.excluded)
+		if err != nil {
+			return 0, err
+		}
+		stages, err := c.load(ctx, r.req.Model, p, members)
+		if err != nil {
+			return 0, err
+		}
+		r.id, r.stages = newSessionID(), stages
+		r.route = r.route[:0]
+		var pids []*actor.PID
+		for i, s := range stages {
+			pids = append(pids, s.pid)
+			if i > 0 {
+				r.route = append(r.route, fromPID(s.pid))
+			}
+		}
+		c.system.Root.Send(r.self, watchStages{pids})
+		c.mu.Lock()
+		for old, si := range c.sessions {
+			if si == r.info {
+				delete(c.sessions, old)
+			}
+		}
+		r.info.ID = r.id
+		r.info.Stages = r.info.Stages[:0]
+		for _, s := range stages {
+			r.info.Stages = append(r.info.Stages, StageInfo{Node: s.node, Actor: s.pid.Id, First: s.first, End: s.end})
+		}
+		c.sessions[r.id] = r.info
+		c.mu.Unlock()
+
+		// Prefill in chunks; only the last chunk samples.
+		for i := 0; i < len(seq); i += MaxBatch {
+			chunk := seq[i:min(i+MaxBatch, len(seq))]
+			var accept []int
+			if i == 0 {
+				accept = seq
+			}
+			r.send(i, chunk, i+len(chunk) == len(seq), accept)
+		}
+		next, err := r.wait(ctx, len(seq))
+		var lost *stageLost
+		if errors.As(err, &lost) {
+			r.excluded[lost.node] = true
+			r.recoveries++
+			continue
+		}
+		return next, err
+	}
+}
+
+// send feeds tokens at positions pos.. to the first stage. The first
+// message of a ring carries the sampler settings and accept: every token
+// before the first sampled position, for the last stage's penalties.
+func (r *run) send(pos int, tokens []int, sampleNow bool, accept []int) {
+	f := &messages.Forward{Session: r.id, Position: uint32(pos), Count: uint32(len(tokens)), Route: r.route,
+		ReplyTo: fromPID(r.self), HiddenType: r.c.opts.Hidden, Sample: sampleNow, Context: uint32(r.ctxLen)}
+	for _, t := range tokens {
+		f.Tokens = append(f.Tokens, int32(t))
+	}
+	if accept != nil {
+		f.Sampling = samplingMessage(r.req.Sampling)
+		for _, t := range accept {
+			f.Accept = append(f.Accept, int32(t))
+		}
+	}
+	r.c.system.Root.Send(r.stages[0].pid, f)
+}
+
+// wait returns the token for position pos.
+func (r *run) wait(ctx context.Context, pos int) (int, error) {
+	timer := time.NewTimer(r.c.opts.StepTimeout)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-timer.C:
+			return 0, fmt.Errorf("no token for position %d within %v", pos, r.c.opts.StepTimeout)
+		case m := <-r.in.ch:
+			switch m := m.(type) {
+			case *actor.Terminated:
+				for _, s := range r.stages {
+					if s.pid.Address == m.Who.Address && s.pid.Id == m.Who.Id {
+						return 0, &stageLost{node: s.node, cause: "its shard actor stopped or its peer disconnected"}
+					}
+				}
+			case *messages.ForwardError:
+				if m.Session == r.id {
+					return 0, fmt.Errorf("stage %s: %s", m.Stage, m.Error)
+				}
+			case *messages.Token:
+				if m.Session != r.id || int(m.Position) != pos {
+					continue // a stale answer
+				}
+				if m.Id < 0 || int(m.Id) >= r.lm.tok.VocabSize() {
+					return 0, fmt.Errorf("the last stage sent token id %d, outside the vocabulary", m.Id)
+				}
+				return int(m.Id), nil
+			}
+		}
+	}
+}
+
+// free releases the current ring's KV caches and waits (briefly) until
+// the live stages confirm, so a new ring's shards find the memory free.
+func (r *run) free() {
+	var futures []*actor.Future
+	for _, s := range r.stages {
+		if r.excluded[s.node] {
+			continue // gone; its memory went with it
+		}
+		futures = append(futures, r.c.system.Root.RequestFuture(s.pid, &messages.FreeSession{Session: r.id}, 2*time.Second))
+	}
+	for _, f := range futures {
+		f.Wait()
+	}
+	r.stages = nil
+}
+
+func (r *run) close() {
+	r.free()
+	r.c.system.Root.Stop(r.self)
+	r.c.mu.Lock()
+	delete(r.c.sessions, r.id)
+	r.c.mu.Unlock()
+}
+
+func (c *Cluster) logf(format string, args ...any) {
+	if c.opts.Logger != nil {
+		c.opts.Logger.Warn(fmt.Sprintf(format, args...))
+	}
 }
 
 func newSessionID() string {

@@ -269,3 +269,111 @@ func TestShardRejectsBadForward(t *testing.T) {
 		t.Error("layer range beyond the model accepted")
 	}
 }
+
+// dynDirectory is a view nodes can leave.
+type dynDirectory struct {
+	mu      sync.Mutex
+	members []Member
+}
+
+func (d *dynDirectory) Members() []Member {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]Member(nil), d.members...)
+}
+
+func (d *dynDirectory) remove(id string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i, m := range d.members {
+		if m.ID == id {
+			d.members = append(d.members[:i], d.members[i+1:]...)
+			return
+		}
+	}
+}
+
+// kill stops a node's host and its shards, as if the process died, and
+// drops it from the view.
+func (lc *localCluster) kill(t testing.TB, dir *dynDirectory, i int) {
+	if err := lc.system.Root.StopFuture(lc.dir[i].Host).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	dir.remove(lc.dir[i].ID)
+}
+
+func TestNodeLostMidAnswer(t *testing.T) {
+	store := stories(t)
+	want := singleNode(t, store["stories260K"], engine.Request{MaxTokens: 200})
+	for _, victim := range []int{0, 1, 2} { // first, middle and last stage
+		t.Run(fmt.Sprintf("kill-stage-%d", victim), func(t *testing.T) {
+			lc := newLocalCluster(t, 4, 800e3, store)
+			dir := &dynDirectory{members: append([]Member(nil), lc.dir...)}
+			cl := NewCluster(lc.system, dir, store, ClusterOptions{PlanContext: 512})
+			defer cl.Close()
+			p, _, err := cl.Plan("stories260K")
+			if err != nil || len(p.Stages) != 3 {
+				t.Fatalf("%v %v", p, err)
+			}
+			node := p.Stages[victim].Node
+			idx := int(node[1] - '0')
+			var text strings.Builder
+			n := 0
+			res, err := cl.Generate(context.Background(), Request{Model: "stories260K", MaxTokens: 200}, func(tok engine.Token) error {
+				text.WriteString(tok.Text)
+				if n++; n == 60 {
+					lc.kill(t, dir, idx)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Text != want.Text || text.String() != want.Text {
+				t.Errorf("text after losing %s differs:\n got %q\nwant %q", node, res.Text, want.Text)
+			}
+			for _, s := range cl.Sessions() {
+				t.Errorf("session %s still listed", s.ID)
+			}
+			lc.waitFree(t)
+		})
+	}
+}
+
+func TestSurvivorsTooSmall(t *testing.T) {
+	store := stories(t)
+	lc := newLocalCluster(t, 3, 800e3, store)
+	dir := &dynDirectory{members: append([]Member(nil), lc.dir...)}
+	cl := NewCluster(lc.system, dir, store, ClusterOptions{PlanContext: 512})
+	defer cl.Close()
+	n := 0
+	_, err := cl.Generate(context.Background(), Request{Model: "stories260K", MaxTokens: 200}, func(tok engine.Token) error {
+		if n++; n == 30 {
+			lc.kill(t, dir, 1)
+		}
+		return nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "cannot place stories260K") || !strings.Contains(err.Error(), "across 2 node(s)") {
+		t.Fatalf("err %v", err)
+	}
+	lc.waitFree(t)
+}
+
+// When the origin of a session vanishes, the shards free its KV caches.
+func TestOriginLostFreesSessions(t *testing.T) {
+	store := stories(t)
+	lc := newLocalCluster(t, 3, 800e3, store)
+	cl := lc.cluster(ClusterOptions{PlanContext: 512})
+	defer cl.Close()
+	started := make(chan *actor.PID, 1)
+	go cl.Generate(context.Background(), Request{Model: "stories260K", MaxTokens: 400}, func(tok engine.Token) error {
+		if tok.Index == 5 {
+			started <- cl.sessionInbox()
+			select {} // the origin hangs: only its inbox's death can free the stages
+		}
+		return nil
+	})
+	inbox := <-started
+	lc.system.Root.Stop(inbox)
+	lc.waitFree(t)
+}

@@ -37,9 +37,11 @@ type Host struct {
 	cfg HostConfig
 
 	mu     sync.Mutex
+	system *actor.ActorSystem
 	files  map[string]*gguf.File // open models by name
 	shards map[string]*shard     // by actor name
 	used   uint64                // weight + KV bytes held
+	clock  uint64                // counts loads and uses, for least-recently-used eviction
 }
 
 // NewHost returns a Host; spawn it with Props under HostName.
@@ -64,6 +66,10 @@ func ShardID(s *messages.ShardSpec) string {
 // Receive implements actor.Actor.
 func (h *Host) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		h.mu.Lock()
+		h.system = ctx.ActorSystem()
+		h.mu.Unlock()
 	case *messages.LoadShard:
 		ctx.Respond(h.load(ctx, m.GetShard()))
 	case *messages.ShardStats:
@@ -86,6 +92,8 @@ func (h *Host) load(ctx actor.Context, spec *messages.ShardSpec) *messages.Shard
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if s, ok := h.shards[id]; ok {
+		h.clock++
+		s.lastUse.Store(h.clock)
 		reply.ActorId, reply.Bytes = s.pid.Id, s.weightBytes
 		return reply
 	}
@@ -123,6 +131,8 @@ func (h *Host) load(ctx actor.Context, spec *messages.ShardSpec) *messages.Shard
 		return fail("%v", err)
 	}
 	s := &shard{host: h, spec: spec, m: m, weightBytes: bytes, sessions: map[string]*shardSession{}}
+	h.clock++
+	s.lastUse.Store(h.clock)
 	s.state = m.NewState(h.cfg.Pool, MaxBatch, cfg.Context)
 	pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return s }), id)
 	if err != nil {
@@ -142,14 +152,43 @@ func (h *Host) label() string {
 	return "node " + h.cfg.Name + ": "
 }
 
-// reserveLocked takes n bytes of the node's budget (h.mu held).
+// reserveLocked takes n bytes of the node's budget (h.mu held), first
+// unloading idle shards (no sessions), least recently used first, when
+// the budget is short: plans change when nodes come and go, and shards of
+// old plans must not pin the memory new ones need.
 func (h *Host) reserveLocked(n uint64, what string) error {
+	if h.cfg.MemoryBytes > 0 && h.used+n > h.cfg.MemoryBytes {
+		h.evictLocked(h.used + n - h.cfg.MemoryBytes)
+	}
 	if h.cfg.MemoryBytes > 0 && h.used+n > h.cfg.MemoryBytes {
 		return fmt.Errorf("%s needs %s, but only %s of the node's %s are free", what,
 			units.Bytes(n), units.Bytes(h.cfg.MemoryBytes-min(h.used, h.cfg.MemoryBytes)), units.Bytes(h.cfg.MemoryBytes))
 	}
 	h.used += n
 	return nil
+}
+
+// evictLocked unloads idle shards until need bytes are released or none is left.
+func (h *Host) evictLocked(need uint64) {
+	var idle []*shard
+	for _, s := range h.shards {
+		if s.idle() {
+			idle = append(idle, s)
+		}
+	}
+	sort.Slice(idle, func(i, j int) bool { return idle[i].lastUse.Load() < idle[j].lastUse.Load() })
+	var freed uint64
+	for _, s := range idle {
+		if freed >= need {
+			break
+		}
+		delete(h.shards, s.pid.Id)
+		h.used -= min(s.weightBytes, h.used)
+		freed += s.weightBytes
+		if h.system != nil {
+			h.system.Root.Stop(s.pid)
+		}
+	}
 }
 
 func (h *Host) reserve(n uint64, what string) error {

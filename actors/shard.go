@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -26,6 +27,7 @@ type shard struct {
 	state       *model.State // scratch shared by all sessions: the actor runs one Forward at a time
 	pid         *actor.PID
 	weightBytes uint64
+	lastUse     atomic.Uint64 // host clock at the last load or session start
 
 	mu       sync.Mutex
 	sessions map[string]*shardSession
@@ -40,6 +42,7 @@ const maxFreed = 4096
 
 // shardSession is one session's state on a shard.
 type shardSession struct {
+	origin  *actor.PID // the session's inbox: when it goes, so does the session
 	cache   *model.Cache
 	sampler *sample.Sampler // last stage only
 	kvBytes uint64
@@ -57,6 +60,15 @@ func (s *shard) Receive(ctx actor.Context) {
 		}
 	case *messages.FreeSession:
 		s.free(m.Session)
+		if ctx.Sender() != nil {
+			ctx.Respond(&messages.FreeSession{Session: m.Session})
+		}
+	case *actor.Terminated:
+		// The origin of some sessions stopped, or its node vanished:
+		// nobody will free them, so free them now.
+		for _, id := range s.sessionsOf(m.Who) {
+			s.free(id)
+		}
 	case *messages.ShardStats:
 		ctx.Respond(&messages.ShardStatsReply{Shards: []*messages.ShardState{s.stats()}})
 	case *actor.Stopped:
@@ -64,6 +76,26 @@ func (s *shard) Receive(ctx actor.Context) {
 			s.free(id)
 		}
 	}
+}
+
+// idle reports whether no session uses the shard.
+func (s *shard) idle() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.sessions) == 0
+}
+
+// sessionsOf lists the sessions whose origin is pid.
+func (s *shard) sessionsOf(pid *actor.PID) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var ids []string
+	for id, ss := range s.sessions {
+		if ss.origin != nil && ss.origin.Address == pid.Address && ss.origin.Id == pid.Id {
+			ids = append(ids, id)
+		}
+	}
+	return ids
 }
 
 func (s *shard) stats() *messages.ShardState {
@@ -98,7 +130,7 @@ func (s *shard) free(session string) {
 }
 
 // session returns the session's state, creating it on its first Forward.
-func (s *shard) session(m *messages.Forward) (*shardSession, error) {
+func (s *shard) session(ctx actor.Context, m *messages.Forward) (*shardSession, error) {
 	s.mu.Lock()
 	ss, ok := s.sessions[m.Session]
 	freed := s.freed[m.Session]
@@ -123,6 +155,10 @@ func (s *shard) session(m *messages.Forward) (*shardSession, error) {
 		return nil, err
 	}
 	ss = &shardSession{cache: s.m.NewCache(ctxLen), kvBytes: kv}
+	if m.ReplyTo != nil {
+		ss.origin = toPID(m.ReplyTo)
+		ctx.Watch(ss.origin)
+	}
 	if s.m.IsLast() {
 		sp, err := sample.New(samplingParams(m.Sampling), s.m.Vocab)
 		if err != nil {
@@ -144,7 +180,7 @@ func (s *shard) forward(ctx actor.Context, m *messages.Forward) error {
 	if n < 1 || n > MaxBatch {
 		return fmt.Errorf("forward of %d positions; 1..%d allowed", n, MaxBatch)
 	}
-	ss, err := s.session(m)
+	ss, err := s.session(ctx, m)
 	if err != nil {
 		return err
 	}
