@@ -267,7 +267,9 @@ type stageLost struct {
 	cause string
 }
 
-func (e *stageLost) Error() string { return fmt.Sprintf("node %s left the session's ring (%s)", e.node, e.cause) }
+func (e *stageLost) Error() string {
+	return fmt.Sprintf("node %s left the session's ring (%s)", e.node, e.cause)
+}
 
 // Generate runs one generation on the cluster, calling onToken for each
 // generated token in order, like engine.Engine.Generate.
