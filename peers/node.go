@@ -1,0 +1,439 @@
+package peers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/libp2p/go-libp2p"
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/discovery/mdns"
+	"github.com/libp2p/go-libp2p/p2p/security/noise"
+	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
+	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+	ma "github.com/multiformats/go-multiaddr"
+	"google.golang.org/protobuf/reflect/protoregistry"
+
+	"strata/messages"
+)
+
+// Config configures a Node. The zero value of every field is usable.
+type Config struct {
+	// DataDir holds the node's identity (identity.key). Empty: a fresh
+	// identity for this run only.
+	DataDir string
+	// Listen are the multiaddrs to listen on. Empty: "/ip4/0.0.0.0/tcp/0",
+	// and "/ip4/0.0.0.0/udp/0/quic-v1" too when Secret is empty.
+	Listen []string
+	// Join are peers to connect to at start and reconnect to, with backoff,
+	// whenever the connection is lost; each must end in /p2p/PEER_ID.
+	Join []string
+	// Secret is the cluster secret (at least MinSecretBytes). The libp2p
+	// private-network key is derived from it (NetworkKey), so only nodes
+	// with the same secret can connect. Empty: an open network that any
+	// libp2p peer may join; QUIC is only available then (libp2p private
+	// networks are TCP only).
+	Secret []byte
+	// NoMDNS turns off LAN discovery (mDNS) and leaves Join the only way
+	// to find peers.
+	NoMDNS bool
+	// MemoryBytes caps the memory the node offers the cluster. 0: all of
+	// physical memory.
+	MemoryBytes uint64
+	// ModelsDir is scanned for *.gguf files to announce. Empty: none.
+	ModelsDir string
+	// ComputeFlops is the compute rate to announce, in FLOP/s (0: not
+	// measured).
+	ComputeFlops float64
+	// Version is the build version to announce.
+	Version string
+	// Logger receives the node's log lines. Nil: slog.Default().
+	Logger *slog.Logger
+	// HeartbeatInterval is how often the node publishes its NodeInfo.
+	// Zero: 1s.
+	HeartbeatInterval time.Duration
+	// MemberTimeout drops a member not heard from for this long; at least
+	// twice HeartbeatInterval. Zero: 2.5s, so a silent node is gone from
+	// every view within 3s of its last heartbeat... plus the check
+	// interval (MemberTimeout/10).
+	MemberTimeout time.Duration
+	// MaxMessageBytes caps one actor message frame, both ways. Zero:
+	// DefaultMaxMessageBytes (64 MiB).
+	MaxMessageBytes int
+	// Types resolves the message types of incoming actor messages by full
+	// name; a type not found closes the stream. Nil:
+	// protoregistry.GlobalTypes (every generated message linked in).
+	Types *protoregistry.Types
+}
+
+// Errors from New.
+var (
+	ErrClosed    = errors.New("peers: node closed")
+	ErrAddrInUse = errors.New("address already in use")
+)
+
+// Node is one strata node: a libp2p host with its identity and
+// private-network key, discovery, membership, and an actor system whose
+// PIDs reach actors on other nodes.
+type Node struct {
+	cfg    Config
+	log    *slog.Logger
+	host   host.Host
+	system *actor.ActorSystem
+	bridge *bridge
+	pubsub *pubsub.PubSub
+	member *Membership
+	models *modelScanner
+	mdns   mdns.Service
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	dialMu  sync.Mutex
+	dialing map[peer.ID]*backoff
+
+	closeOnce sync.Once
+}
+
+// New starts a node: it listens, starts discovery and membership, and
+// connects to cfg.Join in the background. ctx bounds only the start; Close
+// stops the node.
+func New(ctx context.Context, cfg Config) (*Node, error) {
+	cfg, listen, join, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	opts := []libp2p.Option{
+		libp2p.NoListenAddrs,
+		libp2p.Security(noise.ID, noise.New),
+		libp2p.Transport(tcp.NewTCPTransport),
+		libp2p.DisableRelay(),
+		libp2p.Ping(false),
+		libp2p.UserAgent("strata/" + cfg.Version),
+	}
+	if len(cfg.Secret) > 0 {
+		psk, err := NetworkKey(cfg.Secret)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, libp2p.PrivateNetwork(psk))
+	} else {
+		opts = append(opts, libp2p.Transport(quic.NewTransport))
+	}
+	if cfg.DataDir != "" {
+		key, err := LoadOrCreateIdentity(cfg.DataDir)
+		if err != nil {
+			return nil, fmt.Errorf("identity: %w", err)
+		}
+		opts = append(opts, libp2p.Identity(key))
+	}
+	h, err := libp2p.New(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("libp2p: %w", err)
+	}
+	for _, a := range listen {
+		if err := h.Network().Listen(a); err != nil {
+			h.Close()
+			return nil, listenError(a, err)
+		}
+	}
+
+	n := &Node{cfg: cfg, log: cfg.Logger, host: h, dialing: make(map[peer.ID]*backoff)}
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	n.models = &modelScanner{dir: cfg.ModelsDir, log: cfg.Logger}
+	n.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return protoactorLogger(cfg.Logger)
+	}))
+	// PIDs made from now on carry the peer ID as their address.
+	n.system.ProcessRegistry.Address = h.ID().String()
+	n.bridge = newBridge(n.ctx, h, n.system, cfg.Types, cfg.MaxMessageBytes, cfg.Logger)
+	if _, err := n.system.Root.SpawnNamed(actor.PropsFromFunc(pingActor), PingActor); err != nil {
+		n.Close()
+		return nil, err
+	}
+
+	h.Network().Notify(&network.NotifyBundle{
+		DisconnectedF: func(_ network.Network, c network.Conn) {
+			p := c.RemotePeer()
+			go n.peerDisconnected(p) // notifiees must not block
+		},
+	})
+
+	if err := n.startMembership(); err != nil {
+		n.Close()
+		return nil, err
+	}
+	for _, ai := range join {
+		n.wg.Add(1)
+		go n.keepJoined(ai)
+	}
+	if !cfg.NoMDNS {
+		n.mdns = mdns.NewMdnsService(h, ServiceName(cfg.Secret), mdnsNotifee{n})
+		if err := n.mdns.Start(); err != nil {
+			n.log.Warn("peers: mDNS discovery off", "err", err)
+			n.mdns = nil
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		n.Close()
+		return nil, err
+	}
+	return n, nil
+}
+
+func (cfg Config) withDefaults() (Config, []ma.Multiaddr, []peer.AddrInfo, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.HeartbeatInterval <= 0 {
+		cfg.HeartbeatInterval = time.Second
+	}
+	if cfg.MemberTimeout <= 0 {
+		cfg.MemberTimeout = 2500 * time.Millisecond
+	}
+	if cfg.MemberTimeout < 2*cfg.HeartbeatInterval {
+		return cfg, nil, nil, fmt.Errorf("peers: member timeout %v is under two heartbeats (%v)", cfg.MemberTimeout, cfg.HeartbeatInterval)
+	}
+	if cfg.MaxMessageBytes <= 0 {
+		cfg.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if cfg.MaxMessageBytes > 1<<30 {
+		return cfg, nil, nil, fmt.Errorf("peers: message cap %d above 1 GiB", cfg.MaxMessageBytes)
+	}
+	if cfg.Types == nil {
+		cfg.Types = protoregistry.GlobalTypes
+	}
+	if cfg.Version == "" {
+		cfg.Version = "dev"
+	}
+	if len(cfg.Secret) > 0 {
+		if err := checkSecret(cfg.Secret); err != nil {
+			return cfg, nil, nil, err
+		}
+	}
+	listenStrs := cfg.Listen
+	if len(listenStrs) == 0 {
+		listenStrs = []string{"/ip4/0.0.0.0/tcp/0"}
+		if len(cfg.Secret) == 0 {
+			listenStrs = append(listenStrs, "/ip4/0.0.0.0/udp/0/quic-v1")
+		}
+	}
+	var listen []ma.Multiaddr
+	for _, s := range listenStrs {
+		a, err := ParseListen(s)
+		if err != nil {
+			return cfg, nil, nil, err
+		}
+		if len(cfg.Secret) > 0 && isQUIC(a) {
+			return cfg, nil, nil, fmt.Errorf("listen %s: QUIC cannot be used with a cluster secret (libp2p private networks run over TCP)", s)
+		}
+		listen = append(listen, a)
+	}
+	var join []peer.AddrInfo
+	for _, s := range cfg.Join {
+		ai, err := ParseJoin(s)
+		if err != nil {
+			return cfg, nil, nil, err
+		}
+		join = append(join, ai)
+	}
+	return cfg, listen, join, nil
+}
+
+// ParseListen parses a listen multiaddr, with an error that names it.
+func ParseListen(s string) (ma.Multiaddr, error) {
+	a, err := ma.NewMultiaddr(s)
+	if err != nil {
+		return nil, fmt.Errorf("listen %q: malformed multiaddr (want e.g. /ip4/0.0.0.0/tcp/7341): %v", s, err)
+	}
+	return a, nil
+}
+
+// ParseJoin parses a peer's multiaddr, which must end in /p2p/PEER_ID.
+func ParseJoin(s string) (peer.AddrInfo, error) {
+	a, err := ma.NewMultiaddr(s)
+	if err != nil {
+		return peer.AddrInfo{}, fmt.Errorf("join %q: malformed multiaddr (want e.g. /ip4/10.0.0.2/tcp/7341/p2p/12D3Koo...): %v", s, err)
+	}
+	ai, err := peer.AddrInfoFromP2pAddr(a)
+	if err != nil {
+		return peer.AddrInfo{}, fmt.Errorf("join %q: needs the peer ID at the end (/p2p/12D3Koo...): %v", s, err)
+	}
+	return *ai, nil
+}
+
+func isQUIC(a ma.Multiaddr) bool {
+	for _, c := range a {
+		if c.Protocol().Code == ma.P_QUIC_V1 || c.Protocol().Code == ma.P_QUIC {
+			return true
+		}
+	}
+	return false
+}
+
+// listenError turns libp2p's listen error into one line.
+func listenError(a ma.Multiaddr, err error) error {
+	var errno syscall.Errno
+	if errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use") {
+		return fmt.Errorf("listen %s: %w", a, ErrAddrInUse)
+	}
+	if errors.As(err, &errno) {
+		return fmt.Errorf("listen %s: %v", a, errno)
+	}
+	var ne *net.OpError
+	if errors.As(err, &ne) {
+		return fmt.Errorf("listen %s: %v", a, ne.Err)
+	}
+	return fmt.Errorf("listen %s: %v", a, strings.ReplaceAll(err.Error(), "\n", " "))
+}
+
+func (n *Node) startMembership() error {
+	ps, err := pubsub.NewGossipSub(n.ctx, n.host, pubsub.WithMaxMessageSize(maxInfoBytes+4096))
+	if err != nil {
+		return fmt.Errorf("gossipsub: %w", err)
+	}
+	n.pubsub = ps
+	topic, err := ps.Join(MembersTopic)
+	if err != nil {
+		return err
+	}
+	n.member = newMembership(n, topic)
+	if err := ps.RegisterTopicValidator(MembersTopic, n.member.validate); err != nil {
+		return err
+	}
+	sub, err := topic.Subscribe()
+	if err != nil {
+		return err
+	}
+	events, err := topic.EventHandler()
+	if err != nil {
+		return err
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		n.member.run(n.ctx, sub, events)
+		sub.Cancel()
+		events.Cancel()
+	}()
+	return nil
+}
+
+func (n *Node) peerDisconnected(p peer.ID) {
+	if n.ctx.Err() != nil || n.host.Network().Connectedness(p) == network.Connected {
+		return
+	}
+	n.member.disconnected(p)
+	n.bridge.peerDown(p)
+}
+
+// ID returns the node's peer ID.
+func (n *Node) ID() peer.ID { return n.host.ID() }
+
+// Addrs returns the node's listen addresses, each ending in /p2p/PEER_ID
+// (what another node passes as Config.Join).
+func (n *Node) Addrs() []ma.Multiaddr {
+	p2p, _ := ma.NewComponent("p2p", n.host.ID().String())
+	var out []ma.Multiaddr
+	for _, a := range n.host.Addrs() {
+		out = append(out, a.Encapsulate(p2p.Multiaddr()))
+	}
+	return out
+}
+
+// Host returns the libp2p host (to open other protocols on it).
+func (n *Node) Host() host.Host { return n.host }
+
+// ActorSystem returns the node's actor system. PIDs it makes carry the peer
+// ID as their address; PIDs with another node's peer ID are delivered there.
+func (n *Node) ActorSystem() *actor.ActorSystem { return n.system }
+
+// PID returns the PID of the actor named name on node p (which may be this
+// node).
+func (n *Node) PID(p peer.ID, name string) *actor.PID {
+	return actor.NewPID(p.String(), name)
+}
+
+// Membership returns the node's membership view.
+func (n *Node) Membership() *Membership { return n.member }
+
+// Connect connects to a peer now (Join does it in the background).
+func (n *Node) Connect(ctx context.Context, ai peer.AddrInfo) error {
+	return n.host.Connect(ctx, ai)
+}
+
+// Close stops the node: its actors' remote links, membership, discovery
+// and the host. Peers see it disconnect.
+func (n *Node) Close() error {
+	var err error
+	n.closeOnce.Do(func() {
+		n.cancel()
+		if n.mdns != nil {
+			n.mdns.Close()
+		}
+		n.bridge.close()
+		n.wg.Wait()
+		err = n.host.Close()
+		n.system.Shutdown()
+	})
+	return err
+}
+
+// memory returns what the node offers: total and available bytes.
+func (n *Node) memory() (total, avail uint64) {
+	total, avail = systemMemory()
+	if total == 0 { // unknown: offer the cap, if any, as free
+		return n.cfg.MemoryBytes, n.cfg.MemoryBytes
+	}
+	if c := n.cfg.MemoryBytes; c > 0 {
+		total = min(total, c)
+	}
+	if avail > total {
+		avail = total
+	}
+	return total, avail
+}
+
+// PingActor is the name of the actor every node runs that answers a
+// messages.Ping with a messages.Pong.
+const PingActor = "ping"
+
+func pingActor(ctx actor.Context) {
+	if p, ok := ctx.Message().(*messages.Ping); ok {
+		ctx.Respond(&messages.Pong{Seq: p.Seq, Payload: p.Payload})
+	}
+}
+
+// protoactorLogger passes protoactor's own log lines on at Warn and above:
+// its Info lines (actor system started, dead letters) are noise here.
+func protoactorLogger(l *slog.Logger) *slog.Logger {
+	return slog.New(levelFilter{l.Handler(), slog.LevelWarn}).With("lib", "protoactor")
+}
+
+type levelFilter struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (f levelFilter) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= f.min && f.Handler.Enabled(ctx, l)
+}
+
+func (f levelFilter) WithAttrs(as []slog.Attr) slog.Handler {
+	return levelFilter{f.Handler.WithAttrs(as), f.min}
+}
+
+func (f levelFilter) WithGroup(g string) slog.Handler {
+	return levelFilter{f.Handler.WithGroup(g), f.min}
+}

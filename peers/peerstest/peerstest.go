@@ -1,0 +1,199 @@
+// Package peerstest starts clusters of strata nodes inside one process, on
+// loopback, for tests and benchmarks (like net/http/httptest for servers).
+//
+//	c := peerstest.New(t, 3)          // three nodes, joined, views converged
+//	a, b := c.Nodes[0], c.Nodes[1]
+//	pid := a.PID(b.ID(), peers.PingActor)
+//	res, err := a.ActorSystem().Root.RequestFuture(pid, &messages.Ping{}, time.Second).Result()
+//
+// Every node listens on 127.0.0.1 on a free TCP port, shares a fresh random
+// cluster secret, has mDNS off, and joins the first node; the cluster is
+// closed by t.Cleanup.
+package peerstest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"strata/peers"
+)
+
+// ConvergeTimeout bounds how long New waits for the views to converge; it
+// is a failure bound, not a delay.
+const ConvergeTimeout = 20 * time.Second
+
+// Cluster is a set of in-process nodes.
+type Cluster struct {
+	// Nodes are the nodes in start order; a killed node stays in the
+	// slice (closed).
+	Nodes  []*peers.Node
+	Secret []byte
+
+	t      testing.TB
+	base   peers.Config
+	mu     sync.Mutex
+	killed map[int]bool
+	logs   []*bytes.Buffer
+	logMu  []*sync.Mutex
+}
+
+// Option changes the configuration of every node of a cluster.
+type Option func(*peers.Config)
+
+// WithConfig applies f to each node's configuration before it starts.
+func WithConfig(f func(*peers.Config)) Option { return Option(f) }
+
+// New starts n nodes and waits until every node's view holds all n.
+func New(t testing.TB, n int, opts ...Option) *Cluster {
+	t.Helper()
+	c := Start(t, n, opts...)
+	if err := c.WaitConverged(ConvergeTimeout); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// Start starts n nodes without waiting for their views to converge.
+func Start(t testing.TB, n int, opts ...Option) *Cluster {
+	t.Helper()
+	c := &Cluster{t: t, Secret: peers.NewSecret(), killed: make(map[int]bool)}
+	c.base = peers.Config{
+		Listen: []string{"/ip4/127.0.0.1/tcp/0"},
+		NoMDNS: true,
+	}
+	for _, o := range opts {
+		o(&c.base)
+	}
+	t.Cleanup(func() {
+		c.Close()
+		if t.Failed() {
+			for i := range c.Nodes {
+				t.Logf("node %d (%s) log:\n%s", i, c.Nodes[i].ID(), c.Log(i))
+			}
+		}
+	})
+	for range n {
+		c.Add()
+	}
+	return c
+}
+
+// Add starts one more node, joined to the first live node.
+func (c *Cluster) Add() *peers.Node {
+	c.t.Helper()
+	cfg := c.base
+	cfg.Secret = c.Secret
+	cfg.Listen = slices.Clone(cfg.Listen)
+	var buf bytes.Buffer
+	var mu sync.Mutex
+	cfg.Logger = slog.New(slog.NewTextHandler(&lockedWriter{&mu, &buf}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	c.mu.Lock()
+	for i, nd := range c.Nodes {
+		if !c.killed[i] {
+			cfg.Join = []string{nd.Addrs()[0].String()}
+			break
+		}
+	}
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	nd, err := peers.New(ctx, cfg)
+	if err != nil {
+		c.t.Fatalf("peerstest: start node %d: %v", len(c.Nodes), err)
+	}
+	c.mu.Lock()
+	c.Nodes = append(c.Nodes, nd)
+	c.logs = append(c.logs, &buf)
+	c.logMu = append(c.logMu, &mu)
+	c.mu.Unlock()
+	return nd
+}
+
+// Log returns what node i has logged so far.
+func (c *Cluster) Log(i int) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.logMu[i].Lock()
+	defer c.logMu[i].Unlock()
+	return c.logs[i].String()
+}
+
+// Kill closes node i, as if its process died (its peers see the
+// connections close).
+func (c *Cluster) Kill(i int) {
+	c.mu.Lock()
+	already := c.killed[i]
+	c.killed[i] = true
+	c.mu.Unlock()
+	if !already {
+		c.Nodes[i].Close()
+	}
+}
+
+// Live returns the nodes not killed.
+func (c *Cluster) Live() []*peers.Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*peers.Node
+	for i, nd := range c.Nodes {
+		if !c.killed[i] {
+			out = append(out, nd)
+		}
+	}
+	return out
+}
+
+// WaitConverged waits until every live node's view lists exactly the live
+// nodes, or returns an error after timeout saying who sees what.
+func (c *Cluster) WaitConverged(timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	live := c.Live()
+	want := make([]peer.ID, len(live))
+	for i, nd := range live {
+		want[i] = nd.ID()
+	}
+	slices.SortFunc(want, func(a, b peer.ID) int { return cmpString(a.String(), b.String()) })
+	for _, nd := range live {
+		if _, err := nd.Membership().Wait(ctx, func(v peers.View) bool { return slices.Equal(v.IDs(), want) }); err != nil {
+			return fmt.Errorf("peerstest: node %s sees %v, want %v: %w", nd.ID(), nd.Membership().View().IDs(), want, err)
+		}
+	}
+	return nil
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Close closes every node.
+func (c *Cluster) Close() {
+	for i := range c.Nodes {
+		c.Kill(i)
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (w *lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.w.Write(p)
+}
