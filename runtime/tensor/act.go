@@ -3,6 +3,7 @@ package tensor
 import (
 	"fmt"
 	"math"
+	"unsafe"
 )
 
 // Activations are up to Cap input vectors of Cols elements, prepared for
@@ -42,11 +43,11 @@ func NewActivations(capacity, cols int) *Activations {
 	}
 	a := &Activations{Cols: cols, Cap: capacity, hasQ32: cols%32 == 0, hasQK: cols%qkK == 0}
 	if a.hasQ32 {
-		a.q32 = make([]int8, capacity*cols)
+		a.q32 = alignedInt8(capacity * cols)
 		a.d32 = make([]float32, capacity*cols/32)
 	}
 	if a.hasQK {
-		a.qK = make([]int8, capacity*cols)
+		a.qK = alignedInt8(capacity * cols)
 		a.dK = make([]float32, capacity*cols/qkK)
 		a.bsumsK = make([]int16, capacity*cols/16)
 	}
@@ -227,4 +228,12 @@ func dotAct(t Type, row []byte, a *Activations, i, cols int) float32 {
 		return dotBF16Row(row, a.x[i*cols:(i+1)*cols])
 	}
 	panic("tensor: dotAct of unsupported type " + t.String())
+}
+
+// alignedInt8 returns n int8s starting on a 64-byte boundary, so that the
+// kernels' 32-byte loads of quants never straddle a cache line.
+func alignedInt8(n int) []int8 {
+	b := make([]int8, n+63)
+	off := int(-uintptr(unsafe.Pointer(unsafe.SliceData(b))) & 63)
+	return b[off : off+n : off+n]
 }

@@ -68,11 +68,15 @@ q80loop2:
 	CMPQ    CX, $2
 	JLT     q80tail
 	SCALE16(0, X2, Y2)
-	VMOVDQU 2(SI), Y3
+	// Two 16-byte loads: a 32-byte load that crosses a cache line (most
+	// do, blocks being 34 bytes) costs several times more on some CPUs.
+	VMOVDQU 2(SI), X3
+	VINSERTI128 $1, 18(SI), Y3, Y3
 	Q8DOT(0, Y3, Y0, Y2)
 	ADDQ    $4, DX
 	SCALE16(34, X4, Y4)
-	VMOVDQU 36(SI), Y3
+	VMOVDQU 36(SI), X3
+	VINSERTI128 $1, 52(SI), Y3, Y3
 	Q8DOT(32, Y3, Y1, Y4)
 	ADDQ    $4, DX
 	ADDQ    $68, SI
@@ -84,7 +88,8 @@ q80tail:
 	TESTQ   CX, CX
 	JZ      q80done
 	SCALE16(0, X2, Y2)
-	VMOVDQU 2(SI), Y3
+	VMOVDQU 2(SI), X3
+	VINSERTI128 $1, 18(SI), Y3, Y3
 	Q8DOT(0, Y3, Y0, Y2)
 
 q80done:
@@ -207,9 +212,11 @@ q40done:
 
 // K4PAIR(g, qoff): sub-blocks 2g and 2g+1 from the 32 quant bytes at
 // SI+qoff (low nibbles in Y10, high in Y11, plus any fifth bits ORed in by
-// the caller via K5BITS), times their scales, into Y1.
+// the caller via K5BITS), times their scales, into Y1. Weights are read
+// 16 bytes at a time, as in the Q8_0 kernel.
 #define K4LOAD(qoff) \
-	VMOVDQU qoff(SI), Y10 \
+	VMOVDQU     qoff(SI), X10            \
+	VINSERTI128 $1, (qoff+16)(SI), Y10, Y10 \
 	VPSRLW  $4, Y10, Y11  \
 	VPAND   Y14, Y10, Y10 \
 	VPAND   Y14, Y11, Y11
@@ -292,7 +299,8 @@ q5kloop:
 	KSCALES
 	KMINS
 	VPXOR   Y1, Y1, Y1
-	VMOVDQU 16(SI), Y13
+	VMOVDQU     16(SI), X13
+	VINSERTI128 $1, 32(SI), Y13, Y13
 	K4LOAD(48)
 	K5BITS
 	K4MUL(0)
@@ -334,9 +342,12 @@ q5kloop:
 
 // K6HALF(h): the 128 elements of half h: ql at SI+64h, qh at SI+128+32h.
 #define K6HALF(h) \
-	VMOVDQU (64*(h))(SI), Y4        \
-	VMOVDQU (64*(h)+32)(SI), Y5     \
-	VMOVDQU (128+32*(h))(SI), Y6    \
+	VMOVDQU     (64*(h))(SI), X4                 \
+	VINSERTI128 $1, (64*(h)+16)(SI), Y4, Y4      \
+	VMOVDQU     (64*(h)+32)(SI), X5              \
+	VINSERTI128 $1, (64*(h)+48)(SI), Y5, Y5      \
+	VMOVDQU     (128+32*(h))(SI), X6             \
+	VINSERTI128 $1, (128+32*(h)+16)(SI), Y6, Y6  \
 	VPAND   Y14, Y4, Y7           \
 	VPAND   Y13, Y6, Y8           \
 	VPSLLW  $4, Y8, Y8            \
