@@ -27,6 +27,7 @@ type Activations struct {
 
 	q32    []int8    // [Cap*Cols] quants, blocks of 32
 	d32    []float32 // [Cap*Cols/32] block scales
+	d32x4  []float32 // d32 of each group of 4 vectors, interleaved: [group][block][4]
 	ok32   bool
 	qK     []int8    // [Cap*Cols] quants, blocks of 256
 	dK     []float32 // [Cap*Cols/256] block scales
@@ -45,6 +46,7 @@ func NewActivations(capacity, cols int) *Activations {
 	if a.hasQ32 {
 		a.q32 = alignedInt8(capacity * cols)
 		a.d32 = make([]float32, capacity*cols/32)
+		a.d32x4 = make([]float32, capacity*cols/32)
 	}
 	if a.hasQK {
 		a.qK = alignedInt8(capacity * cols)
@@ -78,6 +80,14 @@ func (a *Activations) prepare(t Type) {
 			}
 			m := a.n * a.Cols
 			quantizeQ32(a.x[:m], a.q32[:m], a.d32[:m/32])
+			nb := a.Cols / 32
+			for g := 0; g+4 <= a.n; g += 4 {
+				for b := range nb {
+					for t := range 4 {
+						a.d32x4[(g*nb)+4*b+t] = a.d32[(g+t)*nb+b]
+					}
+				}
+			}
 			a.ok32 = true
 		}
 	case Q4_K, Q5_K, Q6_K:
@@ -197,9 +207,26 @@ const actRowTile = 4
 func matMulActRows(out []float32, w Matrix, a *Activations, lo, hi int) {
 	rows, cols, n := w.Rows, w.Cols, a.n
 	rb := w.RowBytes()
+	var o4 [4]float32
 	for r0 := lo; r0 < hi; r0 += actRowTile {
 		r1 := min(hi, r0+actRowTile)
-		for i := range n {
+		i := 0
+		// Four vectors at a time where a kernel decodes the row once for
+		// them; the rest one by one.
+		for ; i+4 <= n; i += 4 {
+			for r := r0; r < r1; r++ {
+				row := w.Data[r*rb : (r+1)*rb]
+				if !dot4(w.Type, row, a, i, cols, &o4) {
+					for t := range 4 {
+						o4[t] = dotAct(w.Type, row, a, i+t, cols)
+					}
+				}
+				for t := range 4 {
+					out[(i+t)*rows+r] = o4[t]
+				}
+			}
+		}
+		for ; i < n; i++ {
 			for r := r0; r < r1; r++ {
 				out[i*rows+r] = dotAct(w.Type, w.Data[r*rb:(r+1)*rb], a, i, cols)
 			}

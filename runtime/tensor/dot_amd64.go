@@ -37,6 +37,18 @@ func dotQ8_0AVX2(w *byte, x *int8, d *float32, nb int) float32
 //go:noescape
 func dotQ4_0AVX2(w *byte, x *int8, d *float32, nb int) float32
 
+// dotQ8_0x4AVX2 sets out[t] = dotQ8_0AVX2(w, x+t*xs, dt, nb) for t = 0..3,
+// where dt[b] = d4[4b+t] (the four vectors' scales interleaved), decoding
+// each weight block once.
+//
+//go:noescape
+func dotQ8_0x4AVX2(w *byte, x *int8, d4 *float32, nb, xs int, out *float32)
+
+// dotQ4_0x4AVX2 is dotQ8_0x4AVX2 for Q4_0 rows.
+//
+//go:noescape
+func dotQ4_0x4AVX2(w *byte, x *int8, d4 *float32, nb, xs int, out *float32)
+
 // dotQ4_KAVX2 is dotQ4_KGeneric over nb super-blocks.
 //
 //go:noescape
@@ -153,3 +165,24 @@ func quantizeQ32(x []float32, q []int8, d []float32) {
 }
 
 func kernelsActive(name string) bool { return name == "avx2" && useAVX2 }
+
+// dot4 sets out[t] = dotAct(t, row, a, i+t, cols) for t = 0..3 with a
+// kernel that decodes the row once for the four vectors, and reports
+// whether it did (false: no such kernel for t here; the caller loops).
+func dot4(t Type, row []byte, a *Activations, i, cols int, out *[4]float32) bool {
+	if !useAVX2 || cols == 0 || i%4 != 0 {
+		return false
+	}
+	nb := cols / 32
+	switch t {
+	case Q8_0:
+		_, _, _ = row[nb*q80Bytes-1], a.q32[(i+4)*cols-1], a.d32x4[(i+4)*nb-1]
+		dotQ8_0x4AVX2(unsafe.SliceData(row), &a.q32[i*cols], &a.d32x4[i*nb], nb, cols, &out[0])
+	case Q4_0:
+		_, _, _ = row[nb*q40Bytes-1], a.q32[(i+4)*cols-1], a.d32x4[(i+4)*nb-1]
+		dotQ4_0x4AVX2(unsafe.SliceData(row), &a.q32[i*cols], &a.d32x4[i*nb], nb, cols, &out[0])
+	default:
+		return false
+	}
+	return true
+}

@@ -653,3 +653,163 @@ qloop:
 	JNZ  qloop
 	VZEROUPPER
 	RET
+
+// The four-vector kernels: one weight row against four activation vectors
+// (prefill), decoding each weight block once. Per vector they compute
+// exactly what the one-vector kernels compute (even blocks into Y0-Y3,
+// odd blocks into Y4-Y7, the same scale product and reduction), so a
+// vector's result does not depend on how it was grouped. x points at
+// vector 0; vector t is xs*t bytes further. d4 holds the four vectors'
+// scales interleaved: block b's are d4[4b..4b+3].
+
+// HSUMR(Y, X, T): X[0] = hsum8 of Y's lanes (T is clobbered).
+#define HSUMR(Y, X, T) \
+	VEXTRACTF128 $1, Y, T \
+	VADDPS       T, X, X  \
+	VMOVHLPS     X, X, T  \
+	VADDPS       T, X, X  \
+	VMOVSHDUP    X, T     \
+	VADDSS       T, X, X
+
+// W16SCALE(off): Y10 = 8 x fp16(off(SI)).
+#define W16SCALE(off) \
+	MOVWLZX      off(SI), AX \
+	VMOVD        AX, X10     \
+	VCVTPH2PS    X10, X10    \
+	VBROADCASTSS X10, Y10
+
+// W8PREP(off): Y8 = the Q8_0 block's quants at SI+off, Y9 = |Y8|, Y10 its scale.
+#define W8PREP(off) \
+	W16SCALE(off)                          \
+	VMOVDQU     (off+2)(SI), X8            \
+	VINSERTI128 $1, (off+18)(SI), Y8, Y8   \
+	VPSIGNB     Y8, Y8, Y9
+
+// W4PREP(off): the same for a Q4_0 block (Y13 = 0x08 bytes, Y14 = 0x0f bytes).
+#define W4PREP(off) \
+	W16SCALE(off)                     \
+	VMOVDQU     (off+2)(SI), X8       \
+	VPSRLW      $4, X8, X11           \
+	VINSERTI128 $1, X11, Y8, Y8       \
+	VPAND       Y14, Y8, Y8           \
+	VPSUBB      Y13, Y8, Y8           \
+	VPSIGNB     Y8, Y8, Y9
+
+// TOK(xaddr, poff, ACC): ACC += (product at poff(SP)) * lanes(Y8 · x).
+#define TOK(xaddr, poff, ACC) \
+	VMOVDQU      xaddr, Y11     \
+	VPSIGNB      Y8, Y11, Y11   \
+	VPMADDUBSW   Y11, Y9, Y11   \
+	VPMADDWD     Y15, Y11, Y11  \
+	VCVTDQ2PS    Y11, Y11       \
+	VBROADCASTSS poff(SP), Y12  \
+	VFMADD231PS  Y11, Y12, ACC
+
+// TOK4(xo, do, A0, A1, A2, A3): the four vectors' blocks at x+xo; their
+// four scales are at DX+do (interleaved by vector), multiplied by the
+// weight scale in one VMULPS and read back broadcast from the stack.
+#define TOK4(xo, do, A0, A1, A2, A3) \
+	VMULPS  do(DX), X10, X12      \
+	VMOVUPS X12, 0(SP)            \
+	TOK(xo(DI), 0, A0)            \
+	TOK(xo(DI)(R8*1), 4, A1)      \
+	TOK(xo(DI)(R8*2), 8, A2)      \
+	TOK(xo(DI)(R9*1), 12, A3)
+
+// X4SETUP expects SI, DI, DX, CX and R8 (xs) loaded.
+#define X4SETUP \
+	LEAQ     (R8)(R8*2), R9     \
+	VPCMPEQW Y15, Y15, Y15      \
+	VPSRLW   $15, Y15, Y15      \
+	VXORPS   Y0, Y0, Y0         \
+	VXORPS   Y1, Y1, Y1         \
+	VXORPS   Y2, Y2, Y2         \
+	VXORPS   Y3, Y3, Y3         \
+	VXORPS   Y4, Y4, Y4         \
+	VXORPS   Y5, Y5, Y5         \
+	VXORPS   Y6, Y6, Y6         \
+	VXORPS   Y7, Y7, Y7
+
+// X4FINISH stores the four sums at BX.
+#define X4FINISH \
+	VADDPS Y4, Y0, Y0       \
+	VADDPS Y5, Y1, Y1       \
+	VADDPS Y6, Y2, Y2       \
+	VADDPS Y7, Y3, Y3       \
+	HSUMR(Y0, X0, X12)      \
+	HSUMR(Y1, X1, X12)      \
+	HSUMR(Y2, X2, X12)      \
+	HSUMR(Y3, X3, X12)      \
+	VMOVSS X0, (BX)         \
+	VMOVSS X1, 4(BX)        \
+	VMOVSS X2, 8(BX)        \
+	VMOVSS X3, 12(BX)       \
+	VZEROUPPER
+
+// func dotQ8_0x4AVX2(w *byte, x *int8, d4 *float32, nb, xs int, out *float32)
+TEXT ·dotQ8_0x4AVX2(SB), NOSPLIT, $16-48
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ d4+16(FP), DX
+	MOVQ nb+24(FP), CX
+	MOVQ xs+32(FP), R8
+	X4SETUP
+
+q80x4loop2:
+	CMPQ CX, $2
+	JLT  q80x4tail
+	W8PREP(0)
+	TOK4(0, 0, Y0, Y1, Y2, Y3)
+	W8PREP(34)
+	TOK4(32, 16, Y4, Y5, Y6, Y7)
+	ADDQ $68, SI
+	ADDQ $64, DI
+	ADDQ $32, DX
+	SUBQ $2, CX
+	JMP  q80x4loop2
+
+q80x4tail:
+	TESTQ CX, CX
+	JZ    q80x4done
+	W8PREP(0)
+	TOK4(0, 0, Y0, Y1, Y2, Y3)
+
+q80x4done:
+	MOVQ out+40(FP), BX
+	X4FINISH
+	RET
+
+// func dotQ4_0x4AVX2(w *byte, x *int8, d4 *float32, nb, xs int, out *float32)
+TEXT ·dotQ4_0x4AVX2(SB), NOSPLIT, $16-48
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ d4+16(FP), DX
+	MOVQ nb+24(FP), CX
+	MOVQ xs+32(FP), R8
+	X4SETUP
+	BCAST($0x0f0f0f0f, X14, Y14)
+	BCAST($0x08080808, X13, Y13)
+
+q40x4loop2:
+	CMPQ CX, $2
+	JLT  q40x4tail
+	W4PREP(0)
+	TOK4(0, 0, Y0, Y1, Y2, Y3)
+	W4PREP(18)
+	TOK4(32, 16, Y4, Y5, Y6, Y7)
+	ADDQ $36, SI
+	ADDQ $64, DI
+	ADDQ $32, DX
+	SUBQ $2, CX
+	JMP  q40x4loop2
+
+q40x4tail:
+	TESTQ CX, CX
+	JZ    q40x4done
+	W4PREP(0)
+	TOK4(0, 0, Y0, Y1, Y2, Y3)
+
+q40x4done:
+	MOVQ out+40(FP), BX
+	X4FINISH
+	RET

@@ -24,3 +24,6 @@ func quantizeQ32(x []float32, q []int8, d []float32)  { quantizeQ32Generic(x, q,
 var implementations = []impl{{"generic", func(bool) {}}}
 
 func kernelsActive(string) bool { return false }
+
+// dot4 has no multi-vector kernel here: the caller loops over dotAct.
+func dot4(Type, []byte, *Activations, int, int, *[4]float32) bool { return false }

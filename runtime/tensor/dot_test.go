@@ -453,3 +453,26 @@ func BenchmarkQuantizeActs(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDot4 measures one row of 4096 elements against four vectors,
+// per quantized type, with the multi-vector kernel where there is one.
+func BenchmarkDot4(b *testing.B) {
+	const cols = 4096
+	for _, mt := range []Type{Q8_0, Q4_0, Q4_K, Q5_K, Q6_K} {
+		w, _ := randomMatrix(b, mt, 1, cols, 1)
+		a := NewActivations(4, cols)
+		a.Set(testData("uniform", 4*cols, 2), 4)
+		a.prepare(mt)
+		var out [4]float32
+		b.Run(mt.String(), func(b *testing.B) {
+			b.SetBytes(int64(len(w.Data)))
+			for b.Loop() {
+				if !dot4(mt, w.Data, a, 0, cols, &out) {
+					for t := range 4 {
+						out[t] = dotAct(mt, w.Data, a, t, cols)
+					}
+				}
+			}
+		})
+	}
+}
