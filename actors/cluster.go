@@ -50,7 +50,12 @@ type ClusterOptions struct {
 	// is one number for all sessions so every session of a model gets the
 	// same plan and shares its shards.
 	PlanContext int
-	// StepTimeout bounds the wait for one token; 0 = 60 s.
+	// PlanSessions is how many concurrent sessions of a model placement
+	// reserves KV memory for; 0 = 1. More concurrent sessions than this
+	// may be refused by a stage that runs out of memory.
+	PlanSessions int
+	// StepTimeout bounds the wait for one token before the session
+	// rebuilds its ring and replays (a message lost on a cut link); 0 = 30 s.
 	StepTimeout time.Duration
 	// Hidden is the activation encoding between stages (F32 default, F16 halves the bytes).
 	Hidden messages.HiddenType
@@ -101,7 +106,7 @@ type StageInfo struct {
 // and profiles from models (the origin node must have the model file).
 func NewCluster(system *actor.ActorSystem, dir Directory, models ModelStore, opts ClusterOptions) *Cluster {
 	if opts.StepTimeout <= 0 {
-		opts.StepTimeout = 60 * time.Second
+		opts.StepTimeout = 30 * time.Second
 	}
 	return &Cluster{system: system, dir: dir, models: models, opts: opts, local: map[string]*localModel{}, sessions: map[string]*SessionInfo{}}
 }
@@ -191,7 +196,7 @@ func (c *Cluster) plan(name string, excluded map[string]bool) (plan.Plan, []Memb
 	if len(nodes) == 0 {
 		return plan.Plan{}, nil, fmt.Errorf("no node of the cluster has model %q", name)
 	}
-	p, err := plan.Place(plan.FromProfile(name, m.prof), nodes, plan.Options{Context: c.planContext(m)})
+	p, err := plan.Place(plan.FromProfile(name, m.prof), nodes, plan.Options{Context: c.planContext(m), Sessions: c.opts.PlanSessions})
 	return p, members, err
 }
 
@@ -268,6 +273,9 @@ type stageLost struct {
 }
 
 func (e *stageLost) Error() string {
+	if e.node == "" {
+		return "the ring stalled (" + e.cause + ")"
+	}
 	return fmt.Sprintf("node %s left the session's ring (%s)", e.node, e.cause)
 }
 
@@ -346,7 +354,9 @@ func (c *Cluster) Generate(ctx context.Context, req Request, onToken func(engine
 			// ring had seen. Greedy output is the same as without the
 			// failure; nothing streamed is repeated.
 			c.logf("session %s: %v; re-planning and replaying %d tokens", r.id, lost, len(seq))
-			r.excluded[lost.node] = true
+			if lost.node != "" {
+				r.excluded[lost.node] = true
+			}
 			r.recoveries++
 			next, err = r.start(ctx, seq)
 		}
@@ -441,7 +451,10 @@ func (r *run) start(ctx context.Context, seq []int) (int, error) {
 		next, err := r.wait(ctx, len(seq))
 		var lost *stageLost
 		if errors.As(err, &lost) {
-			r.excluded[lost.node] = true
+			c.logf("session %s: %v; re-planning", r.id, lost)
+			if lost.node != "" {
+				r.excluded[lost.node] = true
+			}
 			r.recoveries++
 			continue
 		}
@@ -476,7 +489,9 @@ func (r *run) wait(ctx context.Context, pos int) (int, error) {
 		case <-ctx.Done():
 			return 0, ctx.Err()
 		case <-timer.C:
-			return 0, fmt.Errorf("no token for position %d within %v", pos, r.c.opts.StepTimeout)
+			// A message lost on a cut link: rebuild the ring and replay
+			// (nodes really gone leave the view meanwhile).
+			return 0, &stageLost{cause: fmt.Sprintf("no token for position %d within %v", pos, r.c.opts.StepTimeout)}
 		case m := <-r.in.ch:
 			switch m := m.(type) {
 			case *actor.Terminated:

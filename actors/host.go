@@ -42,6 +42,9 @@ type Host struct {
 	shards map[string]*shard     // by actor name
 	used   uint64                // weight + KV bytes held
 	clock  uint64                // counts loads and uses, for least-recently-used eviction
+	// onChange, when set, hears the shard list after every load or unload
+	// (the node announces it in its NodeInfo).
+	onChange func(shards []string)
 }
 
 // NewHost returns a Host; spawn it with Props under HostName.
@@ -141,8 +144,21 @@ func (h *Host) load(ctx actor.Context, spec *messages.ShardSpec) *messages.Shard
 	}
 	s.pid = pid
 	h.shards[id] = s
+	h.changedLocked()
 	reply.ActorId, reply.Bytes = pid.Id, bytes
 	return reply
+}
+
+// changedLocked tells onChange the current shard list (h.mu held).
+func (h *Host) changedLocked() {
+	if h.onChange == nil {
+		return
+	}
+	var specs []*messages.ShardSpec
+	for _, s := range h.shards {
+		specs = append(specs, s.spec)
+	}
+	h.onChange(shardList(specs))
 }
 
 func (h *Host) label() string {
@@ -188,6 +204,9 @@ func (h *Host) evictLocked(need uint64) {
 		if h.system != nil {
 			h.system.Root.Stop(s.pid)
 		}
+	}
+	if freed > 0 {
+		h.changedLocked()
 	}
 }
 

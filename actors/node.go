@@ -1,0 +1,98 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+
+	"strata/messages"
+	"strata/peers"
+	"strata/runtime/tensor"
+)
+
+// NodeConfig configures a full strata node: peers plus the actors that
+// hold shards and drive sessions.
+type NodeConfig struct {
+	Peers   peers.Config
+	Cluster ClusterOptions
+	// Threads for the kernels; 0 = GOMAXPROCS.
+	Threads int
+}
+
+// Node is one strata node: a libp2p peer whose shard host serves the
+// cluster's plans and whose Cluster starts sessions from here.
+type Node struct {
+	Peers   *peers.Node
+	Host    *Host
+	Cluster *Cluster
+	pool    *tensor.Pool
+}
+
+// StartNode starts the peer, spawns the shard host, and returns the node.
+// Models are read from cfg.Peers.ModelsDir.
+func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
+	p, err := peers.New(ctx, cfg.Peers)
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{Peers: p, pool: tensor.NewPool(cfg.Threads)}
+	store := Dir(cfg.Peers.ModelsDir)
+	n.Host = NewHost(HostConfig{Models: store, Pool: n.pool, MemoryBytes: cfg.Peers.MemoryBytes, Name: shortID(p.ID().String())})
+	n.Host.onChange = func(shards []string) { p.Membership().SetShards(shards) }
+	if _, err := p.ActorSystem().Root.SpawnNamed(n.Host.Props(), HostName); err != nil {
+		p.Close()
+		return nil, fmt.Errorf("spawn shard host: %w", err)
+	}
+	if cfg.Cluster.Logger == nil {
+		cfg.Cluster.Logger = cfg.Peers.Logger
+		if cfg.Cluster.Logger == nil {
+			cfg.Cluster.Logger = slog.Default()
+		}
+	}
+	n.Cluster = NewCluster(p.ActorSystem(), viewDirectory{p}, store, cfg.Cluster)
+	return n, nil
+}
+
+// Close stops the node: sessions, shards, then the peer.
+func (n *Node) Close() error {
+	n.Cluster.Close()
+	err := n.Peers.Close()
+	n.pool.Close()
+	return err
+}
+
+// viewDirectory presents the peers membership view as Members.
+type viewDirectory struct{ p *peers.Node }
+
+// Members implements Directory.
+func (d viewDirectory) Members() []Member {
+	v := d.p.Membership().View()
+	out := make([]Member, 0, len(v.Members))
+	for _, m := range v.Members {
+		info := m.Info
+		mem := Member{ID: m.ID.String(), Host: d.p.PID(m.ID, HostName), MemoryBytes: info.GetMemoryTotalBytes(), Compute: info.GetComputeFlops()}
+		for _, mi := range info.GetModels() {
+			mem.Models = append(mem.Models, mi.GetName())
+		}
+		out = append(out, mem)
+	}
+	return out
+}
+
+// shardList renders the host's shards for NodeInfo.shards: "MODEL:FIRST-END".
+func shardList(specs []*messages.ShardSpec) []string {
+	var out []string
+	for _, s := range specs {
+		out = append(out, fmt.Sprintf("%s:%d-%d", s.Model, s.First, s.End))
+	}
+	sort.Strings(out)
+	return out
+}
+
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[len(id)-8:]
+	}
+	return id
+}
