@@ -35,6 +35,8 @@ type benchReport struct {
 	DecodeCeiling      float64 `json:"decode_ceiling_tokens_per_s"`
 	DecodeFraction     float64 `json:"decode_fraction_of_ceiling"`
 	DecodeWeightGBs    float64 `json:"decode_weight_gb_s"`
+	PrefillCores       float64 `json:"prefill_cores_used"`
+	DecodeCores        float64 `json:"decode_cores_used"`
 	PeakRSSBytes       int64   `json:"peak_rss_bytes"`
 	BandwidthBufferMiB int     `json:"bandwidth_buffer_mib"`
 }
@@ -96,6 +98,7 @@ reached. Peak RSS is read before the bandwidth buffer is allocated.`,
 			fmt.Fprintf(out, "bandwidth  %.1f GB/s read (%d threads, %d MiB buffer)\n", r.BandwidthGBs, r.Threads, r.BandwidthBufferMiB)
 			fmt.Fprintf(out, "ceiling    %.2f tokens/s (%.1f MB of weights per token); decode reaches %.0f%%\n",
 				r.DecodeCeiling, float64(r.WeightBytesPerTok)/1e6, 100*r.DecodeFraction)
+			fmt.Fprintf(out, "cores used %.2f in prefill, %.2f in decode (CPU time / wall time; below --threads when other processes compete)\n", r.PrefillCores, r.DecodeCores)
 			fmt.Fprintf(out, "peak RSS   %.1f MiB\n", float64(r.PeakRSSBytes)/(1<<20))
 			return nil
 		},
@@ -167,7 +170,7 @@ func runBench(path string, threads, promptTokens, genTokens, bufMiB int) (*bench
 	}
 	cache.Len = 0
 
-	start := time.Now()
+	start, cpu0 := time.Now(), membw.CPUTime()
 	if err := st.Embed(prompt); err != nil {
 		return nil, err
 	}
@@ -178,7 +181,7 @@ func runBench(path string, threads, promptTokens, genTokens, bufMiB int) (*bench
 	if err != nil {
 		return nil, err
 	}
-	prefill := time.Since(start)
+	prefill, cpu1 := time.Since(start), membw.CPUTime()
 
 	start = time.Now()
 	for range genTokens {
@@ -192,7 +195,9 @@ func runBench(path string, threads, promptTokens, genTokens, bufMiB int) (*bench
 			return nil, err
 		}
 	}
-	decode := time.Since(start)
+	decode, cpu2 := time.Since(start), membw.CPUTime()
+	r.PrefillCores = (cpu1 - cpu0).Seconds() / prefill.Seconds()
+	r.DecodeCores = (cpu2 - cpu1).Seconds() / decode.Seconds()
 	r.PeakRSSBytes = membw.PeakRSS()
 
 	bw, err := membw.Measure(membw.Options{Threads: threads, Bytes: bufMiB << 20})

@@ -5,6 +5,7 @@ package membw
 import (
 	"runtime"
 	"syscall"
+	"time"
 )
 
 // PeakRSS returns the process's peak resident set size in bytes (0 if the
@@ -18,4 +19,14 @@ func PeakRSS() int64 {
 		return int64(ru.Maxrss) // bytes there
 	}
 	return int64(ru.Maxrss) * 1024 // kilobytes on Linux and the BSDs
+}
+
+// CPUTime returns the CPU time (user + system) the process has used so far,
+// for telling how many cores a phase really got.
+func CPUTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -3,6 +3,7 @@ package tensor
 import (
 	"fmt"
 	"math"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -180,24 +181,42 @@ func MatMulAct(p *Pool, out []float32, w Matrix, a *Activations) {
 		matMulActRows(out, w, a, 0, w.Rows)
 		return
 	}
+	// Rows are handed out in chunks from a shared counter rather than as
+	// one fixed share per worker, so a worker slowed by anything else on
+	// its core (or a busier cache) does not hold the others up.
+	chunk := (w.Rows + 16*p.threads - 1) / (16 * p.threads)
+	chunk = (chunk + actRowTile - 1) / actRowTile * actRowTile
 	p.mu.Lock()
-	p.actJob = actJob{out: out, w: w, a: a}
-	r := p.runLocked(w.Rows, p.actFn)
-	p.actJob = actJob{}
+	p.actJob.out, p.actJob.w, p.actJob.a, p.actJob.chunk = out, w, a, chunk
+	p.actJob.next.Store(0)
+	r := p.runLocked(p.threads, p.actFn)
+	p.actJob.out, p.actJob.w, p.actJob.a = nil, Matrix{}, nil
 	p.mu.Unlock()
 	if r != nil {
 		panic(r)
 	}
 }
 
-// actJob holds MatMulAct's arguments in the Pool (see matJob).
+// actJob holds MatMulAct's arguments in the Pool (see matJob). Each
+// worker's call takes chunks of chunk rows from next until none are left.
 type actJob struct {
-	out []float32
-	w   Matrix
-	a   *Activations
+	out   []float32
+	w     Matrix
+	a     *Activations
+	chunk int
+	next  atomic.Int64
 }
 
-func (j *actJob) run(lo, hi int) { matMulActRows(j.out, j.w, j.a, lo, hi) }
+func (j *actJob) run(int, int) {
+	rows, c := int64(j.w.Rows), int64(j.chunk)
+	for {
+		lo := j.next.Add(c) - c
+		if lo >= rows {
+			return
+		}
+		matMulActRows(j.out, j.w, j.a, int(lo), int(min(rows, lo+c)))
+	}
+}
 
 // actRowTile is how many rows run against all vectors before moving on:
 // a tile of rows stays in L1/L2 while the vectors stream past it.

@@ -3,23 +3,37 @@ package tensor
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // Pool is a set of persistent worker goroutines that run data-parallel
 // kernels. One Run executes at a time (concurrent callers wait their turn);
 // fn must not call Run on the same pool. A nil *Pool is valid and runs
 // everything serially on the caller's goroutine.
+//
+// A decode step runs a few hundred short Runs back to back, so waking a
+// parked goroutine for each (an OS thread wake-up, slow when the cores are
+// busy) would dominate: after a Run, workers spin for a short while
+// (spinFor) watching for the next one, then park.
 type Pool struct {
 	threads int
 	wake    []chan struct{} // one per worker goroutine (threads-1 of them)
+	parked  []atomic.Int32  // 1 while worker k+1 is (about to be) blocked on wake[k]
 	exited  sync.WaitGroup  // worker goroutines still running
+
+	// gen is the Run generation: a counter times genChunks plus the Run's
+	// chunk count (0 after Close: exit). A change tells workers to look;
+	// only the workers with a chunk (k < chunks) read fn and n, and the
+	// dispatcher waits for exactly them.
+	gen     atomic.Uint64
+	pending atomic.Int32 // worker chunks of the current Run not yet finished
 
 	mu       sync.Mutex // serialises Run and the fields below
 	closed   bool
 	fn       func(lo, hi int)
 	n        int
 	chunks   int
-	done     sync.WaitGroup
 	pmu      sync.Mutex // guards panicked (workers write it concurrently)
 	panicked any
 
@@ -30,6 +44,13 @@ type Pool struct {
 	actFn  func(lo, hi int) // actJob.run, bound once
 }
 
+// spinFor is how long an idle worker (and a caller waiting for workers)
+// polls before blocking.
+const spinFor = 100 * time.Microsecond
+
+// genChunks is the factor of gen's counter; chunk counts stay below it.
+const genChunks = 1 << 16
+
 // NewPool starts a pool of threads workers (the caller of Run counts as one
 // of them, so threads-1 goroutines are started). threads <= 0 means
 // runtime.GOMAXPROCS(0). Call Close to stop the goroutines.
@@ -37,7 +58,8 @@ func NewPool(threads int) *Pool {
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
 	}
-	p := &Pool{threads: threads, wake: make([]chan struct{}, threads-1)}
+	threads = min(threads, genChunks-1)
+	p := &Pool{threads: threads, wake: make([]chan struct{}, threads-1), parked: make([]atomic.Int32, threads-1)}
 	p.jobFn = p.job.run
 	p.actFn = p.actJob.run
 	for i := range p.wake {
@@ -95,16 +117,33 @@ func (p *Pool) runLocked(n int, fn func(lo, hi int)) any {
 		chunks = 1
 	}
 	p.fn, p.n, p.chunks = fn, n, chunks
-	p.done.Add(chunks - 1)
-	for k := 1; k < chunks; k++ {
-		p.wake[k-1] <- struct{}{}
+	if chunks > 1 {
+		p.pending.Store(int32(chunks - 1))
+		p.gen.Add(genChunks - p.gen.Load()%genChunks + uint64(chunks)) // publishes fn, n, chunks
+		for k := 1; k < chunks; k++ {
+			if p.parked[k-1].CompareAndSwap(1, 0) {
+				p.wake[k-1] <- struct{}{}
+			}
+		}
 	}
 	p.chunk(0)
-	p.done.Wait()
+	if chunks > 1 {
+		p.waitPending()
+	}
 	p.fn = nil
 	r := p.panicked
 	p.panicked = nil
 	return r
+}
+
+// waitPending waits for the workers' chunks: spinning first, then yielding.
+func (p *Pool) waitPending() {
+	deadline := time.Now().Add(spinFor)
+	for i := 0; p.pending.Load() != 0; i++ {
+		if i&63 == 63 && time.Now().After(deadline) {
+			runtime.Gosched()
+		}
+	}
 }
 
 // chunk runs chunk k of the current Run, recording a panic instead of
@@ -127,9 +166,46 @@ func (p *Pool) chunk(k int) {
 
 func (p *Pool) worker(k int) {
 	defer p.exited.Done()
-	for range p.wake[k-1] {
-		p.chunk(k)
-		p.done.Done()
+	seen := uint64(0)
+	for {
+		seen = p.await(k, seen)
+		chunks := int(seen % genChunks)
+		if chunks == 0 {
+			return // closed
+		}
+		if k < chunks {
+			p.chunk(k)
+			p.pending.Add(-1)
+		}
+	}
+}
+
+// await returns the pool's generation once it differs from seen: it spins
+// for spinFor, then parks on worker k's channel. The dispatcher bumps the
+// generation before looking at parked, and a worker marks itself parked
+// before its last look at the generation, so a wake-up is never missed.
+func (p *Pool) await(k int, seen uint64) uint64 {
+	deadline := time.Now().Add(spinFor)
+	for i := 0; ; i++ {
+		if g := p.gen.Load(); g != seen {
+			return g
+		}
+		if i&63 == 63 && time.Now().After(deadline) {
+			break
+		}
+	}
+	for {
+		p.parked[k-1].Store(1)
+		if g := p.gen.Load(); g != seen {
+			if !p.parked[k-1].CompareAndSwap(1, 0) {
+				<-p.wake[k-1] // the dispatcher saw us parked and sent a token
+			}
+			return g
+		}
+		<-p.wake[k-1]
+		if g := p.gen.Load(); g != seen {
+			return g
+		}
 	}
 }
 
@@ -143,8 +219,11 @@ func (p *Pool) Close() {
 	p.mu.Lock()
 	if !p.closed {
 		p.closed = true
-		for _, c := range p.wake {
-			close(c)
+		p.gen.Add(genChunks - p.gen.Load()%genChunks) // chunk count 0: exit
+		for k := range p.wake {
+			if p.parked[k].CompareAndSwap(1, 0) {
+				p.wake[k] <- struct{}{}
+			}
 		}
 	}
 	p.mu.Unlock()
