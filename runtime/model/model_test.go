@@ -223,3 +223,27 @@ func BenchmarkStoriesDecode(b *testing.B) {
 		s.LogitsOf(0)
 	}
 }
+
+// The forward pass allocates nothing per token, batched or not, on a pool.
+func TestForwardNoAlloc(t *testing.T) {
+	f := openModel(t, "gguf/stories260K.gguf")
+	m, _ := Load(f, 0, 5)
+	pool := tensor.NewPool(2)
+	defer pool.Close()
+	s := m.NewState(pool, 4, 512)
+	c := m.NewCache(512)
+	batch := []int{1, 5, 9, 13}
+	if a := testing.AllocsPerRun(20, func() {
+		if c.Len+5 > c.Capacity {
+			c.Len = 0
+		}
+		s.Embed(batch[:1])
+		s.Forward(c, 1)
+		s.LogitsOf(0)
+		s.Embed(batch)
+		s.Forward(c, 4)
+		s.LogitsOf(3)
+	}); a != 0 {
+		t.Errorf("%v allocations per step", a)
+	}
+}
