@@ -30,6 +30,7 @@ type Member struct {
 	MemoryBytes uint64     // memory it offers (the --memory cap or physical memory)
 	Compute     float64    // relative compute rate; 0 = unknown
 	Models      []string   // models in its models directory
+	LastSeen    time.Time  // when the node was last heard from (zero: unknown)
 }
 
 // Directory is the current membership view.
@@ -59,6 +60,11 @@ type ClusterOptions struct {
 	StepTimeout time.Duration
 	// Hidden is the activation encoding between stages (F32 default, F16 halves the bytes).
 	Hidden messages.HiddenType
+	// ViewSettle is how long a session that lost a node waits for the
+	// view to show whether the node is really gone, when the model does
+	// not fit without it; 0 = 4 s (the membership drops a silent node
+	// within 3 s).
+	ViewSettle time.Duration
 	// Logger receives one line per recovery; nil = silent.
 	Logger *slog.Logger
 }
@@ -107,6 +113,9 @@ type StageInfo struct {
 func NewCluster(system *actor.ActorSystem, dir Directory, models ModelStore, opts ClusterOptions) *Cluster {
 	if opts.StepTimeout <= 0 {
 		opts.StepTimeout = 30 * time.Second
+	}
+	if opts.ViewSettle <= 0 {
+		opts.ViewSettle = 4 * time.Second
 	}
 	return &Cluster{system: system, dir: dir, models: models, opts: opts, local: map[string]*localModel{}, sessions: map[string]*SessionInfo{}}
 }
@@ -180,7 +189,7 @@ func (c *Cluster) Plan(name string) (plan.Plan, []Member, error) {
 	return c.plan(name, nil)
 }
 
-func (c *Cluster) plan(name string, excluded map[string]bool) (plan.Plan, []Member, error) {
+func (c *Cluster) plan(name string, excluded map[string]time.Time) (plan.Plan, []Member, error) {
 	m, err := c.model(name)
 	if err != nil {
 		return plan.Plan{}, nil, err
@@ -188,7 +197,7 @@ func (c *Cluster) plan(name string, excluded map[string]bool) (plan.Plan, []Memb
 	var nodes []plan.Node
 	var members []Member
 	for _, mem := range c.dir.Members() {
-		if slices.Contains(mem.Models, name) && !excluded[mem.ID] {
+		if _, lost := excluded[mem.ID]; slices.Contains(mem.Models, name) && !lost {
 			nodes = append(nodes, plan.Node{ID: mem.ID, FreeBytes: mem.MemoryBytes, Compute: mem.Compute})
 			members = append(members, mem)
 		}
@@ -207,8 +216,9 @@ type stage struct {
 	node       string
 }
 
-// load asks every stage's host to load its shard.
-func (c *Cluster) load(ctx context.Context, name string, p plan.Plan, members []Member) ([]stage, error) {
+// load asks every stage's host to load its shard. Nodes that do not
+// answer at all are returned apart: the caller may re-plan without them.
+func (c *Cluster) load(ctx context.Context, name string, p plan.Plan, members []Member) ([]stage, []string, error) {
 	byID := map[string]Member{}
 	for _, m := range members {
 		byID[m.ID] = m
@@ -219,6 +229,7 @@ func (c *Cluster) load(ctx context.Context, name string, p plan.Plan, members []
 	}
 	stages := make([]stage, len(p.Stages))
 	errs := make([]error, len(p.Stages))
+	silent := make([]bool, len(p.Stages))
 	var wg sync.WaitGroup
 	for i, s := range p.Stages {
 		wg.Go(func() {
@@ -227,6 +238,7 @@ func (c *Cluster) load(ctx context.Context, name string, p plan.Plan, members []
 			res, err := c.system.Root.RequestFuture(mem.Host, &messages.LoadShard{Shard: spec}, c.opts.StepTimeout).Result()
 			if err != nil {
 				errs[i] = fmt.Errorf("node %s did not load layers %d-%d of %s: %w", s.Node, s.First, s.End-1, name, err)
+				silent[i] = true
 				return
 			}
 			loaded, ok := res.(*messages.ShardLoaded)
@@ -241,7 +253,13 @@ func (c *Cluster) load(ctx context.Context, name string, p plan.Plan, members []
 		})
 	}
 	wg.Wait()
-	return stages, errors.Join(errs...)
+	var unreachable []string
+	for i, s := range p.Stages {
+		if silent[i] {
+			unreachable = append(unreachable, s.Node)
+		}
+	}
+	return stages, unreachable, errors.Join(errs...)
 }
 
 // inbox is the session's actor: it watches the stages and hands Token,
@@ -302,7 +320,7 @@ func (c *Cluster) Generate(ctx context.Context, req Request, onToken func(engine
 	in := &inbox{ch: make(chan any, 8)}
 	self := c.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return in }))
 	info := &SessionInfo{Model: req.Model, Prompt: len(prompt), Started: start, inbox: self}
-	r := &run{c: c, lm: lm, req: req, in: in, self: self, ctxLen: ctxLen, info: info, excluded: map[string]bool{}}
+	r := &run{c: c, lm: lm, req: req, in: in, self: self, ctxLen: ctxLen, info: info, excluded: map[string]time.Time{}}
 	defer r.close()
 
 	// seq is every token the ring has to have seen: the prompt, then each
@@ -355,7 +373,7 @@ func (c *Cluster) Generate(ctx context.Context, req Request, onToken func(engine
 			// failure; nothing streamed is repeated.
 			c.logf("session %s: %v; re-planning and replaying %d tokens", r.id, lost, len(seq))
 			if lost.node != "" {
-				r.excluded[lost.node] = true
+				r.excluded[lost.node] = time.Now()
 			}
 			r.recoveries++
 			next, err = r.start(ctx, seq)
@@ -391,7 +409,7 @@ type run struct {
 	id         string  // the current ring's session ID
 	stages     []stage // the current ring
 	route      []*messages.PID
-	excluded   map[string]bool // nodes lost during this session
+	excluded   map[string]time.Time // nodes lost during this session, and when
 	recoveries int
 }
 
@@ -409,9 +427,22 @@ func (r *run) start(ctx context.Context, seq []int) (int, error) {
 		r.free()
 		p, members, err := c.plan(r.req.Model, r.excluded)
 		if err != nil {
+			var refusal *plan.RefusalError
+			if errors.As(err, &refusal) && r.settle(ctx) {
+				r.recoveries++
+				continue
+			}
 			return 0, err
 		}
-		stages, err := c.load(ctx, r.req.Model, p, members)
+		stages, unreachable, err := c.load(ctx, r.req.Model, p, members)
+		if len(unreachable) > 0 {
+			c.logf("session: nodes %v did not answer LoadShard; re-planning without them", unreachable)
+			for _, n := range unreachable {
+				r.excluded[n] = time.Now()
+			}
+			r.recoveries++
+			continue
+		}
 		if err != nil {
 			return 0, err
 		}
@@ -453,13 +484,56 @@ func (r *run) start(ctx context.Context, seq []int) (int, error) {
 		if errors.As(err, &lost) {
 			c.logf("session %s: %v; re-planning", r.id, lost)
 			if lost.node != "" {
-				r.excluded[lost.node] = true
+				r.excluded[lost.node] = time.Now()
 			}
 			r.recoveries++
 			continue
 		}
 		return next, err
 	}
+}
+
+// settle is called when the model does not fit without the nodes this
+// session lost. A lost link is not always a lost node: a node that is
+// heard from again (a heartbeat after it was lost) within ViewSettle is
+// given back. It reports whether any came back.
+func (r *run) settle(ctx context.Context) bool {
+	if len(r.excluded) == 0 {
+		return false
+	}
+	deadline := time.Now().Add(r.c.opts.ViewSettle)
+	for {
+		back := map[string]bool{}
+		for _, m := range r.c.dir.Members() {
+			if lostAt, ok := r.excluded[m.ID]; ok && m.LastSeen.After(lostAt) {
+				back[m.ID] = true
+			}
+		}
+		if len(back) > 0 {
+			for id := range back {
+				delete(r.excluded, id)
+			}
+			r.c.logf("session: nodes %v are heard from again; trying them again", keys(back))
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func keys(m map[string]bool) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // send feeds tokens at positions pos.. to the first stage. The first
@@ -522,7 +596,7 @@ func (r *run) wait(ctx context.Context, pos int) (int, error) {
 func (r *run) free() {
 	var futures []*actor.Future
 	for _, s := range r.stages {
-		if r.excluded[s.node] {
+		if _, gone := r.excluded[s.node]; gone {
 			continue // gone; its memory went with it
 		}
 		futures = append(futures, r.c.system.Root.RequestFuture(s.pid, &messages.FreeSession{Session: r.id}, 2*time.Second))

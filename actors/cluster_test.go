@@ -344,7 +344,7 @@ func TestSurvivorsTooSmall(t *testing.T) {
 	store := stories(t)
 	lc := newLocalCluster(t, 3, 800e3, store)
 	dir := &dynDirectory{members: append([]Member(nil), lc.dir...)}
-	cl := NewCluster(lc.system, dir, store, ClusterOptions{PlanContext: 512})
+	cl := NewCluster(lc.system, dir, store, ClusterOptions{PlanContext: 512, ViewSettle: 200 * time.Millisecond})
 	defer cl.Close()
 	n := 0
 	_, err := cl.Generate(context.Background(), Request{Model: "stories260K", MaxTokens: 200}, func(tok engine.Token) error {

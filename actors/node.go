@@ -71,7 +71,7 @@ func (d viewDirectory) Members() []Member {
 	out := make([]Member, 0, len(v.Members))
 	for _, m := range v.Members {
 		info := m.Info
-		mem := Member{ID: m.ID.String(), Host: d.p.PID(m.ID, HostName), MemoryBytes: info.GetMemoryTotalBytes(), Compute: info.GetComputeFlops()}
+		mem := Member{ID: m.ID.String(), Host: d.p.PID(m.ID, HostName), MemoryBytes: info.GetMemoryTotalBytes(), Compute: info.GetComputeFlops(), LastSeen: m.LastSeen}
 		for _, mi := range info.GetModels() {
 			mem.Models = append(mem.Models, mi.GetName())
 		}
