@@ -1,4 +1,48 @@
-// Package api will hold the OpenAI-compatible HTTP API, the cluster status
-// API, metrics and the embedded dashboard. Nothing is implemented yet: it
-// arrives with the API issue.
+// Package api is the HTTP face of a strata node: the OpenAI-compatible
+// API, the cluster and stats APIs, Prometheus metrics and the embedded web
+// dashboard. One Server serves them all:
+//
+//	POST /v1/chat/completions  chat, rendered with the model's GGUF chat template (SSE with "stream": true)
+//	POST /v1/completions       plain continuation of a prompt (SSE with "stream": true)
+//	GET  /v1/models            the models this node can serve; GET /v1/models/{id} one of them
+//	POST /api/generate         strata's minimal NDJSON stream (strata run --api)
+//	GET  /api/cluster          members, memory, the layers each holds, active sessions
+//	GET  /api/stats            live tokens/s, queue and per-peer link figures (the dashboard polls it)
+//	GET  /metrics              Prometheus text format
+//	GET  /                     the dashboard (static files; it asks for the API key when one is set)
+//
+// A node builds the server over its cluster:
+//
+//	models := api.NewFileModels(actors.Dir(modelsDir), memberModelNames, planContext)
+//	defer models.Close()
+//	metrics := api.NewMetrics() // also handed to actors/peers as their Observer
+//	srv, err := api.NewServer(api.Config{
+//		Addr: "127.0.0.1:7340", APIKey: os.Getenv("STRATA_API_KEY"),
+//		Generator: cluster, Models: models, Cluster: statusSnapshot, Metrics: metrics,
+//	})
+//	if err != nil { ... } // ErrAPIKeyRequired: a non-loopback Addr without a key
+//	srv.Handle("GET /api/peers", peersHandler) // extra endpoints sit behind the same key
+//	err = srv.ListenAndServe(ctx) // until ctx ends
+//
+// and a single machine without a cluster uses the engine directly:
+//
+//	e, _ := engine.Open("stories260K.gguf", engine.Options{})
+//	local, _ := api.NewLocal(e, "") // Generator, Models and a one-node ClusterStatus
+//	srv, _ := api.NewServer(api.Config{Generator: local, Models: local})
+//
+// Requests are validated before they queue: malformed JSON and bad
+// parameters get 400, an unknown model 404, a missing or wrong key 401, a
+// body over Config.MaxBodyBytes 413, a prompt that leaves no room in the
+// context 400 (code context_length_exceeded), all in OpenAI's error shape
+// {"error": {"message", "type", "param", "code"}}. At most
+// Config.MaxActive generations run at once; up to Config.MaxQueue more
+// wait first come first served, and beyond that a request gets 429 at
+// once. Every generation runs under its request's context, so a client
+// that disconnects cancels it.
+//
+// Metrics records what the server does (requests, tokens, time to first
+// token, tokens/s, queue depth) and offers the cluster hooks for what only
+// it sees: ObserveHop and ObserveStep (per-hop and per-ring-step latency)
+// and AddBytesSent (bytes per peer). Packages below api declare a small
+// interface with those methods; *Metrics satisfies it.
 package api

@@ -1,0 +1,279 @@
+// strata dashboard: the cluster as a picture and a chat box that streams.
+// Plain JavaScript, no build step; it talks only to the node that served it.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const SVG = "http://www.w3.org/2000/svg";
+let apiKey = localStorage.getItem("strataKey") || "";
+let models = {};          // id -> model info from /v1/models
+let history = [];         // the conversation sent with each request
+let aborter = null;       // aborts the answer being streamed
+
+// api fetches a path of this node with the API key; a 401 asks for the key.
+async function api(path, opts = {}) {
+  opts.headers = Object.assign({}, opts.headers || {});
+  if (apiKey) opts.headers["Authorization"] = "Bearer " + apiKey;
+  const resp = await fetch(path, opts);
+  if (resp.status === 401) {
+    $("keyform").hidden = false;
+    throw new Error("this node needs an API key");
+  }
+  return resp;
+}
+
+$("keyform").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  apiKey = $("apikey").value.trim();
+  localStorage.setItem("strataKey", apiKey);
+  $("keyform").hidden = true;
+  loadModels();
+  poll();
+});
+
+function fmtBytes(n) {
+  if (!n) return "0 B";
+  const u = ["B", "KB", "MB", "GB", "TB"];
+  let i = 0;
+  while (n >= 1000 && i < u.length - 1) { n /= 1000; i++; }
+  return (n >= 100 || i === 0 ? n.toFixed(0) : n.toFixed(1)) + " " + u[i];
+}
+const shortID = (id) => (id && id.length > 14 ? id.slice(0, 6) + "…" + id.slice(-6) : id || "?");
+
+async function loadModels() {
+  try {
+    const resp = await api("/v1/models");
+    if (!resp.ok) return;
+    const list = (await resp.json()).data || [];
+    models = {};
+    const sel = $("model");
+    const keep = sel.value;
+    sel.textContent = "";
+    for (const m of list) {
+      models[m.id] = m;
+      const o = document.createElement("option");
+      o.value = o.textContent = m.id;
+      sel.appendChild(o);
+    }
+    if (keep && models[keep]) sel.value = keep;
+  } catch (e) { /* shown by poll */ }
+}
+
+async function poll() {
+  try {
+    const [c, s] = await Promise.all([api("/api/cluster"), api("/api/stats")]);
+    const cluster = await c.json();
+    const stats = await s.json();
+    $("cluster-error").hidden = true;
+    showStats(stats);
+    drawCluster(cluster, stats);
+    showSessions(cluster.sessions || []);
+  } catch (e) {
+    $("cluster-error").textContent = "cannot read the cluster: " + e.message;
+    $("cluster-error").hidden = false;
+  }
+}
+
+function showStats(s) {
+  $("tps").textContent = s.tokens_per_second.toFixed(1);
+  $("generated").textContent = s.generated_tokens;
+  $("active").textContent = s.active;
+  $("waiting").textContent = s.waiting;
+  $("ttft").textContent = s.last_ttft_ms ? s.last_ttft_ms.toFixed(0) + " ms" : "–";
+}
+
+function el(tag, attrs, parent, text) {
+  const e = document.createElementNS(SVG, tag);
+  for (const k in attrs) e.setAttribute(k, attrs[k]);
+  if (text !== undefined) e.textContent = text;
+  if (parent) parent.appendChild(e);
+  return e;
+}
+
+// drawCluster draws each node as a card (memory bar, one layer bar per
+// shard it holds) and each active session's ring of stages as arrows.
+function drawCluster(c, stats) {
+  const svg = $("cluster");
+  svg.textContent = "";
+  $("self").textContent = c.self ? "answering: " + shortID(c.self) : "";
+  const defs = el("defs", {}, svg);
+  const mk = el("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 6, markerHeight: 6, orient: "auto-start-reverse" }, defs);
+  el("path", { d: "M0,0 L10,5 L0,10 z" }, mk);
+
+  const members = c.members || [];
+  const W = 210, gap = 40, cols = Math.max(1, Math.min(members.length, 4));
+  const rows = Math.ceil(members.length / cols) || 1;
+  const heights = members.map((m) => 78 + 26 * Math.max(1, (m.shards || []).length));
+  const H = Math.max(110, ...heights);
+  svg.setAttribute("viewBox", `0 0 ${cols * (W + gap) + gap} ${rows * (H + gap) + gap}`);
+  svg.style.height = Math.min(640, rows * (H + gap) + gap) + "px";
+  const pos = {};
+  members.forEach((m, i) => {
+    const x = gap + (i % cols) * (W + gap), y = gap / 2 + Math.floor(i / cols) * (H + gap);
+    pos[m.peer_id] = { x, y, w: W, h: H };
+    const g = el("g", { class: "node" + (m.peer_id === c.self ? " self" : ""), "data-peer": m.peer_id, transform: `translate(${x},${y})` }, svg);
+    el("rect", { class: "box", width: W, height: H, rx: 8 }, g);
+    el("text", { x: 10, y: 18 }, g, shortID(m.peer_id) + (m.peer_id === c.self ? " (this node)" : ""));
+    let used = 0;
+    for (const sh of m.shards || []) {
+      const info = models[sh.model];
+      if (info && info.layers) used += info.size_bytes * (sh.layers[1] - sh.layers[0]) / info.layers;
+    }
+    el("text", { x: 10, y: 36, class: "small" }, g, `memory: ${fmtBytes(used)} of ${fmtBytes(m.memory_bytes)} holds weights`);
+    el("rect", { class: "bar-bg", x: 10, y: 42, width: W - 20, height: 8, rx: 3 }, g);
+    const frac = m.memory_bytes ? Math.min(1, used / m.memory_bytes) : 0;
+    el("rect", { class: "bar-mem", x: 10, y: 42, width: Math.max(frac > 0 ? 2 : 0, (W - 20) * frac), height: 8, rx: 3 }, g);
+    const shards = m.shards || [];
+    if (shards.length === 0) el("text", { x: 10, y: 70, class: "small" }, g, "no layers loaded");
+    shards.forEach((sh, j) => {
+      const y0 = 62 + j * 26;
+      const info = models[sh.model];
+      const total = (info && info.layers) || sh.layers[1] || 1;
+      el("text", { x: 10, y: y0 + 8, class: "small" }, g, `${sh.model}: layers ${sh.layers[0]}–${sh.layers[1] - 1} of ${total}`);
+      el("rect", { class: "bar-bg", x: 10, y: y0 + 12, width: W - 20, height: 7, rx: 2 }, g);
+      el("rect", { class: "bar-layers", x: 10 + (W - 20) * sh.layers[0] / total, y: y0 + 12, width: Math.max(2, (W - 20) * (sh.layers[1] - sh.layers[0]) / total), height: 7, rx: 2 }, g);
+    });
+  });
+
+  // Links: each session's stages in order, and back from the last to the first.
+  const hop = {};
+  for (const p of (stats && stats.peers) || []) hop[p.peer_id] = p;
+  const seen = {};
+  for (const s of c.sessions || []) {
+    const st = s.stages || [];
+    for (let i = 0; i < st.length && st.length > 1; i++) {
+      const a = st[i].peer_id, b = st[(i + 1) % st.length].peer_id;
+      if (a === b || seen[a + ">" + b] || !pos[a] || !pos[b]) continue;
+      seen[a + ">" + b] = true;
+      const pa = pos[a], pb = pos[b];
+      const x1 = pa.x + pa.w / 2, y1 = pa.y + pa.h / 2, x2 = pb.x + pb.w / 2, y2 = pb.y + pb.h / 2;
+      const mx = (x1 + x2) / 2 + (y2 - y1) * 0.15, my = (y1 + y2) / 2 - (x2 - x1) * 0.15;
+      el("path", { class: "link", d: `M${x1},${y1} Q${mx},${my} ${x2},${y2}` }, svg);
+      const h = hop[b];
+      if (h) el("text", { x: mx, y: my, class: "small" }, svg, `${h.hop_ms_mean.toFixed(1)} ms · ${fmtBytes(h.bytes_sent)}`);
+    }
+  }
+}
+
+function showSessions(sessions) {
+  const body = $("sessions").tBodies[0];
+  body.textContent = "";
+  for (const s of sessions) {
+    const tr = body.insertRow();
+    for (const v of [shortID(s.id), s.model, s.prompt_tokens, s.generated_tokens,
+      (s.stages || []).map((st) => `${shortID(st.peer_id)} [${st.layers[0]},${st.layers[1]})`).join(" → ")]) {
+      tr.insertCell().textContent = v;
+    }
+  }
+}
+
+// --- chat ---
+
+function addMessage(role, text) {
+  const d = document.createElement("div");
+  d.className = "msg " + role;
+  d.textContent = text;
+  $("log").appendChild(d);
+  $("log").scrollTop = $("log").scrollHeight;
+  return d;
+}
+
+$("prompt").addEventListener("keydown", (ev) => {
+  if (ev.key === "Enter" && !ev.shiftKey) {
+    ev.preventDefault();
+    $("chat").requestSubmit();
+  }
+});
+
+$("clear").addEventListener("click", () => {
+  history = [];
+  $("log").textContent = "";
+  $("chat-status").textContent = "";
+});
+
+$("stop").addEventListener("click", () => { if (aborter) aborter.abort(); });
+
+$("chat").addEventListener("submit", async (ev) => {
+  ev.preventDefault();
+  const text = $("prompt").value;
+  if (!text.trim() || aborter) return;
+  $("prompt").value = "";
+  addMessage("user", text);
+  history.push({ role: "user", content: text });
+  const out = addMessage("assistant", "");
+  out.dataset.chunks = "0";
+  aborter = new AbortController();
+  $("send").hidden = true;
+  $("stop").hidden = false;
+  const started = performance.now();
+  let first = 0, answer = "", finish = "", usage = null;
+  try {
+    const body = { model: $("model").value, messages: history, stream: true, stream_options: { include_usage: true } };
+    const t = parseFloat($("temp").value);
+    if (!isNaN(t)) body.temperature = t;
+    const mt = parseInt($("maxtokens").value, 10);
+    if (mt > 0) body.max_tokens = mt;
+    const resp = await api("/v1/chat/completions", {
+      method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body), signal: aborter.signal,
+    });
+    if (!resp.ok) {
+      let msg = resp.status + " " + resp.statusText;
+      try { msg = (await resp.json()).error.message; } catch (e) { /* keep the status */ }
+      throw new Error(msg);
+    }
+    const reader = resp.body.getReader();
+    const dec = new TextDecoder();
+    let buf = "", done = false;
+    while (!done) {
+      const r = await reader.read();
+      if (r.done) break;
+      buf += dec.decode(r.value, { stream: true });
+      let i;
+      while (!done && (i = buf.indexOf("\n\n")) >= 0) {
+        const ev = buf.slice(0, i);
+        buf = buf.slice(i + 2);
+        for (const line of ev.split("\n")) {
+          if (!line.startsWith("data:")) continue;
+          const data = line.slice(5).trim();
+          if (data === "[DONE]") { done = true; break; }
+          const msg = JSON.parse(data);
+          if (msg.error) throw new Error(msg.error.message);
+          if (msg.usage) usage = msg.usage;
+          for (const ch of msg.choices || []) {
+            if (ch.delta && ch.delta.content) {
+              if (!first) first = performance.now();
+              answer += ch.delta.content;
+              out.textContent = answer;
+              out.dataset.chunks = String(Number(out.dataset.chunks) + 1);
+              $("log").scrollTop = $("log").scrollHeight;
+            }
+            if (ch.finish_reason) finish = ch.finish_reason;
+          }
+        }
+      }
+    }
+    history.push({ role: "assistant", content: answer });
+    const secs = (performance.now() - (first || started)) / 1000;
+    const n = usage ? usage.completion_tokens : 0;
+    $("chat-status").textContent = `${n} tokens, first after ${((first || started) - started).toFixed(0)} ms, ` +
+      `${secs > 0 ? (n / secs).toFixed(1) : "–"} tokens/s, finish: ${finish || "?"}`;
+    out.dataset.finish = finish;
+  } catch (e) {
+    if (e.name === "AbortError") {
+      history.push({ role: "assistant", content: answer });
+      $("chat-status").textContent = "stopped";
+    } else {
+      history.pop();
+      addMessage("error", e.message);
+      $("chat-status").textContent = "";
+    }
+  } finally {
+    out.dataset.done = "1";
+    aborter = null;
+    $("send").hidden = false;
+    $("stop").hidden = true;
+  }
+});
+
+loadModels().then(poll);
+setInterval(poll, 1000);
+setInterval(loadModels, 15000);

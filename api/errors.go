@@ -1,0 +1,83 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// Sentinel errors. Models implementations wrap ErrModelNotFound so the
+// API answers 404; NewServer returns ErrAPIKeyRequired for a public
+// address without a key.
+var (
+	ErrModelNotFound  = errors.New("api: model not found")
+	ErrAPIKeyRequired = errors.New("api: an API key is required when the API binds to a non-loopback address")
+	ErrQueueFull      = errors.New("api: too many requests are waiting")
+)
+
+// Error is an API error as OpenAI shapes it: the body is
+// {"error": {"message", "type", "param", "code"}} and Status is the HTTP
+// status it is sent with.
+type Error struct {
+	Status  int     `json:"-"`
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    *string `json:"code"`
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Type, e.Message) }
+
+// errorBody is the JSON envelope of an Error.
+type errorBody struct {
+	Error *Error `json:"error"`
+}
+
+func strPtr(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// badRequest is a 400 invalid_request_error about param (may be "").
+func badRequest(param, code, format string, args ...any) *Error {
+	return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: fmt.Sprintf(format, args...), Param: strPtr(param), Code: strPtr(code)}
+}
+
+func modelNotFound(name string) *Error {
+	return &Error{Status: http.StatusNotFound, Type: "invalid_request_error", Param: strPtr("model"), Code: strPtr("model_not_found"),
+		Message: fmt.Sprintf("The model %q does not exist on this cluster; GET /v1/models lists the models it can place.", name)}
+}
+
+func unauthorized(msg string) *Error {
+	return &Error{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: strPtr("invalid_api_key"), Message: msg}
+}
+
+func queueFull(waiting int) *Error {
+	return &Error{Status: http.StatusTooManyRequests, Type: "requests", Code: strPtr("rate_limit_exceeded"),
+		Message: fmt.Sprintf("The server is busy: %d requests are already waiting. Retry later.", waiting)}
+}
+
+func tooLarge(limit int64) *Error {
+	return &Error{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Code: strPtr("request_too_large"),
+		Message: fmt.Sprintf("The request body is larger than %d bytes.", limit)}
+}
+
+func serverError(err error) *Error {
+	return &Error{Status: http.StatusInternalServerError, Type: "server_error", Message: err.Error()}
+}
+
+// writeError sends e as an OpenAI-style JSON error.
+func writeError(w http.ResponseWriter, e *Error) {
+	w.Header().Set("Content-Type", "application/json")
+	if e.Status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="strata"`)
+	}
+	if e.Status == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", "1")
+	}
+	w.WriteHeader(e.Status)
+	json.NewEncoder(w).Encode(errorBody{e})
+}

@@ -1,0 +1,206 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+
+	"strata/actors"
+	"strata/runtime/engine"
+	"strata/runtime/gguf"
+	"strata/runtime/model"
+	"strata/runtime/tokenizer"
+)
+
+// ModelInfo describes one model the API can serve. The JSON form is an
+// OpenAI model object with strata's extra fields (which OpenAI clients
+// ignore).
+type ModelInfo struct {
+	ID            string `json:"id"`
+	Object        string `json:"object"` // "model"
+	Created       int64  `json:"created"`
+	OwnedBy       string `json:"owned_by"`
+	Architecture  string `json:"architecture,omitempty"`
+	Layers        int    `json:"layers,omitempty"`
+	ContextLength int    `json:"context_length,omitempty"` // most positions (prompt + generated) one request may use
+	SizeBytes     uint64 `json:"size_bytes,omitempty"`     // weight bytes of the whole model
+	ChatTemplate  bool   `json:"chat_template"`            // the GGUF carries tokenizer.chat_template
+}
+
+// Models is what the API needs to know about models beyond running them:
+// which exist, and each one's tokenizer (to render chat templates, count
+// and bound prompt tokens). Implementations are safe for concurrent use.
+type Models interface {
+	// List returns the models that can be served now, sorted by ID.
+	List() []ModelInfo
+	// Lookup returns a model's description and tokenizer; an unknown name
+	// gives an error wrapping ErrModelNotFound.
+	Lookup(name string) (ModelInfo, *tokenizer.Tokenizer, error)
+}
+
+// infoOf reads a ModelInfo from a model's metadata.
+func infoOf(name string, f *gguf.File, ctxCap int) (ModelInfo, *tokenizer.Tokenizer, error) {
+	cfg, err := model.ConfigOf(f.Metadata())
+	if err != nil {
+		return ModelInfo{}, nil, err
+	}
+	tok, err := tokenizer.FromGGUF(f.Metadata())
+	if err != nil {
+		return ModelInfo{}, nil, err
+	}
+	var size uint64
+	for _, t := range f.Tensors() {
+		size += uint64(len(f.Data(t)))
+	}
+	info := ModelInfo{ID: name, Object: "model", OwnedBy: "strata", Architecture: f.Metadata().Architecture(),
+		Layers: cfg.Layers, ContextLength: cfg.Context, SizeBytes: size, ChatTemplate: tok.ChatTemplate() != ""}
+	if ctxCap > 0 && (info.ContextLength <= 0 || ctxCap < info.ContextLength) {
+		info.ContextLength = ctxCap
+	}
+	if st, err := os.Stat(f.Paths()[0]); err == nil {
+		info.Created = st.ModTime().Unix()
+	}
+	return info, tok, nil
+}
+
+// Local serves one model on this machine through the single-node engine:
+// it is a Generator, a Models and a cluster status source, for tests and
+// for `strata chat` without a cluster.
+type Local struct {
+	name string
+	e    *engine.Engine
+	info ModelInfo
+}
+
+var (
+	_ Generator = (*Local)(nil)
+	_ Models    = (*Local)(nil)
+)
+
+// NewLocal serves e under the model name (actors.ModelName of its path
+// when name is ""). The caller keeps ownership of e.
+func NewLocal(e *engine.Engine, name string) (*Local, error) {
+	if name == "" {
+		name = actors.ModelName(e.File.Paths()[0])
+	}
+	info, _, err := infoOf(name, e.File, e.ContextLength())
+	if err != nil {
+		return nil, err
+	}
+	return &Local{name: name, e: e, info: info}, nil
+}
+
+// Generate implements Generator on the engine.
+func (l *Local) Generate(ctx context.Context, req actors.Request, onToken func(engine.Token) error) (engine.Result, error) {
+	if req.Model != l.name {
+		return engine.Result{}, fmt.Errorf("%w: %q (this node serves %q)", ErrModelNotFound, req.Model, l.name)
+	}
+	return l.e.Generate(ctx, engine.Request{Prompt: req.Prompt, Tokens: req.Tokens, MaxTokens: req.MaxTokens, Sampling: req.Sampling, Stop: req.Stop}, onToken)
+}
+
+// List implements Models.
+func (l *Local) List() []ModelInfo { return []ModelInfo{l.info} }
+
+// Lookup implements Models.
+func (l *Local) Lookup(name string) (ModelInfo, *tokenizer.Tokenizer, error) {
+	if name != l.name {
+		return ModelInfo{}, nil, fmt.Errorf("%w: %q", ErrModelNotFound, name)
+	}
+	return l.info, l.e.Tokenizer, nil
+}
+
+// Status describes this machine as a one-node cluster holding every layer.
+func (l *Local) Status() ClusterStatus {
+	return ClusterStatus{Self: "local", Members: []MemberStatus{{
+		PeerID: "local", MemoryBytes: l.info.SizeBytes, Models: []string{l.name},
+		Shards: []ShardStatus{{Model: l.name, Layers: [2]int{0, l.info.Layers}}},
+	}}}
+}
+
+// FileModels is a Models over GGUF files found through an
+// actors.ModelStore, for a node whose Generator is an actors.Cluster: the
+// origin node has the model file (it tokenizes), so the API reads the
+// tokenizer and shape from the same file. Files are opened on first use
+// and kept open (memory-mapped; only metadata pages are touched) until
+// Close.
+type FileModels struct {
+	store   actors.ModelStore
+	names   func() []string
+	context int
+
+	mu    sync.Mutex
+	open  map[string]*fileModel
+	files []*gguf.File
+}
+
+type fileModel struct {
+	info ModelInfo
+	tok  *tokenizer.Tokenizer
+}
+
+var _ Models = (*FileModels)(nil)
+
+// NewFileModels lists the models names returns (e.g. the union of the
+// models the members hold) and reads them through store. contextCap
+// bounds each model's context length as the cluster does
+// (actors.ClusterOptions.PlanContext; 0 = the model's, at most 4096).
+func NewFileModels(store actors.ModelStore, names func() []string, contextCap int) *FileModels {
+	if contextCap <= 0 {
+		contextCap = 4096
+	}
+	return &FileModels{store: store, names: names, context: contextCap, open: map[string]*fileModel{}}
+}
+
+// List implements Models: the names that can be read, sorted.
+func (m *FileModels) List() []ModelInfo {
+	names := m.names()
+	sort.Strings(names)
+	var out []ModelInfo
+	for i, n := range names {
+		if i > 0 && names[i-1] == n {
+			continue
+		}
+		if info, _, err := m.Lookup(n); err == nil {
+			out = append(out, info)
+		}
+	}
+	return out
+}
+
+// Lookup implements Models.
+func (m *FileModels) Lookup(name string) (ModelInfo, *tokenizer.Tokenizer, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if fm, ok := m.open[name]; ok {
+		return fm.info, fm.tok, nil
+	}
+	path, err := m.store.Path(name)
+	if err != nil {
+		return ModelInfo{}, nil, fmt.Errorf("%w: %v", ErrModelNotFound, err)
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		return ModelInfo{}, nil, err
+	}
+	info, tok, err := infoOf(name, f, m.context)
+	if err != nil {
+		f.Close()
+		return ModelInfo{}, nil, err
+	}
+	m.files = append(m.files, f)
+	m.open[name] = &fileModel{info: info, tok: tok}
+	return info, tok, nil
+}
+
+// Close closes the files Lookup opened.
+func (m *FileModels) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, f := range m.files {
+		f.Close()
+	}
+	m.files, m.open = nil, map[string]*fileModel{}
+	return nil
+}

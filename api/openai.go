@@ -1,0 +1,687 @@
+package api
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	mrand "math/rand/v2"
+	"net/http"
+	"strings"
+	"time"
+
+	"strata/actors"
+	"strata/runtime/engine"
+	"strata/runtime/sample"
+	"strata/runtime/tokenizer"
+)
+
+// ChatRequest is the body of POST /v1/chat/completions: the fields of
+// OpenAI's request that strata honours. Unknown fields are ignored, as
+// OpenAI clients send many optional ones.
+type ChatRequest struct {
+	Model    string        `json:"model"`
+	Messages []ChatMessage `json:"messages"`
+	SamplingFields
+}
+
+// ChatMessage is one message. Content is a string, an array of content
+// parts of which only {"type": "text"} is supported, or null.
+type ChatMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// CompletionRequest is the body of POST /v1/completions. Prompt is a
+// string, an array of one string, an array of token ids, or an array of
+// one array of token ids.
+type CompletionRequest struct {
+	Model  string          `json:"model"`
+	Prompt json.RawMessage `json:"prompt"`
+	Echo   bool            `json:"echo"`
+	SamplingFields
+}
+
+// SamplingFields are the generation settings both endpoints share.
+// Omitted fields take OpenAI's defaults: temperature 1, top_p 1, no
+// token limit but the context, a random seed.
+type SamplingFields struct {
+	Stream              bool            `json:"stream"`
+	StreamOptions       *StreamOptions  `json:"stream_options"`
+	Temperature         *float64        `json:"temperature"`
+	TopP                *float64        `json:"top_p"`
+	MaxTokens           *int            `json:"max_tokens"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	Stop                json.RawMessage `json:"stop"` // a string or an array of strings
+	Seed                *int64          `json:"seed"`
+	N                   *int            `json:"n"`
+	PresencePenalty     *float64        `json:"presence_penalty"`
+	FrequencyPenalty    *float64        `json:"frequency_penalty"`
+	Logprobs            json.RawMessage `json:"logprobs"`
+	Tools               json.RawMessage `json:"tools"`
+}
+
+// StreamOptions asks for a final chunk with usage counts.
+type StreamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+// Usage counts tokens as OpenAI does.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+// ChatCompletion is the answer to a non-streaming chat request.
+type ChatCompletion struct {
+	ID      string       `json:"id"`
+	Object  string       `json:"object"` // "chat.completion"
+	Created int64        `json:"created"`
+	Model   string       `json:"model"`
+	Choices []ChatChoice `json:"choices"`
+	Usage   Usage        `json:"usage"`
+}
+
+// ChatChoice is the one choice strata returns (n = 1).
+type ChatChoice struct {
+	Index        int              `json:"index"`
+	Message      AssistantMessage `json:"message"`
+	Logprobs     *struct{}        `json:"logprobs"`
+	FinishReason string           `json:"finish_reason"`
+}
+
+// AssistantMessage is the generated message.
+type AssistantMessage struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// ChatChunk is one server-sent event of a streaming chat answer.
+type ChatChunk struct {
+	ID      string            `json:"id"`
+	Object  string            `json:"object"` // "chat.completion.chunk"
+	Created int64             `json:"created"`
+	Model   string            `json:"model"`
+	Choices []ChatChunkChoice `json:"choices"`
+	Usage   *Usage            `json:"usage,omitempty"`
+}
+
+// ChatChunkChoice carries a delta of the message.
+type ChatChunkChoice struct {
+	Index        int       `json:"index"`
+	Delta        ChatDelta `json:"delta"`
+	Logprobs     *struct{} `json:"logprobs"`
+	FinishReason *string   `json:"finish_reason"`
+}
+
+// ChatDelta is new text (and, in the first chunk, the role).
+type ChatDelta struct {
+	Role    string `json:"role,omitempty"`
+	Content string `json:"content,omitempty"`
+}
+
+// Completion is the answer to /v1/completions, and (with Object
+// "text_completion" too) each event of its stream.
+type Completion struct {
+	ID      string             `json:"id"`
+	Object  string             `json:"object"` // "text_completion"
+	Created int64              `json:"created"`
+	Model   string             `json:"model"`
+	Choices []CompletionChoice `json:"choices"`
+	Usage   *Usage             `json:"usage,omitempty"`
+}
+
+// CompletionChoice is the generated text.
+type CompletionChoice struct {
+	Index        int       `json:"index"`
+	Text         string    `json:"text"`
+	Logprobs     *struct{} `json:"logprobs"`
+	FinishReason *string   `json:"finish_reason"`
+}
+
+// ModelList is the body of GET /v1/models.
+type ModelList struct {
+	Object string      `json:"object"` // "list"
+	Data   []ModelInfo `json:"data"`
+}
+
+// job is one validated generation request, ready to queue.
+type job struct {
+	endpoint string // for metrics: "chat" or "completions"
+	model    string
+	tokens   []int
+	echo     string // prompt text to send before the answer (completions echo)
+	maxTok   int
+	params   sample.Params
+	stop     []string
+	stream   bool
+	usage    bool // stream a usage chunk
+	id       string
+	created  int64
+}
+
+// readJSON decodes a bounded request body into v.
+func (s *Server) readJSON(w http.ResponseWriter, r *http.Request, v any) *Error {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return tooLarge(mbe.Limit)
+		}
+		return badRequest("", "", "cannot read the request body: %v", err)
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return badRequest("", "invalid_json", "The request body is empty; it must be a JSON object.")
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return badRequest(te.Field, "invalid_type", "Invalid type for %q: expected %s, got a JSON %s.", te.Field, te.Type, te.Value)
+		}
+		return badRequest("", "invalid_json", "The request body is not valid JSON: %v", err)
+	}
+	return nil
+}
+
+// settings validates the shared fields into j.
+func (s *Server) settings(f SamplingFields, j *job) *Error {
+	if f.N != nil && *f.N != 1 {
+		return badRequest("n", "unsupported_value", "Only n=1 is supported.")
+	}
+	if isTrue(f.Logprobs) {
+		return badRequest("logprobs", "unsupported_value", "logprobs are not supported.")
+	}
+	if t := bytes.TrimSpace(f.Tools); len(t) > 0 && !bytes.Equal(t, []byte("null")) && !bytes.Equal(t, []byte("[]")) {
+		return badRequest("tools", "unsupported_value", "Tools (function calling) are not supported.")
+	}
+	j.params = sample.Params{Temperature: 1}
+	if f.Temperature != nil {
+		if t := *f.Temperature; t < 0 || t > 2 || math.IsNaN(t) {
+			return badRequest("temperature", "invalid_value", "temperature must be between 0 and 2, got %v.", t)
+		}
+		j.params.Temperature = float32(*f.Temperature)
+	}
+	if f.TopP != nil {
+		if p := *f.TopP; p < 0 || p > 1 || math.IsNaN(p) {
+			return badRequest("top_p", "invalid_value", "top_p must be between 0 and 1, got %v.", p)
+		}
+		j.params.TopP = float32(*f.TopP)
+	}
+	for _, p := range []struct {
+		name string
+		v    *float64
+		dst  *float32
+	}{{"presence_penalty", f.PresencePenalty, &j.params.PresencePenalty}, {"frequency_penalty", f.FrequencyPenalty, &j.params.FrequencyPenalty}} {
+		if p.v != nil {
+			if *p.v < -2 || *p.v > 2 || math.IsNaN(*p.v) {
+				return badRequest(p.name, "invalid_value", "%s must be between -2 and 2, got %v.", p.name, *p.v)
+			}
+			*p.dst = float32(*p.v)
+		}
+	}
+	maxTok, param := f.MaxTokens, "max_tokens"
+	if f.MaxCompletionTokens != nil {
+		maxTok, param = f.MaxCompletionTokens, "max_completion_tokens"
+	}
+	if maxTok != nil {
+		if *maxTok < 1 {
+			return badRequest(param, "invalid_value", "%s must be at least 1, got %d.", param, *maxTok)
+		}
+		j.maxTok = *maxTok
+	}
+	if f.Seed != nil {
+		j.params.Seed = uint64(*f.Seed)
+	} else {
+		j.params.Seed = mrand.Uint64()
+	}
+	stop, err := parseStop(f.Stop)
+	if err != nil {
+		return err
+	}
+	j.stop = stop
+	if err := j.params.Validate(); err != nil {
+		return badRequest("", "invalid_value", "%v", err)
+	}
+	j.stream = f.Stream
+	j.usage = f.Stream && f.StreamOptions != nil && f.StreamOptions.IncludeUsage
+	return nil
+}
+
+func isTrue(raw json.RawMessage) bool {
+	var b bool
+	return json.Unmarshal(raw, &b) == nil && b
+}
+
+// maxStops bounds the stop strings of one request (OpenAI allows 4).
+const maxStops = 16
+
+func parseStop(raw json.RawMessage) ([]string, *Error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return nil, nil
+	}
+	var one string
+	if json.Unmarshal(raw, &one) == nil {
+		return []string{one}, nil
+	}
+	var many []string
+	if err := json.Unmarshal(raw, &many); err != nil {
+		return nil, badRequest("stop", "invalid_type", "stop must be a string or an array of strings.")
+	}
+	if len(many) > maxStops {
+		return nil, badRequest("stop", "invalid_value", "At most %d stop strings are supported, got %d.", maxStops, len(many))
+	}
+	return many, nil
+}
+
+// lookup resolves a model name into its description and tokenizer.
+func (s *Server) lookup(name string) (ModelInfo, *tokenizer.Tokenizer, *Error) {
+	if name == "" {
+		return ModelInfo{}, nil, badRequest("model", "missing_required_parameter", "You must provide a model parameter.")
+	}
+	info, tok, err := s.cfg.Models.Lookup(name)
+	if errors.Is(err, ErrModelNotFound) {
+		return info, nil, modelNotFound(name)
+	}
+	if err != nil {
+		return info, nil, serverError(fmt.Errorf("model %q: %w", name, err))
+	}
+	return info, tok, nil
+}
+
+// fits rejects a prompt that leaves no room to generate.
+func (s *Server) fits(info ModelInfo, n int) *Error {
+	limit := info.ContextLength
+	if s.cfg.MaxPromptTokens > 0 && (limit <= 0 || s.cfg.MaxPromptTokens < limit) {
+		limit = s.cfg.MaxPromptTokens + 1
+	}
+	if limit > 0 && n >= limit {
+		return badRequest("messages", "context_length_exceeded",
+			"This model's maximum context length is %d tokens; the prompt has %d tokens, which leaves no room for an answer.", info.ContextLength, n)
+	}
+	return nil
+}
+
+func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	var req ChatRequest
+	if e := s.readJSON(w, r, &req); e != nil {
+		s.fail(w, "chat", e)
+		return
+	}
+	j := &job{endpoint: "chat", model: req.Model, id: "chatcmpl-" + randomID(), created: start.Unix()}
+	if e := s.settings(req.SamplingFields, j); e != nil {
+		s.fail(w, "chat", e)
+		return
+	}
+	if len(req.Messages) == 0 {
+		s.fail(w, "chat", badRequest("messages", "invalid_value", "messages must hold at least one message."))
+		return
+	}
+	msgs := make([]Message, len(req.Messages))
+	for i, m := range req.Messages {
+		text, e := messageText(i, m)
+		if e != nil {
+			s.fail(w, "chat", e)
+			return
+		}
+		role := m.Role
+		if role == "developer" {
+			role = "system"
+		}
+		msgs[i] = Message{Role: role, Content: text}
+	}
+	info, tok, e := s.lookup(req.Model)
+	if e != nil {
+		s.fail(w, "chat", e)
+		return
+	}
+	prompt, err := RenderChat(tok, msgs)
+	if err != nil {
+		s.fail(w, "chat", badRequest("messages", "invalid_value", "%v", err))
+		return
+	}
+	j.tokens = encodeChat(tok, prompt)
+	if e := s.fits(info, len(j.tokens)); e != nil {
+		s.fail(w, "chat", e)
+		return
+	}
+	s.run(w, r, j, start)
+}
+
+var roles = map[string]bool{"system": true, "developer": true, "user": true, "assistant": true, "tool": true}
+
+func messageText(i int, m ChatMessage) (string, *Error) {
+	param := fmt.Sprintf("messages[%d]", i)
+	if !roles[m.Role] {
+		return "", badRequest(param+".role", "invalid_value", "Invalid role %q: expected system, developer, user, assistant or tool.", m.Role)
+	}
+	raw := bytes.TrimSpace(m.Content)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return "", nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s, nil
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", badRequest(param+".content", "invalid_type", "content must be a string or an array of content parts.")
+	}
+	var b strings.Builder
+	for _, p := range parts {
+		if p.Type != "text" {
+			return "", badRequest(param+".content", "unsupported_value", "Content parts of type %q are not supported; only text.", p.Type)
+		}
+		b.WriteString(p.Text)
+	}
+	return b.String(), nil
+}
+
+func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	var req CompletionRequest
+	if e := s.readJSON(w, r, &req); e != nil {
+		s.fail(w, "completions", e)
+		return
+	}
+	j := &job{endpoint: "completions", model: req.Model, id: "cmpl-" + randomID(), created: start.Unix()}
+	if e := s.settings(req.SamplingFields, j); e != nil {
+		s.fail(w, "completions", e)
+		return
+	}
+	info, tok, e := s.lookup(req.Model)
+	if e != nil {
+		s.fail(w, "completions", e)
+		return
+	}
+	text, ids, e := parsePrompt(req.Prompt, tok.VocabSize())
+	if e != nil {
+		s.fail(w, "completions", e)
+		return
+	}
+	if ids == nil {
+		ids = tok.Encode(text, true, false)
+	} else {
+		text = tok.Decode(ids)
+	}
+	if req.Echo {
+		j.echo = text
+	}
+	if len(ids) == 0 {
+		s.fail(w, "completions", badRequest("prompt", "invalid_value", "The prompt is empty and this vocabulary adds no BOS."))
+		return
+	}
+	j.tokens = ids
+	if e := s.fits(info, len(ids)); e != nil {
+		e.Param = strPtr("prompt")
+		s.fail(w, "completions", e)
+		return
+	}
+	s.run(w, r, j, start)
+}
+
+// parsePrompt accepts a string, [string], [ids] or [[ids]].
+func parsePrompt(raw json.RawMessage, vocab int) (string, []int, *Error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return "", nil, nil
+	}
+	var one string
+	if json.Unmarshal(raw, &one) == nil {
+		return one, nil, nil
+	}
+	var strs []string
+	if json.Unmarshal(raw, &strs) == nil {
+		if len(strs) != 1 {
+			return "", nil, badRequest("prompt", "unsupported_value", "Exactly one prompt per request is supported, got %d.", len(strs))
+		}
+		return strs[0], nil, nil
+	}
+	var ids []int
+	if json.Unmarshal(raw, &ids) != nil {
+		var batch [][]int
+		if json.Unmarshal(raw, &batch) != nil {
+			return "", nil, badRequest("prompt", "invalid_type", "prompt must be a string, an array of one string, or an array of token ids.")
+		}
+		if len(batch) != 1 {
+			return "", nil, badRequest("prompt", "unsupported_value", "Exactly one prompt per request is supported, got %d.", len(batch))
+		}
+		ids = batch[0]
+	}
+	for _, id := range ids {
+		if id < 0 || id >= vocab {
+			return "", nil, badRequest("prompt", "invalid_value", "Token id %d is outside the vocabulary of %d tokens.", id, vocab)
+		}
+	}
+	if ids == nil {
+		ids = []int{}
+	}
+	return "", ids, nil
+}
+
+func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
+	list := s.cfg.Models.List()
+	if list == nil {
+		list = []ModelInfo{}
+	}
+	s.writeJSON(w, "models", ModelList{Object: "list", Data: list})
+}
+
+func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
+	info, _, e := s.lookup(r.PathValue("model"))
+	if e != nil {
+		s.fail(w, "models", e)
+		return
+	}
+	s.writeJSON(w, "models", info)
+}
+
+func (s *Server) writeJSON(w http.ResponseWriter, endpoint string, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(v)
+	s.metrics.request(endpoint, http.StatusOK)
+}
+
+func (s *Server) fail(w http.ResponseWriter, endpoint string, e *Error) {
+	writeError(w, e)
+	s.metrics.request(endpoint, e.Status)
+}
+
+// run queues j, generates, and answers as JSON or as server-sent events.
+// The generation runs under the request's context: a client that goes
+// away cancels it, and so does a failed write.
+func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job, start time.Time) {
+	ctx := r.Context()
+	if err := s.queue.Acquire(ctx); err != nil {
+		if errors.Is(err, ErrQueueFull) {
+			_, waiting := s.queue.Len()
+			s.fail(w, j.endpoint, queueFull(waiting))
+		} else {
+			s.metrics.request(j.endpoint, 499) // client closed the request while queued
+		}
+		return
+	}
+	defer s.queue.Release()
+
+	var out streamer
+	if j.stream {
+		out = &sseWriter{w: w, rc: http.NewResponseController(w), j: j}
+	} else {
+		out = &collector{j: j}
+	}
+	if j.echo != "" {
+		out.text(j.echo)
+	}
+	first := true
+	res, err := s.cfg.Generator.Generate(ctx, actors.Request{Model: j.model, Tokens: j.tokens, MaxTokens: j.maxTok, Sampling: j.params, Stop: j.stop},
+		func(t engine.Token) error {
+			if first {
+				s.metrics.firstToken(time.Since(start))
+				first = false
+			}
+			s.metrics.token(j.model)
+			if t.Text == "" {
+				return nil
+			}
+			return out.text(t.Text)
+		})
+	s.metrics.finished(j.model, res.PromptTokens, len(res.Tokens), res.DecodeDuration)
+	usage := Usage{PromptTokens: len(j.tokens), CompletionTokens: len(res.Tokens)}
+	usage.TotalTokens = usage.PromptTokens + usage.CompletionTokens
+	if err != nil {
+		if ctx.Err() != nil {
+			s.metrics.request(j.endpoint, 499)
+			return
+		}
+		e := serverError(err)
+		if errors.Is(err, ErrModelNotFound) {
+			e = modelNotFound(j.model)
+		}
+		if s.cfg.Logger != nil {
+			s.cfg.Logger.Warn("generation failed", "model", j.model, "err", err)
+		}
+		if sw, ok := out.(*sseWriter); ok && sw.started {
+			sw.event(errorBody{e})
+			s.metrics.request(j.endpoint, http.StatusOK)
+			return
+		}
+		s.fail(w, j.endpoint, e)
+		return
+	}
+	reason := res.FinishReason
+	if reason == "" {
+		reason = engine.FinishStop
+	}
+	if err := out.finish(w, reason, usage); err == nil {
+		s.metrics.request(j.endpoint, http.StatusOK)
+	}
+}
+
+// streamer receives the answer's text as it is generated.
+type streamer interface {
+	text(s string) error
+	finish(w http.ResponseWriter, reason string, usage Usage) error
+}
+
+// collector gathers a non-streaming answer.
+type collector struct {
+	j *job
+	b strings.Builder
+}
+
+func (c *collector) text(s string) error { c.b.WriteString(s); return nil }
+
+func (c *collector) finish(w http.ResponseWriter, reason string, usage Usage) error {
+	var v any
+	if c.j.endpoint == "chat" {
+		v = ChatCompletion{ID: c.j.id, Object: "chat.completion", Created: c.j.created, Model: c.j.model, Usage: usage,
+			Choices: []ChatChoice{{Message: AssistantMessage{Role: "assistant", Content: c.b.String()}, FinishReason: reason}}}
+	} else {
+		v = Completion{ID: c.j.id, Object: "text_completion", Created: c.j.created, Model: c.j.model, Usage: &usage,
+			Choices: []CompletionChoice{{Text: c.b.String(), FinishReason: &reason}}}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	return json.NewEncoder(w).Encode(v)
+}
+
+// sseWriter streams an answer as server-sent events, OpenAI's way:
+// "data: {json}\n\n" per chunk, "data: [DONE]\n\n" at the end. Headers
+// go out with the first chunk, so an error before any text still gets a
+// proper status.
+type sseWriter struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	j       *job
+	started bool
+}
+
+func (s *sseWriter) begin() error {
+	if s.started {
+		return nil
+	}
+	s.started = true
+	h := s.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	s.w.WriteHeader(http.StatusOK)
+	if s.j.endpoint == "chat" { // the first chunk names the role
+		return s.event(s.chatChunk(ChatDelta{Role: "assistant", Content: ""}, nil))
+	}
+	return nil
+}
+
+func (s *sseWriter) event(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintf(s.w, "data: %s\n\n", b); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+func (s *sseWriter) chatChunk(d ChatDelta, reason *string) ChatChunk {
+	return ChatChunk{ID: s.j.id, Object: "chat.completion.chunk", Created: s.j.created, Model: s.j.model,
+		Choices: []ChatChunkChoice{{Delta: d, FinishReason: reason}}}
+}
+
+func (s *sseWriter) completionChunk(text string, reason *string) Completion {
+	return Completion{ID: s.j.id, Object: "text_completion", Created: s.j.created, Model: s.j.model,
+		Choices: []CompletionChoice{{Text: text, FinishReason: reason}}}
+}
+
+func (s *sseWriter) text(t string) error {
+	if err := s.begin(); err != nil {
+		return err
+	}
+	if s.j.endpoint == "chat" {
+		return s.event(s.chatChunk(ChatDelta{Content: t}, nil))
+	}
+	return s.event(s.completionChunk(t, nil))
+}
+
+func (s *sseWriter) finish(_ http.ResponseWriter, reason string, usage Usage) error {
+	if err := s.begin(); err != nil {
+		return err
+	}
+	var err error
+	if s.j.endpoint == "chat" {
+		err = s.event(s.chatChunk(ChatDelta{}, &reason))
+		if err == nil && s.j.usage {
+			c := s.chatChunk(ChatDelta{}, nil)
+			c.Choices, c.Usage = []ChatChunkChoice{}, &usage
+			err = s.event(c)
+		}
+	} else {
+		err = s.event(s.completionChunk("", &reason))
+		if err == nil && s.j.usage {
+			c := s.completionChunk("", nil)
+			c.Choices, c.Usage = []CompletionChoice{}, &usage
+			err = s.event(c)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := io.WriteString(s.w, "data: [DONE]\n\n"); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+func randomID() string {
+	var b [12]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

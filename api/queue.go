@@ -1,0 +1,97 @@
+package api
+
+import (
+	"container/list"
+	"context"
+	"sync"
+)
+
+// queue admits at most active requests at once and lets at most waiting
+// more wait, first come first served: a slot freed by Release goes to the
+// longest waiter, never to a request that arrives later. Beyond the
+// bound, Acquire fails at once with ErrQueueFull.
+type queue struct {
+	mu      sync.Mutex
+	active  int // slots in use
+	max     int // most slots
+	bound   int // most waiters
+	waiters list.List
+	changed func(active, waiting int) // called with mu held after every change; may be nil
+}
+
+// waiter is one request in line; ready is closed when it is handed a slot.
+type waiter struct {
+	ready   chan struct{}
+	granted bool
+}
+
+func newQueue(active, waiting int, changed func(active, waiting int)) *queue {
+	return &queue{max: active, bound: waiting, changed: changed}
+}
+
+func (q *queue) notify() {
+	if q.changed != nil {
+		q.changed(q.active, q.waiters.Len())
+	}
+}
+
+// Acquire waits for a slot. It returns ErrQueueFull when the line is at
+// its bound, or ctx.Err() when ctx ends first (the place in line is given
+// up). Each nil return must be paired with one Release.
+func (q *queue) Acquire(ctx context.Context) error {
+	q.mu.Lock()
+	if q.active < q.max && q.waiters.Len() == 0 {
+		q.active++
+		q.notify()
+		q.mu.Unlock()
+		return nil
+	}
+	if q.waiters.Len() >= q.bound {
+		q.mu.Unlock()
+		return ErrQueueFull
+	}
+	w := &waiter{ready: make(chan struct{})}
+	el := q.waiters.PushBack(w)
+	q.notify()
+	q.mu.Unlock()
+
+	select {
+	case <-w.ready:
+		return nil
+	case <-ctx.Done():
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		if w.granted { // handed a slot while leaving: pass it on
+			q.releaseLocked()
+		} else {
+			q.waiters.Remove(el)
+			q.notify()
+		}
+		return ctx.Err()
+	}
+}
+
+// Release frees a slot, handing it straight to the longest waiter.
+func (q *queue) Release() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.releaseLocked()
+}
+
+func (q *queue) releaseLocked() {
+	if front := q.waiters.Front(); front != nil {
+		w := q.waiters.Remove(front).(*waiter)
+		w.granted = true
+		close(w.ready)
+	} else {
+		q.active--
+	}
+	q.notify()
+}
+
+// Len returns the requests running and waiting now.
+func (q *queue) Len() (active, waiting int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.active, q.waiters.Len()
+}

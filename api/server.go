@@ -1,0 +1,213 @@
+package api
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// DefaultAddr is where the API listens unless told otherwise.
+const DefaultAddr = "127.0.0.1:7340"
+
+// Config configures NewServer. Generator and Models are required; zero
+// values of the rest pick the defaults noted.
+type Config struct {
+	// Addr is the listen address of ListenAndServe; "" = DefaultAddr. A
+	// host that is not loopback (including "" as in ":7340") needs APIKey.
+	Addr string
+	// APIKey, when set, is required as "Authorization: Bearer KEY" on
+	// every endpoint but the dashboard's static files.
+	APIKey string
+	// Generator runs generations (an *actors.Cluster, or a *Local).
+	Generator Generator
+	// Models lists models and gives their tokenizers (a *FileModels, or a *Local).
+	Models Models
+	// Cluster is the snapshot GET /api/cluster serves; nil = the Local
+	// generator's one-node picture when Generator is a *Local, else an
+	// empty cluster.
+	Cluster func() ClusterStatus
+	// Metrics is where the server records what it does; nil = NewMetrics().
+	// Share it with the cluster so hops and bytes show on /metrics.
+	Metrics *Metrics
+	// MaxActive is how many generations run at once; 0 = 4.
+	MaxActive int
+	// MaxQueue is how many more wait their turn, first come first served,
+	// before further requests get 429; 0 = 64, negative = none wait.
+	MaxQueue int
+	// MaxBodyBytes bounds a request body (413 beyond); 0 = 4 MiB.
+	MaxBodyBytes int64
+	// MaxPromptTokens bounds a prompt below the model's context; 0 = the
+	// context length less one.
+	MaxPromptTokens int
+	// Logger receives failed generations; nil = silent.
+	Logger *slog.Logger
+}
+
+// Server is the HTTP API of one node: the OpenAI-compatible endpoints,
+// the cluster and stats APIs, /metrics and the dashboard.
+type Server struct {
+	cfg     Config
+	mux     *http.ServeMux
+	queue   *queue
+	metrics *Metrics
+	handler http.Handler
+}
+
+// NewServer validates cfg and builds the routes. It refuses a non-loopback
+// Addr without an APIKey (ErrAPIKeyRequired).
+func NewServer(cfg Config) (*Server, error) {
+	if cfg.Generator == nil || cfg.Models == nil {
+		return nil, errors.New("api: Config.Generator and Config.Models are required")
+	}
+	if cfg.Addr == "" {
+		cfg.Addr = DefaultAddr
+	}
+	if !IsLoopback(cfg.Addr) && cfg.APIKey == "" {
+		return nil, fmt.Errorf("%w (%s); set --api-key or STRATA_API_KEY", ErrAPIKeyRequired, cfg.Addr)
+	}
+	if cfg.MaxActive <= 0 {
+		cfg.MaxActive = 4
+	}
+	if cfg.MaxQueue == 0 {
+		cfg.MaxQueue = 64
+	} else if cfg.MaxQueue < 0 {
+		cfg.MaxQueue = 0
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 4 << 20
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics()
+	}
+	if cfg.Cluster == nil {
+		if l, ok := cfg.Generator.(*Local); ok {
+			cfg.Cluster = l.Status
+		} else {
+			cfg.Cluster = func() ClusterStatus { return ClusterStatus{} }
+		}
+	}
+	s := &Server{cfg: cfg, mux: http.NewServeMux(), metrics: cfg.Metrics}
+	s.queue = newQueue(cfg.MaxActive, cfg.MaxQueue, cfg.Metrics.queue)
+
+	s.Handle("POST /v1/chat/completions", http.HandlerFunc(s.handleChat))
+	s.Handle("POST /v1/completions", http.HandlerFunc(s.handleCompletions))
+	s.Handle("GET /v1/models", http.HandlerFunc(s.handleModels))
+	s.Handle("GET /v1/models/{model}", http.HandlerFunc(s.handleModel))
+	s.Handle("/v1/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &Error{Status: http.StatusNotFound, Type: "invalid_request_error",
+			Message: fmt.Sprintf("Unknown request URL: %s %s.", r.Method, r.URL.Path)})
+	}))
+	s.Handle("POST /api/generate", s.admit(GenerateHandler(cfg.Generator)))
+	s.Handle("GET /api/cluster", ClusterHandler(cfg.Cluster))
+	s.Handle("GET /api/stats", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		writeJSONValue(w, s.metrics.Snapshot())
+	}))
+	s.Handle("GET /metrics", cfg.Metrics.Handler())
+	s.mux.Handle("/", dashboardHandler()) // public: static files only, no data
+	s.handler = s.mux
+	return s, nil
+}
+
+// Handle mounts an extra handler (e.g. a node's status endpoint) behind
+// the API key. Patterns are net/http.ServeMux patterns.
+func (s *Server) Handle(pattern string, h http.Handler) {
+	s.mux.Handle(pattern, s.auth(h))
+}
+
+// Handler is the server's routes, for mounting or httptest.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Metrics is the server's metrics (Config.Metrics or the one it made).
+func (s *Server) Metrics() *Metrics { return s.metrics }
+
+// Addr is the configured listen address.
+func (s *Server) Addr() string { return s.cfg.Addr }
+
+// ListenAndServe listens on Config.Addr and serves until ctx ends, then
+// shuts down, giving open requests a few seconds.
+func (s *Server) ListenAndServe(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("api: %w", err)
+	}
+	return s.Serve(ctx, ln)
+}
+
+// Serve serves on ln until ctx ends (see ListenAndServe). ln must be on
+// the configured kind of address: a loopback listener, or any with an
+// API key.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	if !IsLoopback(ln.Addr().String()) && s.cfg.APIKey == "" {
+		ln.Close()
+		return fmt.Errorf("%w (%s)", ErrAPIKeyRequired, ln.Addr())
+	}
+	hs := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		hs.Shutdown(shut)
+		<-errc
+		return nil
+	}
+}
+
+// IsLoopback reports whether a host:port address only accepts
+// connections from this machine.
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+// auth requires the API key when one is configured.
+func (s *Server) auth(h http.Handler) http.Handler {
+	if s.cfg.APIKey == "" {
+		return h
+	}
+	want := []byte(s.cfg.APIKey)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		switch {
+		case !ok || strings.TrimSpace(got) == "":
+			s.fail(w, "auth", unauthorized("You didn't provide an API key. Send it as \"Authorization: Bearer KEY\"."))
+		case subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), want) != 1:
+			s.fail(w, "auth", unauthorized("Incorrect API key provided."))
+		default:
+			h.ServeHTTP(w, r)
+		}
+	})
+}
+
+// admit runs h once the queue admits the request.
+func (s *Server) admit(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := s.queue.Acquire(r.Context()); err != nil {
+			if errors.Is(err, ErrQueueFull) {
+				_, waiting := s.queue.Len()
+				s.fail(w, "generate", queueFull(waiting))
+			}
+			return
+		}
+		defer s.queue.Release()
+		h.ServeHTTP(w, r)
+	})
+}
