@@ -316,7 +316,7 @@ func (e *endpoint) send(pid *actor.PID, env *messages.Envelope, message any) {
 	env.TypeName = string(msg.ProtoReflect().Descriptor().FullName())
 	frame, err := appendFrame(nil, env, msg, e.b.maxFrame)
 	if err != nil {
-		e.b.log.Warn("peers: dropped message to remote actor", "pid", pid, "err", err)
+		e.b.log.Warn("peers: dropped message to remote actor", "pid", pid, "err", oneLine(err))
 		return
 	}
 	e.mu.Lock()
@@ -416,7 +416,7 @@ func (e *endpoint) run() {
 			if err != nil {
 				s = nil
 				if fails++; fails == 1 || fails%100 == 0 {
-					e.b.log.Warn("peers: cannot reach peer, dropped messages", "peer", e.peer, "messages", len(frames), "err", err)
+					e.b.log.Warn("peers: cannot reach peer, dropped messages", "peer", e.peer, "messages", len(frames), "err", oneLine(err))
 				}
 				e.b.peerDown(e.peer)
 				continue
@@ -435,7 +435,7 @@ func (e *endpoint) run() {
 			err = w.Flush()
 		}
 		if err != nil {
-			e.b.log.Warn("peers: actor stream broken, dropped messages", "peer", e.peer, "messages", len(frames), "err", err)
+			e.b.log.Warn("peers: actor stream broken, dropped messages", "peer", e.peer, "messages", len(frames), "err", oneLine(err))
 			s.Reset()
 			s = nil
 		}

@@ -49,7 +49,7 @@ func (n *Node) keepJoined(ai peer.AddrInfo) {
 			}
 			if err != nil {
 				if b.delay == 0 || b.delay >= maxBackoff {
-					n.log.Warn("peers: cannot reach --join peer, retrying", "peer", ai.ID, "err", err)
+					n.log.Warn("peers: cannot reach --join peer, retrying", "peer", ai.ID, "err", oneLine(err))
 				}
 				b.failed(time.Now())
 				select {
@@ -125,7 +125,7 @@ func (m mdnsNotifee) HandlePeerFound(ai peer.AddrInfo) {
 		ctx, cancel := context.WithTimeout(n.ctx, dialTimeout)
 		defer cancel()
 		if err := n.host.Connect(ctx, ai); err != nil {
-			n.log.Debug("peers: mDNS peer unreachable", "peer", ai.ID, "err", err)
+			n.log.Debug("peers: mDNS peer unreachable", "peer", ai.ID, "err", oneLine(err))
 		}
 	}()
 }

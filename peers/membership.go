@@ -377,7 +377,7 @@ func (m *Membership) run(ctx context.Context, sub *pubsub.Subscription, events *
 
 	beat := time.NewTicker(m.node.cfg.HeartbeatInterval)
 	defer beat.Stop()
-	check := time.NewTicker(m.node.cfg.MemberTimeout / 10)
+	check := time.NewTicker(m.node.cfg.MemberTimeout / 25)
 	defer check.Stop()
 	m.publish(ctx)
 	for {

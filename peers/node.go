@@ -63,9 +63,11 @@ type Config struct {
 	// Zero: 1s.
 	HeartbeatInterval time.Duration
 	// MemberTimeout drops a member not heard from for this long; at least
-	// twice HeartbeatInterval. Zero: 2.5s, so a silent node is gone from
-	// every view within 3s of its last heartbeat... plus the check
-	// interval (MemberTimeout/10).
+	// twice HeartbeatInterval. Zero: 2.5s, checked every MemberTimeout/25,
+	// so a node cut off from gossip is gone from every view within 2.6s of
+	// its last heartbeat. (A node whose connections close is dropped at
+	// once by the nodes connected to it, which with full-mesh dialing is
+	// all of them.)
 	MemberTimeout time.Duration
 	// MaxMessageBytes caps one actor message frame, both ways. Zero:
 	// DefaultMaxMessageBytes (64 MiB).
@@ -436,4 +438,10 @@ func (f levelFilter) WithAttrs(as []slog.Attr) slog.Handler {
 
 func (f levelFilter) WithGroup(g string) slog.Handler {
 	return levelFilter{f.Handler.WithGroup(g), f.min}
+}
+
+// oneLine flattens a multi-line error (libp2p lists every failed dial on
+// its own line) for a log line.
+func oneLine(err error) string {
+	return strings.Join(strings.Fields(err.Error()), " ")
 }

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"strata/peers"
@@ -152,7 +153,9 @@ func (c *Cluster) Live() []*peers.Node {
 }
 
 // WaitConverged waits until every live node's view lists exactly the live
-// nodes, or returns an error after timeout saying who sees what.
+// nodes and every live node has a connection to every other (the full mesh
+// the nodes build by dialing the members they hear of), or returns an
+// error after timeout saying what is missing.
 func (c *Cluster) WaitConverged(timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -165,6 +168,20 @@ func (c *Cluster) WaitConverged(timeout time.Duration) error {
 	for _, nd := range live {
 		if _, err := nd.Membership().Wait(ctx, func(v peers.View) bool { return slices.Equal(v.IDs(), want) }); err != nil {
 			return fmt.Errorf("peerstest: node %s sees %v, want %v: %w", nd.ID(), nd.Membership().View().IDs(), want, err)
+		}
+	}
+	// Connections have no event to wait on: poll, bounded by the timeout.
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for _, a := range live {
+		for _, b := range live {
+			for a != b && a.Host().Network().Connectedness(b.ID()) != network.Connected {
+				select {
+				case <-tick.C:
+				case <-ctx.Done():
+					return fmt.Errorf("peerstest: node %s is not connected to %s: %w", a.ID(), b.ID(), ctx.Err())
+				}
+			}
 		}
 	}
 	return nil

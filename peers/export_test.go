@@ -1,0 +1,22 @@
+package peers
+
+// PauseHeartbeats stops (or restarts) n's heartbeats while its connections
+// stay up: to the others it looks cut off from gossip.
+func PauseHeartbeats(n *Node, paused bool) {
+	m := n.member
+	m.mu.Lock()
+	m.paused = paused
+	m.mu.Unlock()
+}
+
+// Watches returns how many remote watches n's bridge holds.
+func Watches(n *Node) int {
+	b := n.bridge
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	k := 0
+	for _, ws := range b.watches {
+		k += len(ws)
+	}
+	return k
+}

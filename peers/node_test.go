@@ -1,0 +1,536 @@
+package peers_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	"strata/messages"
+	"strata/peers"
+	"strata/peers/peerstest"
+)
+
+// within is a failure bound for things that happen on their own.
+const within = 10 * time.Second
+
+func ctxWithin(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestFiveNodesConverge(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "tiny.gguf"), []byte("GGUF not really"), 0o644)
+	c := peerstest.New(t, 5, peerstest.WithConfig(func(cfg *peers.Config) {
+		cfg.ModelsDir = dir
+		cfg.MemoryBytes = 1 << 30
+		cfg.Version = "test-1"
+	}))
+	// Every node sees the same sorted member list, with what each member
+	// says about itself.
+	want := c.Nodes[0].Membership().View().IDs()
+	if len(want) != 5 || !slices.IsSortedFunc(want, func(a, b peer.ID) int { return strings.Compare(a.String(), b.String()) }) {
+		t.Fatalf("view %v", want)
+	}
+	for i, nd := range c.Nodes {
+		v := nd.Membership().View()
+		if !slices.Equal(v.IDs(), want) || v.Version < 5 {
+			t.Fatalf("node %d: view %v (version %d), want %v", i, v.IDs(), v.Version, want)
+		}
+		for _, m := range v.Members {
+			in := m.Info
+			if in.PeerId != m.ID.String() || in.Version != "test-1" || in.MemoryTotalBytes != 1<<30 || in.MemoryAvailableBytes > in.MemoryTotalBytes ||
+				len(in.Addrs) == 0 || len(in.Models) != 1 || in.Models[0].Name != "tiny" || in.Models[0].SizeBytes != 15 {
+				t.Fatalf("node %d sees %s as %v", i, m.ID, in)
+			}
+		}
+	}
+	// Shards announced by one node reach the others.
+	c.Nodes[2].Membership().SetShards([]string{"tiny:0-3"})
+	for i, nd := range c.Nodes {
+		_, err := nd.Membership().Wait(ctxWithin(t, within), func(v peers.View) bool {
+			m, ok := v.Member(c.Nodes[2].ID())
+			return ok && slices.Equal(m.Info.Shards, []string{"tiny:0-3"})
+		})
+		if err != nil {
+			t.Fatalf("node %d never saw the shards: %v", i, err)
+		}
+	}
+}
+
+// dropTime kills (or silences) a node and returns how long until every
+// other node's view lost it.
+func dropTime(t *testing.T, c *peerstest.Cluster, victim int, stop func()) time.Duration {
+	t.Helper()
+	gone := c.Nodes[victim].ID()
+	var others []*peers.Node
+	for i, nd := range c.Nodes {
+		if i != victim {
+			others = append(others, nd)
+		}
+	}
+	start := time.Now()
+	stop()
+	for _, nd := range others {
+		_, err := nd.Membership().Wait(ctxWithin(t, within), func(v peers.View) bool {
+			_, ok := v.Member(gone)
+			return !ok
+		})
+		if err != nil {
+			t.Fatalf("node %s still sees %s after %v", nd.ID(), gone, within)
+		}
+	}
+	return time.Since(start)
+}
+
+func TestKilledNodeDropped(t *testing.T) {
+	c := peerstest.New(t, 5)
+	sub := c.Nodes[0].Membership().Subscribe()
+	defer sub.Close()
+	d := dropTime(t, c, 3, func() { c.Kill(3) })
+	t.Logf("killed node dropped from every view in %v", d)
+	if d > 3*time.Second || t.Failed() {
+		for i := range c.Nodes {
+			t.Logf("node %d log:\n%s", i, c.Log(i))
+		}
+		t.Errorf("killed node dropped after %v, want within 3s", d)
+	}
+	// The subscription replays the 5 joins, then reports the leave
+	// (Updated events come and go as free memory changes).
+	var kinds []peers.EventKind
+	for len(kinds) < 6 {
+		ev, err := sub.Next(ctxWithin(t, within))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Kind == peers.Updated {
+			continue
+		}
+		kinds = append(kinds, ev.Kind)
+		if ev.Kind == peers.Left && (ev.Member.ID != c.Nodes[3].ID() || ev.Reason != "disconnected") {
+			t.Errorf("left event %+v", ev)
+		}
+	}
+	if !slices.Equal(kinds, []peers.EventKind{peers.Joined, peers.Joined, peers.Joined, peers.Joined, peers.Joined, peers.Left}) {
+		t.Errorf("events %v", kinds)
+	}
+	if err := c.WaitConverged(within); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSilentNodeDropped(t *testing.T) {
+	c := peerstest.New(t, 3)
+	victim := c.Nodes[1]
+	d := dropTime(t, c, 1, func() { peers.PauseHeartbeats(victim, true) })
+	t.Logf("silent (still connected) node dropped from every view in %v", d)
+	if d > 3*time.Second {
+		t.Errorf("silent node dropped after %v, want within 3s", d)
+	}
+	peers.PauseHeartbeats(victim, false)
+	if err := c.WaitConverged(within); err != nil {
+		t.Fatalf("silent node did not come back: %v", err)
+	}
+}
+
+func TestIdentityPersists(t *testing.T) {
+	dir := t.TempDir()
+	cfg := peers.Config{DataDir: dir, Listen: []string{"/ip4/127.0.0.1/tcp/0"}, NoMDNS: true, Secret: peers.NewSecret(), Logger: slog.New(slog.DiscardHandler)}
+	a, err := peers.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := a.ID()
+	a.Close()
+	b, err := peers.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if b.ID() != id {
+		t.Fatalf("identity changed across restarts: %s then %s", id, b.ID())
+	}
+}
+
+func TestWrongSecretRefused(t *testing.T) {
+	c := peerstest.New(t, 2)
+	target := peer.AddrInfo{ID: c.Nodes[0].ID(), Addrs: c.Nodes[0].Host().Addrs()}
+	for _, tc := range []struct {
+		name   string
+		secret []byte
+	}{
+		{"other secret", peers.NewSecret()},
+		{"no secret", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := peers.Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, NoMDNS: true, Secret: tc.secret,
+				Join: []string{c.Nodes[0].Addrs()[0].String()}, Logger: slog.New(slog.DiscardHandler)}
+			stranger, err := peers.New(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer stranger.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := stranger.Connect(ctx, target); err == nil {
+				t.Fatal("a node without the cluster secret connected")
+			}
+			// Nor can it reach an actor.
+			_, err = stranger.ActorSystem().Root.RequestFuture(stranger.PID(target.ID, peers.PingActor), &messages.Ping{}, 2*time.Second).Result()
+			if err == nil {
+				t.Fatal("a node without the cluster secret got an answer")
+			}
+			if ids := stranger.Membership().View().IDs(); len(ids) != 1 {
+				t.Errorf("stranger sees %v", ids)
+			}
+		})
+	}
+	if err := c.WaitConverged(within); err != nil {
+		t.Fatal(err)
+	}
+	for _, nd := range c.Nodes {
+		if n := len(nd.Host().Network().Peers()); n != 1 {
+			t.Errorf("node %s is connected to %d peers, want 1", nd.ID(), n)
+		}
+	}
+}
+
+// echo answers every Ping with a Pong, and records who asked.
+func echo(ctx actor.Context) {
+	if p, ok := ctx.Message().(*messages.Ping); ok {
+		ctx.Respond(&messages.Pong{Seq: p.Seq, Payload: p.Payload})
+	}
+}
+
+func TestRequestResponse(t *testing.T) {
+	c := peerstest.New(t, 3)
+	a, b := c.Nodes[0], c.Nodes[2]
+	if _, err := b.ActorSystem().Root.SpawnNamed(actor.PropsFromFunc(echo), "echo"); err != nil {
+		t.Fatal(err)
+	}
+	remote := a.PID(b.ID(), "echo")
+
+	t.Run("future", func(t *testing.T) {
+		res, err := a.ActorSystem().Root.RequestFuture(remote, &messages.Ping{Seq: 42, Payload: []byte("hi")}, within).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p, ok := res.(*messages.Pong); !ok || p.Seq != 42 || string(p.Payload) != "hi" {
+			t.Fatalf("reply %v", res)
+		}
+	})
+
+	t.Run("actor to actor", func(t *testing.T) {
+		// The asker's PID travels as the sender; the reply comes back to it.
+		got := make(chan uint64, 1)
+		asker := func(ctx actor.Context) {
+			switch m := ctx.Message().(type) {
+			case *actor.Started:
+				ctx.Request(remote, &messages.Ping{Seq: 1})
+			case *messages.Pong:
+				got <- m.Seq
+			}
+		}
+		pid := a.ActorSystem().Root.Spawn(actor.PropsFromFunc(asker))
+		defer a.ActorSystem().Root.Stop(pid)
+		if pid.Address != a.ID().String() {
+			t.Fatalf("local PID address %q, want the peer ID", pid.Address)
+		}
+		select {
+		case seq := <-got:
+			if seq != 1 {
+				t.Fatalf("reply %d", seq)
+			}
+		case <-time.After(within):
+			t.Fatal("no reply")
+		}
+	})
+
+	t.Run("in order", func(t *testing.T) {
+		const n = 2000
+		seqs := make(chan uint64, n)
+		collect := func(ctx actor.Context) {
+			if p, ok := ctx.Message().(*messages.Ping); ok {
+				seqs <- p.Seq
+			}
+		}
+		if _, err := b.ActorSystem().Root.SpawnNamed(actor.PropsFromFunc(collect), "collect"); err != nil {
+			t.Fatal(err)
+		}
+		to := a.PID(b.ID(), "collect")
+		for i := range n {
+			a.ActorSystem().Root.Send(to, &messages.Ping{Seq: uint64(i)})
+		}
+		for i := range n {
+			select {
+			case s := <-seqs:
+				if s != uint64(i) {
+					t.Fatalf("message %d arrived as number %d", s, i)
+				}
+			case <-time.After(within):
+				t.Fatalf("only %d of %d messages arrived", i, n)
+			}
+		}
+	})
+
+	t.Run("large", func(t *testing.T) {
+		payload := bytes.Repeat([]byte{1, 2, 3, 4}, 4<<20) // 16 MiB
+		res, err := a.ActorSystem().Root.RequestFuture(remote, &messages.Ping{Seq: 2, Payload: payload}, within).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := res.(*messages.Pong); !bytes.Equal(p.Payload, payload) {
+			t.Fatal("payload changed on the way")
+		}
+	})
+
+	t.Run("no such actor", func(t *testing.T) {
+		_, err := a.ActorSystem().Root.RequestFuture(a.PID(b.ID(), "nobody"), &messages.Ping{}, within).Result()
+		if !errors.Is(err, actor.ErrDeadLetter) {
+			t.Fatalf("err %v, want dead letter", err)
+		}
+	})
+
+	t.Run("own node", func(t *testing.T) {
+		res, err := b.ActorSystem().Root.RequestFuture(b.PID(b.ID(), "echo"), &messages.Ping{Seq: 5}, within).Result()
+		if err != nil || res.(*messages.Pong).Seq != 5 {
+			t.Fatal(res, err)
+		}
+	})
+}
+
+func TestMessageCap(t *testing.T) {
+	c := peerstest.New(t, 2, peerstest.WithConfig(func(cfg *peers.Config) { cfg.MaxMessageBytes = 64 << 10 }))
+	a, b := c.Nodes[0], c.Nodes[1]
+	pid := a.PID(b.ID(), peers.PingActor)
+	// Over the cap: dropped at the sender with a log line; the future
+	// times out (a short bound: nothing will come).
+	_, err := a.ActorSystem().Root.RequestFuture(pid, &messages.Ping{Payload: make([]byte, 100<<10)}, 300*time.Millisecond).Result()
+	if !errors.Is(err, actor.ErrTimeout) {
+		t.Fatalf("oversized message: %v", err)
+	}
+	if !strings.Contains(c.Log(0), "exceeds the size cap") {
+		t.Errorf("no log line for the oversized message:\n%s", c.Log(0))
+	}
+	if _, err := a.ActorSystem().Root.RequestFuture(pid, &messages.Ping{Payload: make([]byte, 60<<10)}, within).Result(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// terminations spawns, on n, an actor that watches target and reports the
+// Terminated messages it gets.
+func terminations(t *testing.T, n *peers.Node, target *actor.PID) (<-chan *actor.Terminated, *actor.PID) {
+	ch := make(chan *actor.Terminated, 4)
+	watching := make(chan struct{})
+	pid := n.ActorSystem().Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		switch m := ctx.Message().(type) {
+		case *actor.Started:
+			ctx.Watch(target)
+			close(watching)
+		case *actor.Terminated:
+			ch <- m
+		}
+	}))
+	<-watching
+	t.Cleanup(func() { n.ActorSystem().Root.Stop(pid) })
+	return ch, pid
+}
+
+func waitTerminated(t *testing.T, ch <-chan *actor.Terminated, who *actor.PID, why actor.TerminatedReason) {
+	t.Helper()
+	select {
+	case m := <-ch:
+		if m.Who.Id != who.Id || m.Who.Address != who.Address || m.Why != why {
+			t.Fatalf("Terminated{%v, %v}, want {%v, %v}", m.Who, m.Why, who, why)
+		}
+	case <-time.After(within):
+		t.Fatalf("no Terminated for %v", who)
+	}
+}
+
+func TestWatchAcrossPeers(t *testing.T) {
+	c := peerstest.New(t, 3)
+	a, b := c.Nodes[0], c.Nodes[1]
+	spawn := func(n *peers.Node, name string) *actor.PID {
+		pid, err := n.ActorSystem().Root.SpawnNamed(actor.PropsFromFunc(echo), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pid
+	}
+	ping := func(pid *actor.PID) { // a round trip: the Watch sent before it has arrived
+		if _, err := a.ActorSystem().Root.RequestFuture(pid, &messages.Ping{}, within).Result(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	t.Run("remote actor stops", func(t *testing.T) {
+		target := spawn(b, "stops")
+		ch, _ := terminations(t, a, target)
+		ping(target)
+		a.ActorSystem().Root.Stop(target) // Stop crosses to b
+		waitTerminated(t, ch, target, actor.TerminatedReason_Stopped)
+	})
+
+	t.Run("remote actor poisoned", func(t *testing.T) {
+		target := spawn(b, "poisoned")
+		ch, _ := terminations(t, a, target)
+		ping(target)
+		a.ActorSystem().Root.Poison(target)
+		waitTerminated(t, ch, target, actor.TerminatedReason_Stopped)
+	})
+
+	t.Run("no such remote actor", func(t *testing.T) {
+		target := a.PID(b.ID(), "never-spawned")
+		ch, _ := terminations(t, a, target)
+		waitTerminated(t, ch, target, actor.TerminatedReason_NotFound)
+	})
+
+	t.Run("remote node dies", func(t *testing.T) {
+		victim := c.Nodes[2]
+		target := spawn(victim, "dies")
+		ch, _ := terminations(t, a, target)
+		ping(target)
+		c.Kill(2)
+		waitTerminated(t, ch, target, actor.TerminatedReason_AddressTerminated)
+	})
+
+	t.Run("remote watcher", func(t *testing.T) {
+		// An actor on b watches one on a: the Terminated travels back.
+		target := spawn(a, "watched-from-b")
+		ch, _ := terminations(t, b, target)
+		if _, err := b.ActorSystem().Root.RequestFuture(target, &messages.Ping{}, within).Result(); err != nil {
+			t.Fatal(err)
+		}
+		a.ActorSystem().Root.Stop(target)
+		waitTerminated(t, ch, target, actor.TerminatedReason_Stopped)
+	})
+
+	if n := peers.Watches(a) + peers.Watches(b); n != 0 {
+		t.Errorf("%d watches left after every watched actor ended", n)
+	}
+}
+
+// rawStream opens an actor stream from one node to another, bypassing the
+// bridge, to send what a broken or hostile peer might.
+func rawStream(t *testing.T, from, to *peers.Node) io.ReadWriteCloser {
+	s, err := from.Host().NewStream(ctxWithin(t, within), to.ID(), peers.ActorProtocol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SetDeadline(time.Now().Add(within))
+	return s
+}
+
+func frame(env *messages.Envelope, payload []byte) []byte {
+	h, _ := proto.Marshal(env)
+	body := protowire.AppendVarint(nil, uint64(len(h)))
+	body = append(append(body, h...), payload...)
+	return append(binary.BigEndian.AppendUint32(nil, uint32(len(body))), body...)
+}
+
+func TestGarbageFromPeer(t *testing.T) {
+	c := peerstest.New(t, 2)
+	a, b := c.Nodes[0], c.Nodes[1]
+	ping, _ := proto.Marshal(&messages.Ping{Seq: 1})
+	term, _ := proto.Marshal(&actor.Terminated{Who: actor.NewPID(a.ID().String(), "x")})
+	for _, tc := range []struct {
+		name string
+		send []byte
+		want string
+	}{
+		{"oversized", binary.BigEndian.AppendUint32(nil, 1<<30), "exceeds the"},
+		{"truncated", append(binary.BigEndian.AppendUint32(nil, 1000), "only this"...), "truncated frame"},
+		{"truncated length", []byte{0, 0}, "truncated frame length"},
+		{"garbage envelope", append(binary.BigEndian.AppendUint32(nil, 8), 5, 0xff, 0xff, 0xff, 0xff, 0xff, 1, 2), "malformed frame"},
+		{"unknown type", frame(&messages.Envelope{TargetId: "ping", TypeName: "evil.Payload"}, ping), "unknown message type"},
+		{"forged Terminated", frame(&messages.Envelope{TargetId: "ping", TypeName: "actor.Terminated"}, term), "sent as a user message"},
+		{"user message as system", frame(&messages.Envelope{TargetId: "ping", TypeName: "strata.Ping", System: true}, ping), "not a system message"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := strings.Count(c.Log(1), "closing actor stream")
+			s := rawStream(t, a, b)
+			s.Write(tc.send)
+			if cw, ok := s.(interface{ CloseWrite() error }); ok {
+				cw.CloseWrite()
+			}
+			if _, err := io.ReadAll(s); err == nil {
+				t.Fatal("stream ended cleanly, want a reset")
+			}
+			log := c.Log(1)
+			if n := strings.Count(log, "closing actor stream") - before; n != 1 {
+				t.Fatalf("%d log lines, want 1:\n%s", n, log)
+			}
+			if !strings.Contains(log, tc.want) {
+				t.Fatalf("log lacks %q:\n%s", tc.want, log)
+			}
+			// b is still fine.
+			if _, err := a.ActorSystem().Root.RequestFuture(a.PID(b.ID(), peers.PingActor), &messages.Ping{}, within).Result(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	// A clean stream with a valid frame, then EOF, logs nothing.
+	before := strings.Count(c.Log(1), "closing actor stream")
+	s := rawStream(t, a, b)
+	s.Write(frame(&messages.Envelope{TargetId: "nobody", TypeName: "strata.Ping"}, ping))
+	s.(interface{ CloseWrite() error }).CloseWrite()
+	if _, err := io.ReadAll(s); err != nil {
+		t.Fatalf("clean stream: %v", err)
+	}
+	if n := strings.Count(c.Log(1), "closing actor stream") - before; n != 0 {
+		t.Errorf("clean stream logged %d lines", n)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	port := busy.Addr().(*net.TCPAddr).Port
+	for _, tc := range []struct {
+		name string
+		cfg  peers.Config
+		want string
+	}{
+		{"malformed listen", peers.Config{Listen: []string{"/ip4/nope/tcp/1"}}, `listen "/ip4/nope/tcp/1": malformed multiaddr`},
+		{"malformed join", peers.Config{Join: []string{"127.0.0.1:7341"}}, `join "127.0.0.1:7341": malformed multiaddr`},
+		{"join without peer ID", peers.Config{Join: []string{"/ip4/127.0.0.1/tcp/7341"}}, "needs the peer ID"},
+		{"port in use", peers.Config{Listen: []string{"/ip4/127.0.0.1/tcp/" + strconv.Itoa(port)}}, "address already in use"},
+		{"QUIC with a secret", peers.Config{Secret: peers.NewSecret(), Listen: []string{"/ip4/127.0.0.1/udp/0/quic-v1"}}, "QUIC cannot be used"},
+		{"short secret", peers.Config{Secret: []byte("hunter2")}, "too short"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.cfg.NoMDNS = true
+			tc.cfg.Logger = slog.New(slog.DiscardHandler)
+			n, err := peers.New(context.Background(), tc.cfg)
+			if err == nil {
+				n.Close()
+				t.Fatal("no error")
+			}
+			if !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("error %q, want one line with %q", err, tc.want)
+			}
+		})
+	}
+}
+

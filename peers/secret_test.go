@@ -1,0 +1,92 @@
+package peers
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestNetworkKey(t *testing.T) {
+	s1, s2 := NewSecret(), NewSecret()
+	if bytes.Equal(s1, s2) || len(s1) != 64 {
+		t.Fatalf("secrets %q %q", s1, s2)
+	}
+	k1, err := NetworkKey(s1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k1b, _ := NetworkKey(s1)
+	k2, _ := NetworkKey(s2)
+	if len(k1) != 32 || !bytes.Equal(k1, k1b) || bytes.Equal(k1, k2) || bytes.Contains(s1, k1) {
+		t.Fatalf("keys %x %x %x", k1, k1b, k2)
+	}
+	if ServiceName(s1) == ServiceName(s2) || strings.Contains(ServiceName(s1), string(s1[:12])) {
+		t.Fatalf("service names %s %s", ServiceName(s1), ServiceName(s2))
+	}
+	if _, err := NetworkKey([]byte("short")); !errors.Is(err, ErrShortSecret) {
+		t.Fatalf("short secret: %v", err)
+	}
+}
+
+func TestSecretAndIdentityFiles(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	s, created, err := LoadOrCreateSecret(dir)
+	if err != nil || !created {
+		t.Fatal(created, err)
+	}
+	s2, created, err := LoadOrCreateSecret(dir)
+	if err != nil || created || !bytes.Equal(s, s2) {
+		t.Fatalf("reload: %q %v %v", s2, created, err)
+	}
+	k1, err := LoadOrCreateIdentity(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k2, err := LoadOrCreateIdentity(dir)
+	if err != nil || !k1.Equals(k2) {
+		t.Fatalf("identity not persistent: %v", err)
+	}
+	for _, name := range []string{SecretFile, IdentityFile} {
+		fi, err := os.Stat(filepath.Join(dir, name))
+		if err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %v, %v", name, fi.Mode(), err)
+		}
+	}
+	if _, err := ReadSecretFile(filepath.Join(dir, "missing")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing file: %v", err)
+	}
+	short := filepath.Join(dir, "short")
+	os.WriteFile(short, []byte("abc\n"), 0o600)
+	if _, err := ReadSecretFile(short); !errors.Is(err, ErrShortSecret) {
+		t.Errorf("short file: %v", err)
+	}
+	os.WriteFile(filepath.Join(dir, IdentityFile), []byte("garbage"), 0o600)
+	if _, err := LoadOrCreateIdentity(dir); err == nil || !strings.Contains(err.Error(), IdentityFile) {
+		t.Errorf("garbage identity: %v", err)
+	}
+}
+
+func TestModelDigest(t *testing.T) {
+	dir := t.TempDir()
+	big := bytes.Repeat([]byte("0123456789abcdef"), 3<<16) // 3 MiB
+	os.WriteFile(filepath.Join(dir, "a.gguf"), big, 0o644)
+	big[len(big)/2] ^= 1 // differs only in the middle: same digest (documented)
+	os.WriteFile(filepath.Join(dir, "b.gguf"), big, 0o644)
+	os.WriteFile(filepath.Join(dir, "c.GGUF"), []byte("tiny"), 0o644)
+	os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("x"), 0o644)
+	os.Mkdir(filepath.Join(dir, "d.gguf"), 0o755)
+	s := &modelScanner{dir: dir}
+	ms := s.scan()
+	if len(ms) != 3 || ms[0].Name != "a" || ms[1].Name != "b" || ms[2].Name != "c" {
+		t.Fatalf("models %v", ms)
+	}
+	if ms[0].SizeBytes != uint64(len(big)) || ms[0].Digest != ms[1].Digest || ms[0].Digest == ms[2].Digest || !strings.HasPrefix(ms[2].Digest, "sha256-fl:") {
+		t.Fatalf("models %v", ms)
+	}
+	if again := s.scan(); again[0] != ms[0] {
+		t.Error("digest not cached")
+	}
+}
