@@ -219,21 +219,13 @@ func (s *State) attention(w int) {
 		kvOff := (h / group) * hd
 		sc := s.scores[w][:span]
 		for p := 0; p < span; p++ {
-			kp := K[p*kvd+kvOff : p*kvd+kvOff+hd]
-			var d float32
-			for j, qj := range q {
-				d += qj * kp[j]
-			}
-			sc[p] = d * scale
+			sc[p] = tensor.Dot(q, K[p*kvd+kvOff:p*kvd+kvOff+hd]) * scale
 		}
 		tensor.Softmax(sc)
 		out := s.xb[i*qd+h*hd : i*qd+(h+1)*hd]
 		clear(out)
 		for p, a := range sc {
-			vp := V[p*kvd+kvOff : p*kvd+kvOff+hd]
-			for j := range out {
-				out[j] += a * vp[j]
-			}
+			tensor.Axpy(out, a, V[p*kvd+kvOff:p*kvd+kvOff+hd])
 		}
 	}
 }

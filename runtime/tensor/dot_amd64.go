@@ -186,3 +186,25 @@ func dot4(t Type, row []byte, a *Activations, i, cols int, out *[4]float32) bool
 	}
 	return true
 }
+
+// axpyAVX2 is axpyGeneric over n elements with FMA.
+//
+//go:noescape
+func axpyAVX2(dst *float32, alpha float32, x *float32, n int)
+
+func dotVec(a, b []float32) float32 {
+	if !useAVX2 || len(a) == 0 {
+		return dotVecGeneric(a, b)
+	}
+	_ = b[len(a)-1]
+	return dotF32AVX2((*byte)(unsafe.Pointer(unsafe.SliceData(a))), unsafe.SliceData(b), len(a))
+}
+
+func axpy(dst []float32, alpha float32, x []float32) {
+	if !useAVX2 || len(dst) == 0 {
+		axpyGeneric(dst, alpha, x)
+		return
+	}
+	_ = x[len(dst)-1]
+	axpyAVX2(unsafe.SliceData(dst), alpha, unsafe.SliceData(x), len(dst))
+}

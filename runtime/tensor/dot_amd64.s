@@ -813,3 +813,56 @@ q40x4done:
 	MOVQ out+40(FP), BX
 	X4FINISH
 	RET
+
+// func axpyAVX2(dst *float32, alpha float32, x *float32, n int)
+TEXT ·axpyAVX2(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), DI
+	VBROADCASTSS alpha+8(FP), Y0
+	MOVQ         x+16(FP), SI
+	MOVQ         n+24(FP), CX
+
+axpy32:
+	CMPQ        CX, $32
+	JLT         axpy8
+	VMOVUPS     (DI), Y1
+	VMOVUPS     32(DI), Y2
+	VMOVUPS     64(DI), Y3
+	VMOVUPS     96(DI), Y4
+	VFMADD231PS (SI), Y0, Y1
+	VFMADD231PS 32(SI), Y0, Y2
+	VFMADD231PS 64(SI), Y0, Y3
+	VFMADD231PS 96(SI), Y0, Y4
+	VMOVUPS     Y1, (DI)
+	VMOVUPS     Y2, 32(DI)
+	VMOVUPS     Y3, 64(DI)
+	VMOVUPS     Y4, 96(DI)
+	ADDQ        $128, SI
+	ADDQ        $128, DI
+	SUBQ        $32, CX
+	JMP         axpy32
+
+axpy8:
+	CMPQ        CX, $8
+	JLT         axpy1
+	VMOVUPS     (DI), Y1
+	VFMADD231PS (SI), Y0, Y1
+	VMOVUPS     Y1, (DI)
+	ADDQ        $32, SI
+	ADDQ        $32, DI
+	SUBQ        $8, CX
+	JMP         axpy8
+
+axpy1:
+	TESTQ       CX, CX
+	JZ          axpydone
+	VMOVSS      (DI), X1
+	VFMADD231SS (SI), X0, X1
+	VMOVSS      X1, (DI)
+	ADDQ        $4, SI
+	ADDQ        $4, DI
+	DECQ        CX
+	JMP         axpy1
+
+axpydone:
+	VZEROUPPER
+	RET

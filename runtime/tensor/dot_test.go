@@ -476,3 +476,39 @@ func BenchmarkDot4(b *testing.B) {
 		})
 	}
 }
+
+// Dot and Axpy agree with plain loops within float rounding for every
+// length 0..100, with every implementation.
+func TestDotAxpy(t *testing.T) {
+	a := testData("uniform", 100, 1)
+	b := testData("uniform", 100, 2)
+	eachImpl(t, func(t *testing.T) {
+		for n := 0; n <= 100; n++ {
+			got := Dot(a[:n], b[:n])
+			if e, mag := dotErr(got, a[:n], b[:n]); e > dotRelTol*mag+1e-30 {
+				t.Fatalf("Dot n=%d: %g, error %.3g", n, got, e)
+			}
+			dst := append([]float32(nil), b[:n]...)
+			Axpy(dst, 0.37, a[:n])
+			for i := range dst {
+				want := float64(b[i]) + 0.37*float64(a[i])
+				if d := math.Abs(float64(dst[i]) - want); d > 1e-6*(math.Abs(want)+1) {
+					t.Fatalf("Axpy n=%d [%d]: %g, want %g", n, i, dst[i], want)
+				}
+			}
+		}
+	})
+	for name, f := range map[string]func(){
+		"Dot":  func() { Dot(a[:3], b[:4]) },
+		"Axpy": func() { Axpy(a[:3], 1, b[:4]) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: no panic on mismatched lengths", name)
+				}
+			}()
+			f()
+		}()
+	}
+}
