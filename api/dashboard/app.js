@@ -100,15 +100,17 @@ function drawCluster(c, stats) {
   el("path", { d: "M0,0 L10,5 L0,10 z" }, mk);
 
   const members = c.members || [];
-  const W = 210, gap = 40, cols = Math.max(1, Math.min(members.length, 4));
+  const W = 240, gap = 40, cols = Math.max(1, Math.min(members.length, 4));
   const rows = Math.ceil(members.length / cols) || 1;
   const heights = members.map((m) => 78 + 26 * Math.max(1, (m.shards || []).length));
   const H = Math.max(110, ...heights);
-  svg.setAttribute("viewBox", `0 0 ${cols * (W + gap) + gap} ${rows * (H + gap) + gap}`);
-  svg.style.height = Math.min(640, rows * (H + gap) + gap) + "px";
+  const top = 60, rowGap = 110;
+  const total = top + rows * H + (rows - 1) * rowGap + 60;
+  svg.setAttribute("viewBox", `0 0 ${cols * (W + gap) + gap} ${total}`);
+  svg.style.height = Math.min(720, total) + "px";
   const pos = {};
   members.forEach((m, i) => {
-    const x = gap + (i % cols) * (W + gap), y = gap / 2 + Math.floor(i / cols) * (H + gap);
+    const x = gap + (i % cols) * (W + gap), y = top + Math.floor(i / cols) * (H + rowGap);
     pos[m.peer_id] = { x, y, w: W, h: H };
     const g = el("g", { class: "node" + (m.peer_id === c.self ? " self" : ""), "data-peer": m.peer_id, transform: `translate(${x},${y})` }, svg);
     el("rect", { class: "box", width: W, height: H, rx: 8 }, g);
@@ -118,7 +120,7 @@ function drawCluster(c, stats) {
       const info = models[sh.model];
       if (info && info.layers) used += info.size_bytes * (sh.layers[1] - sh.layers[0]) / info.layers;
     }
-    el("text", { x: 10, y: 36, class: "small" }, g, `memory: ${fmtBytes(used)} of ${fmtBytes(m.memory_bytes)} holds weights`);
+    el("text", { x: 10, y: 36, class: "small" }, g, `weights ${fmtBytes(used)} of ${fmtBytes(m.memory_bytes)} memory`);
     el("rect", { class: "bar-bg", x: 10, y: 42, width: W - 20, height: 8, rx: 3 }, g);
     const frac = m.memory_bytes ? Math.min(1, used / m.memory_bytes) : 0;
     el("rect", { class: "bar-mem", x: 10, y: 42, width: Math.max(frac > 0 ? 2 : 0, (W - 20) * frac), height: 8, rx: 3 }, g);
@@ -145,11 +147,27 @@ function drawCluster(c, stats) {
       if (a === b || seen[a + ">" + b] || !pos[a] || !pos[b]) continue;
       seen[a + ">" + b] = true;
       const pa = pos[a], pb = pos[b];
-      const x1 = pa.x + pa.w / 2, y1 = pa.y + pa.h / 2, x2 = pb.x + pb.w / 2, y2 = pb.y + pb.h / 2;
-      const mx = (x1 + x2) / 2 + (y2 - y1) * 0.15, my = (y1 + y2) / 2 - (x2 - x1) * 0.15;
+      const ca = pa.x + pa.w / 2, cb = pb.x + pb.w / 2;
+      let x1, y1, x2, y2, sign;
+      if (ca !== cb) {
+        // Forward (left to right) arcs over the cards, backward ones under them.
+        sign = cb > ca ? -1 : 1;
+        y1 = sign < 0 ? pa.y : pa.y + pa.h;
+        y2 = sign < 0 ? pb.y : pb.y + pb.h;
+        x1 = ca + 24 * -sign;
+        x2 = cb - 24 * -sign;
+      } else { // one card above the other
+        sign = 1;
+        x1 = x2 = ca + (pb.y > pa.y ? 30 : -30);
+        y1 = pb.y > pa.y ? pa.y + pa.h : pa.y;
+        y2 = pb.y > pa.y ? pb.y : pb.y + pb.h;
+      }
+      const bend = Math.min(90, 30 + Math.abs(x2 - x1) * 0.15);
+      const mx = (x1 + x2) / 2 + (ca === cb ? 30 : 0), my = (y1 + y2) / 2 + sign * bend;
       el("path", { class: "link", d: `M${x1},${y1} Q${mx},${my} ${x2},${y2}` }, svg);
+      const lx = mx, ly = (y1 + y2) / 2 + sign * bend / 2 + (sign < 0 ? -4 : 12);
       const h = hop[b];
-      if (h) el("text", { x: mx, y: my, class: "small" }, svg, `${h.hop_ms_mean.toFixed(1)} ms · ${fmtBytes(h.bytes_sent)}`);
+      if (h) el("text", { x: lx, y: ly, class: "small", "text-anchor": "middle" }, svg, `${h.hop_ms_mean.toFixed(1)} ms · ${fmtBytes(h.bytes_sent)}`);
     }
   }
 }
@@ -157,6 +175,13 @@ function drawCluster(c, stats) {
 function showSessions(sessions) {
   const body = $("sessions").tBodies[0];
   body.textContent = "";
+  if (sessions.length === 0) {
+    const td = body.insertRow().insertCell();
+    td.colSpan = 5;
+    td.className = "muted";
+    td.textContent = "no session running";
+    return;
+  }
   for (const s of sessions) {
     const tr = body.insertRow();
     for (const v of [shortID(s.id), s.model, s.prompt_tokens, s.generated_tokens,
