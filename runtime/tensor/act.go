@@ -29,6 +29,7 @@ type Activations struct {
 	q32    []int8    // [Cap*Cols] quants, blocks of 32
 	d32    []float32 // [Cap*Cols/32] block scales
 	d32x4  []float32 // d32 of each group of 4 vectors, interleaved: [group][block][4]
+	s32    []int32   // 8 * (sum of each block's quants), for batches (Q4_0's -8 offset)
 	ok32   bool
 	qK     []int8    // [Cap*Cols] quants, blocks of 256
 	dK     []float32 // [Cap*Cols/256] block scales
@@ -48,6 +49,7 @@ func NewActivations(capacity, cols int) *Activations {
 		a.q32 = alignedInt8(capacity * cols)
 		a.d32 = make([]float32, capacity*cols/32)
 		a.d32x4 = make([]float32, capacity*cols/32)
+		a.s32 = make([]int32, capacity*cols/32)
 	}
 	if a.hasQK {
 		a.qK = alignedInt8(capacity * cols)
@@ -81,6 +83,15 @@ func (a *Activations) prepare(t Type) {
 			}
 			m := a.n * a.Cols
 			quantizeQ32(a.x[:m], a.q32[:m], a.d32[:m/32])
+			if a.n >= batchMin {
+				for b := range m / 32 {
+					var s int32
+					for _, q := range a.q32[32*b : 32*b+32] {
+						s += int32(q)
+					}
+					a.s32[b] = 8 * s
+				}
+			}
 			nb := a.Cols / 32
 			for g := 0; g+4 <= a.n; g += 4 {
 				for b := range nb {
@@ -184,8 +195,10 @@ func MatMulAct(p *Pool, out []float32, w Matrix, a *Activations) {
 	// Rows are handed out in chunks from a shared counter rather than as
 	// one fixed share per worker, so a worker slowed by anything else on
 	// its core (or a busier cache) does not hold the others up.
+	// Chunks are whole groups of 8 rows (the interleaved batch kernels'
+	// unit).
 	chunk := (w.Rows + 16*p.threads - 1) / (16 * p.threads)
-	chunk = (chunk + actRowTile - 1) / actRowTile * actRowTile
+	chunk = (chunk + 7) / 8 * 8
 	p.mu.Lock()
 	p.actJob.out, p.actJob.w, p.actJob.a, p.actJob.chunk = out, w, a, chunk
 	p.actJob.next.Store(0)
@@ -224,6 +237,10 @@ const actRowTile = 4
 
 // matMulActRows computes rows [lo, hi) of MatMulAct.
 func matMulActRows(out []float32, w Matrix, a *Activations, lo, hi int) {
+	if usesBatchForm(w.Type, a.n) {
+		matMulBatchRows(out, w, a, lo, hi)
+		return
+	}
 	rows, cols, n := w.Rows, w.Cols, a.n
 	rb := w.RowBytes()
 	var o4 [4]float32

@@ -28,5 +28,9 @@ func kernelsActive(string) bool { return false }
 // dot4 has no multi-vector kernel here: the caller loops over dotAct.
 func dot4(Type, []byte, *Activations, int, int, *[4]float32) bool { return false }
 
-func dotVec(a, b []float32) float32                { return dotVecGeneric(a, b) }
+func dotVec(a, b []float32) float32                  { return dotVecGeneric(a, b) }
 func axpy(dst []float32, alpha float32, x []float32) { axpyGeneric(dst, alpha, x) }
+
+// matMulBatchX8 has no interleaved kernel here: it computes no rows and
+// returns lo.
+func matMulBatchX8(out []float32, w Matrix, a *Activations, lo, hi int) int { return lo }

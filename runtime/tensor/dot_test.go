@@ -512,3 +512,42 @@ func TestDotAxpy(t *testing.T) {
 		}()
 	}
 }
+
+// Large batches (the interleaved kernels: several tiles along the row,
+// more vectors than one accumulator pass, a partial group of rows) equal
+// the generic row-sequential form bit for bit.
+func TestMatMulActBatch(t *testing.T) {
+	const rows, cols, n = 21, 32 * 37, 70
+	for _, typ := range []Type{Q8_0, Q4_0} {
+		t.Run(typ.String(), func(t *testing.T) {
+			w, deq := randomMatrix(t, typ, rows, cols, 4)
+			x := testData("normal", n*cols, 6)
+			a := NewActivations(n, cols)
+			want := make([]float32, n*rows)
+			withGeneric(func() {
+				a.Set(x, n)
+				MatMulAct(nil, want, w, a)
+			})
+			for i := range want {
+				v, r := i/rows, i%rows
+				if e, mag := dotErr(want[i], deq[r*cols:(r+1)*cols], x[v*cols:(v+1)*cols]); e > actQuantTol*mag+1e-30 {
+					t.Fatalf("out[%d] = %g, error %.3g", i, want[i], e)
+				}
+			}
+			p := NewPool(2)
+			defer p.Close()
+			eachImpl(t, func(t *testing.T) {
+				for _, pl := range []*Pool{nil, p} {
+					a.Set(x, n)
+					got := make([]float32, n*rows)
+					MatMulAct(pl, got, w, a)
+					for i := range got {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("out[%d] = %g, generic %g", i, got[i], want[i])
+						}
+					}
+				}
+			})
+		})
+	}
+}

@@ -1,0 +1,90 @@
+//go:build !purego
+
+package tensor
+
+import "unsafe"
+
+// The interleaved batch kernels work on a repacked tile of 8 rows by
+// batchKC blocks: for each block, group g (elements 4g..4g+3) of the 8
+// rows side by side as 32 bytes (row r in bytes 4r..4r+3), then the 8
+// rows' scales as float32. Q8_0 tiles hold the quants' magnitudes and then
+// the signed quants (the sign source); Q4_0 tiles the unsigned nibbles.
+const (
+	batchKC      = 16             // blocks per tile: a Q8_0 tile is 8.5 KB, in L1
+	q80TileBlock = 256 + 256 + 32 // bytes per block in a Q8_0 tile
+	q40TileBlock = 256 + 32       // bytes per block in a Q4_0 tile
+	batchVecs    = 64             // vectors whose accumulators are kept per tile pass
+)
+
+// repackQ8_0x8 writes the tile of nb blocks of the 8 rows at w, w+rs, ...,
+// w+7*rs into dst (nb*q80TileBlock bytes).
+//
+//go:noescape
+func repackQ8_0x8(dst *byte, w *byte, rs int, nb int)
+
+// repackQ4_0x8 is repackQ8_0x8 for Q4_0 rows (nb*q40TileBlock bytes).
+//
+//go:noescape
+func repackQ4_0x8(dst *byte, w *byte, rs int, nb int)
+
+// batchQ8_0x8 adds to acc[r] (r = 0..7) the row-sequential dot of tile
+// row r with one vector's nb blocks (quants x, scales d): for each block,
+// acc[r] = fma(float32(isum), dw[r]*d[b], acc[r]).
+//
+//go:noescape
+func batchQ8_0x8(tile *byte, x *int8, d *float32, nb int, acc *float32)
+
+// batchQ4_0x8 is batchQ8_0x8 for a Q4_0 tile; s8 holds 8*(sum of the
+// vector's quants) per block, subtracted for the nibbles' offset of 8.
+//
+//go:noescape
+func batchQ4_0x8(tile *byte, x *int8, d *float32, s8 *int32, nb int, acc *float32)
+
+// matMulBatchX8 computes the whole groups of 8 rows from lo (a multiple
+// of 8) up to hi with the interleaved kernels, and returns the first row
+// it did not compute.
+func matMulBatchX8(out []float32, w Matrix, a *Activations, lo, hi int) int {
+	if !useAVX2 {
+		return lo
+	}
+	rows, cols, n := w.Rows, w.Cols, a.n
+	rb, nb := w.RowBytes(), cols/32
+	tileBlock := q80TileBlock
+	if w.Type == Q4_0 {
+		tileBlock = q40TileBlock
+	}
+	var tile [batchKC * q80TileBlock]byte
+	var acc [batchVecs][8]float32
+	r := lo
+	for ; r+8 <= hi; r += 8 {
+		for v0 := 0; v0 < n; v0 += batchVecs {
+			nv := min(batchVecs, n-v0)
+			clear(acc[:nv])
+			for k0 := 0; k0 < nb; k0 += batchKC {
+				kc := min(batchKC, nb-k0)
+				src := w.Data[r*rb+k0*rb/nb:]
+				_ = src[7*rb+kc*rb/nb-1]
+				if w.Type == Q8_0 {
+					repackQ8_0x8(&tile[0], &src[0], rb, kc)
+				} else {
+					repackQ4_0x8(&tile[0], &src[0], rb, kc)
+				}
+				_ = tile[kc*tileBlock-1]
+				for v := v0; v < v0+nv; v++ {
+					x := a.q32[v*cols+32*k0 : v*cols+32*(k0+kc)]
+					d := a.d32[v*nb+k0 : v*nb+k0+kc]
+					if w.Type == Q8_0 {
+						batchQ8_0x8(&tile[0], unsafe.SliceData(x), unsafe.SliceData(d), kc, &acc[v-v0][0])
+					} else {
+						s8 := a.s32[v*nb+k0 : v*nb+k0+kc]
+						batchQ4_0x8(&tile[0], unsafe.SliceData(x), unsafe.SliceData(d), unsafe.SliceData(s8), kc, &acc[v-v0][0])
+					}
+				}
+			}
+			for v := v0; v < v0+nv; v++ {
+				copy(out[v*rows+r:v*rows+r+8], acc[v-v0][:])
+			}
+		}
+	}
+	return r
+}

@@ -1,0 +1,256 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// Interleaved batch kernels (see batch_amd64.go): eight rows in the eight
+// lanes of a register, so each block's float work is shared by 8 rows and
+// no horizontal sums are needed.
+
+// TRANSPOSE8 transposes the 8x8 matrix of dwords in Y0..Y7 (row r in Yr)
+// into groups: group g (dword g of every row) ends in, for g = 0..7,
+// Y0, Y2, Y12, Y14, Y1, Y3, Y13, Y15. Y4..Y11 are free afterwards.
+#define TRANSPOSE8 \
+	VPUNPCKLDQ  Y1, Y0, Y8          \
+	VPUNPCKHDQ  Y1, Y0, Y9          \
+	VPUNPCKLDQ  Y3, Y2, Y10         \
+	VPUNPCKHDQ  Y3, Y2, Y11         \
+	VPUNPCKLDQ  Y5, Y4, Y0          \
+	VPUNPCKHDQ  Y5, Y4, Y1          \
+	VPUNPCKLDQ  Y7, Y6, Y2          \
+	VPUNPCKHDQ  Y7, Y6, Y3          \
+	VPUNPCKLQDQ Y10, Y8, Y4         \
+	VPUNPCKHQDQ Y10, Y8, Y5         \
+	VPUNPCKLQDQ Y11, Y9, Y6         \
+	VPUNPCKHQDQ Y11, Y9, Y7         \
+	VPUNPCKLQDQ Y2, Y0, Y8          \
+	VPUNPCKHQDQ Y2, Y0, Y9          \
+	VPUNPCKLQDQ Y3, Y1, Y10         \
+	VPUNPCKHQDQ Y3, Y1, Y11         \
+	VPERM2I128  $0x20, Y8, Y4, Y0   \
+	VPERM2I128  $0x31, Y8, Y4, Y1   \
+	VPERM2I128  $0x20, Y9, Y5, Y2   \
+	VPERM2I128  $0x31, Y9, Y5, Y3   \
+	VPERM2I128  $0x20, Y10, Y6, Y12 \
+	VPERM2I128  $0x31, Y10, Y6, Y13 \
+	VPERM2I128  $0x20, Y11, Y7, Y14 \
+	VPERM2I128  $0x31, Y11, Y7, Y15
+
+// SCALES8(out): the fp16 scales at offset 0 of the 8 rows' blocks
+// (SI + r*R8, rows 4..7 from R10) as 8 float32 at out(DI).
+#define SCALES8(out) \
+	MOVWLZX   (SI), AX                 \
+	VMOVD     AX, X14                  \
+	VPINSRW   $1, (SI)(R8*1), X14, X14 \
+	VPINSRW   $2, (SI)(R8*2), X14, X14 \
+	VPINSRW   $3, (SI)(R9*1), X14, X14 \
+	VPINSRW   $4, (R10), X14, X14      \
+	VPINSRW   $5, (R10)(R8*1), X14, X14 \
+	VPINSRW   $6, (R10)(R8*2), X14, X14 \
+	VPINSRW   $7, (R10)(R9*1), X14, X14 \
+	VCVTPH2PS X14, Y14                 \
+	VMOVUPS   Y14, out(DI)
+
+// ROW8(addr, X, Y): Y = the 32 Q8_0 quants at addr (two 16-byte loads).
+#define ROW8(lo, hi, X, Y) \
+	VMOVDQU     lo, X \
+	VINSERTI128 $1, hi, Y, Y
+
+// ROW4(addr, X, Y): Y = the 16 Q4_0 quant bytes at addr in the low half
+// and the same shifted right by 4 in the high half (masked later).
+#define ROW4(addr, X, Y) \
+	VMOVDQU     addr, X         \
+	VPSRLW      $4, X, X8       \
+	VINSERTI128 $1, X8, Y, Y
+
+// func repackQ8_0x8(dst *byte, w *byte, rs int, nb int)
+TEXT ·repackQ8_0x8(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ w+8(FP), SI
+	MOVQ rs+16(FP), R8
+	MOVQ nb+24(FP), CX
+	LEAQ (R8)(R8*2), R9
+	LEAQ (SI)(R8*4), R10
+
+rq8loop:
+	SCALES8(512)
+	ROW8(2(SI), 18(SI), X0, Y0)
+	ROW8(2(SI)(R8*1), 18(SI)(R8*1), X1, Y1)
+	ROW8(2(SI)(R8*2), 18(SI)(R8*2), X2, Y2)
+	ROW8(2(SI)(R9*1), 18(SI)(R9*1), X3, Y3)
+	ROW8(2(R10), 18(R10), X4, Y4)
+	ROW8(2(R10)(R8*1), 18(R10)(R8*1), X5, Y5)
+	ROW8(2(R10)(R8*2), 18(R10)(R8*2), X6, Y6)
+	ROW8(2(R10)(R9*1), 18(R10)(R9*1), X7, Y7)
+	TRANSPOSE8
+	VMOVDQU Y0, 256(DI)
+	VMOVDQU Y2, 288(DI)
+	VMOVDQU Y12, 320(DI)
+	VMOVDQU Y14, 352(DI)
+	VMOVDQU Y1, 384(DI)
+	VMOVDQU Y3, 416(DI)
+	VMOVDQU Y13, 448(DI)
+	VMOVDQU Y15, 480(DI)
+	VPSIGNB Y0, Y0, Y4
+	VPSIGNB Y2, Y2, Y5
+	VPSIGNB Y12, Y12, Y6
+	VPSIGNB Y14, Y14, Y7
+	VPSIGNB Y1, Y1, Y8
+	VPSIGNB Y3, Y3, Y9
+	VPSIGNB Y13, Y13, Y10
+	VPSIGNB Y15, Y15, Y11
+	VMOVDQU Y4, 0(DI)
+	VMOVDQU Y5, 32(DI)
+	VMOVDQU Y6, 64(DI)
+	VMOVDQU Y7, 96(DI)
+	VMOVDQU Y8, 128(DI)
+	VMOVDQU Y9, 160(DI)
+	VMOVDQU Y10, 192(DI)
+	VMOVDQU Y11, 224(DI)
+	ADDQ $34, SI
+	ADDQ $34, R10
+	ADDQ $544, DI
+	DECQ CX
+	JNZ  rq8loop
+	VZEROUPPER
+	RET
+
+// func repackQ4_0x8(dst *byte, w *byte, rs int, nb int)
+TEXT ·repackQ4_0x8(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ w+8(FP), SI
+	MOVQ rs+16(FP), R8
+	MOVQ nb+24(FP), CX
+	LEAQ (R8)(R8*2), R9
+	LEAQ (SI)(R8*4), R10
+
+rq4loop:
+	SCALES8(256)
+	ROW4(2(SI), X0, Y0)
+	ROW4(2(SI)(R8*1), X1, Y1)
+	ROW4(2(SI)(R8*2), X2, Y2)
+	ROW4(2(SI)(R9*1), X3, Y3)
+	ROW4(2(R10), X4, Y4)
+	ROW4(2(R10)(R8*1), X5, Y5)
+	ROW4(2(R10)(R8*2), X6, Y6)
+	ROW4(2(R10)(R9*1), X7, Y7)
+	TRANSPOSE8
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X4
+	VPBROADCASTD X4, Y4
+	VPAND        Y4, Y0, Y0
+	VPAND        Y4, Y2, Y2
+	VPAND        Y4, Y12, Y12
+	VPAND        Y4, Y14, Y14
+	VPAND        Y4, Y1, Y1
+	VPAND        Y4, Y3, Y3
+	VPAND        Y4, Y13, Y13
+	VPAND        Y4, Y15, Y15
+	VMOVDQU      Y0, 0(DI)
+	VMOVDQU      Y2, 32(DI)
+	VMOVDQU      Y12, 64(DI)
+	VMOVDQU      Y14, 96(DI)
+	VMOVDQU      Y1, 128(DI)
+	VMOVDQU      Y3, 160(DI)
+	VMOVDQU      Y13, 192(DI)
+	VMOVDQU      Y15, 224(DI)
+	ADDQ $18, SI
+	ADDQ $18, R10
+	ADDQ $288, DI
+	DECQ CX
+	JNZ  rq4loop
+	VZEROUPPER
+	RET
+
+// G8(g, T, U, ACC): ACC += per row, the int32 dot of group g (Q8_0 tile).
+#define G8(g, T, U, ACC) \
+	VPBROADCASTD (4*g)(DI), T      \
+	VPSIGNB      (256+32*g)(SI), T, T \
+	VMOVDQU      (32*g)(SI), U     \
+	VPMADDUBSW   T, U, U           \
+	VPMADDWD     Y15, U, U         \
+	VPADDD       U, ACC, ACC
+
+// func batchQ8_0x8(tile *byte, x *int8, d *float32, nb int, acc *float32)
+TEXT ·batchQ8_0x8(SB), NOSPLIT, $0-40
+	MOVQ     tile+0(FP), SI
+	MOVQ     x+8(FP), DI
+	MOVQ     d+16(FP), DX
+	MOVQ     nb+24(FP), CX
+	MOVQ     acc+32(FP), BX
+	VMOVUPS  (BX), Y0
+	VPCMPEQW Y15, Y15, Y15
+	VPSRLW   $15, Y15, Y15
+
+bq8loop:
+	VPXOR Y1, Y1, Y1
+	VPXOR Y4, Y4, Y4
+	G8(0, Y2, Y3, Y1)
+	G8(1, Y5, Y6, Y4)
+	G8(2, Y2, Y3, Y1)
+	G8(3, Y5, Y6, Y4)
+	G8(4, Y2, Y3, Y1)
+	G8(5, Y5, Y6, Y4)
+	G8(6, Y2, Y3, Y1)
+	G8(7, Y5, Y6, Y4)
+	VPADDD       Y4, Y1, Y1
+	VCVTDQ2PS    Y1, Y1
+	VBROADCASTSS (DX), Y2
+	VMULPS       512(SI), Y2, Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ $544, SI
+	ADDQ $32, DI
+	ADDQ $4, DX
+	DECQ CX
+	JNZ  bq8loop
+	VMOVUPS Y0, (BX)
+	VZEROUPPER
+	RET
+
+// G4(g, T, U, ACC): ACC += per row, the int16 pair sums of group g (Q4_0
+// tile, unsigned nibbles times signed quants).
+#define G4(g, T, U, ACC) \
+	VPBROADCASTD (4*g)(DI), T \
+	VMOVDQU      (32*g)(SI), U \
+	VPMADDUBSW   T, U, U       \
+	VPADDW       U, ACC, ACC
+
+// func batchQ4_0x8(tile *byte, x *int8, d *float32, s8 *int32, nb int, acc *float32)
+TEXT ·batchQ4_0x8(SB), NOSPLIT, $0-48
+	MOVQ     tile+0(FP), SI
+	MOVQ     x+8(FP), DI
+	MOVQ     d+16(FP), DX
+	MOVQ     s8+24(FP), R11
+	MOVQ     nb+32(FP), CX
+	MOVQ     acc+40(FP), BX
+	VMOVUPS  (BX), Y0
+	VPCMPEQW Y15, Y15, Y15
+	VPSRLW   $15, Y15, Y15
+
+bq4loop:
+	VPXOR Y1, Y1, Y1
+	VPXOR Y4, Y4, Y4
+	G4(0, Y2, Y3, Y1)
+	G4(1, Y5, Y6, Y4)
+	G4(2, Y2, Y3, Y1)
+	G4(3, Y5, Y6, Y4)
+	G4(4, Y2, Y3, Y1)
+	G4(5, Y5, Y6, Y4)
+	G4(6, Y2, Y3, Y1)
+	G4(7, Y5, Y6, Y4)
+	VPADDW       Y4, Y1, Y1
+	VPMADDWD     Y15, Y1, Y1
+	VPBROADCASTD (R11), Y2
+	VPSUBD       Y2, Y1, Y1
+	VCVTDQ2PS    Y1, Y1
+	VBROADCASTSS (DX), Y2
+	VMULPS       256(SI), Y2, Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ $288, SI
+	ADDQ $32, DI
+	ADDQ $4, DX
+	ADDQ $4, R11
+	DECQ CX
+	JNZ  bq4loop
+	VMOVUPS Y0, (BX)
+	VZEROUPPER
+	RET
