@@ -18,6 +18,72 @@ DATA permQ32<>+24(SB)/4, $3
 DATA permQ32<>+28(SB)/4, $7
 GLOBL permQ32<>(SB), RODATA|NOPTR, $32
 
+DATA bcastIdx<>+0(SB)/4, $0
+DATA bcastIdx<>+4(SB)/4, $0
+DATA bcastIdx<>+8(SB)/4, $0
+DATA bcastIdx<>+12(SB)/4, $0
+DATA bcastIdx<>+16(SB)/4, $0
+DATA bcastIdx<>+20(SB)/4, $0
+DATA bcastIdx<>+24(SB)/4, $0
+DATA bcastIdx<>+28(SB)/4, $0
+DATA bcastIdx<>+32(SB)/4, $1
+DATA bcastIdx<>+36(SB)/4, $1
+DATA bcastIdx<>+40(SB)/4, $1
+DATA bcastIdx<>+44(SB)/4, $1
+DATA bcastIdx<>+48(SB)/4, $1
+DATA bcastIdx<>+52(SB)/4, $1
+DATA bcastIdx<>+56(SB)/4, $1
+DATA bcastIdx<>+60(SB)/4, $1
+DATA bcastIdx<>+64(SB)/4, $2
+DATA bcastIdx<>+68(SB)/4, $2
+DATA bcastIdx<>+72(SB)/4, $2
+DATA bcastIdx<>+76(SB)/4, $2
+DATA bcastIdx<>+80(SB)/4, $2
+DATA bcastIdx<>+84(SB)/4, $2
+DATA bcastIdx<>+88(SB)/4, $2
+DATA bcastIdx<>+92(SB)/4, $2
+DATA bcastIdx<>+96(SB)/4, $3
+DATA bcastIdx<>+100(SB)/4, $3
+DATA bcastIdx<>+104(SB)/4, $3
+DATA bcastIdx<>+108(SB)/4, $3
+DATA bcastIdx<>+112(SB)/4, $3
+DATA bcastIdx<>+116(SB)/4, $3
+DATA bcastIdx<>+120(SB)/4, $3
+DATA bcastIdx<>+124(SB)/4, $3
+DATA bcastIdx<>+128(SB)/4, $4
+DATA bcastIdx<>+132(SB)/4, $4
+DATA bcastIdx<>+136(SB)/4, $4
+DATA bcastIdx<>+140(SB)/4, $4
+DATA bcastIdx<>+144(SB)/4, $4
+DATA bcastIdx<>+148(SB)/4, $4
+DATA bcastIdx<>+152(SB)/4, $4
+DATA bcastIdx<>+156(SB)/4, $4
+DATA bcastIdx<>+160(SB)/4, $5
+DATA bcastIdx<>+164(SB)/4, $5
+DATA bcastIdx<>+168(SB)/4, $5
+DATA bcastIdx<>+172(SB)/4, $5
+DATA bcastIdx<>+176(SB)/4, $5
+DATA bcastIdx<>+180(SB)/4, $5
+DATA bcastIdx<>+184(SB)/4, $5
+DATA bcastIdx<>+188(SB)/4, $5
+DATA bcastIdx<>+192(SB)/4, $6
+DATA bcastIdx<>+196(SB)/4, $6
+DATA bcastIdx<>+200(SB)/4, $6
+DATA bcastIdx<>+204(SB)/4, $6
+DATA bcastIdx<>+208(SB)/4, $6
+DATA bcastIdx<>+212(SB)/4, $6
+DATA bcastIdx<>+216(SB)/4, $6
+DATA bcastIdx<>+220(SB)/4, $6
+DATA bcastIdx<>+224(SB)/4, $7
+DATA bcastIdx<>+228(SB)/4, $7
+DATA bcastIdx<>+232(SB)/4, $7
+DATA bcastIdx<>+236(SB)/4, $7
+DATA bcastIdx<>+240(SB)/4, $7
+DATA bcastIdx<>+244(SB)/4, $7
+DATA bcastIdx<>+248(SB)/4, $7
+DATA bcastIdx<>+252(SB)/4, $7
+GLOBL bcastIdx<>(SB), RODATA|NOPTR, $256
+
 // HSUM8 reduces the 8 lanes of Y0 into X0 as hsum8 does:
 // ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)). Clobbers X1.
 #define HSUM8 \
@@ -53,8 +119,40 @@ GLOBL permQ32<>(SB), RODATA|NOPTR, $32
 	VCVTDQ2PS   Y6, Y6       \
 	VFMADD231PS Y6, S, ACC
 
+// SCALES8X(stride, wb, db): the products fp16(w scale) * d for 8 blocks
+// (weight blocks stride bytes apart from SI+wb, activation scales from
+// DX+db) as 8 float32 in Y4: one conversion and one multiply for 8
+// blocks, on the integer side until the last steps. The loops compute the
+// next group's products while using the current group's (Y7), so the FMAs
+// do not wait on this chain.
+#define SCALES8X(stride, wb, db) \
+	MOVWLZX   (wb)(SI), AX                \
+	MOVWLZX   (wb+1*stride)(SI), R8      \
+	SHLL      $16, R8                 \
+	ORL       R8, AX                  \
+	MOVWLZX   (wb+2*stride)(SI), R9      \
+	SHLQ      $32, R9                 \
+	MOVWLZX   (wb+3*stride)(SI), R10     \
+	SHLQ      $48, R10                \
+	ORQ       R10, R9                 \
+	ORQ       R9, AX                  \
+	MOVWLZX   (wb+4*stride)(SI), R11     \
+	MOVWLZX   (wb+5*stride)(SI), R8      \
+	SHLL      $16, R8                 \
+	ORL       R8, R11                 \
+	MOVWLZX   (wb+6*stride)(SI), R9      \
+	SHLQ      $32, R9                 \
+	MOVWLZX   (wb+7*stride)(SI), R10     \
+	SHLQ      $48, R10                \
+	ORQ       R10, R9                 \
+	ORQ       R9, R11                 \
+	VMOVQ     AX, X2                  \
+	VPINSRQ   $1, R11, X2, X2         \
+	VCVTPH2PS X2, Y2                  \
+	VMULPS    (db)(DX), Y2, Y4
+
 // func dotQ8_0AVX2(w *byte, x *int8, d *float32, nb int) float32
-TEXT ·dotQ8_0AVX2(SB), NOSPLIT, $0-36
+TEXT ·dotQ8_0AVX2(SB), NOSPLIT, $32-36
 	MOVQ w+0(FP), SI
 	MOVQ x+8(FP), DI
 	MOVQ d+16(FP), DX
@@ -63,6 +161,65 @@ TEXT ·dotQ8_0AVX2(SB), NOSPLIT, $0-36
 	VPSRLW   $15, Y15, Y15
 	VXORPS   Y0, Y0, Y0
 	VXORPS   Y1, Y1, Y1
+
+	CMPQ CX, $8
+	JLT  q80loop2
+	SCALES8X(34, 0, 0)
+
+q80loop8:
+	VMOVAPS Y4, Y7
+	CMPQ    CX, $16
+	JLT     q80cur8
+	SCALES8X(34, 272, 32)
+
+q80cur8:
+	VMOVDQU      bcastIdx<>+0(SB), Y2
+	VPERMPS      Y7, Y2, Y2
+	VMOVDQU      2(SI), X3
+	VINSERTI128  $1, 18(SI), Y3, Y3
+	Q8DOT(0, Y3, Y0, Y2)
+	VMOVDQU      bcastIdx<>+32(SB), Y2
+	VPERMPS      Y7, Y2, Y2
+	VMOVDQU      36(SI), X3
+	VINSERTI128  $1, 52(SI), Y3, Y3
+	Q8DOT(32, Y3, Y1, Y2)
+	VMOVDQU      bcastIdx<>+64(SB), Y2
+	VPERMPS      Y7, Y2, Y2
+	VMOVDQU      70(SI), X3
+	VINSERTI128  $1, 86(SI), Y3, Y3
+	Q8DOT(64, Y3, Y0, Y2)
+	VMOVDQU      bcastIdx<>+96(SB), Y2
+	VPERMPS      Y7, Y2, Y2
+	VMOVDQU      104(SI), X3
+	VINSERTI128  $1, 120(SI), Y3, Y3
+	Q8DOT(96, Y3, Y1, Y2)
+	VMOVDQU      bcastIdx<>+128(SB), Y2
+	VPERMPS      Y7, Y2, Y2
+	VMOVDQU      138(SI), X3
+	VINSERTI128  $1, 154(SI), Y3, Y3
+	Q8DOT(128, Y3, Y0, Y2)
+	VMOVDQU      bcastIdx<>+160(SB), Y2
+	VPERMPS      Y7, Y2, Y2
+	VMOVDQU      172(SI), X3
+	VINSERTI128  $1, 188(SI), Y3, Y3
+	Q8DOT(160, Y3, Y1, Y2)
+	VMOVDQU      bcastIdx<>+192(SB), Y2
+	VPERMPS      Y7, Y2, Y2
+	VMOVDQU      206(SI), X3
+	VINSERTI128  $1, 222(SI), Y3, Y3
+	Q8DOT(192, Y3, Y0, Y2)
+	VMOVDQU      bcastIdx<>+224(SB), Y2
+	VPERMPS      Y7, Y2, Y2
+	VMOVDQU      240(SI), X3
+	VINSERTI128  $1, 256(SI), Y3, Y3
+	Q8DOT(224, Y3, Y1, Y2)
+	ADDQ $272, SI
+	ADDQ $256, DI
+	ADDQ $32, DX
+	SUBQ $8, CX
+	CMPQ CX, $8
+	JGE  q80loop8
+	JMP  q80loop2
 
 q80loop2:
 	CMPQ    CX, $2
@@ -103,13 +260,13 @@ q80done:
 // as signed bytes in element order (Y14 = 0x0f bytes, Y13 = 0x08 bytes).
 #define Q4LOAD(off, X, W) \
 	VMOVDQU     off(SI), X    \
-	VPSRLW      $4, X, X7     \
-	VINSERTI128 $1, X7, W, W  \
+	VPSRLW      $4, X, X8     \
+	VINSERTI128 $1, X8, W, W  \
 	VPAND       Y14, W, W     \
 	VPSUBB      Y13, W, W
 
 // func dotQ4_0AVX2(w *byte, x *int8, d *float32, nb int) float32
-TEXT ·dotQ4_0AVX2(SB), NOSPLIT, $0-36
+TEXT ·dotQ4_0AVX2(SB), NOSPLIT, $32-36
 	MOVQ w+0(FP), SI
 	MOVQ x+8(FP), DI
 	MOVQ d+16(FP), DX
@@ -120,6 +277,57 @@ TEXT ·dotQ4_0AVX2(SB), NOSPLIT, $0-36
 	BCAST($0x08080808, X13, Y13)
 	VXORPS   Y0, Y0, Y0
 	VXORPS   Y1, Y1, Y1
+
+	CMPQ CX, $8
+	JLT  q40loop2
+	SCALES8X(18, 0, 0)
+
+q40loop8:
+	VMOVAPS Y4, Y7
+	CMPQ    CX, $16
+	JLT     q40cur8
+	SCALES8X(18, 144, 32)
+
+q40cur8:
+	VMOVDQU      bcastIdx<>+0(SB), Y2
+	VPERMPS      Y7, Y2, Y2
+	Q4LOAD(2, X3, Y3)
+	Q8DOT(0, Y3, Y0, Y2)
+	VMOVDQU      bcastIdx<>+32(SB), Y2
+	VPERMPS      Y7, Y2, Y2
+	Q4LOAD(20, X3, Y3)
+	Q8DOT(32, Y3, Y1, Y2)
+	VMOVDQU      bcastIdx<>+64(SB), Y2
+	VPERMPS      Y7, Y2, Y2
+	Q4LOAD(38, X3, Y3)
+	Q8DOT(64, Y3, Y0, Y2)
+	VMOVDQU      bcastIdx<>+96(SB), Y2
+	VPERMPS      Y7, Y2, Y2
+	Q4LOAD(56, X3, Y3)
+	Q8DOT(96, Y3, Y1, Y2)
+	VMOVDQU      bcastIdx<>+128(SB), Y2
+	VPERMPS      Y7, Y2, Y2
+	Q4LOAD(74, X3, Y3)
+	Q8DOT(128, Y3, Y0, Y2)
+	VMOVDQU      bcastIdx<>+160(SB), Y2
+	VPERMPS      Y7, Y2, Y2
+	Q4LOAD(92, X3, Y3)
+	Q8DOT(160, Y3, Y1, Y2)
+	VMOVDQU      bcastIdx<>+192(SB), Y2
+	VPERMPS      Y7, Y2, Y2
+	Q4LOAD(110, X3, Y3)
+	Q8DOT(192, Y3, Y0, Y2)
+	VMOVDQU      bcastIdx<>+224(SB), Y2
+	VPERMPS      Y7, Y2, Y2
+	Q4LOAD(128, X3, Y3)
+	Q8DOT(224, Y3, Y1, Y2)
+	ADDQ $144, SI
+	ADDQ $256, DI
+	ADDQ $32, DX
+	SUBQ $8, CX
+	CMPQ CX, $8
+	JGE  q40loop8
+	JMP  q40loop2
 
 q40loop2:
 	CMPQ CX, $2
