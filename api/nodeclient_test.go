@@ -92,11 +92,11 @@ func TestOpenAINodeClient(t *testing.T) {
 	}
 	var got struct {
 		Text, Finish, Plain, PlainFinish, Completion string
-		Chunks                                        int
-		Usage                                         Usage
-		Models                                        []string
-		UnknownModel                                  []any
-		WrongKey                                      []any
+		Chunks                                       int
+		Usage                                        Usage
+		Models                                       []string
+		UnknownModel                                 []any
+		WrongKey                                     []any
 	}
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("%v: %s", err, out)
