@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"strata/actors"
+	"strata/internal/testdata"
 )
 
 func TestQueueFIFO(t *testing.T) {
@@ -144,5 +147,30 @@ func TestRateWindow(t *testing.T) {
 	}
 	if r := w.rate(base.Add(60 * time.Second)); r != 0 {
 		t.Errorf("stale rate %v", r)
+	}
+}
+
+func TestFileModels(t *testing.T) {
+	path := testdata.Path(t, "gguf/stories260K.gguf")
+	fm := NewFileModels(actors.Files{"stories260K": path}, func() []string { return []string{"stories260K", "elsewhere", "stories260K"} }, 512)
+	defer fm.Close()
+	list := fm.List()
+	if len(list) != 1 || list[0].ID != "stories260K" || list[0].ContextLength != 512 || list[0].Layers != 5 || list[0].SizeBytes == 0 {
+		t.Errorf("list: %+v", list)
+	}
+	if _, _, err := fm.Lookup("elsewhere"); !errors.Is(err, ErrModelNotFound) {
+		t.Errorf("unknown: %v", err)
+	}
+	_, tok, err := fm.Lookup("stories260K")
+	if err != nil || tok.VocabSize() != 512 {
+		t.Fatalf("%v", err)
+	}
+	// A server over FileModels bounds prompts by the capped context.
+	_, hs := newTestServer(t, Config{Models: fm, MaxPromptTokens: 8})
+	checkError(t, post(t, hs.URL+"/v1/completions", "", `{"model": "stories260K", "prompt": "Once upon a time there was a girl named Lily"}`), 400, "context_length_exceeded")
+	var p Completion
+	decode(t, post(t, hs.URL+"/v1/completions", "", `{"model": "stories260K", "prompt": "Once", "max_tokens": 3, "temperature": 0}`), &p)
+	if p.Usage == nil || p.Usage.CompletionTokens != 3 {
+		t.Errorf("%+v", p)
 	}
 }

@@ -296,11 +296,11 @@ func (s *Server) lookup(name string) (ModelInfo, *tokenizer.Tokenizer, *Error) {
 
 // fits rejects a prompt that leaves no room to generate.
 func (s *Server) fits(info ModelInfo, n int) *Error {
-	limit := info.ContextLength
-	if s.cfg.MaxPromptTokens > 0 && (limit <= 0 || s.cfg.MaxPromptTokens < limit) {
-		limit = s.cfg.MaxPromptTokens + 1
+	if s.cfg.MaxPromptTokens > 0 && n > s.cfg.MaxPromptTokens {
+		return badRequest("messages", "context_length_exceeded",
+			"The prompt has %d tokens; this server takes at most %d.", n, s.cfg.MaxPromptTokens)
 	}
-	if limit > 0 && n >= limit {
+	if info.ContextLength > 0 && n >= info.ContextLength {
 		return badRequest("messages", "context_length_exceeded",
 			"This model's maximum context length is %d tokens; the prompt has %d tokens, which leaves no room for an answer.", info.ContextLength, n)
 	}
