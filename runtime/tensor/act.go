@@ -30,6 +30,8 @@ type Activations struct {
 	d32    []float32 // [Cap*Cols/32] block scales
 	d32x4  []float32 // d32 of each group of 4 vectors, interleaved: [group][block][4]
 	s32    []int32   // 8 * (sum of each block's quants), for batches (Q4_0's -8 offset)
+	s8f    []float32 // the same as float32, for the one-vector Q4_0 kernel
+	okS    bool      // s32 and s8f are up to date
 	ok32   bool
 	qK     []int8    // [Cap*Cols] quants, blocks of 256
 	dK     []float32 // [Cap*Cols/256] block scales
@@ -50,6 +52,7 @@ func NewActivations(capacity, cols int) *Activations {
 		a.d32 = make([]float32, capacity*cols/32)
 		a.d32x4 = make([]float32, capacity*cols/32)
 		a.s32 = make([]int32, capacity*cols/32)
+		a.s8f = make([]float32, capacity*cols/32)
 	}
 	if a.hasQK {
 		a.qK = alignedInt8(capacity * cols)
@@ -66,7 +69,7 @@ func (a *Activations) Set(x []float32, n int) {
 		panic(fmt.Sprintf("tensor: Activations.Set: len(x)=%d n=%d, holds up to %d vectors of %d", len(x), n, a.Cap, a.Cols))
 	}
 	a.x, a.n = x, n
-	a.ok32, a.okK = false, false
+	a.ok32, a.okK, a.okS = false, false, false
 }
 
 // N is the number of vectors set.
@@ -83,15 +86,6 @@ func (a *Activations) prepare(t Type) {
 			}
 			m := a.n * a.Cols
 			quantizeQ32(a.x[:m], a.q32[:m], a.d32[:m/32])
-			if a.n >= batchMin {
-				for b := range m / 32 {
-					var s int32
-					for _, q := range a.q32[32*b : 32*b+32] {
-						s += int32(q)
-					}
-					a.s32[b] = 8 * s
-				}
-			}
 			nb := a.Cols / 32
 			for g := 0; g+4 <= a.n; g += 4 {
 				for b := range nb {
@@ -102,6 +96,20 @@ func (a *Activations) prepare(t Type) {
 			}
 			a.ok32 = true
 		}
+	}
+	if t == Q4_0 && !a.okS {
+		m := a.n * a.Cols
+		for b := range m / 32 {
+			var s int32
+			for _, q := range a.q32[32*b : 32*b+32] {
+				s += int32(q)
+			}
+			a.s32[b] = 8 * s
+			a.s8f[b] = float32(8 * s)
+		}
+		a.okS = true
+	}
+	switch t {
 	case Q4_K, Q5_K, Q6_K:
 		if !a.okK {
 			if !a.hasQK {
@@ -276,7 +284,7 @@ func dotAct(t Type, row []byte, a *Activations, i, cols int) float32 {
 	case Q8_0:
 		return dotQ8_0(row, a.q32[i*cols:(i+1)*cols], a.d32[i*cols/32:(i+1)*cols/32])
 	case Q4_0:
-		return dotQ4_0(row, a.q32[i*cols:(i+1)*cols], a.d32[i*cols/32:(i+1)*cols/32])
+		return dotQ4_0(row, a.q32[i*cols:(i+1)*cols], a.d32[i*cols/32:(i+1)*cols/32], a.s8f[i*cols/32:(i+1)*cols/32])
 	case Q4_K:
 		return dotQ4_K(row, a.qK[i*cols:(i+1)*cols], a.dK[i*cols/qkK:(i+1)*cols/qkK], a.bsumsK[i*cols/16:(i+1)*cols/16])
 	case Q5_K:

@@ -35,7 +35,7 @@ func dotQ8_0AVX2(w *byte, x *int8, d *float32, nb int) float32
 // dotQ4_0AVX2 is dotQ4_0Generic over nb blocks.
 //
 //go:noescape
-func dotQ4_0AVX2(w *byte, x *int8, d *float32, nb int) float32
+func dotQ4_0AVX2(w *byte, x *int8, d, s8 *float32, nb int) float32
 
 // dotQ8_0x4AVX2 sets out[t] = dotQ8_0AVX2(w, x+t*xs, dt, nb) for t = 0..3,
 // where dt[b] = d4[4b+t] (the four vectors' scales interleaved), decoding
@@ -43,11 +43,6 @@ func dotQ4_0AVX2(w *byte, x *int8, d *float32, nb int) float32
 //
 //go:noescape
 func dotQ8_0x4AVX2(w *byte, x *int8, d4 *float32, nb, xs int, out *float32)
-
-// dotQ4_0x4AVX2 is dotQ8_0x4AVX2 for Q4_0 rows.
-//
-//go:noescape
-func dotQ4_0x4AVX2(w *byte, x *int8, d4 *float32, nb, xs int, out *float32)
 
 // dotQ4_KAVX2 is dotQ4_KGeneric over nb super-blocks.
 //
@@ -94,13 +89,13 @@ func dotQ8_0(w []byte, x []int8, d []float32) float32 {
 	return dotQ8_0AVX2(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), nb)
 }
 
-func dotQ4_0(w []byte, x []int8, d []float32) float32 {
+func dotQ4_0(w []byte, x []int8, d, s8 []float32) float32 {
 	if !useAVX2 || len(d) == 0 {
-		return dotQ4_0Generic(w, x, d)
+		return dotQ4_0Generic(w, x, d, s8)
 	}
 	nb := len(d)
-	_, _ = w[nb*q40Bytes-1], x[nb*32-1]
-	return dotQ4_0AVX2(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), nb)
+	_, _, _ = w[nb*q40Bytes-1], x[nb*32-1], s8[nb-1]
+	return dotQ4_0AVX2(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), unsafe.SliceData(s8), nb)
 }
 
 func dotQ4_K(w []byte, x []int8, d []float32, bsums []int16) float32 {
@@ -178,9 +173,6 @@ func dot4(t Type, row []byte, a *Activations, i, cols int, out *[4]float32) bool
 	case Q8_0:
 		_, _, _ = row[nb*q80Bytes-1], a.q32[(i+4)*cols-1], a.d32x4[(i+4)*nb-1]
 		dotQ8_0x4AVX2(unsafe.SliceData(row), &a.q32[i*cols], &a.d32x4[i*nb], nb, cols, &out[0])
-	case Q4_0:
-		_, _, _ = row[nb*q40Bytes-1], a.q32[(i+4)*cols-1], a.d32x4[(i+4)*nb-1]
-		dotQ4_0x4AVX2(unsafe.SliceData(row), &a.q32[i*cols], &a.d32x4[i*nb], nb, cols, &out[0])
 	default:
 		return false
 	}

@@ -94,6 +94,15 @@ GLOBL bcastIdx<>(SB), RODATA|NOPTR, $256
 	VMOVSHDUP    X0, X1     \
 	VADDSS       X1, X0, X0
 
+// HSUMR(Y, X, T): X[0] = hsum8 of Y's lanes (T is clobbered).
+#define HSUMR(Y, X, T) \
+	VEXTRACTF128 $1, Y, T \
+	VADDPS       T, X, X  \
+	VMOVHLPS     X, X, T  \
+	VADDPS       T, X, X  \
+	VMOVSHDUP    X, T     \
+	VADDSS       T, X, X
+
 // BCAST(reg32, val, Y) broadcasts a 32-bit constant into Y.
 #define BCAST(val, X, Y) \
 	MOVL         val, AX \
@@ -266,30 +275,37 @@ q80done:
 	MOVSS  X0, ret+32(FP)
 	RET
 
-// Q4LOAD(off, W): W = the 32 quants of the Q4_0 block at SI+off, minus 8,
-// as signed bytes in element order (Y14 = 0x0f bytes, Y13 = 0x08 bytes).
+// Q4LOAD(off, W): W = the 32 nibbles of the Q4_0 block at SI+off as
+// unsigned bytes in element order (Y14 = 0x0f bytes; clobbers X10).
 #define Q4LOAD(off, X, W) \
-	VMOVDQU     off(SI), X    \
-	VPSRLW      $4, X, X8     \
-	VINSERTI128 $1, X8, W, W  \
-	VPAND       Y14, W, W     \
-	VPSUBB      Y13, W, W
+	VMOVDQU     off(SI), X     \
+	VPSRLW      $4, X, X10     \
+	VINSERTI128 $1, X10, W, W  \
+	VPAND       Y14, W, W
 
-// func dotQ4_0AVX2(w *byte, x *int8, d *float32, nb int) float32
-TEXT ·dotQ4_0AVX2(SB), NOSPLIT, $32-36
+// Q4DOT(xoff, W, ACC, S): ACC += S * lanes(W · x[xoff]), W unsigned.
+#define Q4DOT(xoff, W, ACC, S) \
+	VPMADDUBSW  xoff(DI), W, Y6 \
+	VPMADDWD    Y15, Y6, Y6     \
+	VCVTDQ2PS   Y6, Y6          \
+	VFMADD231PS Y6, S, ACC
+
+// func dotQ4_0AVX2(w *byte, x *int8, d, s8 *float32, nb int) float32
+TEXT ·dotQ4_0AVX2(SB), NOSPLIT, $0-44
 	MOVQ w+0(FP), SI
 	MOVQ x+8(FP), DI
 	MOVQ d+16(FP), DX
-	MOVQ nb+24(FP), CX
+	MOVQ s8+24(FP), R12
+	MOVQ nb+32(FP), CX
 	VPCMPEQW Y15, Y15, Y15
 	VPSRLW   $15, Y15, Y15
 	BCAST($0x0f0f0f0f, X14, Y14)
-	BCAST($0x08080808, X13, Y13)
 	VXORPS   Y0, Y0, Y0
 	VXORPS   Y1, Y1, Y1
-
-	CMPQ CX, $8
-	JLT  q40loop2
+	VXORPS   Y8, Y8, Y8 // corrections, lane b%8
+	VXORPS   X9, X9, X9 // corrections of the blocks after the last group of 8
+	CMPQ     CX, $8
+	JLT      q40loop2
 	SCALES8X(18, 0, 0)
 
 q40loop8:
@@ -299,77 +315,80 @@ q40loop8:
 	SCALES8X(18, 144, 32)
 
 q40cur8:
-	PREFETCHT0 (2048)(SI)
-	PREFETCHT0 (2112)(SI)
-	PREFETCHT0 (2176)(SI)
+	PREFETCHT0  2048(SI)
+	PREFETCHT0  2112(SI)
+	PREFETCHT0  2176(SI)
+	VFMADD231PS (R12), Y7, Y8
 	VMOVDQU      bcastIdx<>+0(SB), Y2
 	VPERMPS      Y7, Y2, Y2
 	Q4LOAD(2, X3, Y3)
-	Q8DOT(0, Y3, Y0, Y2)
+	Q4DOT(0, Y3, Y0, Y2)
 	VMOVDQU      bcastIdx<>+32(SB), Y2
 	VPERMPS      Y7, Y2, Y2
 	Q4LOAD(20, X3, Y3)
-	Q8DOT(32, Y3, Y1, Y2)
+	Q4DOT(32, Y3, Y1, Y2)
 	VMOVDQU      bcastIdx<>+64(SB), Y2
 	VPERMPS      Y7, Y2, Y2
 	Q4LOAD(38, X3, Y3)
-	Q8DOT(64, Y3, Y0, Y2)
+	Q4DOT(64, Y3, Y0, Y2)
 	VMOVDQU      bcastIdx<>+96(SB), Y2
 	VPERMPS      Y7, Y2, Y2
 	Q4LOAD(56, X3, Y3)
-	Q8DOT(96, Y3, Y1, Y2)
+	Q4DOT(96, Y3, Y1, Y2)
 	VMOVDQU      bcastIdx<>+128(SB), Y2
 	VPERMPS      Y7, Y2, Y2
 	Q4LOAD(74, X3, Y3)
-	Q8DOT(128, Y3, Y0, Y2)
+	Q4DOT(128, Y3, Y0, Y2)
 	VMOVDQU      bcastIdx<>+160(SB), Y2
 	VPERMPS      Y7, Y2, Y2
 	Q4LOAD(92, X3, Y3)
-	Q8DOT(160, Y3, Y1, Y2)
+	Q4DOT(160, Y3, Y1, Y2)
 	VMOVDQU      bcastIdx<>+192(SB), Y2
 	VPERMPS      Y7, Y2, Y2
 	Q4LOAD(110, X3, Y3)
-	Q8DOT(192, Y3, Y0, Y2)
+	Q4DOT(192, Y3, Y0, Y2)
 	VMOVDQU      bcastIdx<>+224(SB), Y2
 	VPERMPS      Y7, Y2, Y2
 	Q4LOAD(128, X3, Y3)
-	Q8DOT(224, Y3, Y1, Y2)
+	Q4DOT(224, Y3, Y1, Y2)
 	ADDQ $144, SI
 	ADDQ $256, DI
 	ADDQ $32, DX
+	ADDQ $32, R12
 	SUBQ $8, CX
 	CMPQ CX, $8
 	JGE  q40loop8
-	JMP  q40loop2
 
 q40loop2:
-	CMPQ CX, $2
-	JLT  q40tail
-	SCALE16(0, X2, Y2)
-	Q4LOAD(2, X3, Y3)
-	Q8DOT(0, Y3, Y0, Y2)
-	ADDQ $4, DX
-	SCALE16(18, X4, Y4)
-	Q4LOAD(20, X3, Y3)
-	Q8DOT(32, Y3, Y1, Y4)
-	ADDQ $4, DX
-	ADDQ $36, SI
-	ADDQ $64, DI
-	SUBQ $2, CX
-	JMP  q40loop2
-
-q40tail:
 	TESTQ CX, CX
 	JZ    q40done
 	SCALE16(0, X2, Y2)
+	VFMADD231SS (R12), X2, X9
 	Q4LOAD(2, X3, Y3)
-	Q8DOT(0, Y3, Y0, Y2)
+	Q4DOT(0, Y3, Y0, Y2)
+	ADDQ $4, DX
+	ADDQ $4, R12
+	DECQ CX
+	JZ   q40done
+	SCALE16(18, X2, Y2)
+	VFMADD231SS (R12), X2, X9
+	Q4LOAD(20, X3, Y3)
+	Q4DOT(32, Y3, Y1, Y2)
+	ADDQ $4, DX
+	ADDQ $4, R12
+	ADDQ $36, SI
+	ADDQ $64, DI
+	DECQ CX
+	JMP  q40loop2
 
 q40done:
 	VADDPS Y1, Y0, Y0
 	HSUM8
+	HSUMR(Y8, X8, X12)
+	VADDSS X9, X8, X8
+	VSUBSS X8, X0, X0
 	VZEROUPPER
-	MOVSS  X0, ret+32(FP)
+	MOVSS  X0, ret+40(FP)
 	RET
 
 // KSCALES unpacks the 12 scale bytes at SI+4 of a Q4_K/Q5_K block (as
@@ -893,15 +912,6 @@ qloop:
 // vector 0; vector t is xs*t bytes further. d4 holds the four vectors'
 // scales interleaved: block b's are d4[4b..4b+3].
 
-// HSUMR(Y, X, T): X[0] = hsum8 of Y's lanes (T is clobbered).
-#define HSUMR(Y, X, T) \
-	VEXTRACTF128 $1, Y, T \
-	VADDPS       T, X, X  \
-	VMOVHLPS     X, X, T  \
-	VADDPS       T, X, X  \
-	VMOVSHDUP    X, T     \
-	VADDSS       T, X, X
-
 // W16SCALE(off): Y10 = 8 x fp16(off(SI)).
 #define W16SCALE(off) \
 	MOVWLZX      off(SI), AX \
@@ -914,16 +924,6 @@ qloop:
 	W16SCALE(off)                          \
 	VMOVDQU     (off+2)(SI), X8            \
 	VINSERTI128 $1, (off+18)(SI), Y8, Y8   \
-	VPSIGNB     Y8, Y8, Y9
-
-// W4PREP(off): the same for a Q4_0 block (Y13 = 0x08 bytes, Y14 = 0x0f bytes).
-#define W4PREP(off) \
-	W16SCALE(off)                     \
-	VMOVDQU     (off+2)(SI), X8       \
-	VPSRLW      $4, X8, X11           \
-	VINSERTI128 $1, X11, Y8, Y8       \
-	VPAND       Y14, Y8, Y8           \
-	VPSUBB      Y13, Y8, Y8           \
 	VPSIGNB     Y8, Y8, Y9
 
 // TOK(xaddr, poff, ACC): ACC += (product at poff(SP)) * lanes(Y8 · x).
@@ -1010,40 +1010,6 @@ q80x4done:
 	X4FINISH
 	RET
 
-// func dotQ4_0x4AVX2(w *byte, x *int8, d4 *float32, nb, xs int, out *float32)
-TEXT ·dotQ4_0x4AVX2(SB), NOSPLIT, $16-48
-	MOVQ w+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ d4+16(FP), DX
-	MOVQ nb+24(FP), CX
-	MOVQ xs+32(FP), R8
-	X4SETUP
-	BCAST($0x0f0f0f0f, X14, Y14)
-	BCAST($0x08080808, X13, Y13)
-
-q40x4loop2:
-	CMPQ CX, $2
-	JLT  q40x4tail
-	W4PREP(0)
-	TOK4(0, 0, Y0, Y1, Y2, Y3)
-	W4PREP(18)
-	TOK4(32, 16, Y4, Y5, Y6, Y7)
-	ADDQ $36, SI
-	ADDQ $64, DI
-	ADDQ $32, DX
-	SUBQ $2, CX
-	JMP  q40x4loop2
-
-q40x4tail:
-	TESTQ CX, CX
-	JZ    q40x4done
-	W4PREP(0)
-	TOK4(0, 0, Y0, Y1, Y2, Y3)
-
-q40x4done:
-	MOVQ out+40(FP), BX
-	X4FINISH
-	RET
 
 // func axpyAVX2(dst *float32, alpha float32, x *float32, n int)
 TEXT ·axpyAVX2(SB), NOSPLIT, $0-32

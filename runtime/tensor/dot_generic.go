@@ -71,12 +71,21 @@ func dotQ8_0Generic(w []byte, x []int8, d []float32) float32 {
 	return hsum8(&acc[0])
 }
 
-// dotQ4_0Generic is dotQ8_0Generic for Q4_0 rows: element j < 16 of a
-// block is the low nibble of qs[j] minus 8, element j+16 the high nibble.
-func dotQ4_0Generic(w []byte, x []int8, d []float32) float32 {
+// dotQ4_0Generic is the dot of a Q4_0 row with 32-block activations.
+// The quants are taken unsigned (the nibble q, element j < 16 of a block in
+// the low nibble of qs[j], element j+16 in the high one) and the offset of
+// 8 is taken off through s8[b] = 8 * (sum of block b's activation quants):
+// with s the block's scale product, the lanes accumulate s * (q · x) as in
+// dotQ8_0Generic, and the corrections s * s8[b] go to lane b%8 of a second
+// vector for blocks in whole groups of 8, then to a scalar for the rest.
+// The result is hsum8(lanes) - (hsum8(corrections) + scalar).
+func dotQ4_0Generic(w []byte, x []int8, d, s8 []float32) float32 {
 	nb := len(d)
-	w, x = w[:nb*q40Bytes], x[:nb*32]
+	w, x, s8 = w[:nb*q40Bytes], x[:nb*32], s8[:nb]
 	var acc [2][8]float32
+	var corr [8]float32
+	var corrT float32
+	whole := nb &^ 7
 	for b := range nb {
 		blk := w[b*q40Bytes : (b+1)*q40Bytes]
 		s := FP16ToFP32(u16le(blk)) * d[b]
@@ -89,15 +98,20 @@ func dotQ4_0Generic(w []byte, x []int8, d []float32) float32 {
 				if k >= 16 {
 					q >>= 4
 				}
-				is += (int32(q&15) - 8) * int32(xs[k])
+				is += int32(q&15) * int32(xs[k])
 			}
 			a[l] = fma32(float32(is), s, a[l])
+		}
+		if b < whole {
+			corr[b&7] = fma32(s, s8[b], corr[b&7])
+		} else {
+			corrT = fma32(s, s8[b], corrT)
 		}
 	}
 	for l := range 8 {
 		acc[0][l] += acc[1][l]
 	}
-	return hsum8(&acc[0])
+	return hsum8(&acc[0]) - (hsum8(&corr) + corrT)
 }
 
 // k4ScalesMins unpacks the 8 scales and 8 mins of a Q4_K/Q5_K block.

@@ -51,7 +51,7 @@ func actsFor(x []float32) *Activations {
 	a.Set(x, 1)
 	withGeneric(func() {
 		if a.hasQ32 {
-			a.prepare(Q8_0)
+			a.prepare(Q4_0)
 		}
 		if a.hasQK {
 			a.prepare(Q4_K)
