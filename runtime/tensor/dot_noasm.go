@@ -5,7 +5,7 @@ package tensor
 // Without assembly (the purego tag, or an architecture without kernels
 // yet, such as arm64) every kernel is the generic one.
 
-func dotQ8_0(w []byte, x []int8, d []float32) float32 { return dotQ8_0Generic(w, x, d) }
+func dotQ8_0(w []byte, x []int8, d []float32) float32     { return dotQ8_0Generic(w, x, d) }
 func dotQ4_0(w []byte, x []int8, d, s8 []float32) float32 { return dotQ4_0Generic(w, x, d, s8) }
 func dotQ4_K(w []byte, x []int8, d []float32, bsums []int16) float32 {
 	return dotQ4_KGeneric(w, x, d, bsums)
