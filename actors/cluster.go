@@ -65,8 +65,19 @@ type ClusterOptions struct {
 	// not fit without it; 0 = 4 s (the membership drops a silent node
 	// within 3 s).
 	ViewSettle time.Duration
+	// Metrics hears the timing of every decode step; nil = none.
+	Metrics Metrics
 	// Logger receives one line per recovery; nil = silent.
 	Logger *slog.Logger
+}
+
+// Metrics receives step timings (api.Metrics implements it).
+type Metrics interface {
+	// ObserveStep is one decode step's round trip through the ring.
+	ObserveStep(d time.Duration)
+	// ObserveHop is the transport time of one hop into the stage on peer:
+	// (step time − compute time) shared evenly by the ring's hops.
+	ObserveHop(peer string, d time.Duration)
 }
 
 // Cluster starts sessions from this node: it plans, has the stages load
@@ -80,6 +91,30 @@ type Cluster struct {
 	mu       sync.Mutex
 	local    map[string]*localModel // tokenizer and profile by model name
 	sessions map[string]*SessionInfo
+	last     StepStats
+}
+
+// StepStats summarises the decode steps of a finished session.
+type StepStats struct {
+	Steps, Stages, Recoveries int
+	Round                     time.Duration // mean round trip of one step
+	Compute                   time.Duration // mean compute of all stages within it
+}
+
+// HopOverhead is the mean transport time per hop (a ring of k stages has
+// k+1 hops, counting the session's own).
+func (s StepStats) HopOverhead() time.Duration {
+	if s.Stages == 0 {
+		return 0
+	}
+	return (s.Round - s.Compute) / time.Duration(s.Stages+1)
+}
+
+// LastStats returns the step statistics of the last session that finished.
+func (c *Cluster) LastStats() StepStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.last
 }
 
 // localModel is what the origin node needs of a model: its tokenizer and profile.
@@ -322,6 +357,13 @@ func (c *Cluster) Generate(ctx context.Context, req Request, onToken func(engine
 	info := &SessionInfo{Model: req.Model, Prompt: len(prompt), Started: start, inbox: self}
 	r := &run{c: c, lm: lm, req: req, in: in, self: self, ctxLen: ctxLen, info: info, excluded: map[string]time.Time{}}
 	defer r.close()
+	defer func() {
+		if r.steps > 0 {
+			c.mu.Lock()
+			c.last = StepStats{Steps: r.steps, Stages: len(r.stages), Round: r.stepTime / time.Duration(r.steps), Compute: r.stepCompute / time.Duration(r.steps), Recoveries: r.recoveries}
+			c.mu.Unlock()
+		}
+	}()
 
 	// seq is every token the ring has to have seen: the prompt, then each
 	// generated token once it is fed back.
@@ -364,8 +406,12 @@ func (c *Cluster) Generate(ctx context.Context, req Request, onToken func(engine
 			break
 		}
 		seq = append(seq, next)
+		stepStart := time.Now()
 		r.send(len(seq)-1, seq[len(seq)-1:], true, nil)
 		next, err = r.wait(ctx, len(seq))
+		if err == nil {
+			r.observe(time.Since(stepStart))
+		}
 		var lost *stageLost
 		if errors.As(err, &lost) {
 			// A node went away: re-plan without it and replay what the
@@ -411,6 +457,11 @@ type run struct {
 	route      []*messages.PID
 	excluded   map[string]time.Time // nodes lost during this session, and when
 	recoveries int
+
+	// Decode step timing: round trips, and the stages' compute within them.
+	lastCompute           time.Duration
+	stepTime, stepCompute time.Duration
+	steps                 int
 }
 
 // maxRecoveries bounds how many times one session rebuilds its ring.
@@ -585,9 +636,27 @@ func (r *run) wait(ctx context.Context, pos int) (int, error) {
 				if m.Id < 0 || int(m.Id) >= r.lm.tok.VocabSize() {
 					return 0, fmt.Errorf("the last stage sent token id %d, outside the vocabulary", m.Id)
 				}
+				r.lastCompute = time.Duration(m.ComputeNs)
 				return int(m.Id), nil
 			}
 		}
+	}
+}
+
+// observe reports one decode step: its round trip, and the transport
+// share of each hop (session → stage 0 → … → last stage → session).
+func (r *run) observe(step time.Duration) {
+	r.stepTime += step
+	r.stepCompute += r.lastCompute
+	r.steps++
+	m := r.c.opts.Metrics
+	if m == nil {
+		return
+	}
+	m.ObserveStep(step)
+	hop := (step - r.lastCompute) / time.Duration(len(r.stages)+1)
+	for _, s := range r.stages {
+		m.ObserveHop(s.node, max(hop, 0))
 	}
 }
 

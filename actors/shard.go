@@ -217,7 +217,7 @@ func (s *shard) forward(ctx actor.Context, m *messages.Forward) error {
 			Session: m.Session, Position: m.Position, Count: m.Count,
 			Hidden: encodeHidden(st.X[:n*embd], m.HiddenType), HiddenType: m.HiddenType,
 			Route: m.Route[1:], ReplyTo: m.ReplyTo, Context: m.Context, Sampling: m.Sampling,
-			Accept: m.Accept, Sample: m.Sample,
+			Accept: m.Accept, Sample: m.Sample, ComputeNs: m.ComputeNs + time.Since(start).Nanoseconds(),
 		}
 		ctx.Send(toPID(m.Route[0]), next)
 		return nil
@@ -236,7 +236,8 @@ func (s *shard) forward(ctx actor.Context, m *messages.Forward) error {
 	}
 	id := ss.sampler.Sample(logits)
 	ss.sampler.Accept(id)
-	ctx.Send(toPID(m.ReplyTo), &messages.Token{Session: m.Session, Position: m.Position + m.Count, Id: int32(id), ElapsedNs: time.Since(start).Nanoseconds()})
+	own := time.Since(start).Nanoseconds()
+	ctx.Send(toPID(m.ReplyTo), &messages.Token{Session: m.Session, Position: m.Position + m.Count, Id: int32(id), ElapsedNs: own, ComputeNs: m.ComputeNs + own})
 	return nil
 }
 

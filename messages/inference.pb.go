@@ -389,7 +389,10 @@ type Forward struct {
 	Accept []int32 `protobuf:"varint,11,rep,packed,name=accept,proto3" json:"accept,omitempty"`
 	// sample: whether the last stage samples after this step (false for
 	// prompt chunks before the last one).
-	Sample        bool `protobuf:"varint,12,opt,name=sample,proto3" json:"sample,omitempty"`
+	Sample bool `protobuf:"varint,12,opt,name=sample,proto3" json:"sample,omitempty"`
+	// compute_ns is the time the stages so far spent computing this step;
+	// each stage adds its own, so the session can tell compute from transport.
+	ComputeNs     int64 `protobuf:"varint,13,opt,name=compute_ns,json=computeNs,proto3" json:"compute_ns,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -508,14 +511,23 @@ func (x *Forward) GetSample() bool {
 	return false
 }
 
+func (x *Forward) GetComputeNs() int64 {
+	if x != nil {
+		return x.ComputeNs
+	}
+	return 0
+}
+
 // Token is the token sampled at `position` (the position it will occupy).
 type Token struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Session  string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
 	Position uint32                 `protobuf:"varint,2,opt,name=position,proto3" json:"position,omitempty"`
 	Id       int32                  `protobuf:"varint,3,opt,name=id,proto3" json:"id,omitempty"`
-	// elapsed_ns is the time the ring took for this step, measured on the last stage.
-	ElapsedNs     int64 `protobuf:"varint,4,opt,name=elapsed_ns,json=elapsedNs,proto3" json:"elapsed_ns,omitempty"`
+	// elapsed_ns is the last stage's own time for this step.
+	ElapsedNs int64 `protobuf:"varint,4,opt,name=elapsed_ns,json=elapsedNs,proto3" json:"elapsed_ns,omitempty"`
+	// compute_ns is the compute time of every stage for this step.
+	ComputeNs     int64 `protobuf:"varint,5,opt,name=compute_ns,json=computeNs,proto3" json:"compute_ns,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -574,6 +586,13 @@ func (x *Token) GetId() int32 {
 func (x *Token) GetElapsedNs() int64 {
 	if x != nil {
 		return x.ElapsedNs
+	}
+	return 0
+}
+
+func (x *Token) GetComputeNs() int64 {
+	if x != nil {
+		return x.ComputeNs
 	}
 	return 0
 }
@@ -867,7 +886,7 @@ const file_messages_inference_proto_rawDesc = "" +
 	"\x10presence_penalty\x18\x06 \x01(\x02R\x0fpresencePenalty\x12+\n" +
 	"\x11frequency_penalty\x18\a \x01(\x02R\x10frequencyPenalty\x12$\n" +
 	"\x0epenalty_last_n\x18\b \x01(\x05R\fpenaltyLastN\x12\x12\n" +
-	"\x04seed\x18\t \x01(\x04R\x04seed\"\xfd\x02\n" +
+	"\x04seed\x18\t \x01(\x04R\x04seed\"\x9c\x03\n" +
 	"\aForward\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x1a\n" +
 	"\bposition\x18\x02 \x01(\rR\bposition\x12\x14\n" +
@@ -882,13 +901,17 @@ const file_messages_inference_proto_rawDesc = "" +
 	"\bsampling\x18\n" +
 	" \x01(\v2\x10.strata.SamplingR\bsampling\x12\x16\n" +
 	"\x06accept\x18\v \x03(\x05R\x06accept\x12\x16\n" +
-	"\x06sample\x18\f \x01(\bR\x06sample\"l\n" +
+	"\x06sample\x18\f \x01(\bR\x06sample\x12\x1d\n" +
+	"\n" +
+	"compute_ns\x18\r \x01(\x03R\tcomputeNs\"\x8b\x01\n" +
 	"\x05Token\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x1a\n" +
 	"\bposition\x18\x02 \x01(\rR\bposition\x12\x0e\n" +
 	"\x02id\x18\x03 \x01(\x05R\x02id\x12\x1d\n" +
 	"\n" +
-	"elapsed_ns\x18\x04 \x01(\x03R\telapsedNs\"T\n" +
+	"elapsed_ns\x18\x04 \x01(\x03R\telapsedNs\x12\x1d\n" +
+	"\n" +
+	"compute_ns\x18\x05 \x01(\x03R\tcomputeNs\"T\n" +
 	"\fForwardError\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x14\n" +
 	"\x05stage\x18\x02 \x01(\tR\x05stage\x12\x14\n" +
