@@ -31,6 +31,8 @@ type Activations struct {
 	d32x4  []float32 // d32 of each group of 4 vectors, interleaved: [group][block][4]
 	s32    []int32   // 8 * (sum of each block's quants), for batches (Q4_0's -8 offset)
 	s8f    []float32 // the same as float32, for the one-vector Q4_0 kernel
+	q32p   []int8    // q32 arranged in pairs of blocks for Q4_0 (arrangeQ4Pairs), pairStride per vector
+	pairStride int
 	okS    bool      // s32 and s8f are up to date
 	ok32   bool
 	qK     []int8    // [Cap*Cols] quants, blocks of 256
@@ -53,6 +55,8 @@ func NewActivations(capacity, cols int) *Activations {
 		a.d32x4 = make([]float32, capacity*cols/32)
 		a.s32 = make([]int32, capacity*cols/32)
 		a.s8f = make([]float32, capacity*cols/32)
+		a.pairStride = (cols/32 + 1) / 2 * 64
+		a.q32p = alignedInt8(capacity * a.pairStride)
 	}
 	if a.hasQK {
 		a.qK = alignedInt8(capacity * cols)
@@ -106,6 +110,9 @@ func (a *Activations) prepare(t Type) {
 			}
 			a.s32[b] = 8 * s
 			a.s8f[b] = float32(8 * s)
+		}
+		for i := range a.n {
+			arrangeQ4Pairs(a.q32[i*a.Cols:(i+1)*a.Cols], a.q32p[i*a.pairStride:(i+1)*a.pairStride])
 		}
 		a.okS = true
 	}
@@ -284,7 +291,7 @@ func dotAct(t Type, row []byte, a *Activations, i, cols int) float32 {
 	case Q8_0:
 		return dotQ8_0(row, a.q32[i*cols:(i+1)*cols], a.d32[i*cols/32:(i+1)*cols/32])
 	case Q4_0:
-		return dotQ4_0(row, a.q32[i*cols:(i+1)*cols], a.d32[i*cols/32:(i+1)*cols/32], a.s8f[i*cols/32:(i+1)*cols/32])
+		return dotQ4_0(row, a.q32p[i*a.pairStride:(i+1)*a.pairStride], a.d32[i*cols/32:(i+1)*cols/32], a.s8f[i*cols/32:(i+1)*cols/32])
 	case Q4_K:
 		return dotQ4_K(row, a.qK[i*cols:(i+1)*cols], a.dK[i*cols/qkK:(i+1)*cols/qkK], a.bsumsK[i*cols/16:(i+1)*cols/16])
 	case Q5_K:

@@ -94,7 +94,7 @@ func dotQ4_0(w []byte, x []int8, d, s8 []float32) float32 {
 		return dotQ4_0Generic(w, x, d, s8)
 	}
 	nb := len(d)
-	_, _, _ = w[nb*q40Bytes-1], x[nb*32-1], s8[nb-1]
+	_, _, _ = w[nb*q40Bytes-1], x[(nb+1)/2*64-1], s8[nb-1]
 	return dotQ4_0AVX2(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), unsafe.SliceData(s8), nb)
 }
 

@@ -84,6 +84,40 @@ DATA bcastIdx<>+248(SB)/4, $7
 DATA bcastIdx<>+252(SB)/4, $7
 GLOBL bcastIdx<>(SB), RODATA|NOPTR, $256
 
+DATA pairIdx<>+0(SB)/4, $0
+DATA pairIdx<>+4(SB)/4, $0
+DATA pairIdx<>+8(SB)/4, $0
+DATA pairIdx<>+12(SB)/4, $0
+DATA pairIdx<>+16(SB)/4, $1
+DATA pairIdx<>+20(SB)/4, $1
+DATA pairIdx<>+24(SB)/4, $1
+DATA pairIdx<>+28(SB)/4, $1
+DATA pairIdx<>+32(SB)/4, $2
+DATA pairIdx<>+36(SB)/4, $2
+DATA pairIdx<>+40(SB)/4, $2
+DATA pairIdx<>+44(SB)/4, $2
+DATA pairIdx<>+48(SB)/4, $3
+DATA pairIdx<>+52(SB)/4, $3
+DATA pairIdx<>+56(SB)/4, $3
+DATA pairIdx<>+60(SB)/4, $3
+DATA pairIdx<>+64(SB)/4, $4
+DATA pairIdx<>+68(SB)/4, $4
+DATA pairIdx<>+72(SB)/4, $4
+DATA pairIdx<>+76(SB)/4, $4
+DATA pairIdx<>+80(SB)/4, $5
+DATA pairIdx<>+84(SB)/4, $5
+DATA pairIdx<>+88(SB)/4, $5
+DATA pairIdx<>+92(SB)/4, $5
+DATA pairIdx<>+96(SB)/4, $6
+DATA pairIdx<>+100(SB)/4, $6
+DATA pairIdx<>+104(SB)/4, $6
+DATA pairIdx<>+108(SB)/4, $6
+DATA pairIdx<>+112(SB)/4, $7
+DATA pairIdx<>+116(SB)/4, $7
+DATA pairIdx<>+120(SB)/4, $7
+DATA pairIdx<>+124(SB)/4, $7
+GLOBL pairIdx<>(SB), RODATA|NOPTR, $128
+
 // HSUM8 reduces the 8 lanes of Y0 into X0 as hsum8 does:
 // ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)). Clobbers X1.
 #define HSUM8 \
@@ -290,6 +324,46 @@ q80done:
 	VCVTDQ2PS   Y6, Y6          \
 	VFMADD231PS Y6, S, ACC
 
+// Q4PAIR(wo, xo, S, ACC): blocks at SI+wo and SI+wo+18 (two 16-byte
+// quant loads in one register), activations arranged in pairs at DI+xo,
+// scales [s_b x4 | s_b+1 x4] in S: ACC += S * lanes.
+#define Q4PAIR(wo, xo, S, ACC) \
+	VMOVDQU     (wo+2)(SI), X3             \
+	VINSERTI128 $1, (wo+20)(SI), Y3, Y3    \
+	VPSRLW      $4, Y3, Y5                 \
+	VPAND       Y14, Y3, Y3                \
+	VPAND       Y14, Y5, Y5                \
+	VPMADDUBSW  (xo)(DI), Y3, Y3           \
+	VPMADDUBSW  (xo+32)(DI), Y5, Y5        \
+	VPADDW      Y5, Y3, Y3                 \
+	VPMADDWD    Y15, Y3, Y3                \
+	VCVTDQ2PS   Y3, Y3                     \
+	VFMADD231PS Y3, S, ACC
+
+// S1(off, doff, X): X = fp16(off(SI)) * doff(DX) as a scalar (lane 0).
+#define S1(off, doff, X) \
+	MOVWLZX   off(SI), AX   \
+	VMOVD     AX, X         \
+	VCVTPH2PS X, X          \
+	VMULSS    doff(DX), X, X
+
+// TPAIR(ACC): a pair of blocks after the last group of 8, its scales
+// computed one by one and its corrections added to X9 in block order.
+#define TPAIR(ACC) \
+	S1(0, 0, X2)                  \
+	VFMADD231SS  (R12), X2, X9    \
+	S1(18, 4, X4)                 \
+	VFMADD231SS  4(R12), X4, X9   \
+	VBROADCASTSS X2, X2           \
+	VBROADCASTSS X4, X4           \
+	VINSERTF128  $1, X4, Y2, Y2   \
+	Q4PAIR(0, 0, Y2, ACC)         \
+	ADDQ         $36, SI          \
+	ADDQ         $64, DI          \
+	ADDQ         $8, DX           \
+	ADDQ         $8, R12          \
+	SUBQ         $2, CX
+
 // func dotQ4_0AVX2(w *byte, x *int8, d, s8 *float32, nb int) float32
 TEXT ·dotQ4_0AVX2(SB), NOSPLIT, $0-44
 	MOVQ w+0(FP), SI
@@ -305,7 +379,7 @@ TEXT ·dotQ4_0AVX2(SB), NOSPLIT, $0-44
 	VXORPS   Y8, Y8, Y8 // corrections, lane b%8
 	VXORPS   X9, X9, X9 // corrections of the blocks after the last group of 8
 	CMPQ     CX, $8
-	JLT      q40loop2
+	JLT      q40tail
 	SCALES8X(18, 0, 0)
 
 q40loop8:
@@ -319,38 +393,18 @@ q40cur8:
 	PREFETCHT0  2112(SI)
 	PREFETCHT0  2176(SI)
 	VFMADD231PS (R12), Y7, Y8
-	VMOVDQU      bcastIdx<>+0(SB), Y2
-	VPERMPS      Y7, Y2, Y2
-	Q4LOAD(2, X3, Y3)
-	Q4DOT(0, Y3, Y0, Y2)
-	VMOVDQU      bcastIdx<>+32(SB), Y2
-	VPERMPS      Y7, Y2, Y2
-	Q4LOAD(20, X3, Y3)
-	Q4DOT(32, Y3, Y1, Y2)
-	VMOVDQU      bcastIdx<>+64(SB), Y2
-	VPERMPS      Y7, Y2, Y2
-	Q4LOAD(38, X3, Y3)
-	Q4DOT(64, Y3, Y0, Y2)
-	VMOVDQU      bcastIdx<>+96(SB), Y2
-	VPERMPS      Y7, Y2, Y2
-	Q4LOAD(56, X3, Y3)
-	Q4DOT(96, Y3, Y1, Y2)
-	VMOVDQU      bcastIdx<>+128(SB), Y2
-	VPERMPS      Y7, Y2, Y2
-	Q4LOAD(74, X3, Y3)
-	Q4DOT(128, Y3, Y0, Y2)
-	VMOVDQU      bcastIdx<>+160(SB), Y2
-	VPERMPS      Y7, Y2, Y2
-	Q4LOAD(92, X3, Y3)
-	Q4DOT(160, Y3, Y1, Y2)
-	VMOVDQU      bcastIdx<>+192(SB), Y2
-	VPERMPS      Y7, Y2, Y2
-	Q4LOAD(110, X3, Y3)
-	Q4DOT(192, Y3, Y0, Y2)
-	VMOVDQU      bcastIdx<>+224(SB), Y2
-	VPERMPS      Y7, Y2, Y2
-	Q4LOAD(128, X3, Y3)
-	Q4DOT(224, Y3, Y1, Y2)
+	VMOVDQU     pairIdx<>+0(SB), Y2
+	VPERMPS     Y7, Y2, Y2
+	Q4PAIR(0, 0, Y2, Y0)
+	VMOVDQU     pairIdx<>+32(SB), Y2
+	VPERMPS     Y7, Y2, Y2
+	Q4PAIR(36, 64, Y2, Y1)
+	VMOVDQU     pairIdx<>+64(SB), Y2
+	VPERMPS     Y7, Y2, Y2
+	Q4PAIR(72, 128, Y2, Y0)
+	VMOVDQU     pairIdx<>+96(SB), Y2
+	VPERMPS     Y7, Y2, Y2
+	Q4PAIR(108, 192, Y2, Y1)
 	ADDQ $144, SI
 	ADDQ $256, DI
 	ADDQ $32, DX
@@ -359,27 +413,52 @@ q40cur8:
 	CMPQ CX, $8
 	JGE  q40loop8
 
-q40loop2:
+q40tail:
+	// Up to 7 blocks: pairs alternate Y0, Y1, Y0, then a lone block.
+	CMPQ CX, $2
+	JLT  q40lone0
+	TPAIR(Y0)
+	CMPQ CX, $2
+	JLT  q40lone1
+	TPAIR(Y1)
+	CMPQ CX, $2
+	JLT  q40lone0
+	TPAIR(Y0)
+
+q40lone1:
 	TESTQ CX, CX
 	JZ    q40done
-	SCALE16(0, X2, Y2)
-	VFMADD231SS (R12), X2, X9
-	Q4LOAD(2, X3, Y3)
-	Q4DOT(0, Y3, Y0, Y2)
-	ADDQ $4, DX
-	ADDQ $4, R12
-	DECQ CX
-	JZ   q40done
-	SCALE16(18, X2, Y2)
-	VFMADD231SS (R12), X2, X9
-	Q4LOAD(20, X3, Y3)
-	Q4DOT(32, Y3, Y1, Y2)
-	ADDQ $4, DX
-	ADDQ $4, R12
-	ADDQ $36, SI
-	ADDQ $64, DI
-	DECQ CX
-	JMP  q40loop2
+	S1(0, 0, X2)
+	VFMADD231SS  (R12), X2, X9
+	VBROADCASTSS X2, Y2
+	VMOVDQU      2(SI), X3
+	VPSRLW       $4, Y3, Y5
+	VPAND        Y14, Y3, Y3
+	VPAND        Y14, Y5, Y5
+	VPMADDUBSW   (DI), Y3, Y3
+	VPMADDUBSW   32(DI), Y5, Y5
+	VPADDW       Y5, Y3, Y3
+	VPMADDWD     Y15, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y3, Y2, Y1
+	JMP          q40done
+
+q40lone0:
+	TESTQ CX, CX
+	JZ    q40done
+	S1(0, 0, X2)
+	VFMADD231SS  (R12), X2, X9
+	VBROADCASTSS X2, Y2
+	VMOVDQU      2(SI), X3
+	VPSRLW       $4, Y3, Y5
+	VPAND        Y14, Y3, Y3
+	VPAND        Y14, Y5, Y5
+	VPMADDUBSW   (DI), Y3, Y3
+	VPMADDUBSW   32(DI), Y5, Y5
+	VPADDW       Y5, Y3, Y3
+	VPMADDWD     Y15, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y3, Y2, Y0
 
 q40done:
 	VADDPS Y1, Y0, Y0

@@ -71,17 +71,19 @@ func dotQ8_0Generic(w []byte, x []int8, d []float32) float32 {
 	return hsum8(&acc[0])
 }
 
-// dotQ4_0Generic is the dot of a Q4_0 row with 32-block activations.
-// The quants are taken unsigned (the nibble q, element j < 16 of a block in
-// the low nibble of qs[j], element j+16 in the high one) and the offset of
-// 8 is taken off through s8[b] = 8 * (sum of block b's activation quants):
-// with s the block's scale product, the lanes accumulate s * (q · x) as in
-// dotQ8_0Generic, and the corrections s * s8[b] go to lane b%8 of a second
-// vector for blocks in whole groups of 8, then to a scalar for the rest.
-// The result is hsum8(lanes) - (hsum8(corrections) + scalar).
-func dotQ4_0Generic(w []byte, x []int8, d, s8 []float32) float32 {
+// dotQ4_0Generic is the dot of a Q4_0 row with 32-block activations
+// arranged in pairs of blocks (xp, see arrangeQ4Pairs). Blocks go in pairs:
+// block b's integer sums land in lanes 4(b&1)..4(b&1)+3, lane l holding
+// elements 4l..4l+3 and 16+4l..16+4l+3; pair j accumulates into acc[j&1].
+// The quants are taken unsigned (nibble q) and the offset of 8 is taken
+// off through s8[b] = 8 * (sum of block b's activation quants): with s the
+// block's scale product, the corrections s * s8[b] go to lane b%8 of a
+// second vector for blocks in whole groups of 8, then to a scalar for the
+// rest. A lone last block is paired with a zero block of its scale. The
+// result is hsum8(acc[0]+acc[1]) - (hsum8(corrections) + scalar).
+func dotQ4_0Generic(w []byte, xp []int8, d, s8 []float32) float32 {
 	nb := len(d)
-	w, x, s8 = w[:nb*q40Bytes], x[:nb*32], s8[:nb]
+	w, xp, s8 = w[:nb*q40Bytes], xp[:(nb+1)/2*64], s8[:nb]
 	var acc [2][8]float32
 	var corr [8]float32
 	var corrT float32
@@ -89,18 +91,21 @@ func dotQ4_0Generic(w []byte, x []int8, d, s8 []float32) float32 {
 	for b := range nb {
 		blk := w[b*q40Bytes : (b+1)*q40Bytes]
 		s := FP16ToFP32(u16le(blk)) * d[b]
-		qs, xs := blk[2:18], x[32*b:32*b+32]
-		a := &acc[b&1]
-		for l := range 8 {
+		qs := blk[2:18]
+		j, h := b/2, b&1
+		lo, hi := xp[64*j+16*h:64*j+16*h+16], xp[64*j+32+16*h:64*j+32+16*h+16]
+		a := &acc[j&1]
+		for l := range 4 {
 			var is int32
 			for k := 4 * l; k < 4*l+4; k++ {
-				q := qs[k&15]
-				if k >= 16 {
-					q >>= 4
-				}
-				is += int32(q&15) * int32(xs[k])
+				is += int32(qs[k]&15)*int32(lo[k]) + int32(qs[k]>>4)*int32(hi[k])
 			}
-			a[l] = fma32(float32(is), s, a[l])
+			a[4*h+l] = fma32(float32(is), s, a[4*h+l])
+		}
+		if b == nb-1 && h == 0 { // the lone block's zero partner
+			for l := 4; l < 8; l++ {
+				a[l] = fma32(0, s, a[l])
+			}
 		}
 		if b < whole {
 			corr[b&7] = fma32(s, s8[b], corr[b&7])
@@ -112,6 +117,27 @@ func dotQ4_0Generic(w []byte, x []int8, d, s8 []float32) float32 {
 		acc[0][l] += acc[1][l]
 	}
 	return hsum8(&acc[0]) - (hsum8(&corr) + corrT)
+}
+
+// arrangeQ4Pairs copies one vector's 32-block quants q (nb blocks) into xp
+// ((nb+1)/2*64 bytes) as the Q4_0 kernels read them: for each pair of
+// blocks (b, b+1), the first 16 quants of b, then of b+1, then the last 16
+// of b, then of b+1; a missing b+1 is zeros.
+func arrangeQ4Pairs(q, xp []int8) {
+	nb := len(q) / 32
+	for j := 0; j < (nb+1)/2; j++ {
+		p := xp[64*j : 64*j+64]
+		b := 2 * j
+		copy(p[0:16], q[32*b:32*b+16])
+		copy(p[32:48], q[32*b+16:32*b+32])
+		if b+1 < nb {
+			copy(p[16:32], q[32*b+32:32*b+48])
+			copy(p[48:64], q[32*b+48:32*b+64])
+		} else {
+			clear(p[16:32])
+			clear(p[48:64])
+		}
+	}
 }
 
 // k4ScalesMins unpacks the 8 scales and 8 mins of a Q4_K/Q5_K block.
