@@ -247,3 +247,95 @@ func TestForwardNoAlloc(t *testing.T) {
 		t.Errorf("%v allocations per step", a)
 	}
 }
+
+// quantizeModel re-encodes every matrix of m whose rows are whole 32-blocks
+// (all but ffn_down in stories260K) as typ, in place.
+func quantizeModel(t *testing.T, m *Model, typ tensor.Type) {
+	q := func(w *tensor.Matrix) {
+		if w.Cols%typ.BlockSize() != 0 {
+			return
+		}
+		f := make([]float32, w.Rows*w.Cols)
+		for r := range w.Rows {
+			w.EmbedRow(r, f[r*w.Cols:(r+1)*w.Cols])
+		}
+		data, err := tensor.Quantize(typ, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if *w, err = tensor.NewMatrix(typ, w.Rows, w.Cols, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range m.Blocks {
+		l := &m.Blocks[i]
+		for _, w := range []*tensor.Matrix{&l.Q, &l.K, &l.V, &l.O, &l.Gate, &l.Up, &l.Down} {
+			q(w)
+		}
+	}
+	q(&m.Output)
+}
+
+// With quantized weights, batched prefill (the batch kernels) and
+// token-by-token decoding (the one-vector kernels) see nearly the same
+// logits, on a pool, and greedy decoding stays close to the float model's.
+func TestQuantizedPrefillMatchesStepwise(t *testing.T) {
+	for _, typ := range []tensor.Type{tensor.Q8_0, tensor.Q4_0} {
+		t.Run(typ.String(), func(t *testing.T) {
+			f := openModel(t, "gguf/stories260K.gguf")
+			m, _ := Load(f, 0, 5)
+			quantizeModel(t, m, typ)
+			pool := tensor.NewPool(2)
+			defer pool.Close()
+			prompt := append([]int{1}, storiesIDs(t)[:24]...)
+			s := m.NewState(pool, len(prompt), 64)
+			c := m.NewCache(64)
+			s.Embed(prompt)
+			s.Forward(c, len(prompt))
+			batched := append([]float32(nil), mustLogits(t, s, len(prompt)-1)...)
+
+			s2 := m.NewState(pool, 1, 64)
+			c2 := m.NewCache(64)
+			var step []float32
+			for _, tok := range prompt {
+				s2.Embed([]int{tok})
+				s2.Forward(c2, 1)
+				step = mustLogits(t, s2, 0)
+			}
+			// The two forms round differently, and a difference in the last
+			// bit can move an activation across a quantization step in a
+			// later layer, so logits agree to a fraction of their scale
+			// rather than to float rounding.
+			var scale float32
+			for _, v := range step {
+				scale = max(scale, v, -v)
+			}
+			for i := range step {
+				if d := step[i] - batched[i]; d > 2e-3*scale || d < -2e-3*scale {
+					t.Fatalf("logit %d: stepwise %v, batched %v (scale %v)", i, step[i], batched[i], scale)
+				}
+			}
+			if testing.Verbose() {
+				var md float32
+				for i := range step {
+					md = max(md, step[i]-batched[i], batched[i]-step[i])
+				}
+				t.Logf("max |stepwise - batched| = %g of scale %g", md, scale)
+			}
+			if argmax(step) != argmax(batched) {
+				t.Errorf("stepwise picks %d, batched %d", argmax(step), argmax(batched))
+			}
+			// Greedy decoding of the quantized model follows the float
+			// model's story for a while (Q4_0 drifts sooner).
+			got := greedy(t, m, pool, []int{1}, 12)
+			want := storiesIDs(t)
+			same := 0
+			for same < len(got) && got[same] == want[same] {
+				same++
+			}
+			if min := map[tensor.Type]int{tensor.Q8_0: 8, tensor.Q4_0: 3}[typ]; same < min {
+				t.Errorf("greedy %v: only the first %d tokens match the float model (want %d)", got, same, min)
+			}
+		})
+	}
+}
