@@ -26,21 +26,21 @@ type Activations struct {
 	n         int
 	x         []float32 // borrowed, n*Cols
 
-	q32    []int8    // [Cap*Cols] quants, blocks of 32
-	d32    []float32 // [Cap*Cols/32] block scales
-	d32x4  []float32 // d32 of each group of 4 vectors, interleaved: [group][block][4]
-	s32    []int32   // 8 * (sum of each block's quants), for batches (Q4_0's -8 offset)
-	s8f    []float32 // the same as float32, for the one-vector Q4_0 kernel
-	q32p   []int8    // q32 arranged in pairs of blocks for Q4_0 (arrangeQ4Pairs), pairStride per vector
+	q32        []int8    // [Cap*Cols] quants, blocks of 32
+	d32        []float32 // [Cap*Cols/32] block scales
+	d32x4      []float32 // d32 of each group of 4 vectors, interleaved: [group][block][4]
+	s32        []int32   // 8 * (sum of each block's quants), for batches (Q4_0's -8 offset)
+	s8f        []float32 // the same as float32, for the one-vector Q4_0 kernel
+	q32p       []int8    // q32 arranged in pairs of blocks for Q4_0 (arrangeQ4Pairs), pairStride per vector
 	pairStride int
-	okS    bool      // s32 and s8f are up to date
-	ok32   bool
-	qK     []int8    // [Cap*Cols] quants, blocks of 256
-	dK     []float32 // [Cap*Cols/256] block scales
-	bsumsK []int16   // [Cap*Cols/16] sums of each 16 quants
-	okK    bool
-	hasQ32 bool // Cols is a whole number of 32-blocks
-	hasQK  bool // Cols is a whole number of 256-blocks
+	okS        bool // s32 and s8f are up to date
+	ok32       bool
+	qK         []int8    // [Cap*Cols] quants, blocks of 256
+	dK         []float32 // [Cap*Cols/256] block scales
+	bsumsK     []int16   // [Cap*Cols/16] sums of each 16 quants
+	okK        bool
+	hasQ32     bool // Cols is a whole number of 32-blocks
+	hasQK      bool // Cols is a whole number of 256-blocks
 }
 
 // NewActivations allocates room for up to capacity vectors of cols elements.
