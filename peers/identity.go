@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // IdentityFile is the name of the node's private key in a data directory.
@@ -48,4 +49,14 @@ func LoadOrCreateIdentity(dataDir string) (crypto.PrivKey, error) {
 		return nil, err
 	}
 	return k, nil
+}
+
+// LoadOrCreateIdentityID returns the peer ID of the identity in dataDir,
+// creating the identity on first use (as New does).
+func LoadOrCreateIdentityID(dataDir string) (peer.ID, error) {
+	k, err := LoadOrCreateIdentity(dataDir)
+	if err != nil {
+		return "", err
+	}
+	return peer.IDFromPrivateKey(k)
 }

@@ -119,7 +119,9 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	opts := []libp2p.Option{
 		libp2p.NoListenAddrs,
 		libp2p.Security(noise.ID, noise.New),
-		libp2p.Transport(tcp.NewTCPTransport),
+		// No SO_REUSEPORT: a second node on a port in use must fail, not
+		// share the port and take half of the first one's connections.
+		libp2p.Transport(tcp.NewTCPTransport, tcp.DisableReuseport()),
 		libp2p.DisableRelay(),
 		libp2p.Ping(false),
 		libp2p.UserAgent("strata/" + cfg.Version),

@@ -500,6 +500,25 @@ func TestGarbageFromPeer(t *testing.T) {
 	}
 }
 
+func TestPortInUse(t *testing.T) {
+	// A node already on the port: libp2p's default SO_REUSEPORT would let a
+	// second one share it.
+	first, err := peers.New(context.Background(), peers.Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, NoMDNS: true, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	addr := first.Host().Addrs()[0].String()
+	second, err := peers.New(context.Background(), peers.Config{Listen: []string{addr}, NoMDNS: true, Logger: slog.New(slog.DiscardHandler)})
+	if err == nil {
+		second.Close()
+		t.Fatalf("two nodes listen on %s", addr)
+	}
+	if !errors.Is(err, peers.ErrAddrInUse) || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("error %q", err)
+	}
+}
+
 func TestConfigErrors(t *testing.T) {
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -533,4 +552,3 @@ func TestConfigErrors(t *testing.T) {
 		})
 	}
 }
-

@@ -1,0 +1,112 @@
+package api
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// PeersStatus is the body of GET /api/peers: one node's membership view,
+// as `strata status` prints it.
+type PeersStatus struct {
+	// Self is the answering node's peer ID.
+	Self string `json:"self"`
+	// ViewVersion grows with every change to the view (local to Self).
+	ViewVersion uint64       `json:"view_version"`
+	Members     []PeerStatus `json:"members"`
+}
+
+// PeerStatus is one member as it last described itself.
+type PeerStatus struct {
+	PeerID  string   `json:"peer_id"`
+	Addrs   []string `json:"addrs"`
+	Version string   `json:"version"`
+	// MemoryBytes is the memory the node offers (physical, or its --memory
+	// cap); MemoryAvailableBytes is what is free of it.
+	MemoryBytes          uint64      `json:"memory_bytes"`
+	MemoryAvailableBytes uint64      `json:"memory_available_bytes"`
+	ComputeFlops         float64     `json:"compute_flops"`
+	Models               []PeerModel `json:"models"`
+	Shards               []string    `json:"shards"`
+	// LastSeenMS is how long ago, in milliseconds, its last heartbeat came.
+	LastSeenMS int64 `json:"last_seen_ms"`
+}
+
+// PeerModel is one GGUF file a member holds.
+type PeerModel struct {
+	Name      string `json:"name"`
+	SizeBytes uint64 `json:"size_bytes"`
+	Digest    string `json:"digest"`
+}
+
+// PeersHandler serves GET /api/peers from a snapshot function.
+func PeersHandler(status func() PeersStatus) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			http.Error(w, "GET only", http.StatusMethodNotAllowed)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		enc.Encode(status())
+	})
+}
+
+// RequireKey wraps h so that, when key is set, requests must carry
+// "Authorization: Bearer KEY" (401 otherwise). For a node's status
+// endpoints served without a full Server.
+func RequireKey(key string, h http.Handler) http.Handler {
+	if key == "" {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(key)) != 1 {
+			http.Error(w, "missing or wrong API key (Authorization: Bearer KEY)", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// FetchPeers gets GET /api/peers from the node whose API is at base
+// ("http://127.0.0.1:7340", or just "127.0.0.1:7340"), sending key when
+// set. It returns the body as well, for printing verbatim.
+func FetchPeers(ctx context.Context, base, key string) (PeersStatus, []byte, error) {
+	if !strings.Contains(base, "://") {
+		base = "http://" + base
+	}
+	url := strings.TrimRight(base, "/") + "/api/peers"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return PeersStatus{}, nil, err
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	client := &http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Do(req)
+	if err != nil {
+		return PeersStatus{}, nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return PeersStatus{}, nil, fmt.Errorf("%s: %w", url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return PeersStatus{}, nil, fmt.Errorf("%s: %s: %s", url, resp.Status, strings.TrimSpace(string(body)))
+	}
+	var st PeersStatus
+	if err := json.Unmarshal(body, &st); err != nil {
+		return PeersStatus{}, nil, fmt.Errorf("%s: %w", url, err)
+	}
+	return st, body, nil
+}

@@ -1,0 +1,279 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	ma "github.com/multiformats/go-multiaddr"
+	"github.com/spf13/cobra"
+
+	"strata/api"
+	"strata/internal/units"
+	"strata/peers"
+)
+
+func init() { extraCommands = append(extraCommands, nodeCmd) }
+
+// defaultListen is where `strata node` listens for peers unless told.
+const defaultListen = "/ip4/0.0.0.0/tcp/7341"
+
+// nodeFlags are the flags of `strata node`.
+type nodeFlags struct {
+	dataDir, secret, secretFile, memory, models, apiAddr, apiKey string
+	listen, join                                                 []string
+	noMDNS                                                       bool
+}
+
+func nodeCmd() *cobra.Command {
+	var f nodeFlags
+	cmd := &cobra.Command{
+		Use:   "node [--data-dir D] [--listen MULTIADDR] [--join MULTIADDR] [--secret S]",
+		Short: "Run a node: join the cluster, announce this machine, serve the status API",
+		Long: `node runs this machine as a member of a strata cluster until interrupted.
+
+Nodes find each other on the LAN (mDNS) and through --join addresses, and
+only nodes with the same cluster secret can connect. The secret comes from
+--secret, --secret-file, $STRATA_SECRET, or DATA_DIR/secret; with none of
+them, node creates a random secret in DATA_DIR/secret (mode 0600) and
+prints the command another machine runs to join.
+
+Every second the node tells the others its peer ID, addresses, memory
+(--memory caps what it offers) and the GGUF models in --models. It serves
+the members it sees at http://--api/api/peers (strata status reads it).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runNode(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), f)
+		},
+	}
+	fl := cmd.Flags()
+	cmd.PersistentFlags().StringVar(&f.dataDir, "data-dir", defaultDataDir(), "where the node keeps its identity, cluster secret and models")
+	fl.StringArrayVar(&f.listen, "listen", []string{defaultListen}, "multiaddr to listen on for peers (repeatable)")
+	fl.StringArrayVar(&f.join, "join", nil, "multiaddr of a node to join, ending in /p2p/PEER_ID (repeatable)")
+	fl.StringVar(&f.secret, "secret", "", "cluster secret (default: $STRATA_SECRET, then DATA_DIR/secret)")
+	fl.StringVar(&f.secretFile, "secret-file", "", "file holding the cluster secret")
+	fl.StringVar(&f.memory, "memory", "", "memory to offer the cluster, e.g. 96GB (default: all of it)")
+	fl.StringVar(&f.models, "models", "", "directory of GGUF models to announce (default DATA_DIR/models)")
+	fl.StringVar(&f.apiAddr, "api", api.DefaultAddr, "address of the HTTP status API")
+	fl.StringVar(&f.apiKey, "api-key", "", "key the API requires (default $STRATA_API_KEY; needed when --api is not loopback)")
+	fl.BoolVar(&f.noMDNS, "no-mdns", false, "do not look for peers on the LAN")
+
+	cmd.AddCommand(&cobra.Command{
+		Use:   "id [--data-dir D]",
+		Short: "Print the node's peer ID, creating its identity (and cluster secret) on first use",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if _, _, err := peers.LoadOrCreateSecret(f.dataDir); err != nil {
+				return fmt.Errorf("secret: %w", err)
+			}
+			id, err := peers.LoadOrCreateIdentityID(f.dataDir)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), id)
+			return nil
+		},
+	})
+	return cmd
+}
+
+func defaultDataDir() string {
+	if d := os.Getenv("STRATA_DATA_DIR"); d != "" {
+		return d
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".strata")
+	}
+	return ".strata"
+}
+
+// nodeSecret picks the cluster secret: --secret, --secret-file,
+// $STRATA_SECRET, DATA_DIR/secret, or a new one (created = true).
+func nodeSecret(f nodeFlags) (secret []byte, created bool, source string, err error) {
+	switch {
+	case f.secret != "" && f.secretFile != "":
+		return nil, false, "", errors.New("give --secret or --secret-file, not both")
+	case f.secret != "":
+		s := []byte(strings.TrimSpace(f.secret))
+		if len(s) < peers.MinSecretBytes {
+			return nil, false, "", fmt.Errorf("--secret: %w", peers.ErrShortSecret)
+		}
+		return s, false, "--secret", nil
+	case f.secretFile != "":
+		s, err := peers.ReadSecretFile(f.secretFile)
+		if err != nil {
+			return nil, false, "", fmt.Errorf("--secret-file: %w", err)
+		}
+		return s, false, f.secretFile, nil
+	case os.Getenv("STRATA_SECRET") != "":
+		s := []byte(strings.TrimSpace(os.Getenv("STRATA_SECRET")))
+		if len(s) < peers.MinSecretBytes {
+			return nil, false, "", fmt.Errorf("STRATA_SECRET: %w", peers.ErrShortSecret)
+		}
+		return s, false, "$STRATA_SECRET", nil
+	}
+	s, created, err := peers.LoadOrCreateSecret(f.dataDir)
+	if err != nil {
+		return nil, false, "", fmt.Errorf("secret: %w", err)
+	}
+	return s, created, filepath.Join(f.dataDir, peers.SecretFile), nil
+}
+
+func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
+	if f.apiKey == "" {
+		f.apiKey = os.Getenv("STRATA_API_KEY")
+	}
+	if !api.IsLoopback(f.apiAddr) && f.apiKey == "" {
+		return fmt.Errorf("--api %s is not a loopback address: set --api-key (or STRATA_API_KEY)", f.apiAddr)
+	}
+	var memCap uint64
+	if f.memory != "" {
+		var err error
+		if memCap, err = units.ParseBytes(f.memory); err != nil {
+			return fmt.Errorf("--memory: %w", err)
+		}
+	}
+	if f.models == "" { // where strata pull puts models
+		f.models = filepath.Join(f.dataDir, "models")
+		if err := os.MkdirAll(f.models, 0o755); err != nil {
+			return err
+		}
+	}
+	// Check every address before anything starts, for one clear error.
+	for _, s := range f.listen {
+		if _, err := peers.ParseListen(s); err != nil {
+			return fmt.Errorf("--%w", err)
+		}
+	}
+	for _, s := range f.join {
+		if _, err := peers.ParseJoin(s); err != nil {
+			return fmt.Errorf("--%w", err)
+		}
+	}
+	secret, created, source, err := nodeSecret(f)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", f.apiAddr)
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) {
+			err = op.Err
+		}
+		return fmt.Errorf("--api %s: %v", f.apiAddr, err)
+	}
+	defer ln.Close()
+
+	log := slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	node, err := peers.New(ctx, peers.Config{
+		DataDir: f.dataDir, Listen: f.listen, Join: f.join, Secret: secret, NoMDNS: f.noMDNS,
+		MemoryBytes: memCap, ModelsDir: f.models, Version: version, Logger: log,
+	})
+	if err != nil {
+		if errors.Is(err, peers.ErrAddrInUse) {
+			return fmt.Errorf("--%w", err)
+		}
+		return err
+	}
+	defer node.Close()
+
+	srv := &http.Server{Handler: nodeAPI(node, f.apiKey), ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+
+	addrs := node.Addrs()
+	fmt.Fprintf(out, "strata node %s (version %s)\n", node.ID(), version)
+	for _, a := range addrs {
+		fmt.Fprintf(out, "  peers:  %s\n", a)
+	}
+	fmt.Fprintf(out, "  status: http://%s/api/peers (strata status --api %s)\n", ln.Addr(), ln.Addr())
+	join := joinAddr(addrs)
+	if created {
+		fmt.Fprintf(out, "created a cluster secret in %s; on another machine, join with:\n  strata node --secret %s --join %s\n", source, secret, join)
+	} else {
+		fmt.Fprintf(out, "join with: strata node --secret-file <copy of the secret> --join %s\n", join)
+	}
+
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		return fmt.Errorf("status API: %w", err)
+	}
+	shut, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	srv.Shutdown(shut)
+	return node.Close()
+}
+
+// joinAddr picks the address to tell other machines: the first that is
+// not loopback, else the first.
+func joinAddr(addrs []ma.Multiaddr) string {
+	for _, a := range addrs {
+		s := a.String()
+		if !strings.HasPrefix(s, "/ip4/127.") && !strings.HasPrefix(s, "/ip6/::1/") {
+			return s
+		}
+	}
+	if len(addrs) > 0 {
+		return addrs[0].String()
+	}
+	return ""
+}
+
+// nodeAPI serves the node's status: GET /api/peers (the full view) and
+// GET /api/cluster (the members in api.ClusterStatus form).
+func nodeAPI(node *peers.Node, key string) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /api/peers", api.RequireKey(key, api.PeersHandler(func() api.PeersStatus { return peersStatus(node) })))
+	mux.Handle("GET /api/cluster", api.RequireKey(key, api.ClusterHandler(func() api.ClusterStatus {
+		st := peersStatus(node)
+		cs := api.ClusterStatus{Self: st.Self, Members: []api.MemberStatus{}, Sessions: []api.SessionStatus{}}
+		for _, m := range st.Members {
+			ms := api.MemberStatus{PeerID: m.PeerID, Addrs: m.Addrs, MemoryBytes: m.MemoryBytes, Shards: []api.ShardStatus{}}
+			for _, md := range m.Models {
+				ms.Models = append(ms.Models, md.Name)
+			}
+			cs.Members = append(cs.Members, ms)
+		}
+		return cs
+	})))
+	return mux
+}
+
+// peersStatus is the node's view in the status API's form.
+func peersStatus(node *peers.Node) api.PeersStatus {
+	v := node.Membership().View()
+	st := api.PeersStatus{Self: node.ID().String(), ViewVersion: v.Version, Members: []api.PeerStatus{}}
+	now := time.Now()
+	for _, m := range v.Members {
+		in := m.Info
+		ps := api.PeerStatus{
+			PeerID: m.ID.String(), Addrs: in.Addrs, Version: in.Version,
+			MemoryBytes: in.MemoryTotalBytes, MemoryAvailableBytes: in.MemoryAvailableBytes, ComputeFlops: in.ComputeFlops,
+			Models: []api.PeerModel{}, Shards: in.Shards, LastSeenMS: now.Sub(m.LastSeen).Milliseconds(),
+		}
+		if ps.Addrs == nil {
+			ps.Addrs = []string{}
+		}
+		if ps.Shards == nil {
+			ps.Shards = []string{}
+		}
+		for _, md := range in.Models {
+			ps.Models = append(ps.Models, api.PeerModel{Name: md.Name, SizeBytes: md.SizeBytes, Digest: md.Digest})
+		}
+		st.Members = append(st.Members, ps)
+	}
+	return st
+}

@@ -1,0 +1,72 @@
+// Package peers connects strata nodes: a go-libp2p host with a persistent
+// Ed25519 identity, a private network keyed by the cluster secret,
+// discovery (mDNS on the LAN, static --join addresses with reconnection),
+// GossipSub membership, and remote actors: protoactor-go PIDs whose
+// Address is a libp2p peer ID are delivered to that node over libp2p.
+//
+// # A node
+//
+//	node, err := peers.New(ctx, peers.Config{
+//		DataDir: "/var/lib/strata",                   // identity.key lives here
+//		Listen:  []string{"/ip4/0.0.0.0/tcp/7341"},
+//		Join:    []string{"/ip4/10.0.0.2/tcp/7341/p2p/12D3KooW..."},
+//		Secret:  secret,                              // peers.LoadOrCreateSecret(dataDir)
+//	})
+//	if err != nil { ... } // one line: "listen /ip4/0.0.0.0/tcp/7341: address already in use"
+//	defer node.Close()
+//
+// # Membership
+//
+// Every node publishes a messages.NodeInfo (peer ID, addresses, version,
+// memory, compute rate, models, shards) on MembersTopic every second.
+// Membership().View() is the sorted, versioned member list; a member whose
+// last connection closes is dropped at once, one that stops sending
+// heartbeats after Config.MemberTimeout (2.5 s). Nodes dial every member
+// they hear of, so the cluster is a full mesh.
+//
+//	sub := node.Membership().Subscribe() // Joined for every current member first
+//	defer sub.Close()
+//	for {
+//		ev, err := sub.Next(ctx)
+//		if err != nil { return err }
+//		switch ev.Kind {
+//		case peers.Joined, peers.Updated: // ev.Member.Info
+//		case peers.Left: // ev.Reason: "disconnected" or "timeout"
+//		}
+//	}
+//
+// Membership().Wait(ctx, func(v peers.View) bool { return len(v.Members) >= 3 })
+// blocks until the view satisfies a condition.
+//
+// # Remote actors
+//
+// Node.ActorSystem() is an ordinary protoactor-go actor system whose PIDs
+// carry the node's peer ID as their address. Node.PID(peerID, name) names
+// an actor on any node; sending to it, Request/Respond, futures, Poison,
+// Stop and Watch work as they do locally:
+//
+//	system := node.ActorSystem()
+//	system.Root.SpawnNamed(props, "shard-0")                     // on node B
+//	pid := node.PID(nodeB, "shard-0")                             // on node A
+//	res, err := system.Root.RequestFuture(pid, &messages.Ping{}, time.Second).Result()
+//
+// Messages must be protobuf messages: any generated type linked into the
+// binary (protoregistry.GlobalTypes, or Config.Types) can be sent, so a new
+// message is a .proto file in messages/ and `make proto`, nothing more.
+// Each sender marshals in its own goroutine; one writer per remote peer
+// writes frames in order onto one stream (ActorProtocol), so messages from
+// one node to another arrive in the order sent; delivery is at most once
+// (a broken stream loses what was in flight, and the next message opens a
+// new one). A frame is a 4-byte length, an Envelope (target, sender, type
+// name, header) and the payload (messages/envelope.proto); frames are
+// capped at Config.MaxMessageBytes (64 MiB). An oversized, truncated or
+// undecodable frame, an unknown type or a misplaced system message closes
+// that stream with one log line.
+//
+// Watch across nodes: an actor watching a remote PID gets Terminated when
+// the remote actor stops (Why Stopped), when it does not exist (NotFound),
+// and when its node disconnects or leaves the view (AddressTerminated).
+//
+// Every node runs a PingActor that answers messages.Ping with
+// messages.Pong. The peerstest package starts clusters in one process.
+package peers
