@@ -37,8 +37,12 @@ bench:
 fuzz:
 	STRATA_TESTDATA=$(TESTDATA) $(GO) test ./runtime/gguf -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
 
-# Regenerate messages/*.pb.go (committed). Needs protoc (Debian: protobuf-compiler).
+# Regenerate messages/*.pb.go (committed): protoc from Debian's
+# protobuf-compiler (installed here if missing; the committed files were made
+# with its 3.21.12) and protoc-gen-go from the module proxy.
 proto:
+	@command -v protoc >/dev/null || { echo "installing protoc (Debian protobuf-compiler)"; \
+		$$(command -v sudo) apt-get install -y protobuf-compiler; }
 	$(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 	@if ls messages/*.proto >/dev/null 2>&1; then \
 		PATH="$$($(GO) env GOPATH)/bin:$$PATH" protoc --go_out=. --go_opt=module=strata messages/*.proto; \
