@@ -193,7 +193,7 @@ func TestWrongSecretRefused(t *testing.T) {
 				t.Fatal("a node without the cluster secret connected")
 			}
 			// Nor can it reach an actor.
-			_, err = stranger.ActorSystem().Root.RequestFuture(stranger.PID(target.ID, peers.PingActor), &messages.Ping{}, 2*time.Second).Result()
+			_, err = stranger.ActorSystem().Root.RequestFuture(stranger.PID(target.ID, peers.PingActor), &messages.Ping{}, 500*time.Millisecond).Result()
 			if err == nil {
 				t.Fatal("a node without the cluster secret got an answer")
 			}
@@ -209,6 +209,21 @@ func TestWrongSecretRefused(t *testing.T) {
 		if n := len(nd.Host().Network().Peers()); n != 1 {
 			t.Errorf("node %s is connected to %d peers, want 1", nd.ID(), n)
 		}
+	}
+}
+
+// Without a secret the network is open and QUIC is available.
+func TestOpenNetworkQUIC(t *testing.T) {
+	c := peerstest.New(t, 2, peerstest.WithConfig(func(cfg *peers.Config) {
+		cfg.Listen = []string{"/ip4/127.0.0.1/udp/0/quic-v1"}
+		cfg.Secret = nil
+	}))
+	a, b := c.Nodes[0], c.Nodes[1]
+	if conns := a.Host().Network().ConnsToPeer(b.ID()); len(conns) == 0 || !strings.Contains(conns[0].RemoteMultiaddr().String(), "quic-v1") {
+		t.Fatalf("connections %v", conns)
+	}
+	if _, err := a.ActorSystem().Root.RequestFuture(a.PID(b.ID(), peers.PingActor), &messages.Ping{}, within).Result(); err != nil {
+		t.Fatal(err)
 	}
 }
 

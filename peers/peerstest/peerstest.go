@@ -7,8 +7,9 @@
 //	res, err := a.ActorSystem().Root.RequestFuture(pid, &messages.Ping{}, time.Second).Result()
 //
 // Every node listens on 127.0.0.1 on a free TCP port, shares a fresh random
-// cluster secret, has mDNS off, and joins the first node; the cluster is
-// closed by t.Cleanup.
+// cluster secret, has mDNS off, and joins the first live node; WithConfig
+// changes any of that. The cluster is closed by t.Cleanup, and the nodes'
+// logs are printed if the test failed.
 package peerstest
 
 import (
@@ -46,7 +47,8 @@ type Cluster struct {
 	logMu  []*sync.Mutex
 }
 
-// Option changes the configuration of every node of a cluster.
+// Option changes the configuration of every node of a cluster (setting
+// Secret to nil makes an open network).
 type Option func(*peers.Config)
 
 // WithConfig applies f to each node's configuration before it starts.
@@ -65,14 +67,16 @@ func New(t testing.TB, n int, opts ...Option) *Cluster {
 // Start starts n nodes without waiting for their views to converge.
 func Start(t testing.TB, n int, opts ...Option) *Cluster {
 	t.Helper()
-	c := &Cluster{t: t, Secret: peers.NewSecret(), killed: make(map[int]bool)}
+	c := &Cluster{t: t, killed: make(map[int]bool)}
 	c.base = peers.Config{
 		Listen: []string{"/ip4/127.0.0.1/tcp/0"},
 		NoMDNS: true,
+		Secret: peers.NewSecret(),
 	}
 	for _, o := range opts {
 		o(&c.base)
 	}
+	c.Secret = c.base.Secret
 	t.Cleanup(func() {
 		c.Close()
 		if t.Failed() {
@@ -91,7 +95,6 @@ func Start(t testing.TB, n int, opts ...Option) *Cluster {
 func (c *Cluster) Add() *peers.Node {
 	c.t.Helper()
 	cfg := c.base
-	cfg.Secret = c.Secret
 	cfg.Listen = slices.Clone(cfg.Listen)
 	var buf bytes.Buffer
 	var mu sync.Mutex
