@@ -61,6 +61,7 @@ type State struct {
 	attnLayer, attnN, attnPos int
 	attnCache                 *Cache
 	attnFn                    func(lo, hi int)
+	swigluFn                  func(lo, hi int) // SwiGLU over hb[lo:hi], hb2[lo:hi]
 }
 
 // NewState allocates scratch for batches of up to batch tokens with
@@ -94,6 +95,7 @@ func (m *Model) NewState(pool *tensor.Pool, batch, capacity int) *State {
 	if m.IsLast() {
 		s.Logits = make([]float32, m.Vocab)
 	}
+	s.swigluFn = func(lo, hi int) { tensor.SwiGLU(s.hb[lo:hi], s.hb[lo:hi], s.hb2[lo:hi]) }
 	s.attnFn = func(lo, hi int) {
 		for w := lo; w < hi; w++ {
 			s.attention(w)
@@ -196,7 +198,11 @@ func (s *State) layer(l int, c *Cache, n int) {
 	s.actEmbd.Set(xb, n)
 	tensor.MatMulAct(p, hb, w.Gate, s.actEmbd)
 	tensor.MatMulAct(p, hb2, w.Up, s.actEmbd)
-	tensor.SwiGLU(hb, hb, hb2)
+	if p == nil {
+		tensor.SwiGLU(hb, hb, hb2)
+	} else {
+		p.Run(n*m.FFN, s.swigluFn) // an exp per element: worth splitting
+	}
 	s.actFFN.Set(hb, n)
 	tensor.MatMulAct(p, s.xb[:n*embd], w.Down, s.actFFN)
 	tensor.Add(x, s.xb[:n*embd])
