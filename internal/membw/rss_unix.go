@@ -8,9 +8,13 @@ import (
 	"time"
 )
 
-// PeakRSS returns the process's peak resident set size in bytes (0 if the
-// system does not say).
+// PeakRSS returns the process's peak resident set size in bytes since
+// the start or the last successful ResetPeakRSS (0 if the system does not
+// say).
 func PeakRSS() int64 {
+	if n, ok := peakRSSProc(); ok {
+		return n
+	}
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
