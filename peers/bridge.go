@@ -28,13 +28,14 @@ import (
 const ActorProtocol protocol.ID = "/strata/actor/1.0.0"
 
 // Stream timing. A frame must arrive in full, and a batch of frames must be
-// written, within ioTimeout plus a second per 8 MiB; a sender closes its
-// stream after writerIdle without messages, so a receiver gives up on a
-// stream silent for readerIdle.
+// written, within ioTimeout plus a second per 8 MiB; opening a stream gets
+// openTimeout; a sender closes its stream after writerIdle without
+// messages, so a receiver gives up on a stream silent for readerIdle.
+var writerIdle = time.Minute // a variable for tests
+
 const (
 	ioTimeout       = 10 * time.Second
 	openTimeout     = 5 * time.Second
-	writerIdle      = time.Minute
 	readerIdle      = 5 * time.Minute
 	maxQueuedBytes  = 256 << 20 // per peer; beyond, new messages are dropped
 	keepReadBufSize = 4 << 20

@@ -1,5 +1,7 @@
 package peers
 
+import "time"
+
 // PauseHeartbeats stops (or restarts) n's heartbeats while its connections
 // stay up: to the others it looks cut off from gossip.
 func PauseHeartbeats(n *Node, paused bool) {
@@ -19,4 +21,12 @@ func Watches(n *Node) int {
 		k += len(ws)
 	}
 	return k
+}
+
+// SetWriterIdle changes how long an unused outbound actor stream stays
+// open; it returns the old value.
+func SetWriterIdle(d time.Duration) time.Duration {
+	old := writerIdle
+	writerIdle = d
+	return old
 }

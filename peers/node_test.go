@@ -305,6 +305,44 @@ func TestRequestResponse(t *testing.T) {
 		}
 	})
 
+	t.Run("in order per sender, small and large mixed", func(t *testing.T) {
+		const senders, each = 4, 300
+		got := make(chan *messages.Ping, senders*each)
+		if _, err := b.ActorSystem().Root.SpawnNamed(actor.PropsFromFunc(func(ctx actor.Context) {
+			if p, ok := ctx.Message().(*messages.Ping); ok {
+				got <- p
+			}
+		}), "mixed"); err != nil {
+			t.Fatal(err)
+		}
+		to := a.PID(b.ID(), "mixed")
+		big := make([]byte, 100<<10) // above the size a sender writes itself
+		for s := range senders {
+			go func() {
+				for i := range each {
+					p := &messages.Ping{Seq: uint64(s<<32 | i)}
+					if i%7 == 0 {
+						p.Payload = big
+					}
+					a.ActorSystem().Root.Send(to, p)
+				}
+			}()
+		}
+		next := make([]int, senders)
+		for range senders * each {
+			select {
+			case p := <-got:
+				s, i := int(p.Seq>>32), int(p.Seq&(1<<32-1))
+				if i != next[s] {
+					t.Fatalf("sender %d: message %d arrived when %d was due", s, i, next[s])
+				}
+				next[s]++
+			case <-time.After(within):
+				t.Fatalf("messages missing: %v of %d each", next, each)
+			}
+		}
+	})
+
 	t.Run("large", func(t *testing.T) {
 		payload := bytes.Repeat([]byte{1, 2, 3, 4}, 4<<20) // 16 MiB
 		res, err := a.ActorSystem().Root.RequestFuture(remote, &messages.Ping{Seq: 2, Payload: payload}, within).Result()
@@ -329,6 +367,36 @@ func TestRequestResponse(t *testing.T) {
 			t.Fatal(res, err)
 		}
 	})
+}
+
+func TestIdleStreamClosed(t *testing.T) {
+	defer peers.SetWriterIdle(peers.SetWriterIdle(50 * time.Millisecond))
+	c := peerstest.New(t, 2)
+	a, b := c.Nodes[0], c.Nodes[1]
+	pid := a.PID(b.ID(), peers.PingActor)
+	actorStreams := func() int {
+		n := 0
+		for _, conn := range a.Host().Network().ConnsToPeer(b.ID()) {
+			for _, s := range conn.GetStreams() {
+				if s.Protocol() == peers.ActorProtocol {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	for round := range 2 { // the stream closes when idle, and reopens on demand
+		if _, err := a.ActorSystem().Root.RequestFuture(pid, &messages.Ping{}, within).Result(); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		deadline := time.Now().Add(within)
+		for actorStreams() > 0 { // no event to wait on: poll, bounded
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: idle actor stream still open", round)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
 }
 
 func TestMessageCap(t *testing.T) {
