@@ -40,6 +40,17 @@ func batchQ8_0x8(tile *byte, x *int8, d *float32, nb int, acc *float32)
 //go:noescape
 func batchQ4_0x8(tile *byte, x *int8, d *float32, s8 *int32, nb int, acc *float32)
 
+// batchQ8_0x8x2 is batchQ8_0x8 for two vectors at once (x0, d0 into
+// acc0; x1, d1 into acc1), loading each weight group once.
+//
+//go:noescape
+func batchQ8_0x8x2(tile *byte, x0, x1 *int8, d0, d1 *float32, nb int, acc0, acc1 *float32)
+
+// batchQ4_0x8x2 is batchQ4_0x8 for two vectors at once.
+//
+//go:noescape
+func batchQ4_0x8x2(tile *byte, x0, x1 *int8, d0, d1 *float32, s0, s1 *int32, nb int, acc0, acc1 *float32)
+
 // matMulBatchX8 computes the whole groups of 8 rows from lo (a multiple
 // of 8) up to hi with the interleaved kernels, and returns the first row
 // it did not compute.
@@ -70,7 +81,23 @@ func matMulBatchX8(out []float32, w Matrix, a *Activations, lo, hi int) int {
 					repackQ4_0x8(&tile[0], &src[0], rb, kc)
 				}
 				_ = tile[kc*tileBlock-1]
-				for v := v0; v < v0+nv; v++ {
+				v := v0
+				for ; v+2 <= v0+nv; v += 2 {
+					x0 := a.q32[v*cols+32*k0 : v*cols+32*(k0+kc)]
+					x1 := a.q32[(v+1)*cols+32*k0 : (v+1)*cols+32*(k0+kc)]
+					d0 := a.d32[v*nb+k0 : v*nb+k0+kc]
+					d1 := a.d32[(v+1)*nb+k0 : (v+1)*nb+k0+kc]
+					if w.Type == Q8_0 {
+						batchQ8_0x8x2(&tile[0], unsafe.SliceData(x0), unsafe.SliceData(x1), unsafe.SliceData(d0), unsafe.SliceData(d1),
+							kc, &acc[v-v0][0], &acc[v+1-v0][0])
+					} else {
+						s0 := a.s32[v*nb+k0 : v*nb+k0+kc]
+						s1 := a.s32[(v+1)*nb+k0 : (v+1)*nb+k0+kc]
+						batchQ4_0x8x2(&tile[0], unsafe.SliceData(x0), unsafe.SliceData(x1), unsafe.SliceData(d0), unsafe.SliceData(d1),
+							unsafe.SliceData(s0), unsafe.SliceData(s1), kc, &acc[v-v0][0], &acc[v+1-v0][0])
+					}
+				}
+				for ; v < v0+nv; v++ {
 					x := a.q32[v*cols+32*k0 : v*cols+32*(k0+kc)]
 					d := a.d32[v*nb+k0 : v*nb+k0+kc]
 					if w.Type == Q8_0 {

@@ -254,3 +254,143 @@ bq4loop:
 	VMOVUPS Y0, (BX)
 	VZEROUPPER
 	RET
+
+// The two-vector batch kernels: the same arithmetic per vector as
+// batchQ8_0x8 / batchQ4_0x8, with each weight group loaded once for both.
+
+// G8X2(g, U, W, T0, T1, A0, A1): group g of the Q8_0 tile against vectors
+// at DI and R8.
+#define G8X2(g, U, W, T0, T1, A0, A1) \
+	VMOVDQU      (32*g)(SI), U       \
+	VMOVDQU      (256+32*g)(SI), W   \
+	VPBROADCASTD (4*g)(DI), T0       \
+	VPBROADCASTD (4*g)(R8), T1       \
+	VPSIGNB      W, T0, T0           \
+	VPSIGNB      W, T1, T1           \
+	VPMADDUBSW   T0, U, T0           \
+	VPMADDUBSW   T1, U, T1           \
+	VPMADDWD     Y15, T0, T0         \
+	VPMADDWD     Y15, T1, T1         \
+	VPADDD       T0, A0, A0          \
+	VPADDD       T1, A1, A1
+
+// func batchQ8_0x8x2(tile *byte, x0, x1 *int8, d0, d1 *float32, nb int, acc0, acc1 *float32)
+TEXT ·batchQ8_0x8x2(SB), NOSPLIT, $0-64
+	MOVQ     tile+0(FP), SI
+	MOVQ     x0+8(FP), DI
+	MOVQ     x1+16(FP), R8
+	MOVQ     d0+24(FP), DX
+	MOVQ     d1+32(FP), R9
+	MOVQ     nb+40(FP), CX
+	MOVQ     acc0+48(FP), BX
+	MOVQ     acc1+56(FP), R10
+	VMOVUPS  (BX), Y0
+	VMOVUPS  (R10), Y7
+	VPCMPEQW Y15, Y15, Y15
+	VPSRLW   $15, Y15, Y15
+
+bq8x2loop:
+	VPXOR Y1, Y1, Y1
+	VPXOR Y4, Y4, Y4
+	VPXOR Y8, Y8, Y8
+	VPXOR Y9, Y9, Y9
+	G8X2(0, Y2, Y3, Y5, Y6, Y1, Y4)
+	G8X2(1, Y10, Y11, Y12, Y13, Y8, Y9)
+	G8X2(2, Y2, Y3, Y5, Y6, Y1, Y4)
+	G8X2(3, Y10, Y11, Y12, Y13, Y8, Y9)
+	G8X2(4, Y2, Y3, Y5, Y6, Y1, Y4)
+	G8X2(5, Y10, Y11, Y12, Y13, Y8, Y9)
+	G8X2(6, Y2, Y3, Y5, Y6, Y1, Y4)
+	G8X2(7, Y10, Y11, Y12, Y13, Y8, Y9)
+	VPADDD       Y8, Y1, Y1
+	VPADDD       Y9, Y4, Y4
+	VCVTDQ2PS    Y1, Y1
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS (DX), Y2
+	VBROADCASTSS (R9), Y3
+	VMULPS       512(SI), Y2, Y2
+	VMULPS       512(SI), Y3, Y3
+	VFMADD231PS  Y1, Y2, Y0
+	VFMADD231PS  Y4, Y3, Y7
+	ADDQ $544, SI
+	ADDQ $32, DI
+	ADDQ $32, R8
+	ADDQ $4, DX
+	ADDQ $4, R9
+	DECQ CX
+	JNZ  bq8x2loop
+	VMOVUPS Y0, (BX)
+	VMOVUPS Y7, (R10)
+	VZEROUPPER
+	RET
+
+// G4X2(g, W, T0, T1, A0, A1): group g of the Q4_0 tile against vectors at
+// DI and R8.
+#define G4X2(g, W, T0, T1, A0, A1) \
+	VMOVDQU      (32*g)(SI), W \
+	VPBROADCASTD (4*g)(DI), T0 \
+	VPBROADCASTD (4*g)(R8), T1 \
+	VPMADDUBSW   T0, W, T0     \
+	VPMADDUBSW   T1, W, T1     \
+	VPADDW       T0, A0, A0    \
+	VPADDW       T1, A1, A1
+
+// func batchQ4_0x8x2(tile *byte, x0, x1 *int8, d0, d1 *float32, s0, s1 *int32, nb int, acc0, acc1 *float32)
+TEXT ·batchQ4_0x8x2(SB), NOSPLIT, $0-80
+	MOVQ     tile+0(FP), SI
+	MOVQ     x0+8(FP), DI
+	MOVQ     x1+16(FP), R8
+	MOVQ     d0+24(FP), DX
+	MOVQ     d1+32(FP), R9
+	MOVQ     s0+40(FP), R11
+	MOVQ     s1+48(FP), R12
+	MOVQ     nb+56(FP), CX
+	MOVQ     acc0+64(FP), BX
+	MOVQ     acc1+72(FP), R10
+	VMOVUPS  (BX), Y0
+	VMOVUPS  (R10), Y7
+	VPCMPEQW Y15, Y15, Y15
+	VPSRLW   $15, Y15, Y15
+
+bq4x2loop:
+	VPXOR Y1, Y1, Y1
+	VPXOR Y4, Y4, Y4
+	VPXOR Y8, Y8, Y8
+	VPXOR Y9, Y9, Y9
+	G4X2(0, Y2, Y5, Y6, Y1, Y4)
+	G4X2(1, Y10, Y12, Y13, Y8, Y9)
+	G4X2(2, Y2, Y5, Y6, Y1, Y4)
+	G4X2(3, Y10, Y12, Y13, Y8, Y9)
+	G4X2(4, Y2, Y5, Y6, Y1, Y4)
+	G4X2(5, Y10, Y12, Y13, Y8, Y9)
+	G4X2(6, Y2, Y5, Y6, Y1, Y4)
+	G4X2(7, Y10, Y12, Y13, Y8, Y9)
+	VPADDW       Y8, Y1, Y1
+	VPADDW       Y9, Y4, Y4
+	VPMADDWD     Y15, Y1, Y1
+	VPMADDWD     Y15, Y4, Y4
+	VPBROADCASTD (R11), Y2
+	VPBROADCASTD (R12), Y3
+	VPSUBD       Y2, Y1, Y1
+	VPSUBD       Y3, Y4, Y4
+	VCVTDQ2PS    Y1, Y1
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS (DX), Y2
+	VBROADCASTSS (R9), Y3
+	VMULPS       256(SI), Y2, Y2
+	VMULPS       256(SI), Y3, Y3
+	VFMADD231PS  Y1, Y2, Y0
+	VFMADD231PS  Y4, Y3, Y7
+	ADDQ $288, SI
+	ADDQ $32, DI
+	ADDQ $32, R8
+	ADDQ $4, DX
+	ADDQ $4, R9
+	ADDQ $4, R11
+	ADDQ $4, R12
+	DECQ CX
+	JNZ  bq4x2loop
+	VMOVUPS Y0, (BX)
+	VMOVUPS Y7, (R10)
+	VZEROUPPER
+	RET
