@@ -51,6 +51,20 @@ func batchQ8_0x8x2(tile *byte, x0, x1 *int8, d0, d1 *float32, nb int, acc0, acc1
 //go:noescape
 func batchQ4_0x8x2(tile *byte, x0, x1 *int8, d0, d1 *float32, s0, s1 *int32, nb int, acc0, acc1 *float32)
 
+// batchQ8_0x8x4 is batchQ8_0x8 for four vectors at once: x[t], d[t] into
+// acc[t].
+//
+//go:noescape
+func batchQ8_0x8x4(tile *byte, x *[4]*int8, d *[4]*float32, nb int, acc *[4]*float32)
+
+// batchQ4_0x8x4 is batchQ4_0x8 for four vectors at once.
+//
+//go:noescape
+func batchQ4_0x8x4(tile *byte, x *[4]*int8, d *[4]*float32, s *[4]*int32, nb int, acc *[4]*float32)
+
+// batchX4 enables the four-vector kernels (tests and benchmarks compare).
+var batchX4 = true
+
 // matMulBatchX8 computes the whole groups of 8 rows from lo (a multiple
 // of 8) up to hi with the interleaved kernels, and returns the first row
 // it did not compute.
@@ -82,6 +96,24 @@ func matMulBatchX8(out []float32, w Matrix, a *Activations, lo, hi int) int {
 				}
 				_ = tile[kc*tileBlock-1]
 				v := v0
+				for ; batchX4 && v+4 <= v0+nv; v += 4 {
+					var xs [4]*int8
+					var ds [4]*float32
+					var ss [4]*int32
+					var accs [4]*float32
+					for t := range 4 {
+						xs[t] = &a.q32[(v+t)*cols+32*k0]
+						ds[t] = &a.d32[(v+t)*nb+k0]
+						ss[t] = &a.s32[(v+t)*nb+k0]
+						accs[t] = &acc[v+t-v0][0]
+					}
+					_, _, _ = a.q32[(v+3)*cols+32*(k0+kc)-1], a.d32[(v+3)*nb+k0+kc-1], a.s32[(v+3)*nb+k0+kc-1]
+					if w.Type == Q8_0 {
+						batchQ8_0x8x4(&tile[0], &xs, &ds, kc, &accs)
+					} else {
+						batchQ4_0x8x4(&tile[0], &xs, &ds, &ss, kc, &accs)
+					}
+				}
 				for ; v+2 <= v0+nv; v += 2 {
 					x0 := a.q32[v*cols+32*k0 : v*cols+32*(k0+kc)]
 					x1 := a.q32[(v+1)*cols+32*k0 : (v+1)*cols+32*(k0+kc)]

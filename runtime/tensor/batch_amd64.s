@@ -394,3 +394,213 @@ bq4x2loop:
 	VMOVUPS Y7, (R10)
 	VZEROUPPER
 	RET
+
+// The four-vector batch kernels: vectors at DI, R8, R9, R10 (quants),
+// their scales at DX, R11, R12, R13 (and Q4_0 sums at AX, BX, R14, R15
+// — see the TEXT), accumulators at the pointers in acc (four *float32 in
+// a row). Same arithmetic per vector as batchQ8_0x8 / batchQ4_0x8.
+
+#define G8X4(g) \
+	VMOVDQU      (32*g)(SI), Y2      \
+	VMOVDQU      (256+32*g)(SI), Y3  \
+	VPBROADCASTD (4*g)(DI), Y5       \
+	VPBROADCASTD (4*g)(R8), Y6       \
+	VPBROADCASTD (4*g)(R9), Y10      \
+	VPBROADCASTD (4*g)(R10), Y11     \
+	VPSIGNB      Y3, Y5, Y5          \
+	VPSIGNB      Y3, Y6, Y6          \
+	VPSIGNB      Y3, Y10, Y10        \
+	VPSIGNB      Y3, Y11, Y11        \
+	VPMADDUBSW   Y5, Y2, Y5          \
+	VPMADDUBSW   Y6, Y2, Y6          \
+	VPMADDUBSW   Y10, Y2, Y10        \
+	VPMADDUBSW   Y11, Y2, Y11        \
+	VPMADDWD     Y15, Y5, Y5         \
+	VPMADDWD     Y15, Y6, Y6         \
+	VPMADDWD     Y15, Y10, Y10       \
+	VPMADDWD     Y15, Y11, Y11       \
+	VPADDD       Y5, Y1, Y1          \
+	VPADDD       Y6, Y4, Y4          \
+	VPADDD       Y10, Y8, Y8         \
+	VPADDD       Y11, Y9, Y9
+
+// X4SCALE(I, D, F, TS): F += (dw8 at SI+TS) * D[0] * float(I).
+#define X4SCALE(I, D, F, TS) \
+	VCVTDQ2PS    I, I          \
+	VBROADCASTSS (D), Y2       \
+	VMULPS       TS(SI), Y2, Y2 \
+	VFMADD231PS  I, Y2, F
+
+// func batchQ8_0x8x4(tile *byte, x *[4]*int8, d *[4]*float32, nb int, acc *[4]*float32)
+TEXT ·batchQ8_0x8x4(SB), NOSPLIT, $0-40
+	MOVQ tile+0(FP), SI
+	MOVQ x+8(FP), AX
+	MOVQ 0(AX), DI
+	MOVQ 8(AX), R8
+	MOVQ 16(AX), R9
+	MOVQ 24(AX), R10
+	MOVQ d+16(FP), AX
+	MOVQ 0(AX), DX
+	MOVQ 8(AX), R11
+	MOVQ 16(AX), R12
+	MOVQ 24(AX), R13
+	MOVQ nb+24(FP), CX
+	MOVQ acc+32(FP), AX
+	MOVQ 0(AX), BX
+	VMOVUPS (BX), Y0
+	MOVQ 8(AX), BX
+	VMOVUPS (BX), Y7
+	MOVQ 16(AX), BX
+	VMOVUPS (BX), Y13
+	MOVQ 24(AX), BX
+	VMOVUPS (BX), Y14
+	VPCMPEQW Y15, Y15, Y15
+	VPSRLW   $15, Y15, Y15
+
+bq8x4loop:
+	VPXOR Y1, Y1, Y1
+	VPXOR Y4, Y4, Y4
+	VPXOR Y8, Y8, Y8
+	VPXOR Y9, Y9, Y9
+	G8X4(0)
+	G8X4(1)
+	G8X4(2)
+	G8X4(3)
+	G8X4(4)
+	G8X4(5)
+	G8X4(6)
+	G8X4(7)
+	X4SCALE(Y1, DX, Y0, 512)
+	X4SCALE(Y4, R11, Y7, 512)
+	X4SCALE(Y8, R12, Y13, 512)
+	X4SCALE(Y9, R13, Y14, 512)
+	ADDQ $544, SI
+	ADDQ $32, DI
+	ADDQ $32, R8
+	ADDQ $32, R9
+	ADDQ $32, R10
+	ADDQ $4, DX
+	ADDQ $4, R11
+	ADDQ $4, R12
+	ADDQ $4, R13
+	DECQ CX
+	JNZ  bq8x4loop
+	MOVQ acc+32(FP), AX
+	MOVQ 0(AX), BX
+	VMOVUPS Y0, (BX)
+	MOVQ 8(AX), BX
+	VMOVUPS Y7, (BX)
+	MOVQ 16(AX), BX
+	VMOVUPS Y13, (BX)
+	MOVQ 24(AX), BX
+	VMOVUPS Y14, (BX)
+	VZEROUPPER
+	RET
+
+#define G4X4(g) \
+	VMOVDQU      (32*g)(SI), Y2 \
+	VPBROADCASTD (4*g)(DI), Y5  \
+	VPBROADCASTD (4*g)(R8), Y6  \
+	VPBROADCASTD (4*g)(R9), Y10 \
+	VPBROADCASTD (4*g)(R10), Y11 \
+	VPMADDUBSW   Y5, Y2, Y5     \
+	VPMADDUBSW   Y6, Y2, Y6     \
+	VPMADDUBSW   Y10, Y2, Y10   \
+	VPMADDUBSW   Y11, Y2, Y11   \
+	VPADDW       Y5, Y1, Y1     \
+	VPADDW       Y6, Y4, Y4     \
+	VPADDW       Y10, Y8, Y8    \
+	VPADDW       Y11, Y9, Y9
+
+// X4SUB(I): I = int32 pair sums of I minus the broadcast int32 at
+// (BX)(AX*1).
+#define X4SUB(I) \
+	VPMADDWD     Y15, I, I          \
+	VPBROADCASTD (BX)(AX*1), Y3     \
+	VPSUBD       Y3, I, I
+
+// func batchQ4_0x8x4(tile *byte, x *[4]*int8, d *[4]*float32, s *[4]*int32, nb int, acc *[4]*float32)
+TEXT ·batchQ4_0x8x4(SB), NOSPLIT, $32-48
+	MOVQ tile+0(FP), SI
+	MOVQ x+8(FP), AX
+	MOVQ 0(AX), DI
+	MOVQ 8(AX), R8
+	MOVQ 16(AX), R9
+	MOVQ 24(AX), R10
+	MOVQ d+16(FP), AX
+	MOVQ 0(AX), DX
+	MOVQ 8(AX), R11
+	MOVQ 16(AX), R12
+	MOVQ 24(AX), R13
+	// The sums' pointers live on the stack (out of registers).
+	MOVQ s+24(FP), AX
+	MOVQ 0(AX), BX
+	MOVQ BX, 0(SP)
+	MOVQ 8(AX), BX
+	MOVQ BX, 8(SP)
+	MOVQ 16(AX), BX
+	MOVQ BX, 16(SP)
+	MOVQ 24(AX), BX
+	MOVQ BX, 24(SP)
+	MOVQ nb+32(FP), CX
+	MOVQ acc+40(FP), AX
+	MOVQ 0(AX), BX
+	VMOVUPS (BX), Y0
+	MOVQ 8(AX), BX
+	VMOVUPS (BX), Y7
+	MOVQ 16(AX), BX
+	VMOVUPS (BX), Y13
+	MOVQ 24(AX), BX
+	VMOVUPS (BX), Y14
+	VPCMPEQW Y15, Y15, Y15
+	VPSRLW   $15, Y15, Y15
+	XORQ     AX, AX // byte offset into the sums
+
+bq4x4loop:
+	VPXOR Y1, Y1, Y1
+	VPXOR Y4, Y4, Y4
+	VPXOR Y8, Y8, Y8
+	VPXOR Y9, Y9, Y9
+	G4X4(0)
+	G4X4(1)
+	G4X4(2)
+	G4X4(3)
+	G4X4(4)
+	G4X4(5)
+	G4X4(6)
+	G4X4(7)
+	MOVQ 0(SP), BX
+	X4SUB(Y1)
+	MOVQ 8(SP), BX
+	X4SUB(Y4)
+	MOVQ 16(SP), BX
+	X4SUB(Y8)
+	MOVQ 24(SP), BX
+	X4SUB(Y9)
+	X4SCALE(Y1, DX, Y0, 256)
+	X4SCALE(Y4, R11, Y7, 256)
+	X4SCALE(Y8, R12, Y13, 256)
+	X4SCALE(Y9, R13, Y14, 256)
+	ADDQ $288, SI
+	ADDQ $32, DI
+	ADDQ $32, R8
+	ADDQ $32, R9
+	ADDQ $32, R10
+	ADDQ $4, DX
+	ADDQ $4, R11
+	ADDQ $4, R12
+	ADDQ $4, R13
+	ADDQ $4, AX
+	DECQ CX
+	JNZ  bq4x4loop
+	MOVQ acc+40(FP), AX
+	MOVQ 0(AX), BX
+	VMOVUPS Y0, (BX)
+	MOVQ 8(AX), BX
+	VMOVUPS Y7, (BX)
+	MOVQ 16(AX), BX
+	VMOVUPS Y13, (BX)
+	MOVQ 24(AX), BX
+	VMOVUPS Y14, (BX)
+	VZEROUPPER
+	RET
