@@ -1,13 +1,29 @@
 // Package tensor holds the numeric core of strata: ggml tensor types, their
 // block layouts (bit-compatible with ggml-common.h, so GGUF weights are used
-// in place), quantization, and the plain-Go reference kernels the forward
-// pass is built from.
+// in place), quantization, the kernels the forward pass is built from, and
+// a pool of persistent workers that runs them.
 //
 // Weights are Matrix values over borrowed bytes (usually an mmap'd GGUF
-// region), in any Supported type. Activations are []float32. The kernels
-// allocate nothing: MatVec and MatMul decode 256 weights at a time into a
-// stack buffer and split rows across a Pool of persistent workers; a nil
-// *Pool runs serially.
+// region), in any Supported type. Activations are []float32.
+//
+// There are two sets of matrix products. MatVec, MatMul and DotRow are the
+// reference: they decode 256 weights at a time into a stack buffer and dot
+// them with the float32 activations. MatMulAct is the fast path the forward
+// pass uses: an Activations value quantizes the input vectors once (8-bit
+// blocks of 32 for Q8_0 and Q4_0 weights, ggml's Q8_K for K-quants) and the
+// kernels compute integer dot products per block, scaled in float32; float
+// weights (F32, F16, BF16) are dotted against the float32 values with FMA.
+// Batches of 8 or more vectors against Q8_0/Q4_0 weights use kernels that
+// repack 8 rows side by side and reuse each repacked block across 4
+// vectors. Everything allocates nothing per call.
+//
+// Kernels exist as generic Go (dot_generic.go, batch.go: always built, the
+// reference) and as amd64 assembly (AVX2 + FMA + F16C), chosen at run time
+// from the CPU's features; the build tag purego, or another architecture
+// (arm64 runs the generic kernels for now), selects Go only. The integer
+// kernels match their Go reference bit for bit, which the tests check for
+// every available implementation over all lengths; the float kernels agree
+// within float rounding.
 //
 // One decode step of a layer, with buffers allocated once:
 //
@@ -15,16 +31,13 @@
 //	defer pool.Close()
 //	wq, err := tensor.NewMatrix(tensor.Q4_K, dim, dim, data) // data from the GGUF file
 //	if err != nil { ... }
+//	in := tensor.NewActivations(1, dim)
 //	for pos := 0; pos < steps; pos++ {
 //		tensor.RMSNorm(xb, x, attnNorm, 1e-5)
-//		tensor.MatVec(pool, q, wq, xb) // q[r] = dot(row r of wq, xb)
+//		in.Set(xb, 1)                    // quantized on first use, shared by Q, K, V
+//		tensor.MatMulAct(pool, q, wq, in) // q[r] = dot(row r of wq, xb)
 //		tensor.RoPE(q, nHeads, headDim, headDim, pos, 10000, 1, false)
 //		...
-//		tensor.MatVec(pool, gate, w1, xb)
-//		tensor.MatVec(pool, up, w3, xb)
-//		tensor.SwiGLU(gate, gate, up)
-//		tensor.MatVec(pool, xb, w2, gate)
-//		tensor.Add(x, xb)
 //	}
 //
 // Errors are returned for bad data (ErrUnsupported, ErrSize, wrapped with
