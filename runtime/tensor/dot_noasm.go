@@ -2,10 +2,9 @@
 
 package tensor
 
-// Without assembly (the purego tag, or an architecture without kernels
-// yet, such as arm64) every kernel is the generic one.
+// Without amd64 assembly (the purego tag, or another architecture) these
+// kernels are the generic ones; arm64 has its own Q8_0 dot (dot_arm64.go).
 
-func dotQ8_0(w []byte, x []int8, d []float32) float32     { return dotQ8_0Generic(w, x, d) }
 func dotQ4_0(w []byte, x []int8, d, s8 []float32) float32 { return dotQ4_0Generic(w, x, d, s8) }
 func dotQ4_K(w []byte, x []int8, d []float32, bsums []int16) float32 {
 	return dotQ4_KGeneric(w, x, d, bsums)
@@ -18,12 +17,6 @@ func dotF32Row(w []byte, x []float32) float32         { return dotF32Generic(w, 
 func dotF16Row(w []byte, x []float32) float32         { return dotF16Generic(w, x) }
 func dotBF16Row(w []byte, x []float32) float32        { return dotBF16Generic(w, x) }
 func quantizeQ32(x []float32, q []int8, d []float32)  { quantizeQ32Generic(x, q, d) }
-
-// implementations lists the kernel sets a test can select; only the
-// generic one here.
-var implementations = []impl{{"generic", func(bool) {}}}
-
-func kernelsActive(string) bool { return false }
 
 // dot4 has no multi-vector kernel here: the caller loops over dotAct.
 func dot4(Type, []byte, *Activations, int, int, *[4]float32) bool { return false }
