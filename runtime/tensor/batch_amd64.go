@@ -13,7 +13,7 @@ const (
 	batchKC      = 16             // blocks per tile: a Q8_0 tile is 8.5 KB, in L1
 	q80TileBlock = 256 + 256 + 32 // bytes per block in a Q8_0 tile
 	q40TileBlock = 256 + 32       // bytes per block in a Q4_0 tile
-	batchVecs    = 64             // vectors whose accumulators are kept per tile pass
+	batchVecs    = 128            // vectors whose accumulators are kept per tile pass (4 KB)
 )
 
 // repackQ8_0x8 writes the tile of nb blocks of the 8 rows at w, w+rs, ...,
