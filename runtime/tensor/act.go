@@ -258,6 +258,9 @@ func matMulActRows(out []float32, w Matrix, a *Activations, lo, hi int) {
 	}
 	rows, cols, n := w.Rows, w.Cols, a.n
 	rb := w.RowBytes()
+	if n == 1 && dotRows(w, a, 0, lo, hi, out[lo:hi]) {
+		return
+	}
 	var o4 [4]float32
 	for r0 := lo; r0 < hi; r0 += actRowTile {
 		r1 := min(hi, r0+actRowTile)
@@ -278,6 +281,9 @@ func matMulActRows(out []float32, w Matrix, a *Activations, lo, hi int) {
 			}
 		}
 		for ; i < n; i++ {
+			if dotRows(w, a, i, r0, r1, out[i*rows+r0:i*rows+r1]) {
+				continue
+			}
 			for r := r0; r < r1; r++ {
 				out[i*rows+r] = dotAct(w.Type, w.Data[r*rb:(r+1)*rb], a, i, cols)
 			}

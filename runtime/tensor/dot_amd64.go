@@ -44,6 +44,18 @@ func dotQ4_0AVX2(w *byte, x *int8, d, s8 *float32, nb int) float32
 //go:noescape
 func dotQ8_0x4AVX2(w *byte, x *int8, d4 *float32, nb, xs int, out *float32)
 
+// dotQ8_0RowsAVX2 sets out[r] = dotQ8_0AVX2(w+r*rs, x, d, nb) for r < rows
+// (rows > 0, nb > 0).
+//
+//go:noescape
+func dotQ8_0RowsAVX2(w *byte, x *int8, d *float32, nb, rows, rs int, out *float32)
+
+// dotQ4_0RowsAVX2 sets out[r] = dotQ4_0AVX2(w+r*rs, x, d, s8, nb) for
+// r < rows (rows > 0, nb > 0).
+//
+//go:noescape
+func dotQ4_0RowsAVX2(w *byte, x *int8, d, s8 *float32, nb, rows, rs int, out *float32)
+
 // dotQ4_KAVX2 is dotQ4_KGeneric over nb super-blocks.
 //
 //go:noescape
@@ -199,4 +211,27 @@ func axpy(dst []float32, alpha float32, x []float32) {
 	}
 	_ = x[len(dst)-1]
 	axpyAVX2(unsafe.SliceData(dst), alpha, unsafe.SliceData(x), len(dst))
+}
+
+// dotRows sets out[r-lo] = dotAct(t, row r of w, a, i, cols) for r in
+// [lo, hi) with one assembly call where there is a multi-row kernel, and
+// reports whether it did.
+func dotRows(w Matrix, a *Activations, i, lo, hi int, out []float32) bool {
+	if !useAVX2 || lo >= hi || w.Cols == 0 {
+		return false
+	}
+	cols, rb, nb := w.Cols, w.RowBytes(), w.Cols/32
+	rows := hi - lo
+	_ = out[rows-1]
+	switch w.Type {
+	case Q8_0:
+		_, _, _ = w.Data[hi*rb-1], a.q32[(i+1)*cols-1], a.d32[(i+1)*nb-1]
+		dotQ8_0RowsAVX2(&w.Data[lo*rb], &a.q32[i*cols], &a.d32[i*nb], nb, rows, rb, &out[0])
+	case Q4_0:
+		_, _, _ = w.Data[hi*rb-1], a.q32p[(i+1)*a.pairStride-1], a.s8f[(i+1)*nb-1]
+		dotQ4_0RowsAVX2(&w.Data[lo*rb], &a.q32p[i*a.pairStride], &a.d32[i*nb], &a.s8f[i*nb], nb, rows, rb, &out[0])
+	default:
+		return false
+	}
+	return true
 }

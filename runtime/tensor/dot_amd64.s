@@ -1142,3 +1142,240 @@ axpy1:
 axpydone:
 	VZEROUPPER
 	RET
+
+// The multi-row forms of the one-vector Q8_0 and Q4_0 kernels: rows rows
+// rs bytes apart, out[r] = the one-vector dot of row r (decode calls them
+// once per chunk of rows instead of once per row).
+
+// func dotQ8_0RowsAVX2(w *byte, x *int8, d *float32, nb, rows, rs int, out *float32)
+TEXT ·dotQ8_0RowsAVX2(SB), NOSPLIT, $32-56
+	MOVQ w+0(FP), R13
+	MOVQ rows+32(FP), R12
+	MOVQ out+48(FP), BX
+	VPCMPEQW Y15, Y15, Y15
+	VPSRLW   $15, Y15, Y15
+
+q80rrow:
+	MOVQ R13, SI
+	MOVQ x+8(FP), DI
+	MOVQ d+16(FP), DX
+	MOVQ nb+24(FP), CX
+	VXORPS   Y0, Y0, Y0
+	VXORPS   Y1, Y1, Y1
+
+	CMPQ CX, $8
+	JLT  q80rloop2
+	SCALES8X(34, 0, 0)
+
+q80rloop8:
+	VMOVAPS Y4, Y7
+	CMPQ    CX, $16
+	JLT     q80rcur8
+	SCALES8X(34, 272, 32)
+
+q80rcur8:
+	PREFETCHT0 (4096)(SI)
+	PREFETCHT0 (4160)(SI)
+	PREFETCHT0 (4224)(SI)
+	PREFETCHT0 (4288)(SI)
+	PREFETCHT0 (4352)(SI)
+	VMOVDQU      bcastIdx<>+0(SB), Y2
+	VPERMPS      Y7, Y2, Y2
+	VMOVDQU      2(SI), X3
+	VINSERTI128  $1, 18(SI), Y3, Y3
+	Q8DOT(0, Y3, Y0, Y2)
+	VMOVDQU      bcastIdx<>+32(SB), Y2
+	VPERMPS      Y7, Y2, Y2
+	VMOVDQU      36(SI), X3
+	VINSERTI128  $1, 52(SI), Y3, Y3
+	Q8DOT(32, Y3, Y1, Y2)
+	VMOVDQU      bcastIdx<>+64(SB), Y2
+	VPERMPS      Y7, Y2, Y2
+	VMOVDQU      70(SI), X3
+	VINSERTI128  $1, 86(SI), Y3, Y3
+	Q8DOT(64, Y3, Y0, Y2)
+	VMOVDQU      bcastIdx<>+96(SB), Y2
+	VPERMPS      Y7, Y2, Y2
+	VMOVDQU      104(SI), X3
+	VINSERTI128  $1, 120(SI), Y3, Y3
+	Q8DOT(96, Y3, Y1, Y2)
+	VMOVDQU      bcastIdx<>+128(SB), Y2
+	VPERMPS      Y7, Y2, Y2
+	VMOVDQU      138(SI), X3
+	VINSERTI128  $1, 154(SI), Y3, Y3
+	Q8DOT(128, Y3, Y0, Y2)
+	VMOVDQU      bcastIdx<>+160(SB), Y2
+	VPERMPS      Y7, Y2, Y2
+	VMOVDQU      172(SI), X3
+	VINSERTI128  $1, 188(SI), Y3, Y3
+	Q8DOT(160, Y3, Y1, Y2)
+	VMOVDQU      bcastIdx<>+192(SB), Y2
+	VPERMPS      Y7, Y2, Y2
+	VMOVDQU      206(SI), X3
+	VINSERTI128  $1, 222(SI), Y3, Y3
+	Q8DOT(192, Y3, Y0, Y2)
+	VMOVDQU      bcastIdx<>+224(SB), Y2
+	VPERMPS      Y7, Y2, Y2
+	VMOVDQU      240(SI), X3
+	VINSERTI128  $1, 256(SI), Y3, Y3
+	Q8DOT(224, Y3, Y1, Y2)
+	ADDQ $272, SI
+	ADDQ $256, DI
+	ADDQ $32, DX
+	SUBQ $8, CX
+	CMPQ CX, $8
+	JGE  q80rloop8
+	JMP  q80rloop2
+
+q80rloop2:
+	CMPQ    CX, $2
+	JLT     q80rtail
+	SCALE16(0, X2, Y2)
+	// Two 16-byte loads: a 32-byte load that crosses a cache line (most
+	// do, blocks being 34 bytes) costs several times more on some CPUs.
+	VMOVDQU 2(SI), X3
+	VINSERTI128 $1, 18(SI), Y3, Y3
+	Q8DOT(0, Y3, Y0, Y2)
+	ADDQ    $4, DX
+	SCALE16(34, X4, Y4)
+	VMOVDQU 36(SI), X3
+	VINSERTI128 $1, 52(SI), Y3, Y3
+	Q8DOT(32, Y3, Y1, Y4)
+	ADDQ    $4, DX
+	ADDQ    $68, SI
+	ADDQ    $64, DI
+	SUBQ    $2, CX
+	JMP     q80rloop2
+
+q80rtail:
+	TESTQ   CX, CX
+	JZ      q80rdone
+	SCALE16(0, X2, Y2)
+	VMOVDQU 2(SI), X3
+	VINSERTI128 $1, 18(SI), Y3, Y3
+	Q8DOT(0, Y3, Y0, Y2)
+
+q80rdone:
+	VADDPS Y1, Y0, Y0
+	HSUM8
+	MOVSS  X0, (BX)
+	ADDQ   $4, BX
+	ADDQ   rs+40(FP), R13
+	DECQ   R12
+	JNZ    q80rrow
+	VZEROUPPER
+	RET
+
+// func dotQ4_0RowsAVX2(w *byte, x *int8, d, s8 *float32, nb, rows, rs int, out *float32)
+TEXT ·dotQ4_0RowsAVX2(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), R13
+	MOVQ out+56(FP), BX
+	VPCMPEQW Y15, Y15, Y15
+	VPSRLW   $15, Y15, Y15
+	BCAST($0x0f0f0f0f, X14, Y14)
+
+q40rrow:
+	MOVQ R13, SI
+	MOVQ x+8(FP), DI
+	MOVQ d+16(FP), DX
+	MOVQ s8+24(FP), R12
+	MOVQ nb+32(FP), CX
+	VXORPS   Y0, Y0, Y0
+	VXORPS   Y1, Y1, Y1
+	VXORPS   Y8, Y8, Y8 // corrections, lane b%8
+	VXORPS   X9, X9, X9 // corrections of the blocks after the last group of 8
+	CMPQ     CX, $8
+	JLT      q40rtail
+	SCALES8X(18, 0, 0)
+
+q40rloop8:
+	VMOVAPS Y4, Y7
+	CMPQ    CX, $16
+	JLT     q40rcur8
+	SCALES8X(18, 144, 32)
+
+q40rcur8:
+	PREFETCHT0  4096(SI)
+	PREFETCHT0  4160(SI)
+	PREFETCHT0  4224(SI)
+	VFMADD231PS (R12), Y7, Y8
+	VMOVDQU     pairIdx<>+0(SB), Y2
+	VPERMPS     Y7, Y2, Y2
+	Q4PAIR(0, 0, Y2, Y0)
+	VMOVDQU     pairIdx<>+32(SB), Y2
+	VPERMPS     Y7, Y2, Y2
+	Q4PAIR(36, 64, Y2, Y1)
+	VMOVDQU     pairIdx<>+64(SB), Y2
+	VPERMPS     Y7, Y2, Y2
+	Q4PAIR(72, 128, Y2, Y0)
+	VMOVDQU     pairIdx<>+96(SB), Y2
+	VPERMPS     Y7, Y2, Y2
+	Q4PAIR(108, 192, Y2, Y1)
+	ADDQ $144, SI
+	ADDQ $256, DI
+	ADDQ $32, DX
+	ADDQ $32, R12
+	SUBQ $8, CX
+	CMPQ CX, $8
+	JGE  q40rloop8
+
+q40rtail:
+	// Up to 7 blocks: pairs alternate Y0, Y1, Y0, then a lone block.
+	CMPQ CX, $2
+	JLT  q40rlone0
+	TPAIR(Y0)
+	CMPQ CX, $2
+	JLT  q40rlone1
+	TPAIR(Y1)
+	CMPQ CX, $2
+	JLT  q40rlone0
+	TPAIR(Y0)
+
+q40rlone1:
+	TESTQ CX, CX
+	JZ    q40rdone
+	S1(0, 0, X2)
+	VFMADD231SS  (R12), X2, X9
+	VBROADCASTSS X2, Y2
+	VMOVDQU      2(SI), X3
+	VPSRLW       $4, Y3, Y5
+	VPAND        Y14, Y3, Y3
+	VPAND        Y14, Y5, Y5
+	VPMADDUBSW   (DI), Y3, Y3
+	VPMADDUBSW   32(DI), Y5, Y5
+	VPADDW       Y5, Y3, Y3
+	VPMADDWD     Y15, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y3, Y2, Y1
+	JMP          q40rdone
+
+q40rlone0:
+	TESTQ CX, CX
+	JZ    q40rdone
+	S1(0, 0, X2)
+	VFMADD231SS  (R12), X2, X9
+	VBROADCASTSS X2, Y2
+	VMOVDQU      2(SI), X3
+	VPSRLW       $4, Y3, Y5
+	VPAND        Y14, Y3, Y3
+	VPAND        Y14, Y5, Y5
+	VPMADDUBSW   (DI), Y3, Y3
+	VPMADDUBSW   32(DI), Y5, Y5
+	VPADDW       Y5, Y3, Y3
+	VPMADDWD     Y15, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y3, Y2, Y0
+
+q40rdone:
+	VADDPS Y1, Y0, Y0
+	HSUM8
+	HSUMR(Y8, X8, X12)
+	VADDSS X9, X8, X8
+	VSUBSS X8, X0, X0
+	MOVSS  X0, (BX)
+	ADDQ   $4, BX
+	ADDQ   rs+48(FP), R13
+	DECQ   rows+40(FP)
+	JNZ    q40rrow
+	VZEROUPPER
+	RET

@@ -27,3 +27,6 @@ func axpy(dst []float32, alpha float32, x []float32) { axpyGeneric(dst, alpha, x
 // matMulBatchX8 has no interleaved kernel here: it computes no rows and
 // returns lo.
 func matMulBatchX8(out []float32, w Matrix, a *Activations, lo, hi int) int { return lo }
+
+// dotRows has no multi-row kernel here: the caller loops over dotAct.
+func dotRows(Matrix, *Activations, int, int, int, []float32) bool { return false }
