@@ -56,6 +56,22 @@ func dotQ8_0RowsAVX2(w *byte, x *int8, d *float32, nb, rows, rs int, out *float3
 //go:noescape
 func dotQ4_0RowsAVX2(w *byte, x *int8, d, s8 *float32, nb, rows, rs int, out *float32)
 
+// dotF32x4AVX2 sets out[t] = the dot of n float32 weights with the vector
+// at x + t*xs bytes, t = 0..3 (float rounding differs from dotF32AVX2).
+//
+//go:noescape
+func dotF32x4AVX2(w *byte, x *float32, xs, n int, out *float32)
+
+// dotF16x4AVX2 is dotF32x4AVX2 for fp16 weights.
+//
+//go:noescape
+func dotF16x4AVX2(w *byte, x *float32, xs, n int, out *float32)
+
+// dotBF16x4AVX2 is dotF32x4AVX2 for bf16 weights.
+//
+//go:noescape
+func dotBF16x4AVX2(w *byte, x *float32, xs, n int, out *float32)
+
 // dotQ4_KAVX2 is dotQ4_KGeneric over nb super-blocks.
 //
 //go:noescape
@@ -185,6 +201,15 @@ func dot4(t Type, row []byte, a *Activations, i, cols int, out *[4]float32) bool
 	case Q8_0:
 		_, _, _ = row[nb*q80Bytes-1], a.q32[(i+4)*cols-1], a.d32x4[(i+4)*nb-1]
 		dotQ8_0x4AVX2(unsafe.SliceData(row), &a.q32[i*cols], &a.d32x4[i*nb], nb, cols, &out[0])
+	case F32:
+		_, _ = row[4*cols-1], a.x[(i+4)*cols-1]
+		dotF32x4AVX2(unsafe.SliceData(row), &a.x[i*cols], 4*cols, cols, &out[0])
+	case F16:
+		_, _ = row[2*cols-1], a.x[(i+4)*cols-1]
+		dotF16x4AVX2(unsafe.SliceData(row), &a.x[i*cols], 4*cols, cols, &out[0])
+	case BF16:
+		_, _ = row[2*cols-1], a.x[(i+4)*cols-1]
+		dotBF16x4AVX2(unsafe.SliceData(row), &a.x[i*cols], 4*cols, cols, &out[0])
 	default:
 		return false
 	}

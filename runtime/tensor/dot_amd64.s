@@ -1379,3 +1379,250 @@ q40rdone:
 	JNZ    q40rrow
 	VZEROUPPER
 	RET
+
+// The four-vector float dots (prefill): each 8 weights are converted once
+// for four vectors x, x+xs, x+2xs, x+3xs (xs in bytes), two accumulators
+// per vector. Float results agree with the one-vector dots within float
+// rounding, not bit for bit.
+
+// func dotF32x4AVX2(w *byte, x *float32, xs, n int, out *float32)
+TEXT ·dotF32x4AVX2(SB), NOSPLIT, $0-40
+	MOVQ   w+0(FP), SI
+	MOVQ   x+8(FP), DI
+	MOVQ   xs+16(FP), R8
+	LEAQ   (R8)(R8*2), R9
+	MOVQ   n+24(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+
+f32x4loop16:
+	CMPQ        CX, $16
+	JLT         f32x4loop8
+	VMOVUPS 0(SI), Y8
+	VMOVUPS 32(SI), Y9
+	VFMADD231PS (DI), Y8, Y0
+	VFMADD231PS (DI)(R8*1), Y8, Y1
+	VFMADD231PS (DI)(R8*2), Y8, Y2
+	VFMADD231PS (DI)(R9*1), Y8, Y3
+	VFMADD231PS 32(DI), Y9, Y4
+	VFMADD231PS 32(DI)(R8*1), Y9, Y5
+	VFMADD231PS 32(DI)(R8*2), Y9, Y6
+	VFMADD231PS 32(DI)(R9*1), Y9, Y7
+	ADDQ        $64, SI
+	ADDQ        $64, DI
+	SUBQ        $16, CX
+	JMP         f32x4loop16
+
+f32x4loop8:
+	CMPQ        CX, $8
+	JLT         f32x4sum
+	VMOVUPS 0(SI), Y8
+	VFMADD231PS (DI), Y8, Y0
+	VFMADD231PS (DI)(R8*1), Y8, Y1
+	VFMADD231PS (DI)(R8*2), Y8, Y2
+	VFMADD231PS (DI)(R9*1), Y8, Y3
+	ADDQ        $32, SI
+	ADDQ        $32, DI
+	SUBQ        $8, CX
+
+f32x4sum:
+	VADDPS Y4, Y0, Y0
+	VADDPS Y5, Y1, Y1
+	VADDPS Y6, Y2, Y2
+	VADDPS Y7, Y3, Y3
+	HSUMR(Y0, X0, X12)
+	HSUMR(Y1, X1, X12)
+	HSUMR(Y2, X2, X12)
+	HSUMR(Y3, X3, X12)
+	TESTQ CX, CX
+	JZ    f32x4done
+
+f32x4loop1:
+	VMOVSS (SI), X8
+	VFMADD231SS (DI), X8, X0
+	VFMADD231SS (DI)(R8*1), X8, X1
+	VFMADD231SS (DI)(R8*2), X8, X2
+	VFMADD231SS (DI)(R9*1), X8, X3
+	ADDQ        $4, SI
+	ADDQ        $4, DI
+	DECQ        CX
+	JNZ         f32x4loop1
+
+f32x4done:
+	MOVQ   out+32(FP), BX
+	VMOVSS X0, (BX)
+	VMOVSS X1, 4(BX)
+	VMOVSS X2, 8(BX)
+	VMOVSS X3, 12(BX)
+	VZEROUPPER
+	RET
+
+// func dotF16x4AVX2(w *byte, x *float32, xs, n int, out *float32)
+TEXT ·dotF16x4AVX2(SB), NOSPLIT, $0-40
+	MOVQ   w+0(FP), SI
+	MOVQ   x+8(FP), DI
+	MOVQ   xs+16(FP), R8
+	LEAQ   (R8)(R8*2), R9
+	MOVQ   n+24(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+
+f16x4loop16:
+	CMPQ        CX, $16
+	JLT         f16x4loop8
+	VCVTPH2PS 0(SI), Y8
+	VCVTPH2PS 16(SI), Y9
+	VFMADD231PS (DI), Y8, Y0
+	VFMADD231PS (DI)(R8*1), Y8, Y1
+	VFMADD231PS (DI)(R8*2), Y8, Y2
+	VFMADD231PS (DI)(R9*1), Y8, Y3
+	VFMADD231PS 32(DI), Y9, Y4
+	VFMADD231PS 32(DI)(R8*1), Y9, Y5
+	VFMADD231PS 32(DI)(R8*2), Y9, Y6
+	VFMADD231PS 32(DI)(R9*1), Y9, Y7
+	ADDQ        $32, SI
+	ADDQ        $64, DI
+	SUBQ        $16, CX
+	JMP         f16x4loop16
+
+f16x4loop8:
+	CMPQ        CX, $8
+	JLT         f16x4sum
+	VCVTPH2PS 0(SI), Y8
+	VFMADD231PS (DI), Y8, Y0
+	VFMADD231PS (DI)(R8*1), Y8, Y1
+	VFMADD231PS (DI)(R8*2), Y8, Y2
+	VFMADD231PS (DI)(R9*1), Y8, Y3
+	ADDQ        $16, SI
+	ADDQ        $32, DI
+	SUBQ        $8, CX
+
+f16x4sum:
+	VADDPS Y4, Y0, Y0
+	VADDPS Y5, Y1, Y1
+	VADDPS Y6, Y2, Y2
+	VADDPS Y7, Y3, Y3
+	HSUMR(Y0, X0, X12)
+	HSUMR(Y1, X1, X12)
+	HSUMR(Y2, X2, X12)
+	HSUMR(Y3, X3, X12)
+	TESTQ CX, CX
+	JZ    f16x4done
+
+f16x4loop1:
+	MOVWLZX   (SI), AX
+	VMOVD     AX, X8
+	VCVTPH2PS X8, X8
+	VFMADD231SS (DI), X8, X0
+	VFMADD231SS (DI)(R8*1), X8, X1
+	VFMADD231SS (DI)(R8*2), X8, X2
+	VFMADD231SS (DI)(R9*1), X8, X3
+	ADDQ        $2, SI
+	ADDQ        $4, DI
+	DECQ        CX
+	JNZ         f16x4loop1
+
+f16x4done:
+	MOVQ   out+32(FP), BX
+	VMOVSS X0, (BX)
+	VMOVSS X1, 4(BX)
+	VMOVSS X2, 8(BX)
+	VMOVSS X3, 12(BX)
+	VZEROUPPER
+	RET
+
+// func dotBF16x4AVX2(w *byte, x *float32, xs, n int, out *float32)
+TEXT ·dotBF16x4AVX2(SB), NOSPLIT, $0-40
+	MOVQ   w+0(FP), SI
+	MOVQ   x+8(FP), DI
+	MOVQ   xs+16(FP), R8
+	LEAQ   (R8)(R8*2), R9
+	MOVQ   n+24(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+
+bf16x4loop16:
+	CMPQ        CX, $16
+	JLT         bf16x4loop8
+	VPMOVZXWD 0(SI), Y8
+	VPSLLD    $16, Y8, Y8
+	VPMOVZXWD 16(SI), Y9
+	VPSLLD    $16, Y9, Y9
+	VFMADD231PS (DI), Y8, Y0
+	VFMADD231PS (DI)(R8*1), Y8, Y1
+	VFMADD231PS (DI)(R8*2), Y8, Y2
+	VFMADD231PS (DI)(R9*1), Y8, Y3
+	VFMADD231PS 32(DI), Y9, Y4
+	VFMADD231PS 32(DI)(R8*1), Y9, Y5
+	VFMADD231PS 32(DI)(R8*2), Y9, Y6
+	VFMADD231PS 32(DI)(R9*1), Y9, Y7
+	ADDQ        $32, SI
+	ADDQ        $64, DI
+	SUBQ        $16, CX
+	JMP         bf16x4loop16
+
+bf16x4loop8:
+	CMPQ        CX, $8
+	JLT         bf16x4sum
+	VPMOVZXWD 0(SI), Y8
+	VPSLLD    $16, Y8, Y8
+	VFMADD231PS (DI), Y8, Y0
+	VFMADD231PS (DI)(R8*1), Y8, Y1
+	VFMADD231PS (DI)(R8*2), Y8, Y2
+	VFMADD231PS (DI)(R9*1), Y8, Y3
+	ADDQ        $16, SI
+	ADDQ        $32, DI
+	SUBQ        $8, CX
+
+bf16x4sum:
+	VADDPS Y4, Y0, Y0
+	VADDPS Y5, Y1, Y1
+	VADDPS Y6, Y2, Y2
+	VADDPS Y7, Y3, Y3
+	HSUMR(Y0, X0, X12)
+	HSUMR(Y1, X1, X12)
+	HSUMR(Y2, X2, X12)
+	HSUMR(Y3, X3, X12)
+	TESTQ CX, CX
+	JZ    bf16x4done
+
+bf16x4loop1:
+	MOVWLZX (SI), AX
+	SHLL    $16, AX
+	VMOVD   AX, X8
+	VFMADD231SS (DI), X8, X0
+	VFMADD231SS (DI)(R8*1), X8, X1
+	VFMADD231SS (DI)(R8*2), X8, X2
+	VFMADD231SS (DI)(R9*1), X8, X3
+	ADDQ        $2, SI
+	ADDQ        $4, DI
+	DECQ        CX
+	JNZ         bf16x4loop1
+
+bf16x4done:
+	MOVQ   out+32(FP), BX
+	VMOVSS X0, (BX)
+	VMOVSS X1, 4(BX)
+	VMOVSS X2, 8(BX)
+	VMOVSS X3, 12(BX)
+	VZEROUPPER
+	RET
+
