@@ -250,6 +250,9 @@ func (j *actJob) run(int, int) {
 // a tile of rows stays in L1/L2 while the vectors stream past it.
 const actRowTile = 4
 
+// floatRowTile is actRowTile for float weights (F32, F16, BF16).
+const floatRowTile = 32
+
 // matMulActRows computes rows [lo, hi) of MatMulAct.
 func matMulActRows(out []float32, w Matrix, a *Activations, lo, hi int) {
 	if usesBatchForm(w.Type, a.n) {
@@ -262,8 +265,14 @@ func matMulActRows(out []float32, w Matrix, a *Activations, lo, hi int) {
 		return
 	}
 	var o4 [4]float32
-	for r0 := lo; r0 < hi; r0 += actRowTile {
-		r1 := min(hi, r0+actRowTile)
+	tile := actRowTile
+	if w.Type.BlockSize() == 1 {
+		// Float activations are 4 bytes an element: keep a group of four
+		// vectors in L1 across more rows (whose weights sit in L2).
+		tile = floatRowTile
+	}
+	for r0 := lo; r0 < hi; r0 += tile {
+		r1 := min(hi, r0+tile)
 		i := 0
 		// Four vectors at a time where a kernel decodes the row once for
 		// them; the rest one by one.
