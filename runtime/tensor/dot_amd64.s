@@ -118,6 +118,67 @@ DATA pairIdx<>+120(SB)/4, $7
 DATA pairIdx<>+124(SB)/4, $7
 GLOBL pairIdx<>(SB), RODATA|NOPTR, $128
 
+// K4X4PAIR(g): sub-blocks 2g, 2g+1 (nibbles unpacked once into Y10, Y11,
+// their scales broadcast into Y12, Y13) against the four vectors, into the
+// sums Y0-Y3.
+#define K4X4PAIR(g) \
+	VMOVDQU      (16+32*g)(SI), X10                 \
+	VINSERTI128  $1, (32+32*g)(SI), Y10, Y10        \
+	VPSRLW       $4, Y10, Y11                       \
+	VPAND        Y14, Y10, Y10                      \
+	VPAND        Y14, Y11, Y11                      \
+	VPBROADCASTW (4*g)(SP), Y12                     \
+	VPBROADCASTW (4*g+2)(SP), Y13                   \
+	VPMADDUBSW   (64*g)(DI), Y10, Y8                \
+	VPMADDUBSW   (64*g+32)(DI), Y11, Y9             \
+	VPMADDWD     Y12, Y8, Y8                        \
+	VPMADDWD     Y13, Y9, Y9                        \
+	VPADDD       Y8, Y0, Y0                         \
+	VPADDD       Y9, Y0, Y0                         \
+	VPMADDUBSW   (64*g)(DI)(R8*1), Y10, Y8          \
+	VPMADDUBSW   (64*g+32)(DI)(R8*1), Y11, Y9       \
+	VPMADDWD     Y12, Y8, Y8                        \
+	VPMADDWD     Y13, Y9, Y9                        \
+	VPADDD       Y8, Y1, Y1                         \
+	VPADDD       Y9, Y1, Y1                         \
+	VPMADDUBSW   (64*g)(DI)(R8*2), Y10, Y8          \
+	VPMADDUBSW   (64*g+32)(DI)(R8*2), Y11, Y9       \
+	VPMADDWD     Y12, Y8, Y8                        \
+	VPMADDWD     Y13, Y9, Y9                        \
+	VPADDD       Y8, Y2, Y2                         \
+	VPADDD       Y9, Y2, Y2                         \
+	VPMADDUBSW   (64*g)(DI)(R9*1), Y10, Y8          \
+	VPMADDUBSW   (64*g+32)(DI)(R9*1), Y11, Y9       \
+	VPMADDWD     Y12, Y8, Y8                        \
+	VPMADDWD     Y13, Y9, Y9                        \
+	VPADDD       Y8, Y3, Y3                         \
+	VPADDD       Y9, Y3, Y3
+
+// K4X4FIN(S, A, DADDR, BADDR, MOFF): A = fma(float(S), d[t]*d, A); the
+// mins term of vector t (16-sums at BADDR) into the accumulator at
+// MOFF(SP) with d[t]*dmin. Clobbers X8, X9, X12, X13, AX.
+#define K4X4FIN(S, A, DADDR, BADDR, MOFF) \
+	VMOVSS       DADDR, X12        \
+	VMULSS       32(SP), X12, X13  \
+	VBROADCASTSS X13, Y13          \
+	VCVTDQ2PS    S, S              \
+	VFMADD231PS  S, Y13, A         \
+	VMULSS       36(SP), X12, X12  \
+	VMOVDQU      BADDR, Y8         \
+	VEXTRACTI128 $1, Y8, X9        \
+	VPHADDW      X9, X8, X8        \
+	VMOVDQU      16(SP), X9        \
+	VPMADDWD     X8, X9, X8        \
+	VPSHUFD      $0x4e, X8, X9     \
+	VPADDD       X9, X8, X8        \
+	VPSHUFD      $0xb1, X8, X9     \
+	VPADDD       X9, X8, X8        \
+	VMOVD        X8, AX            \
+	VCVTSI2SSL   AX, X9, X9        \
+	VMOVSS       MOFF(SP), X13     \
+	VFMADD231SS  X9, X12, X13      \
+	VMOVSS       X13, MOFF(SP)
+
 // HSUM8 reduces the 8 lanes of Y0 into X0 as hsum8 does:
 // ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)). Clobbers X1.
 #define HSUM8 \
@@ -1626,3 +1687,92 @@ bf16x4done:
 	VZEROUPPER
 	RET
 
+
+// The four-vector Q4_K kernel (prefill): per super-block the scales, mins
+// and nibbles are unpacked once for four vectors; per vector the same
+// arithmetic as dotQ4_KAVX2. Vector t's quants are at x + t*xs, its scales
+// at d + t*ds and its 16-sums at bsums + t*bs (byte strides).
+// Frame: 0 scales (8 x int16), 16 mins (8 x int16), 32 d, 36 dmin of the
+// weights, 48 the four mins accumulators.
+
+// func dotQ4_Kx4AVX2(w *byte, x *int8, d *float32, bsums *int16, nb, xs, ds, bs int, out *float32)
+TEXT ·dotQ4_Kx4AVX2(SB), NOSPLIT, $64-72
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ d+16(FP), DX
+	MOVQ bsums+24(FP), BX
+	MOVQ nb+32(FP), CX
+	MOVQ xs+40(FP), R8
+	LEAQ (R8)(R8*2), R9
+	MOVQ ds+48(FP), R10
+	LEAQ (R10)(R10*2), R11
+	MOVQ bs+56(FP), R12
+	LEAQ (R12)(R12*2), R13
+	BCAST($0x0f0f0f0f, X14, Y14)
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS X8, X8, X8
+	VMOVDQU X8, 48(SP)
+
+q4kx4loop:
+	PREFETCHT0 4096(SI)
+	PREFETCHT0 4160(SI)
+	PREFETCHT0 4224(SI)
+	MOVWLZX   (SI), AX
+	VMOVD     AX, X8
+	VCVTPH2PS X8, X8
+	VMOVSS    X8, 32(SP)
+	MOVWLZX   2(SI), AX
+	VMOVD     AX, X8
+	VCVTPH2PS X8, X8
+	VMOVSS    X8, 36(SP)
+	VMOVAPS   Y7, Y9 // KSCALES clobbers X7 (and R8-R13: reload the strides)
+	KSCALES
+	VMOVAPS   Y9, Y7
+	VMOVDQU   X8, 16(SP)
+	MOVQ      xs+40(FP), R8
+	LEAQ      (R8)(R8*2), R9
+	MOVQ      ds+48(FP), R10
+	LEAQ      (R10)(R10*2), R11
+	MOVQ      bs+56(FP), R12
+	LEAQ      (R12)(R12*2), R13
+	VPXOR     Y0, Y0, Y0
+	VPXOR     Y1, Y1, Y1
+	VPXOR     Y2, Y2, Y2
+	VPXOR     Y3, Y3, Y3
+	K4X4PAIR(0)
+	K4X4PAIR(1)
+	K4X4PAIR(2)
+	K4X4PAIR(3)
+	K4X4FIN(Y0, Y4, (DX), (BX), 48)
+	K4X4FIN(Y1, Y5, (DX)(R10*1), (BX)(R12*1), 52)
+	K4X4FIN(Y2, Y6, (DX)(R10*2), (BX)(R12*2), 56)
+	K4X4FIN(Y3, Y7, (DX)(R11*1), (BX)(R13*1), 60)
+	ADDQ $144, SI
+	ADDQ $256, DI
+	ADDQ $4, DX
+	ADDQ $32, BX
+	DECQ CX
+	JNZ  q4kx4loop
+
+	MOVQ out+64(FP), BX
+	VMOVAPS Y4, Y0
+	HSUM8
+	VSUBSS  48(SP), X0, X0
+	VMOVSS  X0, (BX)
+	VMOVAPS Y5, Y0
+	HSUM8
+	VSUBSS  52(SP), X0, X0
+	VMOVSS  X0, 4(BX)
+	VMOVAPS Y6, Y0
+	HSUM8
+	VSUBSS  56(SP), X0, X0
+	VMOVSS  X0, 8(BX)
+	VMOVAPS Y7, Y0
+	HSUM8
+	VSUBSS  60(SP), X0, X0
+	VMOVSS  X0, 12(BX)
+	VZEROUPPER
+	RET
