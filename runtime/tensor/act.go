@@ -188,11 +188,18 @@ func quantizeQ8K(x []float32, q []int8, d []float32, bsums []int16) {
 // MatMulAct multiplies w by the vectors in a, like MatMul: out[i*w.Rows+r]
 // = dot(row r of w, vector i of a); len(out) must be a.N()*w.Rows and
 // a.Cols w.Cols. Quantized weights are dotted against the quantized
-// activations with integer arithmetic (Q8_0 and Q4_0 against 32-blocks,
-// K-quants against Q8_K), float weights against the float32 values. The
-// result is within quantization error of MatMul, and bit-identical across
-// pools and across the assembly and generic kernels for quantized types.
-// Rows are split across p's workers (p may be nil); it allocates nothing.
+// activations with integer arithmetic per block (Q8_0 and Q4_0 against
+// 32-blocks, K-quants against Q8_K) and float32 scaling; float weights
+// against the float32 values with FMA.
+//
+// The summation order depends only on the type and the number of
+// vectors: a batch of 8 or more vectors against Q8_0/Q4_0 uses the
+// row-sequential form (batch.go), smaller batches the lane form of the
+// one-vector kernels, and float weights in groups of four vectors a
+// different float order. So results are bit-identical across pools, and
+// across the assembly and generic kernels for quantized types, and agree
+// with MatMul within the activations' quantization error. Rows are split
+// across p's workers (p may be nil); it allocates nothing.
 func MatMulAct(p *Pool, out []float32, w Matrix, a *Activations) {
 	if _, _, ok := layout(w.Type); !ok || w.Type == Q8_K {
 		panic("tensor: MatMulAct of unsupported type " + w.Type.String())
