@@ -344,11 +344,13 @@ func TestMatMulActNoAlloc(t *testing.T) {
 	for _, mt := range matTypes {
 		t.Run(mt.t.String(), func(t *testing.T) {
 			w, _ := randomMatrix(t, mt.t, 256, mt.cols, 3)
-			x := testData("uniform", 4*mt.cols, 4)
-			out := make([]float32, 4*256)
-			a := NewActivations(4, mt.cols)
+			x := testData("uniform", 9*mt.cols, 4)
+			out := make([]float32, 9*256)
+			a := NewActivations(9, mt.cols)
 			if n := testing.AllocsPerRun(20, func() {
-				a.Set(x, 4)
+				a.Set(x[:4*mt.cols], 4)
+				MatMulAct(p, out[:4*256], w, a)
+				a.Set(x, 9) // the batch kernels for Q8_0 and Q4_0
 				MatMulAct(p, out, w, a)
 				a.Set(x[:mt.cols], 1)
 				MatMulAct(nil, out[:256], w, a)
