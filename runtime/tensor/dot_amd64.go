@@ -84,6 +84,12 @@ func dotQ4_KAVX2(w *byte, x *int8, d *float32, bsums *int16, nb int) float32
 //go:noescape
 func dotQ4_Kx4AVX2(w *byte, x *int8, d *float32, bsums *int16, nb, xs, ds, bs int, out *float32)
 
+// dotQ6_Kx4AVX2 sets out[t] = dotQ6_KAVX2 of the row with vector t
+// (quants x + t*xs, scales d + t*ds; byte strides) for t = 0..3.
+//
+//go:noescape
+func dotQ6_Kx4AVX2(w *byte, x *int8, d *float32, nb, xs, ds int, out *float32)
+
 // dotQ5_KAVX2 is dotQ5_KGeneric over nb super-blocks.
 //
 //go:noescape
@@ -212,6 +218,10 @@ func dot4(t Type, row []byte, a *Activations, i, cols int, out *[4]float32) bool
 		nk := cols / qkK
 		_, _, _, _ = row[nk*q4KBytes-1], a.qK[(i+4)*cols-1], a.dK[(i+4)*nk-1], a.bsumsK[(i+4)*cols/16-1]
 		dotQ4_Kx4AVX2(unsafe.SliceData(row), &a.qK[i*cols], &a.dK[i*nk], &a.bsumsK[i*cols/16], nk, cols, 4*nk, 2*(cols/16), &out[0])
+	case Q6_K:
+		nk := cols / qkK
+		_, _, _ = row[nk*q6KBytes-1], a.qK[(i+4)*cols-1], a.dK[(i+4)*nk-1]
+		dotQ6_Kx4AVX2(unsafe.SliceData(row), &a.qK[i*cols], &a.dK[i*nk], nk, cols, 4*nk, &out[0])
 	case F32:
 		_, _ = row[4*cols-1], a.x[(i+4)*cols-1]
 		dotF32x4AVX2(unsafe.SliceData(row), &a.x[i*cols], 4*cols, cols, &out[0])
