@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"sync"
 
 	"strata/messages"
 	"strata/peers"
@@ -27,6 +28,9 @@ type Node struct {
 	Host    *Host
 	Cluster *Cluster
 	pool    *tensor.Pool
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // StartNode starts the peer, spawns the shard host, and returns the node.
@@ -54,12 +58,15 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	return n, nil
 }
 
-// Close stops the node: sessions, shards, then the peer.
+// Close stops the node: sessions, shards, then the peer. It may be called
+// more than once.
 func (n *Node) Close() error {
-	n.Cluster.Close()
-	err := n.Peers.Close()
-	n.pool.Close()
-	return err
+	n.closeOnce.Do(func() {
+		n.Cluster.Close()
+		n.closeErr = n.Peers.Close()
+		n.pool.Close()
+	})
+	return n.closeErr
 }
 
 // viewDirectory presents the peers membership view as Members.

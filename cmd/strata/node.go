@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 	"github.com/spf13/cobra"
 
+	"strata/actors"
 	"strata/api"
 	"strata/internal/units"
 	"strata/peers"
@@ -33,13 +33,14 @@ type nodeFlags struct {
 	dataDir, secret, secretFile, memory, models, apiAddr, apiKey string
 	listen, join                                                 []string
 	noMDNS                                                       bool
+	context, parallel, threads                                   int
 }
 
 func nodeCmd() *cobra.Command {
 	var f nodeFlags
 	cmd := &cobra.Command{
 		Use:   "node [--data-dir D] [--listen MULTIADDR] [--join MULTIADDR] [--secret S]",
-		Short: "Run a node: join the cluster, announce this machine, serve the status API",
+		Short: "Run a node: join the cluster, hold shards of models, serve the API",
 		Long: `node runs this machine as a member of a strata cluster until interrupted.
 
 Nodes find each other on the LAN (mDNS) and through --join addresses, and
@@ -49,8 +50,12 @@ them, node creates a random secret in DATA_DIR/secret (mode 0600) and
 prints the command another machine runs to join.
 
 Every second the node tells the others its peer ID, addresses, memory
-(--memory caps what it offers) and the GGUF models in --models. It serves
-the members it sees at http://--api/api/peers (strata status reads it).`,
+(--memory caps what it offers), the GGUF models in --models and the
+shards it holds. Any node takes prompts (strata run --api, strata chat,
+the OpenAI API and the dashboard at http://--api/): it plans which nodes
+run which layers of the model, and they load those layers on demand.
+A model is named by its file name without .gguf; every node that takes
+part needs the file in its --models directory.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -69,6 +74,9 @@ the members it sees at http://--api/api/peers (strata status reads it).`,
 	fl.StringVar(&f.apiAddr, "api", api.DefaultAddr, "address of the HTTP status API")
 	fl.StringVar(&f.apiKey, "api-key", "", "key the API requires (default $STRATA_API_KEY; needed when --api is not loopback)")
 	fl.BoolVar(&f.noMDNS, "no-mdns", false, "do not look for peers on the LAN")
+	fl.IntVar(&f.context, "context", 4096, "KV cache positions per session (at most the model's context length)")
+	fl.IntVar(&f.parallel, "parallel", 4, "sessions run at once; placement reserves KV memory for this many")
+	fl.IntVar(&f.threads, "threads", 0, "worker threads for the kernels (0: all cores)")
 
 	cmd.AddCommand(&cobra.Command{
 		Use:   "id [--data-dir D]",
@@ -176,10 +184,24 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 	}
 	defer ln.Close()
 
+	if f.parallel < 0 || f.context < 0 {
+		return fmt.Errorf("--parallel and --context must be positive")
+	}
+	if f.parallel == 0 {
+		f.parallel = 4
+	}
+	if f.context == 0 {
+		f.context = 4096
+	}
 	log := slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	node, err := peers.New(ctx, peers.Config{
-		DataDir: f.dataDir, Listen: f.listen, Join: f.join, Secret: secret, NoMDNS: f.noMDNS,
-		MemoryBytes: memCap, ModelsDir: f.models, Version: version, Logger: log,
+	metrics := api.NewMetrics()
+	full, err := actors.StartNode(ctx, actors.NodeConfig{
+		Peers: peers.Config{
+			DataDir: f.dataDir, Listen: f.listen, Join: f.join, Secret: secret, NoMDNS: f.noMDNS,
+			MemoryBytes: memCap, ModelsDir: f.models, Version: version, Logger: log,
+		},
+		Cluster: actors.ClusterOptions{PlanContext: f.context, PlanSessions: f.parallel, Metrics: metrics, Logger: log},
+		Threads: f.threads,
 	})
 	if err != nil {
 		if errors.Is(err, peers.ErrAddrInUse) {
@@ -187,11 +209,27 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 		}
 		return err
 	}
-	defer node.Close()
+	defer full.Close()
+	node := full.Peers
 
-	srv := &http.Server{Handler: nodeAPI(node, f.apiKey), ReadHeaderTimeout: 10 * time.Second}
+	models := actors.Dir(f.models)
+	srv, err := api.NewServer(api.Config{
+		Addr: ln.Addr().String(), APIKey: f.apiKey, Generator: full.Cluster, Metrics: metrics, Logger: log,
+		Models: api.NewFileModels(models, func() []string {
+			names, _ := models.List()
+			return names
+		}, f.context),
+		Cluster:   func() api.ClusterStatus { return clusterStatus(full) },
+		MaxActive: f.parallel,
+	})
+	if err != nil {
+		return err
+	}
+	srv.Handle("GET /api/peers", api.PeersHandler(func() api.PeersStatus { return peersStatus(node) }))
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	serveCtx, stopServe := context.WithCancel(context.Background())
+	defer stopServe()
+	go func() { served <- srv.Serve(serveCtx, ln) }()
 
 	addrs := node.Addrs()
 	fmt.Fprintf(out, "strata node %s (version %s)\n", node.ID(), version)
@@ -199,6 +237,7 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 		fmt.Fprintf(out, "  peers:  %s\n", a)
 	}
 	fmt.Fprintf(out, "  status: http://%s/api/peers (strata status --api %s)\n", ln.Addr(), ln.Addr())
+	fmt.Fprintf(out, "  api:    http://%s/ (dashboard; OpenAI API at /v1; strata run --api %s --model NAME)\n", ln.Addr(), ln.Addr())
 	join := joinAddr(addrs)
 	if created {
 		fmt.Fprintf(out, "created a cluster secret in %s; on another machine, join with:\n  strata node --secret %s --join %s\n", source, secret, join)
@@ -209,12 +248,14 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 	select {
 	case <-ctx.Done():
 	case err := <-served:
-		return fmt.Errorf("status API: %w", err)
+		return fmt.Errorf("API: %w", err)
 	}
-	shut, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	srv.Shutdown(shut)
-	return node.Close()
+	stopServe()
+	select {
+	case <-served:
+	case <-time.After(2 * time.Second):
+	}
+	return full.Close()
 }
 
 // joinAddr picks the address to tell other machines: the first that is
@@ -232,24 +273,37 @@ func joinAddr(addrs []ma.Multiaddr) string {
 	return ""
 }
 
-// nodeAPI serves the node's status: GET /api/peers (the full view) and
-// GET /api/cluster (the members in api.ClusterStatus form).
-func nodeAPI(node *peers.Node, key string) http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("GET /api/peers", api.RequireKey(key, api.PeersHandler(func() api.PeersStatus { return peersStatus(node) })))
-	mux.Handle("GET /api/cluster", api.RequireKey(key, api.ClusterHandler(func() api.ClusterStatus {
-		st := peersStatus(node)
-		cs := api.ClusterStatus{Self: st.Self, Members: []api.MemberStatus{}, Sessions: []api.SessionStatus{}}
-		for _, m := range st.Members {
-			ms := api.MemberStatus{PeerID: m.PeerID, Addrs: m.Addrs, MemoryBytes: m.MemoryBytes, Shards: []api.ShardStatus{}}
-			for _, md := range m.Models {
-				ms.Models = append(ms.Models, md.Name)
-			}
-			cs.Members = append(cs.Members, ms)
+// clusterStatus is GET /api/cluster: the members this node sees, the
+// shards each announces, and the sessions this node drives.
+func clusterStatus(n *actors.Node) api.ClusterStatus {
+	st := peersStatus(n.Peers)
+	cs := api.ClusterStatus{Self: st.Self, Members: []api.MemberStatus{}, Sessions: []api.SessionStatus{}}
+	for _, m := range st.Members {
+		ms := api.MemberStatus{PeerID: m.PeerID, Addrs: m.Addrs, MemoryBytes: m.MemoryBytes, Shards: []api.ShardStatus{}}
+		for _, md := range m.Models {
+			ms.Models = append(ms.Models, md.Name)
 		}
-		return cs
-	})))
-	return mux
+		for _, sh := range m.Shards {
+			// "MODEL:FIRST-END", as actors announces them.
+			i := strings.LastIndex(sh, ":")
+			var first, end int
+			if i < 0 {
+				continue
+			}
+			if _, err := fmt.Sscanf(sh[i+1:], "%d-%d", &first, &end); err == nil {
+				ms.Shards = append(ms.Shards, api.ShardStatus{Model: sh[:i], Layers: [2]int{first, end}})
+			}
+		}
+		cs.Members = append(cs.Members, ms)
+	}
+	for _, s := range n.Cluster.Sessions() {
+		ss := api.SessionStatus{ID: s.ID, Model: s.Model, Prompt: s.Prompt, Generated: s.Generated, Stages: []api.StageStatus{}}
+		for _, stg := range s.Stages {
+			ss.Stages = append(ss.Stages, api.StageStatus{PeerID: stg.Node, Layers: [2]int{stg.First, stg.End}})
+		}
+		cs.Sessions = append(cs.Sessions, ss)
+	}
+	return cs
 }
 
 // peersStatus is the node's view in the status API's form.

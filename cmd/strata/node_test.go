@@ -62,6 +62,7 @@ func startNode(t *testing.T, f nodeFlags) (peerAddr, apiAddr string) {
 		}
 		select {
 		case err := <-done:
+			done <- err // for the cleanup
 			t.Fatalf("node exited: %v\n%s%s", err, out.String(), logs.String())
 		case <-deadline:
 			t.Fatalf("node did not start:\n%s%s", out.String(), logs.String())
