@@ -22,13 +22,11 @@ vet:
 test: vet
 	STRATA_TESTDATA=$(TESTDATA) $(GO) test -race -count=1 -timeout 20m ./...
 
-# A small demo on the tiny real model: what is in the file, then the story
-# it tells from an empty prompt (one node; the 3-node cluster demo comes
-# with the distributed engine, see README).
+# A small local cluster on the tiny real model: three nodes on 127.0.0.1
+# split stories260K, a prompt goes to the third, the story and the layer
+# placement are printed, the nodes stop (scripts/demo.sh).
 demo: build
-	./$(BIN) inspect $(TESTDATA)/gguf/stories260K.gguf | head -12
-	@echo
-	./$(BIN) run --model $(TESTDATA)/gguf/stories260K.gguf --max-tokens 256
+	BIN=./$(BIN) STRATA_TESTDATA=$(TESTDATA) ./scripts/demo.sh
 
 bench:
 	STRATA_TESTDATA=$(TESTDATA) $(GO) test -run '^$$' -bench . -benchmem ./runtime/...
