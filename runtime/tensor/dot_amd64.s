@@ -2093,3 +2093,64 @@ q6kx4loop:
 	VMOVSS  X0, 12(BX)
 	VZEROUPPER
 	RET
+
+// func swigluAVX2(out, gate, up *float32, n int)
+//
+// out[i] = gate[i] / (1 + exp(-gate[i])) * up[i] for n (a multiple of 8)
+// elements, with a float32 exp (Cephes expf: range reduction by ln 2, a
+// degree-5 polynomial; about 2 ulp), inputs clamped to ±88.376.
+TEXT ·swigluAVX2(SB), NOSPLIT, $0-32
+	MOVQ out+0(FP), DI
+	MOVQ gate+8(FP), SI
+	MOVQ up+16(FP), DX
+	MOVQ n+24(FP), CX
+	BCAST($0x42b0c0a5, X15, Y15) // 88.3762626647949
+	BCAST($0x3fb8aa3b, X14, Y14) // log2(e)
+	BCAST($0x3f000000, X13, Y13) // 0.5
+	BCAST($0x3f318000, X12, Y12) // C1 = 0.693359375
+	BCAST($0xb95e8083, X11, Y11) // C2 = -2.12194440e-4
+	BCAST($0x3f800000, X10, Y10) // 1.0
+
+swloop:
+	VMOVUPS (SI), Y0           // g
+	VXORPS  Y1, Y1, Y1
+	VSUBPS  Y0, Y1, Y1         // x = -g
+	VMINPS  Y15, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VSUBPS  Y15, Y2, Y2        // -88.376
+	VMAXPS  Y2, Y1, Y1
+	VMOVAPS Y13, Y2
+	VFMADD231PS Y14, Y1, Y2    // fx = x*log2e + 0.5
+	VROUNDPS $1, Y2, Y2        // floor
+	VFNMADD231PS Y12, Y2, Y1   // x -= fx*C1
+	VFNMADD231PS Y11, Y2, Y1   // x -= fx*C2
+	VMULPS  Y1, Y1, Y3         // z = x*x
+	BCAST($0x39506967, X4, Y4) // p0 = 1.9875691500e-4
+	BCAST($0x3ab743ce, X5, Y5) // p1 = 1.3981999507e-3
+	VFMADD213PS Y5, Y1, Y4     // y = y*x + p1
+	BCAST($0x3c088908, X5, Y5) // p2 = 8.3334519073e-3
+	VFMADD213PS Y5, Y1, Y4
+	BCAST($0x3d2aa9c1, X5, Y5) // p3 = 4.1665795894e-2
+	VFMADD213PS Y5, Y1, Y4
+	BCAST($0x3e2aaaaa, X5, Y5) // p4 = 1.6666665459e-1
+	VFMADD213PS Y5, Y1, Y4
+	BCAST($0x3f000000, X5, Y5) // p5 = 5.0000001201e-1
+	VFMADD213PS Y5, Y1, Y4
+	VFMADD213PS Y1, Y3, Y4     // y = y*z + x
+	VADDPS  Y10, Y4, Y4        // + 1
+	VCVTPS2DQ Y2, Y2           // n (fx is integral)
+	BCAST($0x0000007f, X5, Y5)
+	VPADDD  Y5, Y2, Y2
+	VPSLLD  $23, Y2, Y2        // 2^n
+	VMULPS  Y2, Y4, Y4         // exp(-g)
+	VADDPS  Y10, Y4, Y4        // 1 + exp(-g)
+	VDIVPS  Y4, Y0, Y0         // g / (1 + exp(-g))
+	VMULPS  (DX), Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DX
+	ADDQ $32, DI
+	SUBQ $8, CX
+	JNZ  swloop
+	VZEROUPPER
+	RET

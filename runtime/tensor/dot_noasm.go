@@ -30,3 +30,5 @@ func matMulBatchX8(out []float32, w Matrix, a *Activations, lo, hi int) int { re
 
 // dotRows has no multi-row kernel here: the caller loops over dotAct.
 func dotRows(Matrix, *Activations, int, int, int, []float32) bool { return false }
+
+func swiglu(out, gate, up []float32) { swigluGeneric(out, gate, up) }

@@ -553,3 +553,28 @@ func TestMatMulActBatch(t *testing.T) {
 		})
 	}
 }
+
+// SwiGLU agrees with the float64 SiLU within 2e-6 relative for every
+// implementation and length 0..40, over gates from -100 to 100 (exp's
+// clamped range and beyond).
+func TestSwiGLUImplementations(t *testing.T) {
+	const n = 40
+	gate, up := make([]float32, n), testData("uniform", n, 3)
+	for i := range gate {
+		gate[i] = float32(i-n/2) * 5 * float32(math.Pow(1.1, float64(i%7)))
+	}
+	gate[3], gate[4], gate[5] = 0, 1e-30, -1e-30
+	eachImpl(t, func(t *testing.T) {
+		for m := 0; m <= n; m++ {
+			out := make([]float32, m)
+			SwiGLU(out, gate[:m], up[:m])
+			for i := range out {
+				g := float64(gate[i])
+				want := g / (1 + math.Exp(-g)) * float64(up[i])
+				if d := math.Abs(float64(out[i]) - want); d > 2e-6*math.Abs(want)+1e-30 {
+					t.Fatalf("n=%d: SwiGLU(%g, %g) = %g, want %g", m, gate[i], up[i], out[i], want)
+				}
+			}
+		}
+	})
+}
