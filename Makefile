@@ -18,9 +18,12 @@ vet:
 	$(GO) vet ./...
 	GOARCH=arm64 $(GO) vet ./...
 
-# The test command CI runs (.ci/run). Unit tests run with the race detector.
+# The test command CI runs (.ci/run). Unit tests run with the race
+# detector; then the end-to-end tests (real strata node processes, a
+# synthetic 1.1B model) run without it.
 test: vet
 	STRATA_TESTDATA=$(TESTDATA) $(GO) test -race -count=1 -timeout 20m ./...
+	STRATA_TESTDATA=$(TESTDATA) $(GO) test -tags e2e -count=1 -timeout 20m -run E2E ./...
 
 # A small local cluster on the tiny real model: three nodes on 127.0.0.1
 # split stories260K, a prompt goes to the third, the story and the layer

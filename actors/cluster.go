@@ -521,14 +521,23 @@ func (r *run) start(ctx context.Context, seq []int) (int, error) {
 		c.sessions[r.id] = r.info
 		c.mu.Unlock()
 
-		// Prefill in chunks; only the last chunk samples.
-		for i := 0; i < len(seq); i += MaxBatch {
-			chunk := seq[i:min(i+MaxBatch, len(seq))]
+		// The prompt goes in chunks of MaxBatch, and on a replay each
+		// generated token goes alone, all without waiting: the same
+		// batches as the uninterrupted run, so the KV caches come out bit
+		// for bit the same (batched and one-token kernels may round
+		// differently) and greedy output does not change. Only the last
+		// message samples.
+		promptLen := r.info.Prompt
+		for i := 0; i < promptLen; i += MaxBatch {
+			chunk := seq[i:min(i+MaxBatch, promptLen)]
 			var accept []int
 			if i == 0 {
 				accept = seq
 			}
 			r.send(i, chunk, i+len(chunk) == len(seq), accept)
+		}
+		for i := promptLen; i < len(seq); i++ {
+			r.send(i, seq[i:i+1], i+1 == len(seq), nil)
 		}
 		next, err := r.wait(ctx, len(seq))
 		var lost *stageLost

@@ -1,0 +1,337 @@
+//go:build e2e
+
+// End-to-end tests with real `strata node` processes. They build the
+// binary and a synthetic tinyllama-1.1b (cached in the temp directory), so
+// they run in make test's second pass, without the race detector:
+//
+//	go test -tags e2e -run E2E ./cmd/strata
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"strata/api"
+	"strata/internal/testdata"
+)
+
+// buildBinary builds strata once per test run.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "strata")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// tinyllama returns a synthetic tinyllama-1.1b Q8_0, written once and
+// kept in the temp directory between runs (1.2 GB, about 20 s to write).
+func tinyllama(t *testing.T, bin string) string {
+	t.Helper()
+	path := filepath.Join(os.TempDir(), "strata-e2e-tinyllama-1.1b-q8_0-seed1.gguf")
+	if _, err := os.Stat(path); err == nil {
+		return path
+	}
+	out, err := exec.Command(bin, "synth", "--shape", "tinyllama-1.1b", "--type", "Q8_0", "--seed", "1", "-o", path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("synth: %v\n%s", err, out)
+	}
+	return path
+}
+
+// proc is one running strata node.
+type proc struct {
+	name, dataDir, api, listen string
+	args                       []string
+	cmd                        *exec.Cmd
+	log                        *os.File
+}
+
+// cluster starts n nodes sharing a secret and a models directory.
+type cluster struct {
+	t      *testing.T
+	bin    string
+	dir    string
+	models string
+	nodes  []*proc
+	join   string
+}
+
+func newCluster(t *testing.T, bin string, models map[string]string, n int, memory string, extra ...string) *cluster {
+	t.Helper()
+	c := &cluster{t: t, bin: bin, dir: t.TempDir()}
+	c.models = filepath.Join(c.dir, "models")
+	os.MkdirAll(c.models, 0o755)
+	for name, path := range models {
+		if err := os.Symlink(path, filepath.Join(c.models, name+".gguf")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := 20000 + rand.IntN(20000)
+	id, err := exec.Command(bin, "node", "id", "--data-dir", filepath.Join(c.dir, "n0")).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.join = fmt.Sprintf("/ip4/127.0.0.1/tcp/%d/p2p/%s", base+1, strings.TrimSpace(string(id)))
+	for i := 0; i < n; i++ {
+		p := &proc{name: fmt.Sprintf("n%d", i), dataDir: filepath.Join(c.dir, fmt.Sprintf("n%d", i)),
+			listen: fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", base+1+i), api: fmt.Sprintf("127.0.0.1:%d", base+101+i)}
+		p.args = []string{"node", "--data-dir", p.dataDir, "--secret-file", filepath.Join(c.dir, "n0", "secret"), "--no-mdns",
+			"--listen", p.listen, "--api", p.api, "--models", c.models, "--memory", memory, "--parallel", "1"}
+		p.args = append(p.args, extra...)
+		if i > 0 {
+			p.args = append(p.args, "--join", c.join)
+		}
+		c.nodes = append(c.nodes, p)
+		c.start(p)
+	}
+	t.Cleanup(func() {
+		for _, p := range c.nodes {
+			c.stop(p)
+		}
+		if t.Failed() {
+			for _, p := range c.nodes {
+				b, _ := os.ReadFile(p.log.Name())
+				t.Logf("%s log:\n%s", p.name, lastLines(string(b), 30))
+			}
+		}
+	})
+	c.waitMembers(c.nodes[0], n)
+	return c
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+func (c *cluster) start(p *proc) {
+	c.t.Helper()
+	log, err := os.OpenFile(filepath.Join(c.dir, p.name+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	p.log = log
+	p.cmd = exec.Command(c.bin, p.args...)
+	p.cmd.Stdout, p.cmd.Stderr = log, log
+	if err := p.cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// stop ends a node with SIGINT (a clean stop).
+func (c *cluster) stop(p *proc) {
+	if p.cmd == nil || p.cmd.ProcessState != nil {
+		return
+	}
+	p.cmd.Process.Signal(os.Interrupt)
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		p.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// kill ends a node with SIGKILL, as a crash or a pulled plug would.
+func (c *cluster) kill(p *proc) {
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	p.cmd.Wait()
+}
+
+// waitMembers waits until node p's view has n members with models.
+func (c *cluster) waitMembers(p *proc, n int) {
+	c.t.Helper()
+	out, err := exec.Command(c.bin, "status", "--api", p.api, "--expect", fmt.Sprint(n), "--timeout", "60s").CombinedOutput()
+	if err != nil {
+		c.t.Fatalf("status --expect %d: %v\n%s", n, err, out)
+	}
+}
+
+// runLocal is the oracle: `strata run` on one node, in one process.
+func runLocal(t *testing.T, bin, model, prompt string, n int) string {
+	t.Helper()
+	out, err := exec.Command(bin, "run", "--model", model, "--prompt", prompt, "--max-tokens", fmt.Sprint(n)).Output()
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	return string(out)
+}
+
+func runViaAPI(t *testing.T, bin, apiAddr, model, prompt string, n int) string {
+	t.Helper()
+	cmd := exec.Command(bin, "run", "--api", apiAddr, "--model", model, "--prompt", prompt, "--max-tokens", fmt.Sprint(n))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("run --api: %v\n%s", err, stderr.String())
+	}
+	return string(out)
+}
+
+// clusterStatus reads GET /api/cluster.
+func clusterStatusOf(t *testing.T, apiAddr string) api.ClusterStatus {
+	t.Helper()
+	var st api.ClusterStatus
+	if err := getJSON("http://"+apiAddr+"/api/cluster", &st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func TestE2EClusterMatchesOneNode(t *testing.T) {
+	bin := buildBinary(t)
+	stories := testdata.Path(t, "gguf/stories260K.gguf")
+	t.Run("stories260K-3-processes", func(t *testing.T) {
+		c := newCluster(t, bin, map[string]string{"stories260K": stories}, 3, "800kB", "--context", "512")
+		for _, prompt := range []string{"", "Tim and Sue found a box."} {
+			want := runLocal(t, bin, stories, prompt, 150)
+			got := runViaAPI(t, bin, c.nodes[2].api, "stories260K", prompt, 150)
+			if got != want {
+				t.Errorf("prompt %q:\n got %q\nwant %q", prompt, got, want)
+			}
+		}
+		st := clusterStatusOf(t, c.nodes[2].api)
+		holders := 0
+		for _, m := range st.Members {
+			if len(m.Shards) > 0 {
+				holders++
+			}
+		}
+		if holders != 3 {
+			t.Errorf("%d nodes hold shards, want 3: %+v", holders, st.Members)
+		}
+	})
+	t.Run("tinyllama-1.1b-3-processes", func(t *testing.T) {
+		model := tinyllama(t, bin)
+		c := newCluster(t, bin, map[string]string{"tinyllama": model}, 3, "450MB", "--context", "256")
+		want := runLocal(t, bin, model, "hello world", 24)
+		start := time.Now()
+		got := runViaAPI(t, bin, c.nodes[1].api, "tinyllama", "hello world", 24)
+		t.Logf("3 processes: 24 tokens of tinyllama-1.1b Q8_0 in %v (including shard loads)", time.Since(start))
+		if got != want {
+			t.Errorf("tinyllama across 3 processes:\n got %q\nwant %q", got, want)
+		}
+	})
+}
+
+// A node killed with SIGKILL mid-answer costs a pause, not the answer; it
+// comes back and is used again.
+func TestE2ENodeKilledMidAnswer(t *testing.T) {
+	bin := buildBinary(t)
+	model := tinyllama(t, bin)
+	// Four nodes of 450 MB: the model (1.2 GB) needs three; three survivors still fit it.
+	c := newCluster(t, bin, map[string]string{"tinyllama": model}, 4, "450MB", "--context", "256")
+	const n = 60
+	want := runLocal(t, bin, model, "the cluster", n)
+
+	origin := c.nodes[3]
+	var victim *proc
+	var killedAt, last time.Time
+	var worstGap, normalGap time.Duration
+	tokens := 0
+	var got strings.Builder
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	_, err := api.StreamGenerate(ctx, "http://"+origin.api, api.GenerateRequest{Model: "tinyllama", Prompt: "the cluster", MaxTokens: n}, func(text string) error {
+		got.WriteString(text)
+		tokens++
+		now := time.Now()
+		if !last.IsZero() {
+			if gap := now.Sub(last); killedAt.IsZero() {
+				normalGap = max(normalGap, gap)
+			} else {
+				worstGap = max(worstGap, gap)
+			}
+		}
+		last = now
+		switch tokens {
+		case 15:
+			// Kill a node that holds a stage and is not the origin.
+			st := clusterStatusOf(t, origin.api)
+			for _, s := range st.Sessions {
+				for _, stg := range s.Stages {
+					for _, p := range c.nodes {
+						if victim == nil && p != origin && peerIDOf(t, c.bin, p) == stg.PeerID {
+							victim = p
+						}
+					}
+				}
+			}
+			if victim == nil {
+				t.Fatal("no stage on a node other than the origin")
+			}
+			killedAt = time.Now()
+			c.kill(victim)
+			last = time.Now()
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.String()+"\n" != want {
+		t.Fatalf("after killing %s:\n got %q\nwant %q", victim.name, got.String()+"\n", want)
+	}
+	t.Logf("longest gap between tokens after SIGKILL of %s: %v (before: %v)", victim.name, worstGap, normalGap)
+
+	// The killed node restarts with the same identity, rejoins, and a new
+	// plan (the same as the first: it was in it) uses it again.
+	c.start(victim)
+	c.waitMembers(origin, 4)
+	if out := runViaAPI(t, bin, origin.api, "tinyllama", "the cluster", 8); !strings.HasPrefix(want, strings.TrimSuffix(out, "\n")) {
+		t.Errorf("after the restart: %q", out)
+	}
+	id := peerIDOf(t, c.bin, victim)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		used := false
+		for _, m := range clusterStatusOf(t, origin.api).Members {
+			if m.PeerID == id && len(m.Shards) > 0 {
+				used = true
+			}
+		}
+		if used {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("restarted node %s holds no shard", victim.name)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func peerIDOf(t *testing.T, bin string, p *proc) string {
+	out, err := exec.Command(bin, "node", "id", "--data-dir", p.dataDir).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func getJSON(url string, v any) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
