@@ -20,9 +20,18 @@ import (
 // models directory holding stories260K, each offering memBytes.
 func startNodes(t *testing.T, n int, memBytes uint64, sessions int, step ...time.Duration) []*Node {
 	t.Helper()
+	return startNodesWith(t, map[string]string{"stories260K": testdata.Path(t, "gguf/stories260K.gguf")}, 512, n, memBytes, sessions, step...)
+}
+
+// startNodesWith starts nodes over the given models (name → path) with a
+// plan context of ctxLen positions.
+func startNodesWith(t *testing.T, files map[string]string, ctxLen, n int, memBytes uint64, sessions int, step ...time.Duration) []*Node {
+	t.Helper()
 	models := t.TempDir()
-	if err := os.Symlink(testdata.Path(t, "gguf/stories260K.gguf"), filepath.Join(models, "stories260K.gguf")); err != nil {
-		t.Fatal(err)
+	for name, path := range files {
+		if err := os.Symlink(path, filepath.Join(models, name+".gguf")); err != nil {
+			t.Fatal(err)
+		}
 	}
 	secret := []byte("a test secret that is long enough for strata")
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -38,7 +47,7 @@ func startNodes(t *testing.T, n int, memBytes uint64, sessions int, step ...time
 				MemoryBytes: memBytes, ModelsDir: models, Logger: logger,
 				HeartbeatInterval: 200 * time.Millisecond, MemberTimeout: time.Second,
 			},
-			Cluster: ClusterOptions{PlanContext: 512, PlanSessions: sessions, StepTimeout: stepTimeout},
+			Cluster: ClusterOptions{PlanContext: ctxLen, PlanSessions: sessions, StepTimeout: stepTimeout},
 			Threads: 1,
 		}
 		if i > 0 {
