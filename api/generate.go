@@ -102,15 +102,19 @@ func GenerateHandler(g Generator) http.Handler {
 	})
 }
 
-// StreamGenerate posts req to a node's /api/generate and calls onText for
-// each piece of text as it arrives; it returns the final event.
-func StreamGenerate(ctx context.Context, baseURL string, req GenerateRequest, onText func(string) error) (GenerateEvent, error) {
+// StreamGenerate posts req to a node's /api/generate (with key as the
+// bearer token when set) and calls onText for each piece of text as it
+// arrives; it returns the final event.
+func StreamGenerate(ctx context.Context, baseURL, key string, req GenerateRequest, onText func(string) error) (GenerateEvent, error) {
 	body, _ := json.Marshal(req)
 	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(baseURL, "/")+"/api/generate", strings.NewReader(string(body)))
 	if err != nil {
 		return GenerateEvent{}, err
 	}
 	hr.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		hr.Header.Set("Authorization", "Bearer "+key)
+	}
 	resp, err := http.DefaultClient.Do(hr)
 	if err != nil {
 		return GenerateEvent{}, fmt.Errorf("cannot reach the node at %s: %w", baseURL, err)

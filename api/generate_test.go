@@ -39,14 +39,14 @@ func TestGenerateStreams(t *testing.T) {
 	srv := httptest.NewServer(GenerateHandler(words{}))
 	defer srv.Close()
 	var got strings.Builder
-	final, err := StreamGenerate(context.Background(), srv.URL, GenerateRequest{Model: "echo", Prompt: "a b c"}, func(s string) error {
+	final, err := StreamGenerate(context.Background(), srv.URL, "", GenerateRequest{Model: "echo", Prompt: "a b c"}, func(s string) error {
 		got.WriteString(s)
 		return nil
 	})
 	if err != nil || got.String() != "a b c " || final.Tokens != 3 || final.FinishReason != "stop" {
 		t.Errorf("%v %q %+v", err, got.String(), final)
 	}
-	if _, err := StreamGenerate(context.Background(), srv.URL, GenerateRequest{Model: "nope", Prompt: "x"}, func(string) error { return nil }); err == nil || !strings.Contains(err.Error(), "nope") {
+	if _, err := StreamGenerate(context.Background(), srv.URL, "", GenerateRequest{Model: "nope", Prompt: "x"}, func(string) error { return nil }); err == nil || !strings.Contains(err.Error(), "nope") {
 		t.Errorf("unknown model: %v", err)
 	}
 	for _, body := range []string{"{", `{"model": "echo", "bogus": 1}`, `{"prompt": "x"}`, `{"model": "echo", "top_p": 3}`} {
@@ -59,7 +59,7 @@ func TestGenerateStreams(t *testing.T) {
 			t.Errorf("%s: status %d", body, resp.StatusCode)
 		}
 	}
-	if _, err := StreamGenerate(context.Background(), "http://127.0.0.1:1", GenerateRequest{Model: "echo"}, nil); err == nil || !strings.Contains(err.Error(), "cannot reach") {
+	if _, err := StreamGenerate(context.Background(), "http://127.0.0.1:1", "", GenerateRequest{Model: "echo"}, nil); err == nil || !strings.Contains(err.Error(), "cannot reach") {
 		t.Errorf("no server: %v", err)
 	}
 }
@@ -71,7 +71,7 @@ func TestClientDisconnectCancels(t *testing.T) {
 	defer srv.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
-		StreamGenerate(ctx, srv.URL, GenerateRequest{Model: "echo", Prompt: "x"}, func(string) error { cancel(); return nil })
+		StreamGenerate(ctx, srv.URL, "", GenerateRequest{Model: "echo", Prompt: "x"}, func(string) error { cancel(); return nil })
 	}()
 	select {
 	case err := <-done:

@@ -156,7 +156,13 @@ func (c *cluster) kill(p *proc) {
 // waitMembers waits until node p's view has n members with models.
 func (c *cluster) waitMembers(p *proc, n int) {
 	c.t.Helper()
-	out, err := exec.Command(c.bin, "status", "--api", p.api, "--expect", fmt.Sprint(n), "--timeout", "60s").CombinedOutput()
+	cmd := exec.Command(c.bin, "status", "--api", p.api, "--expect", fmt.Sprint(n), "--timeout", "60s")
+	for i, a := range p.args {
+		if a == "--api-key" {
+			cmd.Env = append(os.Environ(), "STRATA_API_KEY="+p.args[i+1])
+		}
+	}
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		c.t.Fatalf("status --expect %d: %v\n%s", n, err, out)
 	}
@@ -197,26 +203,40 @@ func clusterStatusOf(t *testing.T, apiAddr string) api.ClusterStatus {
 func TestE2EClusterMatchesOneNode(t *testing.T) {
 	bin := buildBinary(t)
 	stories := testdata.Path(t, "gguf/stories260K.gguf")
-	t.Run("stories260K-3-processes", func(t *testing.T) {
-		c := newCluster(t, bin, map[string]string{"stories260K": stories}, 3, "800kB", "--context", "512")
-		for _, prompt := range []string{"", "Tim and Sue found a box."} {
-			want := runLocal(t, bin, stories, prompt, 150)
-			got := runViaAPI(t, bin, c.nodes[2].api, "stories260K", prompt, 150)
-			if got != want {
-				t.Errorf("prompt %q:\n got %q\nwant %q", prompt, got, want)
+	wants := map[string]string{}
+	for _, prompt := range []string{"", "Tim and Sue found a box."} {
+		wants[prompt] = runLocal(t, bin, stories, prompt, 150)
+	}
+	for _, tc := range []struct {
+		nodes  int
+		memory string
+	}{{2, "1100kB"}, {3, "800kB"}, {5, "500kB"}} {
+		t.Run(fmt.Sprintf("stories260K-%d-processes", tc.nodes), func(t *testing.T) {
+			c := newCluster(t, bin, map[string]string{"stories260K": stories}, tc.nodes, tc.memory, "--context", "512")
+			last := c.nodes[tc.nodes-1]
+			for prompt, want := range wants {
+				got := runViaAPI(t, bin, last.api, "stories260K", prompt, 150)
+				if got != want {
+					t.Errorf("prompt %q:\n got %q\nwant %q", prompt, got, want)
+				}
 			}
-		}
-		st := clusterStatusOf(t, c.nodes[2].api)
-		holders := 0
-		for _, m := range st.Members {
-			if len(m.Shards) > 0 {
-				holders++
+			st := clusterStatusOf(t, last.api)
+			holders := 0
+			for _, m := range st.Members {
+				if len(m.Shards) > 0 {
+					holders++
+				}
 			}
-		}
-		if holders != 3 {
-			t.Errorf("%d nodes hold shards, want 3: %+v", holders, st.Members)
-		}
-	})
+			if holders != tc.nodes {
+				t.Errorf("%d nodes hold shards, want %d: %+v", holders, tc.nodes, st.Members)
+			}
+			// strata plan against the live cluster shows the same ring.
+			out, err := exec.Command(bin, "plan", "--api", last.api, "--model", stories, "--context", "512").CombinedOutput()
+			if err != nil || !strings.Contains(string(out), fmt.Sprintf("%d stage(s)", tc.nodes)) {
+				t.Errorf("plan --api: %v\n%s", err, out)
+			}
+		})
+	}
 	t.Run("tinyllama-1.1b-3-processes", func(t *testing.T) {
 		model := tinyllama(t, bin)
 		c := newCluster(t, bin, map[string]string{"tinyllama": model}, 3, "450MB", "--context", "256")
@@ -228,6 +248,56 @@ func TestE2EClusterMatchesOneNode(t *testing.T) {
 			t.Errorf("tinyllama across 3 processes:\n got %q\nwant %q", got, want)
 		}
 	})
+}
+
+// The official OpenAI Node client streams a chat completion from a
+// three-process cluster (API key required), and the text is what one node
+// generates for the same prompt.
+func TestE2EOpenAIClientOnCluster(t *testing.T) {
+	bin := buildBinary(t)
+	stories := testdata.Path(t, "gguf/stories260K.gguf")
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatal("node is not installed (.ci/run needs Node.js for this test)")
+	}
+	modules, _ := filepath.Abs(filepath.Join("..", "..", ".ci", "npm", "node_modules"))
+	if _, err := os.Stat(filepath.Join(modules, "openai")); err != nil {
+		t.Fatalf("the openai npm package is missing from %s (.ci/run installs it)", modules)
+	}
+	c := newCluster(t, bin, map[string]string{"stories260K": stories}, 3, "800kB", "--context", "512", "--api-key", "cluster-key")
+	want := strings.TrimSuffix(runLocal(t, bin, stories, "Once upon a time", 40), "\n")
+	script := filepath.Join(t.TempDir(), "stream.cjs")
+	os.WriteFile(script, []byte(`
+const OpenAI = require("openai");
+const client = new OpenAI({ baseURL: process.env.BASE_URL + "/v1", apiKey: "cluster-key", maxRetries: 0 });
+(async () => {
+  let text = "", chunks = 0, finish = "";
+  const stream = await client.chat.completions.create({ model: "stories260K", stream: true, temperature: 0, max_tokens: 40,
+    messages: [{ role: "user", content: "Once upon a time" }] });
+  for await (const part of stream) {
+    const choice = part.choices[0];
+    if (choice && choice.delta && choice.delta.content) { text += choice.delta.content; chunks++; }
+    if (choice && choice.finish_reason) finish = choice.finish_reason;
+  }
+  console.log(JSON.stringify({ text, chunks, finish }));
+})().catch((e) => { console.error(e); process.exit(1); });
+`), 0o644)
+	cmd := exec.Command(node, script)
+	cmd.Env = append(os.Environ(), "NODE_PATH="+modules, "BASE_URL=http://"+c.nodes[2].api)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("node client: %v\n%s", err, out)
+	}
+	var got struct {
+		Text, Finish string
+		Chunks       int
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if got.Text != want || got.Chunks < 10 || got.Finish != "length" {
+		t.Errorf("streamed %q in %d chunks (%s); want %q", got.Text, got.Chunks, got.Finish, want)
+	}
 }
 
 // A node killed with SIGKILL mid-answer costs a pause, not the answer; it
@@ -248,7 +318,7 @@ func TestE2ENodeKilledMidAnswer(t *testing.T) {
 	var got strings.Builder
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	_, err := api.StreamGenerate(ctx, "http://"+origin.api, api.GenerateRequest{Model: "tinyllama", Prompt: "the cluster", MaxTokens: n}, func(text string) error {
+	_, err := api.StreamGenerate(ctx, "http://"+origin.api, "", api.GenerateRequest{Model: "tinyllama", Prompt: "the cluster", MaxTokens: n}, func(text string) error {
 		got.WriteString(text)
 		tokens++
 		now := time.Now()

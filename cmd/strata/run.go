@@ -24,6 +24,7 @@ func runCmd() *cobra.Command {
 	var (
 		modelPath string
 		apiURL    string
+		apiKey    string
 		prompt    string
 		maxTokens int
 		threads   int
@@ -55,7 +56,7 @@ decides which nodes run which layers.`,
 				return err
 			}
 			if apiURL != "" {
-				return runRemote(cmd, apiURL, api.GenerateRequest{
+				return runRemote(cmd, apiURL, apiKey, api.GenerateRequest{
 					Model: actors.ModelName(modelPath), Prompt: prompt, MaxTokens: maxTokens, Temperature: params.Temperature,
 					TopP: params.TopP, TopK: params.TopK, MinP: params.MinP, RepeatPenalty: params.RepeatPenalty, Seed: params.Seed, Stop: stops,
 				})
@@ -92,6 +93,7 @@ decides which nodes run which layers.`,
 	f := cmd.Flags()
 	f.StringVar(&modelPath, "model", "", "path to a GGUF model (or, with --api, a model name)")
 	f.StringVar(&apiURL, "api", "", "send the prompt to the node serving this URL (e.g. http://127.0.0.1:7340)")
+	f.StringVar(&apiKey, "api-key", os.Getenv("STRATA_API_KEY"), "that node's API key (default $STRATA_API_KEY)")
 	f.StringVar(&prompt, "prompt", "", "text to continue (empty: start from BOS)")
 	f.IntVar(&maxTokens, "max-tokens", 256, "most tokens to generate (0: until end of text or a full context)")
 	f.Float32Var(&params.Temperature, "temperature", 0, "sampling temperature (0: greedy)")
@@ -107,7 +109,7 @@ decides which nodes run which layers.`,
 }
 
 // runRemote streams a generation from a node's /api/generate.
-func runRemote(cmd *cobra.Command, url string, req api.GenerateRequest) error {
+func runRemote(cmd *cobra.Command, url, key string, req api.GenerateRequest) error {
 	if !strings.Contains(url, "://") {
 		url = "http://" + url
 	}
@@ -115,7 +117,7 @@ func runRemote(cmd *cobra.Command, url string, req api.GenerateRequest) error {
 	defer stop()
 	out := bufio.NewWriter(cmd.OutOrStdout())
 	start := time.Now()
-	final, err := api.StreamGenerate(ctx, url, req, func(text string) error {
+	final, err := api.StreamGenerate(ctx, url, key, req, func(text string) error {
 		out.WriteString(text)
 		return out.Flush()
 	})
