@@ -8,10 +8,11 @@ import (
 	"golang.org/x/sys/cpu"
 )
 
-// useNEON selects the NEON kernel with the dot-product instructions (SDOT,
-// ARMv8.2; every Apple Silicon core has them). It is read once from the
-// CPU; tests flip it. Only the Q8_0 one-vector dot has an arm64 kernel so
-// far; everything else runs the generic Go kernels.
+// useNEON selects the NEON kernels with the dot-product instructions
+// (SDOT, ARMv8.2; every Apple Silicon core has them). It is read once from
+// the CPU; tests flip it. The one-vector dots have arm64 kernels; the
+// multi-vector and multi-row kernels, Dot, Axpy and SwiGLU run the generic
+// Go code.
 var useNEON = cpu.ARM64.HasASIMDDP
 
 var hasNEON = useNEON
@@ -27,12 +28,25 @@ var implementations = func() []impl {
 
 func kernelsActive(name string) bool { return name == "neon" && useNEON }
 
+// The assembly kernels take raw pointers and block counts; the Go wrappers
+// below have checked the lengths. Each computes exactly what the generic
+// function of the same name computes (dot_generic.go), in the same lanes
+// and the same float32 order.
+
 // dotQ8_0NEON is dotQ8_0Generic over nb blocks (nb > 0): SDOT gives the
 // same eight lanes of four-element integer sums, SCVTF and FMLA (fused)
 // the same per-lane float32 steps, and the reduction the same order.
 //
 //go:noescape
 func dotQ8_0NEON(w *byte, x *int8, d *float32, nb int) float32
+
+// dotQ4_0NEON is dotQ4_0Generic over nb blocks (nb > 0): nibbles split by
+// AND and USHR, SDOT against the pair-arranged activations, the scale
+// products of each group of 8 blocks gathered into two vectors for the
+// offset corrections, the rest into a scalar.
+//
+//go:noescape
+func dotQ4_0NEON(w *byte, x *int8, d, s8 *float32, nb int) float32
 
 func dotQ8_0(w []byte, x []int8, d []float32) float32 {
 	if !useNEON || len(d) == 0 {
@@ -42,3 +56,41 @@ func dotQ8_0(w []byte, x []int8, d []float32) float32 {
 	_, _ = w[nb*q80Bytes-1], x[nb*32-1]
 	return dotQ8_0NEON(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), nb)
 }
+
+func dotQ4_0(w []byte, x []int8, d, s8 []float32) float32 {
+	if !useNEON || len(d) == 0 {
+		return dotQ4_0Generic(w, x, d, s8)
+	}
+	nb := len(d)
+	_, _, _ = w[nb*q40Bytes-1], x[(nb+1)/2*64-1], s8[nb-1]
+	return dotQ4_0NEON(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), unsafe.SliceData(s8), nb)
+}
+
+func dotQ4_K(w []byte, x []int8, d []float32, bsums []int16) float32 {
+	return dotQ4_KGeneric(w, x, d, bsums)
+}
+func dotQ5_K(w []byte, x []int8, d []float32, bsums []int16) float32 {
+	return dotQ5_KGeneric(w, x, d, bsums)
+}
+func dotQ6_K(w []byte, x []int8, d []float32) float32 { return dotQ6_KGeneric(w, x, d) }
+func dotF32Row(w []byte, x []float32) float32         { return dotF32Generic(w, x) }
+func dotF16Row(w []byte, x []float32) float32         { return dotF16Generic(w, x) }
+func dotBF16Row(w []byte, x []float32) float32        { return dotBF16Generic(w, x) }
+func quantizeQ32(x []float32, q []int8, d []float32)  { quantizeQ32Generic(x, q, d) }
+
+// dot4 has no multi-vector kernel on arm64 yet: the caller loops over
+// dotAct.
+func dot4(Type, []byte, *Activations, int, int, *[4]float32) bool { return false }
+
+func dotVec(a, b []float32) float32                  { return dotVecGeneric(a, b) }
+func axpy(dst []float32, alpha float32, x []float32) { axpyGeneric(dst, alpha, x) }
+
+// matMulBatchX8 has no interleaved kernel on arm64 yet: it computes no
+// rows and returns lo.
+func matMulBatchX8(out []float32, w Matrix, a *Activations, lo, hi int) int { return lo }
+
+// dotRows has no multi-row kernel on arm64 yet: the caller loops over
+// dotAct.
+func dotRows(Matrix, *Activations, int, int, int, []float32) bool { return false }
+
+func swiglu(out, gate, up []float32) { swigluGeneric(out, gate, up) }

@@ -71,3 +71,138 @@ done:
 	WORD $0x7e30da00 // FADDP S0, V16.2S
 	FMOVS F0, ret+32(FP)
 	RET
+
+// Q40BLK is one Q4_0 block of dotQ4_0NEON: from the block at R0 and the
+// scale at R2 (both advanced), s = fp16 scale * d[b] in F6 (and broadcast
+// in V8), then ACC += s * (the block's four lane sums); SDLO and SDHI are
+// the SDOTs of the low nibbles (V1) and high nibbles (V0) against the
+// block's half of the pair's activations (V2/V4 or V3/V5) into V7.
+#define Q40BLK(SDLO, SDHI, ACC) \
+	WORD  $0x7d400006           /* LDR   H6, [X0] */ \
+	WORD  $0x1ee240c6           /* FCVT  S6, H6 */ \
+	FMOVS (R2), F9              \
+	FMULS F9, F6, F6            \
+	ADD   $2, R0, R5            \
+	VLD1  (R5), [V0.B16]        \
+	VAND  V31.B16, V0.B16, V1.B16 \
+	VUSHR $4, V0.B16, V0.B16    \
+	VEOR  V7.B16, V7.B16, V7.B16 \
+	WORD  SDLO                  \
+	WORD  SDHI                  \
+	WORD  $0x4e21d8e7           /* SCVTF V7.4S, V7.4S */ \
+	VDUP  V6.S[0], V8.S4        \
+	VFMLA V8.S4, V7.S4, ACC.S4  \
+	ADD   $18, R0               \
+	ADD   $4, R2
+
+// Q40LO and Q40HI are Q40BLK for the first and the second block of a
+// pair (V7 = V1·V2 + V0·V4, or V1·V3 + V0·V5).
+#define Q40LO(ACC) Q40BLK($0x4e829427, $0x4e849407, ACC)
+#define Q40HI(ACC) Q40BLK($0x4e839427, $0x4e859407, ACC)
+
+// Q40TCORR adds s * s8[b] (s8 at R3, advanced) to the scalar correction
+// F26, for a block past the whole groups of 8.
+#define Q40TCORR \
+	FMOVS (R3), F9              \
+	WORD  $0x1f0968da           /* FMADD S26, S6, S9, S26 */ \
+	ADD   $4, R3
+
+// func dotQ4_0NEON(w *byte, x *int8, d, s8 *float32, nb int) float32
+//
+// Accumulators as dotQ4_0Generic's: acc[0] in V16 (lanes 0-3) and V17
+// (lanes 4-7), acc[1] in V18, V19; the corrections of whole groups of 8
+// blocks in V24, V25 (their scale products gathered in V20, V21), the
+// rest in F26. Each pair of blocks reads its 64 arranged activation bytes
+// into V2 (low-nibble quants of the first block), V3 (of the second), V4,
+// V5 (high-nibble quants).
+TEXT ·dotQ4_0NEON(SB), NOSPLIT, $0-44
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD d+16(FP), R2
+	MOVD s8+24(FP), R3
+	MOVD nb+32(FP), R4
+	VMOVI $15, V31.B16
+	VEOR  V30.B16, V30.B16, V30.B16
+	VEOR  V16.B16, V16.B16, V16.B16
+	VEOR  V17.B16, V17.B16, V17.B16
+	VEOR  V18.B16, V18.B16, V18.B16
+	VEOR  V19.B16, V19.B16, V19.B16
+	VEOR  V24.B16, V24.B16, V24.B16
+	VEOR  V25.B16, V25.B16, V25.B16
+	VEOR  V26.B16, V26.B16, V26.B16
+	LSR   $3, R4, R6
+	AND   $7, R4
+	CBZ   R6, q40tail
+
+q40group:
+	VLD1.P 64(R1), [V2.B16, V3.B16, V4.B16, V5.B16]
+	Q40LO(V16)
+	VMOV  V6.S[0], V20.S[0]
+	Q40HI(V17)
+	VMOV  V6.S[0], V20.S[1]
+	VLD1.P 64(R1), [V2.B16, V3.B16, V4.B16, V5.B16]
+	Q40LO(V18)
+	VMOV  V6.S[0], V20.S[2]
+	Q40HI(V19)
+	VMOV  V6.S[0], V20.S[3]
+	VLD1.P 64(R1), [V2.B16, V3.B16, V4.B16, V5.B16]
+	Q40LO(V16)
+	VMOV  V6.S[0], V21.S[0]
+	Q40HI(V17)
+	VMOV  V6.S[0], V21.S[1]
+	VLD1.P 64(R1), [V2.B16, V3.B16, V4.B16, V5.B16]
+	Q40LO(V18)
+	VMOV  V6.S[0], V21.S[2]
+	Q40HI(V19)
+	VMOV  V6.S[0], V21.S[3]
+	VLD1.P 32(R3), [V22.S4, V23.S4]
+	VFMLA V22.S4, V20.S4, V24.S4
+	VFMLA V23.S4, V21.S4, V25.S4
+	SUBS  $1, R6
+	BNE   q40group
+
+q40tail:
+	// Up to 7 blocks, two pairs (acc[0] then acc[1]) a round.
+	CBZ   R4, q40done
+	VLD1.P 64(R1), [V2.B16, V3.B16, V4.B16, V5.B16]
+	Q40LO(V16)
+	Q40TCORR
+	SUBS  $1, R4
+	BEQ   q40lone0
+	Q40HI(V17)
+	Q40TCORR
+	SUBS  $1, R4
+	BEQ   q40done
+	VLD1.P 64(R1), [V2.B16, V3.B16, V4.B16, V5.B16]
+	Q40LO(V18)
+	Q40TCORR
+	SUBS  $1, R4
+	BEQ   q40lone1
+	Q40HI(V19)
+	Q40TCORR
+	SUBS  $1, R4
+	B     q40tail
+
+q40lone0:
+	// The lone last block's zero partner: 0*s added to lanes 4-7.
+	VFMLA V8.S4, V30.S4, V17.S4
+	B     q40done
+
+q40lone1:
+	VFMLA V8.S4, V30.S4, V19.S4
+
+q40done:
+	WORD $0x4e32d610 // FADD  V16.4S, V16.4S, V18.4S  (acc[0] + acc[1])
+	WORD $0x4e33d631 // FADD  V17.4S, V17.4S, V19.4S
+	WORD $0x4e31d610 // FADD  V16.4S, V16.4S, V17.4S  (hsum8)
+	VEXT $8, V16.B16, V16.B16, V17.B16
+	WORD $0x4e31d610 // FADD  V16.4S, V16.4S, V17.4S
+	WORD $0x7e30da00 // FADDP S0, V16.2S
+	WORD $0x4e39d718 // FADD  V24.4S, V24.4S, V25.4S  (hsum8 of the corrections)
+	VEXT $8, V24.B16, V24.B16, V25.B16
+	WORD $0x4e39d718 // FADD  V24.4S, V24.4S, V25.4S
+	WORD $0x7e30db01 // FADDP S1, V24.2S
+	FADDS F26, F1, F1
+	FSUBS F1, F0, F0
+	FMOVS F0, ret+40(FP)
+	RET

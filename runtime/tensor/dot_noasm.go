@@ -1,9 +1,9 @@
-//go:build purego || !amd64
+//go:build purego || !(amd64 || arm64)
 
 package tensor
 
 // Without amd64 assembly (the purego tag, or another architecture) these
-// kernels are the generic ones; arm64 has its own Q8_0 dot (dot_arm64.go).
+// kernels are the generic ones (arm64 has its own: dot_arm64.go).
 
 func dotQ4_0(w []byte, x []int8, d, s8 []float32) float32 { return dotQ4_0Generic(w, x, d, s8) }
 func dotQ4_K(w []byte, x []int8, d []float32, bsums []int16) float32 {
