@@ -35,15 +35,7 @@ func tinyllamaQ8(t *testing.T) string {
 
 func oneNode(t *testing.T, path string, req engine.Request) (engine.Result, time.Duration) {
 	t.Helper()
-	e, err := engine.Open(path, engine.Options{Context: 256})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	res, err := e.Generate(context.Background(), req, func(engine.Token) error { return nil })
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := singleNode(t, path, req)
 	return res, res.DecodeDuration
 }
 
