@@ -48,6 +48,14 @@ func dotQ8_0NEON(w *byte, x *int8, d *float32, nb int) float32
 //go:noescape
 func dotQ4_0NEON(w *byte, x *int8, d, s8 *float32, nb int) float32
 
+// dotQ4_KNEON is dotQ4_KGeneric over nb super-blocks (nb > 0): the
+// scales and mins unpacked as ggml does with 32-bit masks, SDOT per
+// sub-block half, MLA by the sub-block's scale into the int32 lanes, and
+// the mins term from pairwise-added bsums (SMULL/SMLAL, ADDV).
+//
+//go:noescape
+func dotQ4_KNEON(w *byte, x *int8, d *float32, bsums *int16, nb int) float32
+
 func dotQ8_0(w []byte, x []int8, d []float32) float32 {
 	if !useNEON || len(d) == 0 {
 		return dotQ8_0Generic(w, x, d)
@@ -67,7 +75,12 @@ func dotQ4_0(w []byte, x []int8, d, s8 []float32) float32 {
 }
 
 func dotQ4_K(w []byte, x []int8, d []float32, bsums []int16) float32 {
-	return dotQ4_KGeneric(w, x, d, bsums)
+	if !useNEON || len(d) == 0 {
+		return dotQ4_KGeneric(w, x, d, bsums)
+	}
+	nb := len(d)
+	_, _, _ = w[nb*q4KBytes-1], x[nb*qkK-1], bsums[nb*16-1]
+	return dotQ4_KNEON(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), unsafe.SliceData(bsums), nb)
 }
 func dotQ5_K(w []byte, x []int8, d []float32, bsums []int16) float32 {
 	return dotQ5_KGeneric(w, x, d, bsums)
