@@ -56,6 +56,13 @@ func dotQ4_0NEON(w *byte, x *int8, d, s8 *float32, nb int) float32
 //go:noescape
 func dotQ4_KNEON(w *byte, x *int8, d *float32, bsums *int16, nb int) float32
 
+// dotQ5_KNEON is dotQ5_KGeneric over nb super-blocks (nb > 0): as
+// dotQ4_KNEON, with each sub-block's fifth bits shifted from qh into bit 4
+// of its quants.
+//
+//go:noescape
+func dotQ5_KNEON(w *byte, x *int8, d *float32, bsums *int16, nb int) float32
+
 func dotQ8_0(w []byte, x []int8, d []float32) float32 {
 	if !useNEON || len(d) == 0 {
 		return dotQ8_0Generic(w, x, d)
@@ -83,7 +90,12 @@ func dotQ4_K(w []byte, x []int8, d []float32, bsums []int16) float32 {
 	return dotQ4_KNEON(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), unsafe.SliceData(bsums), nb)
 }
 func dotQ5_K(w []byte, x []int8, d []float32, bsums []int16) float32 {
-	return dotQ5_KGeneric(w, x, d, bsums)
+	if !useNEON || len(d) == 0 {
+		return dotQ5_KGeneric(w, x, d, bsums)
+	}
+	nb := len(d)
+	_, _, _ = w[nb*q5KBytes-1], x[nb*qkK-1], bsums[nb*16-1]
+	return dotQ5_KNEON(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), unsafe.SliceData(bsums), nb)
 }
 func dotQ6_K(w []byte, x []int8, d []float32) float32 { return dotQ6_KGeneric(w, x, d) }
 func dotF32Row(w []byte, x []float32) float32         { return dotF32Generic(w, x) }
