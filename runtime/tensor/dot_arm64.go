@@ -63,6 +63,13 @@ func dotQ4_KNEON(w *byte, x *int8, d *float32, bsums *int16, nb int) float32
 //go:noescape
 func dotQ5_KNEON(w *byte, x *int8, d *float32, bsums *int16, nb int) float32
 
+// dotQ6_KNEON is dotQ6_KGeneric over nb super-blocks (nb > 0): each
+// quarter's quants rebuilt as q-32 in signed bytes, SDOT per 16 elements,
+// MLA by the 16-element scale into the int32 lanes.
+//
+//go:noescape
+func dotQ6_KNEON(w *byte, x *int8, d *float32, nb int) float32
+
 func dotQ8_0(w []byte, x []int8, d []float32) float32 {
 	if !useNEON || len(d) == 0 {
 		return dotQ8_0Generic(w, x, d)
@@ -97,11 +104,19 @@ func dotQ5_K(w []byte, x []int8, d []float32, bsums []int16) float32 {
 	_, _, _ = w[nb*q5KBytes-1], x[nb*qkK-1], bsums[nb*16-1]
 	return dotQ5_KNEON(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), unsafe.SliceData(bsums), nb)
 }
-func dotQ6_K(w []byte, x []int8, d []float32) float32 { return dotQ6_KGeneric(w, x, d) }
-func dotF32Row(w []byte, x []float32) float32         { return dotF32Generic(w, x) }
-func dotF16Row(w []byte, x []float32) float32         { return dotF16Generic(w, x) }
-func dotBF16Row(w []byte, x []float32) float32        { return dotBF16Generic(w, x) }
-func quantizeQ32(x []float32, q []int8, d []float32)  { quantizeQ32Generic(x, q, d) }
+func dotQ6_K(w []byte, x []int8, d []float32) float32 {
+	if !useNEON || len(d) == 0 {
+		return dotQ6_KGeneric(w, x, d)
+	}
+	nb := len(d)
+	_, _ = w[nb*q6KBytes-1], x[nb*qkK-1]
+	return dotQ6_KNEON(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), nb)
+}
+
+func dotF32Row(w []byte, x []float32) float32        { return dotF32Generic(w, x) }
+func dotF16Row(w []byte, x []float32) float32        { return dotF16Generic(w, x) }
+func dotBF16Row(w []byte, x []float32) float32       { return dotBF16Generic(w, x) }
+func quantizeQ32(x []float32, q []int8, d []float32) { quantizeQ32Generic(x, q, d) }
 
 // dot4 has no multi-vector kernel on arm64 yet: the caller loops over
 // dotAct.
