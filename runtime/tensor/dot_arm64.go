@@ -70,6 +70,25 @@ func dotQ5_KNEON(w *byte, x *int8, d *float32, bsums *int16, nb int) float32
 //go:noescape
 func dotQ6_KNEON(w *byte, x *int8, d *float32, nb int) float32
 
+// dotF32NEON is sum(w[i]*x[i]) over n > 0 float32 elements: four 4-lane
+// FMA accumulators over 16 elements a round, 4 at a time into the first,
+// then a scalar FMA tail; (acc0+acc1)+(acc2+acc3) reduced as hsum, plus the
+// tail. A different rounding order from dotF32Generic (within dotRelTol).
+//
+//go:noescape
+func dotF32NEON(w *byte, x *float32, n int) float32
+
+// dotF16NEON is dotF32NEON with fp16 weights (converted exactly by FCVTL).
+//
+//go:noescape
+func dotF16NEON(w *byte, x *float32, n int) float32
+
+// dotBF16NEON is dotF32NEON with bf16 weights (converted exactly by SHLL
+// #16).
+//
+//go:noescape
+func dotBF16NEON(w *byte, x *float32, n int) float32
+
 func dotQ8_0(w []byte, x []int8, d []float32) float32 {
 	if !useNEON || len(d) == 0 {
 		return dotQ8_0Generic(w, x, d)
@@ -113,16 +132,44 @@ func dotQ6_K(w []byte, x []int8, d []float32) float32 {
 	return dotQ6_KNEON(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), nb)
 }
 
-func dotF32Row(w []byte, x []float32) float32        { return dotF32Generic(w, x) }
-func dotF16Row(w []byte, x []float32) float32        { return dotF16Generic(w, x) }
-func dotBF16Row(w []byte, x []float32) float32       { return dotBF16Generic(w, x) }
+func dotF32Row(w []byte, x []float32) float32 {
+	if !useNEON || len(x) == 0 {
+		return dotF32Generic(w, x)
+	}
+	_ = w[4*len(x)-1]
+	return dotF32NEON(unsafe.SliceData(w), unsafe.SliceData(x), len(x))
+}
+
+func dotF16Row(w []byte, x []float32) float32 {
+	if !useNEON || len(x) == 0 {
+		return dotF16Generic(w, x)
+	}
+	_ = w[2*len(x)-1]
+	return dotF16NEON(unsafe.SliceData(w), unsafe.SliceData(x), len(x))
+}
+
+func dotBF16Row(w []byte, x []float32) float32 {
+	if !useNEON || len(x) == 0 {
+		return dotBF16Generic(w, x)
+	}
+	_ = w[2*len(x)-1]
+	return dotBF16NEON(unsafe.SliceData(w), unsafe.SliceData(x), len(x))
+}
+
 func quantizeQ32(x []float32, q []int8, d []float32) { quantizeQ32Generic(x, q, d) }
 
 // dot4 has no multi-vector kernel on arm64 yet: the caller loops over
 // dotAct.
 func dot4(Type, []byte, *Activations, int, int, *[4]float32) bool { return false }
 
-func dotVec(a, b []float32) float32                  { return dotVecGeneric(a, b) }
+func dotVec(a, b []float32) float32 {
+	if !useNEON || len(a) == 0 {
+		return dotVecGeneric(a, b)
+	}
+	_ = b[len(a)-1]
+	return dotF32NEON((*byte)(unsafe.Pointer(unsafe.SliceData(a))), unsafe.SliceData(b), len(a))
+}
+
 func axpy(dst []float32, alpha float32, x []float32) { axpyGeneric(dst, alpha, x) }
 
 // matMulBatchX8 has no interleaved kernel on arm64 yet: it computes no

@@ -761,3 +761,195 @@ q6kloop:
 	FMOVS F0, ret+32(FP)
 	RET
 
+
+// The float dots: four 4-lane FMA accumulators over 16 elements a round,
+// then 4 at a time into the first, then a scalar FMA tail (a different
+// rounding order from DotRow's, within its tolerance).
+
+// func dotF32NEON(w *byte, x *float32, n int) float32
+TEXT ·dotF32NEON(SB), NOSPLIT, $0-28
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD n+16(FP), R2
+	VEOR  V16.B16, V16.B16, V16.B16
+	VEOR  V17.B16, V17.B16, V17.B16
+	VEOR  V18.B16, V18.B16, V18.B16
+	VEOR  V19.B16, V19.B16, V19.B16
+	VEOR  V20.B16, V20.B16, V20.B16
+	LSR   $4, R2, R3
+	CBZ   R3, f32quad
+
+f32loop16:
+	VLD1.P 64(R0), [V2.S4, V3.S4, V4.S4, V5.S4]
+	VLD1.P 64(R1), [V6.S4, V7.S4, V8.S4, V9.S4]
+	VFMLA V2.S4, V6.S4, V16.S4
+	VFMLA V3.S4, V7.S4, V17.S4
+	VFMLA V4.S4, V8.S4, V18.S4
+	VFMLA V5.S4, V9.S4, V19.S4
+	SUBS  $1, R3
+	BNE   f32loop16
+
+f32quad:
+	AND   $15, R2
+	LSR   $2, R2, R3
+	AND   $3, R2
+	CBZ   R3, f32tail
+
+f32loop4:
+	VLD1.P 16(R0), [V2.S4]
+	VLD1.P 16(R1), [V6.S4]
+	VFMLA V2.S4, V6.S4, V16.S4
+	SUBS  $1, R3
+	BNE   f32loop4
+
+f32tail:
+	CBZ   R2, f32done
+
+f32loop1:
+	FMOVS.P 4(R0), F2
+	FMOVS.P 4(R1), F6
+	WORD  $0x1f065054 // FMADD S20, S2, S6, S20
+	SUBS  $1, R2
+	BNE   f32loop1
+
+f32done:
+	WORD  $0x4e31d610 // FADD V16.4S, V16.4S, V17.4S
+	WORD  $0x4e33d652 // FADD V18.4S, V18.4S, V19.4S
+	WORD  $0x4e32d610 // FADD V16.4S, V16.4S, V18.4S
+	VEXT  $8, V16.B16, V16.B16, V17.B16
+	WORD  $0x4e31d610 // FADD V16.4S, V16.4S, V17.4S
+	WORD  $0x7e30da00 // FADDP S0, V16.2S
+	FADDS F20, F0, F0
+	FMOVS F0, ret+24(FP)
+	RET
+
+
+// func dotF16NEON(w *byte, x *float32, n int) float32
+TEXT ·dotF16NEON(SB), NOSPLIT, $0-28
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD n+16(FP), R2
+	VEOR  V16.B16, V16.B16, V16.B16
+	VEOR  V17.B16, V17.B16, V17.B16
+	VEOR  V18.B16, V18.B16, V18.B16
+	VEOR  V19.B16, V19.B16, V19.B16
+	VEOR  V20.B16, V20.B16, V20.B16
+	LSR   $4, R2, R3
+	CBZ   R3, f16quad
+
+f16loop16:
+	VLD1.P 32(R0), [V0.B16, V1.B16]
+	WORD  $0x0e217802 // FCVTL V2.4S, V0.4H
+	WORD  $0x4e217803 // FCVTL2 V3.4S, V0.8H
+	WORD  $0x0e217824 // FCVTL V4.4S, V1.4H
+	WORD  $0x4e217825 // FCVTL2 V5.4S, V1.8H
+	VLD1.P 64(R1), [V6.S4, V7.S4, V8.S4, V9.S4]
+	VFMLA V2.S4, V6.S4, V16.S4
+	VFMLA V3.S4, V7.S4, V17.S4
+	VFMLA V4.S4, V8.S4, V18.S4
+	VFMLA V5.S4, V9.S4, V19.S4
+	SUBS  $1, R3
+	BNE   f16loop16
+
+f16quad:
+	AND   $15, R2
+	LSR   $2, R2, R3
+	AND   $3, R2
+	CBZ   R3, f16tail
+
+f16loop4:
+	FMOVD.P 8(R0), F0
+	WORD  $0x0e217802 // FCVTL V2.4S, V0.4H
+	VLD1.P 16(R1), [V6.S4]
+	VFMLA V2.S4, V6.S4, V16.S4
+	SUBS  $1, R3
+	BNE   f16loop4
+
+f16tail:
+	CBZ   R2, f16done
+
+f16loop1:
+	WORD  $0x7c402402 // LDR H2, [X0], #2
+	WORD  $0x1ee24042 // FCVT S2, H2
+	FMOVS.P 4(R1), F6
+	WORD  $0x1f065054 // FMADD S20, S2, S6, S20
+	SUBS  $1, R2
+	BNE   f16loop1
+
+f16done:
+	WORD  $0x4e31d610 // FADD V16.4S, V16.4S, V17.4S
+	WORD  $0x4e33d652 // FADD V18.4S, V18.4S, V19.4S
+	WORD  $0x4e32d610 // FADD V16.4S, V16.4S, V18.4S
+	VEXT  $8, V16.B16, V16.B16, V17.B16
+	WORD  $0x4e31d610 // FADD V16.4S, V16.4S, V17.4S
+	WORD  $0x7e30da00 // FADDP S0, V16.2S
+	FADDS F20, F0, F0
+	FMOVS F0, ret+24(FP)
+	RET
+
+
+// func dotBF16NEON(w *byte, x *float32, n int) float32
+TEXT ·dotBF16NEON(SB), NOSPLIT, $0-28
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD n+16(FP), R2
+	VEOR  V16.B16, V16.B16, V16.B16
+	VEOR  V17.B16, V17.B16, V17.B16
+	VEOR  V18.B16, V18.B16, V18.B16
+	VEOR  V19.B16, V19.B16, V19.B16
+	VEOR  V20.B16, V20.B16, V20.B16
+	LSR   $4, R2, R3
+	CBZ   R3, bf16quad
+
+bf16loop16:
+	VLD1.P 32(R0), [V0.B16, V1.B16]
+	WORD  $0x2e613802 // SHLL V2.4S, V0.4H, #16
+	WORD  $0x6e613803 // SHLL2 V3.4S, V0.8H, #16
+	WORD  $0x2e613824 // SHLL V4.4S, V1.4H, #16
+	WORD  $0x6e613825 // SHLL2 V5.4S, V1.8H, #16
+	VLD1.P 64(R1), [V6.S4, V7.S4, V8.S4, V9.S4]
+	VFMLA V2.S4, V6.S4, V16.S4
+	VFMLA V3.S4, V7.S4, V17.S4
+	VFMLA V4.S4, V8.S4, V18.S4
+	VFMLA V5.S4, V9.S4, V19.S4
+	SUBS  $1, R3
+	BNE   bf16loop16
+
+bf16quad:
+	AND   $15, R2
+	LSR   $2, R2, R3
+	AND   $3, R2
+	CBZ   R3, bf16tail
+
+bf16loop4:
+	FMOVD.P 8(R0), F0
+	WORD  $0x2e613802 // SHLL V2.4S, V0.4H, #16
+	VLD1.P 16(R1), [V6.S4]
+	VFMLA V2.S4, V6.S4, V16.S4
+	SUBS  $1, R3
+	BNE   bf16loop4
+
+bf16tail:
+	CBZ   R2, bf16done
+
+bf16loop1:
+	MOVHU.P 2(R0), R5
+	LSLW  $16, R5
+	FMOVS R5, F2
+	FMOVS.P 4(R1), F6
+	WORD  $0x1f065054 // FMADD S20, S2, S6, S20
+	SUBS  $1, R2
+	BNE   bf16loop1
+
+bf16done:
+	WORD  $0x4e31d610 // FADD V16.4S, V16.4S, V17.4S
+	WORD  $0x4e33d652 // FADD V18.4S, V18.4S, V19.4S
+	WORD  $0x4e32d610 // FADD V16.4S, V16.4S, V18.4S
+	VEXT  $8, V16.B16, V16.B16, V17.B16
+	WORD  $0x4e31d610 // FADD V16.4S, V16.4S, V17.4S
+	WORD  $0x7e30da00 // FADDP S0, V16.2S
+	FADDS F20, F0, F0
+	FMOVS F0, ret+24(FP)
+	RET
+
+
