@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"strata/messages"
 	"strata/peers"
@@ -36,6 +37,13 @@ type Node struct {
 // StartNode starts the peer, spawns the shard host, and returns the node.
 // Models are read from cfg.Peers.ModelsDir.
 func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
+	var host atomic.Pointer[Host] // set once the peer is up; heartbeats may ask before
+	cfg.Peers.UsedBytes = func() uint64 {
+		if h := host.Load(); h != nil {
+			return h.UsedBytes()
+		}
+		return 0
+	}
 	p, err := peers.New(ctx, cfg.Peers)
 	if err != nil {
 		return nil, err
@@ -43,6 +51,7 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	n := &Node{Peers: p, pool: tensor.NewPool(cfg.Threads)}
 	store := Dir(cfg.Peers.ModelsDir)
 	n.Host = NewHost(HostConfig{Models: store, Pool: n.pool, MemoryBytes: cfg.Peers.MemoryBytes, Name: shortID(p.ID().String())})
+	host.Store(n.Host)
 	n.Host.onChange = func(shards []string) { p.Membership().SetShards(shards) }
 	if _, err := p.ActorSystem().Root.SpawnNamed(n.Host.Props(), HostName); err != nil {
 		p.Close()

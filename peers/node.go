@@ -50,6 +50,10 @@ type Config struct {
 	// MemoryBytes caps the memory the node offers the cluster. 0: all of
 	// physical memory.
 	MemoryBytes uint64
+	// UsedBytes, when set, reports the memory the node holds for the
+	// cluster (shards and KV caches); the free memory announced is at most
+	// the offer less that.
+	UsedBytes func() uint64
 	// ModelsDir is scanned for *.gguf files to announce. Empty: none.
 	ModelsDir string
 	// ComputeFlops is the compute rate to announce, in FLOP/s (0: not
@@ -405,6 +409,11 @@ func (n *Node) memory() (total, avail uint64) {
 	}
 	if avail > total {
 		avail = total
+	}
+	if n.cfg.UsedBytes != nil {
+		// What the node already holds for the cluster (shards, KV caches)
+		// is not free to offer again, even when the cap hides it from the OS.
+		avail = min(avail, total-min(total, n.cfg.UsedBytes()))
 	}
 	return total, avail
 }
