@@ -7,7 +7,7 @@ TESTDATA ?= $(or $(STRATA_TESTDATA),$(abspath ../shared/testdata))
 FUZZTIME ?= 1m
 PROTOC_GEN_GO_VERSION := v1.36.12
 
-.PHONY: all build test test-long demo bench fuzz proto vet clean
+.PHONY: all build test test-arm64 test-long demo bench fuzz proto vet clean
 
 all: build
 
@@ -18,12 +18,18 @@ vet:
 	$(GO) vet ./...
 	GOARCH=arm64 $(GO) vet ./...
 
-# The test command CI runs (.ci/run). Unit tests run with the race
-# detector; then the end-to-end tests (real strata node processes, a
+# The test command CI runs (.ci/run). The arm64 kernel tests run under qemu
+# (about 35 s on 2 cores with a cold build cache); unit tests run with the
+# race detector; then the end-to-end tests (real strata node processes, a
 # synthetic 1.1B model) run without it.
-test: vet
+test: vet test-arm64
 	STRATA_TESTDATA=$(TESTDATA) $(GO) test -race -count=1 -timeout 20m ./...
 	STRATA_TESTDATA=$(TESTDATA) $(GO) test -tags e2e -count=1 -timeout 20m -run E2E ./...
+
+# The arm64 kernels (NEON, the Macs' path) against the generic ones, under
+# qemu user-mode emulation (qemu-user-static; .ci/run installs it).
+test-arm64:
+	GOARCH=arm64 STRATA_TESTDATA=$(TESTDATA) $(GO) test -count=1 -exec qemu-aarch64-static ./runtime/tensor/ ./runtime/model/
 
 # A small local cluster on the tiny real model: three nodes on 127.0.0.1
 # split stories260K, a prompt goes to the third, the story and the layer
