@@ -61,6 +61,7 @@ type bridge struct {
 	log      *slog.Logger
 	maxFrame int
 	ctx      context.Context
+	onSent   func(peer string, bytes int) // may be nil
 
 	mu        sync.Mutex
 	endpoints map[string]*endpoint // by address (peer ID string)
@@ -434,6 +435,9 @@ func (e *endpoint) run() {
 		}
 		if err == nil {
 			err = w.Flush()
+		}
+		if err == nil && e.b.onSent != nil {
+			e.b.onSent(e.peer.String(), n)
 		}
 		if err != nil {
 			e.b.log.Warn("peers: actor stream broken, dropped messages", "peer", e.peer, "messages", len(frames), "err", oneLine(err))

@@ -50,6 +50,9 @@ type Config struct {
 	// MemoryBytes caps the memory the node offers the cluster. 0: all of
 	// physical memory.
 	MemoryBytes uint64
+	// OnSent, when set, hears the bytes of actor messages written to each
+	// peer (after each successful write batch), for metrics.
+	OnSent func(peer string, bytes int)
 	// UsedBytes, when set, reports the memory the node holds for the
 	// cluster (shards and KV caches); the free memory announced is at most
 	// the offer less that.
@@ -166,6 +169,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	// PIDs made from now on carry the peer ID as their address.
 	n.system.ProcessRegistry.Address = h.ID().String()
 	n.bridge = newBridge(n.ctx, h, n.system, cfg.Types, cfg.MaxMessageBytes, cfg.Logger)
+	n.bridge.onSent = cfg.OnSent
 	if _, err := n.system.Root.SpawnNamed(actor.PropsFromFunc(pingActor), PingActor); err != nil {
 		n.Close()
 		return nil, err

@@ -10,6 +10,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -229,6 +230,18 @@ func TestE2EClusterMatchesOneNode(t *testing.T) {
 			}
 			if holders != tc.nodes {
 				t.Errorf("%d nodes hold shards, want %d: %+v", holders, tc.nodes, st.Members)
+			}
+			// The origin's metrics saw the ring: bytes to each peer, hops, steps.
+			resp, err := http.Get("http://" + last.api + "/metrics")
+			if err != nil {
+				t.Fatal(err)
+			}
+			metrics, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			for _, name := range []string{"strata_peer_sent_bytes_total{", "strata_hop_latency_seconds_count{", "strata_ring_step_seconds_count"} {
+				if !strings.Contains(string(metrics), name) {
+					t.Errorf("/metrics lacks %s", name)
+				}
 			}
 			// strata plan against the live cluster shows the same ring.
 			out, err := exec.Command(bin, "plan", "--api", last.api, "--model", stories, "--context", "512").CombinedOutput()

@@ -199,6 +199,7 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 		Peers: peers.Config{
 			DataDir: f.dataDir, Listen: f.listen, Join: f.join, Secret: secret, NoMDNS: f.noMDNS,
 			MemoryBytes: memCap, ModelsDir: f.models, Version: version, Logger: log,
+			OnSent: metrics.AddBytesSent,
 		},
 		Cluster: actors.ClusterOptions{PlanContext: f.context, PlanSessions: f.parallel, Metrics: metrics, Logger: log},
 		Threads: f.threads,
