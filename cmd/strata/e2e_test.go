@@ -10,8 +10,8 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
