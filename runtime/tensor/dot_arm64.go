@@ -89,6 +89,13 @@ func dotF16NEON(w *byte, x *float32, n int) float32
 //go:noescape
 func dotBF16NEON(w *byte, x *float32, n int) float32
 
+// quantizeQ32NEON is quantizeQ32Generic over nb > 0 blocks: FMAXV of
+// FABS for amax, the same float32 divisions, FMUL, and FCVTNS (round to
+// nearest, ties to even) narrowed to bytes.
+//
+//go:noescape
+func quantizeQ32NEON(x *float32, q *int8, d *float32, nb int)
+
 func dotQ8_0(w []byte, x []int8, d []float32) float32 {
 	if !useNEON || len(d) == 0 {
 		return dotQ8_0Generic(w, x, d)
@@ -156,7 +163,15 @@ func dotBF16Row(w []byte, x []float32) float32 {
 	return dotBF16NEON(unsafe.SliceData(w), unsafe.SliceData(x), len(x))
 }
 
-func quantizeQ32(x []float32, q []int8, d []float32) { quantizeQ32Generic(x, q, d) }
+func quantizeQ32(x []float32, q []int8, d []float32) {
+	if !useNEON || len(d) == 0 {
+		quantizeQ32Generic(x, q, d)
+		return
+	}
+	nb := len(d)
+	_, _ = x[nb*32-1], q[nb*32-1]
+	quantizeQ32NEON(unsafe.SliceData(x), unsafe.SliceData(q), unsafe.SliceData(d), nb)
+}
 
 // dot4 has no multi-vector kernel on arm64 yet: the caller loops over
 // dotAct.
