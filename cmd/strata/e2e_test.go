@@ -8,6 +8,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -310,6 +311,63 @@ const client = new OpenAI({ baseURL: process.env.BASE_URL + "/v1", apiKey: "clus
 	}
 	if got.Text != want || got.Chunks < 10 || got.Finish != "length" {
 		t.Errorf("streamed %q in %d chunks (%s); want %q", got.Text, got.Chunks, got.Finish, want)
+	}
+}
+
+// 50 concurrent streaming chat completions sent to one node of a
+// three-process cluster all complete with the one-node text.
+func TestE2EFiftyConcurrentStreams(t *testing.T) {
+	bin := buildBinary(t)
+	stories := testdata.Path(t, "gguf/stories260K.gguf")
+	c := newCluster(t, bin, map[string]string{"stories260K": stories}, 3, "1100kB", "--context", "256", "--parallel", "4")
+	want := strings.TrimSuffix(runLocal(t, bin, stories, "Once upon a time", 30), "\n")
+	body := `{"model": "stories260K", "stream": true, "temperature": 0, "max_tokens": 30, "messages": [{"role": "user", "content": "Once upon a time"}]}`
+	type result struct {
+		text string
+		err  error
+	}
+	results := make(chan result, 50)
+	for i := 0; i < 50; i++ {
+		go func() {
+			resp, err := http.Post("http://"+c.nodes[1].api+"/v1/chat/completions", "application/json", strings.NewReader(body))
+			if err != nil {
+				results <- result{err: err}
+				return
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				b, _ := io.ReadAll(resp.Body)
+				results <- result{err: fmt.Errorf("%s: %s", resp.Status, b)}
+				return
+			}
+			var text strings.Builder
+			sc := bufio.NewScanner(resp.Body)
+			for sc.Scan() {
+				line, ok := strings.CutPrefix(sc.Text(), "data: ")
+				if !ok || line == "[DONE]" {
+					continue
+				}
+				var chunk struct {
+					Choices []struct {
+						Delta struct{ Content string }
+					}
+				}
+				if err := json.Unmarshal([]byte(line), &chunk); err != nil {
+					results <- result{err: err}
+					return
+				}
+				for _, ch := range chunk.Choices {
+					text.WriteString(ch.Delta.Content)
+				}
+			}
+			results <- result{text: text.String(), err: sc.Err()}
+		}()
+	}
+	for i := 0; i < 50; i++ {
+		r := <-results
+		if r.err != nil || r.text != want {
+			t.Errorf("stream: %v %q; want %q", r.err, r.text, want)
+		}
 	}
 }
 
