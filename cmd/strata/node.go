@@ -20,6 +20,7 @@ import (
 	"strata/actors"
 	"strata/api"
 	"strata/internal/units"
+	"strata/messages"
 	"strata/peers"
 )
 
@@ -32,7 +33,7 @@ const defaultListen = "/ip4/0.0.0.0/tcp/7341"
 type nodeFlags struct {
 	dataDir, secret, secretFile, memory, models, apiAddr, apiKey string
 	listen, join                                                 []string
-	noMDNS                                                       bool
+	noMDNS, f16                                                  bool
 	context, parallel, threads                                   int
 }
 
@@ -77,6 +78,7 @@ part needs the file in its --models directory.`,
 	fl.IntVar(&f.context, "context", 4096, "KV cache positions per session (at most the model's context length)")
 	fl.IntVar(&f.parallel, "parallel", 4, "sessions run at once; placement reserves KV memory for this many")
 	fl.IntVar(&f.threads, "threads", 0, "worker threads for the kernels (0: all cores)")
+	fl.BoolVar(&f.f16, "f16-activations", false, "send activations between nodes as f16 (half the bytes; output may differ slightly from one node)")
 
 	cmd.AddCommand(&cobra.Command{
 		Use:   "id [--data-dir D]",
@@ -201,7 +203,7 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 			MemoryBytes: memCap, ModelsDir: f.models, Version: version, Logger: log,
 			OnSent: metrics.AddBytesSent,
 		},
-		Cluster: actors.ClusterOptions{PlanContext: f.context, PlanSessions: f.parallel, Metrics: metrics, Logger: log},
+		Cluster: actors.ClusterOptions{PlanContext: f.context, PlanSessions: f.parallel, Metrics: metrics, Logger: log, Hidden: hiddenType(f.f16)},
 		Threads: f.threads,
 	})
 	if err != nil {
@@ -257,6 +259,13 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 	case <-time.After(2 * time.Second):
 	}
 	return full.Close()
+}
+
+func hiddenType(f16 bool) messages.HiddenType {
+	if f16 {
+		return messages.HiddenType_HIDDEN_F16
+	}
+	return messages.HiddenType_HIDDEN_F32
 }
 
 // joinAddr picks the address to tell other machines: the first that is
