@@ -8,9 +8,11 @@ type impl struct {
 	use  func(on bool)
 }
 
-// Kernels names the kernel set in use: "avx2" (AVX2+FMA+F16C assembly) or
-// "generic" (pure Go: the purego build tag, a CPU without AVX2, or an
-// architecture without assembly yet, such as arm64).
+// Kernels names the kernel set in use: "avx2" (AVX2+FMA+F16C assembly on
+// amd64), "neon" (NEON with the dot-product extension on arm64: the
+// one-vector dots and the activation quantizer; the rest is Go) or
+// "generic" (pure Go: the purego build tag, a CPU without those features,
+// or another architecture).
 func Kernels() string {
 	for _, im := range implementations[1:] {
 		if kernelsActive(im.name) {
