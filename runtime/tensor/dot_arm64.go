@@ -173,9 +173,30 @@ func quantizeQ32(x []float32, q []int8, d []float32) {
 	quantizeQ32NEON(unsafe.SliceData(x), unsafe.SliceData(q), unsafe.SliceData(d), nb)
 }
 
-// dot4 has no multi-vector kernel on arm64 yet: the caller loops over
-// dotAct.
-func dot4(Type, []byte, *Activations, int, int, *[4]float32) bool { return false }
+// dotQ8_0x4NEON sets out[t] = dotQ8_0NEON(w, x+t*xs, dt, nb) for t =
+// 0..3, where dt[b] = d4[4b+t] (the four vectors' scales interleaved),
+// loading each weight block once (nb > 0).
+//
+//go:noescape
+func dotQ8_0x4NEON(w *byte, x *int8, d4 *float32, nb, xs int, out *float32)
+
+// dot4 sets out[t] = dotAct(t, row, a, i+t, cols) for t = 0..3 with a
+// kernel that decodes the row once for the four vectors, and reports
+// whether it did (false: no such kernel for t here; the caller loops).
+func dot4(t Type, row []byte, a *Activations, i, cols int, out *[4]float32) bool {
+	if !useNEON || cols == 0 || i%4 != 0 {
+		return false
+	}
+	nb := cols / 32
+	switch t {
+	case Q8_0:
+		_, _, _ = row[nb*q80Bytes-1], a.q32[(i+4)*cols-1], a.d32x4[(i+4)*nb-1]
+		dotQ8_0x4NEON(unsafe.SliceData(row), &a.q32[i*cols], &a.d32x4[i*nb], nb, cols, &out[0])
+	default:
+		return false
+	}
+	return true
+}
 
 func dotVec(a, b []float32) float32 {
 	if !useNEON || len(a) == 0 {

@@ -1,0 +1,172 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// The multi-vector dots (dot4): each decodes a weight row once for four
+// activation vectors and computes for each exactly what the one-vector
+// kernel computes (dot_arm64.s), in the same lanes and float32 order.
+// Instructions the Go assembler lacks are encoded by hand (llvm-mc).
+
+// func dotQ8_0x4NEON(w *byte, x *int8, d4 *float32, nb, xs int, out *float32)
+//
+// Vector t's accumulators as dotQ8_0NEON's: even blocks in V(16+4t),
+// V(17+4t) (lanes 0-3, 4-7), odd blocks in V(18+4t), V(19+4t). Its quants
+// are at R1, R5, R6, R7 (t = 0..3); the four scales of a block (d4) are
+// multiplied by the weight scale at once (FMUL by element, the same
+// float32 product as dw * d[b]).
+TEXT ·dotQ8_0x4NEON(SB), NOSPLIT, $0-48
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD d4+16(FP), R2
+	MOVD nb+24(FP), R3
+	MOVD xs+32(FP), R4
+	MOVD out+40(FP), R8
+	ADD  R4, R1, R5
+	ADD  R4, R5, R6
+	ADD  R4, R6, R7
+	VEOR  V16.B16, V16.B16, V16.B16
+	VEOR  V17.B16, V17.B16, V17.B16
+	VEOR  V18.B16, V18.B16, V18.B16
+	VEOR  V19.B16, V19.B16, V19.B16
+	VEOR  V20.B16, V20.B16, V20.B16
+	VEOR  V21.B16, V21.B16, V21.B16
+	VEOR  V22.B16, V22.B16, V22.B16
+	VEOR  V23.B16, V23.B16, V23.B16
+	VEOR  V24.B16, V24.B16, V24.B16
+	VEOR  V25.B16, V25.B16, V25.B16
+	VEOR  V26.B16, V26.B16, V26.B16
+	VEOR  V27.B16, V27.B16, V27.B16
+	VEOR  V28.B16, V28.B16, V28.B16
+	VEOR  V29.B16, V29.B16, V29.B16
+	VEOR  V30.B16, V30.B16, V30.B16
+	VEOR  V31.B16, V31.B16, V31.B16
+
+q80x4loop:
+	// Even block.
+	WORD  $0x7d400004 // LDR H4, [X0]
+	WORD  $0x1ee24084 // FCVT S4, H4
+	VLD1.P 16(R2), [V5.S4]
+	WORD  $0x4f8490a5 // FMUL V5.4S, V5.4S, V4.S[0]  (s[t] = d4[4b+t] * dw)
+	ADD   $2, R0, R4
+	VLD1  (R4), [V0.B16, V1.B16]
+	ADD   $34, R0
+	VLD1.P 32(R1), [V2.B16, V3.B16]
+	VEOR  V8.B16, V8.B16, V8.B16
+	VEOR  V9.B16, V9.B16, V9.B16
+	WORD  $0x4e829408 // SDOT V8.4S, V0.16B, V2.16B
+	WORD  $0x4e839429 // SDOT V9.4S, V1.16B, V3.16B
+	WORD  $0x4e21d908 // SCVTF V8.4S, V8.4S
+	WORD  $0x4e21d929 // SCVTF V9.4S, V9.4S
+	WORD  $0x4f851110 // FMLA V16.4S, V8.4S, V5.S[0]
+	WORD  $0x4f851131 // FMLA V17.4S, V9.4S, V5.S[0]
+	VLD1.P 32(R5), [V6.B16, V7.B16]
+	VEOR  V10.B16, V10.B16, V10.B16
+	VEOR  V11.B16, V11.B16, V11.B16
+	WORD  $0x4e86940a // SDOT V10.4S, V0.16B, V6.16B
+	WORD  $0x4e87942b // SDOT V11.4S, V1.16B, V7.16B
+	WORD  $0x4e21d94a // SCVTF V10.4S, V10.4S
+	WORD  $0x4e21d96b // SCVTF V11.4S, V11.4S
+	WORD  $0x4fa51154 // FMLA V20.4S, V10.4S, V5.S[1]
+	WORD  $0x4fa51175 // FMLA V21.4S, V11.4S, V5.S[1]
+	VLD1.P 32(R6), [V2.B16, V3.B16]
+	VEOR  V12.B16, V12.B16, V12.B16
+	VEOR  V13.B16, V13.B16, V13.B16
+	WORD  $0x4e82940c // SDOT V12.4S, V0.16B, V2.16B
+	WORD  $0x4e83942d // SDOT V13.4S, V1.16B, V3.16B
+	WORD  $0x4e21d98c // SCVTF V12.4S, V12.4S
+	WORD  $0x4e21d9ad // SCVTF V13.4S, V13.4S
+	WORD  $0x4f851998 // FMLA V24.4S, V12.4S, V5.S[2]
+	WORD  $0x4f8519b9 // FMLA V25.4S, V13.4S, V5.S[2]
+	VLD1.P 32(R7), [V6.B16, V7.B16]
+	VEOR  V14.B16, V14.B16, V14.B16
+	VEOR  V15.B16, V15.B16, V15.B16
+	WORD  $0x4e86940e // SDOT V14.4S, V0.16B, V6.16B
+	WORD  $0x4e87942f // SDOT V15.4S, V1.16B, V7.16B
+	WORD  $0x4e21d9ce // SCVTF V14.4S, V14.4S
+	WORD  $0x4e21d9ef // SCVTF V15.4S, V15.4S
+	WORD  $0x4fa519dc // FMLA V28.4S, V14.4S, V5.S[3]
+	WORD  $0x4fa519fd // FMLA V29.4S, V15.4S, V5.S[3]
+	SUBS  $1, R3
+	BEQ   q80x4done
+	// Odd block.
+	WORD  $0x7d400004 // LDR H4, [X0]
+	WORD  $0x1ee24084 // FCVT S4, H4
+	VLD1.P 16(R2), [V5.S4]
+	WORD  $0x4f8490a5 // FMUL V5.4S, V5.4S, V4.S[0]  (s[t] = d4[4b+t] * dw)
+	ADD   $2, R0, R4
+	VLD1  (R4), [V0.B16, V1.B16]
+	ADD   $34, R0
+	VLD1.P 32(R1), [V2.B16, V3.B16]
+	VEOR  V8.B16, V8.B16, V8.B16
+	VEOR  V9.B16, V9.B16, V9.B16
+	WORD  $0x4e829408 // SDOT V8.4S, V0.16B, V2.16B
+	WORD  $0x4e839429 // SDOT V9.4S, V1.16B, V3.16B
+	WORD  $0x4e21d908 // SCVTF V8.4S, V8.4S
+	WORD  $0x4e21d929 // SCVTF V9.4S, V9.4S
+	WORD  $0x4f851112 // FMLA V18.4S, V8.4S, V5.S[0]
+	WORD  $0x4f851133 // FMLA V19.4S, V9.4S, V5.S[0]
+	VLD1.P 32(R5), [V6.B16, V7.B16]
+	VEOR  V10.B16, V10.B16, V10.B16
+	VEOR  V11.B16, V11.B16, V11.B16
+	WORD  $0x4e86940a // SDOT V10.4S, V0.16B, V6.16B
+	WORD  $0x4e87942b // SDOT V11.4S, V1.16B, V7.16B
+	WORD  $0x4e21d94a // SCVTF V10.4S, V10.4S
+	WORD  $0x4e21d96b // SCVTF V11.4S, V11.4S
+	WORD  $0x4fa51156 // FMLA V22.4S, V10.4S, V5.S[1]
+	WORD  $0x4fa51177 // FMLA V23.4S, V11.4S, V5.S[1]
+	VLD1.P 32(R6), [V2.B16, V3.B16]
+	VEOR  V12.B16, V12.B16, V12.B16
+	VEOR  V13.B16, V13.B16, V13.B16
+	WORD  $0x4e82940c // SDOT V12.4S, V0.16B, V2.16B
+	WORD  $0x4e83942d // SDOT V13.4S, V1.16B, V3.16B
+	WORD  $0x4e21d98c // SCVTF V12.4S, V12.4S
+	WORD  $0x4e21d9ad // SCVTF V13.4S, V13.4S
+	WORD  $0x4f85199a // FMLA V26.4S, V12.4S, V5.S[2]
+	WORD  $0x4f8519bb // FMLA V27.4S, V13.4S, V5.S[2]
+	VLD1.P 32(R7), [V6.B16, V7.B16]
+	VEOR  V14.B16, V14.B16, V14.B16
+	VEOR  V15.B16, V15.B16, V15.B16
+	WORD  $0x4e86940e // SDOT V14.4S, V0.16B, V6.16B
+	WORD  $0x4e87942f // SDOT V15.4S, V1.16B, V7.16B
+	WORD  $0x4e21d9ce // SCVTF V14.4S, V14.4S
+	WORD  $0x4e21d9ef // SCVTF V15.4S, V15.4S
+	WORD  $0x4fa519de // FMLA V30.4S, V14.4S, V5.S[3]
+	WORD  $0x4fa519ff // FMLA V31.4S, V15.4S, V5.S[3]
+	SUBS  $1, R3
+	BNE   q80x4loop
+
+q80x4done:
+	// Vector 0: even + odd, then hsum8.
+	WORD  $0x4e32d610 // FADD V16.4S, V16.4S, V18.4S
+	WORD  $0x4e33d631 // FADD V17.4S, V17.4S, V19.4S
+	WORD  $0x4e31d610 // FADD V16.4S, V16.4S, V17.4S
+	VEXT  $8, V16.B16, V16.B16, V17.B16
+	WORD  $0x4e31d610 // FADD V16.4S, V16.4S, V17.4S
+	WORD  $0x7e30da00 // FADDP S0, V16.2S
+	FMOVS F0, (R8)
+	// Vector 1: even + odd, then hsum8.
+	WORD  $0x4e36d694 // FADD V20.4S, V20.4S, V22.4S
+	WORD  $0x4e37d6b5 // FADD V21.4S, V21.4S, V23.4S
+	WORD  $0x4e35d694 // FADD V20.4S, V20.4S, V21.4S
+	VEXT  $8, V20.B16, V20.B16, V21.B16
+	WORD  $0x4e35d694 // FADD V20.4S, V20.4S, V21.4S
+	WORD  $0x7e30da80 // FADDP S0, V20.2S
+	FMOVS F0, 4(R8)
+	// Vector 2: even + odd, then hsum8.
+	WORD  $0x4e3ad718 // FADD V24.4S, V24.4S, V26.4S
+	WORD  $0x4e3bd739 // FADD V25.4S, V25.4S, V27.4S
+	WORD  $0x4e39d718 // FADD V24.4S, V24.4S, V25.4S
+	VEXT  $8, V24.B16, V24.B16, V25.B16
+	WORD  $0x4e39d718 // FADD V24.4S, V24.4S, V25.4S
+	WORD  $0x7e30db00 // FADDP S0, V24.2S
+	FMOVS F0, 8(R8)
+	// Vector 3: even + odd, then hsum8.
+	WORD  $0x4e3ed79c // FADD V28.4S, V28.4S, V30.4S
+	WORD  $0x4e3fd7bd // FADD V29.4S, V29.4S, V31.4S
+	WORD  $0x4e3dd79c // FADD V28.4S, V28.4S, V29.4S
+	VEXT  $8, V28.B16, V28.B16, V29.B16
+	WORD  $0x4e3dd79c // FADD V28.4S, V28.4S, V29.4S
+	WORD  $0x7e30db80 // FADDP S0, V28.2S
+	FMOVS F0, 12(R8)
+	RET
+
