@@ -180,6 +180,13 @@ func quantizeQ32(x []float32, q []int8, d []float32) {
 //go:noescape
 func dotQ8_0x4NEON(w *byte, x *int8, d4 *float32, nb, xs int, out *float32)
 
+// dotQ4_Kx4NEON sets out[t] = dotQ4_KNEON of the row with vector t (quants
+// x + t*xs, scales d + t*ds, 16-sums bsums + t*bs; byte strides) for t =
+// 0..3, unpacking each super-block's scales once (nb > 0).
+//
+//go:noescape
+func dotQ4_Kx4NEON(w *byte, x *int8, d *float32, bsums *int16, nb, xs, ds, bs int, out *float32)
+
 // dot4 sets out[t] = dotAct(t, row, a, i+t, cols) for t = 0..3 with a
 // kernel that decodes the row once for the four vectors, and reports
 // whether it did (false: no such kernel for t here; the caller loops).
@@ -192,6 +199,10 @@ func dot4(t Type, row []byte, a *Activations, i, cols int, out *[4]float32) bool
 	case Q8_0:
 		_, _, _ = row[nb*q80Bytes-1], a.q32[(i+4)*cols-1], a.d32x4[(i+4)*nb-1]
 		dotQ8_0x4NEON(unsafe.SliceData(row), &a.q32[i*cols], &a.d32x4[i*nb], nb, cols, &out[0])
+	case Q4_K:
+		nk := cols / qkK
+		_, _, _, _ = row[nk*q4KBytes-1], a.qK[(i+4)*cols-1], a.dK[(i+4)*nk-1], a.bsumsK[(i+4)*cols/16-1]
+		dotQ4_Kx4NEON(unsafe.SliceData(row), &a.qK[i*cols], &a.dK[i*nk], &a.bsumsK[i*cols/16], nk, cols, 4*nk, 2*(cols/16), &out[0])
 	default:
 		return false
 	}
