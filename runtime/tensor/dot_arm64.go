@@ -187,6 +187,13 @@ func dotQ8_0x4NEON(w *byte, x *int8, d4 *float32, nb, xs int, out *float32)
 //go:noescape
 func dotQ4_Kx4NEON(w *byte, x *int8, d *float32, bsums *int16, nb, xs, ds, bs int, out *float32)
 
+// dotQ6_Kx4NEON sets out[t] = dotQ6_KNEON of the row with vector t (quants
+// x + t*xs, scales d + t*ds; byte strides) for t = 0..3, unpacking each
+// super-block's scales once (nb > 0).
+//
+//go:noescape
+func dotQ6_Kx4NEON(w *byte, x *int8, d *float32, nb, xs, ds int, out *float32)
+
 // dot4 sets out[t] = dotAct(t, row, a, i+t, cols) for t = 0..3 with a
 // kernel that decodes the row once for the four vectors, and reports
 // whether it did (false: no such kernel for t here; the caller loops).
@@ -203,6 +210,10 @@ func dot4(t Type, row []byte, a *Activations, i, cols int, out *[4]float32) bool
 		nk := cols / qkK
 		_, _, _, _ = row[nk*q4KBytes-1], a.qK[(i+4)*cols-1], a.dK[(i+4)*nk-1], a.bsumsK[(i+4)*cols/16-1]
 		dotQ4_Kx4NEON(unsafe.SliceData(row), &a.qK[i*cols], &a.dK[i*nk], &a.bsumsK[i*cols/16], nk, cols, 4*nk, 2*(cols/16), &out[0])
+	case Q6_K:
+		nk := cols / qkK
+		_, _, _ = row[nk*q6KBytes-1], a.qK[(i+4)*cols-1], a.dK[(i+4)*nk-1]
+		dotQ6_Kx4NEON(unsafe.SliceData(row), &a.qK[i*cols], &a.dK[i*nk], nk, cols, 4*nk, &out[0])
 	default:
 		return false
 	}
