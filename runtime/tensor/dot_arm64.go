@@ -10,9 +10,10 @@ import (
 
 // useNEON selects the NEON kernels with the dot-product instructions
 // (SDOT, ARMv8.2; every Apple Silicon core has them). It is read once from
-// the CPU; tests flip it. The one-vector dots have arm64 kernels; the
-// multi-vector and multi-row kernels, Dot, Axpy and SwiGLU run the generic
-// Go code.
+// the CPU; tests flip it. The one-vector dots and the four-vector dots
+// (dot4: Q8_0, Q4_K, Q6_K and the float types; dot4_arm64.s) have arm64
+// kernels; the multi-row and interleaved batch kernels, Axpy and SwiGLU
+// run the generic Go code.
 var useNEON = cpu.ARM64.HasASIMDDP
 
 var hasNEON = useNEON
@@ -194,6 +195,23 @@ func dotQ4_Kx4NEON(w *byte, x *int8, d *float32, bsums *int16, nb, xs, ds, bs in
 //go:noescape
 func dotQ6_Kx4NEON(w *byte, x *int8, d *float32, nb, xs, ds int, out *float32)
 
+// dotF32x4NEON sets out[t] = the dot of n > 0 float32 weights with the
+// vector at x + t*xs bytes, t = 0..3 (float rounding differs from
+// dotF32NEON's, within dotRelTol).
+//
+//go:noescape
+func dotF32x4NEON(w *byte, x *float32, xs, n int, out *float32)
+
+// dotF16x4NEON is dotF32x4NEON for fp16 weights (converted exactly).
+//
+//go:noescape
+func dotF16x4NEON(w *byte, x *float32, xs, n int, out *float32)
+
+// dotBF16x4NEON is dotF32x4NEON for bf16 weights (converted exactly).
+//
+//go:noescape
+func dotBF16x4NEON(w *byte, x *float32, xs, n int, out *float32)
+
 // dot4 sets out[t] = dotAct(t, row, a, i+t, cols) for t = 0..3 with a
 // kernel that decodes the row once for the four vectors, and reports
 // whether it did (false: no such kernel for t here; the caller loops).
@@ -214,6 +232,15 @@ func dot4(t Type, row []byte, a *Activations, i, cols int, out *[4]float32) bool
 		nk := cols / qkK
 		_, _, _ = row[nk*q6KBytes-1], a.qK[(i+4)*cols-1], a.dK[(i+4)*nk-1]
 		dotQ6_Kx4NEON(unsafe.SliceData(row), &a.qK[i*cols], &a.dK[i*nk], nk, cols, 4*nk, &out[0])
+	case F32:
+		_, _ = row[4*cols-1], a.x[(i+4)*cols-1]
+		dotF32x4NEON(unsafe.SliceData(row), &a.x[i*cols], 4*cols, cols, &out[0])
+	case F16:
+		_, _ = row[2*cols-1], a.x[(i+4)*cols-1]
+		dotF16x4NEON(unsafe.SliceData(row), &a.x[i*cols], 4*cols, cols, &out[0])
+	case BF16:
+		_, _ = row[2*cols-1], a.x[(i+4)*cols-1]
+		dotBF16x4NEON(unsafe.SliceData(row), &a.x[i*cols], 4*cols, cols, &out[0])
 	default:
 		return false
 	}
