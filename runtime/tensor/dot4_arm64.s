@@ -1635,3 +1635,54 @@ bf16x4done:
 	FMOVS F0, 12(R9)
 	RET
 
+
+// func axpyNEON(dst *float32, alpha float32, x *float32, n int)
+//
+// dst[i] = fma(alpha, x[i], dst[i]): 16 elements a round, then 4, then one.
+TEXT ·axpyNEON(SB), NOSPLIT, $0-32
+	MOVD  dst+0(FP), R0
+	FMOVS alpha+8(FP), F0
+	MOVD  x+16(FP), R1
+	MOVD  n+24(FP), R2
+	VDUP  V0.S[0], V0.S4
+	LSR   $4, R2, R3
+	CBZ   R3, axpyquad
+
+axpyloop16:
+	VLD1   (R0), [V4.S4, V5.S4, V6.S4, V7.S4]
+	VLD1.P 64(R1), [V16.S4, V17.S4, V18.S4, V19.S4]
+	VFMLA  V0.S4, V16.S4, V4.S4
+	VFMLA  V0.S4, V17.S4, V5.S4
+	VFMLA  V0.S4, V18.S4, V6.S4
+	VFMLA  V0.S4, V19.S4, V7.S4
+	VST1.P [V4.S4, V5.S4, V6.S4, V7.S4], 64(R0)
+	SUBS   $1, R3
+	BNE    axpyloop16
+
+axpyquad:
+	AND   $15, R2
+	LSR   $2, R2, R3
+	AND   $3, R2
+	CBZ   R3, axpytail
+
+axpyloop4:
+	VLD1   (R0), [V4.S4]
+	VLD1.P 16(R1), [V16.S4]
+	VFMLA  V0.S4, V16.S4, V4.S4
+	VST1.P [V4.S4], 16(R0)
+	SUBS   $1, R3
+	BNE    axpyloop4
+
+axpytail:
+	CBZ   R2, axpydone
+
+axpyloop1:
+	FMOVS   (R0), F4
+	FMOVS.P 4(R1), F16
+	WORD  $0x1f101004 // FMADD S4, S0, S16, S4
+	FMOVS.P F4, 4(R0)
+	SUBS    $1, R2
+	BNE     axpyloop1
+
+axpydone:
+	RET

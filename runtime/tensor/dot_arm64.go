@@ -10,10 +10,10 @@ import (
 
 // useNEON selects the NEON kernels with the dot-product instructions
 // (SDOT, ARMv8.2; every Apple Silicon core has them). It is read once from
-// the CPU; tests flip it. The one-vector dots and the four-vector dots
-// (dot4: Q8_0, Q4_K, Q6_K and the float types; dot4_arm64.s) have arm64
-// kernels; the multi-row and interleaved batch kernels, Axpy and SwiGLU
-// run the generic Go code.
+// the CPU; tests flip it. The one-vector dots, the four-vector dots
+// (dot4: Q8_0, Q4_K, Q6_K and the float types; dot4_arm64.s) and Axpy
+// have arm64 kernels; the multi-row and interleaved batch kernels and
+// SwiGLU run the generic Go code.
 var useNEON = cpu.ARM64.HasASIMDDP
 
 var hasNEON = useNEON
@@ -255,7 +255,19 @@ func dotVec(a, b []float32) float32 {
 	return dotF32NEON((*byte)(unsafe.Pointer(unsafe.SliceData(a))), unsafe.SliceData(b), len(a))
 }
 
-func axpy(dst []float32, alpha float32, x []float32) { axpyGeneric(dst, alpha, x) }
+// axpyNEON is axpyGeneric over n > 0 elements with FMA (dot4_arm64.s).
+//
+//go:noescape
+func axpyNEON(dst *float32, alpha float32, x *float32, n int)
+
+func axpy(dst []float32, alpha float32, x []float32) {
+	if !useNEON || len(dst) == 0 {
+		axpyGeneric(dst, alpha, x)
+		return
+	}
+	_ = x[len(dst)-1]
+	axpyNEON(unsafe.SliceData(dst), alpha, unsafe.SliceData(x), len(dst))
+}
 
 // matMulBatchX8 has no interleaved kernel on arm64 yet: it computes no
 // rows and returns lo.
