@@ -300,7 +300,10 @@ func (c *Cluster) load(ctx context.Context, name string, p plan.Plan, members []
 // inbox is the session's actor: it watches the stages and hands Token,
 // ForwardError and Terminated messages to the goroutine that drives the
 // session.
-type inbox struct{ ch chan any }
+type inbox struct {
+	ch      chan any
+	watched []*actor.PID // touched only by Receive
+}
 
 // watchStages asks the inbox to watch a ring's stage actors.
 type watchStages struct{ pids []*actor.PID }
@@ -308,8 +311,17 @@ type watchStages struct{ pids []*actor.PID }
 func (in *inbox) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case watchStages:
+		for _, p := range in.watched {
+			ctx.Unwatch(p)
+		}
+		in.watched = m.pids
 		for _, p := range m.pids {
 			ctx.Watch(p)
+		}
+	case *actor.Stopping:
+		// Long-lived shards would otherwise collect a dead watcher per session.
+		for _, p := range in.watched {
+			ctx.Unwatch(p)
 		}
 	case *messages.Token, *messages.ForwardError, *actor.Terminated:
 		select {
@@ -472,6 +484,9 @@ const maxRecoveries = 8
 func (r *run) start(ctx context.Context, seq []int) (int, error) {
 	c := r.c
 	for {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
 		if r.recoveries > maxRecoveries {
 			return 0, fmt.Errorf("session lost its ring %d times; giving up", r.recoveries)
 		}
@@ -514,7 +529,8 @@ func (r *run) start(ctx context.Context, seq []int) (int, error) {
 			}
 		}
 		r.info.ID = r.id
-		r.info.Stages = r.info.Stages[:0]
+		// A fresh slice: Sessions() hands out copies that share it.
+		r.info.Stages = make([]StageInfo, 0, len(stages))
 		for _, s := range stages {
 			r.info.Stages = append(r.info.Stages, StageInfo{Node: s.node, Actor: s.pid.Id, First: s.first, End: s.end})
 		}
@@ -539,7 +555,10 @@ func (r *run) start(ctx context.Context, seq []int) (int, error) {
 		for i := promptLen; i < len(seq); i++ {
 			r.send(i, seq[i:i+1], i+1 == len(seq), nil)
 		}
-		next, err := r.wait(ctx, len(seq))
+		// One step timeout per eight messages in flight: a long replay is
+		// progress, not a stall.
+		messages := (promptLen+MaxBatch-1)/MaxBatch + len(seq) - promptLen
+		next, err := r.waitFor(ctx, len(seq), r.c.opts.StepTimeout*time.Duration(1+messages/8))
 		var lost *stageLost
 		if errors.As(err, &lost) {
 			c.logf("session %s: %v; re-planning", r.id, lost)
@@ -616,7 +635,12 @@ func (r *run) send(pos int, tokens []int, sampleNow bool, accept []int) {
 
 // wait returns the token for position pos.
 func (r *run) wait(ctx context.Context, pos int) (int, error) {
-	timer := time.NewTimer(r.c.opts.StepTimeout)
+	return r.waitFor(ctx, pos, r.c.opts.StepTimeout)
+}
+
+// waitFor is wait with a given timeout.
+func (r *run) waitFor(ctx context.Context, pos int, timeout time.Duration) (int, error) {
+	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	for {
 		select {
@@ -625,7 +649,7 @@ func (r *run) wait(ctx context.Context, pos int) (int, error) {
 		case <-timer.C:
 			// A message lost on a cut link: rebuild the ring and replay
 			// (nodes really gone leave the view meanwhile).
-			return 0, &stageLost{cause: fmt.Sprintf("no token for position %d within %v", pos, r.c.opts.StepTimeout)}
+			return 0, &stageLost{cause: fmt.Sprintf("no token for position %d within %v", pos, timeout)}
 		case m := <-r.in.ch:
 			switch m := m.(type) {
 			case *actor.Terminated:

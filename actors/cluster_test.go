@@ -377,3 +377,83 @@ func TestOriginLostFreesSessions(t *testing.T) {
 	lc.system.Root.Stop(inbox)
 	lc.waitFree(t)
 }
+
+func loadShard(t *testing.T, lc *localCluster, first, end uint32) *messages.ShardLoaded {
+	t.Helper()
+	res, err := lc.system.Root.RequestFuture(lc.dir[0].Host, &messages.LoadShard{Shard: &messages.ShardSpec{Model: "stories260K", First: first, End: end, Layers: 5}}, 5*time.Second).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.(*messages.ShardLoaded)
+}
+
+// Idle shards make room for new ones, are really forgotten, and the same
+// layers load again later under a fresh actor.
+func TestEvictionReleasesAndReloads(t *testing.T) {
+	defer func(d time.Duration) { pinFor = d }(pinFor)
+	pinFor = 0
+	lc := newLocalCluster(t, 1, 800e3, stories(t))
+	h := lc.hosts[0]
+	a := loadShard(t, lc, 0, 2)
+	if a.Error != "" {
+		t.Fatal(a.Error)
+	}
+	b := loadShard(t, lc, 2, 5)
+	if b.Error != "" {
+		t.Fatal(b.Error)
+	}
+	if st := h.Stats(); len(st.Shards) != 1 || st.Shards[0].ActorId != b.ActorId || h.UsedBytes() != b.Bytes {
+		t.Fatalf("after evicting [0,2): %d shards, used %d, want only %s with %d bytes", len(st.Shards), h.UsedBytes(), b.ActorId, b.Bytes)
+	}
+	a2 := loadShard(t, lc, 0, 2)
+	if a2.Error != "" || a2.ActorId == a.ActorId {
+		t.Fatalf("reload of [0,2): %q as %s (first was %s)", a2.Error, a2.ActorId, a.ActorId)
+	}
+	if h.UsedBytes() != a2.Bytes {
+		t.Errorf("used %d, want %d", h.UsedBytes(), a2.Bytes)
+	}
+}
+
+// A shard short of memory for its first session's KV cache refuses the
+// session; it does not evict itself to make room.
+func TestShardNeverEvictsItself(t *testing.T) {
+	defer func(d time.Duration) { pinFor = d }(pinFor)
+	pinFor = 0
+	lc := newLocalCluster(t, 1, 510e3, stories(t))
+	a := loadShard(t, lc, 0, 2)
+	if a.Error != "" {
+		t.Fatal(a.Error)
+	}
+	in := &inbox{ch: make(chan any, 8)}
+	self := lc.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return in }))
+	pid := &actor.PID{Address: lc.dir[0].Host.Address, Id: a.ActorId}
+	lc.system.Root.Send(pid, &messages.Forward{Session: "s", Count: 1, Tokens: []int32{1}, Context: 2048, ReplyTo: fromPID(self), Route: []*messages.PID{fromPID(self)}})
+	select {
+	case m := <-in.ch:
+		fe, ok := m.(*messages.ForwardError)
+		if !ok || !strings.Contains(fe.Error, "only") {
+			t.Fatalf("got %v", m)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no answer")
+	}
+	if st := lc.hosts[0].Stats(); len(st.Shards) != 1 || lc.hosts[0].UsedBytes() != a.Bytes {
+		t.Errorf("shard evicted itself: %d shards, used %d", len(st.Shards), lc.hosts[0].UsedBytes())
+	}
+	// A session cannot be continued by someone else, nor opened without a reply_to.
+	other := lc.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &inbox{ch: make(chan any, 8)} }))
+	for _, f := range []*messages.Forward{
+		{Session: "t", Count: 1, Tokens: []int32{1}, Context: 16},
+		{Session: "u", Count: 1, Tokens: []int32{1}, Context: 16, ReplyTo: fromPID(self), Route: []*messages.PID{fromPID(self)}},
+		{Session: "u", Position: 1, Count: 1, Tokens: []int32{1}, Context: 16, ReplyTo: fromPID(other), Route: []*messages.PID{fromPID(self)}},
+	} {
+		lc.system.Root.Send(pid, f)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if st := lc.hosts[0].Stats(); st.Shards[0].Sessions != 1 {
+		t.Errorf("%d sessions, want 1 (u only)", st.Shards[0].Sessions)
+		for len(in.ch) > 0 {
+			t.Logf("inbox: %v", <-in.ch)
+		}
+	}
+}

@@ -29,6 +29,9 @@ type HostConfig struct {
 	MemoryBytes uint64
 	// Name labels this node in errors ("node 12D3Koo…: ...").
 	Name string
+	// MaxContext caps the KV positions one session may reserve on a shard
+	// (a peer asking for more is refused); 0 = the model's context length.
+	MaxContext int
 }
 
 // Host loads shards on request and keeps them: one per (model, layer
@@ -42,6 +45,7 @@ type Host struct {
 	shards map[string]*shard     // by actor name
 	used   uint64                // weight + KV bytes held
 	clock  uint64                // counts loads and uses, for least-recently-used eviction
+	spawns uint64                // numbers shard actors, so a reloaded shard never reuses a stopping actor's name
 	// onChange, when set, hears the shard list after every load or unload
 	// (the node announces it in its NodeInfo).
 	onChange func(shards []string)
@@ -77,8 +81,25 @@ func (h *Host) Receive(ctx actor.Context) {
 		ctx.Respond(h.load(ctx, m.GetShard()))
 	case *messages.ShardStats:
 		ctx.Respond(h.Stats())
+	case *actor.Terminated:
+		h.childStopped(m.Who)
 	case *actor.Stopped:
 		h.close()
+	}
+}
+
+// childStopped forgets a shard actor that stopped (evicted, or crashed):
+// its weights and any KV caches it still held are released.
+func (h *Host) childStopped(pid *actor.PID) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for id, s := range h.shards {
+		if s.pid.Equal(pid) {
+			delete(h.shards, id)
+			h.used -= min(s.weightBytes+s.kvBytes(), h.used)
+			h.changedLocked()
+			return
+		}
 	}
 }
 
@@ -97,6 +118,7 @@ func (h *Host) load(ctx actor.Context, spec *messages.ShardSpec) *messages.Shard
 	if s, ok := h.shards[id]; ok {
 		h.clock++
 		s.lastUse.Store(h.clock)
+		s.pin()
 		reply.ActorId, reply.Bytes = s.pid.Id, s.weightBytes
 		return reply
 	}
@@ -119,7 +141,10 @@ func (h *Host) load(ctx actor.Context, spec *messages.ShardSpec) *messages.Shard
 	if err != nil {
 		return fail("%v", err)
 	}
-	prof, _ := model.ProfileOf(f)
+	prof, err := model.ProfileOf(f)
+	if err != nil {
+		return fail("%v", err)
+	}
 	var bytes uint64
 	for l := spec.First; l < spec.End; l++ {
 		bytes += prof.LayerBytes[l]
@@ -130,19 +155,30 @@ func (h *Host) load(ctx actor.Context, spec *messages.ShardSpec) *messages.Shard
 	if m.IsLast() {
 		bytes += prof.HeadBytes
 	}
-	if err := h.reserveLocked(bytes, fmt.Sprintf("loading %s", id)); err != nil {
+	if err := h.reserveLocked(bytes, fmt.Sprintf("loading %s", id), nil); err != nil {
 		return fail("%v", err)
 	}
-	s := &shard{host: h, spec: spec, m: m, weightBytes: bytes, sessions: map[string]*shardSession{}}
+	maxCtx := cfg.Context
+	if h.cfg.MaxContext > 0 {
+		maxCtx = min(maxCtx, h.cfg.MaxContext)
+	}
+	s := &shard{host: h, spec: spec, m: m, weightBytes: bytes, maxContext: maxCtx, sessions: map[string]*shardSession{}}
 	h.clock++
 	s.lastUse.Store(h.clock)
-	s.state = m.NewState(h.cfg.Pool, MaxBatch, cfg.Context)
-	pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return s }), id)
+	s.pin()
+	s.state = m.NewState(h.cfg.Pool, MaxBatch, maxCtx)
+	// The PID is known before the actor starts, so nothing reads it half-set.
+	h.spawns++
+	name := fmt.Sprintf("%s#%d", id, h.spawns)
+	s.pid = actor.NewPID(ctx.Self().Address, ctx.Self().Id+"/"+name)
+	pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return s }), name)
 	if err != nil {
 		h.used -= bytes
 		return fail("spawn %s: %v", id, err)
 	}
-	s.pid = pid
+	if !pid.Equal(s.pid) {
+		panic("actors: shard PID " + pid.String() + " is not the one computed, " + s.pid.String())
+	}
 	h.shards[id] = s
 	h.changedLocked()
 	reply.ActorId, reply.Bytes = pid.Id, bytes
@@ -172,9 +208,10 @@ func (h *Host) label() string {
 // unloading idle shards (no sessions), least recently used first, when
 // the budget is short: plans change when nodes come and go, and shards of
 // old plans must not pin the memory new ones need.
-func (h *Host) reserveLocked(n uint64, what string) error {
+// keep (may be nil) is the shard asking, which is never evicted.
+func (h *Host) reserveLocked(n uint64, what string, keep *shard) error {
 	if h.cfg.MemoryBytes > 0 && h.used+n > h.cfg.MemoryBytes {
-		h.evictLocked(h.used + n - h.cfg.MemoryBytes)
+		h.evictLocked(h.used+n-h.cfg.MemoryBytes, keep)
 	}
 	if h.cfg.MemoryBytes > 0 && h.used+n > h.cfg.MemoryBytes {
 		return fmt.Errorf("%s needs %s, but only %s of the node's %s are free", what,
@@ -185,10 +222,10 @@ func (h *Host) reserveLocked(n uint64, what string) error {
 }
 
 // evictLocked unloads idle shards until need bytes are released or none is left.
-func (h *Host) evictLocked(need uint64) {
+func (h *Host) evictLocked(need uint64, keep *shard) {
 	var idle []*shard
 	for _, s := range h.shards {
-		if s.idle() {
+		if s != keep && s.idle() {
 			idle = append(idle, s)
 		}
 	}
@@ -198,7 +235,7 @@ func (h *Host) evictLocked(need uint64) {
 		if freed >= need {
 			break
 		}
-		delete(h.shards, s.pid.Id)
+		delete(h.shards, ShardID(s.spec))
 		h.used -= min(s.weightBytes, h.used)
 		freed += s.weightBytes
 		if h.system != nil {
@@ -210,10 +247,10 @@ func (h *Host) evictLocked(need uint64) {
 	}
 }
 
-func (h *Host) reserve(n uint64, what string) error {
+func (h *Host) reserve(n uint64, what string, keep *shard) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.reserveLocked(n, what)
+	return h.reserveLocked(n, what, keep)
 }
 
 func (h *Host) release(n uint64) {

@@ -2,7 +2,9 @@ package actors
 
 import (
 	"context"
+
 	"fmt"
+	"github.com/asynkron/protoactor-go/actor"
 	"log/slog"
 	"sort"
 	"sync"
@@ -29,6 +31,7 @@ type Node struct {
 	Host    *Host
 	Cluster *Cluster
 	pool    *tensor.Pool
+	hostPID *actor.PID
 
 	closeOnce sync.Once
 	closeErr  error
@@ -50,13 +53,22 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	}
 	n := &Node{Peers: p, pool: tensor.NewPool(cfg.Threads)}
 	store := Dir(cfg.Peers.ModelsDir)
-	n.Host = NewHost(HostConfig{Models: store, Pool: n.pool, MemoryBytes: cfg.Peers.MemoryBytes, Name: shortID(p.ID().String())})
+	// The host holds no more than the node offers: the --memory cap, or
+	// physical memory (what placement plans with).
+	maxCtx := cfg.Cluster.PlanContext
+	if maxCtx <= 0 {
+		maxCtx = 4096
+	}
+	n.Host = NewHost(HostConfig{Models: store, Pool: n.pool, MemoryBytes: p.MemoryOffered(), Name: shortID(p.ID().String()), MaxContext: maxCtx})
 	host.Store(n.Host)
 	n.Host.onChange = func(shards []string) { p.Membership().SetShards(shards) }
-	if _, err := p.ActorSystem().Root.SpawnNamed(n.Host.Props(), HostName); err != nil {
+	hostPID, err := p.ActorSystem().Root.SpawnNamed(n.Host.Props(), HostName)
+	if err != nil {
 		p.Close()
+		n.pool.Close()
 		return nil, fmt.Errorf("spawn shard host: %w", err)
 	}
+	n.hostPID = hostPID
 	if cfg.Cluster.Logger == nil {
 		cfg.Cluster.Logger = cfg.Peers.Logger
 		if cfg.Cluster.Logger == nil {
@@ -71,6 +83,9 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 // more than once.
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
+		// Stop the host first: its shards stop with it and free their
+		// KV caches; then the model files and the peer.
+		n.Peers.ActorSystem().Root.StopFuture(n.hostPID).Wait()
 		n.Cluster.Close()
 		n.closeErr = n.Peers.Close()
 		n.pool.Close()

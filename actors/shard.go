@@ -28,6 +28,10 @@ type shard struct {
 	pid         *actor.PID
 	weightBytes uint64
 	lastUse     atomic.Uint64 // host clock at the last load or session start
+	maxContext  int           // the most KV positions one session may reserve
+	// pinnedUntil (Unix ns) keeps a shard that a plan just asked for from
+	// being evicted before its session's first step arrives.
+	pinnedUntil atomic.Int64
 
 	mu       sync.Mutex
 	sessions map[string]*shardSession
@@ -78,11 +82,29 @@ func (s *shard) Receive(ctx actor.Context) {
 	}
 }
 
-// idle reports whether no session uses the shard.
+// pinFor is how long a shard handed to a plan stays pinned without a
+// session (a variable for tests).
+var pinFor = time.Minute
+
+func (s *shard) pin() { s.pinnedUntil.Store(time.Now().Add(pinFor).UnixNano()) }
+
+// idle reports whether the shard may be evicted: no session uses it and
+// no plan is about to.
 func (s *shard) idle() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.sessions) == 0
+	return len(s.sessions) == 0 && time.Now().UnixNano() > s.pinnedUntil.Load()
+}
+
+// kvBytes is the KV memory the shard's sessions hold.
+func (s *shard) kvBytes() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n uint64
+	for _, ss := range s.sessions {
+		n += ss.kvBytes
+	}
+	return n
 }
 
 // sessionsOf lists the sessions whose origin is pid.
@@ -136,6 +158,9 @@ func (s *shard) session(ctx actor.Context, m *messages.Forward) (*shardSession, 
 	freed := s.freed[m.Session]
 	s.mu.Unlock()
 	if ok {
+		if m.ReplyTo == nil || !toPID(m.ReplyTo).Equal(ss.origin) {
+			return nil, fmt.Errorf("session %s belongs to another origin", m.Session)
+		}
 		return ss, nil
 	}
 	switch {
@@ -145,20 +170,20 @@ func (s *shard) session(ctx actor.Context, m *messages.Forward) (*shardSession, 
 		return nil, errSessionFreed
 	case m.Position != 0:
 		return nil, fmt.Errorf("session %s is not open here (a session starts at position 0)", m.Session)
+	case m.ReplyTo == nil:
+		return nil, fmt.Errorf("session %s has no reply_to: nobody could free it", m.Session)
 	}
 	ctxLen := int(m.Context)
-	if ctxLen <= 0 || ctxLen > s.m.Context {
-		return nil, fmt.Errorf("session %s asks for a context of %d; this model allows 1..%d", m.Session, ctxLen, s.m.Context)
+	if ctxLen <= 0 || ctxLen > s.maxContext {
+		return nil, fmt.Errorf("session %s asks for a context of %d; this node allows 1..%d", m.Session, ctxLen, s.maxContext)
 	}
 	kv := uint64(ctxLen) * uint64(s.m.KVDim()) * 2 * 4 * uint64(len(s.m.Blocks))
-	if err := s.host.reserve(kv, fmt.Sprintf("the KV cache of session %s on %s", m.Session, s.pid.Id)); err != nil {
+	if err := s.host.reserve(kv, fmt.Sprintf("the KV cache of session %s on %s", m.Session, s.pid.Id), s); err != nil {
 		return nil, err
 	}
-	ss = &shardSession{cache: s.m.NewCache(ctxLen), kvBytes: kv}
-	if m.ReplyTo != nil {
-		ss.origin = toPID(m.ReplyTo)
-		ctx.Watch(ss.origin)
-	}
+	ss = &shardSession{cache: s.m.NewCache(ctxLen), kvBytes: kv, origin: toPID(m.ReplyTo)}
+	ctx.Watch(ss.origin)
+	s.pinnedUntil.Store(0)
 	if s.m.IsLast() {
 		sp, err := sample.New(samplingParams(m.Sampling), s.m.Vocab)
 		if err != nil {

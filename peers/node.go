@@ -403,6 +403,13 @@ func (n *Node) Close() error {
 }
 
 // memory returns what the node offers: total and available bytes.
+// MemoryOffered is the memory this node offers the cluster: the
+// MemoryBytes cap, or physical memory when there is none (0 if unknown).
+func (n *Node) MemoryOffered() uint64 {
+	total, _ := n.memory()
+	return total
+}
+
 func (n *Node) memory() (total, avail uint64) {
 	total, avail = systemMemory()
 	if total == 0 { // unknown: offer the cap, if any, as free
