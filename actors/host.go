@@ -154,6 +154,9 @@ func (h *Host) load(ctx actor.Context, spec *messages.ShardSpec) *messages.Shard
 	}
 	if m.IsLast() {
 		bytes += prof.HeadBytes
+		if prof.TiedOutput && !m.IsFirst() {
+			bytes += prof.EmbedBytes // the output matrix is the embedding
+		}
 	}
 	if err := h.reserveLocked(bytes, fmt.Sprintf("loading %s", id), nil); err != nil {
 		return fail("%v", err)
