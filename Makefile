@@ -40,9 +40,15 @@ demo: build
 bench:
 	STRATA_TESTDATA=$(TESTDATA) $(GO) test -run '^$$' -bench . -benchmem ./runtime/...
 
-# Fuzz every parser for FUZZTIME each (go test -fuzz takes one target at a time).
+# Fuzz every parser and the sampler filters for FUZZTIME each (go test
+# -fuzz takes one target at a time).
+FUZZ_TARGETS := runtime/gguf:FuzzParse runtime/tokenizer:FuzzEncodeDecode runtime/tokenizer:FuzzSplitters peers:FuzzDecodeFrame runtime/sample:FuzzFilter
 fuzz:
-	STRATA_TESTDATA=$(TESTDATA) $(GO) test ./runtime/gguf -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
+	@for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "== $$pkg $$name"; \
+		STRATA_TESTDATA=$(TESTDATA) $(GO) test ./$$pkg -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) || exit 1; \
+	done
 
 # Regenerate messages/*.pb.go (committed): protoc from Debian's
 # protobuf-compiler (installed here if missing; the committed files were made
