@@ -11,9 +11,9 @@ import (
 // useNEON selects the NEON kernels with the dot-product instructions
 // (SDOT, ARMv8.2; every Apple Silicon core has them). It is read once from
 // the CPU; tests flip it. The one-vector dots, the four-vector dots
-// (dot4: Q8_0, Q4_K, Q6_K and the float types; dot4_arm64.s) and Axpy
-// have arm64 kernels; the multi-row and interleaved batch kernels and
-// SwiGLU run the generic Go code.
+// (dot4: Q8_0, Q4_K, Q6_K and the float types; dot4_arm64.s), Axpy and
+// the interleaved batch kernels for Q8_0 and Q4_0 (batch_arm64.s) have
+// arm64 kernels; the multi-row kernels and SwiGLU run the generic Go code.
 var useNEON = cpu.ARM64.HasASIMDDP
 
 var hasNEON = useNEON
@@ -268,10 +268,6 @@ func axpy(dst []float32, alpha float32, x []float32) {
 	_ = x[len(dst)-1]
 	axpyNEON(unsafe.SliceData(dst), alpha, unsafe.SliceData(x), len(dst))
 }
-
-// matMulBatchX8 has no interleaved kernel on arm64 yet: it computes no
-// rows and returns lo.
-func matMulBatchX8(out []float32, w Matrix, a *Activations, lo, hi int) int { return lo }
 
 // dotRows has no multi-row kernel on arm64 yet: the caller loops over
 // dotAct.

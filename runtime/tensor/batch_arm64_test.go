@@ -1,0 +1,46 @@
+//go:build !purego
+
+package tensor
+
+import (
+	"math"
+	"testing"
+)
+
+// The NEON interleaved batch kernels (one-vector and four-vector, each
+// alone) equal the generic row-sequential form bit for bit, for block
+// counts within one tile, at its edge and past it, batches of 8 to 13
+// vectors and a partial group of rows.
+func TestBatchX8Implementations(t *testing.T) {
+	if !hasNEON {
+		t.Skip("no NEON dot-product instructions")
+	}
+	const rows, maxN = 19, 13
+	defer func(x4 bool) { batchX4 = x4 }(batchX4)
+	for _, typ := range []Type{Q8_0, Q4_0} {
+		for _, nb := range []int{1, 2, 7, batchKC, batchKC + 1, 2*batchKC + 3} {
+			cols := 32 * nb
+			w, _ := randomMatrix(t, typ, rows, cols, uint64(nb)+11)
+			x := testData("normal", maxN*cols, uint64(nb)+5)
+			a := NewActivations(maxN, cols)
+			for n := batchMin; n <= maxN; n++ {
+				want := make([]float32, n*rows)
+				withGeneric(func() {
+					a.Set(x[:n*cols], n)
+					MatMulAct(nil, want, w, a)
+				})
+				for _, x4 := range []bool{false, true} {
+					batchX4 = x4
+					a.Set(x[:n*cols], n)
+					got := make([]float32, n*rows)
+					MatMulAct(nil, got, w, a)
+					for i := range got {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("%v nb=%d n=%d x4=%v: out[%d] = %g, generic %g", typ, nb, n, x4, i, got[i], want[i])
+						}
+					}
+				}
+			}
+		}
+	}
+}
