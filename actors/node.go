@@ -9,6 +9,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"strata/messages"
 	"strata/peers"
@@ -47,11 +48,16 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 		}
 		return 0
 	}
+	pool := tensor.NewPool(cfg.Threads)
+	if cfg.Peers.ComputeFlops == 0 {
+		cfg.Peers.ComputeFlops = MeasureCompute(pool, 100*time.Millisecond)
+	}
 	p, err := peers.New(ctx, cfg.Peers)
 	if err != nil {
+		pool.Close()
 		return nil, err
 	}
-	n := &Node{Peers: p, pool: tensor.NewPool(cfg.Threads)}
+	n := &Node{Peers: p, pool: pool}
 	store := Dir(cfg.Peers.ModelsDir)
 	// The host holds no more than the node offers: the --memory cap, or
 	// physical memory (what placement plans with).
