@@ -11,9 +11,10 @@ import (
 // The interleaved batch kernels work on a repacked tile of 8 rows by
 // batchKC blocks. Both Q8_0 and Q4_0 rows repack to the same tile, of
 // signed 8-bit quants (Q4_0's nibbles minus 8, in element order), so one
-// kernel serves both: for each block, group g (elements 4g..4g+3) of the 8
-// rows side by side as 32 bytes (row r in bytes 4r..4r+3), then the 8
-// rows' fp16 scales as float32.
+// kernel serves both: for each block, rows 0-3 and then rows 4-7 (128
+// bytes each) with, in each half, group g (elements 4g..4g+3) of its four
+// rows side by side as 16 bytes at 16g (row r in bytes 4(r%4)..4(r%4)+3),
+// then the 8 rows' fp16 scales as float32.
 const (
 	batchKC        = 16       // blocks per tile: 4.5 KB, in L1
 	batchTileBlock = 256 + 32 // bytes per block in a tile
@@ -40,8 +41,19 @@ func batchX8x4NEON(tile *byte, x *[4]*int8, d *[4]*float32, nb int, acc *[4]*flo
 // batchX4 enables the four-vector kernel (tests compare).
 var batchX4 = true
 
+// repackQ8_0x8NEON is repackX8 for the nb > 0 Q8_0 blocks of the 8 rows
+// at w, w+rs, ..., w+7*rs.
+//
+//go:noescape
+func repackQ8_0x8NEON(dst *byte, w *byte, rs int, nb int)
+
+// repackQ4_0x8NEON is repackQ8_0x8NEON for Q4_0 rows.
+//
+//go:noescape
+func repackQ4_0x8NEON(dst *byte, w *byte, rs int, nb int)
+
 // repackX8 writes the tile of blocks k0..k0+kc-1 of rows r..r+7 of w
-// (Q8_0 or Q4_0) into dst.
+// (Q8_0 or Q4_0) into dst: the pure-Go meaning of the repack kernels.
 func repackX8(dst []byte, w Matrix, r, k0, kc int) {
 	rb := w.RowBytes()
 	bb := q80Bytes
@@ -56,14 +68,14 @@ func repackX8(dst []byte, w Matrix, r, k0, kc int) {
 			binary.LittleEndian.PutUint32(out[256+4*i:], math.Float32bits(FP16ToFP32(u16le(blk))))
 			if w.Type == Q8_0 {
 				for g := range 8 {
-					copy(out[32*g+4*i:32*g+4*i+4], blk[2+4*g:6+4*g])
+					copy(out[128*(i/4)+16*g+4*(i%4):], blk[2+4*g:6+4*g])
 				}
 				continue
 			}
 			for j, q := range blk[2:18] {
 				k := j + 16
-				out[32*(j/4)+4*i+j%4] = byte(int8(q&15) - 8)
-				out[32*(k/4)+4*i+k%4] = byte(int8(q>>4) - 8)
+				out[128*(i/4)+16*(j/4)+4*(i%4)+j%4] = byte(int8(q&15) - 8)
+				out[128*(i/4)+16*(k/4)+4*(i%4)+k%4] = byte(int8(q>>4) - 8)
 			}
 		}
 	}
@@ -77,7 +89,7 @@ func matMulBatchX8(out []float32, w Matrix, a *Activations, lo, hi int) int {
 		return lo
 	}
 	rows, cols, n := w.Rows, w.Cols, a.n
-	nb := cols / 32
+	rb, nb := w.RowBytes(), cols/32
 	var tile [batchKC * batchTileBlock]byte
 	var acc [batchVecs][8]float32
 	r := lo
@@ -87,7 +99,13 @@ func matMulBatchX8(out []float32, w Matrix, a *Activations, lo, hi int) int {
 			clear(acc[:nv])
 			for k0 := 0; k0 < nb; k0 += batchKC {
 				kc := min(batchKC, nb-k0)
-				repackX8(tile[:], w, r, k0, kc)
+				src := w.Data[r*rb+k0*rb/nb:]
+				_ = src[7*rb+kc*rb/nb-1]
+				if w.Type == Q8_0 {
+					repackQ8_0x8NEON(&tile[0], &src[0], rb, kc)
+				} else {
+					repackQ4_0x8NEON(&tile[0], &src[0], rb, kc)
+				}
 				v := v0
 				for ; batchX4 && v+4 <= v0+nv; v += 4 {
 					var xs [4]*int8

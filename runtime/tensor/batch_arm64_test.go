@@ -44,3 +44,33 @@ func TestBatchX8Implementations(t *testing.T) {
 		}
 	}
 }
+
+// The repack kernels write repackX8's tile byte for byte, for tiles of 1
+// to batchKC blocks at an offset along the rows.
+func TestRepackX8Implementations(t *testing.T) {
+	if !hasNEON {
+		t.Skip("no NEON dot-product instructions")
+	}
+	const rows, nb = 11, batchKC + 3
+	for _, typ := range []Type{Q8_0, Q4_0} {
+		w, _ := randomMatrix(t, typ, rows, 32*nb, 7)
+		rb := w.RowBytes()
+		for r := 0; r+8 <= rows; r += 3 {
+			for k0 := 0; k0 < 3; k0++ {
+				for kc := 1; kc <= batchKC; kc++ {
+					var want, got [batchKC * batchTileBlock]byte
+					repackX8(want[:], w, r, k0, kc)
+					src := w.Data[r*rb+k0*rb/nb:]
+					if typ == Q8_0 {
+						repackQ8_0x8NEON(&got[0], &src[0], rb, kc)
+					} else {
+						repackQ4_0x8NEON(&got[0], &src[0], rb, kc)
+					}
+					if got != want {
+						t.Fatalf("%v r=%d k0=%d kc=%d: tiles differ", typ, r, k0, kc)
+					}
+				}
+			}
+		}
+	}
+}
