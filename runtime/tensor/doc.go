@@ -20,8 +20,8 @@
 // Kernels exist as generic Go (dot_generic.go, batch.go: always built, the
 // reference), as amd64 assembly (AVX2 + FMA + F16C) and as arm64 NEON (with
 // SDOT for the integer dots; one-token dots of every type, four-token dots
-// of most, Axpy and the activation quantizer — the 8-row batch kernels and
-// SwiGLU are still Go on arm64), chosen at run time from the CPU's features; the build tag purego,
+// of most, the 8-row Q8_0/Q4_0 batch kernels, Axpy and the activation
+// quantizer — SwiGLU and the multi-row kernels are still Go on arm64), chosen at run time from the CPU's features; the build tag purego,
 // or another architecture, selects Go only. The integer
 // kernels match their Go reference bit for bit, which the tests check for
 // every available implementation over all lengths; the float kernels agree
