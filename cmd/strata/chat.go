@@ -157,12 +157,8 @@ type inProcessNode struct {
 }
 
 // startInProcess starts a node in this process when none answers at the
-// API URL. For now it serves one model through the single-node engine.
-//
-// TODO(integration): start an in-process cluster node instead (what
-// `strata node` runs: peers, actors, the API over actors.Cluster), so a
-// chat with no node running joins the local cluster; replace this
-// variable's value, keeping the signature.
+// API URL: one model through the single-node engine. It does not join a
+// cluster (run `strata node` for that); tests replace it.
 var startInProcess = startLocalEngine
 
 // startLocalEngine opens opts.Model with the single-node engine and serves
