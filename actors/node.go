@@ -7,6 +7,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -117,7 +118,8 @@ func (d viewDirectory) Members() []Member {
 	return out
 }
 
-// shardList renders the host's shards for NodeInfo.shards: "MODEL:FIRST-END".
+// shardList renders the host's shards for NodeInfo.shards: "MODEL:FIRST-END"
+// (layers [FIRST, END)); ParseShard reads them back.
 func shardList(specs []*messages.ShardSpec) []string {
 	var out []string
 	for _, s := range specs {
@@ -125,6 +127,18 @@ func shardList(specs []*messages.ShardSpec) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// ParseShard reads one NodeInfo.shards entry, "MODEL:FIRST-END".
+func ParseShard(s string) (model string, first, end int, ok bool) {
+	i := strings.LastIndex(s, ":")
+	if i < 0 {
+		return "", 0, 0, false
+	}
+	if _, err := fmt.Sscanf(s[i+1:], "%d-%d", &first, &end); err != nil {
+		return "", 0, 0, false
+	}
+	return s[:i], first, end, true
 }
 
 func shortID(id string) string {

@@ -24,7 +24,8 @@ type shard struct {
 	host        *Host
 	spec        *messages.ShardSpec
 	m           *model.Model
-	state       *model.State // scratch shared by all sessions: the actor runs one Forward at a time
+	state       *model.State  // scratch shared by all sessions: the actor runs one Forward at a time
+	ids         [MaxBatch]int // token ids of the step being run (first stage)
 	pid         *actor.PID
 	weightBytes uint64
 	lastUse     atomic.Uint64 // host clock at the last load or session start
@@ -221,7 +222,7 @@ func (s *shard) forward(ctx actor.Context, m *messages.Forward) error {
 		if len(m.Tokens) != n {
 			return fmt.Errorf("first stage got %d tokens for %d positions", len(m.Tokens), n)
 		}
-		ids := make([]int, n)
+		ids := s.ids[:n]
 		for i, t := range m.Tokens {
 			ids[i] = int(t)
 		}

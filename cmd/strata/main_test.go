@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"strata/actors"
 	"strata/internal/testdata"
 )
 
@@ -105,8 +106,8 @@ func TestPlan(t *testing.T) {
 			t.Errorf("%v: no error", bad)
 		}
 	}
-	if got := modelName("/m/Kimi-K2-Q4_K-00001-of-00013.gguf"); got != "Kimi-K2-Q4_K" {
-		t.Errorf("modelName %q", got)
+	if got := actors.ModelName("/m/Kimi-K2-Q4_K-00001-of-00013.gguf"); got != "Kimi-K2-Q4_K" {
+		t.Errorf("ModelName %q", got)
 	}
 }
 

@@ -294,14 +294,8 @@ func clusterStatus(n *actors.Node) api.ClusterStatus {
 			ms.Models = append(ms.Models, md.Name)
 		}
 		for _, sh := range m.Shards {
-			// "MODEL:FIRST-END", as actors announces them.
-			i := strings.LastIndex(sh, ":")
-			var first, end int
-			if i < 0 {
-				continue
-			}
-			if _, err := fmt.Sscanf(sh[i+1:], "%d-%d", &first, &end); err == nil {
-				ms.Shards = append(ms.Shards, api.ShardStatus{Model: sh[:i], Layers: [2]int{first, end}})
+			if model, first, end, ok := actors.ParseShard(sh); ok {
+				ms.Shards = append(ms.Shards, api.ShardStatus{Model: model, Layers: [2]int{first, end}})
 			}
 		}
 		cs.Members = append(cs.Members, ms)

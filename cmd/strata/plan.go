@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"strata/actors"
 	"strata/actors/plan"
 	"strata/api"
 	"strata/internal/units"
@@ -52,7 +52,7 @@ members that hold the model (by its name) with the memory they offer.`,
 				if err != nil {
 					return err
 				}
-				m = plan.FromProfile(modelName(modelPath), p)
+				m = plan.FromProfile(actors.ModelName(modelPath), p)
 			case shape != "":
 				s, err := model.LookupShape(shape)
 				if err != nil {
@@ -154,14 +154,4 @@ func parseNodes(s string) ([]plan.Node, error) {
 		nodes = append(nodes, n)
 	}
 	return nodes, nil
-}
-
-// modelName is a model's name: its file name without .gguf and, for split
-// files, without the -0000N-of-0000M part.
-func modelName(path string) string {
-	base := strings.TrimSuffix(filepath.Base(path), ".gguf")
-	if i := strings.LastIndex(base, "-of-"); i > 6 && len(base)-i == 9 && base[i-6] == '-' {
-		return base[:i-6]
-	}
-	return base
 }

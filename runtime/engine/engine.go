@@ -184,6 +184,7 @@ func (e *Engine) Generate(ctx context.Context, req Request, onToken func(Token) 
 	start = time.Now()
 	defer func() { res.DecodeDuration = time.Since(start) }()
 	text := NewTextStream(e.Tokenizer, prompt, req.Stop)
+	next := make([]int, 1) // the token fed back each step, without a new slice per token
 	for {
 		if err := ctx.Err(); err != nil {
 			res.Text = text.Text()
@@ -215,7 +216,8 @@ func (e *Engine) Generate(ctx context.Context, req Request, onToken func(Token) 
 			}
 			break
 		}
-		if err := st.Embed([]int{id}); err != nil {
+		next[0] = id
+		if err := st.Embed(next); err != nil {
 			return res, err
 		}
 		if err := st.Forward(cache, 1); err != nil {
