@@ -8,7 +8,10 @@ import (
 )
 
 // Cache is one sequence's KV cache for the layers of a shard,
-// preallocated for Capacity positions.
+// preallocated for Capacity positions. With multi-head latent attention
+// (deepseek2) K holds each position's latent and rope key
+// ([pos*(KVLoraRank+RopeDim) + j]) and V is nil: keys and values are both
+// computed from the latent.
 type Cache struct {
 	K, V     [][]float32 // [layer-First][pos*KVDim + j]
 	Capacity int
@@ -19,10 +22,23 @@ type Cache struct {
 func (m *Model) NewCache(capacity int) *Cache {
 	c := &Cache{Capacity: capacity, K: make([][]float32, len(m.Blocks)), V: make([][]float32, len(m.Blocks))}
 	for i := range m.Blocks {
+		if m.isMLA() {
+			c.K[i] = make([]float32, capacity*m.mlaCacheDim())
+			continue
+		}
 		c.K[i] = make([]float32, capacity*m.KVDim())
 		c.V[i] = make([]float32, capacity*m.KVDim())
 	}
 	return c
+}
+
+// CacheBytes is the memory NewCache(capacity) takes.
+func (m *Model) CacheBytes(capacity int) uint64 {
+	per := 2 * m.KVDim()
+	if m.isMLA() {
+		per = m.mlaCacheDim()
+	}
+	return uint64(capacity) * uint64(per) * 4 * uint64(len(m.Blocks))
 }
 
 // Bytes is the memory the cache holds.
@@ -61,6 +77,8 @@ type State struct {
 	attnLayer, attnN, attnPos int
 	attnCache                 *Cache
 	attnFn                    func(lo, hi int)
+	mla                       *mlaState        // multi-head latent attention scratch (deepseek2)
+	mlaFn                     func(lo, hi int) // attentionMLA over workers [lo, hi)
 	swigluFn                  func(lo, hi int) // SwiGLU over hb[lo:hi], hb2[lo:hi]
 }
 
@@ -99,6 +117,14 @@ func (m *Model) NewState(pool *tensor.Pool, batch, capacity int) *State {
 	s.attnFn = func(lo, hi int) {
 		for w := lo; w < hi; w++ {
 			s.attention(w)
+		}
+	}
+	if c.isMLA() {
+		s.mla = newMLAState(c, batch)
+		s.mlaFn = func(lo, hi int) {
+			for w := lo; w < hi; w++ {
+				s.attentionMLA(w)
+			}
 		}
 	}
 	return s
@@ -143,10 +169,39 @@ func (s *State) Forward(c *Cache, n int) error {
 // x += Attn(RMSNorm(x)); x += FFN(RMSNorm(x)).
 func (s *State) layer(l int, c *Cache, n int) {
 	m, w, p := s.m, &s.m.Blocks[l], s.pool
+	embd := m.Embd
+	x := s.X[:n*embd]
+	if w.MLA != nil {
+		s.attnMLA(l, c, n)
+	} else {
+		s.attnGQA(l, c, n)
+	}
+
+	// Feed-forward: SwiGLU.
+	xb := s.xb2[:n*embd]
+	for i := 0; i < n; i++ {
+		tensor.RMSNorm(xb[i*embd:(i+1)*embd], x[i*embd:(i+1)*embd], w.FFNNorm, m.RMSEps)
+	}
+	hb, hb2 := s.hb[:n*m.FFN], s.hb2[:n*m.FFN]
+	s.actEmbd.Set(xb, n)
+	tensor.MatMulAct(p, hb, w.Gate, s.actEmbd)
+	tensor.MatMulAct(p, hb2, w.Up, s.actEmbd)
+	if p == nil {
+		tensor.SwiGLU(hb, hb, hb2)
+	} else {
+		p.Run(n*m.FFN, s.swigluFn) // an exp per element: worth splitting
+	}
+	s.actFFN.Set(hb, n)
+	tensor.MatMulAct(p, s.xb[:n*embd], w.Down, s.actFFN)
+	tensor.Add(x, s.xb[:n*embd])
+}
+
+// attnGQA is the attention half of a block with grouped-query attention:
+// project, rotate, store K/V, attend, project back; x += O(attention).
+func (s *State) attnGQA(l int, c *Cache, n int) {
+	m, w, p := s.m, &s.m.Blocks[l], s.pool
 	embd, qd, kvd := m.Embd, m.QDim(), m.KVDim()
 	x, xb, q, k, v := s.X[:n*embd], s.xb[:n*embd], s.q[:n*qd], s.k[:n*kvd], s.v[:n*kvd]
-
-	// Attention: project, rotate, store K/V, attend, project back.
 	for i := 0; i < n; i++ {
 		tensor.RMSNorm(xb[i*embd:(i+1)*embd], x[i*embd:(i+1)*embd], w.AttnNorm, m.RMSEps)
 	}
@@ -188,24 +243,6 @@ func (s *State) layer(l int, c *Cache, n int) {
 	s.actQ.Set(att, n)
 	tensor.MatMulAct(p, s.xb2[:n*embd], w.O, s.actQ)
 	tensor.Add(x, s.xb2[:n*embd])
-
-	// Feed-forward: SwiGLU.
-	xb = s.xb2[:n*embd]
-	for i := 0; i < n; i++ {
-		tensor.RMSNorm(xb[i*embd:(i+1)*embd], x[i*embd:(i+1)*embd], w.FFNNorm, m.RMSEps)
-	}
-	hb, hb2 := s.hb[:n*m.FFN], s.hb2[:n*m.FFN]
-	s.actEmbd.Set(xb, n)
-	tensor.MatMulAct(p, hb, w.Gate, s.actEmbd)
-	tensor.MatMulAct(p, hb2, w.Up, s.actEmbd)
-	if p == nil {
-		tensor.SwiGLU(hb, hb, hb2)
-	} else {
-		p.Run(n*m.FFN, s.swigluFn) // an exp per element: worth splitting
-	}
-	s.actFFN.Set(hb, n)
-	tensor.MatMulAct(p, s.xb[:n*embd], w.Down, s.actFFN)
-	tensor.Add(x, s.xb[:n*embd])
 }
 
 // attention computes, for worker w, every (token, head) pair t with

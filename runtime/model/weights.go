@@ -20,6 +20,9 @@ type Layer struct {
 	FFNNorm    []float32     // [Embd]
 	Gate, Up   tensor.Matrix // [FFN × Embd]
 	Down       tensor.Matrix // [Embd × FFN]
+	// MLA replaces Q, K and V in multi-head latent attention (deepseek2);
+	// O is then [Embd × Heads*VDim].
+	MLA *MLA
 }
 
 // Model is a llama-family model, or the shard of one that holds layers
@@ -65,14 +68,19 @@ func Load(f *gguf.File, first, end int) (*Model, error) {
 		p := fmt.Sprintf("blk.%d.", i)
 		ly := Layer{
 			AttnNorm: l.vector(p+"attn_norm.weight", cfg.Embd),
-			Q:        l.matrix(p+"attn_q.weight", cfg.QDim(), cfg.Embd),
-			K:        l.matrix(p+"attn_k.weight", cfg.KVDim(), cfg.Embd),
-			V:        l.matrix(p+"attn_v.weight", cfg.KVDim(), cfg.Embd),
-			O:        l.matrix(p+"attn_output.weight", cfg.Embd, cfg.QDim()),
 			FFNNorm:  l.vector(p+"ffn_norm.weight", cfg.Embd),
 			Gate:     l.matrix(p+"ffn_gate.weight", cfg.FFN, cfg.Embd),
 			Up:       l.matrix(p+"ffn_up.weight", cfg.FFN, cfg.Embd),
 			Down:     l.matrix(p+"ffn_down.weight", cfg.Embd, cfg.FFN),
+		}
+		if cfg.isMLA() {
+			ly.MLA = l.mla(p, f)
+			ly.O = l.matrix(p+"attn_output.weight", cfg.Embd, cfg.Heads*cfg.MLA.VDim)
+		} else {
+			ly.Q = l.matrix(p+"attn_q.weight", cfg.QDim(), cfg.Embd)
+			ly.K = l.matrix(p+"attn_k.weight", cfg.KVDim(), cfg.Embd)
+			ly.V = l.matrix(p+"attn_v.weight", cfg.KVDim(), cfg.Embd)
+			ly.O = l.matrix(p+"attn_output.weight", cfg.Embd, cfg.QDim())
 		}
 		if _, ok := f.Tensor(p + "attn_q.bias"); ok {
 			ly.Bq = l.vector(p+"attn_q.bias", cfg.QDim())
