@@ -315,10 +315,10 @@ func newMLAState(c Config, batch int) *mlaState {
 	}
 }
 
-// attnMLA is the attention half of an MLA block over n tokens at
-// positions c.Len..: x += O(MLA(RMSNorm(x))), caching each token's latent
-// and rope key.
-func (s *State) attnMLA(l int, c *Cache, n int) {
+// attentionMLA computes the MLA attention of layer l for n tokens at
+// positions c.Len.. into s.xb2 [n × Embd]: O(MLA(RMSNorm(x))), caching
+// each token's latent and rope key.
+func (s *State) attentionMLA(l int, c *Cache, n int) {
 	m, w, p, ms := s.m, &s.m.Blocks[l], s.pool, s.mla
 	a := m.MLA
 	embd, hd, H, kvl, rd := m.Embd, m.HeadDim, m.Heads, a.KVLoraRank, m.RopeDim
@@ -330,18 +330,18 @@ func (s *State) attnMLA(l int, c *Cache, n int) {
 	s.actEmbd.Set(xb, n)
 	if w.MLA.QA.Rows > 0 {
 		qa := ms.qa[:n*a.QLoraRank]
-		tensor.MatMulAct(p, qa, w.MLA.QA, s.actEmbd)
+		s.matmul(qa, w.MLA.QA, s.actEmbd)
 		for i := range n {
 			r := qa[i*a.QLoraRank : (i+1)*a.QLoraRank]
 			tensor.RMSNorm(r, r, w.MLA.QANorm, m.RMSEps)
 		}
 		ms.actQA.Set(qa, n)
-		tensor.MatMulAct(p, q, w.MLA.QB, ms.actQA)
+		s.matmul(q, w.MLA.QB, ms.actQA)
 	} else {
-		tensor.MatMulAct(p, q, w.MLA.Q, s.actEmbd)
+		s.matmul(q, w.MLA.Q, s.actEmbd)
 	}
 	kv := ms.kv[:n*cw]
-	tensor.MatMulAct(p, kv, w.MLA.KVA, s.actEmbd)
+	s.matmul(kv, w.MLA.KVA, s.actEmbd)
 
 	// Cache each token's normed latent and rotated rope key.
 	half := rd / 2
@@ -384,14 +384,13 @@ func (s *State) attnMLA(l int, c *Cache, n int) {
 			copy(gin[i*kvl:(i+1)*kvl], ms.lat[(i*H+h)*kvl:(i*H+h+1)*kvl])
 		}
 		ms.actLat.Set(gin, n)
-		tensor.MatMulAct(p, gout, w.MLA.VB[h], ms.actLat)
+		s.matmul(gout, w.MLA.VB[h], ms.actLat)
 		for i := range n {
 			copy(ms.vo[i*H*a.VDim+h*a.VDim:i*H*a.VDim+(h+1)*a.VDim], gout[i*a.VDim:(i+1)*a.VDim])
 		}
 	}
 	ms.actV.Set(ms.vo[:n*H*a.VDim], n)
-	tensor.MatMulAct(p, s.xb2[:n*embd], w.O, ms.actV)
-	tensor.Add(x, s.xb2[:n*embd])
+	s.matmul(s.xb2[:n*embd], w.O, ms.actV)
 }
 
 // absorbQuery writes W_UK,h^T q_nope,h of the n tokens into the latent
@@ -406,7 +405,7 @@ func (s *State) absorbQuery(mw *MLA, h, n int) {
 			copy(gin[i*a.NopeDim:(i+1)*a.NopeDim], s.q[i*H*hd+h*hd:i*H*hd+h*hd+a.NopeDim])
 		}
 		ms.actNope.Set(gin, n)
-		tensor.MatMulAct(s.pool, gout, mw.KB[h], ms.actNope)
+		s.matmul(gout, mw.KB[h], ms.actNope)
 		for i := range n {
 			copy(ms.qf[(i*H+h)*cw:(i*H+h)*cw+kvl], gout[i*kvl:(i+1)*kvl])
 		}
@@ -417,6 +416,7 @@ func (s *State) absorbQuery(mw *MLA, h, n int) {
 	for i := range n {
 		clear(ms.qf[(i*H+h)*cw : (i*H+h)*cw+kvl])
 	}
+	s.bytesRead += int64(a.NopeDim * mw.KVB.RowBytes())
 	for j := range a.NopeDim {
 		mw.KVB.EmbedRow(h*(a.NopeDim+a.VDim)+j, ms.row)
 		for i := range n {
@@ -425,10 +425,10 @@ func (s *State) absorbQuery(mw *MLA, h, n int) {
 	}
 }
 
-// attentionMLA computes, for worker w, every (token, head) pair t with
+// attendLatent computes, for worker w, every (token, head) pair t with
 // t % workers == w: causal softmax attention of the absorbed query over the
 // cached latents and rope keys, written into mla.lat.
-func (s *State) attentionMLA(w int) {
+func (s *State) attendLatent(w int) {
 	m, ms := s.m, s.mla
 	c, l, n, pos0 := s.attnCache, s.attnLayer, s.attnN, s.attnPos
 	H, kvl, cw := m.Heads, m.MLA.KVLoraRank, m.mlaCacheDim()
