@@ -54,6 +54,10 @@ type Config struct {
 	ExpertGroups, ExpertGroupsUsed int
 	ExpertWeightsNorm              bool    // divide the chosen experts' weights by their sum
 	ExpertWeightsScale             float32 // multiply them by this (0 or 1: unscaled)
+
+	// MLA is set for multi-head latent attention (deepseek2); then HeadDim
+	// is the per-head query/key width and RopeDim its rotated part.
+	MLA MLAConfig
 }
 
 // KVDim is the width of one token's K (or V) row in a layer's cache.
@@ -66,13 +70,13 @@ func (c Config) QDim() int { return c.Heads * c.HeadDim }
 func (c Config) IsMoE(l int) bool { return c.Experts > 0 && l >= c.DenseLayers }
 
 // supportedArch lists the architectures this forward pass implements.
-var supportedArch = map[string]bool{"llama": true, "qwen2": true, "qwen3": true, "qwen3moe": true}
+var supportedArch = map[string]bool{"llama": true, "qwen2": true, "qwen3": true, "qwen3moe": true, "deepseek2": true}
 
 // ConfigOf reads and validates a Config from metadata.
 func ConfigOf(md *gguf.Metadata) (Config, error) {
 	c := Config{Arch: md.Architecture()}
 	if !supportedArch[c.Arch] {
-		return c, fmt.Errorf("model: architecture %q is not supported (supported: llama, qwen2, qwen3, qwen3moe)", c.Arch)
+		return c, fmt.Errorf("model: architecture %q is not supported (supported: llama, qwen2, qwen3, qwen3moe, deepseek2)", c.Arch)
 	}
 	geti := func(key string, def uint64) int {
 		v := md.ArchUint(key, def)
@@ -107,6 +111,9 @@ func ConfigOf(md *gguf.Metadata) (Config, error) {
 	}
 	if c.Heads%c.KVHeads != 0 {
 		return c, fmt.Errorf("model: %d attention heads do not divide into %d KV heads", c.Heads, c.KVHeads)
+	}
+	if c.Arch == "deepseek2" {
+		return c, c.readMLA(md, geti)
 	}
 	c.HeadDim = geti("attention.key_length", uint64(c.Embd/c.Heads))
 	if v := geti("attention.value_length", uint64(c.HeadDim)); v != c.HeadDim {

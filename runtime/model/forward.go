@@ -8,7 +8,10 @@ import (
 )
 
 // Cache is one sequence's KV cache for the layers of a shard,
-// preallocated for Capacity positions.
+// preallocated for Capacity positions. With multi-head latent attention
+// (deepseek2) K holds each position's latent and rope key
+// ([pos*(KVLoraRank+RopeDim) + j]) and V is nil: keys and values are both
+// computed from the latent.
 type Cache struct {
 	K, V     [][]float32 // [layer-First][pos*KVDim + j]
 	Capacity int
@@ -19,10 +22,23 @@ type Cache struct {
 func (m *Model) NewCache(capacity int) *Cache {
 	c := &Cache{Capacity: capacity, K: make([][]float32, len(m.Blocks)), V: make([][]float32, len(m.Blocks))}
 	for i := range m.Blocks {
+		if m.isMLA() {
+			c.K[i] = make([]float32, capacity*m.mlaCacheDim())
+			continue
+		}
 		c.K[i] = make([]float32, capacity*m.KVDim())
 		c.V[i] = make([]float32, capacity*m.KVDim())
 	}
 	return c
+}
+
+// CacheBytes is the memory NewCache(capacity) takes.
+func (m *Model) CacheBytes(capacity int) uint64 {
+	per := 2 * m.KVDim()
+	if m.isMLA() {
+		per = m.mlaCacheDim()
+	}
+	return uint64(capacity) * uint64(per) * 4 * uint64(len(m.Blocks))
 }
 
 // Bytes is the memory the cache holds.
@@ -67,6 +83,8 @@ type State struct {
 	attnLayer, attnN, attnPos int
 	attnCache                 *Cache
 	attnFn                    func(lo, hi int)
+	mla                       *mlaState        // multi-head latent attention scratch (deepseek2)
+	mlaFn                     func(lo, hi int) // attendLatent over workers [lo, hi)
 	swigluFn                  func(lo, hi int) // SwiGLU over hb[lo:hi], hb2[lo:hi]
 }
 
@@ -109,6 +127,14 @@ func (m *Model) NewState(pool *tensor.Pool, batch, capacity int) *State {
 	s.attnFn = func(lo, hi int) {
 		for w := lo; w < hi; w++ {
 			s.attendHeads(w)
+		}
+	}
+	if c.isMLA() {
+		s.mla = newMLAState(c, batch)
+		s.mlaFn = func(lo, hi int) {
+			for w := lo; w < hi; w++ {
+				s.attendLatent(w)
+			}
 		}
 	}
 	return s
@@ -190,6 +216,10 @@ func (s *State) layer(l int, c *Cache, n int) {
 // [n × Embd]: project, rotate, store K/V in c, attend, project back.
 func (s *State) attention(l int, c *Cache, n int) {
 	m, w := s.m, &s.m.Blocks[l]
+	if w.MLA != nil {
+		s.attentionMLA(l, c, n)
+		return
+	}
 	embd, qd, kvd := m.Embd, m.QDim(), m.KVDim()
 	x, xb, q, k, v := s.X[:n*embd], s.xb[:n*embd], s.q[:n*qd], s.k[:n*kvd], s.v[:n*kvd]
 	for i := 0; i < n; i++ {

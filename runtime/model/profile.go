@@ -65,6 +65,12 @@ func ProfileOf(f *gguf.File) (Profile, error) {
 			p.OtherBytes += t.Size
 		}
 	}
+	if kvl := md.ArchUint("attention.kv_lora_rank", 0); p.Arch == "deepseek2" && kvl > 0 {
+		// Multi-head latent attention caches one latent and one rope key
+		// per position, whatever key_length and head_count_kv say.
+		p.KVBytesPerToken = layers * (kvl + md.ArchUint("rope.dimension_count", 0)) * 4
+		return p, nil
+	}
 	heads := md.ArchUint("attention.head_count", 0)
 	kvHeads := md.ArchUint("attention.head_count_kv", heads)
 	embd := md.ArchUint("embedding_length", 0)

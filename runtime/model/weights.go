@@ -17,7 +17,8 @@ type Layer struct {
 	MoE     *MoE
 }
 
-// Attention holds a block's grouped-query self-attention weights.
+// Attention holds a block's self-attention weights: grouped-query (Q, K,
+// V) or multi-head latent attention (MLA).
 type Attention struct {
 	AttnNorm   []float32     // [Embd]
 	Q          tensor.Matrix // [QDim rows × Embd]
@@ -26,6 +27,9 @@ type Attention struct {
 	QNorm      []float32     // optional per-head norm (qwen3): [HeadDim]
 	KNorm      []float32     // [HeadDim]
 	O          tensor.Matrix // [Embd × QDim]
+	// MLA replaces Q, K and V in multi-head latent attention (deepseek2);
+	// O is then [Embd × Heads*VDim].
+	MLA *MLA
 }
 
 // Dense is a SwiGLU feed-forward network: Down(SiLU(Gate x) * Up x).
@@ -93,14 +97,17 @@ func Load(f *gguf.File, first, end int) (*Model, error) {
 	for i := first; i < end; i++ {
 		p := fmt.Sprintf("blk.%d.", i)
 		ly := Layer{
-			Attention: Attention{
-				AttnNorm: l.vector(p+"attn_norm.weight", cfg.Embd),
-				Q:        l.matrix(p+"attn_q.weight", cfg.QDim(), cfg.Embd),
-				K:        l.matrix(p+"attn_k.weight", cfg.KVDim(), cfg.Embd),
-				V:        l.matrix(p+"attn_v.weight", cfg.KVDim(), cfg.Embd),
-				O:        l.matrix(p+"attn_output.weight", cfg.Embd, cfg.QDim()),
-			},
-			FFNNorm: l.vector(p+"ffn_norm.weight", cfg.Embd),
+			Attention: Attention{AttnNorm: l.vector(p+"attn_norm.weight", cfg.Embd)},
+			FFNNorm:   l.vector(p+"ffn_norm.weight", cfg.Embd),
+		}
+		if cfg.isMLA() {
+			ly.MLA = l.mla(p, f)
+			ly.O = l.matrix(p+"attn_output.weight", cfg.Embd, cfg.Heads*cfg.MLA.VDim)
+		} else {
+			ly.Q = l.matrix(p+"attn_q.weight", cfg.QDim(), cfg.Embd)
+			ly.K = l.matrix(p+"attn_k.weight", cfg.KVDim(), cfg.Embd)
+			ly.V = l.matrix(p+"attn_v.weight", cfg.KVDim(), cfg.Embd)
+			ly.O = l.matrix(p+"attn_output.weight", cfg.Embd, cfg.QDim())
 		}
 		if _, ok := f.Tensor(p + "attn_q.bias"); ok {
 			ly.Bq = l.vector(p+"attn_q.bias", cfg.QDim())

@@ -144,6 +144,9 @@ func randomData(ts model.TensorSpec, s model.Shape, seed uint64) func(io.Writer)
 		}
 		isNorm := len(ts.Dims) == 1
 		isBias := strings.HasSuffix(ts.Name, ".bias")
+		// The router's selection bias (exp_probs_b) of 1s would not change
+		// any choice; give it values of the size trained ones have.
+		isSelectionBias := strings.HasSuffix(ts.Name, "exp_probs_b.bias")
 		bound := float32(math.Sqrt(3 / float64(cols)))
 		var rowScale []float32
 		if s.Peaked && ts.Name == "output.weight" {
@@ -165,7 +168,7 @@ func randomData(ts model.TensorSpec, s model.Shape, seed uint64) func(io.Writer)
 			v := vals[:n*cols]
 			for i := range v {
 				switch {
-				case isBias && s.Peaked:
+				case isBias && (s.Peaked || isSelectionBias):
 					v[i] = r.Float32() - 0.5
 				case isNorm && s.Peaked:
 					v[i] = 0.5 + r.Float32()
@@ -268,13 +271,7 @@ func Metadata(s model.Shape, t tensor.Type) (*gguf.Metadata, error) {
 		set(a+".expert_feed_forward_length", uint32(s.ExpertFFN))
 	}
 	if s.Arch == "deepseek2" {
-		set(a+".leading_dense_block_count", uint32(s.DenseLayers))
-		set(a+".expert_shared_count", uint32(s.SharedExperts))
-		set(a+".attention.q_lora_rank", uint32(s.QLoraRank))
-		set(a+".attention.kv_lora_rank", uint32(s.KVLoraRank))
-		set(a+".attention.key_length", uint32(s.NopeHeadDim+s.RopeHeadDim))
-		set(a+".attention.value_length", uint32(s.VHeadDim))
-		set(a+".rope.dimension_count", uint32(s.RopeHeadDim))
+		deepseek2Metadata(md, s)
 	}
 	tokens, scores, types := vocabulary(s.Vocab)
 	set("tokenizer.ggml.model", "llama")
@@ -288,6 +285,57 @@ func Metadata(s model.Shape, t tensor.Type) (*gguf.Metadata, error) {
 	set("tokenizer.ggml.add_eos_token", false)
 	set("general.quantization_version", uint32(2))
 	return md, nil
+}
+
+// deepseek2Metadata sets the multi-head latent attention, routing and
+// YaRN keys as llama.cpp's converter writes them for DeepSeek-V2/V3.
+func deepseek2Metadata(md *gguf.Metadata, s model.Shape) {
+	a := s.Arch
+	set := func(k string, v any) { md.Set(a+"."+k, v) }
+	set("leading_dense_block_count", uint32(s.DenseLayers))
+	// llama.cpp requires these two even when no layer is MoE.
+	set("expert_shared_count", uint32(s.SharedExperts))
+	set("expert_feed_forward_length", uint32(s.ExpertFFN))
+	if s.Experts > 0 {
+		if s.ExpertWeightsScale != 0 {
+			set("expert_weights_scale", s.ExpertWeightsScale)
+		}
+		set("expert_weights_norm", s.ExpertWeightsNorm)
+		gating := uint32(1) // softmax
+		if s.SigmoidGating {
+			gating = 2
+		}
+		set("expert_gating_func", gating)
+		if s.ExpertGroups > 0 {
+			set("expert_group_count", uint32(s.ExpertGroups))
+			set("expert_group_used_count", uint32(s.ExpertGroupsUsed))
+		}
+	}
+	if s.QLoraRank > 0 {
+		set("attention.q_lora_rank", uint32(s.QLoraRank))
+	}
+	set("attention.kv_lora_rank", uint32(s.KVLoraRank))
+	set("rope.dimension_count", uint32(s.RopeHeadDim))
+	if s.LegacyKVB {
+		set("attention.key_length", uint32(s.NopeHeadDim+s.RopeHeadDim))
+		set("attention.value_length", uint32(s.VHeadDim))
+	} else {
+		// The MQA form of current converters: one KV head whose key is the
+		// latent and the rope key, and whose value is the latent.
+		set("attention.head_count_kv", uint32(1))
+		set("attention.key_length", uint32(s.KVLoraRank+s.RopeHeadDim))
+		set("attention.value_length", uint32(s.KVLoraRank))
+		set("attention.key_length_mla", uint32(s.NopeHeadDim+s.RopeHeadDim))
+		set("attention.value_length_mla", uint32(s.VHeadDim))
+	}
+	if s.RopeScaling > 0 {
+		set("rope.scaling.type", "yarn")
+		set("rope.scaling.factor", s.RopeScaling)
+		set("rope.scaling.original_context_length", uint32(s.RopeOrigCtx))
+		if s.YarnMscaleAll != 0 {
+			set("rope.scaling.yarn_log_multiplier", 0.1*s.YarnMscaleAll)
+		}
+	}
 }
 
 // fileType is llama.cpp's general.file_type for "mostly T".
