@@ -16,23 +16,6 @@ import (
 	"strata/runtime/gguf"
 )
 
-// oracleInputs are texts for the pre-tokenizers that the big models ship
-// (Qwen2/3, DeepSeek V3, Kimi K2): Han and Latin mixed, kana and hangul,
-// digit runs of one to five, contractions in mixed case, letter case
-// changes (Kimi K2's expression splits on them, llama.cpp does not),
-// combining marks, symbols, emoji, whitespace runs and newlines.
-var oracleInputs = []string{
-	"我想在apple工作", "Hello世界 world世界", " 世界", "世界 ", "中文English中文", "北京2024年", "１２３４５",
-	"日本語のテキストです。カタカナ", "한국어 텍스트입니다", "々〇〻⺀⼀", "㐀䶿\U00020000\U0002A6DF丽", "你好，世界！「引用」",
-	"1", "12", "123", "1234", "12345", "a1b22c333d4444e55555", "٣٤٥٦٧", "Ⅻ3", "3.14159 -42 +7",
-	"it's IT'S It'S we'Re I'd they'LL you've", "DON'T don't Don'T", "'s 's' ''s", "camelCase PascalCase HTTPServer iPhone",
-	"ÉCOLE école Ǆungla ǅungla", "e\u0301te\u0301 cafe\u0301", "naïve résumé", "Ω≈ç√∫ ©®™ €£¥", "$var @user #tag %x",
-	"🦙🦙 🦙 👍🏽 👨‍👩‍👧 🇫🇷", "a  b   c    d", "\t\t\n \n", "line1\r\nline2\n\n\nline3", "  leading", "trailing  ",
-	"x\u00a0y\u3000z\u2003w", "!!!\n\n??? ...", " ?!\r\n", "(a|b) [c] {d} <e>", "`code` ~tilde~ ^caret^",
-	"print(\"hello\")\n    return x**2 // 3", "العربية والعبرية עברית", "Ελληνικά Кириллица",
-	"मैं हिंदी बोलता हूँ", "ภาษาไทย", "ℕ ℤ ℚ ℝ", "ｆｕｌｌｗｉｄｔｈ ＦＵＬＬ", "a\u200bb\u200cc", "〜～・",
-}
-
 // bigModelPresets are the pre-tokenizers of the models strata is for
 // (Qwen2/3 and its MoE, DeepSeek V3/R1, Kimi K2, Llama 3) and DeepSeek's
 // older ones.
