@@ -69,8 +69,9 @@ func FuzzSplitters(f *testing.F) {
 		re   rule
 	}{
 		{"gpt2", gpt2Rule{}, regexOnly(f, reGPT2)},
-		{"llama3", llama3Rule{3}, regexOnly(f, reLlama3)},
-		{"qwen2", llama3Rule{1}, regexOnly(f, reQwen2)},
+		{"llama3", llama3Rule{3, flagLetter}, regexOnly(f, reLlama3)},
+		{"qwen2", llama3Rule{1, flagLetter}, regexOnly(f, reQwen2)},
+		{"qwen35", llama3Rule{1, flagLetter | flagAccentMark}, regexOnly(f, reQwen35)},
 		{"kimi-k2", kimiRule{}, kimiRegex(f)},
 	}
 	simple := simpleExprs(f)

@@ -42,6 +42,7 @@ const (
 	reLlama3     = `(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 	reLlama3Orig = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 	reQwen2      = `(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	reQwen35     = `(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 	rePoro       = ` ?[^(\s|.,!?…。，、।۔،)]+`
 	// reKimiK2 is not Kimi K2's expression but llama.cpp's placeholder for
 	// it: the preset's only entry, which selects the hand-written splitter.
@@ -68,6 +69,12 @@ var (
 	presetDBRX   = preset{name: "dbrx", exprs: []string{reLlama3}}
 	presetGPT2   = preset{name: "gpt-2", exprs: []string{reGPT2}}
 	presetQwen2  = preset{name: "qwen2", exprs: []string{reQwen2}}
+	presetQwen35 = preset{name: "qwen35", exprs: []string{reQwen35}}
+	// GPT-4o's expression (also Llama 4's and MiniMax M2's) with its case
+	// classes written as lookaheads, as llama.cpp adapts it for std::regex.
+	presetGPT4o = preset{name: "gpt-4o", exprs: []string{
+		`[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`,
+	}}
 	// DeepSeek LLM: the letter class is the explicit list of code points
 	// that tokenizer.json spells out, so this set runs on the "wide" view.
 	presetDeepseekLLM = preset{name: "deepseek-llm", exprs: []string{
@@ -157,12 +164,17 @@ var presets = map[string]preset{
 	"hunyuan":          presetQwen2,
 	"solar-open":       presetQwen2,
 	"grok-2":           presetQwen2,
+	"qwen35":           presetQwen35,
+	"gpt-4o":           presetGPT4o,
+	"llama4":           presetGPT4o,
+	"minimax-m2":       presetGPT4o,
 	"stablelm2":        presetQwen2,
 	"megrez":           presetQwen2,
 	"poro-chat":        presetPoro,
 	"bloom":            presetPoro,
 	"gpt3-finnish":     presetPoro,
 	"chatglm-bpe":      presetChatGLM4,
+	"glm4":             presetChatGLM4,
 	"viking":           presetViking,
 	"tekken":           presetTekken,
 	"chameleon":        presetChameleon,
@@ -266,11 +278,14 @@ type rule interface {
 
 type gpt2Rule struct{}
 
-// llama3Rule is the Llama 3 splitter; with maxDigits 1 instead of 3 it
-// implements the Qwen2 expression, which differs only in \p{N} for
-// \p{N}{1,3} (llama.cpp runs that one through std::regex; the tests check
-// the two agree).
-type llama3Rule struct{ maxDigits int }
+// llama3Rule is the Llama 3 splitter. With maxDigits 1 instead of 3 it is
+// the Qwen2 one (\p{N} for \p{N}{1,3}); with marks as well, where \p{L}
+// becomes [\p{L}\p{M}], the Qwen3.5 one. llama.cpp has a hand-written
+// splitter for each; the tests check all three against the expressions.
+type llama3Rule struct {
+	maxDigits int
+	word      cptFlags // flagLetter, or flagLetter|flagAccentMark for Qwen3.5
+}
 
 // regexRule runs one expression through regexp2.
 type regexRule struct {
@@ -294,9 +309,11 @@ func compileRule(expr string) (rule, error) {
 	case reGPT2:
 		return gpt2Rule{}, nil
 	case reLlama3, reLlama3Orig:
-		return llama3Rule{maxDigits: 3}, nil
+		return llama3Rule{maxDigits: 3, word: flagLetter}, nil
 	case reQwen2:
-		return llama3Rule{maxDigits: 1}, nil
+		return llama3Rule{maxDigits: 1, word: flagLetter}, nil
+	case reQwen35:
+		return llama3Rule{maxDigits: 1, word: flagLetter | flagAccentMark}, nil
 	case reKimiK2:
 		return kimiRule{}, nil
 	}
@@ -606,7 +623,8 @@ func (f *fragment) contraction(pos int) int {
 // Kimi K2 expressions end with,
 // \p{N}{1,maxDigits}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+,
 // or a single code point when none matches, and returns where it ends.
-func (f *fragment) rest(pos, maxDigits int) int {
+// word is the letter class (flagLetter; Qwen3.5 adds flagAccentMark).
+func (f *fragment) rest(pos, maxDigits int, word cptFlags) int {
 	c := f.cp(pos)
 	fl := f.fl(pos)
 	// \p{N}{1,maxDigits}: a run of digits is cut into words of maxDigits.
@@ -622,16 +640,18 @@ func (f *fragment) rest(pos, maxDigits int) int {
 		f.add(pos)
 		return pos
 	}
-	// <space>?[^\s\p{L}\p{N}]+[\r\n]*
+	// <space>?[^\s\p{L}\p{N}]+[\r\n]*; a space that ends the fragment
+	// is taken alone here, as \s+ would.
 	fl2 := fl
 	if c == ' ' {
 		fl2 = f.fl(pos + 1)
 	}
-	if fl2&(flagWhitespace|flagLetter|flagNumber) == 0 && fl != 0 {
+	notWord := func(fl cptFlags) bool { return fl != 0 && fl&(flagWhitespace|word|flagNumber) == 0 }
+	if fl2&(flagWhitespace|word|flagNumber) == 0 && fl != 0 {
 		if c == ' ' {
 			pos++
 		}
-		for notWLN(f.fl(pos)) {
+		for notWord(f.fl(pos)) {
 			pos++
 		}
 		for c2 := f.cp(pos); c2 == '\r' || c2 == '\n'; c2 = f.cp(pos) {
@@ -676,16 +696,16 @@ func (lr llama3Rule) split(t *text, frags, out []int) []int {
 			}
 			// [^\r\n\p{L}\p{N}]?\p{L}+
 			if c, fl := f.cp(pos), f.fl(pos); !(c == '\r' || c == '\n' || fl.isNumber()) {
-				if fl.isLetter() || f.fl(pos+1).isLetter() {
+				if fl&lr.word != 0 || f.fl(pos+1)&lr.word != 0 {
 					pos++
-					for f.fl(pos).isLetter() {
+					for f.fl(pos)&lr.word != 0 {
 						pos++
 					}
 					f.add(pos)
 					continue
 				}
 			}
-			pos = f.rest(pos, lr.maxDigits)
+			pos = f.rest(pos, lr.maxDigits, lr.word)
 		}
 		out = f.out
 	}
@@ -740,7 +760,7 @@ func (kimiRule) split(t *text, frags, out []int) []int {
 				f.add(pos)
 				continue
 			}
-			pos = f.rest(pos, 3)
+			pos = f.rest(pos, 3, flagLetter)
 		}
 		out = f.out
 	}

@@ -103,8 +103,9 @@ func TestSplitters(t *testing.T) {
 		re     rule
 	}{
 		{"gpt2", gpt2Rule{}, regexOnly(t, reGPT2)},
-		{"llama3", llama3Rule{3}, regexOnly(t, reLlama3)},
-		{"qwen2", llama3Rule{1}, regexOnly(t, reQwen2)},
+		{"llama3", llama3Rule{3, flagLetter}, regexOnly(t, reLlama3)},
+		{"qwen2", llama3Rule{1, flagLetter}, regexOnly(t, reQwen2)},
+		{"qwen35", llama3Rule{1, flagLetter | flagAccentMark}, regexOnly(t, reQwen35)},
 		{"kimi-k2", kimiRule{}, kimiRegex(t)},
 	} {
 		re := c.re
