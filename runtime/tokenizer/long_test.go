@@ -74,6 +74,7 @@ func BenchmarkDecode(b *testing.B) {
 // BenchmarkPretokenize splits benchText with the big models' presets:
 // the pre-tokenizer alone, without merges.
 func BenchmarkPretokenize(b *testing.B) {
+	flagsOf(0) // build the flag table outside the timings
 	for _, name := range bigModelPresets {
 		p, err := lookupPreset(name)
 		if err != nil {

@@ -245,7 +245,7 @@ func TestSimpleRules(t *testing.T) {
 	inputs = append(inputs, extraSplitInputs...)
 	inputs = append(inputs, " a", "a ", "  \t", "x  ", "٣", "a1b22c333d4444", "。 。", "(a|b) c.d")
 	simple := simpleExprs(t)
-	for _, want := range []string{`\p{N}`, `\p{N}+`, `[0-9][0-9][0-9]`, "[\r\n]", `\s?\p{L}+`, `\s+$`, rePoro} {
+	for _, want := range []string{`\p{N}`, `\p{N}+`, `\p{N}{1,3}`, `[0-9][0-9][0-9]`, "[\r\n]", `\s?\p{L}+`, `\s+$`, rePoro} {
 		if simple[want] == nil {
 			t.Errorf("%q should take the fast path", want)
 		}
