@@ -11,9 +11,12 @@
 //     <0xXX> byte tokens.
 //   - "gpt2": byte-level BPE. The text is first cut into words by the
 //     pre-tokenizer that tokenizer.ggml.pre names (gpt-2, llama3/llama-bpe,
-//     qwen2, deepseek-llm, deepseek-coder, falcon, mpt, starcoder, refact and
-//     every other preset llama.cpp knows), with llama.cpp's exact regular
-//     expressions and its hand-written GPT-2 and Llama 3 splitters; each
+//     qwen2 for Qwen2/Qwen3, qwen35, deepseek-v3, kimi-k2, llama4/gpt-4o,
+//     glm4, deepseek-llm, deepseek-coder, falcon, mpt, starcoder, refact and
+//     most other presets llama.cpp knows; an unknown name is an
+//     ErrUnknownPre error, never a guess), with llama.cpp's exact regular
+//     expressions and its hand-written GPT-2, Llama 3, Qwen2, Qwen3.5 and
+//     Kimi K2 splitters; each
 //     word's bytes are mapped to GPT-2's printable byte alphabet and merged
 //     by merge rank.
 //

@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -8,7 +9,7 @@ import (
 
 func addSeeds(f *testing.F) {
 	inputs, _ := readVectors(f, "ggml-vocab-llama-spm.gguf")
-	for _, s := range append(inputs, extraSplitInputs...) {
+	for _, s := range slices.Concat(inputs, extraSplitInputs, oracleInputs) {
 		f.Add(s)
 	}
 	f.Add("<s>[INST] hi [/INST]</s><unk>")
@@ -56,18 +57,37 @@ func FuzzEncodeDecode(f *testing.F) {
 	})
 }
 
-// FuzzSplitters checks the hand-written GPT-2 and Llama 3 splitters
-// against their regexes run through regexp2, and the Qwen2 regex against
-// Llama 3's with digit runs split.
+// FuzzSplitters checks the hand-written GPT-2, Llama 3, Qwen2 and Kimi K2
+// splitters and the single-class fast path against their regexes run
+// through regexp2 (for Kimi K2, the regex of llama.cpp's code), and that
+// the big models' presets keep every byte.
 func FuzzSplitters(f *testing.F) {
 	addSeeds(f)
-	gpt2 := regexOnly(f, reGPT2)
-	llama3 := regexOnly(f, reLlama3)
-	qwen2 := regexOnly(f, reQwen2)
+	custom := []struct {
+		name string
+		rule rule
+		re   rule
+	}{
+		{"gpt2", gpt2Rule{}, regexOnly(f, reGPT2)},
+		{"llama3", llama3Rule{3, flagLetter}, regexOnly(f, reLlama3)},
+		{"qwen2", llama3Rule{1, flagLetter}, regexOnly(f, reQwen2)},
+		{"qwen35", llama3Rule{1, flagLetter | flagAccentMark}, regexOnly(f, reQwen35)},
+		{"kimi-k2", kimiRule{}, kimiRegex(f)},
+	}
 	simple := simpleExprs(f)
 	regex := map[string]rule{}
 	for e := range simple {
 		regex[e] = regexOnly(f, e)
+	}
+	pres := map[string]*pretokenizer{}
+	for _, name := range bigModelPresets {
+		p, err := lookupPreset(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		if pres[name], err = newPretokenizer(p); err != nil {
+			f.Fatal(err)
+		}
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		for e, sr := range simple {
@@ -75,17 +95,15 @@ func FuzzSplitters(f *testing.F) {
 				t.Errorf("%q on %q: simple %q, regex %q", e, s, got, want)
 			}
 		}
-		if got, want := splitWith(s, gpt2Rule{}), splitWith(s, gpt2); strings.Join(got, "\x00") != strings.Join(want, "\x00") {
-			t.Errorf("gpt2 %q: custom %q, regex %q", s, got, want)
+		for _, c := range custom {
+			if got, want := splitWith(s, c.rule), splitWith(s, c.re); strings.Join(got, "\x00") != strings.Join(want, "\x00") {
+				t.Errorf("%s %q: custom %q, regex %q", c.name, s, got, want)
+			}
 		}
-		if got, want := splitWith(s, llama3Rule{3}), splitWith(s, llama3); strings.Join(got, "\x00") != strings.Join(want, "\x00") {
-			t.Errorf("llama3 %q: custom %q, regex %q", s, got, want)
-		}
-		if got, want := splitWith(s, llama3Rule{1}), splitWith(s, qwen2); strings.Join(got, "\x00") != strings.Join(want, "\x00") {
-			t.Errorf("qwen2 %q: custom %q, regex %q", s, got, want)
-		}
-		if got := strings.Join(splitPreset(t, "qwen2", s), ""); got != s {
-			t.Errorf("qwen2 split of %q loses text: %q", s, got)
+		for name, pt := range pres {
+			if got := strings.Join(splitWith(s, pt.rules...), ""); got != s {
+				t.Errorf("%s split of %q loses text: %q", name, s, got)
+			}
 		}
 	})
 }

@@ -70,3 +70,27 @@ func BenchmarkDecode(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPretokenize splits benchText with the big models' presets:
+// the pre-tokenizer alone, without merges.
+func BenchmarkPretokenize(b *testing.B) {
+	flagsOf(0) // build the flag table outside the timings
+	for _, name := range bigModelPresets {
+		p, err := lookupPreset(name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		pt, err := newPretokenizer(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(benchText)))
+			b.ReportAllocs()
+			var sc splitScratch
+			for b.Loop() {
+				pt.words(&sc, benchText)
+			}
+		})
+	}
+}

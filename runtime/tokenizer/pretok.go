@@ -16,19 +16,23 @@ import (
 // fragments left by the previous one (a match and the unmatched stretches
 // between matches all become fragments; no text is ever dropped).
 //
-// Two expressions, the GPT-2 one and the Llama 3 one, are implemented by
-// hand exactly as llama.cpp's custom splitters do it (they are linear and
-// llama.cpp uses them instead of the regex); the Llama 3 splitter also
-// serves Qwen2's expression, and single-class expressions such as \p{N}+
-// have a fast path (simple.go). Every other expression runs
-// through a backtracking engine (regexp2, standing in for C++ std::regex in
-// ECMAScript mode) over one of two rune views of the text, as llama.cpp does:
+// The expressions llama.cpp implements by hand (they are linear and it uses
+// them instead of the regex) are implemented by hand here too, with the
+// same results: GPT-2's, Llama 3's, Qwen2's (the Llama 3 splitter with
+// single digits) and Kimi K2's, whose preset is the placeholder \p{Han}+
+// that stands for the whole Kimi expression (see kimiRule). Single-class
+// expressions such as \p{N}+ have a fast path (simple.go). Every other
+// expression runs through a backtracking engine (regexp2, standing in for
+// C++ std::regex in ECMAScript mode) over one of two rune views of the
+// text, as llama.cpp does:
 //
-//   - "collapsed", when the expression mentions \p{N}, \p{L} or \p{P}: every
-//     non-ASCII code point is replaced by one stand-in per category (number
-//     U+00D1, letter U+00D2, punctuation U+00D3, whitespace U+000B, anything
-//     else U+00D0) and each \p{X} in the expression by the stand-in plus the
-//     ASCII members of X.
+//   - "collapsed", when the expression names a category llama.cpp knows
+//     (\p{N}, \p{L}, \p{P}, \p{M}, \p{S}, \p{Lu}, \p{Ll}, \p{Lt}, \p{Lm},
+//     \p{Lo}; the letter subclasses all mean \p{L}): every non-ASCII code
+//     point is replaced by one stand-in per category (number U+00D1, letter
+//     U+00D2, punctuation U+00D3, mark U+00D4, symbol U+00D5, whitespace
+//     U+000B, anything else U+00D0) and each \p{X} in the expression by the
+//     stand-in plus the ASCII members of X.
 //   - "wide" otherwise: the code points themselves, non-ASCII whitespace
 //     replaced by U+000B.
 
@@ -38,7 +42,11 @@ const (
 	reLlama3     = `(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 	reLlama3Orig = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 	reQwen2      = `(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	reQwen35     = `(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 	rePoro       = ` ?[^(\s|.,!?…。，、।۔،)]+`
+	// reKimiK2 is not Kimi K2's expression but llama.cpp's placeholder for
+	// it: the preset's only entry, which selects the hand-written splitter.
+	reKimiK2 = `\p{Han}+`
 )
 
 // preset is one llama.cpp pre-tokenizer type (LLAMA_VOCAB_PRE_TYPE_*).
@@ -61,6 +69,12 @@ var (
 	presetDBRX   = preset{name: "dbrx", exprs: []string{reLlama3}}
 	presetGPT2   = preset{name: "gpt-2", exprs: []string{reGPT2}}
 	presetQwen2  = preset{name: "qwen2", exprs: []string{reQwen2}}
+	presetQwen35 = preset{name: "qwen35", exprs: []string{reQwen35}}
+	// GPT-4o's expression (also Llama 4's and MiniMax M2's) with its case
+	// classes written as lookaheads, as llama.cpp adapts it for std::regex.
+	presetGPT4o = preset{name: "gpt-4o", exprs: []string{
+		`[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`,
+	}}
 	// DeepSeek LLM: the letter class is the explicit list of code points
 	// that tokenizer.json spells out, so this set runs on the "wide" view.
 	presetDeepseekLLM = preset{name: "deepseek-llm", exprs: []string{
@@ -89,6 +103,7 @@ var (
 		`[0-9][0-9][0-9]`,
 	}}
 	presetStarcoder = preset{name: "starcoder", exprs: []string{`\p{N}`, reGPT2}}
+	presetKimiK2    = preset{name: "kimi-k2", exprs: []string{reKimiK2}}
 	presetPoro      = preset{name: "poro-chat", exprs: []string{rePoro}}
 	presetChatGLM4  = preset{name: "chatglm-bpe", exprs: []string{reLlama3}, noBOS: true}
 	presetViking    = preset{name: "viking", exprs: []string{rePoro, `\p{N}`}}
@@ -105,50 +120,64 @@ var (
 	}, addBOS: true}
 )
 
-// presets maps every tokenizer.ggml.pre value llama.cpp accepts for BPE
-// vocabularies to its preset (llama-vocab.cpp, llama_vocab::impl::load).
+// presets maps the tokenizer.ggml.pre values strata supports to their
+// presets, as llama.cpp's llama_vocab::impl::load maps them
+// (llama-vocab.cpp); llama.cpp knows a few more, which are refused here
+// with ErrUnknownPre rather than guessed.
 var presets = map[string]preset{
-	"default":        presetDefault,
-	"llama3":         presetLlama3,
-	"llama-v3":       presetLlama3,
-	"llama-bpe":      presetLlama3,
-	"falcon3":        presetLlama3,
-	"dbrx":           presetDBRX,
-	"smaug-bpe":      presetDBRX,
-	"deepseek-llm":   presetDeepseekLLM,
-	"deepseek-coder": presetDeepseekCoder,
-	"deepseek-v3":    presetDeepseek3,
-	"falcon":         presetFalcon,
-	"mpt":            presetGPT2,
-	"gpt-2":          presetGPT2,
-	"phi-2":          presetGPT2,
-	"jina-es":        presetGPT2,
-	"jina-de":        presetGPT2,
-	"gigachat":       presetGPT2,
-	"jina-v1-en":     presetGPT2,
-	"jina-v2-es":     presetGPT2,
-	"jina-v2-de":     presetGPT2,
-	"jina-v2-code":   presetGPT2,
-	"roberta-bpe":    presetGPT2,
-	"olmo":           presetGPT2,
-	"jais":           presetGPT2,
-	"starcoder":      presetStarcoder,
-	"refact":         presetStarcoder,
-	"command-r":      presetStarcoder,
-	"smollm":         presetStarcoder,
-	"codeshell":      presetStarcoder,
-	"exaone":         presetStarcoder,
-	"minerva-7b":     presetStarcoder,
-	"qwen2":          presetQwen2,
-	"stablelm2":      presetQwen2,
-	"megrez":         presetQwen2,
-	"poro-chat":      presetPoro,
-	"bloom":          presetPoro,
-	"gpt3-finnish":   presetPoro,
-	"chatglm-bpe":    presetChatGLM4,
-	"viking":         presetViking,
-	"tekken":         presetTekken,
-	"chameleon":      presetChameleon,
+	"default":          presetDefault,
+	"llama3":           presetLlama3,
+	"llama-v3":         presetLlama3,
+	"llama-bpe":        presetLlama3,
+	"falcon3":          presetLlama3,
+	"dbrx":             presetDBRX,
+	"smaug-bpe":        presetDBRX,
+	"deepseek-llm":     presetDeepseekLLM,
+	"deepseek-coder":   presetDeepseekCoder,
+	"deepseek-v3":      presetDeepseek3,
+	"hunyuan-dense":    presetDeepseek3,
+	"joyai-llm":        presetDeepseek3,
+	"kimi-k2":          presetKimiK2,
+	"falcon":           presetFalcon,
+	"mpt":              presetGPT2,
+	"gpt-2":            presetGPT2,
+	"phi-2":            presetGPT2,
+	"jina-es":          presetGPT2,
+	"jina-de":          presetGPT2,
+	"gigachat":         presetGPT2,
+	"jina-v1-en":       presetGPT2,
+	"jina-v2-es":       presetGPT2,
+	"jina-v2-de":       presetGPT2,
+	"jina-v2-code":     presetGPT2,
+	"roberta-bpe":      presetGPT2,
+	"olmo":             presetGPT2,
+	"jais":             presetGPT2,
+	"starcoder":        presetStarcoder,
+	"refact":           presetStarcoder,
+	"command-r":        presetStarcoder,
+	"smollm":           presetStarcoder,
+	"codeshell":        presetStarcoder,
+	"exaone":           presetStarcoder,
+	"minerva-7b":       presetStarcoder,
+	"qwen2":            presetQwen2,
+	"deepseek-r1-qwen": presetQwen2,
+	"hunyuan":          presetQwen2,
+	"solar-open":       presetQwen2,
+	"grok-2":           presetQwen2,
+	"qwen35":           presetQwen35,
+	"gpt-4o":           presetGPT4o,
+	"llama4":           presetGPT4o,
+	"minimax-m2":       presetGPT4o,
+	"stablelm2":        presetQwen2,
+	"megrez":           presetQwen2,
+	"poro-chat":        presetPoro,
+	"bloom":            presetPoro,
+	"gpt3-finnish":     presetPoro,
+	"chatglm-bpe":      presetChatGLM4,
+	"glm4":             presetChatGLM4,
+	"viking":           presetViking,
+	"tekken":           presetTekken,
+	"chameleon":        presetChameleon,
 }
 
 // lookupPreset returns the preset for a tokenizer.ggml.pre value. An empty
@@ -190,6 +219,8 @@ const (
 	collapsedNumber rune = 0xD1
 	collapsedLetter rune = 0xD2
 	collapsedPunct  rune = 0xD3
+	collapsedMark   rune = 0xD4
+	collapsedSymbol rune = 0xD5
 	collapsedSpace  rune = 0x0B
 )
 
@@ -209,6 +240,10 @@ func (t *text) collapsedRunes() []rune {
 				t.collapsed[i] = collapsedLetter
 			case f&flagPunctuation != 0:
 				t.collapsed[i] = collapsedPunct
+			case f&flagAccentMark != 0:
+				t.collapsed[i] = collapsedMark
+			case f&flagSymbol != 0:
+				t.collapsed[i] = collapsedSymbol
 			default:
 				t.collapsed[i] = collapsedOther
 			}
@@ -243,11 +278,14 @@ type rule interface {
 
 type gpt2Rule struct{}
 
-// llama3Rule is the Llama 3 splitter; with maxDigits 1 instead of 3 it
-// implements the Qwen2 expression, which differs only in \p{N} for
-// \p{N}{1,3} (llama.cpp runs that one through std::regex; the tests check
-// the two agree).
-type llama3Rule struct{ maxDigits int }
+// llama3Rule is the Llama 3 splitter. With maxDigits 1 instead of 3 it is
+// the Qwen2 one (\p{N} for \p{N}{1,3}); with marks as well, where \p{L}
+// becomes [\p{L}\p{M}], the Qwen3.5 one. llama.cpp has a hand-written
+// splitter for each; the tests check all three against the expressions.
+type llama3Rule struct {
+	maxDigits int
+	word      cptFlags // flagLetter, or flagLetter|flagAccentMark for Qwen3.5
+}
 
 // regexRule runs one expression through regexp2.
 type regexRule struct {
@@ -271,9 +309,13 @@ func compileRule(expr string) (rule, error) {
 	case reGPT2:
 		return gpt2Rule{}, nil
 	case reLlama3, reLlama3Orig:
-		return llama3Rule{maxDigits: 3}, nil
+		return llama3Rule{maxDigits: 3, word: flagLetter}, nil
 	case reQwen2:
-		return llama3Rule{maxDigits: 1}, nil
+		return llama3Rule{maxDigits: 1, word: flagLetter}, nil
+	case reQwen35:
+		return llama3Rule{maxDigits: 1, word: flagLetter | flagAccentMark}, nil
+	case reKimiK2:
+		return kimiRule{}, nil
 	}
 	compiledMu.Lock()
 	defer compiledMu.Unlock()
@@ -340,11 +382,33 @@ func (pt *pretokenizer) words(sc *splitScratch, s string) []int {
 	return sc.ends
 }
 
+// collapsedClasses are the categories llama.cpp rewrites for the collapsed
+// view, each with what it becomes inside a bracket expression: its
+// stand-in and its ASCII members (unicode.cpp, k_ucat_*).
+var collapsedClasses = func() map[string]string {
+	letter := `\u00D2A-Za-z`
+	return map[string]string{
+		`\p{N}`:  `\u00D10-9`,
+		`\p{L}`:  letter,
+		`\p{Lu}`: letter,
+		`\p{Ll}`: letter,
+		`\p{Lt}`: letter,
+		`\p{Lm}`: letter,
+		`\p{Lo}`: letter,
+		`\p{P}`:  `\u00D3!-#%-*,-/:-;?-@\[-\]_\{\}`,
+		`\p{M}`:  `\u00D4`,
+		`\p{S}`:  `\u00D5\$\+<->\^` + "`" + `\|\~`,
+	}
+}()
+
 // translateRegex turns a llama.cpp pre-tokenizer expression into the
 // regexp2 expression that behaves like it under std::regex. It reports
 // whether the expression runs on the collapsed view.
 func translateRegex(expr string) (string, bool, error) {
-	collapsed := strings.Contains(expr, `\p{N}`) || strings.Contains(expr, `\p{L}`) || strings.Contains(expr, `\p{P}`)
+	collapsed := false
+	for name := range collapsedClasses {
+		collapsed = collapsed || strings.Contains(expr, name)
+	}
 	var b strings.Builder
 	inside := false
 	for i := 0; i < len(expr); i++ {
@@ -353,26 +417,19 @@ func translateRegex(expr string) (string, bool, error) {
 			return "", false, fmt.Errorf("tokenizer: pre-tokenizer regex %q mixes unicode categories and non-ASCII characters", expr)
 		}
 		if c == '\\' && i+1 < len(expr) {
-			if collapsed && expr[i+1] == 'p' && i+4 < len(expr) && expr[i+2] == '{' && expr[i+4] == '}' {
-				var class string
-				switch expr[i+3] {
-				case 'N':
-					class = `\u00D10-9`
-				case 'L':
-					class = `\u00D2A-Za-z`
-				case 'P':
-					class = `\u00D3!-#%-*,-/:-;?-@\[-\]_\{\}`
-				}
-				if class != "" {
-					if !inside {
-						b.WriteByte('[')
+			if collapsed && strings.HasPrefix(expr[i:], `\p{`) {
+				if j := strings.IndexByte(expr[i:], '}'); j > 0 {
+					if class, ok := collapsedClasses[expr[i:i+j+1]]; ok {
+						if !inside {
+							b.WriteByte('[')
+						}
+						b.WriteString(class)
+						if !inside {
+							b.WriteByte(']')
+						}
+						i += j
+						continue
 					}
-					b.WriteString(class)
-					if !inside {
-						b.WriteByte(']')
-					}
-					i += 4
-					continue
 				}
 			}
 			// An escape pair is copied whole so that "\[" or "\$" is not
@@ -543,101 +600,189 @@ func (gpt2Rule) split(t *text, frags, out []int) []int {
 	return out
 }
 
+// contraction returns the length of the contraction
+// (?i:'s|'t|'re|'ve|'m|'ll|'d) at pos, or 0.
+func (f *fragment) contraction(pos int) int {
+	if f.cp(pos) != '\'' || pos+1 >= f.end {
+		return 0
+	}
+	c1 := toLower(f.cp(pos + 1))
+	if c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd' {
+		return 2
+	}
+	if pos+2 < f.end {
+		c2 := toLower(f.cp(pos + 2))
+		if (c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l') {
+			return 3
+		}
+	}
+	return 0
+}
+
+// rest takes the word at pos for the alternatives the Llama 3, Qwen2 and
+// Kimi K2 expressions end with,
+// \p{N}{1,maxDigits}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+,
+// or a single code point when none matches, and returns where it ends.
+// word is the letter class (flagLetter; Qwen3.5 adds flagAccentMark).
+func (f *fragment) rest(pos, maxDigits int, word cptFlags) int {
+	c := f.cp(pos)
+	fl := f.fl(pos)
+	// \p{N}{1,maxDigits}: a run of digits is cut into words of maxDigits.
+	if fl.isNumber() {
+		ini := pos
+		for f.fl(pos).isNumber() {
+			pos++
+			if pos-ini >= maxDigits {
+				f.add(pos)
+				ini = pos
+			}
+		}
+		f.add(pos)
+		return pos
+	}
+	// <space>?[^\s\p{L}\p{N}]+[\r\n]*; a space that ends the fragment
+	// is taken alone here, as \s+ would.
+	fl2 := fl
+	if c == ' ' {
+		fl2 = f.fl(pos + 1)
+	}
+	notWord := func(fl cptFlags) bool { return fl != 0 && fl&(flagWhitespace|word|flagNumber) == 0 }
+	if fl2&(flagWhitespace|word|flagNumber) == 0 && fl != 0 {
+		if c == ' ' {
+			pos++
+		}
+		for notWord(f.fl(pos)) {
+			pos++
+		}
+		for c2 := f.cp(pos); c2 == '\r' || c2 == '\n'; c2 = f.cp(pos) {
+			pos++
+		}
+		f.add(pos)
+		return pos
+	}
+	ws, lastRN := 0, 0
+	for f.fl(pos + ws).isWhitespace() {
+		if c2 := f.cp(pos + ws); c2 == '\r' || c2 == '\n' {
+			lastRN = pos + ws + 1
+		}
+		ws++
+	}
+	switch {
+	case lastRN > 0: // \s*[\r\n]+
+		pos = lastRN
+	case ws > 1 && f.cp(pos+ws) != outOfRange: // \s+(?!\S)
+		pos += ws - 1
+	case ws > 0: // \s+
+		pos += ws
+	default:
+		pos++
+	}
+	f.add(pos)
+	return pos
+}
+
 // split implements the Llama 3 expression (or Qwen2's, see llama3Rule)
 // (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
-// as llama.cpp's unicode_regex_split_custom_llama3.
+// as llama.cpp's unicode_regex_split_custom_llama3 (and _qwen2).
 func (lr llama3Rule) split(t *text, frags, out []int) []int {
 	start := 0
 	for _, n := range frags {
 		f := fragment{t: t, ini: start, end: start + n, prev: start, out: out}
 		start += n
 		for pos := f.ini; pos < f.end; {
-			c := f.cp(pos)
-			fl := f.fl(pos)
-			if c == '\'' && pos+1 < f.end {
-				c1 := toLower(f.cp(pos + 1))
-				if c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd' {
-					pos += f.add(pos + 2)
-					continue
-				}
-				if pos+2 < f.end {
-					c2 := toLower(f.cp(pos + 2))
-					if (c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l') {
-						pos += f.add(pos + 3)
-						continue
-					}
-				}
+			if k := f.contraction(pos); k > 0 {
+				pos += f.add(pos + k)
+				continue
 			}
 			// [^\r\n\p{L}\p{N}]?\p{L}+
-			if !(c == '\r' || c == '\n' || fl.isNumber()) {
-				if fl.isLetter() || f.fl(pos+1).isLetter() {
+			if c, fl := f.cp(pos), f.fl(pos); !(c == '\r' || c == '\n' || fl.isNumber()) {
+				if fl&lr.word != 0 || f.fl(pos+1)&lr.word != 0 {
 					pos++
-					for f.fl(pos).isLetter() {
+					for f.fl(pos)&lr.word != 0 {
 						pos++
 					}
 					f.add(pos)
 					continue
 				}
 			}
-			// \p{N}{1,3}
-			if fl.isNumber() {
-				ini := pos
-				for f.fl(pos).isNumber() {
-					pos++
-					if pos-ini >= lr.maxDigits {
-						f.add(pos)
-						ini = pos
-					}
-				}
-				f.add(pos)
-				continue
-			}
-			// <space>?[^\s\p{L}\p{N}]+[\r\n]*
-			fl2 := fl
-			if c == ' ' {
-				fl2 = f.fl(pos + 1)
-			}
-			if fl2&(flagWhitespace|flagLetter|flagNumber) == 0 && fl != 0 {
-				if c == ' ' {
-					pos++
-				}
-				for notWLN(f.fl(pos)) {
-					pos++
-				}
-				for c2 := f.cp(pos); c2 == '\r' || c2 == '\n'; c2 = f.cp(pos) {
-					pos++
-				}
-				f.add(pos)
-				continue
-			}
-			ws, lastRN := 0, 0
-			for f.fl(pos + ws).isWhitespace() {
-				if c2 := f.cp(pos + ws); c2 == '\r' || c2 == '\n' {
-					lastRN = pos + ws + 1
-				}
-				ws++
-			}
-			if lastRN > 0 { // \s*[\r\n]+
-				pos = lastRN
-				f.add(pos)
-				continue
-			}
-			if ws > 1 && f.cp(pos+ws) != outOfRange { // \s+(?!\S)
-				pos += ws - 1
-				f.add(pos)
-				continue
-			}
-			if ws > 0 { // \s+
-				pos += ws
-				f.add(pos)
-				continue
-			}
-			pos++
-			f.add(pos)
+			pos = f.rest(pos, lr.maxDigits, lr.word)
 		}
 		out = f.out
 	}
 	return out
+}
+
+// kimiRule splits as llama.cpp does for Kimi K2. Moonshot's expression is
+//
+//	[\p{Han}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?
+//	|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?
+//	|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+//
+// but llama.cpp (unicode_regex_split_custom_kimi_k2) runs a simpler one,
+// and strata follows llama.cpp, its oracle:
+//
+//	H+|[^\r\n\p{L}\p{N}]?(?:(?!H)\p{L})+(?i:'s|'t|'re|'ve|'m|'ll|'d)?
+//	|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+//
+// where H is the CJK ideograph blocks of isHan rather than the Han script.
+// So letter case plays no part (a run of letters is one word: "camelCase",
+// not "camel" "Case"), a contraction joins the word before it ("it's"),
+// marks do not join the letters before them ("e\u0301" is "e" "\u0301"),
+// and Han-script characters outside those blocks split by their general
+// category (々 is a letter, 〇 a number, the radicals ⺀ ⼀ symbols).
+type kimiRule struct{}
+
+func (kimiRule) split(t *text, frags, out []int) []int {
+	start := 0
+	for _, n := range frags {
+		f := fragment{t: t, ini: start, end: start + n, prev: start, out: out}
+		start += n
+		for pos := f.ini; pos < f.end; {
+			c, fl := f.cp(pos), f.fl(pos)
+			// H+, unassigned code points of the blocks included.
+			if isHan(c) {
+				for isHan(f.cp(pos)) {
+					pos++
+				}
+				f.add(pos)
+				continue
+			}
+			// [^\r\n\p{L}\p{N}]?(?:(?!H)\p{L})+ and a contraction.
+			lead := !(c == '\r' || c == '\n' || fl.isLetter() || fl.isNumber())
+			if fl.isLetter() || (lead && f.letterNotHan(pos+1)) {
+				if lead {
+					pos++
+				}
+				for f.letterNotHan(pos) {
+					pos++
+				}
+				pos += f.contraction(pos)
+				f.add(pos)
+				continue
+			}
+			pos = f.rest(pos, 3, flagLetter)
+		}
+		out = f.out
+	}
+	return out
+}
+
+func (f *fragment) letterNotHan(pos int) bool {
+	return f.fl(pos).isLetter() && !isHan(f.cp(pos))
+}
+
+// isHan is llama.cpp's unicode_cpt_is_han: the CJK Unified Ideographs,
+// Extensions A to F and the two compatibility blocks, assigned or not.
+func isHan(r rune) bool {
+	switch {
+	case r < 0x3400:
+		return false
+	case r <= 0x4DBF, r >= 0x4E00 && r <= 0x9FFF, r >= 0xF900 && r <= 0xFAFF:
+		return true
+	case r < 0x20000:
+		return false
+	}
+	return r <= 0x2A6DF || (r >= 0x2A700 && r <= 0x2EBEF) || (r >= 0x2F800 && r <= 0x2FA1F)
 }
 
 // toLower is unicode_tolower, which the contractions need only for ASCII.

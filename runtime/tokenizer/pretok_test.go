@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+
+	"github.com/dlclark/regexp2"
 )
 
 // splitWith pre-tokenizes s with the given rules.
@@ -53,22 +55,60 @@ var extraSplitInputs = []string{
 	"\t\t\n \n", "🦙🦙 🦙", "a\u3000\u3000b", "٣٤٥٦", "Ⅻ3", "e\u0301", "\xff\xfea", "'", "''s", " '", "a'",
 }
 
-// TestSplitters checks llama.cpp's hand-written GPT-2 and Llama 3
-// splitters (which it uses instead of the regex) against the regexes run
-// through the regexp2 engine.
+// oracleInputs are texts for the pre-tokenizers that the big models ship
+// (Qwen2/3, DeepSeek V3, Kimi K2): Han and Latin mixed, kana and hangul,
+// digit runs of one to five, contractions in mixed case, letter case
+// changes (Kimi K2's expression splits on them, llama.cpp does not),
+// combining marks, symbols, emoji, whitespace runs and newlines.
+var oracleInputs = []string{
+	"我想在apple工作", "Hello世界 world世界", " 世界", "世界 ", "中文English中文", "北京2024年", "１２３４５",
+	"日本語のテキストです。カタカナ", "한국어 텍스트입니다", "々〇〻⺀⼀", "㐀䶿\U00020000\U0002A6DF丽", "a豈b\uFA6E!\U0002F800\U0002FA1F\U0002A6E0x\u4DC0\u9FFF\u4DBF\u3400", "你好，世界！「引用」",
+	"Hello, World! 123456", "🦙🦙 🦙 👍🏽", "it's IT'S",
+	"1", "12", "123", "1234", "12345", "a1b22c333d4444e55555", "٣٤٥٦٧", "Ⅻ3", "3.14159 -42 +7",
+	"it's IT'S It'S we'Re I'd they'LL you've", "DON'T don't Don'T", "'s 's' ''s", "camelCase PascalCase HTTPServer iPhone",
+	"ÉCOLE école Ǆungla ǅungla", "e\u0301te\u0301 cafe\u0301", "naïve résumé", "Ω≈ç√∫ ©®™ €£¥", "$var @user #tag %x",
+	"🦙🦙 🦙 👍🏽 👨‍👩‍👧 🇫🇷", "a  b   c    d", "\t\t\n \n", "line1\r\nline2\n\n\nline3", "  leading", "trailing  ",
+	"x\u00a0y\u3000z\u2003w", "!!!\n\n??? ...", " ?!\r\n", "(a|b) [c] {d} <e>", "`code` ~tilde~ ^caret^",
+	"print(\"hello\")\n    return x**2 // 3", "العربية والعبرية עברית", "Ελληνικά Кириллица",
+	"मैं हिंदी बोलता हूँ", "ภาษาไทย", "ℕ ℤ ℚ ℝ", "ｆｕｌｌｗｉｄｔｈ ＦＵＬＬ", "a\u200bb\u200cc", "〜～・",
+}
+
+// kimiRegex is what llama.cpp's Kimi K2 splitter does (see kimiRule),
+// as an expression for regexp2 on the wide view: H is isHan's blocks and
+// \p{L}, \p{N}, \s are Go's Unicode tables, as cptFlags are.
+func kimiRegex(t testing.TB) rule {
+	t.Helper()
+	const han = "[\u3400-\u4DBF\u4E00-\u9FFF\uF900-\uFAFF\U00020000-\U0002A6DF\U0002A700-\U0002EBEF\U0002F800-\U0002FA1F]"
+	expr := han + `+` +
+		`|[^\r\n\p{L}\p{N}]?(?:(?!` + han + `)\p{L})+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?` +
+		`|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	re, err := regexp2.Compile(expr, regexp2.None)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &regexRule{re: re}
+}
+
+// TestSplitters checks the hand-written GPT-2, Llama 3, Qwen2 and Kimi K2
+// splitters (llama.cpp's custom code, which it uses instead of the regex)
+// against the regexes run through the regexp2 engine: llama.cpp's own
+// expressions for the first three, a regex of llama.cpp's Kimi K2 code for
+// the last (llama.cpp does not run Moonshot's expression).
 func TestSplitters(t *testing.T) {
 	inputs, _ := readVectors(t, "ggml-vocab-llama-bpe.gguf")
-	inputs = append(inputs, extraSplitInputs...)
+	inputs = slices.Concat(inputs, extraSplitInputs, oracleInputs)
 	for _, c := range []struct {
 		name   string
 		custom rule
-		expr   string
+		re     rule
 	}{
-		{"gpt2", gpt2Rule{}, reGPT2},
-		{"llama3", llama3Rule{3}, reLlama3},
-		{"qwen2", llama3Rule{1}, reQwen2},
+		{"gpt2", gpt2Rule{}, regexOnly(t, reGPT2)},
+		{"llama3", llama3Rule{3, flagLetter}, regexOnly(t, reLlama3)},
+		{"qwen2", llama3Rule{1, flagLetter}, regexOnly(t, reQwen2)},
+		{"qwen35", llama3Rule{1, flagLetter | flagAccentMark}, regexOnly(t, reQwen35)},
+		{"kimi-k2", kimiRule{}, kimiRegex(t)},
 	} {
-		re := regexOnly(t, c.expr)
+		re := c.re
 		for _, in := range inputs {
 			got, want := splitWith(in, c.custom), splitWith(in, re)
 			if !slices.Equal(got, want) {
@@ -205,7 +245,7 @@ func TestSimpleRules(t *testing.T) {
 	inputs = append(inputs, extraSplitInputs...)
 	inputs = append(inputs, " a", "a ", "  \t", "x  ", "٣", "a1b22c333d4444", "。 。", "(a|b) c.d")
 	simple := simpleExprs(t)
-	for _, want := range []string{`\p{N}`, `\p{N}+`, `[0-9][0-9][0-9]`, "[\r\n]", `\s?\p{L}+`, `\s+$`, rePoro} {
+	for _, want := range []string{`\p{N}`, `\p{N}+`, `\p{N}{1,3}`, `[0-9][0-9][0-9]`, "[\r\n]", `\s?\p{L}+`, `\s+$`, rePoro} {
 		if simple[want] == nil {
 			t.Errorf("%q should take the fast path", want)
 		}
@@ -216,6 +256,44 @@ func TestSimpleRules(t *testing.T) {
 			if got, want := splitWith(in, sr), splitWith(in, re); !slices.Equal(got, want) {
 				t.Errorf("%q on %q:\nsimple %q\nregex  %q", expr, in, got, want)
 			}
+		}
+	}
+}
+
+// TestBigModelSplits pins the words of the big models' pre-tokenizers on
+// inputs that tell them apart. The inputs are oracleInputs too, so the
+// ids they give are also checked against llama.cpp.
+func TestBigModelSplits(t *testing.T) {
+	for _, c := range []struct {
+		pre, in string
+		want    []string
+	}{
+		{"kimi-k2", "我想在apple工作", []string{"我想在", "apple", "工作"}},
+		{"kimi-k2", "Hello世界 world世界", []string{"Hello", "世界", " world", "世界"}},
+		{"kimi-k2", " 世界", []string{" ", "世界"}},
+		{"kimi-k2", "camelCase PascalCase HTTPServer iPhone", []string{"camelCase", " PascalCase", " HTTPServer", " iPhone"}},
+		{"kimi-k2", "it's IT'S It'S we'Re I'd they'LL you've", []string{"it's", " IT'S", " It'S", " we'Re", " I'd", " they'LL", " you've"}},
+		{"kimi-k2", "'s 's' ''s", []string{"'s", " '", "s", "'", " ''", "s"}},
+		{"kimi-k2", "12345", []string{"123", "45"}},
+		{"kimi-k2", "e\u0301te\u0301 cafe\u0301", []string{"e", "\u0301te", "\u0301", " cafe", "\u0301"}},
+		{"kimi-k2", "々〇〻⺀⼀", []string{"々", "〇", "〻", "⺀⼀"}},
+		{"kimi-k2", "日本語のテキストです。カタカナ", []string{"日本語", "のテキストです", "。カタカナ"}},
+		{"deepseek-v3", "Hello, World! 123456", []string{"Hello", ",", " World", "!", " ", "123", "456"}},
+		{"deepseek-v3", "$var @user #tag %x", []string{"$var", " @", "user", " #", "tag", " %", "x"}},
+		{"deepseek-v3", "e\u0301te\u0301 cafe\u0301", []string{"e\u0301te\u0301", " cafe\u0301"}},
+		{"deepseek-v3", "Ω≈ç√∫ ©®™ €£¥", []string{"Ω", "≈", "ç", "√∫", " ©®™", " €£¥"}},
+		{"deepseek-v3", "🦙🦙 🦙 👍🏽", []string{"🦙🦙", " 🦙", " 👍🏽"}},
+		{"deepseek-v3", "日本語のテキストです。カタカナ", []string{"日本語のテキストです", "。", "カタカナ"}},
+		{"deepseek-v3", "中文English中文", []string{"中文", "English", "中文"}},
+		{"qwen2", "我想在apple工作", []string{"我想在apple工作"}},
+		{"qwen2", "北京2024年", []string{"北京", "2", "0", "2", "4", "年"}},
+		{"qwen2", "it's IT'S", []string{"it", "'s", " IT", "'S"}},
+	} {
+		if got := splitPreset(t, c.pre, c.in); !slices.Equal(got, c.want) {
+			t.Errorf("%s %q:\n got %q\nwant %q", c.pre, c.in, got, c.want)
+		}
+		if !slices.Contains(oracleInputs, c.in) {
+			t.Errorf("%q is not among oracleInputs", c.in)
 		}
 	}
 }

@@ -8,7 +8,7 @@ import (
 
 // Most pre-tokenizer expressions outside the GPT-2 and Llama 3 ones are a
 // single character class with a quantifier, such as \p{N}+, [\r\n],
-// \s?\p{L}+ or \s+$. simpleRule matches those directly, with the same
+// \p{N}{1,3}, \s?\p{L}+ or \s+$. simpleRule matches those directly, with the same
 // leftmost, greedy, backtracking result regexp2 (and std::regex) gives,
 // instead of paying for a general backtracking engine. Which expressions
 // qualify is decided by parseSimple on the translated expression; the
@@ -54,12 +54,12 @@ func (c *charClass) has(r rune) bool {
 
 var spaceClass = func() *charClass { c := &charClass{}; c.addSpace(); return c }()
 
-// simpleRule is prefix? class{count} or prefix? class+, optionally
-// anchored at the end of the fragment.
+// simpleRule is prefix? class{min,max}, optionally anchored at the end of
+// the fragment.
 type simpleRule struct {
 	prefix    *charClass // optional one-character prefix (\s? or " ?"), or nil
 	class     *charClass
-	count     int  // exact repetitions, or 0 for "one or more"
+	min, max  int  // repetitions, greedy; max 0 for no limit
 	anchored  bool // followed by \z
 	collapsed bool
 }
@@ -83,17 +83,28 @@ func parseSimple(src string, collapsed bool) (r *simpleRule, ok bool) {
 	r.class = atom
 	switch {
 	case strings.HasPrefix(rest, "+"):
-		rest = rest[1:]
+		r.min, rest = 1, rest[1:]
+	case strings.HasPrefix(rest, "{"):
+		// {m,n} with 1 <= m <= n.
+		end := strings.IndexByte(rest, '}')
+		lo, hi, found := strings.Cut(rest[1:max(end, 1)], ",")
+		m, err1 := strconv.Atoi(lo)
+		n, err2 := strconv.Atoi(hi)
+		if end < 0 || !found || err1 != nil || err2 != nil || m < 1 || n < m {
+			return nil, false
+		}
+		r.min, r.max, rest = m, n, rest[end+1:]
 	default:
-		r.count = 1
+		r.min = 1
 		// [0-9][0-9][0-9]: the same atom repeated.
 		text := src[:len(src)-len(rest)]
 		for strings.HasPrefix(rest, text) {
 			rest = rest[len(text):]
-			r.count++
+			r.min++
 		}
+		r.max = r.min
 	}
-	if rest == `\z` && r.prefix == nil && r.count == 0 {
+	if rest == `\z` && r.prefix == nil && r.min == 1 && r.max == 0 {
 		r.anchored, rest = true, ""
 	}
 	if rest != "" {
@@ -203,20 +214,16 @@ func (r *simpleRule) find(v []rune, at int) (start, end int, ok bool) {
 
 // match returns the end of the class run the rule takes from i, or i.
 func (r *simpleRule) match(v []rune, i int) int {
-	if r.count > 0 {
-		if i+r.count > len(v) {
-			return i
-		}
-		for k := i; k < i+r.count; k++ {
-			if !r.class.has(v[k]) {
-				return i
-			}
-		}
-		return i + r.count
+	end := len(v)
+	if r.max > 0 {
+		end = min(end, i+r.max)
 	}
 	e := i
-	for e < len(v) && r.class.has(v[e]) {
+	for e < end && r.class.has(v[e]) {
 		e++
+	}
+	if e-i < r.min {
+		return i
 	}
 	return e
 }

@@ -243,8 +243,12 @@ func New(v Vocab) (*Tokenizer, error) {
 	return t, nil
 }
 
-// eogTexts are the texts llama.cpp treats as end of generation.
-var eogTexts = []string{"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>"}
+// eogTexts are the texts llama.cpp treats as end of generation ([EOT] and
+// [EOS] are Kimi K2's). llama.cpp also lists some whose handling comes with
+// per-model exceptions (gpt-oss's <|return|>, Gemma 4's <turn|>, </s>);
+// those are left out here.
+var eogTexts = []string{"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",
+	"<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>", "<end_of_utterance>", "<｜end▁of▁sentence｜>", "[e~["}
 
 // findSpecialByText fills unset EOT/EOM/FIM ids from well-known token
 // texts, marks those tokens as control, and builds the end-of-generation
@@ -254,13 +258,13 @@ func (t *Tokenizer) findSpecialByText() {
 		id    *int
 		texts []string
 	}{
-		{&t.v.EOT, []string{"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<EOT>", "<｜end▁of▁sentence｜>"}},
+		{&t.v.EOT, []string{"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>", "<EOT>", "_<EOT>", "[EOT]", "<｜end▁of▁sentence｜>", "<end_of_utterance>"}},
 		{&t.v.EOM, []string{"<|eom_id|>"}},
-		{&t.v.FIMPre, []string{"<|fim_prefix|>", "<fim-prefix>", "<｜fim▁begin｜>", "<PRE>"}},
-		{&t.v.FIMSuf, []string{"<|fim_suffix|>", "<fim-suffix>", "<｜fim▁hole｜>", "<SUF>"}},
-		{&t.v.FIMMid, []string{"<|fim_middle|>", "<fim-middle>", "<｜fim▁end｜>", "<MID>"}},
-		{&t.v.FIMPad, []string{"<|fim_pad|>", "<fim-pad>", "<PAD>"}},
-		{&t.v.FIMRep, []string{"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>"}},
+		{&t.v.FIMPre, []string{"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>", "<|code_prefix|>", "<|prefix|>"}},
+		{&t.v.FIMSuf, []string{"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>", "▁<SUF>", "<|code_suffix|>", "<|suffix|>"}},
+		{&t.v.FIMMid, []string{"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>", "▁<MID>", "<|code_middle|>", "<|middle|>"}},
+		{&t.v.FIMPad, []string{"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"}},
+		{&t.v.FIMRep, []string{"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"}},
 		{&t.v.FIMSep, []string{"<|file_sep|>"}},
 	}
 	for _, s := range byText {

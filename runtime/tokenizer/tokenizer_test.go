@@ -357,3 +357,26 @@ func TestConcurrentEncode(t *testing.T) {
 		wg.Wait()
 	}
 }
+
+// TestKimiSpecialTokens covers the special tokens llama.cpp finds by text
+// in Kimi K2's vocabulary: [EOT] is the end of turn, [PAD] the FIM pad,
+// and both, with [EOS], end generation.
+func TestKimiSpecialTokens(t *testing.T) {
+	v := byteLevelVocab("kimi-k2", []string{}, "[EOS]", "[EOT]", "[PAD]", "[BOS]")
+	tk, err := New(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eos, eot, pad, bos := 256, 257, 258, 259
+	if tk.EOT() != eot {
+		t.Errorf("EOT %d, want %d", tk.EOT(), eot)
+	}
+	for _, id := range []int{eos, eot, pad} {
+		if !tk.IsEOG(id) || !tk.IsControl(id) {
+			t.Errorf("%s: IsEOG %v IsControl %v", tk.Token(id), tk.IsEOG(id), tk.IsControl(id))
+		}
+	}
+	if tk.IsEOG(bos) {
+		t.Error("[BOS] ends generation")
+	}
+}

@@ -58,8 +58,13 @@ var (
 )
 
 // flagsOf returns the flags of r. Invalid runes (used here for bytes that
-// are not valid UTF-8) classify as control, like unassigned code points.
+// are not valid UTF-8) classify as U+FFFD, a symbol: llama.cpp decodes
+// each such byte to U+FFFD before splitting, which matters to expressions
+// that name \p{S} (DeepSeek V3's).
 func flagsOf(r rune) cptFlags {
+	if r == invalidRune {
+		r = utf8.RuneError
+	}
 	if r >= 0 && r < 0x10000 {
 		bmpFlagsOnce.Do(func() {
 			bmpFlags = make([]cptFlags, 0x10000)
