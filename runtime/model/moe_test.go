@@ -4,8 +4,10 @@ import (
 	"math"
 	"math/rand/v2"
 	"sort"
+	"strings"
 	"testing"
 
+	"strata/runtime/gguf"
 	"strata/runtime/tensor"
 )
 
@@ -148,5 +150,34 @@ func TestMixtureMatchesReference(t *testing.T) {
 		s.mixture(w, xb, out, n)
 	}); a != 0 {
 		t.Errorf("%v allocations per MoE batch", a)
+	}
+}
+
+// Mixture-of-experts metadata that cannot work is refused with a reason.
+func TestConfigMoEErrors(t *testing.T) {
+	base := func() *gguf.Metadata {
+		md := gguf.NewMetadata()
+		for k, v := range map[string]any{"general.architecture": "qwen3moe", "qwen3moe.embedding_length": uint32(64), "qwen3moe.block_count": uint32(2),
+			"qwen3moe.attention.head_count": uint32(4), "qwen3moe.attention.head_count_kv": uint32(2), "qwen3moe.context_length": uint32(128),
+			"qwen3moe.expert_count": uint32(8), "qwen3moe.expert_used_count": uint32(2), "qwen3moe.expert_feed_forward_length": uint32(32)} {
+			md.Set(k, v)
+		}
+		return md
+	}
+	c, err := ConfigOf(base())
+	if err != nil || !c.IsMoE(0) || !c.ExpertWeightsNorm || c.Gating != GatingSoftmax || !c.QKNorm || !c.RopeNeox {
+		t.Fatalf("qwen3moe config %+v: %v", c, err)
+	}
+	for name, edit := range map[string]func(*gguf.Metadata){
+		"expert_count":               func(md *gguf.Metadata) { md.Delete("qwen3moe.expert_count") },
+		"of 8 experts":               func(md *gguf.Metadata) { md.Set("qwen3moe.expert_used_count", uint32(9)) },
+		"expert_feed_forward_length": func(md *gguf.Metadata) { md.Delete("qwen3moe.expert_feed_forward_length") },
+		"groups":                     func(md *gguf.Metadata) { md.Set("qwen3moe.expert_group_count", uint32(3)) },
+	} {
+		md := base()
+		edit(md)
+		if _, err := ConfigOf(md); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 }
