@@ -155,11 +155,25 @@ func RunLogits(ctx context.Context, path string, ids []int, k int, o Options) (*
 	if o.FlashAttn {
 		cmd.Env = append(cmd.Env, "LLAMACPP_FLASH_ATTN=1")
 	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	// The script ends with process.exit, which drops whatever of a long
+	// answer is still queued for a pipe; Node writes to a file
+	// synchronously, so its answer goes to one.
+	out, err := os.CreateTemp("", "llamacpp-logits-*.json")
+	if err != nil {
+		return nil, fmt.Errorf("llamacpp: %w", err)
+	}
+	defer os.Remove(out.Name())
+	defer out.Close()
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = out, &stderr
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("llamacpp: %s on %s: %v\n%s", filepath.Base(script), path, err, lastLines(stderr.String(), 20))
 	}
+	b, err := os.ReadFile(out.Name())
+	if err != nil {
+		return nil, fmt.Errorf("llamacpp: %w", err)
+	}
+	stdout := bytes.NewBuffer(b)
 	var l Logits
 	if err := json.Unmarshal(lastLine(stdout.Bytes()), &l); err != nil {
 		return nil, fmt.Errorf("llamacpp: reading the script's output: %v\n%s", err, lastLines(stdout.String(), 5))

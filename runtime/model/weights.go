@@ -52,9 +52,10 @@ type MoE struct {
 	Shared  Dense   // ffn_*_shexp, width SharedExperts*ExpertFFN; zero when none
 }
 
-// Model is a llama-family model, or the shard of one that holds layers
-// [First, End). The first shard also holds the token embedding; the last
-// holds the final norm and the output head.
+// Model is a decoder-only transformer (llama, qwen2, qwen3, qwen3moe), or
+// the shard of one that holds layers [First, End). The first shard also
+// holds the token embedding; the last holds the final norm and the
+// output head.
 type Model struct {
 	Config
 	First, End int
