@@ -13,6 +13,7 @@ import (
 
 	"strata/internal/testdata"
 	"strata/peers"
+	"strata/runtime/catalog"
 	"strata/runtime/engine"
 )
 
@@ -44,9 +45,10 @@ func startNodesWith(t *testing.T, files map[string]string, ctxLen, n int, memByt
 		cfg := NodeConfig{
 			Peers: peers.Config{
 				Listen: []string{"/ip4/127.0.0.1/tcp/0"}, Secret: secret, NoMDNS: true,
-				MemoryBytes: memBytes, ModelsDir: models, Logger: logger,
+				MemoryBytes: memBytes, Logger: logger,
 				HeartbeatInterval: 200 * time.Millisecond, MemberTimeout: time.Second,
 			},
+			Models:  catalog.Catalog{Dirs: []string{models}},
 			Cluster: ClusterOptions{PlanContext: ctxLen, PlanSessions: sessions, StepTimeout: stepTimeout},
 			Threads: 1,
 		}

@@ -57,8 +57,9 @@ type Config struct {
 	// cluster (shards and KV caches); the free memory announced is at most
 	// the offer less that.
 	UsedBytes func() uint64
-	// ModelsDir is scanned for *.gguf files to announce. Empty: none.
-	ModelsDir string
+	// Models, when set, lists the models to announce. It is called for
+	// every heartbeat, so it should be cheap (cache digests).
+	Models func() []*messages.ModelInfo
 	// ComputeFlops is the compute rate to announce, in FLOP/s (0: not
 	// measured).
 	ComputeFlops float64
@@ -102,7 +103,6 @@ type Node struct {
 	bridge *bridge
 	pubsub *pubsub.PubSub
 	member *Membership
-	models *modelScanner
 	mdns   mdns.Service
 
 	ctx    context.Context
@@ -162,7 +162,6 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 
 	n := &Node{cfg: cfg, log: cfg.Logger, host: h, dialing: make(map[peer.ID]*backoff)}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
-	n.models = &modelScanner{dir: cfg.ModelsDir, log: cfg.Logger}
 	n.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return protoactorLogger(cfg.Logger)
 	}))
