@@ -34,6 +34,12 @@ func startNodesWith(t *testing.T, files map[string]string, ctxLen, n int, memByt
 			t.Fatal(err)
 		}
 	}
+	return startNodesIn(t, models, ctxLen, n, memBytes, sessions, step...)
+}
+
+// startNodesIn starts nodes that find their models in the directory models.
+func startNodesIn(t *testing.T, models string, ctxLen, n int, memBytes uint64, sessions int, step ...time.Duration) []*Node {
+	t.Helper()
 	secret := []byte("a test secret that is long enough for strata")
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	var nodes []*Node

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -95,5 +96,27 @@ func TestModelsFindsStores(t *testing.T) {
 	}
 	if _, err := os.Stat(repo); !os.IsNotExist(err) {
 		t.Errorf("cache repo left: %v", err)
+	}
+}
+
+// strata synth --split writes parts llama.cpp's way; strata models lists one model.
+func TestSynthSplitIsOneModel(t *testing.T) {
+	dir := t.TempDir()
+	if out, err := run(t, "synth", "--shape", "tinyllama-1.1b", "--type", "Q4_0", "--layers", "2", "--sparse", "--split", "3", "-o", filepath.Join(dir, "tl.gguf")); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for i := 1; i <= 3; i++ {
+		if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("tl-%05d-of-00003.gguf", i))); err != nil {
+			t.Error(err)
+		}
+	}
+	out, err := run(t, "models", "--models", dir, "--stores", "none", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct{ Models []modelRow }
+	json.Unmarshal([]byte(out), &got)
+	if len(got.Models) != 1 || got.Models[0].Name != "tl" || len(got.Models[0].Paths) != 3 || !got.Models[0].Complete || got.Models[0].Layers != 2 || got.Models[0].Quantization != "Q4_0" {
+		t.Errorf("models: %s", out)
 	}
 }
