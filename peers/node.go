@@ -57,6 +57,8 @@ type Config struct {
 	// cluster (shards and KV caches); the free memory announced is at most
 	// the offer less that.
 	UsedBytes func() uint64
+	// Weights, when set, is served to peers over WeightsProtocol.
+	Weights WeightSource
 	// Models, when set, lists the models to announce. It is called for
 	// every heartbeat, so it should be cheap (cache digests).
 	Models func() []*messages.ModelInfo
@@ -96,14 +98,15 @@ var (
 // private-network key, discovery, membership, and an actor system whose
 // PIDs reach actors on other nodes.
 type Node struct {
-	cfg    Config
-	log    *slog.Logger
-	host   host.Host
-	system *actor.ActorSystem
-	bridge *bridge
-	pubsub *pubsub.PubSub
-	member *Membership
-	mdns   mdns.Service
+	cfg     Config
+	log     *slog.Logger
+	host    host.Host
+	system  *actor.ActorSystem
+	bridge  *bridge
+	weights *weights
+	pubsub  *pubsub.PubSub
+	member  *Membership
+	mdns    mdns.Service
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -168,6 +171,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	// PIDs made from now on carry the peer ID as their address.
 	n.system.ProcessRegistry.Address = h.ID().String()
 	n.bridge = newBridge(n.ctx, h, n.system, cfg.Types, cfg.MaxMessageBytes, cfg.Logger)
+	n.startWeights()
 	n.bridge.onSent = cfg.OnSent
 	if _, err := n.system.Root.SpawnNamed(actor.PropsFromFunc(pingActor), PingActor); err != nil {
 		n.Close()
