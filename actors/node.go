@@ -24,7 +24,8 @@ type NodeConfig struct {
 	Peers   peers.Config
 	Cluster ClusterOptions
 	// Models is where the node finds models by name; it announces the
-	// complete ones (cfg.Peers.Models, when unset).
+	// complete ones (cfg.Peers.Models, when unset) and serves their bytes
+	// to peers over peers.WeightsProtocol (cfg.Peers.Weights, when unset).
 	Models catalog.Catalog
 	// Threads for the kernels; 0 = GOMAXPROCS.
 	Threads int
@@ -59,6 +60,9 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 			log = slog.Default()
 		}
 		cfg.Peers.Models = announcer(cfg.Models, log)
+	}
+	if cfg.Peers.Weights == nil {
+		cfg.Peers.Weights = &catalogWeights{c: cfg.Models}
 	}
 	pool := tensor.NewPool(cfg.Threads)
 	if cfg.Peers.ComputeFlops == 0 {

@@ -2,10 +2,12 @@ package actors
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"testing"
 
+	"strata/runtime/catalog"
 	"strata/runtime/engine"
 	"strata/runtime/model"
 	"strata/runtime/synth"
@@ -38,6 +40,12 @@ func TestSplitModelIsOneModel(t *testing.T) {
 		if len(names) != 1 || names[0] != "tiny" {
 			t.Fatalf("member %s announces %v, want the one model [tiny]", m.ID, names)
 		}
+	}
+	// Peers serve the model's manifest: tensor digests of all three parts.
+	b, err := nodes[1].Peers.WeightManifest(context.Background(), nodes[0].Peers.ID(), "tiny")
+	var man catalog.Manifest
+	if err != nil || json.Unmarshal(b, &man) != nil || len(man.Parts) != 3 || len(man.Tensors) == 0 || man.Tensors[0].SHA256 == "" {
+		t.Fatalf("manifest over the weights protocol: %v (%d bytes)", err, len(b))
 	}
 	p, _, err := nodes[1].Cluster.Plan("tiny")
 	if err != nil || len(p.Stages) != 3 {

@@ -86,3 +86,27 @@ func (d *Digests) Of(m Model) (string, error) {
 	}
 	return "sha256-fl:" + hex.EncodeToString(h.Sum(nil)), nil
 }
+
+type head struct {
+	head []byte
+	size int64
+}
+
+// readHead reads the first n bytes of a file (all of it when shorter) and its size.
+func readHead(path string, n uint64) (head, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return head{}, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return head{}, err
+	}
+	n = min(n, uint64(fi.Size()))
+	b := make([]byte, n)
+	if _, err := io.ReadFull(f, b); err != nil {
+		return head{}, err
+	}
+	return head{head: b, size: fi.Size()}, nil
+}
