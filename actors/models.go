@@ -1,69 +1,42 @@
 package actors
 
 import (
+	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
-	"sort"
-	"strings"
+	"log/slog"
+	"sync"
 
+	"strata/messages"
+	"strata/peers"
+	"strata/runtime/catalog"
 	"strata/runtime/gguf"
 )
 
-// ModelStore finds a model's file by name.
+// ModelStore finds a model's file by name. catalog.Catalog is one.
 type ModelStore interface {
 	// Path returns the path of the model's (first) GGUF file.
 	Path(name string) (string, error)
 }
 
+var _ ModelStore = catalog.Catalog{}
+
 // Dir is a ModelStore over a directory of GGUF files: model NAME is
-// NAME.gguf, or NAME-00001-of-0000N.gguf when split.
+// NAME.gguf, or NAME-00001-of-0000N.gguf ... when split.
 type Dir string
 
 // Path implements ModelStore.
 func (d Dir) Path(name string) (string, error) {
-	if name == "" || strings.ContainsAny(name, `/\`) || name == "." || name == ".." {
-		return "", fmt.Errorf("invalid model name %q", name)
-	}
-	p := filepath.Join(string(d), name+".gguf")
-	if _, err := os.Stat(p); err == nil {
-		return p, nil
-	}
-	if parts, _ := filepath.Glob(filepath.Join(string(d), name+"-00001-of-*.gguf")); len(parts) > 0 {
-		sort.Strings(parts)
-		return parts[0], nil
-	}
-	have, _ := d.List()
-	return "", fmt.Errorf("model %q not found in %s (it has: %s)", name, string(d), strings.Join(have, ", "))
+	return catalog.Catalog{Dirs: []string{string(d)}}.Path(name)
 }
 
-// List returns the model names in the directory.
+// List returns the names of the complete models in the directory.
 func (d Dir) List() ([]string, error) {
-	files, err := filepath.Glob(filepath.Join(string(d), "*.gguf"))
-	if err != nil {
-		return nil, err
-	}
-	var names []string
-	for _, f := range files {
-		n := ModelName(f)
-		if strings.Contains(filepath.Base(f), "-of-") && !strings.Contains(filepath.Base(f), "-00001-of-") {
-			continue
-		}
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names, nil
+	return catalog.Catalog{Dirs: []string{string(d)}}.Names(), nil
 }
 
 // ModelName is a model's name: its file name without .gguf and, for split
-// files, without the -0000N-of-0000M part.
-func ModelName(path string) string {
-	base := strings.TrimSuffix(filepath.Base(path), ".gguf")
-	if i := strings.LastIndex(base, "-of-"); i > 6 && len(base)-i == 9 && base[i-6] == '-' {
-		return base[:i-6]
-	}
-	return base
-}
+// files, without the -0000N-of-0000M part (catalog.Name).
+func ModelName(path string) string { return catalog.Name(path) }
 
 // Files is a ModelStore over explicit paths, keyed by ModelName.
 type Files map[string]string
@@ -83,4 +56,88 @@ func openModel(store ModelStore, name string) (*gguf.File, error) {
 		return nil, err
 	}
 	return gguf.Open(p)
+}
+
+// announcer lists the complete models of a catalogue for the node's
+// heartbeat: one entry per name (a split model is one), with digests
+// computed once per file version.
+func announcer(c catalog.Catalog, log *slog.Logger) func() []*messages.ModelInfo {
+	var digests catalog.Digests
+	warned := map[string]bool{}
+	return func() []*messages.ModelInfo {
+		ms, err := c.List()
+		if err != nil {
+			if !warned[""] {
+				log.Warn("actors: cannot list models", "err", err)
+				warned[""] = true
+			}
+			return nil
+		}
+		var out []*messages.ModelInfo
+		for _, m := range ms {
+			if m.Shadowed || !m.Complete {
+				continue
+			}
+			d, err := digests.Of(m)
+			if err != nil {
+				if !warned[m.Name] {
+					log.Warn("actors: cannot digest model", "model", m.Name, "err", err)
+					warned[m.Name] = true
+				}
+				continue
+			}
+			out = append(out, &messages.ModelInfo{Name: m.Name, SizeBytes: uint64(m.Size), Digest: d})
+		}
+		return out
+	}
+}
+
+// catalogWeights serves the complete models of a catalogue to peers over
+// the weights protocol, with manifests computed on first request (one
+// full read of the model) and kept.
+type catalogWeights struct {
+	c catalog.Catalog
+
+	mu        sync.Mutex
+	manifests map[string][]byte // by model name, path, size and modification time
+}
+
+var _ peers.WeightSource = (*catalogWeights)(nil)
+
+// WeightFiles implements peers.WeightSource.
+func (w *catalogWeights) WeightFiles(model string) []string {
+	m, err := w.c.Find(model)
+	if err != nil || !m.Complete {
+		return nil
+	}
+	return m.Paths
+}
+
+// WeightManifest implements peers.WeightSource.
+func (w *catalogWeights) WeightManifest(model string) ([]byte, error) {
+	m, err := w.c.Find(model)
+	if err != nil {
+		return nil, err
+	}
+	key := fmt.Sprintf("%s\x00%s\x00%d\x00%d", model, m.Paths[0], m.Size, m.ModTime.UnixNano())
+	w.mu.Lock()
+	b, ok := w.manifests[key]
+	w.mu.Unlock()
+	if ok {
+		return b, nil
+	}
+	man, err := catalog.ManifestOf(m) // reads the whole model: not under the lock
+	if err != nil {
+		return nil, err
+	}
+	if b, err = json.Marshal(man); err != nil {
+		return nil, err
+	}
+	w.mu.Lock()
+	if w.manifests == nil {
+		w.manifests = map[string][]byte{}
+	}
+	w.manifests[key] = b
+	w.mu.Unlock()
+	return b, nil
 }

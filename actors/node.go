@@ -14,6 +14,7 @@ import (
 
 	"strata/messages"
 	"strata/peers"
+	"strata/runtime/catalog"
 	"strata/runtime/tensor"
 )
 
@@ -22,6 +23,10 @@ import (
 type NodeConfig struct {
 	Peers   peers.Config
 	Cluster ClusterOptions
+	// Models is where the node finds models by name; it announces the
+	// complete ones (cfg.Peers.Models, when unset) and serves their bytes
+	// to peers over peers.WeightsProtocol (cfg.Peers.Weights, when unset).
+	Models catalog.Catalog
 	// Threads for the kernels; 0 = GOMAXPROCS.
 	Threads int
 }
@@ -40,7 +45,7 @@ type Node struct {
 }
 
 // StartNode starts the peer, spawns the shard host, and returns the node.
-// Models are read from cfg.Peers.ModelsDir.
+// Models are found through cfg.Models.
 func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	var host atomic.Pointer[Host] // set once the peer is up; heartbeats may ask before
 	cfg.Peers.UsedBytes = func() uint64 {
@@ -48,6 +53,16 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 			return h.UsedBytes()
 		}
 		return 0
+	}
+	if cfg.Peers.Models == nil {
+		log := cfg.Peers.Logger
+		if log == nil {
+			log = slog.Default()
+		}
+		cfg.Peers.Models = announcer(cfg.Models, log)
+	}
+	if cfg.Peers.Weights == nil {
+		cfg.Peers.Weights = &catalogWeights{c: cfg.Models}
 	}
 	pool := tensor.NewPool(cfg.Threads)
 	if cfg.Peers.ComputeFlops == 0 {
@@ -59,7 +74,7 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{Peers: p, pool: pool}
-	store := Dir(cfg.Peers.ModelsDir)
+	store := cfg.Models
 	// The host holds no more than the node offers: the --memory cap, or
 	// physical memory (what placement plans with).
 	maxCtx := cfg.Cluster.PlanContext

@@ -13,6 +13,7 @@ import (
 
 	"strata/internal/testdata"
 	"strata/peers"
+	"strata/runtime/catalog"
 	"strata/runtime/engine"
 )
 
@@ -33,6 +34,12 @@ func startNodesWith(t *testing.T, files map[string]string, ctxLen, n int, memByt
 			t.Fatal(err)
 		}
 	}
+	return startNodesIn(t, models, ctxLen, n, memBytes, sessions, step...)
+}
+
+// startNodesIn starts nodes that find their models in the directory models.
+func startNodesIn(t *testing.T, models string, ctxLen, n int, memBytes uint64, sessions int, step ...time.Duration) []*Node {
+	t.Helper()
 	secret := []byte("a test secret that is long enough for strata")
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	var nodes []*Node
@@ -44,9 +51,10 @@ func startNodesWith(t *testing.T, files map[string]string, ctxLen, n int, memByt
 		cfg := NodeConfig{
 			Peers: peers.Config{
 				Listen: []string{"/ip4/127.0.0.1/tcp/0"}, Secret: secret, NoMDNS: true,
-				MemoryBytes: memBytes, ModelsDir: models, Logger: logger,
+				MemoryBytes: memBytes, Logger: logger,
 				HeartbeatInterval: 200 * time.Millisecond, MemberTimeout: time.Second,
 			},
+			Models:  catalog.Catalog{Dirs: []string{models}},
 			Cluster: ClusterOptions{PlanContext: ctxLen, PlanSessions: sessions, StepTimeout: stepTimeout},
 			Threads: 1,
 		}

@@ -298,7 +298,9 @@ func (m *Membership) info() *messages.NodeInfo {
 	for _, a := range n.host.Addrs() {
 		info.Addrs = append(info.Addrs, a.String())
 	}
-	info.Models = n.models.scan()
+	if n.cfg.Models != nil {
+		info.Models = n.cfg.Models()
+	}
 	return info
 }
 

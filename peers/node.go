@@ -57,8 +57,11 @@ type Config struct {
 	// cluster (shards and KV caches); the free memory announced is at most
 	// the offer less that.
 	UsedBytes func() uint64
-	// ModelsDir is scanned for *.gguf files to announce. Empty: none.
-	ModelsDir string
+	// Weights, when set, is served to peers over WeightsProtocol.
+	Weights WeightSource
+	// Models, when set, lists the models to announce. It is called for
+	// every heartbeat, so it should be cheap (cache digests).
+	Models func() []*messages.ModelInfo
 	// ComputeFlops is the compute rate to announce, in FLOP/s (0: not
 	// measured).
 	ComputeFlops float64
@@ -95,15 +98,15 @@ var (
 // private-network key, discovery, membership, and an actor system whose
 // PIDs reach actors on other nodes.
 type Node struct {
-	cfg    Config
-	log    *slog.Logger
-	host   host.Host
-	system *actor.ActorSystem
-	bridge *bridge
-	pubsub *pubsub.PubSub
-	member *Membership
-	models *modelScanner
-	mdns   mdns.Service
+	cfg     Config
+	log     *slog.Logger
+	host    host.Host
+	system  *actor.ActorSystem
+	bridge  *bridge
+	weights *weights
+	pubsub  *pubsub.PubSub
+	member  *Membership
+	mdns    mdns.Service
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -162,13 +165,13 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 
 	n := &Node{cfg: cfg, log: cfg.Logger, host: h, dialing: make(map[peer.ID]*backoff)}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
-	n.models = &modelScanner{dir: cfg.ModelsDir, log: cfg.Logger}
 	n.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return protoactorLogger(cfg.Logger)
 	}))
 	// PIDs made from now on carry the peer ID as their address.
 	n.system.ProcessRegistry.Address = h.ID().String()
 	n.bridge = newBridge(n.ctx, h, n.system, cfg.Types, cfg.MaxMessageBytes, cfg.Logger)
+	n.startWeights()
 	n.bridge.onSent = cfg.OnSent
 	if _, err := n.system.Root.SpawnNamed(actor.PropsFromFunc(pingActor), PingActor); err != nil {
 		n.Close()

@@ -8,8 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -36,10 +34,10 @@ func ctxWithin(t *testing.T, d time.Duration) context.Context {
 }
 
 func TestFiveNodesConverge(t *testing.T) {
-	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "tiny.gguf"), []byte("GGUF not really"), 0o644)
 	c := peerstest.New(t, 5, peerstest.WithConfig(func(cfg *peers.Config) {
-		cfg.ModelsDir = dir
+		cfg.Models = func() []*messages.ModelInfo {
+			return []*messages.ModelInfo{{Name: "tiny", SizeBytes: 15, Digest: "sha256-fl:00"}}
+		}
 		cfg.MemoryBytes = 1 << 30
 		cfg.Version = "test-1"
 	}))

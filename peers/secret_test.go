@@ -68,25 +68,3 @@ func TestSecretAndIdentityFiles(t *testing.T) {
 		t.Errorf("garbage identity: %v", err)
 	}
 }
-
-func TestModelDigest(t *testing.T) {
-	dir := t.TempDir()
-	big := bytes.Repeat([]byte("0123456789abcdef"), 3<<16) // 3 MiB
-	os.WriteFile(filepath.Join(dir, "a.gguf"), big, 0o644)
-	big[len(big)/2] ^= 1 // differs only in the middle: same digest (documented)
-	os.WriteFile(filepath.Join(dir, "b.gguf"), big, 0o644)
-	os.WriteFile(filepath.Join(dir, "c.GGUF"), []byte("tiny"), 0o644)
-	os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("x"), 0o644)
-	os.Mkdir(filepath.Join(dir, "d.gguf"), 0o755)
-	s := &modelScanner{dir: dir}
-	ms := s.scan()
-	if len(ms) != 3 || ms[0].Name != "a" || ms[1].Name != "b" || ms[2].Name != "c" {
-		t.Fatalf("models %v", ms)
-	}
-	if ms[0].SizeBytes != uint64(len(big)) || ms[0].Digest != ms[1].Digest || ms[0].Digest == ms[2].Digest || !strings.HasPrefix(ms[2].Digest, "sha256-fl:") {
-		t.Fatalf("models %v", ms)
-	}
-	if again := s.scan(); again[0] != ms[0] {
-		t.Error("digest not cached")
-	}
-}

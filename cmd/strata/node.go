@@ -32,6 +32,7 @@ const defaultListen = "/ip4/0.0.0.0/tcp/7341"
 // nodeFlags are the flags of `strata node`.
 type nodeFlags struct {
 	dataDir, secret, secretFile, memory, models, apiAddr, apiKey string
+	stores                                                       string
 	listen, join                                                 []string
 	noMDNS, f16                                                  bool
 	context, parallel, threads                                   int
@@ -52,11 +53,14 @@ prints the command another machine runs to join.
 
 Every second the node tells the others its peer ID, addresses, memory
 (--memory caps what it offers), the GGUF models in --models and the
-shards it holds. Any node takes prompts (strata run --api, strata chat,
+shards it holds. Models are found in --models, the Hugging Face cache
+(where strata pull puts them), LM Studio's and Ollama's stores (strata
+models lists them). Any node takes prompts (strata run --api, strata chat,
 the OpenAI API and the dashboard at http://--api/): it plans which nodes
 run which layers of the model, and they load those layers on demand.
-A model is named by its file name without .gguf; every node that takes
-part needs the file in its --models directory.`,
+A model is named by its file name without .gguf (a split model by the
+name before -00001-of-0000N.gguf); every node that takes part needs the
+model on its disk.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -72,6 +76,7 @@ part needs the file in its --models directory.`,
 	fl.StringVar(&f.secretFile, "secret-file", "", "file holding the cluster secret")
 	fl.StringVar(&f.memory, "memory", "", "memory to offer the cluster, e.g. 96GB (default: all of it)")
 	fl.StringVar(&f.models, "models", "", "directory of GGUF models to announce (default DATA_DIR/models)")
+	fl.StringVar(&f.stores, "stores", defaultStores, "other stores to find models in (see strata models --help); \"none\" for only --models")
 	fl.StringVar(&f.apiAddr, "api", api.DefaultAddr, "address of the HTTP status API")
 	fl.StringVar(&f.apiKey, "api-key", "", "key the API requires (default $STRATA_API_KEY; needed when --api is not loopback)")
 	fl.BoolVar(&f.noMDNS, "no-mdns", false, "do not look for peers on the LAN")
@@ -195,15 +200,20 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 	if f.context == 0 {
 		f.context = 4096
 	}
+	cat, err := (&storeFlags{dataDir: f.dataDir, models: f.models, stores: f.stores}).catalog()
+	if err != nil {
+		return err
+	}
 	log := slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	metrics := api.NewMetrics()
 	full, err := actors.StartNode(ctx, actors.NodeConfig{
 		Peers: peers.Config{
 			DataDir: f.dataDir, Listen: f.listen, Join: f.join, Secret: secret, NoMDNS: f.noMDNS,
-			MemoryBytes: memCap, ModelsDir: f.models, Version: version, Logger: log,
+			MemoryBytes: memCap, Version: version, Logger: log,
 			OnSent: metrics.AddBytesSent,
 		},
 		Cluster: actors.ClusterOptions{PlanContext: f.context, PlanSessions: f.parallel, Metrics: metrics, Logger: log, Hidden: hiddenType(f.f16)},
+		Models:  cat,
 		Threads: f.threads,
 	})
 	if err != nil {
@@ -215,13 +225,9 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 	defer full.Close()
 	node := full.Peers
 
-	models := actors.Dir(f.models)
 	srv, err := api.NewServer(api.Config{
 		Addr: ln.Addr().String(), APIKey: f.apiKey, Generator: full.Cluster, Metrics: metrics, Logger: log,
-		Models: api.NewFileModels(models, func() []string {
-			names, _ := models.List()
-			return names
-		}, f.context),
+		Models:    api.NewFileModels(cat, cat.Names, f.context),
 		Cluster:   func() api.ClusterStatus { return clusterStatus(full) },
 		MaxActive: f.parallel,
 	})

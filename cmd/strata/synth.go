@@ -20,6 +20,7 @@ func synthCmd() *cobra.Command {
 		shape, typeName, out string
 		o                    synth.Options
 		maxSize              string
+		split                int
 	)
 	cmd := &cobra.Command{
 		Use:   "synth --shape NAME --type T -o FILE",
@@ -45,7 +46,13 @@ func synthCmd() *cobra.Command {
 				return fmt.Errorf("--max-size: %w", err)
 			}
 			start := time.Now()
-			if err := synth.WriteFile(out, s, o); err != nil {
+			if split > 1 {
+				parts, err := synth.WriteSplit(out, s, o, split)
+				if err != nil {
+					return err
+				}
+				out = fmt.Sprintf("%s (%d parts)", parts[0], len(parts))
+			} else if err := synth.WriteFile(out, s, o); err != nil {
 				return err
 			}
 			if o.Layers > 0 {
@@ -68,5 +75,6 @@ func synthCmd() *cobra.Command {
 	f.BoolVar(&o.Sparse, "sparse", false, "write zero weights as holes (for models too large to fill)")
 	f.IntVar(&o.Layers, "layers", 0, "override the layer count (0: the shape's)")
 	f.StringVar(&maxSize, "max-size", "64GB", "refuse filled files larger than this")
+	f.IntVar(&split, "split", 0, "write N parts named as llama.cpp's gguf-split does: FILE-00001-of-0000N.gguf ... (FILE is -o without .gguf)")
 	return cmd
 }

@@ -1,0 +1,109 @@
+package peers_test
+
+import (
+	"bytes"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"strata/peers"
+	"strata/peers/peerstest"
+)
+
+// fileSource serves one model, "m", of two parts.
+type fileSource struct{ parts []string }
+
+func (s fileSource) WeightFiles(model string) []string {
+	if model == "m" {
+		return s.parts
+	}
+	return nil
+}
+
+func (s fileSource) WeightManifest(model string) ([]byte, error) {
+	if model == "m" {
+		return []byte(`{"manifest":"of m"}`), nil
+	}
+	return nil, errors.New("unknown model")
+}
+
+func TestWeightsFromSeveralPeers(t *testing.T) {
+	dir := t.TempDir()
+	r := rand.New(rand.NewPCG(5, 6))
+	parts := make([][]byte, 2)
+	var paths []string
+	for i, n := range []int{13<<20 + 123, 3 << 20} {
+		parts[i] = make([]byte, n)
+		for j := range parts[i] {
+			parts[i][j] = byte(r.Uint32())
+		}
+		p := filepath.Join(dir, "part"+string(rune('0'+i)))
+		os.WriteFile(p, parts[i], 0o644)
+		paths = append(paths, p)
+	}
+	c := peerstest.New(t, 3, peerstest.WithConfig(func(cfg *peers.Config) { cfg.Weights = fileSource{paths} }))
+	a, b, me := c.Nodes[0], c.Nodes[1], c.Nodes[2]
+	ctx := ctxWithin(t, within)
+
+	m, err := me.WeightManifest(ctx, a.ID(), "m")
+	if err != nil || string(m) != `{"manifest":"of m"}` {
+		t.Fatalf("manifest %q %v", m, err)
+	}
+	ranges := []peers.WeightRange{
+		{Part: 0, Offset: 7, Data: make([]byte, 13<<20)},
+		{Part: 1, Offset: 0, Data: make([]byte, 3<<20)},
+		{Part: 1, Offset: 3<<20 - 5, Data: make([]byte, 5)},
+	}
+	var failedOnce atomic.Bool
+	check := func(i int) error {
+		if i == 1 && failedOnce.CompareAndSwap(false, true) {
+			return errors.New("digest mismatch (simulated)")
+		}
+		return nil
+	}
+	if err := me.FetchWeights(ctx, []peer.ID{a.ID(), b.ID()}, "m", ranges, check); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(ranges[0].Data, parts[0][7:7+13<<20]) || !bytes.Equal(ranges[1].Data, parts[1]) || !bytes.Equal(ranges[2].Data, parts[1][3<<20-5:]) {
+		t.Fatal("fetched bytes differ from the file")
+	}
+	want := int64(13<<20 + 3<<20 + 5 + 3<<20) // range 1 twice: its check failed once
+	if got := me.WeightsFetched(); got != want {
+		t.Errorf("fetched %d bytes, want %d", got, want)
+	}
+	if a.WeightsServed() == 0 || b.WeightsServed() == 0 || a.WeightsServed()+b.WeightsServed() != want {
+		t.Errorf("served %d + %d, want both to serve, %d in all", a.WeightsServed(), b.WeightsServed(), want)
+	}
+
+	// Refusals: unknown model, past the end, too large, bad part.
+	for _, tc := range []struct {
+		model      string
+		part       int
+		off, bytes int64
+	}{{"nope", 0, 0, 10}, {"m", 1, 3 << 20, 1}, {"m", 0, 0, peers.MaxWeightRange + 1}, {"m", 7, 0, 1}} {
+		err := me.ReadWeights(ctx, a.ID(), tc.model, tc.part, tc.off, make([]byte, tc.bytes))
+		if !errors.Is(err, peers.ErrWeightsRefused) {
+			t.Errorf("%+v: %v", tc, err)
+		}
+	}
+
+	// A holder gone: the other serves everything.
+	c.Kill(0)
+	again := []peers.WeightRange{{Part: 0, Offset: 0, Data: make([]byte, 9<<20)}}
+	before := b.WeightsServed()
+	if err := me.FetchWeights(ctx, []peer.ID{a.ID(), b.ID()}, "m", again, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(again[0].Data, parts[0][:9<<20]) || b.WeightsServed()-before != 9<<20 {
+		t.Errorf("after a holder left: served %d", b.WeightsServed()-before)
+	}
+	c.Kill(1)
+	if err := me.FetchWeights(ctx, []peer.ID{a.ID(), b.ID()}, "m", again, nil); !errors.Is(err, peers.ErrNoHolder) {
+		t.Errorf("no holder left: %v", err)
+	}
+}
