@@ -139,7 +139,7 @@ func TestKernelPanics(t *testing.T) {
 			MatVec(nil, make([]float32, 4), Matrix{Type: Q8_0, Rows: 4, Cols: 32, Data: w.Data[:100]}, make([]float32, 32))
 		}},
 		{"DotRow size", func() { DotRow(Q8_0, w.Row(0), make([]float32, 64)) }},
-		{"DotRow unsupported", func() { DotRow(IQ4_XS, nil, nil) }},
+		{"DotRow unsupported", func() { DotRow(IQ2_XS, nil, nil) }},
 		{"EmbedRow size", func() { w.EmbedRow(0, make([]float32, 31)) }},
 	}
 	for _, tc := range tests {
