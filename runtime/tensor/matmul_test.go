@@ -134,7 +134,7 @@ func TestKernelPanics(t *testing.T) {
 		{"MatVec short x", func() { MatVec(nil, make([]float32, 4), w, make([]float32, 31)) }},
 		{"MatVec short out", func() { MatVec(nil, make([]float32, 3), w, make([]float32, 32)) }},
 		{"MatMul n", func() { MatMul(nil, make([]float32, 8), w, make([]float32, 32), 2) }},
-		{"MatVec unsupported", func() { MatVec(nil, nil, Matrix{Type: Q2_K}, nil) }},
+		{"MatVec unsupported", func() { MatVec(nil, nil, Matrix{Type: IQ2_XS}, nil) }},
 		{"MatVec short data", func() {
 			MatVec(nil, make([]float32, 4), Matrix{Type: Q8_0, Rows: 4, Cols: 32, Data: w.Data[:100]}, make([]float32, 32))
 		}},
