@@ -20,6 +20,9 @@ var matTypes = []struct {
 	{Q4_K, 512},
 	{Q5_K, 512},
 	{Q6_K, 768},
+	{Q2_K, 512},
+	{Q3_K, 768},
+	{IQ4_XS, 512},
 }
 
 // dotRelTol bounds |kernel - exact| / sum|w_i*x_i|, where exact is the
