@@ -207,23 +207,44 @@ func fitMinScale(x []float32, nmax int) (scale, negOff float32) {
 	return scale, negOff
 }
 
-// nearestLevel returns the index of the level nearest v among sorted
-// levels (a power-of-two count), by binary search on the midpoints.
-func nearestLevel(v float32, levels []int8) int {
+// iq4Mids are twice the midpoints between neighbouring iq4nlValues: v
+// is nearest level i when iq4Mids[i-1] <= 2v < iq4Mids[i].
+var iq4Mids = func() (m [15]float32) {
+	for i := range m {
+		m[i] = float32(int(iq4nlValues[i]) + int(iq4nlValues[i+1]))
+	}
+	return m
+}()
+
+// nearestIQ4 returns the index of the IQ4_NL level nearest v (a binary
+// search on the midpoints; ties go up, as ggml's best_index_int8).
+func nearestIQ4(v float32) int {
+	v2 := v + v
 	i := 0
-	for step := len(levels) / 2; step > 0; step /= 2 {
-		if j := i + step; 2*v >= float32(int(levels[j-1])+int(levels[j])) {
-			i = j
-		}
+	if v2 >= iq4Mids[7] {
+		i = 8
+	}
+	if v2 >= iq4Mids[i+3] {
+		i += 4
+	}
+	if v2 >= iq4Mids[i+1] {
+		i += 2
+	}
+	if v2 >= iq4Mids[i] {
+		i++
 	}
 	return i
 }
 
-// fitLevels fits x ≈ s*levels[idx] (signed s, sorted integer levels) by
-// trying candidate scales that put the element of largest magnitude near
-// either end of the levels, assigning each element its nearest level and
-// refitting s by least squares; it returns the best s (0 for a zero x).
-func fitLevels(x []float32, levels []int8, tries int) float32 {
+// q3Level returns the Q3_K quant (-4..3) nearest v.
+func q3Level(v float32) int { return max(-4, min(3, nearest(v))) }
+
+// fitLevels fits x ≈ s*level (signed s) over Q3_K's levels -4..3 or, when
+// iq4 is set, the IQ4_NL levels, by trying candidate scales that put the
+// element of largest magnitude at or near either end of the levels,
+// assigning each element its nearest level and refitting s by least
+// squares; it returns the best s (0 for a zero x).
+func fitLevels(x []float32, iq4 bool, tries int) float32 {
 	var amax, m float32
 	for _, v := range x {
 		if a := abs32(v); a > amax {
@@ -233,8 +254,10 @@ func fitLevels(x []float32, levels []int8, tries int) float32 {
 	if amax == 0 {
 		return 0
 	}
-	lo, hi := float32(levels[0]), float32(levels[len(levels)-1])
-	step := (hi - lo) / float32(len(levels)-1) / 4 // a quarter of a mean level spacing
+	lo, hi, step := float32(-4), float32(3), float32(0.25)
+	if iq4 {
+		lo, hi, step = -127, 113, 4
+	}
 	var sxx float64
 	for _, v := range x {
 		sxx += float64(v) * float64(v)
@@ -243,17 +266,22 @@ func fitLevels(x []float32, levels []int8, tries int) float32 {
 	for _, end := range [2]float32{lo, hi} {
 		for t := -tries; t <= tries; t++ {
 			inv := (end + step*float32(t)) / m // 1/s
-			var sxl, sll float64
+			var sxl, sll float32
 			for _, v := range x {
-				l := float64(levels[nearestLevel(v*inv, levels)])
-				sxl += float64(v) * l
+				var l float32
+				if iq4 {
+					l = float32(iq4nlValues[nearestIQ4(v*inv)])
+				} else {
+					l = float32(q3Level(v * inv))
+				}
+				sxl += v * l
 				sll += l * l
 			}
 			if sll == 0 {
 				continue
 			}
-			if e := sxx - sxl*sxl/sll; e < bestErr {
-				bestErr, best = e, float32(sxl/sll)
+			if e := sxx - float64(sxl)*float64(sxl)/float64(sll); e < bestErr {
+				bestErr, best = e, sxl/sll
 			}
 		}
 	}
@@ -331,9 +359,6 @@ func encodeQ2_K(src []float32, dst []byte) {
 	}
 }
 
-// q3Levels are Q3_K's quant values (q - 4).
-var q3Levels = [8]int8{-4, -3, -2, -1, 0, 1, 2, 3}
-
 // encodeQ3_K fits each 16-element sub-block's signed scale with fitLevels,
 // stores the scales in 6 bits under an fp16 super-scale and requantizes
 // against the stored values.
@@ -344,7 +369,7 @@ func encodeQ3_K(src []float32, dst []byte) {
 		b := dst[:q3KBytes]
 		var scales [16]float32
 		for j := range 16 {
-			scales[j] = fitLevels(x[16*j:16*j+16], q3Levels[:], 4)
+			scales[j] = fitLevels(x[16*j:16*j+16], false, 4)
 		}
 		hd, d := signedSuperScale(scales[:])
 		var ls [16]uint8
@@ -385,7 +410,7 @@ func encodeIQ4_XS(src []float32, dst []byte) {
 		b := dst[:iq4XSBytes]
 		var scales [8]float32
 		for j := range 8 {
-			scales[j] = fitLevels(x[32*j:32*j+32], iq4nlValues[:], 6)
+			scales[j] = fitLevels(x[32*j:32*j+32], true, 3)
 		}
 		hd, d := signedSuperScale(scales[:])
 		binary.LittleEndian.PutUint16(b, hd)
@@ -404,8 +429,8 @@ func encodeIQ4_XS(src []float32, dst []byte) {
 			qs := b[8+16*j : 8+16*j+16]
 			xs := x[32*j : 32*j+32]
 			for i := range 16 {
-				lo := nearestLevel(xs[i]*inv, iq4nlValues[:])
-				hi := nearestLevel(xs[i+16]*inv, iq4nlValues[:])
+				lo := nearestIQ4(xs[i] * inv)
+				hi := nearestIQ4(xs[i+16] * inv)
 				if dl == 0 { // index 8 (level 1) is the nearest to zero
 					lo, hi = 8, 8
 				}
