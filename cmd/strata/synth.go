@@ -69,7 +69,7 @@ func synthCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&shape, "shape", "", "model shape: "+strings.Join(model.ShapeNames(), ", "))
-	f.StringVar(&typeName, "type", "Q8_0", "weight type: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K")
+	f.StringVar(&typeName, "type", "Q8_0", "weight type: F32, F16, BF16, Q8_0, Q4_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS")
 	f.StringVarP(&out, "output", "o", "", "output file")
 	f.Uint64Var(&o.Seed, "seed", 1, "random seed (same seed, same file)")
 	f.BoolVar(&o.Sparse, "sparse", false, "write zero weights as holes (for models too large to fill)")

@@ -54,7 +54,7 @@ func WriteFile(path string, s model.Shape, o Options) error {
 		s.Layers = o.Layers
 	}
 	if !tensor.Supported(o.Type) {
-		return fmt.Errorf("synth: type %s cannot be written (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)", o.Type)
+		return fmt.Errorf("synth: type %s cannot be written (supported: F32, F16, BF16, Q8_0, Q4_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS)", o.Type)
 	}
 	size := Size(s, o.Type)
 	limit := o.MaxBytes
@@ -349,12 +349,18 @@ func fileType(t tensor.Type) int {
 		return 2
 	case tensor.Q8_0:
 		return 7
+	case tensor.Q2_K:
+		return 10
+	case tensor.Q3_K:
+		return 11 // Q3_K_S
 	case tensor.Q4_K:
 		return 15 // Q4_K_M
 	case tensor.Q5_K:
 		return 17 // Q5_K_M
 	case tensor.Q6_K:
 		return 18
+	case tensor.IQ4_XS:
+		return 30
 	case tensor.BF16:
 		return 32
 	}

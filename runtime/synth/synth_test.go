@@ -20,7 +20,7 @@ var small = model.Shape{Name: "small", Arch: "llama", Layers: 2, Embd: 256, FFN:
 // A small llama in every computable type loads and generates.
 func TestWriteLoadsAndGenerates(t *testing.T) {
 	s := small
-	for _, typ := range []tensor.Type{tensor.Q8_0, tensor.Q4_0, tensor.Q4_K, tensor.F16} {
+	for _, typ := range []tensor.Type{tensor.Q8_0, tensor.Q4_0, tensor.Q4_K, tensor.F16, tensor.Q2_K, tensor.Q3_K, tensor.IQ4_XS} {
 		t.Run(typ.String(), func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "tiny.gguf")
 			if err := WriteFile(path, s, Options{Type: typ, Layers: 1, Seed: 1}); err != nil {

@@ -15,8 +15,8 @@ import (
 //   - blocks of 32 with a float32 scale, for Q8_0 and Q4_0 weights
 //     (element = q * d, q = round-to-even(x / d), d = max|x| / 127);
 //   - blocks of 256 (ggml's Q8_K: float32 scale, the element of largest
-//     magnitude maps to -127, plus sums of each 16 quants), for Q4_K, Q5_K
-//     and Q6_K weights.
+//     magnitude maps to -127, plus sums of each 16 quants), for the
+//     K-quant (Q2_K to Q6_K) and IQ4_XS weights.
 //
 // One Activations typically feeds several matrices (Q, K and V read the
 // same normed input), so each form is quantized once per Set. An
@@ -117,7 +117,7 @@ func (a *Activations) prepare(t Type) {
 		a.okS = true
 	}
 	switch t {
-	case Q4_K, Q5_K, Q6_K:
+	case Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS:
 		if !a.okK {
 			if !a.hasQK {
 				panic(fmt.Sprintf("tensor: %d columns are not whole 256-blocks", a.Cols))
@@ -320,6 +320,12 @@ func dotAct(t Type, row []byte, a *Activations, i, cols int) float32 {
 		return dotQ5_K(row, a.qK[i*cols:(i+1)*cols], a.dK[i*cols/qkK:(i+1)*cols/qkK], a.bsumsK[i*cols/16:(i+1)*cols/16])
 	case Q6_K:
 		return dotQ6_K(row, a.qK[i*cols:(i+1)*cols], a.dK[i*cols/qkK:(i+1)*cols/qkK])
+	case Q2_K:
+		return dotQ2_K(row, a.qK[i*cols:(i+1)*cols], a.dK[i*cols/qkK:(i+1)*cols/qkK], a.bsumsK[i*cols/16:(i+1)*cols/16])
+	case Q3_K:
+		return dotQ3_K(row, a.qK[i*cols:(i+1)*cols], a.dK[i*cols/qkK:(i+1)*cols/qkK])
+	case IQ4_XS:
+		return dotIQ4_XS(row, a.qK[i*cols:(i+1)*cols], a.dK[i*cols/qkK:(i+1)*cols/qkK])
 	case F32:
 		return dotF32Row(row, a.x[i*cols:(i+1)*cols])
 	case F16:

@@ -232,7 +232,7 @@ func dot4(t Type, row []byte, a *Activations, i, cols int, out *[4]float32) bool
 		_, _ = row[2*cols-1], a.x[(i+4)*cols-1]
 		dotBF16x4AVX2(unsafe.SliceData(row), &a.x[i*cols], 4*cols, cols, &out[0])
 	default:
-		return false
+		return dot4Low(t, row, a, i, cols, out)
 	}
 	return true
 }

@@ -16,7 +16,7 @@ func TestDot4Implementations(t *testing.T) {
 		t     Type
 		blk   int
 		maxNB int
-	}{{Q8_0, 32, 40}, {Q4_0, 32, 40}, {Q4_K, 256, 6}, {Q5_K, 256, 6}, {Q6_K, 256, 6}, {F32, 1, 70}, {F16, 1, 70}, {BF16, 1, 70}}
+	}{{Q8_0, 32, 40}, {Q4_0, 32, 40}, {Q4_K, 256, 6}, {Q5_K, 256, 6}, {Q6_K, 256, 6}, {Q2_K, 256, 6}, {Q3_K, 256, 6}, {IQ4_XS, 256, 6}, {F32, 1, 70}, {F16, 1, 70}, {BF16, 1, 70}}
 	for _, c := range cases {
 		t.Run(c.t.String(), func(t *testing.T) {
 			for nb := 1; nb <= c.maxNB; nb++ {

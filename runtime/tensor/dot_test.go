@@ -43,7 +43,7 @@ type dotCase struct {
 	blk int // elements per block
 }
 
-var quantDotTypes = []dotCase{{Q8_0, 32}, {Q4_0, 32}, {Q4_K, 256}, {Q5_K, 256}, {Q6_K, 256}}
+var quantDotTypes = []dotCase{{Q8_0, 32}, {Q4_0, 32}, {Q2_K, 256}, {Q3_K, 256}, {Q4_K, 256}, {Q5_K, 256}, {Q6_K, 256}, {IQ4_XS, 256}}
 
 // actsFor quantizes x as one vector with the generic quantizers.
 func actsFor(x []float32) *Activations {
@@ -460,7 +460,7 @@ func BenchmarkQuantizeActs(b *testing.B) {
 // per quantized type, with the multi-vector kernel where there is one.
 func BenchmarkDot4(b *testing.B) {
 	const cols = 4096
-	for _, mt := range []Type{Q8_0, Q4_0, Q4_K, Q5_K, Q6_K} {
+	for _, mt := range []Type{Q8_0, Q4_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS} {
 		w, _ := randomMatrix(b, mt, 1, cols, 1)
 		a := NewActivations(4, cols)
 		a.Set(testData("uniform", 4*cols, 2), 4)

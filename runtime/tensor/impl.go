@@ -11,8 +11,8 @@ type impl struct {
 // Kernels names the kernel set in use: "avx2" (AVX2+FMA+F16C assembly on
 // amd64), "neon" (NEON with the dot-product extension on arm64: the
 // one-vector dots, the four-vector dots but Q4_0/Q5_K, the 8-row Q8_0/Q4_0
-// batch kernels, Axpy and the activation quantizer; SwiGLU and the
-// multi-row kernels are Go) or
+// batch kernels, Axpy and the activation quantizer; SwiGLU, the
+// multi-row kernels and every Q2_K, Q3_K and IQ4_XS dot are Go) or
 // "generic" (pure Go: the purego build tag, a CPU without those features,
 // or another architecture).
 func Kernels() string {

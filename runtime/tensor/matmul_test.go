@@ -20,6 +20,9 @@ var matTypes = []struct {
 	{Q4_K, 512},
 	{Q5_K, 512},
 	{Q6_K, 768},
+	{Q2_K, 512},
+	{Q3_K, 768},
+	{IQ4_XS, 512},
 }
 
 // dotRelTol bounds |kernel - exact| / sum|w_i*x_i|, where exact is the
@@ -134,12 +137,12 @@ func TestKernelPanics(t *testing.T) {
 		{"MatVec short x", func() { MatVec(nil, make([]float32, 4), w, make([]float32, 31)) }},
 		{"MatVec short out", func() { MatVec(nil, make([]float32, 3), w, make([]float32, 32)) }},
 		{"MatMul n", func() { MatMul(nil, make([]float32, 8), w, make([]float32, 32), 2) }},
-		{"MatVec unsupported", func() { MatVec(nil, nil, Matrix{Type: Q2_K}, nil) }},
+		{"MatVec unsupported", func() { MatVec(nil, nil, Matrix{Type: IQ2_XS}, nil) }},
 		{"MatVec short data", func() {
 			MatVec(nil, make([]float32, 4), Matrix{Type: Q8_0, Rows: 4, Cols: 32, Data: w.Data[:100]}, make([]float32, 32))
 		}},
 		{"DotRow size", func() { DotRow(Q8_0, w.Row(0), make([]float32, 64)) }},
-		{"DotRow unsupported", func() { DotRow(IQ4_XS, nil, nil) }},
+		{"DotRow unsupported", func() { DotRow(IQ2_XS, nil, nil) }},
 		{"EmbedRow size", func() { w.EmbedRow(0, make([]float32, 31)) }},
 	}
 	for _, tc := range tests {

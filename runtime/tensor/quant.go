@@ -14,11 +14,12 @@ var ErrUnsupported = errors.New("tensor: unsupported type")
 var ErrSize = errors.New("tensor: size mismatch")
 
 // Supported reports whether t is a weight type the kernels compute with:
-// F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K and Q6_K. Q8_K is not listed: it
+// F32, F16, BF16, Q8_0, Q4_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS.
+// Q8_K is not listed: it
 // exists for activations, though Quantize, Dequantize and DotRow accept it.
 func Supported(t Type) bool {
 	switch t {
-	case F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K:
+	case F32, F16, BF16, Q8_0, Q4_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS:
 		return true
 	}
 	return false
@@ -37,12 +38,18 @@ func layout(t Type) (blockSize, blockBytes int, ok bool) {
 		return 32, 34, true
 	case Q4_0:
 		return 32, 18, true
+	case Q2_K:
+		return 256, q2KBytes, true
+	case Q3_K:
+		return 256, q3KBytes, true
 	case Q4_K:
 		return 256, 144, true
 	case Q5_K:
 		return 256, 176, true
 	case Q6_K:
 		return 256, 210, true
+	case IQ4_XS:
+		return 256, iq4XSBytes, true
 	case Q8_K:
 		return 256, 292, true
 	}
@@ -75,8 +82,8 @@ func Dequantize(t Type, src []byte, dst []float32) error {
 	return nil
 }
 
-// Quantize encodes src as type t (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K,
-// Q6_K or Q8_K) into a new slice. len(src) must be a whole number of blocks.
+// Quantize encodes src as type t (any Supported type, or Q8_K) into a new
+// slice. len(src) must be a whole number of blocks.
 func Quantize(t Type, src []float32) ([]byte, error) {
 	bs, bb, ok := layout(t)
 	if !ok {
@@ -114,6 +121,12 @@ func decode(t Type, src []byte, dst []float32) {
 		decodeQ8_0(src, dst)
 	case Q4_0:
 		decodeQ4_0(src, dst)
+	case Q2_K:
+		decodeQ2_K(src, dst)
+	case Q3_K:
+		decodeQ3_K(src, dst)
+	case IQ4_XS:
+		decodeIQ4_XS(src, dst)
 	case Q4_K:
 		decodeQ4_K(src, dst)
 	case Q5_K:
@@ -140,6 +153,12 @@ func encode(t Type, src []float32, dst []byte) {
 		encodeQ8_0(src, dst)
 	case Q4_0:
 		encodeQ4_0(src, dst)
+	case Q2_K:
+		encodeQ2_K(src, dst)
+	case Q3_K:
+		encodeQ3_K(src, dst)
+	case IQ4_XS:
+		encodeIQ4_XS(src, dst)
 	case Q4_K:
 		encodeQ4_K(src, dst)
 	case Q5_K:
