@@ -345,7 +345,21 @@ func (n *Node) startMembership() error {
 	return nil
 }
 
+// disconnectGrace is how long a node waits after a peer's last connection
+// closed before it treats the peer as gone.
+const disconnectGrace = 300 * time.Millisecond
+
 func (n *Node) peerDisconnected(p peer.ID) {
+	// When two nodes dial each other at once, libp2p keeps one connection
+	// and closes the other, sometimes before the survivor is counted: a
+	// moment with no connection that is not a lost node. Look again after
+	// a short grace (a killed node still leaves the view well within the
+	// member timeout).
+	select {
+	case <-n.ctx.Done():
+		return
+	case <-time.After(disconnectGrace):
+	}
 	if n.ctx.Err() != nil || n.host.Network().Connectedness(p) == network.Connected {
 		return
 	}
