@@ -247,3 +247,84 @@ func TestDeepseek2BadMetadata(t *testing.T) {
 		}
 	}
 }
+
+// dsDequantized returns a copy of m with every matrix decoded to F32.
+func dsDequantized(t testing.TB, m *model.Model) *model.Model {
+	f32 := func(w tensor.Matrix) tensor.Matrix {
+		if w.Data == nil {
+			return w
+		}
+		v := make([]float32, w.Rows*w.Cols)
+		for r := range w.Rows {
+			w.EmbedRow(r, v[r*w.Cols:(r+1)*w.Cols])
+		}
+		b, err := tensor.Quantize(tensor.F32, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := tensor.NewMatrix(tensor.F32, w.Rows, w.Cols, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	all := func(ws []tensor.Matrix) []tensor.Matrix {
+		var out []tensor.Matrix
+		for _, w := range ws {
+			out = append(out, f32(w))
+		}
+		return out
+	}
+	dense := func(d model.Dense) model.Dense {
+		return model.Dense{Gate: f32(d.Gate), Up: f32(d.Up), Down: f32(d.Down)}
+	}
+	c := *m
+	c.Embed, c.Output = f32(m.Embed), f32(m.Output)
+	c.Blocks = make([]model.Layer, len(m.Blocks))
+	for i, l := range m.Blocks {
+		l.Q, l.K, l.V, l.O = f32(l.Q), f32(l.K), f32(l.V), f32(l.O)
+		l.Dense = dense(l.Dense)
+		if l.MLA != nil {
+			a := *l.MLA
+			a.QA, a.QB, a.Q, a.KVA, a.KVB = f32(a.QA), f32(a.QB), f32(a.Q), f32(a.KVA), f32(a.KVB)
+			a.KB = all(a.KB)
+			a.VB = all(a.VB)
+			l.MLA = &a
+		}
+		if l.MoE != nil {
+			moe := *l.MoE
+			moe.Router, moe.Shared = f32(moe.Router), dense(moe.Shared)
+			moe.Experts = make([]model.Dense, len(l.MoE.Experts))
+			for e, x := range l.MoE.Experts {
+				moe.Experts[e] = dense(x)
+			}
+			l.MoE = &moe
+		}
+		c.Blocks[i] = l
+	}
+	return &c
+}
+
+func TestDeepseek2Explore(t *testing.T) {
+	for _, typ := range []tensor.Type{tensor.F16, tensor.Q8_0} {
+		for _, legacy := range []bool{false, true} {
+			for _, dense := range []bool{true, false} {
+				s := model.Shapes["deepseek2-tiny"]
+				s.LegacyKVB = legacy
+				if dense {
+					s.DenseLayers = s.Layers
+				}
+				m, path := dsLoad(t, s, typ)
+				ids := dsRandomIDs(64, m.Vocab, 1)
+				ref, err := llamacpp.RunLogits(context.Background(), path, ids, 5, llamacpp.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				exact := dsTeacherForced(t, dsDequantized(t, m), nil, ids, 1, 5)
+				got := dsTeacherForced(t, m, nil, ids, 1, 5)
+				t.Logf("%v legacy=%v dense=%v\n  strata-llama %v\n  strata-exact %v\n  llama-exact  %v", typ, legacy, dense,
+					llamacpp.Compare(got, ref), llamacpp.Compare(got, exact), llamacpp.Compare(ref, exact))
+			}
+		}
+	}
+}
