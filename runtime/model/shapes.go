@@ -25,6 +25,14 @@ type Shape struct {
 	RopeBase  float32
 	TiedEmbed bool
 	QKNorm    bool
+	QKVBias   bool // attn_{q,k,v}.bias (qwen2)
+	// RopeFreqs adds Llama 3.1's rope_freqs.weight: per-pair frequency
+	// divisors for long context (factor 8, original context 8192).
+	RopeFreqs bool
+	// Peaked marks a test shape: its synthetic weights make the top logit
+	// stand out (see synth), so an oracle comparison's argmax is not a
+	// coin toss between near-equal logits.
+	Peaked bool
 
 	// Mixture of experts (qwen3moe, deepseek2).
 	Experts, ExpertsUsed, ExpertFFN int
@@ -59,6 +67,8 @@ var Shapes = map[string]Shape{
 	"llama-3.2-1b":   {Name: "llama-3.2-1b", Arch: "llama", Layers: 16, Embd: 2048, FFN: 8192, Heads: 32, KVHeads: 8, Vocab: 128256, Context: 131072, RopeBase: 500000, TiedEmbed: true},
 	"llama-3.1-8b":   {Name: "llama-3.1-8b", Arch: "llama", Layers: 32, Embd: 4096, FFN: 14336, Heads: 32, KVHeads: 8, Vocab: 128256, Context: 131072, RopeBase: 500000},
 	"qwen3-0.6b":     {Name: "qwen3-0.6b", Arch: "qwen3", Layers: 28, Embd: 1024, FFN: 3072, Heads: 16, KVHeads: 8, HeadDim: 128, Vocab: 151936, Context: 40960, RopeBase: 1000000, TiedEmbed: true, QKNorm: true},
+	"qwen3-30b-a3b": {Name: "qwen3-30b-a3b", Arch: "qwen3moe", Layers: 48, Embd: 2048, FFN: 6144, Heads: 32, KVHeads: 4, HeadDim: 128, Vocab: 151936, Context: 40960, RopeBase: 1000000, QKNorm: true,
+		Experts: 128, ExpertsUsed: 8, ExpertFFN: 768},
 	"qwen3-235b-a22b": {Name: "qwen3-235b-a22b", Arch: "qwen3moe", Layers: 94, Embd: 4096, Heads: 64, KVHeads: 4, HeadDim: 128, Vocab: 151936, Context: 40960, RopeBase: 1000000, QKNorm: true,
 		Experts: 128, ExpertsUsed: 8, ExpertFFN: 1536},
 	"kimi-k2": {Name: "kimi-k2", Arch: "deepseek2", Layers: 61, Embd: 7168, FFN: 18432, Heads: 64, KVHeads: 64, Vocab: 163840, Context: 131072, RopeBase: 50000,
@@ -78,6 +88,22 @@ var Shapes = map[string]Shape{
 		SigmoidGating: true, ExpertGroups: 2, ExpertGroupsUsed: 1, ExpertWeightsNorm: true, ExpertWeightsScale: 2.5,
 		QLoraRank: 64, KVLoraRank: 64, RopeHeadDim: 32, NopeHeadDim: 32, VHeadDim: 32,
 		RopeScaling: 4, RopeOrigCtx: 64, YarnMscaleAll: 1},
+}
+
+// Small shapes of each architecture for tests against llama.cpp: every
+// feature of the architecture, a vocabulary over 1000, weights that make
+// logits peaked, files of a few hundred KB.
+func init() {
+	for _, s := range []Shape{
+		{Name: "qwen2-tiny", Arch: "qwen2", Layers: 2, Embd: 128, FFN: 256, Heads: 4, KVHeads: 2, Vocab: 1024, Context: 4096, RopeBase: 1000000, QKVBias: true},
+		{Name: "qwen3-tiny", Arch: "qwen3", Layers: 2, Embd: 128, FFN: 256, Heads: 4, KVHeads: 2, HeadDim: 64, Vocab: 1024, Context: 4096, RopeBase: 1000000, QKNorm: true},
+		{Name: "qwen3moe-tiny", Arch: "qwen3moe", Layers: 2, Embd: 128, FFN: 384, Heads: 4, KVHeads: 2, HeadDim: 64, Vocab: 1024, Context: 4096, RopeBase: 1000000, QKNorm: true,
+			Experts: 8, ExpertsUsed: 2, ExpertFFN: 64},
+		{Name: "llama3-tiny", Arch: "llama", Layers: 2, Embd: 128, FFN: 256, Heads: 4, KVHeads: 2, Vocab: 1024, Context: 131072, RopeBase: 500000, RopeFreqs: true},
+	} {
+		s.Peaked = true
+		Shapes[s.Name] = s
+	}
 }
 
 // ShapeNames lists the known shapes, sorted.
@@ -143,6 +169,9 @@ func (s Shape) Tensors(wt tensor.Type) []TensorSpec {
 	}
 	e, hd := s.Embd, s.headDim()
 	mat("token_embd.weight", e, s.Vocab)
+	if s.RopeFreqs {
+		vec("rope_freqs.weight", hd/2)
+	}
 	for i := 0; i < s.Layers; i++ {
 		p := fmt.Sprintf("blk.%d.", i)
 		vec(p+"attn_norm.weight", e)
@@ -170,6 +199,11 @@ func (s Shape) Tensors(wt tensor.Type) []TensorSpec {
 			mat(p+"attn_q.weight", e, s.Heads*hd)
 			mat(p+"attn_k.weight", e, s.KVHeads*hd)
 			mat(p+"attn_v.weight", e, s.KVHeads*hd)
+			if s.QKVBias {
+				vec(p+"attn_q.bias", s.Heads*hd)
+				vec(p+"attn_k.bias", s.KVHeads*hd)
+				vec(p+"attn_v.bias", s.KVHeads*hd)
+			}
 			if s.QKNorm {
 				vec(p+"attn_q_norm.weight", hd)
 				vec(p+"attn_k_norm.weight", hd)
@@ -226,6 +260,8 @@ func (s Shape) Profile(wt tensor.Type) Profile {
 		switch t.Name {
 		case "token_embd.weight":
 			p.EmbedBytes += t.Bytes()
+		case "rope_freqs.weight":
+			p.OtherBytes += t.Bytes()
 		default:
 			p.HeadBytes += t.Bytes()
 		}

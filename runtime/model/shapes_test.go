@@ -13,6 +13,7 @@ func TestShapeParameterCounts(t *testing.T) {
 		"llama-3.2-1b":     {1.23, 1.24},
 		"llama-3.1-8b":     {8.0, 8.05},
 		"qwen3-0.6b":       {0.59, 0.61},
+		"qwen3-30b-a3b":    {30.4, 30.6},
 		"qwen3-235b-a22b":  {234, 236},
 		"kimi-k2":          {1020, 1040},
 		"deepseek-v2-lite": {15.6, 15.8},
