@@ -277,42 +277,58 @@ func (l *loader) heads(name string, rows, cols, n int) []tensor.Matrix {
 
 // mlaState is the scratch of MLA attention over a batch, beside State's.
 type mlaState struct {
-	qa   []float32 // [Batch × QLoraRank] compressed query
-	kv   []float32 // [Batch × (KVLoraRank+RopeDim)] latent and rope key, before norm and rotation
-	qf   []float32 // [Batch × Heads × (KVLoraRank+RopeDim)] absorbed query, then rotated rope query
-	lat  []float32 // [Batch × Heads × KVLoraRank] attention output in latent space
-	vo   []float32 // [Batch × Heads*VDim] attention output, the input of O
-	gin  []float32 // [Batch × max(NopeDim, KVLoraRank)] one head's inputs, gathered
-	gout []float32 // [Batch × max(KVLoraRank, VDim)] one head's outputs
-	row  []float32 // [KVLoraRank] one dequantized row of attn_kv_b
-	cs   []float32 // [Batch × RopeDim/2] rope cos, sin of each token
-	sn   []float32
+	qa  []float32 // [Batch × QLoraRank] compressed query
+	kv  []float32 // [Batch × (KVLoraRank+RopeDim)] latent and rope key, before norm and rotation
+	qf  []float32 // [Batch × Heads × (KVLoraRank+RopeDim)] absorbed query, then rotated rope query
+	lat []float32 // [Batch × Heads × KVLoraRank] attention output in latent space
+	vo  []float32 // [Batch × Heads*VDim] attention output, the input of O
+	cs  []float32 // [Batch × RopeDim/2] rope cos, sin of each token
+	sn  []float32
 
-	actQA   *tensor.Activations // [Batch × QLoraRank]
-	actNope *tensor.Activations // [Batch × NopeDim]
-	actLat  *tensor.Activations // [Batch × KVLoraRank]
-	actV    *tensor.Activations // [Batch × Heads*VDim]
+	actQA *tensor.Activations // [Batch × QLoraRank]
+	actV  *tensor.Activations // [Batch × Heads*VDim]
+
+	// The per-head products run heads in parallel, one worker's heads
+	// serially with that worker's scratch.
+	workers []mlaWorker
+	mw      *MLA // the layer whose heads run
+	n       int  // tokens in the batch
+	values  bool // false: absorb the queries; true: project the values
 }
 
-func newMLAState(c Config, batch int) *mlaState {
+// mlaWorker is one worker's scratch for the per-head products.
+type mlaWorker struct {
+	gin     []float32           // [Batch × max(NopeDim, KVLoraRank)] one head's inputs, gathered
+	gout    []float32           // [Batch × max(KVLoraRank, VDim)] one head's outputs
+	row     []float32           // [KVLoraRank] one dequantized row of attn_kv_b
+	actNope *tensor.Activations // [Batch × NopeDim] over gin
+	actLat  *tensor.Activations // [Batch × KVLoraRank] over gin
+}
+
+func newMLAState(c Config, batch, workers int) *mlaState {
 	a := c.MLA
 	w := c.mlaCacheDim()
-	return &mlaState{
-		qa:      make([]float32, batch*a.QLoraRank),
-		kv:      make([]float32, batch*w),
-		qf:      make([]float32, batch*c.Heads*w),
-		lat:     make([]float32, batch*c.Heads*a.KVLoraRank),
-		vo:      make([]float32, batch*c.Heads*a.VDim),
-		gin:     make([]float32, batch*max(a.NopeDim, a.KVLoraRank)),
-		gout:    make([]float32, batch*max(a.KVLoraRank, a.VDim)),
-		row:     make([]float32, a.KVLoraRank),
-		cs:      make([]float32, batch*c.RopeDim/2),
-		sn:      make([]float32, batch*c.RopeDim/2),
-		actQA:   tensor.NewActivations(batch, a.QLoraRank),
-		actNope: tensor.NewActivations(batch, a.NopeDim),
-		actLat:  tensor.NewActivations(batch, a.KVLoraRank),
-		actV:    tensor.NewActivations(batch, c.Heads*a.VDim),
+	ms := &mlaState{
+		qa:    make([]float32, batch*a.QLoraRank),
+		kv:    make([]float32, batch*w),
+		qf:    make([]float32, batch*c.Heads*w),
+		lat:   make([]float32, batch*c.Heads*a.KVLoraRank),
+		vo:    make([]float32, batch*c.Heads*a.VDim),
+		cs:    make([]float32, batch*c.RopeDim/2),
+		sn:    make([]float32, batch*c.RopeDim/2),
+		actQA: tensor.NewActivations(batch, a.QLoraRank),
+		actV:  tensor.NewActivations(batch, c.Heads*a.VDim),
 	}
+	for range min(workers, c.Heads) {
+		ms.workers = append(ms.workers, mlaWorker{
+			gin:     make([]float32, batch*max(a.NopeDim, a.KVLoraRank)),
+			gout:    make([]float32, batch*max(a.KVLoraRank, a.VDim)),
+			row:     make([]float32, a.KVLoraRank),
+			actNope: tensor.NewActivations(batch, a.NopeDim),
+			actLat:  tensor.NewActivations(batch, a.KVLoraRank),
+		})
+	}
+	return ms
 }
 
 // attentionMLA computes the MLA attention of layer l for n tokens at
@@ -366,9 +382,7 @@ func (s *State) attentionMLA(l int, c *Cache, n int) {
 			rotate(dst, cs, sn)
 		}
 	}
-	for h := range H {
-		s.absorbQuery(w.MLA, h, n)
-	}
+	s.perHead(w.MLA, n, false)
 
 	s.attnLayer, s.attnN, s.attnPos, s.attnCache = l, n, c.Len, c
 	if p == nil {
@@ -377,35 +391,77 @@ func (s *State) attentionMLA(l int, c *Cache, n int) {
 		p.Run(len(s.scores), s.mlaFn)
 	}
 
-	// Per head, back from the latent space: vo_h = W_UV,h lat_h.
-	gin, gout := ms.gin[:n*kvl], ms.gout[:n*a.VDim]
-	for h := range H {
-		for i := range n {
-			copy(gin[i*kvl:(i+1)*kvl], ms.lat[(i*H+h)*kvl:(i*H+h+1)*kvl])
-		}
-		ms.actLat.Set(gin, n)
-		s.matmul(gout, w.MLA.VB[h], ms.actLat)
-		for i := range n {
-			copy(ms.vo[i*H*a.VDim+h*a.VDim:i*H*a.VDim+(h+1)*a.VDim], gout[i*a.VDim:(i+1)*a.VDim])
-		}
-	}
+	s.perHead(w.MLA, n, true)
 	ms.actV.Set(ms.vo[:n*H*a.VDim], n)
 	s.matmul(s.xb2[:n*embd], w.O, ms.actV)
 }
 
-// absorbQuery writes W_UK,h^T q_nope,h of the n tokens into the latent
-// part of their head-h rows of qf.
-func (s *State) absorbQuery(mw *MLA, h, n int) {
+// perHead runs the per-head products of n tokens, heads spread over the
+// workers: with values false the queries' absorption, else the values'
+// projection. Each head's product is one serial matrix product, so the
+// result does not depend on the pool.
+func (s *State) perHead(mw *MLA, n int, values bool) {
+	ms := s.mla
+	ms.mw, ms.n, ms.values = mw, n, values
+	if s.pool == nil || len(ms.workers) == 1 {
+		s.mlaHeadsFn(0, len(ms.workers))
+	} else {
+		s.pool.Run(len(ms.workers), s.mlaHeadsFn)
+	}
+	a := s.m.MLA
+	for h := range s.m.Heads {
+		switch {
+		case values:
+			s.bytesRead += int64(len(mw.VB[h].Data))
+		case mw.KB != nil:
+			s.bytesRead += int64(len(mw.KB[h].Data))
+		default:
+			s.bytesRead += int64(a.NopeDim * mw.KVB.RowBytes())
+		}
+	}
+}
+
+// heads does worker w's share of perHead: heads w, w+workers, ...
+func (s *State) heads(w int) {
+	ms := s.mla
+	for h := w; h < s.m.Heads; h += len(ms.workers) {
+		if ms.values {
+			s.projectValue(&ms.workers[w], h)
+		} else {
+			s.absorbQuery(&ms.workers[w], h)
+		}
+	}
+}
+
+// projectValue writes W_UV,h lat_h of the batch's tokens into their
+// head-h part of vo.
+func (s *State) projectValue(wk *mlaWorker, h int) {
 	m, ms := s.m, s.mla
+	n, H, kvl, vd := ms.n, m.Heads, m.MLA.KVLoraRank, m.MLA.VDim
+	gin, gout := wk.gin[:n*kvl], wk.gout[:n*vd]
+	for i := range n {
+		copy(gin[i*kvl:(i+1)*kvl], ms.lat[(i*H+h)*kvl:(i*H+h+1)*kvl])
+	}
+	wk.actLat.Set(gin, n)
+	tensor.MatMulAct(nil, gout, ms.mw.VB[h], wk.actLat)
+	for i := range n {
+		copy(ms.vo[(i*H+h)*vd:(i*H+h+1)*vd], gout[i*vd:(i+1)*vd])
+	}
+}
+
+// absorbQuery writes W_UK,h^T q_nope,h of the batch's tokens into the
+// latent part of their head-h rows of qf.
+func (s *State) absorbQuery(wk *mlaWorker, h int) {
+	m, ms, mw := s.m, s.mla, s.mla.mw
 	a := m.MLA
-	hd, H, kvl, cw := m.HeadDim, m.Heads, a.KVLoraRank, m.mlaCacheDim()
+	n, hd, H, kvl, cw := ms.n, m.HeadDim, m.Heads, a.KVLoraRank, m.mlaCacheDim()
 	if mw.KB != nil {
-		gin, gout := ms.gin[:n*a.NopeDim], ms.gout[:n*kvl]
+		gin, gout := wk.gin[:n*a.NopeDim], wk.gout[:n*kvl]
 		for i := range n {
 			copy(gin[i*a.NopeDim:(i+1)*a.NopeDim], s.q[i*H*hd+h*hd:i*H*hd+h*hd+a.NopeDim])
 		}
-		ms.actNope.Set(gin, n)
-		s.matmul(gout, mw.KB[h], ms.actNope)
+		wk.actNope.Set(gin, n)
+		tensor.MatMulAct(nil, gout, mw.KB[h], wk.actNope)
 		for i := range n {
 			copy(ms.qf[(i*H+h)*cw:(i*H+h)*cw+kvl], gout[i*kvl:(i+1)*kvl])
 		}
@@ -416,11 +472,10 @@ func (s *State) absorbQuery(mw *MLA, h, n int) {
 	for i := range n {
 		clear(ms.qf[(i*H+h)*cw : (i*H+h)*cw+kvl])
 	}
-	s.bytesRead += int64(a.NopeDim * mw.KVB.RowBytes())
 	for j := range a.NopeDim {
-		mw.KVB.EmbedRow(h*(a.NopeDim+a.VDim)+j, ms.row)
+		mw.KVB.EmbedRow(h*(a.NopeDim+a.VDim)+j, wk.row)
 		for i := range n {
-			tensor.Axpy(ms.qf[(i*H+h)*cw:(i*H+h)*cw+kvl], s.q[i*H*hd+h*hd+j], ms.row)
+			tensor.Axpy(ms.qf[(i*H+h)*cw:(i*H+h)*cw+kvl], s.q[i*H*hd+h*hd+j], wk.row)
 		}
 	}
 }

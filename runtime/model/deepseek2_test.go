@@ -1,7 +1,6 @@
 package model_test
 
 import (
-	"context"
 	"math/rand/v2"
 	"path/filepath"
 	"strings"
@@ -57,31 +56,6 @@ func dsTeacherForced(t testing.TB, m *model.Model, pool *tensor.Pool, ids []int,
 	return out
 }
 
-// dsGreedy prefills prompt and decodes steps tokens one at a time.
-func dsGreedy(t testing.TB, m *model.Model, pool *tensor.Pool, prompt []int, steps int) []int {
-	s := m.NewState(pool, len(prompt), len(prompt)+steps)
-	c := m.NewCache(len(prompt) + steps)
-	if err := s.Embed(prompt); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Forward(c, len(prompt)); err != nil {
-		t.Fatal(err)
-	}
-	logits, _ := s.LogitsOf(len(prompt) - 1)
-	var out []int
-	for {
-		out = append(out, llamacpp.TopOf(logits, 1).Argmax)
-		if len(out) == steps {
-			return out
-		}
-		s.Embed(out[len(out)-1:])
-		if err := s.Forward(c, 1); err != nil {
-			t.Fatal(err)
-		}
-		logits, _ = s.LogitsOf(0)
-	}
-}
-
 func dsRandomIDs(n, vocab int, seed uint64) []int {
 	r := rand.New(rand.NewPCG(seed, 7))
 	ids := make([]int, n)
@@ -91,71 +65,21 @@ func dsRandomIDs(n, vocab int, seed uint64) []int {
 	return ids
 }
 
-// dsOracle checks m (written at path) against llama.cpp on 64 random ids
-// followed by strata's greedy continuation of 64 tokens: llama.cpp's
-// argmax is strata's at every position (so its greedy continuation is the
-// same), and the top-5 logits agree within tol, in prefill batches and
-// one position at a time.
-func dsOracle(t *testing.T, m *model.Model, path string, tol float64) {
-	pool := tensor.NewPool(2)
-	defer pool.Close()
-	ids := dsRandomIDs(64, m.Vocab, 1)
-	gen := dsGreedy(t, m, pool, ids, 64)
-	ids = append(ids, gen[:63]...)
-	ref, err := llamacpp.RunLogits(context.Background(), path, ids, 5, llamacpp.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for j, tok := range gen {
-		if got := ref.Positions[63+j].Argmax; got != tok {
-			t.Errorf("greedy token %d: strata %d, llama.cpp %d", j, tok, got)
-			break
-		}
-	}
-	for _, batch := range []int{1, 16} {
-		d := llamacpp.Compare(dsTeacherForced(t, m, pool, ids, batch, 5), ref)
-		t.Logf("batch %d: %v", batch, d)
-		if len(d.ArgmaxMismatch) > 0 || d.MaxRel > tol {
-			t.Errorf("batch %d: %v (tolerance %g)", batch, d, tol)
-		}
-	}
-}
-
-// deepseek2-tiny in F32 with both weight layouts of the attention's
-// up-projection agrees with llama.cpp to float rounding.
-func TestDeepseek2OracleF32(t *testing.T) {
-	for _, legacy := range []bool{false, true} {
-		s := model.Shapes["deepseek2-tiny"]
-		s.LegacyKVB = legacy
-		name := "attn_k_b"
-		if legacy {
-			name = "attn_kv_b"
-		}
-		t.Run(name, func(t *testing.T) {
-			m, path := dsLoad(t, s, tensor.F32)
-			if m.MLA.Split == legacy || m.Blocks[0].MLA.QA.Rows == 0 || m.Blocks[1].MoE == nil || m.Blocks[0].MoE != nil {
-				t.Fatalf("loaded %+v", m.Config)
-			}
-			dsOracle(t, m, path, 1e-4)
-		})
-	}
-}
-
 // DeepSeek-V2-Lite's structure at test size: 27 layers (llama.cpp reads
 // no q_lora_rank for that layer count), a plain attn_q, softmax routing
 // over 2 shared and 4 routed experts, and YaRN with mscale_all_dim 0.707
 // (llama.cpp's DeepSeek-V2 special case of the attention factor).
 func TestDeepseek2OracleV2LiteShape(t *testing.T) {
 	s := model.Shapes["deepseek-v2-lite"]
-	s.Name = "v2-lite-small"
-	s.Embd, s.FFN, s.Heads, s.KVHeads, s.Vocab, s.Context = 64, 128, 2, 2, 1024, 512
-	s.Experts, s.ExpertsUsed, s.ExpertFFN = 4, 2, 32
-	s.KVLoraRank, s.RopeHeadDim, s.NopeHeadDim, s.VHeadDim = 32, 16, 32, 32
-	m, path := dsLoad(t, s, tensor.F32)
+	s.Name, s.Peaked = "v2-lite-small", true
+	s.Embd, s.FFN, s.Heads, s.KVHeads, s.Vocab, s.Context = 32, 64, 2, 2, 1024, 512
+	s.Experts, s.ExpertsUsed, s.ExpertFFN = 4, 2, 16
+	s.KVLoraRank, s.RopeHeadDim, s.NopeHeadDim, s.VHeadDim = 16, 8, 16, 16
+	m, _ := dsLoad(t, s, tensor.F32)
 	if m.MLA.QLoraRank != 0 || m.Blocks[0].MLA.Q.Rows == 0 || m.Gating != model.GatingSoftmax || m.MLA.Yarn.Ext != 1 {
 		t.Fatalf("loaded %+v", m.Config)
 	}
-	dsOracle(t, m, path, 1e-4)
+	oracleOf(t, s, tensor.F32)
 }
 
 // The cache holds the latent and rope key per position, not full K/V.
@@ -181,20 +105,20 @@ func TestDeepseek2CacheIsLatent(t *testing.T) {
 	}
 }
 
-// Batched prefill, token-by-token decoding, pools and shards agree.
+// Batched prefill, token-by-token decoding, pools and shards agree (in
+// F32: with 8-bit activations the batch and one-vector kernels round
+// differently, which can move a token to another expert).
 func TestDeepseek2BatchesAndShards(t *testing.T) {
 	s := model.Shapes["deepseek2-tiny"]
-	m, path := dsLoad(t, s, tensor.Q8_0)
+	m, path := dsLoad(t, s, tensor.F32)
 	ids := dsRandomIDs(24, s.Vocab, 2)
 	ref := dsTeacherForced(t, m, nil, ids, 1, 5)
 	pool := tensor.NewPool(3)
 	defer pool.Close()
-	for _, batch := range []int{5, 24} {
+	for _, batch := range []int{1, 5, 24} {
 		d := llamacpp.Compare(dsTeacherForced(t, m, pool, ids, batch, 5), ref)
-		// Batches of 8 or more take the batch kernels, which round
-		// differently from the one-vector kernels.
-		if len(d.ArgmaxMismatch) > 0 || d.MaxRel > 1e-2 {
-			t.Errorf("batch %d vs 1: %v", batch, d)
+		if len(d.ArgmaxMismatch) > 0 || d.MaxRel > 1e-5 {
+			t.Errorf("batch %d on a pool vs 1 serially: %v", batch, d)
 		}
 	}
 	f, err := gguf.Open(path)

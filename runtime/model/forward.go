@@ -85,6 +85,7 @@ type State struct {
 	attnFn                    func(lo, hi int)
 	mla                       *mlaState        // multi-head latent attention scratch (deepseek2)
 	mlaFn                     func(lo, hi int) // attendLatent over workers [lo, hi)
+	mlaHeadsFn                func(lo, hi int) // heads over workers [lo, hi)
 	swigluFn                  func(lo, hi int) // SwiGLU over hb[lo:hi], hb2[lo:hi]
 }
 
@@ -130,7 +131,12 @@ func (m *Model) NewState(pool *tensor.Pool, batch, capacity int) *State {
 		}
 	}
 	if c.isMLA() {
-		s.mla = newMLAState(c, batch)
+		s.mla = newMLAState(c, batch, workers)
+		s.mlaHeadsFn = func(lo, hi int) {
+			for w := lo; w < hi; w++ {
+				s.heads(w)
+			}
+		}
 		s.mlaFn = func(lo, hi int) {
 			for w := lo; w < hi; w++ {
 				s.attendLatent(w)

@@ -23,13 +23,11 @@ import (
 // equals F32 arithmetic on the same weights (checked below), so F16
 // differs by llama.cpp's rounding (measured 2.6e-3 to 3.8e-3). For Q8_0
 // both quantize activations to 8 bits, and each is 5e-2 to 9e-2 from
-// exact arithmetic on the dequantized weights (dense) — and for MoE a few
-// positions where an activation's rounding moves a token to another
-// expert differ by 0.3 to 0.5 (measured, seed 1).
+// exact arithmetic on the dequantized weights (dense); in a mixture of
+// experts a few positions where an activation's rounding moves a token to
+// another expert differ by 0.3 to 0.7 and are checked apart (see
+// rerouted in oracleOf).
 var oracleTol = map[tensor.Type]float64{tensor.F32: 1e-3, tensor.F16: 1e-2, tensor.Q8_0: 0.15}
-
-// oracleTolMoE replaces oracleTol for Q8_0 mixtures of experts.
-const oracleTolMoEQ8 = 0.6
 
 const (
 	oraclePrompt = 64 // random ids, teacher-forced
@@ -40,6 +38,15 @@ const (
 func TestOracleQwen2(t *testing.T)    { oracleShape(t, "qwen2-tiny") }
 func TestOracleQwen3(t *testing.T)    { oracleShape(t, "qwen3-tiny") }
 func TestOracleQwen3MoE(t *testing.T) { oracleShape(t, "qwen3moe-tiny") }
+
+// deepseek2-tiny, in the attn_k_b/attn_v_b layout of current converters
+// and in the attn_kv_b layout of older ones.
+func TestOracleDeepseek2(t *testing.T) { oracleShape(t, "deepseek2-tiny") }
+func TestOracleDeepseek2KVB(t *testing.T) {
+	s := model.Shapes["deepseek2-tiny"]
+	s.LegacyKVB = true
+	oracleOf(t, s, tensor.F32, tensor.F16, tensor.Q8_0)
+}
 
 // oracleShape writes the synthetic shape in F32, F16 and Q8_0 and checks
 // strata against llama.cpp on 64 random ids followed by strata's greedy
@@ -52,7 +59,13 @@ func oracleShape(t *testing.T, shape string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, typ := range []tensor.Type{tensor.F32, tensor.F16, tensor.Q8_0} {
+	oracleOf(t, s, tensor.F32, tensor.F16, tensor.Q8_0)
+}
+
+// oracleOf is oracleShape for shape s written in each of types.
+func oracleOf(t *testing.T, s model.Shape, types ...tensor.Type) {
+	shape := s.Name
+	for _, typ := range types {
 		t.Run(typ.String(), func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), shape+".gguf")
 			if err := synth.WriteFile(path, s, synth.Options{Type: typ, Seed: 1}); err != nil {
@@ -72,8 +85,9 @@ func oracleShape(t *testing.T, shape string) {
 				t.Fatal(err)
 			}
 			tol := oracleTol[typ]
-			if typ == tensor.Q8_0 && s.Experts > 0 {
-				tol = oracleTolMoEQ8
+			var exact *llamacpp.Logits
+			if typ != tensor.F32 {
+				exact = strataLogits(t, dequantized(t, m), ids, 1)
 			}
 			// With 8-bit activations neither implementation is exact, so
 			// an argmax may flip where the top two logits are closer than
@@ -81,19 +95,45 @@ func oracleShape(t *testing.T, shape string) {
 			nearTie := func(p int) bool {
 				return typ == tensor.Q8_0 && margin(ref.Positions[p]) < oracleTol[tensor.Q8_0]
 			}
+			// In a mixture of experts, 8-bit rounding sometimes moves a
+			// token to another expert, in strata or in llama.cpp, and that
+			// position's logits then jump: such a position is one where
+			// either implementation is further than tol from exact
+			// arithmetic on the same weights. The rerouted positions are
+			// counted and bounded; elsewhere each is within tol of exact,
+			// so they must agree within 2*tol and in the argmax.
+			rerouted := map[int]bool{}
+			if typ == tensor.Q8_0 && s.Experts > 0 {
+				q1 := strataLogits(t, m, ids, 1)
+				for p := range ids {
+					if relDiff(q1.Positions[p], exact.Positions[p]) > tol || relDiff(ref.Positions[p], exact.Positions[p]) > tol {
+						rerouted[p] = true
+					}
+				}
+				t.Logf("%d of %d positions rerouted by 8-bit rounding (strata or llama.cpp further than %g from exact)", len(rerouted), len(ids), tol)
+				if len(rerouted) > len(ids)/8 {
+					t.Errorf("%d of %d positions rerouted", len(rerouted), len(ids))
+				}
+				tol *= 2
+			}
 			for j, tok := range gen {
 				p := oraclePrompt - 1 + j
-				if got := ref.Positions[p].Argmax; got != tok && !nearTie(p) {
+				if got := ref.Positions[p].Argmax; got != tok && !nearTie(p) && !rerouted[p] {
 					t.Errorf("greedy token %d: strata %d, llama.cpp %d", j, tok, got)
 				}
 			}
 			for _, batch := range []int{1, 16} {
-				d := llamacpp.Compare(strataLogits(t, m, ids, batch), ref)
+				got := strataLogits(t, m, ids, batch)
+				d := llamacpp.Compare(got, ref)
 				t.Logf("%s %s batch %d vs llama.cpp: %v; min top-1 margin %.3g", shape, typ, batch, d, minMargin(ref))
 				for _, p := range d.ArgmaxMismatch {
-					if !nearTie(p) {
+					if !nearTie(p) && !rerouted[p] {
 						t.Errorf("batch %d: argmax differs at position %d (top-1 margin %.3g): %v", batch, p, margin(ref.Positions[p]), d)
 					}
+				}
+				if len(rerouted) > 0 {
+					d = llamacpp.Compare(without(got, rerouted), without(ref, rerouted))
+					t.Logf("batch %d without rerouted positions: %v", batch, d)
 				}
 				if d.MaxRel > tol {
 					t.Errorf("batch %d: %v (tolerance %g)", batch, d, tol)
@@ -103,7 +143,6 @@ func oracleShape(t *testing.T, shape string) {
 				// Against exact F32 arithmetic on the dequantized weights:
 				// strata's F16 path is exact; llama.cpp's error is logged
 				// beside strata's for Q8_0.
-				exact := strataLogits(t, dequantized(t, m), ids, 1)
 				ds, dl := llamacpp.Compare(strataLogits(t, m, ids, 1), exact), llamacpp.Compare(ref, exact)
 				t.Logf("vs exact: strata %v; llama.cpp %v", ds, dl)
 				if typ == tensor.F16 && (ds.MaxRel > 1e-5 || len(ds.ArgmaxMismatch) > 0) {
@@ -112,6 +151,22 @@ func oracleShape(t *testing.T, shape string) {
 			}
 		})
 	}
+}
+
+// relDiff is Compare's largest relative difference at one position.
+func relDiff(a, b llamacpp.Position) float64 {
+	return llamacpp.Compare(&llamacpp.Logits{Positions: []llamacpp.Position{a}}, &llamacpp.Logits{Positions: []llamacpp.Position{b}}).MaxRel
+}
+
+// without returns l less the positions in drop.
+func without(l *llamacpp.Logits, drop map[int]bool) *llamacpp.Logits {
+	out := &llamacpp.Logits{}
+	for p, pos := range l.Positions {
+		if !drop[p] {
+			out.Positions = append(out.Positions, pos)
+		}
+	}
+	return out
 }
 
 // The tiny reference models in testdata agree with llama.cpp too.
@@ -249,6 +304,18 @@ func dequantized(t testing.TB, m *model.Model) *model.Model {
 	for i, l := range m.Blocks {
 		l.Q, l.K, l.V, l.O = f32(l.Q), f32(l.K), f32(l.V), f32(l.O)
 		l.Dense = dense(l.Dense)
+		if l.MLA != nil {
+			a := *l.MLA
+			a.QA, a.QB, a.Q, a.KVA, a.KVB = f32(a.QA), f32(a.QB), f32(a.Q), f32(a.KVA), f32(a.KVB)
+			a.KB, a.VB = append([]tensor.Matrix(nil), a.KB...), append([]tensor.Matrix(nil), a.VB...)
+			for h := range a.KB {
+				a.KB[h] = f32(a.KB[h])
+			}
+			for h := range a.VB {
+				a.VB[h] = f32(a.VB[h])
+			}
+			l.MLA = &a
+		}
 		if l.MoE != nil {
 			moe := *l.MoE
 			moe.Router, moe.Shared = f32(moe.Router), dense(moe.Shared)

@@ -87,7 +87,7 @@ var Shapes = map[string]Shape{
 		Experts: 8, ExpertsUsed: 2, ExpertFFN: 64, SharedExperts: 1, DenseLayers: 1,
 		SigmoidGating: true, ExpertGroups: 2, ExpertGroupsUsed: 1, ExpertWeightsNorm: true, ExpertWeightsScale: 2.5,
 		QLoraRank: 64, KVLoraRank: 64, RopeHeadDim: 32, NopeHeadDim: 32, VHeadDim: 32,
-		RopeScaling: 4, RopeOrigCtx: 64, YarnMscaleAll: 1},
+		RopeScaling: 4, RopeOrigCtx: 64, YarnMscaleAll: 1, Peaked: true},
 }
 
 // Small shapes of each architecture for tests against llama.cpp: every

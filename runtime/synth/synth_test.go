@@ -103,3 +103,25 @@ func TestSparseKimiK2(t *testing.T) {
 		t.Errorf("profile from file %d bytes, from shape %d", p.TotalBytes(), want.TotalBytes())
 	}
 }
+
+// deepseek2-tiny (MLA, MoE with grouped sigmoid routing) runs in the
+// engine, its cache sized by the latent.
+func TestDeepseek2TinyGenerates(t *testing.T) {
+	for _, legacy := range []bool{false, true} {
+		s := model.Shapes["deepseek2-tiny"]
+		s.LegacyKVB = legacy
+		path := filepath.Join(t.TempDir(), "ds.gguf")
+		if err := WriteFile(path, s, Options{Type: tensor.Q8_0, Seed: 1}); err != nil {
+			t.Fatal(err)
+		}
+		e, err := engine.Open(path, engine.Options{Context: 64})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := e.Generate(context.Background(), engine.Request{Prompt: "hello world", MaxTokens: 8}, func(engine.Token) error { return nil })
+		e.Close()
+		if err != nil || len(res.Tokens) != 8 {
+			t.Fatalf("legacy %v: generate: %v (%d tokens)", legacy, err, len(res.Tokens))
+		}
+	}
+}
