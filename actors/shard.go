@@ -178,7 +178,7 @@ func (s *shard) session(ctx actor.Context, m *messages.Forward) (*shardSession, 
 	if ctxLen <= 0 || ctxLen > s.maxContext {
 		return nil, fmt.Errorf("session %s asks for a context of %d; this node allows 1..%d", m.Session, ctxLen, s.maxContext)
 	}
-	kv := uint64(ctxLen) * uint64(s.m.KVDim()) * 2 * 4 * uint64(len(s.m.Blocks))
+	kv := s.m.CacheBytes(ctxLen)
 	if err := s.host.reserve(kv, fmt.Sprintf("the KV cache of session %s on %s", m.Session, s.pid.Id), s); err != nil {
 		return nil, err
 	}

@@ -189,3 +189,28 @@ func TestFromProfileTiedOutput(t *testing.T) {
 		t.Errorf("tied head bytes %d, want 104 (norm + the embedding as output)", m.HeadBytes)
 	}
 }
+
+// Qwen3-235B-A22B: every layer carries its 128 experts, so a layer is one
+// unit of placement and its bytes include all experts (active or not).
+func TestQwen3MoEPlacement(t *testing.T) {
+	q := model.Shapes["qwen3-235b-a22b"]
+	m := FromProfile("qwen3-235b-a22b", q.Profile(tensor.Q4_K))
+	if per := m.LayerBytes[0]; per < 1300e6 || per > 1450e6 {
+		t.Fatalf("a Q4_K layer with 128 experts is %d bytes, want about 1.4 GB", per)
+	}
+	for _, c := range []struct {
+		free   uint64
+		stages int
+	}{{512 * GB, 1}, {96 * GB, 2}, {48 * GB, 3}} {
+		nodes := []Node{{ID: "a", FreeBytes: c.free}, {ID: "b", FreeBytes: c.free}, {ID: "c", FreeBytes: c.free}, {ID: "d", FreeBytes: c.free}}
+		o := Options{Context: 8192}
+		p, err := Place(m, nodes, o)
+		if err != nil {
+			t.Fatalf("%d GB nodes: %v", c.free/GB, err)
+		}
+		check(t, m, nodes, o, p)
+		if len(p.Stages) != c.stages {
+			t.Errorf("%d GB nodes: %d stages, want %d\n%v", c.free/GB, len(p.Stages), c.stages, p)
+		}
+	}
+}

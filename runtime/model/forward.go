@@ -8,7 +8,10 @@ import (
 )
 
 // Cache is one sequence's KV cache for the layers of a shard,
-// preallocated for Capacity positions.
+// preallocated for Capacity positions. With multi-head latent attention
+// (deepseek2) K holds each position's latent and rope key
+// ([pos*(KVLoraRank+RopeDim) + j]) and V is nil: keys and values are both
+// computed from the latent.
 type Cache struct {
 	K, V     [][]float32 // [layer-First][pos*KVDim + j]
 	Capacity int
@@ -19,10 +22,23 @@ type Cache struct {
 func (m *Model) NewCache(capacity int) *Cache {
 	c := &Cache{Capacity: capacity, K: make([][]float32, len(m.Blocks)), V: make([][]float32, len(m.Blocks))}
 	for i := range m.Blocks {
+		if m.isMLA() {
+			c.K[i] = make([]float32, capacity*m.mlaCacheDim())
+			continue
+		}
 		c.K[i] = make([]float32, capacity*m.KVDim())
 		c.V[i] = make([]float32, capacity*m.KVDim())
 	}
 	return c
+}
+
+// CacheBytes is the memory NewCache(capacity) takes.
+func (m *Model) CacheBytes(capacity int) uint64 {
+	per := 2 * m.KVDim()
+	if m.isMLA() {
+		per = m.mlaCacheDim()
+	}
+	return uint64(capacity) * uint64(per) * 4 * uint64(len(m.Blocks))
 }
 
 // Bytes is the memory the cache holds.
@@ -45,8 +61,8 @@ type State struct {
 	xb2    []float32 // [Batch × Embd]
 	q      []float32 // [Batch × QDim]
 	k, v   []float32 // [Batch × KVDim]
-	hb     []float32 // [Batch × FFN]
-	hb2    []float32 // [Batch × FFN]
+	hb     []float32 // [Batch × widest FFN] (dense, expert or shared)
+	hb2    []float32 // [Batch × widest FFN]
 	scores [][]float32
 	Logits []float32 // [Vocab], last shard only
 
@@ -54,13 +70,21 @@ type State struct {
 	// integer kernels (Q, K and V share one; gate and up share one).
 	actEmbd *tensor.Activations // [Batch × Embd]: normed hidden states
 	actQ    *tensor.Activations // [Batch × QDim]: attention output
-	actFFN  *tensor.Activations // [Batch × FFN]: SwiGLU output
+	actFFN  *tensor.Activations // [Batch × FFN]: SwiGLU output (dense layers)
+
+	moe *moeState // nil for dense models
+
+	// bytesRead counts the weight bytes the matrix products and embedding
+	// lookups have read since the State was made (see BytesRead).
+	bytesRead int64
 
 	// The attention task's parameters, set before each pool.Run so the
 	// closure is built once (a fresh closure per call would allocate).
 	attnLayer, attnN, attnPos int
 	attnCache                 *Cache
 	attnFn                    func(lo, hi int)
+	mla                       *mlaState        // multi-head latent attention scratch (deepseek2)
+	mlaFn                     func(lo, hi int) // attendLatent over workers [lo, hi)
 	swigluFn                  func(lo, hi int) // SwiGLU over hb[lo:hi], hb2[lo:hi]
 }
 
@@ -68,6 +92,7 @@ type State struct {
 // attention spans of up to capacity positions. pool may be nil (serial).
 func (m *Model) NewState(pool *tensor.Pool, batch, capacity int) *State {
 	c := m.Config
+	width := max(c.FFN, c.ExpertFFN, c.SharedExperts*c.ExpertFFN)
 	s := &State{
 		m: m, pool: pool, Batch: batch,
 		X:   make([]float32, batch*c.Embd),
@@ -76,12 +101,15 @@ func (m *Model) NewState(pool *tensor.Pool, batch, capacity int) *State {
 		q:   make([]float32, batch*c.QDim()),
 		k:   make([]float32, batch*c.KVDim()),
 		v:   make([]float32, batch*c.KVDim()),
-		hb:  make([]float32, batch*c.FFN),
-		hb2: make([]float32, batch*c.FFN),
+		hb:  make([]float32, batch*width),
+		hb2: make([]float32, batch*width),
 
 		actEmbd: tensor.NewActivations(batch, c.Embd),
 		actQ:    tensor.NewActivations(batch, c.QDim()),
 		actFFN:  tensor.NewActivations(batch, c.FFN),
+	}
+	if c.Experts > 0 {
+		s.moe = newMoEState(c, batch)
 	}
 	// One score row per worker: attention splits (token, head) pairs over workers.
 	workers := 1
@@ -98,10 +126,31 @@ func (m *Model) NewState(pool *tensor.Pool, batch, capacity int) *State {
 	s.swigluFn = func(lo, hi int) { tensor.SwiGLU(s.hb[lo:hi], s.hb[lo:hi], s.hb2[lo:hi]) }
 	s.attnFn = func(lo, hi int) {
 		for w := lo; w < hi; w++ {
-			s.attention(w)
+			s.attendHeads(w)
+		}
+	}
+	if c.isMLA() {
+		s.mla = newMLAState(c, batch)
+		s.mlaFn = func(lo, hi int) {
+			for w := lo; w < hi; w++ {
+				s.attendLatent(w)
+			}
 		}
 	}
 	return s
+}
+
+// BytesRead is the number of weight bytes the State's forward passes and
+// logits have read so far: every matrix product reads its whole matrix,
+// and a mixture-of-experts layer only the experts its tokens are routed
+// to, so the difference over one decoded token is the active bytes per
+// token.
+func (s *State) BytesRead() int64 { return s.bytesRead }
+
+// matmul is tensor.MatMulAct on the State's pool, counting the bytes of w.
+func (s *State) matmul(out []float32, w tensor.Matrix, a *tensor.Activations) {
+	tensor.MatMulAct(s.pool, out, w, a)
+	s.bytesRead += int64(len(w.Data))
 }
 
 // Embed writes the embeddings of tokens into s.X (first shard only).
@@ -118,6 +167,7 @@ func (s *State) Embed(tokens []int) error {
 			return fmt.Errorf("model: token id %d outside the vocabulary of %d", t, m.Vocab)
 		}
 		m.Embed.EmbedRow(t, s.X[i*m.Embd:(i+1)*m.Embd])
+		s.bytesRead += int64(m.Embed.RowBytes())
 	}
 	return nil
 }
@@ -142,18 +192,43 @@ func (s *State) Forward(c *Cache, n int) error {
 // layer is one transformer block over n tokens at positions c.Len.. :
 // x += Attn(RMSNorm(x)); x += FFN(RMSNorm(x)).
 func (s *State) layer(l int, c *Cache, n int) {
-	m, w, p := s.m, &s.m.Blocks[l], s.pool
+	m, w := s.m, &s.m.Blocks[l]
+	embd := m.Embd
+	x := s.X[:n*embd]
+
+	s.attention(l, c, n) // into s.xb2
+	tensor.Add(x, s.xb2[:n*embd])
+
+	xb, out := s.xb2[:n*embd], s.xb[:n*embd]
+	for i := 0; i < n; i++ {
+		tensor.RMSNorm(xb[i*embd:(i+1)*embd], x[i*embd:(i+1)*embd], w.FFNNorm, m.RMSEps)
+	}
+	s.actEmbd.Set(xb, n)
+	if w.MoE != nil {
+		s.mixture(w.MoE, xb, out, n)
+	} else {
+		s.swiglu(&w.Dense, s.actEmbd, s.actFFN, out, n)
+	}
+	tensor.Add(x, out)
+}
+
+// attention computes Attn(RMSNorm(x)) of layer l for n tokens into s.xb2
+// [n × Embd]: project, rotate, store K/V in c, attend, project back.
+func (s *State) attention(l int, c *Cache, n int) {
+	m, w := s.m, &s.m.Blocks[l]
+	if w.MLA != nil {
+		s.attentionMLA(l, c, n)
+		return
+	}
 	embd, qd, kvd := m.Embd, m.QDim(), m.KVDim()
 	x, xb, q, k, v := s.X[:n*embd], s.xb[:n*embd], s.q[:n*qd], s.k[:n*kvd], s.v[:n*kvd]
-
-	// Attention: project, rotate, store K/V, attend, project back.
 	for i := 0; i < n; i++ {
 		tensor.RMSNorm(xb[i*embd:(i+1)*embd], x[i*embd:(i+1)*embd], w.AttnNorm, m.RMSEps)
 	}
 	s.actEmbd.Set(xb, n)
-	tensor.MatMulAct(p, q, w.Q, s.actEmbd)
-	tensor.MatMulAct(p, k, w.K, s.actEmbd)
-	tensor.MatMulAct(p, v, w.V, s.actEmbd)
+	s.matmul(q, w.Q, s.actEmbd)
+	s.matmul(k, w.K, s.actEmbd)
+	s.matmul(v, w.V, s.actEmbd)
 	for i := 0; i < n; i++ {
 		qi, ki, vi := q[i*qd:(i+1)*qd], k[i*kvd:(i+1)*kvd], v[i*kvd:(i+1)*kvd]
 		if w.Bq != nil {
@@ -172,46 +247,43 @@ func (s *State) layer(l int, c *Cache, n int) {
 			}
 		}
 		pos := c.Len + i
-		tensor.RoPE(qi, m.Heads, m.HeadDim, m.RopeDim, pos, m.RopeBase, m.RopeScale, m.RopeNeox)
-		tensor.RoPE(ki, m.KVHeads, m.HeadDim, m.RopeDim, pos, m.RopeBase, m.RopeScale, m.RopeNeox)
+		m.rope(qi, m.Heads, pos)
+		m.rope(ki, m.KVHeads, pos)
 		copy(c.K[l][pos*kvd:(pos+1)*kvd], ki)
 		copy(c.V[l][pos*kvd:(pos+1)*kvd], vi)
 	}
 	s.attnLayer, s.attnN, s.attnPos, s.attnCache = l, n, c.Len, c
 	workers := len(s.scores)
-	if p == nil {
+	if s.pool == nil {
 		s.attnFn(0, workers)
 	} else {
-		p.Run(workers, s.attnFn)
+		s.pool.Run(workers, s.attnFn)
 	}
 	att := s.xb[:n*qd] // attention output, [n × QDim]
 	s.actQ.Set(att, n)
-	tensor.MatMulAct(p, s.xb2[:n*embd], w.O, s.actQ)
-	tensor.Add(x, s.xb2[:n*embd])
-
-	// Feed-forward: SwiGLU.
-	xb = s.xb2[:n*embd]
-	for i := 0; i < n; i++ {
-		tensor.RMSNorm(xb[i*embd:(i+1)*embd], x[i*embd:(i+1)*embd], w.FFNNorm, m.RMSEps)
-	}
-	hb, hb2 := s.hb[:n*m.FFN], s.hb2[:n*m.FFN]
-	s.actEmbd.Set(xb, n)
-	tensor.MatMulAct(p, hb, w.Gate, s.actEmbd)
-	tensor.MatMulAct(p, hb2, w.Up, s.actEmbd)
-	if p == nil {
-		tensor.SwiGLU(hb, hb, hb2)
-	} else {
-		p.Run(n*m.FFN, s.swigluFn) // an exp per element: worth splitting
-	}
-	s.actFFN.Set(hb, n)
-	tensor.MatMulAct(p, s.xb[:n*embd], w.Down, s.actFFN)
-	tensor.Add(x, s.xb[:n*embd])
+	s.matmul(s.xb2[:n*embd], w.O, s.actQ)
 }
 
-// attention computes, for worker w, every (token, head) pair t with
+// swiglu computes out = Down(SiLU(Gate x) * Up x) for the n vectors in
+// in (hidden activations act, of the FFN's width), using s.hb and s.hb2.
+func (s *State) swiglu(f *Dense, in, act *tensor.Activations, out []float32, n int) {
+	width := f.Gate.Rows
+	hb, hb2 := s.hb[:n*width], s.hb2[:n*width]
+	s.matmul(hb, f.Gate, in)
+	s.matmul(hb2, f.Up, in)
+	if s.pool == nil {
+		tensor.SwiGLU(hb, hb, hb2)
+	} else {
+		s.pool.Run(n*width, s.swigluFn) // an exp per element: worth splitting
+	}
+	act.Set(hb, n)
+	s.matmul(out, f.Down, act)
+}
+
+// attendHeads computes, for worker w, every (token, head) pair t with
 // t % workers == w: causal softmax attention of the query over the cached
 // keys, written into s.xb as [n × QDim].
-func (s *State) attention(w int) {
+func (s *State) attendHeads(w int) {
 	m := s.m
 	c, l, n, pos0 := s.attnCache, s.attnLayer, s.attnN, s.attnPos
 	hd, qd, kvd := m.HeadDim, m.QDim(), m.KVDim()
@@ -246,6 +318,6 @@ func (s *State) LogitsOf(i int) ([]float32, error) {
 	xb := s.xb2[:m.Embd]
 	tensor.RMSNorm(xb, s.X[i*m.Embd:(i+1)*m.Embd], m.OutNorm, m.RMSEps)
 	s.actEmbd.Set(xb, 1)
-	tensor.MatMulAct(s.pool, s.Logits, m.Output, s.actEmbd)
+	s.matmul(s.Logits, m.Output, s.actEmbd)
 	return s.Logits, nil
 }

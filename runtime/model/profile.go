@@ -18,7 +18,8 @@ type Profile struct {
 	EmbedBytes uint64   // token_embd.weight (first stage)
 	HeadBytes  uint64   // output_norm + output.weight (last stage; 0 extra when tied)
 	OtherBytes uint64   // tensors that belong to no layer and are not embedding/head
-	// KVBytesPerToken is the f32 KV cache of one token across all layers.
+	// KVBytesPerToken is the f32 KV cache of one token across all layers
+	// (for deepseek2, the MLA latent and rope key).
 	KVBytesPerToken uint64
 	TiedOutput      bool
 }
@@ -64,10 +65,20 @@ func ProfileOf(f *gguf.File) (Profile, error) {
 			p.OtherBytes += t.Size
 		}
 	}
+	if kvl := md.ArchUint("attention.kv_lora_rank", 0); p.Arch == "deepseek2" && kvl > 0 {
+		// Multi-head latent attention caches one latent and one rope key
+		// per position, whatever key_length and head_count_kv say.
+		p.KVBytesPerToken = layers * (kvl + md.ArchUint("rope.dimension_count", 0)) * 4
+		return p, nil
+	}
 	heads := md.ArchUint("attention.head_count", 0)
 	kvHeads := md.ArchUint("attention.head_count_kv", heads)
 	embd := md.ArchUint("embedding_length", 0)
-	if heads > 0 {
+	if kvRank := md.ArchUint("attention.kv_lora_rank", 0); p.Arch == "deepseek2" && kvRank > 0 {
+		// Multi-head latent attention caches the compressed latent and the
+		// shared rope key, not per-head K and V.
+		p.KVBytesPerToken = layers * (kvRank + md.ArchUint("rope.dimension_count", 0)) * 4
+	} else if heads > 0 {
 		headDim := md.ArchUint("attention.key_length", embd/heads)
 		valDim := md.ArchUint("attention.value_length", embd/heads)
 		p.KVBytesPerToken = layers * kvHeads * (headDim + valDim) * 4

@@ -7,9 +7,19 @@ import (
 	"strata/runtime/tensor"
 )
 
-// Layer holds one transformer block's weights. Matrices borrow the mapped
-// file; norm vectors are converted to f32 at load.
+// Layer holds one transformer block's weights: an attention part and a
+// feed-forward part, dense (Dense) or a mixture of experts (MoE != nil).
+// Matrices borrow the mapped file; norm vectors are converted to f32 at load.
 type Layer struct {
+	Attention
+	FFNNorm []float32 // [Embd]
+	Dense             // the FFN of a dense layer; zero when MoE is set
+	MoE     *MoE
+}
+
+// Attention holds a block's self-attention weights: grouped-query (Q, K,
+// V) or multi-head latent attention (MLA).
+type Attention struct {
 	AttnNorm   []float32     // [Embd]
 	Q          tensor.Matrix // [QDim rows × Embd]
 	K, V       tensor.Matrix // [KVDim × Embd]
@@ -17,9 +27,29 @@ type Layer struct {
 	QNorm      []float32     // optional per-head norm (qwen3): [HeadDim]
 	KNorm      []float32     // [HeadDim]
 	O          tensor.Matrix // [Embd × QDim]
-	FFNNorm    []float32     // [Embd]
-	Gate, Up   tensor.Matrix // [FFN × Embd]
-	Down       tensor.Matrix // [Embd × FFN]
+	// MLA replaces Q, K and V in multi-head latent attention (deepseek2);
+	// O is then [Embd × Heads*VDim].
+	MLA *MLA
+}
+
+// Dense is a SwiGLU feed-forward network: Down(SiLU(Gate x) * Up x).
+type Dense struct {
+	Gate, Up tensor.Matrix // [width × Embd]
+	Down     tensor.Matrix // [Embd × width]
+}
+
+// MoE is a mixture-of-experts feed-forward network: a router picks
+// ExpertsUsed experts per token (see Config), and the shared experts, if
+// any, see every token.
+type MoE struct {
+	Router tensor.Matrix // ffn_gate_inp: [Experts × Embd], F32
+	// Bias (exp_probs_b) is added to the expert scores to choose the
+	// experts only; their weights come from the unbiased scores. Optional.
+	Bias []float32 // [Experts]
+	// Experts[e] views expert e's slices of the 3-D tensors ffn_{gate,up,down}_exps
+	// (no copy: an expert is a contiguous run of rows).
+	Experts []Dense // [ExpertFFN × Embd] gate and up, [Embd × ExpertFFN] down
+	Shared  Dense   // ffn_*_shexp, width SharedExperts*ExpertFFN; zero when none
 }
 
 // Model is a llama-family model, or the shard of one that holds layers
@@ -32,6 +62,9 @@ type Model struct {
 	Blocks     []Layer       // Blocks[i] is layer First+i
 	OutNorm    []float32     // [Embd], last shard
 	Output     tensor.Matrix // [Vocab × Embd], last shard
+	// RopeFactors (rope_freqs.weight, Llama 3.1+) divide each rotated
+	// pair's frequency, as llama.cpp's freq_factors; nil means all 1.
+	RopeFactors []float32 // [RopeDim/2]
 }
 
 // IsFirst reports whether the shard starts at layer 0 (takes token ids).
@@ -64,15 +97,17 @@ func Load(f *gguf.File, first, end int) (*Model, error) {
 	for i := first; i < end; i++ {
 		p := fmt.Sprintf("blk.%d.", i)
 		ly := Layer{
-			AttnNorm: l.vector(p+"attn_norm.weight", cfg.Embd),
-			Q:        l.matrix(p+"attn_q.weight", cfg.QDim(), cfg.Embd),
-			K:        l.matrix(p+"attn_k.weight", cfg.KVDim(), cfg.Embd),
-			V:        l.matrix(p+"attn_v.weight", cfg.KVDim(), cfg.Embd),
-			O:        l.matrix(p+"attn_output.weight", cfg.Embd, cfg.QDim()),
-			FFNNorm:  l.vector(p+"ffn_norm.weight", cfg.Embd),
-			Gate:     l.matrix(p+"ffn_gate.weight", cfg.FFN, cfg.Embd),
-			Up:       l.matrix(p+"ffn_up.weight", cfg.FFN, cfg.Embd),
-			Down:     l.matrix(p+"ffn_down.weight", cfg.Embd, cfg.FFN),
+			Attention: Attention{AttnNorm: l.vector(p+"attn_norm.weight", cfg.Embd)},
+			FFNNorm:   l.vector(p+"ffn_norm.weight", cfg.Embd),
+		}
+		if cfg.isMLA() {
+			ly.MLA = l.mla(p, f)
+			ly.O = l.matrix(p+"attn_output.weight", cfg.Embd, cfg.Heads*cfg.MLA.VDim)
+		} else {
+			ly.Q = l.matrix(p+"attn_q.weight", cfg.QDim(), cfg.Embd)
+			ly.K = l.matrix(p+"attn_k.weight", cfg.KVDim(), cfg.Embd)
+			ly.V = l.matrix(p+"attn_v.weight", cfg.KVDim(), cfg.Embd)
+			ly.O = l.matrix(p+"attn_output.weight", cfg.Embd, cfg.QDim())
 		}
 		if _, ok := f.Tensor(p + "attn_q.bias"); ok {
 			ly.Bq = l.vector(p+"attn_q.bias", cfg.QDim())
@@ -83,7 +118,15 @@ func Load(f *gguf.File, first, end int) (*Model, error) {
 			ly.QNorm = l.vector(p+"attn_q_norm.weight", cfg.HeadDim)
 			ly.KNorm = l.vector(p+"attn_k_norm.weight", cfg.HeadDim)
 		}
+		if cfg.IsMoE(i) {
+			ly.MoE = l.moe(p)
+		} else {
+			ly.Dense = l.dense(p, "", cfg.FFN)
+		}
 		m.Blocks = append(m.Blocks, ly)
+	}
+	if _, ok := f.Tensor("rope_freqs.weight"); ok {
+		m.RopeFactors = l.vector("rope_freqs.weight", cfg.RopeDim/2)
 	}
 	if end == cfg.Layers {
 		m.OutNorm = l.vector("output_norm.weight", cfg.Embd)
@@ -150,4 +193,61 @@ func (l *loader) vector(name string, n int) []float32 {
 		l.err = fmt.Errorf("model: tensor %s: %w", name, err)
 	}
 	return v
+}
+
+// dense returns the SwiGLU FFN blk.N.ffn_{gate,up,down}<suffix>.weight.
+func (l *loader) dense(prefix, suffix string, width int) Dense {
+	return Dense{
+		Gate: l.matrix(prefix+"ffn_gate"+suffix+".weight", width, l.c.Embd),
+		Up:   l.matrix(prefix+"ffn_up"+suffix+".weight", width, l.c.Embd),
+		Down: l.matrix(prefix+"ffn_down"+suffix+".weight", l.c.Embd, width),
+	}
+}
+
+// moe returns a layer's router, experts and shared experts.
+func (l *loader) moe(prefix string) *MoE {
+	c := l.c
+	m := &MoE{
+		Router:  l.matrix(prefix+"ffn_gate_inp.weight", c.Experts, c.Embd),
+		Experts: make([]Dense, c.Experts),
+	}
+	if m.Router.Type != tensor.F32 && l.err == nil {
+		// The router's scores decide which experts run; llama.cpp's
+		// quantizer keeps it F32 and so do the files strata reads.
+		l.err = fmt.Errorf("model: %sffn_gate_inp.weight is %s, expected F32", prefix, m.Router.Type)
+	}
+	gate := l.experts(prefix+"ffn_gate_exps.weight", c.ExpertFFN, c.Embd)
+	up := l.experts(prefix+"ffn_up_exps.weight", c.ExpertFFN, c.Embd)
+	down := l.experts(prefix+"ffn_down_exps.weight", c.Embd, c.ExpertFFN)
+	if l.err == nil {
+		for e := range m.Experts {
+			m.Experts[e] = Dense{Gate: gate[e], Up: up[e], Down: down[e]}
+		}
+	}
+	if _, ok := l.f.Tensor(prefix + "exp_probs_b.bias"); ok {
+		m.Bias = l.vector(prefix+"exp_probs_b.bias", c.Experts)
+	}
+	if c.SharedExperts > 0 {
+		m.Shared = l.dense(prefix, "_shexp", c.SharedExperts*c.ExpertFFN)
+	}
+	return m
+}
+
+// experts returns the Experts matrices of rows×cols stored in one 3-D
+// tensor (GGUF dims [cols, rows, experts]), each a view of its bytes.
+func (l *loader) experts(name string, rows, cols int) []tensor.Matrix {
+	t, data := l.tensor(name, cols, rows, l.c.Experts)
+	if l.err != nil {
+		return nil
+	}
+	ms := make([]tensor.Matrix, l.c.Experts)
+	per := len(data) / l.c.Experts
+	for e := range ms {
+		var err error
+		if ms[e], err = tensor.NewMatrix(t.Type, rows, cols, data[e*per:(e+1)*per:(e+1)*per]); err != nil {
+			l.err = fmt.Errorf("model: tensor %s expert %d: %w", name, e, err)
+			return nil
+		}
+	}
+	return ms
 }

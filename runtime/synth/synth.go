@@ -15,6 +15,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -119,6 +120,18 @@ func Write(w io.Writer, s model.Shape, o Options) error {
 // Norm weights are 1 (as trained models' are, roughly); matrices are
 // uniform with variance 1/cols so activations keep their scale layer
 // after layer.
+//
+// Shapes marked Peaked (test models) differ so that they test more and
+// their argmax is robust: norm weights are uniform in [0.5, 1.5] and
+// biases in [-0.5, 0.5] (not 1, which would hide a missing or misplaced
+// weight), and row v of output.weight is scaled by peakScale/sqrt(rank(v))
+// for a random ranking of the vocabulary (Zipf-like, as a trained head's
+// row norms are): the top logit then usually stands clear of the second,
+// where with equal rows over 1000 tokens the top two are often within
+// float rounding of each other. (A steeper ranking makes the argmax
+// sturdier still, but the big rows' logits then carry most of the
+// rounding of the hidden state, which makes differences relative to a
+// position's largest logit say less.)
 func randomData(ts model.TensorSpec, s model.Shape, seed uint64) func(io.Writer) error {
 	return func(w io.Writer) error {
 		h := fnv.New64a()
@@ -130,7 +143,21 @@ func randomData(ts model.TensorSpec, s model.Shape, seed uint64) func(io.Writer)
 			rows *= int(d)
 		}
 		isNorm := len(ts.Dims) == 1
+		isBias := strings.HasSuffix(ts.Name, ".bias")
+		// The router's selection bias (exp_probs_b) of 1s would not change
+		// any choice; give it values of the size trained ones have.
+		isSelectionBias := strings.HasSuffix(ts.Name, "exp_probs_b.bias")
 		bound := float32(math.Sqrt(3 / float64(cols)))
+		var rowScale []float32
+		if s.Peaked && ts.Name == "output.weight" {
+			rowScale = make([]float32, rows)
+			for rank, v := range rand.New(rand.NewPCG(seed, h.Sum64()+1)).Perm(rows) {
+				rowScale[v] = peakScale / float32(math.Pow(float64(rank+1), peakExp))
+			}
+		}
+		if ts.Name == "rope_freqs.weight" {
+			return writeRows(w, ts, llama3RopeFactors(s, cols))
+		}
 		rowBytes, _ := ts.Type.RowBytes(int64(cols))
 		// Rows per chunk: about 1M values.
 		chunk := max(1, (1<<20)/cols)
@@ -140,10 +167,18 @@ func randomData(ts model.TensorSpec, s model.Shape, seed uint64) func(io.Writer)
 			n := min(chunk, rows-r0)
 			v := vals[:n*cols]
 			for i := range v {
-				if isNorm {
+				switch {
+				case isBias && (s.Peaked || isSelectionBias):
+					v[i] = r.Float32() - 0.5
+				case isNorm && s.Peaked:
+					v[i] = 0.5 + r.Float32()
+				case isNorm:
 					v[i] = 1
-				} else {
+				default:
 					v[i] = (r.Float32()*2 - 1) * bound
+				}
+				if rowScale != nil {
+					v[i] *= rowScale[r0+i/cols]
 				}
 			}
 			b := buf[:n*int(rowBytes)]
@@ -156,6 +191,47 @@ func randomData(ts model.TensorSpec, s model.Shape, seed uint64) func(io.Writer)
 		}
 		return nil
 	}
+}
+
+// peakScale and peakExp shape a Peaked output head: row scales
+// peakScale/rank^peakExp, top logits around 5-15.
+const (
+	peakScale = 4
+	peakExp   = 0.5
+)
+
+// writeRows writes v (a whole tensor) in the tensor's type.
+func writeRows(w io.Writer, ts model.TensorSpec, v []float32) error {
+	b, err := tensor.Quantize(ts.Type, v)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(b)
+	return err
+}
+
+// llama3RopeFactors are Llama 3.1's rope_freqs for a head of 2n
+// dimensions, as its GGUF converter computes them (rope_scaling factor 8,
+// low_freq_factor 1, high_freq_factor 4, original context 8192): pairs
+// whose wavelength is under 8192/4 positions keep their frequency, those
+// over 8192 turn 8 times slower, and those between are interpolated.
+func llama3RopeFactors(s model.Shape, n int) []float32 {
+	const factor, lowFreq, highFreq, origCtx = 8.0, 1.0, 4.0, 8192.0
+	f := make([]float32, n)
+	for i := range f {
+		freq := math.Pow(float64(s.RopeBase), -float64(2*i)/float64(2*n))
+		wavelen := 2 * math.Pi / freq
+		switch {
+		case wavelen < origCtx/highFreq:
+			f[i] = 1
+		case wavelen > origCtx/lowFreq:
+			f[i] = factor
+		default:
+			smooth := (origCtx/wavelen - lowFreq) / (highFreq - lowFreq)
+			f[i] = float32(1 / ((1-smooth)/factor + smooth))
+		}
+	}
+	return f
 }
 
 // Metadata returns the GGUF metadata of a shape: hyper-parameters under
@@ -195,13 +271,7 @@ func Metadata(s model.Shape, t tensor.Type) (*gguf.Metadata, error) {
 		set(a+".expert_feed_forward_length", uint32(s.ExpertFFN))
 	}
 	if s.Arch == "deepseek2" {
-		set(a+".leading_dense_block_count", uint32(s.DenseLayers))
-		set(a+".expert_shared_count", uint32(s.SharedExperts))
-		set(a+".attention.q_lora_rank", uint32(s.QLoraRank))
-		set(a+".attention.kv_lora_rank", uint32(s.KVLoraRank))
-		set(a+".attention.key_length", uint32(s.NopeHeadDim+s.RopeHeadDim))
-		set(a+".attention.value_length", uint32(s.VHeadDim))
-		set(a+".rope.dimension_count", uint32(s.RopeHeadDim))
+		deepseek2Metadata(md, s)
 	}
 	tokens, scores, types := vocabulary(s.Vocab)
 	set("tokenizer.ggml.model", "llama")
@@ -215,6 +285,57 @@ func Metadata(s model.Shape, t tensor.Type) (*gguf.Metadata, error) {
 	set("tokenizer.ggml.add_eos_token", false)
 	set("general.quantization_version", uint32(2))
 	return md, nil
+}
+
+// deepseek2Metadata sets the multi-head latent attention, routing and
+// YaRN keys as llama.cpp's converter writes them for DeepSeek-V2/V3.
+func deepseek2Metadata(md *gguf.Metadata, s model.Shape) {
+	a := s.Arch
+	set := func(k string, v any) { md.Set(a+"."+k, v) }
+	set("leading_dense_block_count", uint32(s.DenseLayers))
+	// llama.cpp requires these two even when no layer is MoE.
+	set("expert_shared_count", uint32(s.SharedExperts))
+	set("expert_feed_forward_length", uint32(s.ExpertFFN))
+	if s.Experts > 0 {
+		if s.ExpertWeightsScale != 0 {
+			set("expert_weights_scale", s.ExpertWeightsScale)
+		}
+		set("expert_weights_norm", s.ExpertWeightsNorm)
+		gating := uint32(1) // softmax
+		if s.SigmoidGating {
+			gating = 2
+		}
+		set("expert_gating_func", gating)
+		if s.ExpertGroups > 0 {
+			set("expert_group_count", uint32(s.ExpertGroups))
+			set("expert_group_used_count", uint32(s.ExpertGroupsUsed))
+		}
+	}
+	if s.QLoraRank > 0 {
+		set("attention.q_lora_rank", uint32(s.QLoraRank))
+	}
+	set("attention.kv_lora_rank", uint32(s.KVLoraRank))
+	set("rope.dimension_count", uint32(s.RopeHeadDim))
+	if s.LegacyKVB {
+		set("attention.key_length", uint32(s.NopeHeadDim+s.RopeHeadDim))
+		set("attention.value_length", uint32(s.VHeadDim))
+	} else {
+		// The MQA form of current converters: one KV head whose key is the
+		// latent and the rope key, and whose value is the latent.
+		set("attention.head_count_kv", uint32(1))
+		set("attention.key_length", uint32(s.KVLoraRank+s.RopeHeadDim))
+		set("attention.value_length", uint32(s.KVLoraRank))
+		set("attention.key_length_mla", uint32(s.NopeHeadDim+s.RopeHeadDim))
+		set("attention.value_length_mla", uint32(s.VHeadDim))
+	}
+	if s.RopeScaling > 0 {
+		set("rope.scaling.type", "yarn")
+		set("rope.scaling.factor", s.RopeScaling)
+		set("rope.scaling.original_context_length", uint32(s.RopeOrigCtx))
+		if s.YarnMscaleAll != 0 {
+			set("rope.scaling.yarn_log_multiplier", 0.1*s.YarnMscaleAll)
+		}
+	}
 }
 
 // fileType is llama.cpp's general.file_type for "mostly T".

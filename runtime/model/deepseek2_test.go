@@ -1,0 +1,249 @@
+package model_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"strata/internal/llamacpp"
+	"strata/runtime/gguf"
+	"strata/runtime/model"
+	"strata/runtime/synth"
+	"strata/runtime/tensor"
+)
+
+// dsLoad writes shape s in type typ and loads all of its layers.
+func dsLoad(t testing.TB, s model.Shape, typ tensor.Type) (*model.Model, string) {
+	path := filepath.Join(t.TempDir(), s.Name+".gguf")
+	if err := synth.WriteFile(path, s, synth.Options{Type: typ, Seed: 3}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	m, err := model.Load(f, 0, s.Layers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, path
+}
+
+// dsTeacherForced runs ids through m, batch tokens per Forward, and
+// returns the top-k logits after every position.
+func dsTeacherForced(t testing.TB, m *model.Model, pool *tensor.Pool, ids []int, batch, k int) *llamacpp.Logits {
+	s := m.NewState(pool, batch, len(ids))
+	c := m.NewCache(len(ids))
+	out := &llamacpp.Logits{}
+	for lo := 0; lo < len(ids); lo += batch {
+		hi := min(lo+batch, len(ids))
+		if err := s.Embed(ids[lo:hi]); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Forward(c, hi-lo); err != nil {
+			t.Fatal(err)
+		}
+		for i := range hi - lo {
+			l, err := s.LogitsOf(i)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out.Positions = append(out.Positions, llamacpp.TopOf(l, k))
+		}
+	}
+	return out
+}
+
+// dsGreedy prefills prompt and decodes steps tokens one at a time.
+func dsGreedy(t testing.TB, m *model.Model, pool *tensor.Pool, prompt []int, steps int) []int {
+	s := m.NewState(pool, len(prompt), len(prompt)+steps)
+	c := m.NewCache(len(prompt) + steps)
+	if err := s.Embed(prompt); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Forward(c, len(prompt)); err != nil {
+		t.Fatal(err)
+	}
+	logits, _ := s.LogitsOf(len(prompt) - 1)
+	var out []int
+	for {
+		out = append(out, llamacpp.TopOf(logits, 1).Argmax)
+		if len(out) == steps {
+			return out
+		}
+		s.Embed(out[len(out)-1:])
+		if err := s.Forward(c, 1); err != nil {
+			t.Fatal(err)
+		}
+		logits, _ = s.LogitsOf(0)
+	}
+}
+
+func dsRandomIDs(n, vocab int, seed uint64) []int {
+	r := rand.New(rand.NewPCG(seed, 7))
+	ids := make([]int, n)
+	for i := range ids {
+		ids[i] = 3 + r.IntN(vocab-3)
+	}
+	return ids
+}
+
+// dsOracle checks m (written at path) against llama.cpp on 64 random ids
+// followed by strata's greedy continuation of 64 tokens: llama.cpp's
+// argmax is strata's at every position (so its greedy continuation is the
+// same), and the top-5 logits agree within tol, in prefill batches and
+// one position at a time.
+func dsOracle(t *testing.T, m *model.Model, path string, tol float64) {
+	pool := tensor.NewPool(2)
+	defer pool.Close()
+	ids := dsRandomIDs(64, m.Vocab, 1)
+	gen := dsGreedy(t, m, pool, ids, 64)
+	ids = append(ids, gen[:63]...)
+	ref, err := llamacpp.RunLogits(context.Background(), path, ids, 5, llamacpp.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for j, tok := range gen {
+		if got := ref.Positions[63+j].Argmax; got != tok {
+			t.Errorf("greedy token %d: strata %d, llama.cpp %d", j, tok, got)
+			break
+		}
+	}
+	for _, batch := range []int{1, 16} {
+		d := llamacpp.Compare(dsTeacherForced(t, m, pool, ids, batch, 5), ref)
+		t.Logf("batch %d: %v", batch, d)
+		if len(d.ArgmaxMismatch) > 0 || d.MaxRel > tol {
+			t.Errorf("batch %d: %v (tolerance %g)", batch, d, tol)
+		}
+	}
+}
+
+// deepseek2-tiny in F32 with both weight layouts of the attention's
+// up-projection agrees with llama.cpp to float rounding.
+func TestDeepseek2OracleF32(t *testing.T) {
+	for _, legacy := range []bool{false, true} {
+		s := model.Shapes["deepseek2-tiny"]
+		s.LegacyKVB = legacy
+		name := "attn_k_b"
+		if legacy {
+			name = "attn_kv_b"
+		}
+		t.Run(name, func(t *testing.T) {
+			m, path := dsLoad(t, s, tensor.F32)
+			if m.MLA.Split == legacy || m.Blocks[0].MLA.QA.Rows == 0 || m.Blocks[1].MoE == nil || m.Blocks[0].MoE != nil {
+				t.Fatalf("loaded %+v", m.Config)
+			}
+			dsOracle(t, m, path, 1e-4)
+		})
+	}
+}
+
+// DeepSeek-V2-Lite's structure at test size: 27 layers (llama.cpp reads
+// no q_lora_rank for that layer count), a plain attn_q, softmax routing
+// over 2 shared and 4 routed experts, and YaRN with mscale_all_dim 0.707
+// (llama.cpp's DeepSeek-V2 special case of the attention factor).
+func TestDeepseek2OracleV2LiteShape(t *testing.T) {
+	s := model.Shapes["deepseek-v2-lite"]
+	s.Name = "v2-lite-small"
+	s.Embd, s.FFN, s.Heads, s.KVHeads, s.Vocab, s.Context = 64, 128, 2, 2, 1024, 512
+	s.Experts, s.ExpertsUsed, s.ExpertFFN = 4, 2, 32
+	s.KVLoraRank, s.RopeHeadDim, s.NopeHeadDim, s.VHeadDim = 32, 16, 32, 32
+	m, path := dsLoad(t, s, tensor.F32)
+	if m.MLA.QLoraRank != 0 || m.Blocks[0].MLA.Q.Rows == 0 || m.Gating != model.GatingSoftmax || m.MLA.Yarn.Ext != 1 {
+		t.Fatalf("loaded %+v", m.Config)
+	}
+	dsOracle(t, m, path, 1e-4)
+}
+
+// The cache holds the latent and rope key per position, not full K/V.
+func TestDeepseek2CacheIsLatent(t *testing.T) {
+	s := model.Shapes["deepseek2-tiny"]
+	m, path := dsLoad(t, s, tensor.F32)
+	c := m.NewCache(10)
+	want := int64(10 * (s.KVLoraRank + s.RopeHeadDim) * 4 * s.Layers)
+	if c.Bytes() != want || m.CacheBytes(10) != uint64(want) {
+		t.Errorf("cache %d bytes, CacheBytes %d, want %d", c.Bytes(), m.CacheBytes(10), want)
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p, err := model.ProfileOf(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.KVBytesPerToken != uint64(want/10) || s.Profile(tensor.F32).KVBytesPerToken != uint64(want/10) {
+		t.Errorf("profile KV bytes per token %d (file) %d (shape), want %d", p.KVBytesPerToken, s.Profile(tensor.F32).KVBytesPerToken, want/10)
+	}
+}
+
+// Batched prefill, token-by-token decoding, pools and shards agree.
+func TestDeepseek2BatchesAndShards(t *testing.T) {
+	s := model.Shapes["deepseek2-tiny"]
+	m, path := dsLoad(t, s, tensor.Q8_0)
+	ids := dsRandomIDs(24, s.Vocab, 2)
+	ref := dsTeacherForced(t, m, nil, ids, 1, 5)
+	pool := tensor.NewPool(3)
+	defer pool.Close()
+	for _, batch := range []int{5, 24} {
+		d := llamacpp.Compare(dsTeacherForced(t, m, pool, ids, batch, 5), ref)
+		// Batches of 8 or more take the batch kernels, which round
+		// differently from the one-vector kernels.
+		if len(d.ArgmaxMismatch) > 0 || d.MaxRel > 1e-2 {
+			t.Errorf("batch %d vs 1: %v", batch, d)
+		}
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	a, err := model.Load(f, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := model.Load(f, 1, s.Layers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa, sb := a.NewState(nil, 1, len(ids)), b.NewState(nil, 1, len(ids))
+	ca, cb := a.NewCache(len(ids)), b.NewCache(len(ids))
+	for i, tok := range ids {
+		sa.Embed([]int{tok})
+		sa.Forward(ca, 1)
+		copy(sb.X, sa.X[:s.Embd])
+		sb.Forward(cb, 1)
+		l, _ := sb.LogitsOf(0)
+		if got := llamacpp.TopOf(l, 5); got.Argmax != ref.Positions[i].Argmax || got.Top[0].Logit != ref.Positions[i].Top[0].Logit {
+			t.Fatalf("position %d: shards %v, whole %v", i, got, ref.Positions[i])
+		}
+	}
+}
+
+// Malformed deepseek2 metadata is refused with a clear error.
+func TestDeepseek2BadMetadata(t *testing.T) {
+	s := model.Shapes["deepseek2-tiny"]
+	for _, c := range []struct {
+		key  string
+		val  any
+		want string
+	}{
+		{"deepseek2.attention.kv_lora_rank", uint32(0), "kv_lora_rank"},
+		{"deepseek2.rope.dimension_count", uint32(7), "head dims"},
+		{"deepseek2.attention.key_length_mla", uint32(8), "head dims"},
+		{"deepseek2.rope.scaling.type", "longrope", "not supported"},
+	} {
+		md, err := synth.Metadata(s, tensor.F32)
+		if err != nil {
+			t.Fatal(err)
+		}
+		md.Set(c.key, c.val)
+		if _, err := model.ConfigOf(md); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s = %v: %v", c.key, c.val, err)
+		}
+	}
+}
