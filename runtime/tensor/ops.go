@@ -101,8 +101,17 @@ func expf32(x float32) float32 {
 		c1    = 0.693359375
 		c2    = -2.12194440e-4
 	)
-	x = max(min(x, hi), -hi)
-	fx := float32(math.Floor(float64(fma32(x, log2e, 0.5))))
+	if x > hi {
+		x = hi
+	}
+	if x < -hi {
+		x = -hi
+	}
+	v := fma32(x, log2e, 0.5) // within ±128
+	fx := float32(int32(v))
+	if fx > v {
+		fx-- // floor, not truncation, below zero
+	}
 	x = fma32(-fx, c1, x)
 	x = fma32(-fx, c2, x)
 	z := float32(x * x)

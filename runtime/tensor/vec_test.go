@@ -63,3 +63,29 @@ func TestExpF32(t *testing.T) {
 		t.Fatalf("expf32: worst relative error %.3g", worst)
 	}
 }
+
+// BenchmarkFloatOps times Dot (a head of 128), Axpy (the same) and SwiGLU
+// (an FFN row of 5632) with each kernel set.
+func BenchmarkFloatOps(b *testing.B) {
+	x, y := testData("normal", 5632, 1), testData("normal", 5632, 2)
+	out := make([]float32, 5632)
+	for _, im := range implementations {
+		im.use(true)
+		b.Run("Dot128/"+im.name, func(b *testing.B) {
+			for b.Loop() {
+				Dot(x[:128], y[:128])
+			}
+		})
+		b.Run("Axpy128/"+im.name, func(b *testing.B) {
+			for b.Loop() {
+				Axpy(out[:128], 0.5, x[:128])
+			}
+		})
+		b.Run("SwiGLU5632/"+im.name, func(b *testing.B) {
+			for b.Loop() {
+				SwiGLU(out, x, y)
+			}
+		})
+		im.use(false)
+	}
+}
