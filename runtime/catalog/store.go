@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
 )
 
 // SourcePartial is a model a node holds only in part, in its Store.
