@@ -50,9 +50,12 @@ type NodeInfo struct {
 	Models []*ModelInfo `protobuf:"bytes,9,rep,name=models,proto3" json:"models,omitempty"`
 	// shards are the layer ranges the node hosts, free-form
 	// (e.g. "llama-3-8b:0-16"); filled by the actors that load them.
-	Shards        []string `protobuf:"bytes,10,rep,name=shards,proto3" json:"shards,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Shards []string `protobuf:"bytes,10,rep,name=shards,proto3" json:"shards,omitempty"`
+	// fetches_weights says the node keeps layers it fetches from peers (it
+	// has a store for them), so a plan may give it layers it lacks.
+	FetchesWeights bool `protobuf:"varint,11,opt,name=fetches_weights,json=fetchesWeights,proto3" json:"fetches_weights,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *NodeInfo) Reset() {
@@ -153,6 +156,13 @@ func (x *NodeInfo) GetShards() []string {
 		return x.Shards
 	}
 	return nil
+}
+
+func (x *NodeInfo) GetFetchesWeights() bool {
+	if x != nil {
+		return x.FetchesWeights
+	}
+	return false
 }
 
 // ModelInfo describes one model a node holds: complete (its GGUF files),
@@ -265,7 +275,7 @@ var File_messages_node_proto protoreflect.FileDescriptor
 
 const file_messages_node_proto_rawDesc = "" +
 	"\n" +
-	"\x13messages/node.proto\x12\x06strata\"\xd3\x02\n" +
+	"\x13messages/node.proto\x12\x06strata\"\xfc\x02\n" +
 	"\bNodeInfo\x12\x17\n" +
 	"\apeer_id\x18\x01 \x01(\tR\x06peerId\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\x03R\vincarnation\x12\x10\n" +
@@ -277,7 +287,8 @@ const file_messages_node_proto_rawDesc = "" +
 	"\rcompute_flops\x18\b \x01(\x01R\fcomputeFlops\x12)\n" +
 	"\x06models\x18\t \x03(\v2\x11.strata.ModelInfoR\x06models\x12\x16\n" +
 	"\x06shards\x18\n" +
-	" \x03(\tR\x06shards\"\xba\x01\n" +
+	" \x03(\tR\x06shards\x12'\n" +
+	"\x0ffetches_weights\x18\v \x01(\bR\x0efetchesWeights\"\xba\x01\n" +
 	"\tModelInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +

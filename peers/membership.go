@@ -302,6 +302,7 @@ func (m *Membership) info() *messages.NodeInfo {
 		MemoryAvailableBytes: avail,
 		ComputeFlops:         n.cfg.ComputeFlops,
 		Shards:               m.shards,
+		FetchesWeights:       n.cfg.FetchesWeights,
 	}
 	m.mu.Unlock()
 	for _, a := range n.host.Addrs() {

@@ -23,6 +23,9 @@ const (
 var (
 	ErrNotFound = errors.New("catalog: model not found")
 	ErrReadOnly = errors.New("catalog: model belongs to another tool")
+	// ErrPartial is returned by Path for a model the partial Store holds
+	// only some layers of.
+	ErrPartial = errors.New("catalog: model held only in part")
 )
 
 // Model is one model found on disk.
@@ -199,7 +202,7 @@ func (c Catalog) Path(name string) (string, error) {
 		return "", err
 	}
 	if m.Holding != nil {
-		return "", fmt.Errorf("model %q is held here only in part (%s, in %s)", name, m.Holding, m.Where)
+		return "", fmt.Errorf("%w: %q (%s, in %s)", ErrPartial, name, m.Holding, m.Where)
 	}
 	if !m.Complete {
 		return "", fmt.Errorf("model %q has %d of its %d parts (in %s)", name, len(m.Paths), m.Parts, m.Where)

@@ -120,7 +120,7 @@ func TestStoreHoldsLayers(t *testing.T) {
 	if len(ms) != 1 || ms[0].Complete || ms[0].Holding == nil || ms[0].Source != SourcePartial {
 		t.Fatalf("listed %+v", ms)
 	}
-	if _, err := c.Path("stories260K"); err == nil || !strings.Contains(err.Error(), "only in part") {
+	if _, err := c.Path("stories260K"); !errors.Is(err, ErrPartial) {
 		t.Errorf("Path of a partial model: %v", err)
 	}
 	if _, err := c.Remove("stories260K"); err != nil {
