@@ -33,6 +33,9 @@ type NodeConfig struct {
 	// models it lacks. With neither, it fetches nothing and plans give it
 	// only models it holds.
 	Models catalog.Catalog
+	// Hub, when set, reads the ranges no peer holds of models pulled from
+	// the Hugging Face hub (hfhub.Client); nil = peers only.
+	Hub HubReader
 	// DiskBytes caps the bytes of fetched layers kept (the --disk
 	// budget); 0 = no cap. Used only when the store is created here.
 	DiskBytes int64
@@ -78,6 +81,7 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 		cfg.Models.Partial = st
 	}
 	weights := newWeights(cfg.Models, log)
+	weights.hub = cfg.Hub
 	cfg.Peers.FetchesWeights = cfg.Models.Partial != nil
 	if cfg.Peers.Models == nil {
 		cfg.Peers.Models = announcer(cfg.Models, log)

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -43,6 +44,11 @@ type Weights struct {
 	dir   Directory
 	// busy reports models the node uses now (not to be dropped for room).
 	busy func(model string) bool
+	// hub, when set, reads ranges no peer holds from the Hugging Face hub
+	// (for models whose manifest names their repository).
+	hub HubReader
+	// hubBytes counts the bytes read from the hub.
+	hubBytes atomic.Int64
 
 	mu        sync.Mutex
 	manifests map[string][]byte      // of complete models, by name, path, size and mtime
@@ -57,6 +63,15 @@ var (
 func newWeights(cat catalog.Catalog, log *slog.Logger) *Weights {
 	return &Weights{cat: cat, store: cat.Partial, log: log, manifests: map[string][]byte{}, locks: map[string]*sync.Mutex{}}
 }
+
+// HubReader reads a byte range of a file of a Hugging Face repository at
+// a revision (hfhub.Client is one).
+type HubReader interface {
+	ReadRange(ctx context.Context, repo, revision, file string, off int64, dst []byte) error
+}
+
+// HubFetched is the bytes of weights this node read from the hub.
+func (w *Weights) HubFetched() int64 { return w.hubBytes.Load() }
 
 // Store is the node's partial store (nil when it keeps no fetched ranges).
 func (w *Weights) Store() *catalog.Store { return w.store }
@@ -159,10 +174,19 @@ func (w *Weights) ensureWith(ctx context.Context, name string, needed func(*cata
 	groups := map[string][]catalog.Range{}
 	holdersOf := map[string][]peer.ID{}
 	var keys []string
+	var fromHub []catalog.Range
 	for _, r := range missing {
 		hs := rangeHolders(name, r, members)
+		if len(hs) == 0 && man.Hub != nil && w.hub != nil {
+			fromHub = append(fromHub, r)
+			continue
+		}
 		if len(hs) == 0 {
-			return fmt.Errorf("no peer holds %s of %s (part %d, %d bytes at %d): the nodes that had it are gone", r.What, name, r.Part+1, r.Size, r.Offset)
+			hint := ""
+			if man.Hub == nil {
+				hint = " (and the model did not come from the Hugging Face hub, so it cannot be read from there)"
+			}
+			return fmt.Errorf("no peer holds %s of %s (part %d, %d bytes at %d): the nodes that had it are gone%s", r.What, name, r.Part+1, r.Size, r.Offset, hint)
 		}
 		var ids []string
 		var pids []peer.ID
@@ -199,8 +223,16 @@ func (w *Weights) ensureWith(ctx context.Context, name string, needed func(*cata
 			rs = rs[n:]
 		}
 	}
+	for _, r := range fromHub {
+		if err := w.fetchHub(ctx, man, r); err != nil {
+			return err
+		}
+		if fetched != nil {
+			*fetched += r.Size
+		}
+	}
 	if w.log != nil {
-		w.log.Info("fetched weights", "model", name, "ranges", len(missing), "bytes", total, "took", time.Since(start).Round(time.Millisecond))
+		w.log.Info("fetched weights", "from_hub", len(fromHub), "model", name, "ranges", len(missing), "bytes", total, "took", time.Since(start).Round(time.Millisecond))
 	}
 	return nil
 }
@@ -218,6 +250,21 @@ func (w *Weights) fetch(ctx context.Context, name string, holders []peer.ID, rs 
 		return fmt.Errorf("fetching %s: %w", name, err)
 	}
 	return w.store.Put(name, rs, data)
+}
+
+// fetchHub reads one range from the hub by HTTP Range, checks it and
+// writes it to the store.
+func (w *Weights) fetchHub(ctx context.Context, man *catalog.Manifest, r catalog.Range) error {
+	h := man.Hub
+	data := make([]byte, r.Size)
+	if err := w.hub.ReadRange(ctx, h.Repo, h.Revision, h.Files[r.Part], r.Offset, data); err != nil {
+		return fmt.Errorf("no peer holds %s of %s, and the hub (%s@%s) did not give it: %w", r.What, man.Name, h.Repo, h.Revision, err)
+	}
+	w.hubBytes.Add(r.Size)
+	if err := w.store.Put(man.Name, []catalog.Range{r}, [][]byte{data}); err != nil {
+		return fmt.Errorf("%s from the hub: %w", r.What, err)
+	}
+	return nil
 }
 
 // manifest returns the model's manifest: the store's, else one asked of a

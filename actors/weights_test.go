@@ -1,15 +1,20 @@
 package actors
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"strata/internal/hfhub"
 	"strata/internal/testdata"
 	"strata/peers"
 	"strata/runtime/catalog"
@@ -25,6 +30,11 @@ type fetchNode struct {
 
 func startFetchNode(t *testing.T, name string, files map[string]string, memBytes uint64, join *Node) *fetchNode {
 	t.Helper()
+	return startFetchNodeWith(t, name, files, memBytes, join, func(*NodeConfig) {})
+}
+
+func startFetchNodeWith(t *testing.T, name string, files map[string]string, memBytes uint64, join *Node, adjust func(*NodeConfig)) *fetchNode {
+	t.Helper()
 	models := t.TempDir()
 	for n, path := range files {
 		if err := os.Symlink(path, filepath.Join(models, n+".gguf")); err != nil {
@@ -36,6 +46,10 @@ func startFetchNode(t *testing.T, name string, files map[string]string, memBytes
 		Peers: peers.Config{
 			DataDir: t.TempDir(), Listen: []string{"/ip4/127.0.0.1/tcp/0"}, Secret: []byte("a test secret that is long enough for strata"),
 			NoMDNS: true, MemoryBytes: memBytes, Logger: logger, HeartbeatInterval: 200 * time.Millisecond, MemberTimeout: time.Second,
+			// One rate for all: measured on a shared machine, rates differ
+			// by more than placement's slack, and these tests are about
+			// which node holds what.
+			ComputeFlops: 1e9,
 		},
 		Models:  catalog.Catalog{Dirs: []string{models}},
 		Cluster: ClusterOptions{PlanContext: 512, PlanSessions: 1, StepTimeout: 20 * time.Second, Logger: logger},
@@ -44,6 +58,7 @@ func startFetchNode(t *testing.T, name string, files map[string]string, memBytes
 	if join != nil {
 		cfg.Peers.Join = []string{fmt.Sprintf("%s/p2p/%s", join.Peers.Addrs()[0], join.Peers.ID())}
 	}
+	adjust(&cfg)
 	nd, err := StartNode(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -180,4 +195,102 @@ func TestLayersFetchedFromPeers(t *testing.T) {
 		t.Fatalf("with b's layers held by nobody: %v", err)
 	}
 	t.Logf("as expected: %v", err)
+}
+
+// A model pulled from the hub (it sits in a's Hugging Face cache): when
+// the nodes that held some of its layers are gone, a node that needs
+// them reads exactly those ranges from the hub by HTTP Range (the
+// manifest it got from a peer names repository, revision and file), and
+// the text is still one node's.
+func TestLayersFromHubWhenNoPeerHolds(t *testing.T) {
+	path := testdata.Path(t, "gguf/stories260K.gguf")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const repo, rev, file = "org/stories", "0123456789abcdef0123456789abcdef01234567", "stories260K.gguf"
+	cache := t.TempDir()
+	snap := filepath.Join(cache, "models--org--stories", "snapshots", rev)
+	os.MkdirAll(snap, 0o755)
+	if err := os.Symlink(path, filepath.Join(snap, file)); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var cdnBytes int64
+	var cdnToken bool
+	cdn := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		cdnToken = cdnToken || r.Header.Get("Authorization") != ""
+		mu.Unlock()
+		if r.Header.Get("Range") == "" {
+			http.Error(w, "this test's CDN serves ranges only", http.StatusBadRequest)
+			return
+		}
+		cw := &countingWriter{ResponseWriter: w}
+		http.ServeContent(cw, r, file, time.Time{}, bytes.NewReader(data))
+		mu.Lock()
+		cdnBytes += cw.n
+		mu.Unlock()
+	}))
+	defer cdn.Close()
+	hub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/"+repo+"/resolve/"+rev+"/"+file || r.Header.Get("Authorization") != "Bearer hub-token" {
+			http.NotFound(w, r)
+			return
+		}
+		http.Redirect(w, r, cdn.URL+"/blob", http.StatusFound)
+	}))
+	defer hub.Close()
+	client := &hfhub.Client{Endpoint: hub.URL, Token: "hub-token", Cache: t.TempDir(), Retries: 1}
+	withHub := func(cfg *NodeConfig) { cfg.Hub = client }
+	hfCache := func(cfg *NodeConfig) { cfg.Models.HFCache = cache }
+
+	req := engine.Request{Prompt: "Lily wanted a cat.", MaxTokens: 40}
+	want := singleNode(t, path, req)
+	gen := func(origin *fetchNode) (string, error) {
+		res, err := origin.Cluster.Generate(context.Background(), Request{Model: "stories260K", Prompt: req.Prompt, MaxTokens: req.MaxTokens}, func(engine.Token) error { return nil })
+		return res.Text, err
+	}
+	a := startFetchNodeWith(t, "a", nil, 1000, nil, hfCache)
+	b := startFetchNodeWith(t, "b", nil, 1100e3, a.Node, withHub)
+	c := startFetchNodeWith(t, "c", nil, 1100e3, a.Node, withHub)
+	waitView(t, a, b, c)
+	if got, err := gen(b); err != nil || got != want.Text {
+		t.Fatalf("from a's HF cache: %v\n got %q\nwant %q", err, got, want.Text)
+	}
+	if cdnBytes != 0 {
+		t.Fatalf("the hub served %d bytes while a peer held them", cdnBytes)
+	}
+	cStage := stagesOf(t, b, a, b, c)["c"]
+	cHeld, _ := c.Weights.Store().Holding("stories260K")
+	a.Close()
+	c.Close()
+	d := startFetchNodeWith(t, "d", nil, 1100e3, b.Node, withHub)
+	waitView(t, b, d)
+	if got, err := gen(b); err != nil || got != want.Text {
+		t.Fatalf("with c's layers from the hub: %v\n got %q\nwant %q", err, got, want.Text)
+	}
+	if s := stagesOf(t, b, b, d)["d"]; s != cStage {
+		t.Errorf("d runs layers %v, c ran %v", s, cStage)
+	}
+	t.Logf("d read %d bytes from the hub for layers %v (c held %d; header from b)", d.Weights.HubFetched(), cStage, cHeld.Bytes)
+	mu.Lock()
+	defer mu.Unlock()
+	if d.Weights.HubFetched() != cdnBytes || cdnBytes == 0 || cdnBytes >= int64(len(data))*3/4 {
+		t.Errorf("d read %d bytes from the hub, the CDN sent %d, of a %d-byte file", d.Weights.HubFetched(), cdnBytes, len(data))
+	}
+	if cdnToken {
+		t.Error("the hub token reached the CDN")
+	}
+}
+
+type countingWriter struct {
+	http.ResponseWriter
+	n int64
+}
+
+func (w *countingWriter) Write(b []byte) (int, error) {
+	n, err := w.ResponseWriter.Write(b)
+	w.n += int64(n)
+	return n, err
 }

@@ -21,6 +21,7 @@ import (
 
 	"strata/actors"
 	"strata/api"
+	"strata/internal/hfhub"
 	"strata/internal/units"
 	"strata/messages"
 	"strata/peers"
@@ -231,6 +232,7 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 		},
 		Cluster: actors.ClusterOptions{PlanContext: f.context, PlanSessions: f.parallel, Metrics: metrics, Logger: log, Hidden: hiddenType(f.f16)},
 		Models:  cat,
+		Hub:     hfhub.FromEnv(),
 		Threads: f.threads,
 	})
 	if err != nil {

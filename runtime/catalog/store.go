@@ -229,6 +229,16 @@ func (man *Manifest) Validate() error {
 			return fmt.Errorf("catalog: manifest of %s: part %d: size %d, header %d", man.Name, i, p.Size, p.HeaderBytes)
 		}
 	}
+	if h := man.Hub; h != nil {
+		if len(h.Files) != len(man.Parts) || h.Repo == "" || h.Revision == "" || strings.ContainsAny(h.Revision, "/\\") {
+			return fmt.Errorf("catalog: manifest of %s: hub source %+v", man.Name, *h)
+		}
+		for _, f := range h.Files {
+			if f == "" || strings.HasPrefix(f, "/") || strings.Contains(f, "..") {
+				return fmt.Errorf("catalog: manifest of %s: hub file %q", man.Name, f)
+			}
+		}
+	}
 	for _, t := range man.Tensors {
 		if t.Part < 0 || t.Part >= len(man.Parts) || t.Offset < man.Parts[t.Part].HeaderBytes || t.Size < 0 ||
 			t.Offset+t.Size > man.Parts[t.Part].Size || len(t.SHA256) != 64 {
