@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
 
 	"strata/messages"
 	"strata/peers"
@@ -93,6 +94,7 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	if cfg.Peers.ComputeFlops == 0 {
 		cfg.Peers.ComputeFlops = MeasureCompute(pool, 100*time.Millisecond)
 	}
+	cfg.Peers.Inbound = append(slices.Clone(cfg.Peers.Inbound), PeerInbound()...)
 	p, err := peers.New(ctx, cfg.Peers)
 	if err != nil {
 		pool.Close()
@@ -140,6 +142,26 @@ func (n *Node) Close() error {
 		n.pool.Close()
 	})
 	return n.closeErr
+}
+
+// PeerInbound is what other nodes may send to this node's actors: plans
+// to the shard host, steps and frees to its shards, answers to session
+// inboxes (unnamed actors), and watches of shards (by sessions) and of
+// inboxes (by shards). Nothing else, and never Stop or PoisonPill.
+func PeerInbound() []peers.Inbound {
+	return []peers.Inbound{
+		{Actor: HostName, Types: typeNames(&messages.LoadShard{}, &messages.ShardStats{})},
+		{Actor: HostName + "/*", Types: typeNames(&messages.Forward{}, &messages.FreeSession{}, &messages.ShardStats{}), Watch: true},
+		{Actor: "$*", Types: typeNames(&messages.Token{}, &messages.ForwardError{}), Watch: true},
+	}
+}
+
+func typeNames(msgs ...proto.Message) []string {
+	var out []string
+	for _, m := range msgs {
+		out = append(out, string(m.ProtoReflect().Descriptor().FullName()))
+	}
+	return out
 }
 
 // viewDirectory presents the peers membership view as Members.

@@ -95,7 +95,9 @@ func BenchmarkRoundTripActors(b *testing.B) {
 // BenchmarkThroughput sends 1 MiB messages one way as fast as they go, the
 // size of a prefill chunk's activations.
 func BenchmarkThroughput(b *testing.B) {
-	c := peerstest.New(b, 2)
+	c := peerstest.New(b, 2, peerstest.WithConfig(func(cfg *peers.Config) {
+		cfg.Inbound = []peers.Inbound{{Actor: "sink", Types: []string{"strata.Ping"}}}
+	}))
 	a, bn := c.Nodes[0], c.Nodes[1]
 	got := make(chan struct{}, 1024)
 	if _, err := bn.ActorSystem().Root.SpawnNamed(actor.PropsFromFunc(func(ctx actor.Context) {

@@ -28,17 +28,21 @@ import (
 const ActorProtocol protocol.ID = "/strata/actor/1.0.0"
 
 // Stream timing. A frame must arrive in full, and a batch of frames must be
-// written, within ioTimeout plus a second per 8 MiB; opening a stream gets
+// written, within ioTimeout plus a second per 8 MiB, and every read of a
+// frame must make progress within ioTimeout; opening a stream gets
 // openTimeout; a sender closes its stream after writerIdle without
 // messages, so a receiver gives up on a stream silent for readerIdle.
 var writerIdle = time.Minute // a variable for tests
 
 const (
-	ioTimeout       = 10 * time.Second
+	ioTimeout       = 5 * time.Second
 	openTimeout     = 5 * time.Second
-	readerIdle      = 5 * time.Minute
+	readerIdle      = 2 * time.Minute
 	maxQueuedBytes  = 256 << 20 // per peer; beyond, new messages are dropped
 	keepReadBufSize = 4 << 20
+	// readChunk is the first buffer a frame body is read into; it doubles
+	// as bytes arrive, so a length announced but never sent costs nothing.
+	readChunk = 64 << 10
 )
 
 func transferTimeout(n int) time.Duration { return ioTimeout + time.Duration(n>>23)*time.Second }
@@ -60,27 +64,42 @@ type bridge struct {
 	types    *protoregistry.Types
 	log      *slog.Logger
 	maxFrame int
-	ctx      context.Context
-	onSent   func(peer string, bytes int) // may be nil
+	// maxBuffered caps the bytes of frames being read from one peer, over
+	// all its streams.
+	maxBuffered int
+	rules       inboundRules
+	ctx         context.Context
+	onSent      func(peer string, bytes int) // may be nil
 
 	mu        sync.Mutex
 	endpoints map[string]*endpoint // by address (peer ID string)
 	watches   map[peer.ID]map[watchKey]watch
 	inbound   map[network.Stream]struct{}
-	closed    bool
-	wg        sync.WaitGroup
+	buffered  map[peer.ID]int // bytes of read buffers held per peer
+	// futures are the local futures waiting for an answer from each peer
+	// (a request went there with the future as its sender): only that
+	// peer may answer, and they fail when it goes away.
+	futures    map[peer.ID]map[string]struct{}
+	futureScan map[peer.ID]int // size at which futures[p] is next swept
+	closed     bool
+	wg         sync.WaitGroup
 }
 
 type watchKey struct{ watchee, watcher string }
 
 type watch struct{ watchee, watcher *actor.PID }
 
-func newBridge(ctx context.Context, h host.Host, system *actor.ActorSystem, types *protoregistry.Types, maxFrame int, log *slog.Logger) *bridge {
+func newBridge(ctx context.Context, h host.Host, system *actor.ActorSystem, types *protoregistry.Types, maxFrame int, rules []Inbound, log *slog.Logger) *bridge {
 	b := &bridge{
 		host: h, self: h.ID().String(), system: system, types: types, log: log, maxFrame: maxFrame, ctx: ctx,
-		endpoints: make(map[string]*endpoint),
-		watches:   make(map[peer.ID]map[watchKey]watch),
-		inbound:   make(map[network.Stream]struct{}),
+		maxBuffered: 2 * maxFrame,
+		rules:       append(inboundRules{pingInbound}, rules...),
+		endpoints:   make(map[string]*endpoint),
+		watches:     make(map[peer.ID]map[watchKey]watch),
+		inbound:     make(map[network.Stream]struct{}),
+		buffered:    make(map[peer.ID]int),
+		futures:     make(map[peer.ID]map[string]struct{}),
+		futureScan:  make(map[peer.ID]int),
 	}
 	system.ProcessRegistry.RegisterAddressResolver(b.resolve)
 	h.SetStreamHandler(ActorProtocol, b.handleStream)
@@ -120,16 +139,88 @@ func (b *bridge) close() {
 }
 
 // peerDown tells every local actor watching an actor on p that it is gone
-// (TerminatedReason_AddressTerminated): p disconnected, left the view, or
-// could not be reached.
+// (TerminatedReason_AddressTerminated), and fails every local future
+// waiting for p's answer (ErrDeadLetter, at once rather than at its
+// timeout): p disconnected, left the view, or could not be reached.
 func (b *bridge) peerDown(p peer.ID) {
 	b.mu.Lock()
 	ws := b.watches[p]
 	delete(b.watches, p)
+	fs := b.futures[p]
+	delete(b.futures, p)
+	delete(b.futureScan, p)
 	b.mu.Unlock()
 	for _, w := range ws {
 		b.deliverSystem(w.watcher, &actor.Terminated{Who: w.watchee, Why: actor.TerminatedReason_AddressTerminated})
 	}
+	for id := range fs {
+		if ref, ok := b.system.ProcessRegistry.GetLocal(id); ok {
+			pid := b.system.NewLocalPID(id)
+			ref.SendUserMessage(pid, &actor.DeadLetterResponse{Target: pid})
+		}
+	}
+}
+
+// expectAnswer records that the local future id waits for p's answer.
+// Futures that time out leave the registry but not this map: it is swept
+// of them whenever it has doubled since the last sweep.
+func (b *bridge) expectAnswer(p peer.ID, id string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	fs := b.futures[p]
+	if fs == nil {
+		fs = make(map[string]struct{})
+		b.futures[p] = fs
+	}
+	fs[id] = struct{}{}
+	if len(fs) < max(b.futureScan[p], 64) {
+		return
+	}
+	for id := range fs {
+		if _, ok := b.system.ProcessRegistry.GetLocal(id); !ok {
+			delete(fs, id)
+		}
+	}
+	b.futureScan[p] = 2 * len(fs)
+}
+
+// answered reports whether the local future id waits for p's answer, and
+// forgets it: a future takes one answer.
+func (b *bridge) answered(p peer.ID, id string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_, ok := b.futures[p][id]
+	delete(b.futures[p], id)
+	return ok
+}
+
+// takeWatch reports whether the local watcher watches watchee on p, and
+// forgets the watch (a Terminated ends it).
+func (b *bridge) takeWatch(p peer.ID, watchee, watcher *actor.PID) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	k := watchKey{watchee.Id, watcher.Id}
+	_, ok := b.watches[p][k]
+	delete(b.watches[p], k)
+	return ok
+}
+
+// errOverBuffered: a peer's frames in flight, over all its streams, would
+// hold more memory than the bridge gives one peer.
+var errOverBuffered = errors.New("peers: frames in flight from one peer would hold more than")
+
+// hold accounts n more (or, negative, fewer) bytes of read buffers for p,
+// refusing growth beyond maxBuffered.
+func (b *bridge) hold(p peer.ID, n int) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if n > 0 && b.buffered[p]+n > b.maxBuffered {
+		return fmt.Errorf("%w %d bytes", errOverBuffered, b.maxBuffered)
+	}
+	if b.buffered[p] += n; b.buffered[p] <= 0 {
+		delete(b.buffered, p)
+	}
+	return nil
 }
 
 func (b *bridge) addWatch(p peer.ID, watchee, watcher *actor.PID) {
@@ -159,7 +250,7 @@ func (b *bridge) deliverSystem(target *actor.PID, msg any) {
 }
 
 // handleStream reads frames from one inbound stream until it ends. Any
-// invalid frame closes the stream (Reset) with one log line.
+// invalid or refused frame closes the stream (Reset) with one log line.
 func (b *bridge) handleStream(s network.Stream) {
 	b.mu.Lock()
 	if b.closed {
@@ -169,15 +260,16 @@ func (b *bridge) handleStream(s network.Stream) {
 	}
 	b.inbound[s] = struct{}{}
 	b.mu.Unlock()
+	from := s.Conn().RemotePeer()
+	var buf []byte
 	defer func() {
+		b.hold(from, -cap(buf))
 		b.mu.Lock()
 		delete(b.inbound, s)
 		b.mu.Unlock()
 	}()
 
-	from := s.Conn().RemotePeer()
 	r := bufio.NewReaderSize(s, 64<<10)
-	var buf []byte
 	fail := func(format string, args ...any) {
 		b.log.Warn("peers: closing actor stream: "+fmt.Sprintf(format, args...), "peer", from)
 		s.Reset()
@@ -203,17 +295,17 @@ func (b *bridge) handleStream(s network.Stream) {
 			fail("frame of %d bytes exceeds the %d-byte cap", n, b.maxFrame)
 			return
 		}
-		if cap(buf) < n {
-			buf = make([]byte, n)
-		}
-		body := buf[:n]
-		s.SetReadDeadline(time.Now().Add(transferTimeout(n)))
-		if _, err := io.ReadFull(r, body); err != nil {
+		body, err := b.readBody(s, r, from, &buf, n)
+		if errors.Is(err, errOverBuffered) {
+			fail("frame of %d bytes: %v", n, err)
+			return
+		} else if err != nil {
 			fail("truncated frame (%d bytes expected): %v", n, err)
 			return
 		}
 		env, msg, err := decodeFrame(body, b.types)
 		if cap(buf) > keepReadBufSize {
+			b.hold(from, -cap(buf))
 			buf = nil
 		}
 		if err == nil {
@@ -226,25 +318,59 @@ func (b *bridge) handleStream(s network.Stream) {
 	}
 }
 
-// deliver hands a decoded message from peer from to its local target.
+// readBody reads an n-byte frame body into *buf, growing it (and the
+// peer's account of buffered bytes) as the bytes arrive, not as
+// announced. Each read must make progress within ioTimeout, the whole
+// body arrive within transferTimeout(n).
+func (b *bridge) readBody(s network.Stream, r io.Reader, from peer.ID, buf *[]byte, n int) ([]byte, error) {
+	deadline := time.Now().Add(transferTimeout(n))
+	body := (*buf)[:0]
+	for len(body) < n {
+		if len(body) == cap(body) {
+			grow := min(n, max(2*cap(body), readChunk))
+			if err := b.hold(from, grow-cap(body)); err != nil {
+				return nil, err
+			}
+			nb := make([]byte, len(body), grow)
+			copy(nb, body)
+			body, *buf = nb, nb
+		}
+		d := time.Now().Add(ioTimeout)
+		if d.After(deadline) {
+			d = deadline
+		}
+		s.SetReadDeadline(d)
+		k, err := r.Read(body[len(body):min(cap(body), n)])
+		body = body[:len(body)+k]
+		if err != nil && len(body) < n {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+	}
+	return body, nil
+}
+
+// ErrRefused is why a message a peer may not send closes its stream: a
+// target or type outside Config.Inbound, a lifecycle message, a Terminated
+// about another node's actor, a sender on another node.
+var ErrRefused = errors.New("peers: refused")
+
+// deliver hands a decoded message from peer from to its local target, if
+// from may send it.
 func (b *bridge) deliver(from peer.ID, env *messages.Envelope, msg proto.Message) error {
+	if err := b.admit(from, env, msg); errors.Is(err, errDrop) {
+		return nil
+	} else if err != nil {
+		return err
+	}
 	target := b.system.NewLocalPID(env.TargetId)
 	target.RequestId = env.TargetRequestId
 	ref, _ := b.system.ProcessRegistry.GetLocal(target.Id) // DeadLetter when absent
 	if env.System {
-		switch m := msg.(type) {
-		case *actor.Terminated:
-			b.removeWatch(from, m.Who, target)
-			ref.SendSystemMessage(target, m)
-		case *actor.Watch, *actor.Unwatch, *actor.Stop:
-			ref.SendSystemMessage(target, m)
-		default:
-			return fmt.Errorf("%w: %s is not a system message", ErrBadFrame, env.TypeName)
-		}
+		ref.SendSystemMessage(target, msg)
 		return nil
-	}
-	if isSystemMessage(msg) {
-		return fmt.Errorf("%w: system message %s sent as a user message", ErrBadFrame, env.TypeName)
 	}
 	sender := pidFromWire(env.Sender)
 	if sender != nil && (sender.Address == "" || sender.Address == nonhost) {
@@ -255,6 +381,68 @@ func (b *bridge) deliver(from peer.ID, env *messages.Envelope, msg proto.Message
 		return nil
 	}
 	ref.SendUserMessage(target, &actor.MessageEnvelope{Header: env.Header, Message: msg, Sender: sender})
+	return nil
+}
+
+// errDrop marks a message dropped quietly: an answer nobody waits for
+// (any more), a Terminated about a watch already ended. Both happen to
+// honest peers when a timeout or an Unwatch crosses the message.
+var errDrop = errors.New("peers: dropped")
+
+// admit decides whether peer from may send msg as env says: nil to
+// deliver, errDrop to drop it quietly, else why the stream is closed.
+func (b *bridge) admit(from peer.ID, env *messages.Envelope, msg proto.Message) error {
+	self := from.String()
+	if env.System {
+		switch m := msg.(type) {
+		case *actor.Terminated:
+			// Only about an actor of the sender's own, that a local actor
+			// watches there: never a forged end of a local or third
+			// node's actor.
+			if m.Who == nil || m.Who.Address != self {
+				return fmt.Errorf("%w: Terminated about %s/%s, not an actor of the sending peer", ErrRefused, m.GetWho().GetAddress(), m.GetWho().GetId())
+			}
+			if !b.takeWatch(from, m.Who, b.system.NewLocalPID(env.TargetId)) {
+				return errDrop
+			}
+			return nil
+		case *actor.Watch:
+			return b.admitWatch(self, env.TargetId, m.Watcher, "Watch")
+		case *actor.Unwatch:
+			return b.admitWatch(self, env.TargetId, m.Watcher, "Unwatch")
+		case *actor.Stop:
+			return fmt.Errorf("%w: Stop for %.64q (peers may not stop local actors)", ErrRefused, env.TargetId)
+		}
+		return fmt.Errorf("%w: %s is not a system message", ErrBadFrame, env.TypeName)
+	}
+	if isSystemMessage(msg) {
+		return fmt.Errorf("%w: system message %s sent as a user message", ErrBadFrame, env.TypeName)
+	}
+	if isLifecycle(msg) {
+		return fmt.Errorf("%w: %s for %.64q (peers may not stop local actors)", ErrRefused, env.TypeName, env.TargetId)
+	}
+	if s := env.Sender; s != nil && s.Address != "" && s.Address != nonhost && s.Address != self {
+		return fmt.Errorf("%w: sender on another node (%.64q)", ErrRefused, s.Address)
+	}
+	if isFuture(env.TargetId) {
+		if !b.answered(from, env.TargetId) {
+			return errDrop // late (timed out), or not asked of this peer
+		}
+		return nil
+	}
+	if !b.rules.allows(env.TargetId, env.TypeName) {
+		return fmt.Errorf("%w: %s for %.64q is not allowed from peers", ErrRefused, env.TypeName, env.TargetId)
+	}
+	return nil
+}
+
+func (b *bridge) admitWatch(from, target string, watcher *actor.PID, what string) error {
+	switch {
+	case watcher == nil || watcher.Address != from:
+		return fmt.Errorf("%w: %s for a watcher not on the sending peer", ErrRefused, what)
+	case !b.rules.watchable(target):
+		return fmt.Errorf("%w: %s of %.64q is not allowed from peers", ErrRefused, what, target)
+	}
 	return nil
 }
 
@@ -287,18 +475,26 @@ func (e *endpoint) SendUserMessage(pid *actor.PID, message any) {
 	if header != nil && header.Length() > 0 {
 		env.Header = header.ToMap()
 	}
+	if m, ok := msg.(proto.Message); ok && isLifecycle(m) {
+		e.b.log.Debug("peers: lifecycle message not sent to a remote actor", "type", fmt.Sprintf("%T", msg), "pid", pid)
+		return
+	}
+	if env.Sender != nil && env.Sender.Address == e.b.self && isFuture(env.Sender.Id) {
+		e.b.expectAnswer(e.peer, env.Sender.Id)
+	}
 	e.send(pid, env, msg)
 }
 
 // SendSystemMessage implements actor.Process. Watch and Unwatch are
-// recorded so that Terminated can be sent when the peer goes away.
+// recorded so that Terminated can be sent when the peer goes away. Stop
+// is not sent: peers refuse it.
 func (e *endpoint) SendSystemMessage(pid *actor.PID, message any) {
 	switch m := message.(type) {
 	case *actor.Watch:
 		e.b.addWatch(e.peer, pid, m.Watcher)
 	case *actor.Unwatch:
 		e.b.removeWatch(e.peer, pid, m.Watcher)
-	case *actor.Terminated, *actor.Stop:
+	case *actor.Terminated:
 	default:
 		e.b.log.Debug("peers: system message not sent to a remote actor", "type", fmt.Sprintf("%T", message), "pid", pid)
 		return

@@ -30,3 +30,15 @@ func SetWriterIdle(d time.Duration) time.Duration {
 	writerIdle = d
 	return old
 }
+
+// Buffered returns the bytes of read buffers n's bridge holds for all peers.
+func Buffered(n *Node) int {
+	b := n.bridge
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	k := 0
+	for _, v := range b.buffered {
+		k += v
+	}
+	return k
+}

@@ -97,6 +97,16 @@ func isSystemMessage(m proto.Message) bool {
 	return false
 }
 
+// Lifecycle messages end an actor; peers may not send them (Stop as a
+// system message is refused the same way).
+func isLifecycle(m proto.Message) bool {
+	switch m.(type) {
+	case *actor.PoisonPill, *actor.Stop:
+		return true
+	}
+	return false
+}
+
 func pidToWire(p *actor.PID) *messages.PID {
 	if p == nil {
 		return nil

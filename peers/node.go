@@ -85,6 +85,11 @@ type Config struct {
 	// MaxMessageBytes caps one actor message frame, both ways. Zero:
 	// DefaultMaxMessageBytes (64 MiB).
 	MaxMessageBytes int
+	// Inbound lists the local actors that actors on other nodes may send
+	// to, and what; a message outside it closes the stream it came on.
+	// Nil: only the PingActor (which is always allowed), and answers to
+	// this node's futures (always allowed, from the peer asked).
+	Inbound []Inbound
 	// Types resolves the message types of incoming actor messages by full
 	// name; a type not found closes the stream. Nil:
 	// protoregistry.GlobalTypes (every generated message linked in).
@@ -173,7 +178,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	}))
 	// PIDs made from now on carry the peer ID as their address.
 	n.system.ProcessRegistry.Address = h.ID().String()
-	n.bridge = newBridge(n.ctx, h, n.system, cfg.Types, cfg.MaxMessageBytes, cfg.Logger)
+	n.bridge = newBridge(n.ctx, h, n.system, cfg.Types, cfg.MaxMessageBytes, cfg.Inbound, cfg.Logger)
 	n.startWeights()
 	n.bridge.onSent = cfg.OnSent
 	if _, err := n.system.Root.SpawnNamed(actor.PropsFromFunc(pingActor), PingActor); err != nil {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,6 +27,15 @@ import (
 
 // within is a failure bound for things that happen on their own.
 const within = 10 * time.Second
+
+// testActors lets peers send Ping and Pong to, and watch, the actors the
+// transport tests spawn: "t-" named, and unnamed ones ("$..." askers).
+var testActors = peerstest.WithConfig(func(cfg *peers.Config) {
+	cfg.Inbound = []peers.Inbound{
+		{Actor: "t-*", Types: []string{"strata.Ping"}, Watch: true},
+		{Actor: "$*", Types: []string{"strata.Pong"}},
+	}
+})
 
 func ctxWithin(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
@@ -225,20 +235,27 @@ func TestOpenNetworkQUIC(t *testing.T) {
 	}
 }
 
-// echo answers every Ping with a Pong, and records who asked.
+// stopSeq asks echo to stop itself.
+const stopSeq = 1 << 60
+
+// echo answers every Ping with a Pong, and stops on Ping{Seq: stopSeq}.
 func echo(ctx actor.Context) {
 	if p, ok := ctx.Message().(*messages.Ping); ok {
+		if p.Seq == stopSeq {
+			ctx.Stop(ctx.Self())
+			return
+		}
 		ctx.Respond(&messages.Pong{Seq: p.Seq, Payload: p.Payload})
 	}
 }
 
 func TestRequestResponse(t *testing.T) {
-	c := peerstest.New(t, 3)
+	c := peerstest.New(t, 3, testActors)
 	a, b := c.Nodes[0], c.Nodes[2]
-	if _, err := b.ActorSystem().Root.SpawnNamed(actor.PropsFromFunc(echo), "echo"); err != nil {
+	if _, err := b.ActorSystem().Root.SpawnNamed(actor.PropsFromFunc(echo), "t-echo"); err != nil {
 		t.Fatal(err)
 	}
-	remote := a.PID(b.ID(), "echo")
+	remote := a.PID(b.ID(), "t-echo")
 
 	t.Run("future", func(t *testing.T) {
 		res, err := a.ActorSystem().Root.RequestFuture(remote, &messages.Ping{Seq: 42, Payload: []byte("hi")}, within).Result()
@@ -284,10 +301,10 @@ func TestRequestResponse(t *testing.T) {
 				seqs <- p.Seq
 			}
 		}
-		if _, err := b.ActorSystem().Root.SpawnNamed(actor.PropsFromFunc(collect), "collect"); err != nil {
+		if _, err := b.ActorSystem().Root.SpawnNamed(actor.PropsFromFunc(collect), "t-collect"); err != nil {
 			t.Fatal(err)
 		}
-		to := a.PID(b.ID(), "collect")
+		to := a.PID(b.ID(), "t-collect")
 		for i := range n {
 			a.ActorSystem().Root.Send(to, &messages.Ping{Seq: uint64(i)})
 		}
@@ -310,10 +327,10 @@ func TestRequestResponse(t *testing.T) {
 			if p, ok := ctx.Message().(*messages.Ping); ok {
 				got <- p
 			}
-		}), "mixed"); err != nil {
+		}), "t-mixed"); err != nil {
 			t.Fatal(err)
 		}
-		to := a.PID(b.ID(), "mixed")
+		to := a.PID(b.ID(), "t-mixed")
 		big := make([]byte, 100<<10) // above the size a sender writes itself
 		for s := range senders {
 			go func() {
@@ -353,14 +370,14 @@ func TestRequestResponse(t *testing.T) {
 	})
 
 	t.Run("no such actor", func(t *testing.T) {
-		_, err := a.ActorSystem().Root.RequestFuture(a.PID(b.ID(), "nobody"), &messages.Ping{}, within).Result()
+		_, err := a.ActorSystem().Root.RequestFuture(a.PID(b.ID(), "t-nobody"), &messages.Ping{}, within).Result()
 		if !errors.Is(err, actor.ErrDeadLetter) {
 			t.Fatalf("err %v, want dead letter", err)
 		}
 	})
 
 	t.Run("own node", func(t *testing.T) {
-		res, err := b.ActorSystem().Root.RequestFuture(b.PID(b.ID(), "echo"), &messages.Ping{Seq: 5}, within).Result()
+		res, err := b.ActorSystem().Root.RequestFuture(b.PID(b.ID(), "t-echo"), &messages.Ping{Seq: 5}, within).Result()
 		if err != nil || res.(*messages.Pong).Seq != 5 {
 			t.Fatal(res, err)
 		}
@@ -447,14 +464,16 @@ func waitTerminated(t *testing.T, ch <-chan *actor.Terminated, who *actor.PID, w
 }
 
 func TestWatchAcrossPeers(t *testing.T) {
-	c := peerstest.New(t, 3)
+	c := peerstest.New(t, 3, testActors)
 	a, b := c.Nodes[0], c.Nodes[1]
 	spawn := func(n *peers.Node, name string) *actor.PID {
 		pid, err := n.ActorSystem().Root.SpawnNamed(actor.PropsFromFunc(echo), name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return pid
+		// A copy: a PID caches the process it resolves to, and the
+		// actor's own (ctx.Self) must not learn the other node's route.
+		return actor.NewPID(pid.Address, pid.Id)
 	}
 	ping := func(pid *actor.PID) { // a round trip: the Watch sent before it has arrived
 		if _, err := a.ActorSystem().Root.RequestFuture(pid, &messages.Ping{}, within).Result(); err != nil {
@@ -463,30 +482,22 @@ func TestWatchAcrossPeers(t *testing.T) {
 	}
 
 	t.Run("remote actor stops", func(t *testing.T) {
-		target := spawn(b, "stops")
+		target := spawn(b, "t-stops")
 		ch, _ := terminations(t, a, target)
 		ping(target)
-		a.ActorSystem().Root.Stop(target) // Stop crosses to b
-		waitTerminated(t, ch, target, actor.TerminatedReason_Stopped)
-	})
-
-	t.Run("remote actor poisoned", func(t *testing.T) {
-		target := spawn(b, "poisoned")
-		ch, _ := terminations(t, a, target)
-		ping(target)
-		a.ActorSystem().Root.Poison(target)
+		a.ActorSystem().Root.Send(target, &messages.Ping{Seq: stopSeq}) // it stops itself
 		waitTerminated(t, ch, target, actor.TerminatedReason_Stopped)
 	})
 
 	t.Run("no such remote actor", func(t *testing.T) {
-		target := a.PID(b.ID(), "never-spawned")
+		target := a.PID(b.ID(), "t-never-spawned")
 		ch, _ := terminations(t, a, target)
 		waitTerminated(t, ch, target, actor.TerminatedReason_NotFound)
 	})
 
 	t.Run("remote node dies", func(t *testing.T) {
 		victim := c.Nodes[2]
-		target := spawn(victim, "dies")
+		target := spawn(victim, "t-dies")
 		ch, _ := terminations(t, a, target)
 		ping(target)
 		c.Kill(2)
@@ -495,17 +506,162 @@ func TestWatchAcrossPeers(t *testing.T) {
 
 	t.Run("remote watcher", func(t *testing.T) {
 		// An actor on b watches one on a: the Terminated travels back.
-		target := spawn(a, "watched-from-b")
+		target := spawn(a, "t-watched-from-b")
 		ch, _ := terminations(t, b, target)
 		if _, err := b.ActorSystem().Root.RequestFuture(target, &messages.Ping{}, within).Result(); err != nil {
 			t.Fatal(err)
 		}
-		a.ActorSystem().Root.Stop(target)
+		a.ActorSystem().Root.Stop(a.PID(a.ID(), target.Id)) // a fresh PID: target now routes via b
 		waitTerminated(t, ch, target, actor.TerminatedReason_Stopped)
 	})
 
 	if n := peers.Watches(a) + peers.Watches(b); n != 0 {
 		t.Errorf("%d watches left after every watched actor ended", n)
+	}
+}
+
+// Peers may not stop, poison or watch local actors outside Config.Inbound,
+// nor send them anything else: the actor keeps serving.
+func TestLifecycleFromPeerRefused(t *testing.T) {
+	c := peerstest.New(t, 2, testActors)
+	a, b := c.Nodes[0], c.Nodes[1]
+	stopped := make(chan struct{})
+	if _, err := b.ActorSystem().Root.SpawnNamed(actor.PropsFromFunc(func(ctx actor.Context) {
+		switch ctx.Message().(type) {
+		case *actor.Stopping:
+			close(stopped)
+		case *messages.Ping:
+			ctx.Respond(&messages.Pong{})
+		}
+	}), "t-victim"); err != nil {
+		t.Fatal(err)
+	}
+	victim := a.PID(b.ID(), "t-victim")
+	alive := func(t *testing.T) {
+		t.Helper()
+		if _, err := a.ActorSystem().Root.RequestFuture(victim, &messages.Ping{}, within).Result(); err != nil {
+			t.Fatalf("victim no longer answers: %v", err)
+		}
+		select {
+		case <-stopped:
+			t.Fatal("a peer stopped a local actor")
+		default:
+		}
+	}
+	// Through the API: the sender does not even send them.
+	a.ActorSystem().Root.Stop(victim)
+	a.ActorSystem().Root.Poison(victim)
+	alive(t)
+
+	// A peer that sends them anyway has its stream closed.
+	watcher := &actor.PID{Address: a.ID().String(), Id: "w"}
+	stop, _ := proto.Marshal(&actor.Stop{})
+	pill, _ := proto.Marshal(&actor.PoisonPill{})
+	watch, _ := proto.Marshal(&actor.Watch{Watcher: watcher})
+	foreignWatch, _ := proto.Marshal(&actor.Watch{Watcher: &actor.PID{Address: b.ID().String(), Id: "w"}})
+	ping, _ := proto.Marshal(&messages.Ping{})
+	for _, tc := range []struct {
+		name string
+		send []byte
+		want string
+	}{
+		{"Stop", frame(&messages.Envelope{TargetId: "t-victim", TypeName: "actor.Stop", System: true}, stop), "peers may not stop"},
+		{"Stop to the host", frame(&messages.Envelope{TargetId: "ping", TypeName: "actor.Stop", System: true}, stop), "peers may not stop"},
+		{"PoisonPill", frame(&messages.Envelope{TargetId: "t-victim", TypeName: "actor.PoisonPill"}, pill), "peers may not stop"},
+		{"PoisonPill to a future", frame(&messages.Envelope{TargetId: "future$x", TypeName: "actor.PoisonPill"}, pill), "peers may not stop"},
+		{"Watch outside the allowlist", frame(&messages.Envelope{TargetId: "ping", TypeName: "actor.Watch", System: true}, watch), "not allowed from peers"},
+		{"Watch for another node's watcher", frame(&messages.Envelope{TargetId: "t-victim", TypeName: "actor.Watch", System: true}, foreignWatch), "watcher not on the sending peer"},
+		{"target outside the allowlist", frame(&messages.Envelope{TargetId: "secret-actor", TypeName: "strata.Ping"}, ping), "not allowed from peers"},
+		{"type outside the allowlist", frame(&messages.Envelope{TargetId: "ping", TypeName: "strata.Pong"}, ping), "not allowed from peers"},
+		{"sender on a third node", frame(&messages.Envelope{TargetId: "ping", TypeName: "strata.Ping", Sender: &messages.PID{Address: b.ID().String(), Id: "x"}}, ping), "sender on another node"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sendRefused(t, c, tc.send, tc.want)
+			alive(t)
+		})
+	}
+}
+
+// sendRefused sends raw bytes from node 0 to node 1 and checks that node 1
+// closed the stream with one log line containing want.
+func sendRefused(t *testing.T, c *peerstest.Cluster, send []byte, want string) {
+	t.Helper()
+	before := strings.Count(c.Log(1), "closing actor stream")
+	s := rawStream(t, c.Nodes[0], c.Nodes[1])
+	s.Write(send)
+	if cw, ok := s.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+	if _, err := io.ReadAll(s); err == nil {
+		t.Fatal("stream ended cleanly, want a reset")
+	}
+	log := c.Log(1)
+	if n := strings.Count(log, "closing actor stream") - before; n != 1 {
+		t.Fatalf("%d log lines, want 1:\n%s", n, log)
+	}
+	if !strings.Contains(log, want) {
+		t.Fatalf("log lacks %q:\n%s", want, log)
+	}
+}
+
+// A peer may end a watch only with a Terminated about its own actor that a
+// local actor watches: a forged one about a local actor (or another node's)
+// would make a local actor forget a live one.
+func TestForgedTerminatedRefused(t *testing.T) {
+	c := peerstest.New(t, 3, testActors)
+	a, b, third := c.Nodes[0], c.Nodes[1], c.Nodes[2]
+	// On b, an actor watches its local child and an actor on third.
+	child := b.PID(b.ID(), "t-watcher/child")
+	remote := b.PID(third.ID(), "t-remote")
+	if _, err := third.ActorSystem().Root.SpawnNamed(actor.PropsFromFunc(echo), "t-remote"); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *actor.Terminated, 4)
+	ready := make(chan struct{})
+	if _, err := b.ActorSystem().Root.SpawnNamed(actor.PropsFromFunc(func(ctx actor.Context) {
+		switch m := ctx.Message().(type) {
+		case *actor.Started:
+			c, _ := ctx.SpawnNamed(actor.PropsFromFunc(func(actor.Context) {}), "child")
+			ctx.Watch(c)
+			ctx.Watch(remote)
+			close(ready)
+		case *actor.Terminated:
+			got <- m
+		}
+	}), "t-watcher"); err != nil {
+		t.Fatal(err)
+	}
+	<-ready
+	for _, who := range []*actor.PID{child, remote} {
+		term, _ := proto.Marshal(&actor.Terminated{Who: who, Why: actor.TerminatedReason_Stopped})
+		sendRefused(t, c, frame(&messages.Envelope{TargetId: "t-watcher", TypeName: "actor.Terminated", System: true}, term), "not an actor of the sending peer")
+	}
+	// About a's own actor that nobody on b watches: dropped quietly.
+	before := strings.Count(c.Log(1), "closing actor stream")
+	term, _ := proto.Marshal(&actor.Terminated{Who: a.PID(a.ID(), "t-x"), Why: actor.TerminatedReason_Stopped})
+	s := rawStream(t, a, b)
+	s.Write(frame(&messages.Envelope{TargetId: "t-watcher", TypeName: "actor.Terminated", System: true}, term))
+	s.(interface{ CloseWrite() error }).CloseWrite()
+	if _, err := io.ReadAll(s); err != nil {
+		t.Fatalf("unwatched Terminated: %v", err)
+	}
+	if n := strings.Count(c.Log(1), "closing actor stream") - before; n != 0 {
+		t.Errorf("unwatched Terminated logged %d lines", n)
+	}
+	select {
+	case m := <-got:
+		t.Fatalf("the watcher heard a forged %v", m)
+	case <-time.After(200 * time.Millisecond):
+	}
+	// The real end still arrives.
+	b.ActorSystem().Root.Send(remote, &messages.Ping{Seq: stopSeq})
+	select {
+	case m := <-got:
+		if m.Who.Id != "t-remote" {
+			t.Fatalf("Terminated %v", m)
+		}
+	case <-time.After(within):
+		t.Fatal("no Terminated for the remote actor")
 	}
 }
 
@@ -546,22 +702,7 @@ func TestGarbageFromPeer(t *testing.T) {
 		{"user message as system", frame(&messages.Envelope{TargetId: "ping", TypeName: "strata.Ping", System: true}, ping), "not a system message"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before := strings.Count(c.Log(1), "closing actor stream")
-			s := rawStream(t, a, b)
-			s.Write(tc.send)
-			if cw, ok := s.(interface{ CloseWrite() error }); ok {
-				cw.CloseWrite()
-			}
-			if _, err := io.ReadAll(s); err == nil {
-				t.Fatal("stream ended cleanly, want a reset")
-			}
-			log := c.Log(1)
-			if n := strings.Count(log, "closing actor stream") - before; n != 1 {
-				t.Fatalf("%d log lines, want 1:\n%s", n, log)
-			}
-			if !strings.Contains(log, tc.want) {
-				t.Fatalf("log lacks %q:\n%s", tc.want, log)
-			}
+			sendRefused(t, c, tc.send, tc.want)
 			// b is still fine.
 			if _, err := a.ActorSystem().Root.RequestFuture(a.PID(b.ID(), peers.PingActor), &messages.Ping{}, within).Result(); err != nil {
 				t.Fatal(err)
@@ -571,7 +712,7 @@ func TestGarbageFromPeer(t *testing.T) {
 	// A clean stream with a valid frame, then EOF, logs nothing.
 	before := strings.Count(c.Log(1), "closing actor stream")
 	s := rawStream(t, a, b)
-	s.Write(frame(&messages.Envelope{TargetId: "nobody", TypeName: "strata.Ping"}, ping))
+	s.Write(frame(&messages.Envelope{TargetId: "ping", TypeName: "strata.Ping"}, ping))
 	s.(interface{ CloseWrite() error }).CloseWrite()
 	if _, err := io.ReadAll(s); err != nil {
 		t.Fatalf("clean stream: %v", err)
@@ -631,5 +772,72 @@ func TestConfigErrors(t *testing.T) {
 				t.Fatalf("error %q, want one line with %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// A frame's announced length costs nothing until its bytes arrive: eight
+// streams announcing 64 MiB each and sending 32 bytes must not take
+// hundreds of MiB.
+func TestAnnouncedLengthNotAllocated(t *testing.T) {
+	c := peerstest.New(t, 2)
+	a, b := c.Nodes[0], c.Nodes[1]
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapInuse
+	}
+	before := heap()
+	var streams []io.ReadWriteCloser
+	for range 8 {
+		s := rawStream(t, a, b)
+		defer s.Close()
+		s.Write(append(binary.BigEndian.AppendUint32(nil, peers.DefaultMaxMessageBytes), make([]byte, 28)...))
+		streams = append(streams, s)
+	}
+	time.Sleep(500 * time.Millisecond) // b reads the headers; nothing to wait on
+	after := heap()
+	grew := int64(after) - int64(before)
+	t.Logf("heap in use %d MiB -> %d MiB", before>>20, after>>20)
+	if grew > 32<<20 {
+		t.Fatalf("8 announced 64 MiB frames took %d MiB of heap", grew>>20)
+	}
+	// b still answers.
+	if _, err := a.ActorSystem().Root.RequestFuture(a.PID(b.ID(), peers.PingActor), &messages.Ping{}, within).Result(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The bytes of frames in flight from one peer, over all its streams, are
+// capped (twice MaxMessageBytes).
+func TestBufferedPerPeerCapped(t *testing.T) {
+	c := peerstest.New(t, 2, peerstest.WithConfig(func(cfg *peers.Config) { cfg.MaxMessageBytes = 1 << 20 }))
+	a, b := c.Nodes[0], c.Nodes[1]
+	part := append(binary.BigEndian.AppendUint32(nil, 1<<20), make([]byte, 900<<10)...)
+	var streams []io.ReadWriteCloser
+	for range 3 {
+		s := rawStream(t, a, b)
+		s.Write(part)
+		streams = append(streams, s)
+	}
+	deadline := time.Now().Add(within)
+	for !strings.Contains(c.Log(1), "would hold more than 2097152 bytes") {
+		if time.Now().After(deadline) {
+			t.Fatalf("three streams of 900 KiB each in flight, no refusal:\n%s", c.Log(1))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Once they are gone, the peer is served again.
+	for _, s := range streams {
+		s.(interface{ Reset() error }).Reset()
+	}
+	for peers.Buffered(b) != 0 { // no event to wait on: poll, bounded
+		if time.Now().After(deadline) {
+			t.Fatalf("%d bytes still held after the streams closed", peers.Buffered(b))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := a.ActorSystem().Root.RequestFuture(a.PID(b.ID(), peers.PingActor), &messages.Ping{}, within).Result(); err != nil {
+		t.Fatal(err)
 	}
 }
