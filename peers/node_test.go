@@ -841,3 +841,31 @@ func TestBufferedPerPeerCapped(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A future waiting for a peer's answer fails as soon as the peer leaves
+// the view (here: it stops heartbeating but stays connected, like a
+// SIGSTOPped process), not at its own timeout.
+func TestFutureFailsWhenPeerLeaves(t *testing.T) {
+	c := peerstest.New(t, 2, testActors)
+	a, b := c.Nodes[0], c.Nodes[1]
+	if _, err := b.ActorSystem().Root.SpawnNamed(actor.PropsFromFunc(func(actor.Context) {}), "t-silent"); err != nil {
+		t.Fatal(err)
+	}
+	f := a.ActorSystem().Root.RequestFuture(a.PID(b.ID(), "t-silent"), &messages.Ping{}, time.Minute)
+	start := time.Now()
+	peers.PauseHeartbeats(b, true)
+	done := make(chan error, 1)
+	go func() { _, err := f.Result(); done <- err }()
+	select {
+	case err := <-done:
+		t.Logf("failed after %v: %v", time.Since(start), err)
+		if !errors.Is(err, actor.ErrDeadLetter) {
+			t.Fatalf("err %v, want %v", err, actor.ErrDeadLetter)
+		}
+	case <-time.After(within):
+		t.Fatalf("the future still waits %v after its peer stopped heartbeating", within)
+	}
+	if _, ok := a.Membership().View().Member(b.ID()); ok {
+		t.Fatal("the future failed while its peer is still in the view")
+	}
+}
