@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -157,6 +158,9 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		key, err := LoadOrCreateIdentity(cfg.DataDir)
 		if err != nil {
 			return nil, fmt.Errorf("identity: %w", err)
+		}
+		if msg, loose := LooseFileMode(filepath.Join(cfg.DataDir, IdentityFile)); loose {
+			cfg.Logger.Warn("peers: the node's private key is not private: " + msg)
 		}
 		opts = append(opts, libp2p.Identity(key))
 	}

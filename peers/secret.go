@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 
 	"github.com/libp2p/go-libp2p/core/pnet"
@@ -108,17 +109,71 @@ func LoadOrCreateSecret(dataDir string) (secret []byte, created bool, err error)
 	return s, true, nil
 }
 
-// writeFileExcl creates path with mode 0600 and writes data, failing if the
-// file exists.
+// writeFileExcl creates path with mode 0600 holding data, failing with
+// os.ErrExist if it exists. The bytes go to a temporary file first, are
+// synced, and the file is then linked into place, so a crash or a second
+// process never sees path empty or half written; the directory is synced
+// so the new name survives a power cut.
 func writeFileExcl(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
 	if err != nil {
 		return err
 	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		os.Remove(path)
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	err = f.Chmod(0o600)
+	if err == nil {
+		_, err = f.Write(data)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return err
 	}
-	return f.Close()
+	// A hard link fails if path exists, where a rename would replace it
+	// (and a second process starting at the same moment would overwrite
+	// the key the first one already uses).
+	if err := os.Link(tmp, path); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return err
+		}
+		// No hard links here (some network or FUSE file systems): a
+		// rename, after checking nothing is there.
+		if _, serr := os.Lstat(path); serr == nil {
+			return &os.PathError{Op: "create", Path: path, Err: os.ErrExist}
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			return err
+		}
+	}
+	syncDir(dir)
+	return nil
+}
+
+// syncDir makes a new directory entry durable (best effort: not every
+// system can sync a directory).
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+}
+
+// LooseFileMode says whether a key or secret file can be read or written
+// by users other than its owner (mode bits beyond 0600/0700), and
+// describes it; it reports nothing where modes mean little (Windows).
+func LooseFileMode(path string) (string, bool) {
+	if runtime.GOOS == "windows" {
+		return "", false
+	}
+	st, err := os.Stat(path)
+	if err != nil || st.Mode().Perm()&0o077 == 0 {
+		return "", false
+	}
+	return fmt.Sprintf("%s has mode %04o: other users of this machine can read it; run chmod 600 %s", path, st.Mode().Perm(), path), true
 }

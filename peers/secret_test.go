@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -66,5 +67,71 @@ func TestSecretAndIdentityFiles(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, IdentityFile), []byte("garbage"), 0o600)
 	if _, err := LoadOrCreateIdentity(dir); err == nil || !strings.Contains(err.Error(), IdentityFile) {
 		t.Errorf("garbage identity: %v", err)
+	}
+}
+
+// Nodes starting at once on one data directory must all get the same
+// complete key and secret: nobody may read a file another is still
+// writing, nor replace one another already uses.
+func TestCreateFilesConcurrently(t *testing.T) {
+	for round := range 40 {
+		dir := t.TempDir()
+		const n = 4
+		keys := make([][]byte, n)
+		secrets := make([][]byte, n)
+		errs := make(chan error, 2*n)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				<-start
+				k, err := LoadOrCreateIdentity(dir)
+				if err != nil {
+					errs <- err
+					return
+				}
+				keys[i], _ = k.Raw()
+				s, _, err := LoadOrCreateSecret(dir)
+				if err != nil {
+					errs <- err
+					return
+				}
+				secrets[i] = s
+			})
+		}
+		close(start)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		for i := range n {
+			if !bytes.Equal(keys[i], keys[0]) || !bytes.Equal(secrets[i], secrets[0]) {
+				t.Fatalf("round %d: two processes got different keys or secrets", round)
+			}
+		}
+		ents, _ := os.ReadDir(dir)
+		if len(ents) != 2 {
+			var names []string
+			for _, e := range ents {
+				names = append(names, e.Name())
+			}
+			t.Fatalf("round %d: data directory holds %v, want the key and the secret only", round, names)
+		}
+	}
+}
+
+func TestLooseFileMode(t *testing.T) {
+	dir := t.TempDir()
+	if _, _, err := LoadOrCreateSecret(dir); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, SecretFile)
+	if msg, loose := LooseFileMode(path); loose {
+		t.Fatalf("a new secret is loose: %s", msg)
+	}
+	os.Chmod(path, 0o640)
+	if msg, loose := LooseFileMode(path); !loose || !strings.Contains(msg, "mode 0640") {
+		t.Fatalf("mode 0640: %q %v", msg, loose)
 	}
 }

@@ -190,6 +190,9 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 	if err != nil {
 		return err
 	}
+	if msg, loose := peers.LooseFileMode(source); loose && source != "--secret" && source != "$STRATA_SECRET" {
+		fmt.Fprintf(errOut, "warning: the cluster secret is not private: %s\n", msg)
+	}
 	ln, err := net.Listen("tcp", f.apiAddr)
 	if err != nil {
 		var op *net.OpError
@@ -273,8 +276,10 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 	fmt.Fprintf(out, "  status: http://%s/api/peers (strata status --api %s)\n", ln.Addr(), ln.Addr())
 	fmt.Fprintf(out, "  api:    http://%s/ (dashboard; OpenAI API at /v1; strata run --api %s --model NAME)\n", ln.Addr(), ln.Addr())
 	join := joinAddr(addrs)
+	// The secret itself is never printed: a command line is seen by every
+	// user of the machine (ps) and kept in shell histories.
 	if created {
-		fmt.Fprintf(out, "created a cluster secret in %s; on another machine, join with:\n  strata node --secret %s --join %s\n", source, secret, join)
+		fmt.Fprintf(out, "created a cluster secret in %s; copy that file (mode 0600) to another machine and join with:\n  strata node --secret-file SECRET_FILE --join %s\n", source, join)
 	} else {
 		fmt.Fprintf(out, "join with: strata node --secret-file <copy of the secret> --join %s\n", join)
 	}

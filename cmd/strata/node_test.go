@@ -42,10 +42,18 @@ var (
 // returns its peer multiaddr and API address, read from what it prints.
 func startNode(t *testing.T, f nodeFlags) (peerAddr, apiAddr string) {
 	t.Helper()
+	peerAddr, apiAddr, _, _ = startNodeOutput(t, f)
+	return peerAddr, apiAddr
+}
+
+// startNodeOutput is startNode that also returns what the node prints
+// (out) and logs.
+func startNodeOutput(t *testing.T, f nodeFlags) (peerAddr, apiAddr string, out, logs *syncBuffer) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, logs syncBuffer
+	out, logs = new(syncBuffer), new(syncBuffer)
 	done := make(chan error, 1)
-	go func() { done <- runNode(ctx, &out, &logs, f) }()
+	go func() { done <- runNode(ctx, out, logs, f) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -58,7 +66,7 @@ func startNode(t *testing.T, f nodeFlags) (peerAddr, apiAddr string) {
 	deadline := time.After(20 * time.Second)
 	for {
 		if m := statusLine.FindStringSubmatch(out.String()); m != nil {
-			return peersLine.FindStringSubmatch(out.String())[1], m[1]
+			return peersLine.FindStringSubmatch(out.String())[1], m[1], out, logs
 		}
 		select {
 		case err := <-done:
@@ -178,5 +186,34 @@ func TestNodeErrors(t *testing.T) {
 	})
 	if _, err := run(t, "status", "--api", "127.0.0.1:1"); err == nil || !strings.Contains(err.Error(), "no strata node answers at 127.0.0.1:1") {
 		t.Errorf("status without a node: %v", err)
+	}
+}
+
+// The join command a new node prints names the secret's file, never the
+// secret (command lines are visible to every user and kept in histories);
+// a secret file others can read is warned about.
+func TestNodeSecretNotPrinted(t *testing.T) {
+	dir := t.TempDir()
+	f := nodeFlags{dataDir: filepath.Join(dir, "a"), listen: []string{"/ip4/127.0.0.1/tcp/0"}, apiAddr: "127.0.0.1:0", noMDNS: true}
+	_, _, out, logs := startNodeOutput(t, f)
+	secretPath := filepath.Join(dir, "a", peers.SecretFile)
+	secret, err := peers.ReadSecretFile(secretPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), string(secret)) || !strings.Contains(out.String(), "--secret-file") {
+		t.Fatalf("join hint:\n%s", out.String())
+	}
+	if strings.Contains(logs.String(), "not private") {
+		t.Fatalf("warned about a private secret:\n%s", logs.String())
+	}
+	if err := os.Chmod(secretPath, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g := f
+	g.dataDir, g.secretFile = filepath.Join(dir, "b"), secretPath
+	_, _, _, logs = startNodeOutput(t, g)
+	if !strings.Contains(logs.String(), "the cluster secret is not private: "+secretPath+" has mode 0644") {
+		t.Fatalf("no warning for a secret file others can read:\n%s", logs.String())
 	}
 }
