@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
@@ -252,6 +253,9 @@ func TestShardRejectsBadForward(t *testing.T) {
 		{Session: "t", Count: 1, Context: 1 << 30, Hidden: make([]byte, 256), ReplyTo: fromPID(self)},
 		{Session: "u", Position: 9, Count: 1, Context: 64, Hidden: make([]byte, 256), ReplyTo: fromPID(self)},
 		{Session: "v", Count: 1, Context: 64, Hidden: make([]byte, 256), HiddenType: 7, ReplyTo: fromPID(self)},
+		// Non-finite activations: F32 NaN, F16 infinity.
+		{Session: "w", Count: 1, Context: 64, Hidden: binary.LittleEndian.AppendUint32(make([]byte, 252), 0x7fc00000), ReplyTo: fromPID(self), Sample: true},
+		{Session: "x", Count: 1, Context: 64, Hidden: binary.LittleEndian.AppendUint16(make([]byte, 126), 0x7c00), HiddenType: messages.HiddenType_HIDDEN_F16, ReplyTo: fromPID(self), Sample: true},
 	} {
 		lc.system.Root.Send(shardPID, bad)
 		select {

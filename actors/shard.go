@@ -324,6 +324,11 @@ func decodeHidden(x []float32, b []byte, t messages.HiddenType) error {
 		} else {
 			x[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
 		}
+		// A NaN or an infinity from a peer would poison every later
+		// position of the session's KV cache: an error, not input.
+		if v := float64(x[i]); math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("hidden state %d of %d is %v", i, len(x), x[i])
+		}
 	}
 	return nil
 }

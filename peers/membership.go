@@ -28,6 +28,11 @@ const (
 	maxInfoShards = 4096
 	maxInfoLayers = 1 << 16
 	maxInfoString = 1024
+	// maxInfoMemory (1 PiB) and maxInfoFlops (1 EFLOP/s) are far above any
+	// machine; a claim beyond is a lie, which would draw every layer of a
+	// plan to that node, or overflow the sums of memory.
+	maxInfoMemory = 1 << 50
+	maxInfoFlops  = 1e18
 )
 
 // ErrBadInfo is the reason a NodeInfo from a peer is dropped.
@@ -46,7 +51,9 @@ func validateInfo(info *messages.NodeInfo, from peer.ID) error {
 		return fmt.Errorf("%w: version too long", ErrBadInfo)
 	case info.MemoryAvailableBytes > info.MemoryTotalBytes:
 		return fmt.Errorf("%w: memory available %d above total %d", ErrBadInfo, info.MemoryAvailableBytes, info.MemoryTotalBytes)
-	case info.ComputeFlops < 0 || info.ComputeFlops != info.ComputeFlops:
+	case info.MemoryTotalBytes > maxInfoMemory:
+		return fmt.Errorf("%w: memory %d bytes above the %d cap", ErrBadInfo, info.MemoryTotalBytes, uint64(maxInfoMemory))
+	case !(info.ComputeFlops >= 0 && info.ComputeFlops <= maxInfoFlops): // NaN too
 		return fmt.Errorf("%w: compute rate %v", ErrBadInfo, info.ComputeFlops)
 	}
 	for _, a := range info.Addrs {

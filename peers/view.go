@@ -95,9 +95,8 @@ func (a stamp) after(b stamp) bool {
 // tomb remembers a member that left, so a late copy of a heartbeat it sent
 // before leaving (relayed by a third node) does not bring it back.
 type tomb struct {
-	last         stamp
-	at           time.Time
-	disconnected bool
+	last stamp
+	at   time.Time
 }
 
 // tombLifetime outlasts GossipSub's seen-message cache (2 minutes), after
@@ -127,9 +126,9 @@ func newTable(self peer.ID, timeout time.Duration) *table {
 }
 
 // observe takes a validated heartbeat from id. connected says whether this
-// node has a direct connection to id now: a member dropped for a
-// disconnect is only taken back, within the timeout, once it is
-// reconnected or restarted (a new incarnation).
+// node has a direct connection to id now: a node joins the view only while
+// connected (so a member dropped for a disconnect comes back once it is
+// reconnected); a member's later heartbeats count either way.
 func (t *table) observe(id peer.ID, info *messages.NodeInfo, now time.Time, connected bool) (Event, bool) {
 	s := stamp{info.Incarnation, info.Seq}
 	if m, ok := t.members[id]; ok {
@@ -145,11 +144,14 @@ func (t *table) observe(id peer.ID, info *messages.NodeInfo, now time.Time, conn
 		t.version++
 		return Event{Kind: Updated, Member: *m, Version: t.version}, true
 	}
+	if !connected {
+		// Only a node this one has a direct connection to counts: a
+		// heartbeat relayed by gossip proves a key, not a reachable node
+		// (and a peer could sign heartbeats for many made-up nodes).
+		return Event{}, false
+	}
 	if tb, ok := t.tombs[id]; ok {
 		if !s.after(tb.last) {
-			return Event{}, false
-		}
-		if tb.disconnected && !connected && s.incarnation == tb.last.incarnation && now.Sub(tb.at) < t.timeout {
 			return Event{}, false
 		}
 		delete(t.tombs, id)
@@ -178,7 +180,7 @@ func (t *table) remove(id peer.ID, reason string, now time.Time) (Event, bool) {
 		return Event{}, false
 	}
 	delete(t.members, id)
-	t.tombs[id] = tomb{last: t.stamps[id], at: now, disconnected: reason == "disconnected"}
+	t.tombs[id] = tomb{last: t.stamps[id], at: now}
 	delete(t.stamps, id)
 	t.version++
 	return Event{Kind: Left, Member: *m, Version: t.version, Reason: reason}, true

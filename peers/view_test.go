@@ -2,6 +2,7 @@ package peers
 
 import (
 	"crypto/rand"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -30,7 +31,7 @@ func beat(id peer.ID, inc int64, seq uint64, mem uint64) *messages.NodeInfo {
 }
 
 func TestTable(t *testing.T) {
-	self, a, b := newID(t), newID(t), newID(t)
+	self, a, b, c := newID(t), newID(t), newID(t), newID(t)
 	t0 := time.Unix(1000, 0)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	tb := newTable(self, 2500*time.Millisecond)
@@ -75,7 +76,11 @@ func TestTable(t *testing.T) {
 		{"relayed a heartbeat while disconnected ignored", obs(a, 1, 4, 20, 3100, false), nil, []peer.ID{self, b}},
 		{"a reconnected rejoins", obs(a, 1, 5, 20, 3200, true), []EventKind{Joined}, []peer.ID{self, a, b}},
 		{"a disconnects again", rm(a, "disconnected", 3300), []EventKind{Left}, []peer.ID{self, b}},
-		{"a restarted (new incarnation) rejoins", obs(a, 2, 1, 20, 3400, false), []EventKind{Joined}, []peer.ID{self, a, b}},
+		{"a restarted (new incarnation) not yet connected", obs(a, 2, 1, 20, 3400, false), nil, []peer.ID{self, b}},
+		{"a restarted and connected rejoins", obs(a, 2, 2, 20, 3400, true), []EventKind{Joined}, []peer.ID{self, a, b}},
+		{"c heard of only through gossip does not count", obs(c, 1, 1, 1<<40, 3400, false), nil, []peer.ID{self, a, b}},
+		{"c connected joins", obs(c, 1, 2, 1<<40, 3400, true), []EventKind{Joined}, []peer.ID{self, a, b, c}},
+		{"c disconnects", rm(c, "disconnected", 3400), []EventKind{Left}, []peer.ID{self, a, b}},
 		{"remove unknown", rm(newID(t), "timeout", 3400), nil, []peer.ID{self, a, b}},
 		{"both expire", exp(10000), []EventKind{Left, Left}, []peer.ID{self}},
 	} {
@@ -158,7 +163,12 @@ func TestValidateInfo(t *testing.T) {
 		"too many addrs":   func(i *messages.NodeInfo) { i.Addrs = make([]string, maxInfoAddrs+1) },
 		"avail over total": func(i *messages.NodeInfo) { i.MemoryAvailableBytes = 3 },
 		"negative compute": func(i *messages.NodeInfo) { i.ComputeFlops = -1 },
-		"unnamed model":    func(i *messages.NodeInfo) { i.Models[0].Name = "" },
+		"infinite compute": func(i *messages.NodeInfo) { i.ComputeFlops = math.Inf(1) },
+		"absurd compute":   func(i *messages.NodeInfo) { i.ComputeFlops = 1e30 },
+		"absurd memory": func(i *messages.NodeInfo) {
+			i.MemoryTotalBytes, i.MemoryAvailableBytes = math.MaxUint64, math.MaxUint64
+		},
+		"unnamed model": func(i *messages.NodeInfo) { i.Models[0].Name = "" },
 	} {
 		info := ok()
 		mut(info)

@@ -15,6 +15,7 @@ package plan
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 
@@ -191,9 +192,11 @@ func Place(m Model, nodes []Node, opts Options) (Plan, error) {
 		Nodes: len(nodes), Context: opts.Context, Sessions: opts.Sessions,
 	}
 	for _, n := range sorted {
-		refusal.OfferedBytes += usable(n, opts)
+		// Saturating: members announce their memory, and a sum that
+		// wrapped would refuse every plan.
+		refusal.OfferedBytes = satAdd(refusal.OfferedBytes, usable(n, opts))
 	}
-	if refusal.WeightBytes+refusal.KVBytes > refusal.OfferedBytes {
+	if satAdd(refusal.WeightBytes, refusal.KVBytes) > refusal.OfferedBytes {
 		return Plan{}, refusal
 	}
 	for k := 1; k <= min(len(sorted), L); k++ {
@@ -213,6 +216,14 @@ func usable(n Node, o Options) uint64 {
 		return 0
 	}
 	return n.FreeBytes - o.ReserveBytes
+}
+
+// satAdd is a + b, or the largest uint64 when that overflows.
+func satAdd(a, b uint64) uint64 {
+	if s := a + b; s >= a {
+		return s
+	}
+	return math.MaxUint64
 }
 
 func maxOf(xs []uint64) uint64 {

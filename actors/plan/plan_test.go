@@ -290,3 +290,15 @@ func TestPlacementPrefersHolders(t *testing.T) {
 		t.Fatalf("holder with a near rate: %v %v", p, err)
 	}
 }
+
+// Memory is announced by the members themselves: claims whose sum
+// overflows must not wrap to a refusal.
+func TestHugeMemoryClaims(t *testing.T) {
+	m := uniform(8, 1*GB, 1*GB, 1*GB, 1<<10)
+	nodes := []Node{{ID: "a", FreeBytes: 1 << 63}, {ID: "b", FreeBytes: 1 << 63}}
+	p, err := Place(m, nodes, Options{Context: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(t, m, nodes, Options{Context: 1024}, p)
+}
