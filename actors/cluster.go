@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -134,6 +135,9 @@ type localModel struct {
 
 // SessionInfo describes an active session (for status APIs).
 type SessionInfo struct {
+	// ID is a label for the session: a hash of its ID, which lets whoever
+	// knows it (and the origin's inbox) step the session on its shards,
+	// so is never listed.
 	ID        string
 	Model     string
 	Stages    []StageInfo
@@ -592,7 +596,7 @@ func (r *run) start(ctx context.Context, seq []int) (int, error) {
 				delete(c.sessions, old)
 			}
 		}
-		r.info.ID = r.id
+		r.info.ID = sessionLabel(r.id)
 		// A fresh slice: Sessions() hands out copies that share it.
 		r.info.Stages = make([]StageInfo, 0, len(stages))
 		for _, s := range stages {
@@ -785,6 +789,13 @@ func (c *Cluster) logf(format string, args ...any) {
 	if c.opts.Logger != nil {
 		c.opts.Logger.Warn(fmt.Sprintf(format, args...))
 	}
+}
+
+// sessionLabel is the public label of a session ID: 48 bits of its
+// SHA-256, enough to tell sessions apart, useless to address one.
+func sessionLabel(id string) string {
+	h := sha256.Sum256([]byte(id))
+	return hex.EncodeToString(h[:6])
 }
 
 func newSessionID() string {

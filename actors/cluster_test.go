@@ -197,6 +197,14 @@ func TestCancelFreesKV(t *testing.T) {
 			if len(cl.Sessions()) != 1 {
 				t.Error("session not listed while running")
 			}
+			// Listed by a label, never by the ID that steps and frees it.
+			cl.mu.Lock()
+			for id, si := range cl.sessions {
+				if si.ID == id || si.ID != sessionLabel(id) {
+					t.Errorf("session %s listed as %q", id, si.ID)
+				}
+			}
+			cl.mu.Unlock()
 			kv := uint64(0)
 			for _, h := range lc.hosts {
 				for _, s := range h.Stats().Shards {
@@ -467,5 +475,46 @@ func TestMeasureCompute(t *testing.T) {
 	defer pool.Close()
 	if f := MeasureCompute(pool, 20*time.Millisecond); f < 1e8 {
 		t.Errorf("compute rate %.3g FLOP/s; a CPU manages more than 1e8", f)
+	}
+}
+
+// Only the origin's node may free a session: a FreeSession from another
+// node (the bridge stamps a peer's messages with its address) leaves it.
+func TestFreeSessionOnlyFromOrigin(t *testing.T) {
+	lc := newLocalCluster(t, 1, 4<<20, stories(t))
+	h := lc.dir[0].Host
+	res, err := lc.system.Root.RequestFuture(h, &messages.LoadShard{Shard: &messages.ShardSpec{Model: "stories260K", First: 0, End: 5, Layers: 5}}, time.Second).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	shardPID := &actor.PID{Address: h.Address, Id: res.(*messages.ShardLoaded).ActorId}
+	in := &inbox{ch: make(chan any, 8)}
+	self := lc.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return in }))
+	lc.system.Root.Send(shardPID, &messages.Forward{Session: "s", Count: 1, Tokens: []int32{1}, Context: 64, ReplyTo: fromPID(self), Sample: true})
+	select {
+	case m := <-in.ch:
+		if _, ok := m.(*messages.Token); !ok {
+			t.Fatalf("got %v", m)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no token")
+	}
+	sessions := func() uint32 { return lc.hosts[0].Stats().Shards[0].Sessions }
+	// From another node: the session stays.
+	intruder := actor.NewPID("12D3KooWIntruder", "future$1")
+	lc.system.Root.RequestWithCustomSender(shardPID, &messages.FreeSession{Session: "s"}, intruder)
+	// A round trip after it: the shard has handled the FreeSession.
+	if _, err := lc.system.Root.RequestFuture(shardPID, &messages.ShardStats{}, time.Second).Result(); err != nil {
+		t.Fatal(err)
+	}
+	if n := sessions(); n != 1 {
+		t.Fatalf("a FreeSession from another node freed the session (%d left)", n)
+	}
+	// From the origin's node: freed.
+	if _, err := lc.system.Root.RequestFuture(shardPID, &messages.FreeSession{Session: "s"}, time.Second).Result(); err != nil {
+		t.Fatal(err)
+	}
+	if n := sessions(); n != 0 {
+		t.Fatalf("the origin's FreeSession left %d sessions", n)
 	}
 }

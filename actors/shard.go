@@ -64,7 +64,9 @@ func (s *shard) Receive(ctx actor.Context) {
 			ctx.Send(toPID(m.ReplyTo), &messages.ForwardError{Session: m.Session, Stage: s.pid.Id, Error: s.host.label() + err.Error()})
 		}
 	case *messages.FreeSession:
-		s.free(m.Session)
+		if s.mayFree(m.Session, ctx.Sender()) {
+			s.free(m.Session)
+		}
 		if ctx.Sender() != nil {
 			ctx.Respond(&messages.FreeSession{Session: m.Session})
 		}
@@ -119,6 +121,18 @@ func (s *shard) sessionsOf(pid *actor.PID) []string {
 		}
 	}
 	return ids
+}
+
+// mayFree reports whether sender may free the session: only the node the
+// session's origin runs on (the bridge makes sure a peer's messages carry
+// its own address). A session not open here may be freed by anyone: that
+// only stops a Forward still in flight from opening it, and session IDs
+// are random and never published.
+func (s *shard) mayFree(session string, sender *actor.PID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss, ok := s.sessions[session]
+	return !ok || sender != nil && sender.Address == ss.origin.Address
 }
 
 func (s *shard) stats() *messages.ShardState {
