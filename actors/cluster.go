@@ -198,12 +198,32 @@ func (c *Cluster) Sessions() []SessionInfo {
 	return out
 }
 
+// model returns the tokenizer and profile of a model, opening its file on
+// first use. The file is opened and read without c.mu (which status
+// requests and every session need): two sessions may open it at once,
+// and the second copy is closed.
 func (c *Cluster) model(name string) (*localModel, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if m, ok := c.local[name]; ok {
+	m, ok := c.local[name]
+	c.mu.Unlock()
+	if ok {
 		return m, nil
 	}
+	m, err := c.open(name)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if other, ok := c.local[name]; ok {
+		m.file.Close()
+		return other, nil
+	}
+	c.local[name] = m
+	return m, nil
+}
+
+func (c *Cluster) open(name string) (*localModel, error) {
 	f, err := openModel(c.models, name)
 	if err != nil {
 		return nil, err
@@ -218,7 +238,6 @@ func (c *Cluster) model(name string) (*localModel, error) {
 		f.Close()
 		return nil, err
 	}
-	c.local[name] = m
 	return m, nil
 }
 

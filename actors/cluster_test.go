@@ -518,3 +518,67 @@ func TestFreeSessionOnlyFromOrigin(t *testing.T) {
 		t.Fatalf("the origin's FreeSession left %d sessions", n)
 	}
 }
+
+// slowStore is a ModelStore whose Path waits until released: a cold disk,
+// or headers fetched from a peer.
+type slowStore struct {
+	Files
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s *slowStore) Path(name string) (string, error) {
+	select {
+	case s.entered <- struct{}{}:
+	default:
+	}
+	<-s.release
+	return s.Files.Path(name)
+}
+
+// returnsWithin fails the test if f does not return within d.
+func returnsWithin(t *testing.T, d time.Duration, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { f(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Errorf("%s blocked while a model file was being opened", what)
+	}
+}
+
+// Loading a shard or opening a model does I/O; the host's and the
+// cluster's locks, which heartbeats (UsedBytes) and status requests need,
+// must not be held through it.
+func TestNoLockAcrossModelIO(t *testing.T) {
+	store := &slowStore{Files: stories(t), entered: make(chan struct{}, 2), release: make(chan struct{})}
+	system := NewSystem(nil)
+	defer system.Shutdown()
+	h := NewHost(HostConfig{Models: store, MemoryBytes: 4 << 20})
+	pid, err := system.Root.SpawnNamed(h.Props(), HostName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := system.Root.RequestFuture(pid, &messages.LoadShard{Shard: &messages.ShardSpec{Model: "stories260K", First: 0, End: 5, Layers: 5}}, 10*time.Second)
+	<-store.entered
+	returnsWithin(t, time.Second, "Host.UsedBytes", func() { h.UsedBytes() })
+	returnsWithin(t, time.Second, "Host.Stats", func() { h.Stats() })
+
+	c := NewCluster(system, StaticDirectory{{ID: "n0", Host: pid, MemoryBytes: 4 << 20, Models: []string{"stories260K"}}}, store, ClusterOptions{})
+	defer c.Close()
+	planned := make(chan error, 1)
+	go func() { _, _, err := c.Plan("stories260K"); planned <- err }()
+	<-store.entered
+	returnsWithin(t, time.Second, "Cluster.Sessions", func() { c.Sessions() })
+	returnsWithin(t, time.Second, "Cluster.LastStats", func() { c.LastStats() })
+
+	close(store.release)
+	res, err := f.Result()
+	if err != nil || res.(*messages.ShardLoaded).Error != "" {
+		t.Fatalf("load: %v %v", res, err)
+	}
+	if err := <-planned; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -168,15 +168,20 @@ func (h *Host) load(ctx actor.Context, spec *messages.ShardSpec) *messages.Shard
 	}
 	id := ShardID(spec)
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if s, ok := h.shards[id]; ok {
 		h.clock++
 		s.lastUse.Store(h.clock)
 		s.pin()
 		reply.ActorId, reply.Bytes = s.pid.Id, s.weightBytes
+		h.mu.Unlock()
 		return reply
 	}
-	f, err := h.fileLocked(spec.Model)
+	h.mu.Unlock()
+	// Opening the files and mapping the layers read the disk (and may
+	// fetch headers from peers), which can take long: without h.mu, which
+	// every heartbeat needs (UsedBytes). Only this actor adds shards, so
+	// nobody loads the same one meanwhile.
+	f, err := h.file(spec.Model)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -208,6 +213,8 @@ func (h *Host) load(ctx actor.Context, spec *messages.ShardSpec) *messages.Shard
 			bytes += prof.EmbedBytes // the output matrix is the embedding
 		}
 	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	if err := h.reserveLocked(bytes, fmt.Sprintf("loading %s", id), nil); err != nil {
 		return fail("%v", err)
 	}
@@ -258,9 +265,10 @@ func (h *Host) uses(model string) bool {
 	return false
 }
 
-// fileLocked returns the open files of a model (h.mu held), reopening
-// them when the store holds a new version.
-func (h *Host) fileLocked(name string) (*gguf.File, error) {
+// file returns the open files of a model, reopening them when the store
+// holds a new version. It takes h.mu only around the map: finding and
+// opening the files is I/O. Only the host actor calls it.
+func (h *Host) file(name string) (*gguf.File, error) {
 	path, version := "", 0
 	var err error
 	if v, ok := h.cfg.Models.(shardFetcher); ok {
@@ -272,15 +280,20 @@ func (h *Host) fileLocked(name string) (*gguf.File, error) {
 		return nil, err
 	}
 	key := fmt.Sprintf("%s\x00%d", path, version)
-	if f, ok := h.files[name]; ok {
-		if h.fileKeys[name] == key {
-			return f, nil
-		}
-		h.stale = append(h.stale, f)
+	h.mu.Lock()
+	if f, ok := h.files[name]; ok && h.fileKeys[name] == key {
+		h.mu.Unlock()
+		return f, nil
 	}
+	h.mu.Unlock()
 	f, err := gguf.Open(path)
 	if err != nil {
 		return nil, err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if old, ok := h.files[name]; ok {
+		h.stale = append(h.stale, old) // loaded shards may still read it
 	}
 	h.files[name], h.fileKeys[name] = f, key
 	return f, nil
