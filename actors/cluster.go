@@ -64,7 +64,9 @@ type ClusterOptions struct {
 	// may be refused by a stage that runs out of memory.
 	PlanSessions int
 	// StepTimeout bounds the wait for one token before the session
-	// rebuilds its ring and replays (a message lost on a cut link); 0 = 30 s.
+	// rebuilds its ring and replays: stages that do not answer a probe
+	// then (stuck, though their node still heartbeats) are left out of
+	// the new ring; else it was a message lost on a cut link. 0 = 30 s.
 	StepTimeout time.Duration
 	// Hidden is the activation encoding between stages (F32 default, F16 halves the bytes).
 	Hidden messages.HiddenType
@@ -734,9 +736,18 @@ func (r *run) waitFor(ctx context.Context, pos int, timeout time.Duration) (int,
 		case <-ctx.Done():
 			return 0, ctx.Err()
 		case <-timer.C:
-			// A message lost on a cut link: rebuild the ring and replay
-			// (nodes really gone leave the view meanwhile).
-			return 0, &stageLost{cause: fmt.Sprintf("no token for position %d within %v", pos, timeout)}
+			// A stage that is stuck (its node still heartbeats, so the
+			// view keeps it), or a message lost on a cut link: the stages
+			// that do not answer a probe either are left out of the next
+			// ring; then rebuild it and replay.
+			lost := &stageLost{cause: fmt.Sprintf("no token for position %d within %v", pos, timeout)}
+			if silent := r.silentStages(); len(silent) > 0 {
+				lost.node, lost.cause = silent[0], lost.cause+"; it does not answer"
+				for _, n := range silent[1:] {
+					r.excluded[n] = time.Now()
+				}
+			}
+			return 0, lost
 		case m := <-r.in.ch:
 			switch m := m.(type) {
 			case *actor.Terminated:
@@ -761,6 +772,27 @@ func (r *run) waitFor(ctx context.Context, pos int, timeout time.Duration) (int,
 			}
 		}
 	}
+}
+
+// maxProbe bounds the wait for a stage's answer to a probe after a step
+// timed out.
+const maxProbe = 5 * time.Second
+
+// silentStages asks every stage of the ring for its stats and returns the
+// nodes of those that do not answer within min(StepTimeout, maxProbe).
+func (r *run) silentStages() []string {
+	wait := min(r.c.opts.StepTimeout, maxProbe)
+	futures := make([]*actor.Future, len(r.stages))
+	for i, s := range r.stages {
+		futures[i] = r.c.system.Root.RequestFuture(s.pid, &messages.ShardStats{}, wait)
+	}
+	var silent []string
+	for i, f := range futures {
+		if _, err := f.Result(); err != nil && !slices.Contains(silent, r.stages[i].node) {
+			silent = append(silent, r.stages[i].node)
+		}
+	}
+	return silent
 }
 
 // observe reports one decode step: its round trip, and the transport

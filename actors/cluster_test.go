@@ -582,3 +582,45 @@ func TestNoLockAcrossModelIO(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// blackHoleHost answers LoadShard like a host, with a shard that never
+// answers anything: a node whose heartbeats go on but whose stage is stuck.
+func blackHoleHost(ctx actor.Context) {
+	if m, ok := ctx.Message().(*messages.LoadShard); ok {
+		hole := ctx.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
+		ctx.Respond(&messages.ShardLoaded{Shard: m.Shard, ActorId: hole.Id})
+	}
+}
+
+// A stage that stops answering is left out after a step timeout, and the
+// answer is still one node's.
+func TestStuckStageExcluded(t *testing.T) {
+	store := stories(t)
+	want := singleNode(t, store["stories260K"], engine.Request{MaxTokens: 40})
+	// The first ring's other shards never saw a step: unpinned at once, so
+	// the new ring may evict them.
+	defer func(d time.Duration) { pinFor = d }(pinFor)
+	pinFor = 0
+	lc := newLocalCluster(t, 4, 800e3, store)
+	hole, err := lc.system.Root.SpawnNamed(actor.PropsFromFunc(blackHoleHost), "black-hole")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := append([]Member(nil), lc.dir...)
+	dir[0].Host = hole
+	cl := NewCluster(lc.system, StaticDirectory(dir), store, ClusterOptions{PlanContext: 512, StepTimeout: time.Second})
+	defer cl.Close()
+	if p, _, err := cl.Plan("stories260K"); err != nil || p.Stages[0].Node != "n0" {
+		t.Fatalf("the stuck node is not in the plan: %v %v", p, err)
+	}
+	res, err := cl.Generate(context.Background(), Request{Model: "stories260K", MaxTokens: 40}, func(engine.Token) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Text != want.Text {
+		t.Errorf("text without the stuck stage differs:\n got %q\nwant %q", res.Text, want.Text)
+	}
+	if st := cl.LastStats(); st.Recoveries == 0 || st.Recoveries > 2 {
+		t.Errorf("%d recoveries, want 1 or 2", st.Recoveries)
+	}
+}

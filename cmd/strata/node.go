@@ -41,6 +41,7 @@ type nodeFlags struct {
 	listen, join                                                 []string
 	noMDNS, f16                                                  bool
 	context, parallel, threads                                   int
+	stepTimeout                                                  time.Duration
 }
 
 func nodeCmd() *cobra.Command {
@@ -92,6 +93,7 @@ others too, and strata models lists them.`,
 	fl.IntVar(&f.context, "context", 4096, "KV cache positions per session (at most the model's context length)")
 	fl.IntVar(&f.parallel, "parallel", 4, "sessions run at once; placement reserves KV memory for this many")
 	fl.IntVar(&f.threads, "threads", 0, "worker threads for the kernels (0: all cores)")
+	fl.DurationVar(&f.stepTimeout, "step-timeout", 30*time.Second, "wait for one token before a session leaves out the stages that do not answer and replays")
 	fl.BoolVar(&f.f16, "f16-activations", false, "send activations between nodes as f16 (half the bytes; output may differ slightly from one node)")
 
 	cmd.AddCommand(&cobra.Command{
@@ -206,6 +208,9 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 	if f.parallel < 0 || f.context < 0 {
 		return fmt.Errorf("--parallel and --context must be positive")
 	}
+	if f.stepTimeout < 0 || f.stepTimeout > 0 && f.stepTimeout < 100*time.Millisecond {
+		return fmt.Errorf("--step-timeout %v: at least 100ms (0: the default, 30s)", f.stepTimeout)
+	}
 	if f.parallel == 0 {
 		f.parallel = 4
 	}
@@ -233,7 +238,7 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 			MemoryBytes: memCap, Version: version, Logger: log,
 			OnSent: metrics.AddBytesSent,
 		},
-		Cluster: actors.ClusterOptions{PlanContext: f.context, PlanSessions: f.parallel, Metrics: metrics, Logger: log, Hidden: hiddenType(f.f16)},
+		Cluster: actors.ClusterOptions{PlanContext: f.context, PlanSessions: f.parallel, StepTimeout: f.stepTimeout, Metrics: metrics, Logger: log, Hidden: hiddenType(f.f16)},
 		Models:  cat,
 		Hub:     hfhub.FromEnv(),
 		Threads: f.threads,

@@ -163,6 +163,8 @@ func TestNodeErrors(t *testing.T) {
 		{"short secret", []string{"--secret", "hunter2"}, "too short"},
 		{"bad memory", []string{"--memory", "lots"}, "--memory: invalid size"},
 		{"public API without key", []string{"--api", "0.0.0.0:0"}, "not a loopback address"},
+		{"step timeout too short", []string{"--step-timeout", "1ms"}, "--step-timeout 1ms: at least 100ms"},
+		{"bad step timeout", []string{"--step-timeout", "soon"}, "invalid argument \"soon\" for \"--step-timeout\""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"node", "--data-dir", filepath.Join(dir, "d"), "--no-mdns", "--api", "127.0.0.1:0", "--listen", "/ip4/127.0.0.1/tcp/0"}, tc.args...)
