@@ -815,11 +815,11 @@ func (r *run) observe(step time.Duration) {
 // free releases the current ring's KV caches and waits (briefly) until
 // the live stages confirm, so a new ring's shards find the memory free.
 func (r *run) free() {
+	// Excluded nodes too: a node left out for not answering may be back
+	// in the next ring, and must not still hold this ring's KV cache. (A
+	// node that left the view fails its future at once.)
 	var futures []*actor.Future
 	for _, s := range r.stages {
-		if _, gone := r.excluded[s.node]; gone {
-			continue // gone; its memory went with it
-		}
 		futures = append(futures, r.c.system.Root.RequestFuture(s.pid, &messages.FreeSession{Session: r.id}, 2*time.Second))
 	}
 	for _, f := range futures {
