@@ -19,9 +19,9 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/discovery/mdns"
+	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
 	"github.com/libp2p/go-libp2p/p2p/security/noise"
 	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
-	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 	ma "github.com/multiformats/go-multiaddr"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
@@ -135,12 +135,17 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	rm, err := resourceManager()
+	if err != nil {
+		return nil, err
+	}
+	g := newGuard()
 	opts := []libp2p.Option{
 		libp2p.NoListenAddrs,
 		libp2p.Security(noise.ID, noise.New),
-		// No SO_REUSEPORT: a second node on a port in use must fail, not
-		// share the port and take half of the first one's connections.
-		libp2p.Transport(tcp.NewTCPTransport, tcp.DisableReuseport()),
+		libp2p.Transport(guardedTCP(g)),
+		libp2p.ConnectionGater(g),
+		libp2p.ResourceManager(rm),
 		libp2p.DisableRelay(),
 		libp2p.Ping(false),
 		libp2p.UserAgent("strata/" + cfg.Version),
@@ -217,6 +222,25 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	return n, nil
+}
+
+// resourceManager is libp2p's, with its default limits scaled to this
+// machine, except that connections in their handshake (the transient
+// scope) get room for many remote IPs' worth of the guard's per-IP
+// allowance, so that one address flooding the port cannot use it all up.
+func resourceManager() (network.ResourceManager, error) {
+	limits := rcmgr.DefaultLimits
+	libp2p.SetDefaultServiceLimits(&limits)
+	transient := rcmgr.PartialLimitConfig{Transient: rcmgr.ResourceLimits{
+		ConnsInbound: 32 * maxPendingPerIP,
+		Conns:        64 * maxPendingPerIP,
+		FD:           64 * maxPendingPerIP,
+	}}
+	rm, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(transient.Build(limits.AutoScale())))
+	if err != nil {
+		return nil, fmt.Errorf("libp2p resource manager: %w", err)
+	}
+	return rm, nil
 }
 
 func (cfg Config) withDefaults() (Config, []ma.Multiaddr, []peer.AddrInfo, error) {
