@@ -15,7 +15,7 @@ import (
 //
 //	0  magic    u32 "SVF1"
 //	4  crc      u32 CRC-32C of bytes 8..32+len (the rest of the header
-//	            and the payload)
+//	            and the payload; on equal-size links, up to the frame's end)
 //	8  seq      u64 message number (the caller's; consecutive)
 //	16 msgLen   u32 bytes of the whole message
 //	20 index    u32 this frame's place in the message
@@ -114,8 +114,10 @@ func (s *Sender) sendFrame(ctx context.Context, seq uint64, msgLen, index, count
 	buf := s.region.Buf[b*fb : (b+1)*fb]
 	n := putFrame(buf, seq, msgLen, index, count, part)
 	if s.caps.EqualSizes {
+		// The padding is checked too: every byte the link carried is.
 		clear(buf[n:])
 		n = fb
+		binary.LittleEndian.PutUint32(buf[4:], crc32.Checksum(buf[8:n], castagnoli))
 	}
 	for {
 		err := s.conn.PostSend(uint64(b), s.region, b*fb, n)
@@ -346,7 +348,11 @@ func (r *Receiver) check(f []byte) (seq uint64, msgLen, index, count int, payloa
 	if n > len(f)-frameHeader {
 		return 0, 0, 0, 0, nil, r.fault(ErrCorrupt, "truncated frame: %d of %d bytes", len(f)-frameHeader, n)
 	}
-	if crc32.Checksum(f[8:frameHeader+n], castagnoli) != binary.LittleEndian.Uint32(f[4:]) {
+	covered := f[8 : frameHeader+n]
+	if r.caps.EqualSizes {
+		covered = f[8:]
+	}
+	if crc32.Checksum(covered, castagnoli) != binary.LittleEndian.Uint32(f[4:]) {
 		return 0, 0, 0, 0, nil, r.fault(ErrCorrupt, "bad checksum")
 	}
 	seq = binary.LittleEndian.Uint64(f[8:])
