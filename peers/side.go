@@ -295,6 +295,36 @@ func (l *outLink) run() {
 		s.mu.Unlock()
 		close(l.done)
 	}()
+	// A link lost while the peer is still a member (a connection replaced,
+	// a dial before its addresses were known) is negotiated again.
+	for {
+		l.session()
+		if l.ctx.Err() != nil || !s.isMember(l.peer) {
+			return
+		}
+		l.mu.Lock()
+		l.up = false
+		l.mu.Unlock()
+		select {
+		case <-l.ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (s *side) isMember(p peer.ID) bool {
+	for _, m := range s.n.member.View().Members {
+		if m.ID == p {
+			return true
+		}
+	}
+	return false
+}
+
+// session negotiates the link and sends over it until it ends.
+func (l *outLink) session() {
+	s := l.s
 	st, conn, transport, err := l.negotiate()
 	if err != nil {
 		if s.ctx.Err() == nil {
