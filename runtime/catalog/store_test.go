@@ -3,6 +3,7 @@ package catalog
 import (
 	"bytes"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -171,5 +172,20 @@ func TestStoreBudget(t *testing.T) {
 	err = s.Reserve("c", int64(len(data)), func(m string) bool { return m == "b" })
 	if !errors.Is(err, ErrDiskBudget) || !strings.Contains(err.Error(), "--disk") {
 		t.Errorf("reserve past the budget with b in use: %v", err)
+	}
+}
+
+// A manifest from a peer whose tensor offset plus size wraps around int64
+// must not pass as lying inside its part.
+func TestManifestValidateOverflow(t *testing.T) {
+	sum := strings.Repeat("0", 64)
+	man := &Manifest{Name: "m", Parts: []ManifestPart{{Size: 1 << 20, HeaderBytes: 4096, HeaderSHA256: sum}},
+		Tensors: []ManifestTensor{{Name: "t", Part: 0, Offset: 8192, Size: math.MaxInt64 - 4096, SHA256: sum}}}
+	if err := man.Validate(); err == nil {
+		t.Fatal("a tensor of 2^63 bytes inside a 1 MiB part was accepted")
+	}
+	man.Tensors[0].Size = 1<<20 - 8192
+	if err := man.Validate(); err != nil {
+		t.Fatalf("a tensor filling the rest of its part: %v", err)
 	}
 }
