@@ -313,9 +313,13 @@ func TestOpenAIClientDisconnectCancels(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, hs.URL+path,
 			strings.NewReader(`{"model": "stories260K", "stream": true, "prompt": "x", "messages": [{"role": "user", "content": "x"}]}`))
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %s", path, resp.Status)
 		}
 		buf := make([]byte, 64)
 		if _, err := resp.Body.Read(buf); err != nil { // the stream has started

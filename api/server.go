@@ -47,6 +47,16 @@ type Config struct {
 	MaxPromptTokens int
 	// Logger receives failed generations; nil = silent.
 	Logger *slog.Logger
+	// AllowedHosts are names, besides localhost and IP addresses, that a
+	// request's Host may give when there is no APIKey ("*" = any). Other
+	// names are refused: a web page can rebind its own name to 127.0.0.1.
+	AllowedHosts []string
+	// ReadTimeout bounds how long a client takes to send a request's
+	// headers and body; 0 = 30 s.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds each write of an answer (each event of a
+	// stream), so a client that stops reading frees its slot; 0 = 30 s.
+	WriteTimeout time.Duration
 }
 
 // Server is the HTTP API of one node: the OpenAI-compatible endpoints,
@@ -85,6 +95,12 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics()
 	}
+	if cfg.ReadTimeout <= 0 {
+		cfg.ReadTimeout = 30 * time.Second
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 30 * time.Second
+	}
 	if cfg.Cluster == nil {
 		if l, ok := cfg.Generator.(*Local); ok {
 			cfg.Cluster = l.Status
@@ -112,14 +128,17 @@ func NewServer(cfg Config) (*Server, error) {
 	}))
 	s.Handle("GET /metrics", cfg.Metrics.Handler())
 	s.mux.Handle("/", dashboardHandler()) // public: static files only, no data
-	s.handler = s.mux
+	s.handler = s.guard(s.mux)
 	return s, nil
 }
 
 // Handle mounts an extra handler (e.g. a node's status endpoint) behind
-// the API key. Patterns are net/http.ServeMux patterns.
+// the API key. Patterns are net/http.ServeMux patterns. Like every route,
+// it is reached only through the Host, origin and content-type checks,
+// and its body (if any) is read in full, bounded in bytes and time,
+// before it runs.
 func (s *Server) Handle(pattern string, h http.Handler) {
-	s.mux.Handle(pattern, s.auth(h))
+	s.mux.Handle(pattern, s.auth(s.readBody(h)))
 }
 
 // Handler is the server's routes, for mounting or httptest.
@@ -149,7 +168,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ln.Close()
 		return fmt.Errorf("%w (%s)", ErrAPIKeyRequired, ln.Addr())
 	}
-	hs := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	// No WriteTimeout: answers stream for as long as a generation runs;
+	// each write gets its own deadline instead (Config.WriteTimeout).
+	hs := &http.Server{Handler: s.handler, ReadHeaderTimeout: min(10*time.Second, s.cfg.ReadTimeout), ReadTimeout: s.cfg.ReadTimeout,
+		IdleTimeout: 2 * time.Minute, BaseContext: func(net.Listener) context.Context { return ctx }}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {
