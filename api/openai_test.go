@@ -364,15 +364,16 @@ func TestFallbackAndTemplate(t *testing.T) {
 		t.Error("ChatTemplate not reported")
 	}
 	msgs := []Message{{"system", "Lily"}, {"user", "Tell a story"}, {"assistant", "Once"}, {"user", "More"}}
-	text, err := RenderChat(e.Tokenizer, msgs)
-	if err != nil {
-		t.Fatal(err)
+	prompt, err := RenderChat(context.Background(), e.Tokenizer, msgs)
+	if err != nil || !prompt.Template {
+		t.Fatal(err, prompt.Fallback)
 	}
+	text := prompt.Text
 	bos := e.Tokenizer.Token(e.Tokenizer.BOS())
 	if wantText := bos + "[Lily] user: Tell a story\nassistant: Once\nuser: More\nassistant:"; text != wantText {
 		t.Fatalf("rendered %q, want %q", text, wantText)
 	}
-	ids := encodeChat(e.Tokenizer, text)
+	ids := prompt.Encode(e.Tokenizer)
 	if ids[0] != e.Tokenizer.BOS() || ids[1] == e.Tokenizer.BOS() {
 		t.Errorf("want exactly one BOS: %v", ids[:4])
 	}
