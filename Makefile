@@ -49,7 +49,7 @@ bench:
 
 # Fuzz every parser and the sampler filters for FUZZTIME each (go test
 # -fuzz takes one target at a time).
-FUZZ_TARGETS := runtime/gguf:FuzzParse runtime/tokenizer:FuzzEncodeDecode runtime/tokenizer:FuzzSplitters peers:FuzzDecodeFrame runtime/sample:FuzzFilter
+FUZZ_TARGETS := runtime/gguf:FuzzParse runtime/chattemplate:FuzzRender runtime/tokenizer:FuzzEncodeDecode runtime/tokenizer:FuzzSplitters peers:FuzzDecodeFrame runtime/sample:FuzzFilter
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; name=$${t##*:}; \
