@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"strata/actors"
+	"strata/runtime/catalog"
 	"strata/runtime/engine"
 	"strata/runtime/sample"
 	"strata/runtime/tokenizer"
@@ -283,6 +284,9 @@ func parseStop(raw json.RawMessage) ([]string, *Error) {
 func (s *Server) lookup(name string) (ModelInfo, *tokenizer.Tokenizer, *Error) {
 	if name == "" {
 		return ModelInfo{}, nil, badRequest("model", "missing_required_parameter", "You must provide a model parameter.")
+	}
+	if err := catalog.ValidName(name); err != nil {
+		return ModelInfo{}, nil, badRequest("model", "invalid_value", "%v: a model name has no path separators, glob or control characters.", err)
 	}
 	info, tok, err := s.cfg.Models.Lookup(name)
 	if errors.Is(err, ErrModelNotFound) {

@@ -3,9 +3,12 @@ package api
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +16,7 @@ import (
 	"time"
 
 	"strata/actors"
+	"strata/internal/testdata"
 	"strata/runtime/engine"
 )
 
@@ -139,5 +143,62 @@ func TestHostileTemplateFallsBack(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), "chat template cannot be used"); n != 1 || !strings.Contains(logs.String(), "stack") {
 		t.Errorf("%d warnings: %s", n, logs.String())
+	}
+}
+
+// TestModelNamesAndCaches: glob characters are refused before any store
+// sees them; names that reach one file share what was read from it; no
+// file stays mapped; and at most maxFileModels models are kept.
+func TestModelNamesAndCaches(t *testing.T) {
+	src := testdata.Path(t, "gguf/stories260K.gguf")
+	files := actors.Files{}
+	var names []string
+	for i := range 200 { // 200 names for one file, as a glob once made of "z*", "z?", ...
+		n := fmt.Sprintf("alias%d", i)
+		files[n], names = src, append(names, n)
+	}
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for i := range maxFileModels + 4 { // and more distinct files than are kept
+		n := fmt.Sprintf("copy%d", i)
+		p := filepath.Join(dir, n+".gguf")
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files[n], names = p, append(names, n)
+	}
+	fm := NewFileModels(files, func() []string { return names }, 0)
+	defer fm.Close()
+	for _, n := range names[:200] {
+		if info, tok, err := fm.Lookup(n); err != nil || info.ID != n || tok == nil {
+			t.Fatalf("Lookup(%s): %+v, %v", n, info, err)
+		}
+	}
+	if n := fm.held(); n != 1 {
+		t.Errorf("200 names of one file: %d models kept, want 1", n)
+	}
+	if n := len(fm.List()); n != len(names) {
+		t.Errorf("List: %d models, want %d", n, len(names))
+	}
+	if n := fm.held(); n > maxFileModels {
+		t.Errorf("%d models kept, at most %d", n, maxFileModels)
+	}
+	if maps, err := os.ReadFile("/proc/self/maps"); err == nil {
+		if n := strings.Count(string(maps), "stories260K.gguf") + strings.Count(string(maps), dir); n != 0 {
+			t.Errorf("%d mappings of the model files remain", n)
+		}
+	}
+
+	_, hs := newTestServer(t, Config{Generator: &recordGen{}, Models: fm})
+	for _, name := range []string{"z*", "alias?", "[a]lias1", "alias1\n"} {
+		resp := post(t, hs.URL+"/v1/chat/completions", "", map[string]any{"model": name, "messages": []map[string]string{{"role": "user", "content": "x"}}})
+		var e errorBody
+		decode(t, resp, &e)
+		if resp.StatusCode != http.StatusBadRequest || e.Error == nil || !strings.Contains(e.Error.Message, "invalid model name") {
+			t.Errorf("model %q: %s %+v", name, resp.Status, e.Error)
+		}
 	}
 }

@@ -189,3 +189,22 @@ func TestManifestValidateOverflow(t *testing.T) {
 		t.Fatalf("a tensor filling the rest of its part: %v", err)
 	}
 }
+
+// Names come from clients: pattern and control characters are refused
+// before any store is searched.
+func TestValidNameRefusesPatterns(t *testing.T) {
+	for _, n := range []string{"z*", "stories260?", "[s]tories260K", "a\x00b", "a\nb", "../x", ""} {
+		if err := ValidName(n); err == nil {
+			t.Errorf("ValidName(%q) accepted it", n)
+		}
+	}
+	for _, n := range []string{"stories260K", "llama3.2:3b-instruct-q4_K_M", "hf-org-Model-Q4_K_M"} {
+		if err := ValidName(n); err != nil {
+			t.Errorf("ValidName(%q): %v", n, err)
+		}
+	}
+	dir := filepath.Dir(testdata.Path(t, "gguf/stories260K.gguf"))
+	if _, err := (Catalog{Dirs: []string{dir}}).Path("stories260*"); err == nil || errors.Is(err, ErrNotFound) {
+		t.Errorf("Path(stories260*): %v, want an invalid-name error", err)
+	}
+}
