@@ -54,7 +54,7 @@ fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; name=$${t##*:}; \
 		echo "== $$pkg $$name"; \
-		STRATA_TESTDATA=$(TESTDATA) $(GO) test ./$$pkg -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) || exit 1; \
+		STRATA_TESTDATA=$(TESTDATA) $(GO) test ./$$pkg -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -timeout 0 || exit 1; \
 	done
 
 # Regenerate messages/*.pb.go (committed): protoc from Debian's

@@ -114,8 +114,9 @@ func TestHugePromptRefusedBeforeTokenizing(t *testing.T) {
 		if resp.StatusCode != http.StatusBadRequest || e.Error == nil || e.Error.Code == nil || *e.Error.Code != "context_length_exceeded" {
 			t.Fatalf("%s: %s %+v", c.path, resp.Status, e.Error)
 		}
-		if d > 2*time.Second {
-			t.Errorf("%s: answered after %s: the prompt was tokenized first", c.path, d)
+		// Refused on its bytes: the answer cannot count its tokens.
+		if !strings.Contains(e.Error.Message, "bytes, so at least") {
+			t.Errorf("%s: %q after %s: the prompt was tokenized first", c.path, e.Error.Message, d)
 		}
 		t.Logf("%s: %s in %s", c.path, e.Error.Message, d)
 	}
@@ -141,7 +142,9 @@ func TestHostileTemplateFallsBack(t *testing.T) {
 			t.Errorf("prompt tokens %v, want the plain prompt's %v", gen.last(), want)
 		}
 	}
-	if n := strings.Count(logs.String(), "chat template cannot be used"); n != 1 || !strings.Contains(logs.String(), "stack") {
+	// The worker dies of the stack limit, or (slower under the race
+	// detector) is killed at the time limit first.
+	if n := strings.Count(logs.String(), "chat template cannot be used"); n != 1 || !strings.Contains(logs.String(), "broke a limit") {
 		t.Errorf("%d warnings: %s", n, logs.String())
 	}
 }
@@ -186,8 +189,8 @@ func TestModelNamesAndCaches(t *testing.T) {
 	if n := fm.held(); n > maxFileModels {
 		t.Errorf("%d models kept, at most %d", n, maxFileModels)
 	}
-	if maps, err := os.ReadFile("/proc/self/maps"); err == nil {
-		if n := strings.Count(string(maps), "stories260K.gguf") + strings.Count(string(maps), dir); n != 0 {
+	if maps, err := os.ReadFile("/proc/self/maps"); err == nil { // (the shared engine of other tests maps stories260K itself)
+		if n := strings.Count(string(maps), dir); n != 0 {
 			t.Errorf("%d mappings of the model files remain", n)
 		}
 	}
