@@ -225,7 +225,9 @@ func startWorker() (*worker, error) {
 		return nil, fmt.Errorf("%w: %v", ErrWorker, err)
 	}
 	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), workerEnv+"="+workerMagic)
+	// Nothing of this process's environment (API keys, the cluster's
+	// secret) goes to the worker: it needs none of it.
+	cmd.Env = []string{workerEnv + "=" + workerMagic, "GOMAXPROCS=2"}
 	cmd.ExtraFiles = []*os.File{reqR, respW}
 	cmd.Stdin, cmd.Stdout = nil, nil
 	w := &worker{cmd: cmd, in: reqW, out: respR, stderr: &tailBuffer{max: 2048}, done: make(chan struct{})}
