@@ -1,10 +1,13 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -119,7 +122,7 @@ func NewServer(cfg Config) (*Server, error) {
 		writeError(w, &Error{Status: http.StatusNotFound, Type: "invalid_request_error",
 			Message: fmt.Sprintf("Unknown request URL: %s %s.", r.Method, r.URL.Path)})
 	}))
-	s.Handle("POST /api/generate", s.admit(GenerateHandler(cfg.Generator)))
+	s.Handle("POST /api/generate", s.boundGenerate(s.admit(GenerateHandler(cfg.Generator))))
 	s.Handle("GET /api/cluster", ClusterHandler(cfg.Cluster))
 	s.Handle("GET /api/stats", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -230,6 +233,30 @@ func (s *Server) admit(h http.Handler) http.Handler {
 			return
 		}
 		defer s.queue.Release()
+		h.ServeHTTP(w, r)
+	})
+}
+
+// boundGenerate refuses an /api/generate prompt that cannot fit the
+// model's context by its bytes alone, before it queues and before the
+// cluster tokenizes it (fitsBytes). The body is already read in full.
+func (s *Server) boundGenerate(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var req struct {
+			Model  string `json:"model"`
+			Prompt string `json:"prompt"`
+		}
+		if json.Unmarshal(body, &req) == nil && req.Model != "" {
+			if info, tok, err := s.cfg.Models.Lookup(req.Model); err == nil {
+				if e := s.fitsBytes(info, tok, len(req.Prompt), "prompt"); e != nil {
+					s.metrics.request("generate", http.StatusBadRequest)
+					http.Error(w, e.Message, http.StatusBadRequest)
+					return
+				}
+			}
+		}
 		h.ServeHTTP(w, r)
 	})
 }
