@@ -41,7 +41,7 @@ type nodeFlags struct {
 	dataDir, secret, secretFile, memory, models, apiAddr, apiKey string
 	disk, transport, verbsFaults                                 string
 	stores                                                       string
-	listen, join                                                 []string
+	listen, join, allowedHosts                                   []string
 	noMDNS, f16, verbsApple                                      bool
 	context, parallel, threads                                   int
 }
@@ -91,6 +91,7 @@ others too, and strata models lists them.`,
 	fl.StringVar(&f.stores, "stores", defaultStores, "other stores to find models in (see strata models --help); \"none\" for only --models")
 	fl.StringVar(&f.apiAddr, "api", api.DefaultAddr, "address of the HTTP status API")
 	fl.StringVar(&f.apiKey, "api-key", "", "key the API requires (default $STRATA_API_KEY; needed when --api is not loopback)")
+	fl.StringSliceVar(&f.allowedHosts, "allowed-host", nil, "host name, besides localhost and IP addresses, that API requests may be addressed to when there is no API key (repeatable)")
 	fl.BoolVar(&f.noMDNS, "no-mdns", false, "do not look for peers on the LAN")
 	fl.IntVar(&f.context, "context", 4096, "KV cache positions per session (at most the model's context length)")
 	fl.IntVar(&f.parallel, "parallel", 4, "sessions run at once; placement reserves KV memory for this many")
@@ -267,7 +268,7 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 	)
 
 	srv, err := api.NewServer(api.Config{
-		Addr: ln.Addr().String(), APIKey: f.apiKey, Generator: full.Cluster, Metrics: metrics, Logger: log,
+		Addr: ln.Addr().String(), APIKey: f.apiKey, AllowedHosts: f.allowedHosts, Generator: full.Cluster, Metrics: metrics, Logger: log,
 		Models:    api.NewFileModels(full.Weights, func() []string { return clusterModels(cat, node) }, f.context),
 		Cluster:   func() api.ClusterStatus { return clusterStatus(full) },
 		MaxActive: f.parallel,
