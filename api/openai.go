@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"strata/actors"
+	"strata/runtime/catalog"
 	"strata/runtime/engine"
 	"strata/runtime/sample"
 	"strata/runtime/tokenizer"
@@ -284,6 +285,9 @@ func (s *Server) lookup(name string) (ModelInfo, *tokenizer.Tokenizer, *Error) {
 	if name == "" {
 		return ModelInfo{}, nil, badRequest("model", "missing_required_parameter", "You must provide a model parameter.")
 	}
+	if err := catalog.ValidName(name); err != nil {
+		return ModelInfo{}, nil, badRequest("model", "invalid_value", "%v: a model name has no path separators, glob or control characters.", err)
+	}
 	info, tok, err := s.cfg.Models.Lookup(name)
 	if errors.Is(err, ErrModelNotFound) {
 		return info, nil, modelNotFound(name)
@@ -303,6 +307,25 @@ func (s *Server) fits(info ModelInfo, n int) *Error {
 	if info.ContextLength > 0 && n >= info.ContextLength {
 		return badRequest("messages", "context_length_exceeded",
 			"This model's maximum context length is %d tokens; the prompt has %d tokens, which leaves no room for an answer.", info.ContextLength, n)
+	}
+	return nil
+}
+
+// fitsBytes rejects, before it is tokenized, a prompt of n bytes that
+// cannot fit: no token stands for more input than its own text, so it has
+// at least n/MaxTokenBytes tokens. Tokenizing megabytes takes seconds.
+func (s *Server) fitsBytes(info ModelInfo, tok *tokenizer.Tokenizer, n int, param string) *Error {
+	limit := s.cfg.MaxPromptTokens
+	if info.ContextLength > 0 && (limit <= 0 || info.ContextLength-1 < limit) {
+		limit = info.ContextLength - 1
+	}
+	if limit <= 0 {
+		return nil
+	}
+	per := max(tok.MaxTokenBytes(), 4)
+	if least := (n + per - 1) / per; least > limit {
+		return badRequest(param, "context_length_exceeded",
+			"The prompt has %d bytes, so at least %d tokens; this model takes at most %d.", n, least, limit)
 	}
 	return nil
 }
@@ -341,12 +364,23 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, "chat", e)
 		return
 	}
-	prompt, err := RenderChat(tok, msgs)
+	prompt, err := RenderChat(r.Context(), tok, msgs)
 	if err != nil {
-		s.fail(w, "chat", badRequest("messages", "invalid_value", "%v", err))
+		if r.Context().Err() != nil {
+			s.metrics.request("chat", 499)
+			return
+		}
+		s.fail(w, "chat", badRequest("messages", "invalid_value", "The model's chat template refused the messages: %v", err))
 		return
 	}
-	j.tokens = encodeChat(tok, prompt)
+	if prompt.Fallback != nil {
+		warnFallback(s.cfg.Logger, req.Model, tok.ChatTemplate(), prompt.Fallback)
+	}
+	if e := s.fitsBytes(info, tok, prompt.textBytes(), "messages"); e != nil {
+		s.fail(w, "chat", e)
+		return
+	}
+	j.tokens = prompt.Encode(tok)
 	if e := s.fits(info, len(j.tokens)); e != nil {
 		s.fail(w, "chat", e)
 		return
@@ -409,6 +443,10 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if ids == nil {
+		if e := s.fitsBytes(info, tok, len(text), "prompt"); e != nil {
+			s.fail(w, "completions", e)
+			return
+		}
 		ids = tok.Encode(text, true, false)
 	} else {
 		text = tok.Decode(ids)

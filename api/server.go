@@ -1,10 +1,13 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -47,6 +50,16 @@ type Config struct {
 	MaxPromptTokens int
 	// Logger receives failed generations; nil = silent.
 	Logger *slog.Logger
+	// AllowedHosts are names, besides localhost and IP addresses, that a
+	// request's Host may give when there is no APIKey ("*" = any). Other
+	// names are refused: a web page can rebind its own name to 127.0.0.1.
+	AllowedHosts []string
+	// ReadTimeout bounds how long a client takes to send a request's
+	// headers and body; 0 = 30 s.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds each write of an answer (each event of a
+	// stream), so a client that stops reading frees its slot; 0 = 30 s.
+	WriteTimeout time.Duration
 }
 
 // Server is the HTTP API of one node: the OpenAI-compatible endpoints,
@@ -85,6 +98,12 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics()
 	}
+	if cfg.ReadTimeout <= 0 {
+		cfg.ReadTimeout = 30 * time.Second
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 30 * time.Second
+	}
 	if cfg.Cluster == nil {
 		if l, ok := cfg.Generator.(*Local); ok {
 			cfg.Cluster = l.Status
@@ -103,7 +122,7 @@ func NewServer(cfg Config) (*Server, error) {
 		writeError(w, &Error{Status: http.StatusNotFound, Type: "invalid_request_error",
 			Message: fmt.Sprintf("Unknown request URL: %s %s.", r.Method, r.URL.Path)})
 	}))
-	s.Handle("POST /api/generate", s.admit(GenerateHandler(cfg.Generator)))
+	s.Handle("POST /api/generate", s.boundGenerate(s.admit(GenerateHandler(cfg.Generator))))
 	s.Handle("GET /api/cluster", ClusterHandler(cfg.Cluster))
 	s.Handle("GET /api/stats", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -112,14 +131,17 @@ func NewServer(cfg Config) (*Server, error) {
 	}))
 	s.Handle("GET /metrics", cfg.Metrics.Handler())
 	s.mux.Handle("/", dashboardHandler()) // public: static files only, no data
-	s.handler = s.mux
+	s.handler = s.guard(s.mux)
 	return s, nil
 }
 
 // Handle mounts an extra handler (e.g. a node's status endpoint) behind
-// the API key. Patterns are net/http.ServeMux patterns.
+// the API key. Patterns are net/http.ServeMux patterns. Like every route,
+// it is reached only through the Host, origin and content-type checks,
+// and its body (if any) is read in full, bounded in bytes and time,
+// before it runs.
 func (s *Server) Handle(pattern string, h http.Handler) {
-	s.mux.Handle(pattern, s.auth(h))
+	s.mux.Handle(pattern, s.auth(s.readBody(h)))
 }
 
 // Handler is the server's routes, for mounting or httptest.
@@ -149,7 +171,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ln.Close()
 		return fmt.Errorf("%w (%s)", ErrAPIKeyRequired, ln.Addr())
 	}
-	hs := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	// No WriteTimeout: answers stream for as long as a generation runs;
+	// each write gets its own deadline instead (Config.WriteTimeout).
+	hs := &http.Server{Handler: s.handler, ReadHeaderTimeout: min(10*time.Second, s.cfg.ReadTimeout), ReadTimeout: s.cfg.ReadTimeout,
+		IdleTimeout: 2 * time.Minute, BaseContext: func(net.Listener) context.Context { return ctx }}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {
@@ -208,6 +233,30 @@ func (s *Server) admit(h http.Handler) http.Handler {
 			return
 		}
 		defer s.queue.Release()
+		h.ServeHTTP(w, r)
+	})
+}
+
+// boundGenerate refuses an /api/generate prompt that cannot fit the
+// model's context by its bytes alone, before it queues and before the
+// cluster tokenizes it (fitsBytes). The body is already read in full.
+func (s *Server) boundGenerate(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var req struct {
+			Model  string `json:"model"`
+			Prompt string `json:"prompt"`
+		}
+		if json.Unmarshal(body, &req) == nil && req.Model != "" {
+			if info, tok, err := s.cfg.Models.Lookup(req.Model); err == nil {
+				if e := s.fitsBytes(info, tok, len(req.Prompt), "prompt"); e != nil {
+					s.metrics.request("generate", http.StatusBadRequest)
+					http.Error(w, e.Message, http.StatusBadRequest)
+					return
+				}
+			}
+		}
 		h.ServeHTTP(w, r)
 	})
 }

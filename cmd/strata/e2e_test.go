@@ -110,7 +110,9 @@ func newCluster(t *testing.T, bin string, models map[string]string, n int, memor
 			}
 		}
 	})
-	c.waitMembers(c.nodes[0], n)
+	for _, p := range c.nodes { // every node asked later must see all n
+		c.waitMembers(p, n)
+	}
 	return c
 }
 
