@@ -71,6 +71,11 @@ func waitLink(t *testing.T, a *peers.Node, b peer.ID, transport string) {
 	t.Fatalf("no %s link from %s to %s; links: %+v", transport, a.ID(), b, a.Links())
 }
 
+// sinkActor lets peers send activations to the "sink" actor.
+var sinkActor = peerstest.WithConfig(func(cfg *peers.Config) {
+	cfg.Inbound = []peers.Inbound{{Actor: "sink", Types: []string{"strata.Forward"}}}
+})
+
 // sendAll sends n activations from a to a sink on b and checks that all
 // arrive once, in order, bit for bit.
 func sendAll(t *testing.T, c *peerstest.Cluster, n int) {
@@ -112,7 +117,7 @@ func TestSideChannelDelivers(t *testing.T) {
 		{"tcp", peers.TransportTCP, peers.TransportTCP, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := peerstest.New(t, 2, peerstest.WithConfig(func(cfg *peers.Config) {
+			c := peerstest.New(t, 2, sinkActor, peerstest.WithConfig(func(cfg *peers.Config) {
 				cfg.Transport = tc.transport
 				cfg.Verbs.Apple = tc.apple
 			}))
@@ -139,7 +144,7 @@ func TestSideChannelFaults(t *testing.T) {
 	for _, apple := range []bool{false, true} {
 		for _, f := range []verbs.Fault{verbs.Drop, verbs.Truncate, verbs.Corrupt, verbs.Reorder, verbs.Stall} {
 			t.Run(fmt.Sprintf("apple=%v/%v", apple, f), func(t *testing.T) {
-				c := peerstest.New(t, 2, peerstest.WithConfig(func(cfg *peers.Config) {
+				c := peerstest.New(t, 2, sinkActor, peerstest.WithConfig(func(cfg *peers.Config) {
 					cfg.Verbs.Apple = apple
 					cfg.Verbs.Stall = 300 * time.Millisecond
 					cfg.Verbs.Faults = func(peer.ID) func(int) verbs.Fault {
