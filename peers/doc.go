@@ -42,9 +42,14 @@
 //
 // Node.ActorSystem() is an ordinary protoactor-go actor system whose PIDs
 // carry the node's peer ID as their address. Node.PID(peerID, name) names
-// an actor on any node; sending to it, Request/Respond, futures, Poison,
-// Stop and Watch work as they do locally:
+// an actor on any node; sending to it, Request/Respond, futures and Watch
+// work as they do locally, for the actors and message types the receiving
+// node lists in Config.Inbound (a peer is trusted to ask for work, not to
+// end actors: Stop and PoisonPill never cross nodes). A future waiting
+// for a peer's answer fails (ErrDeadLetter) as soon as that peer leaves
+// the view:
 //
+//	// node B's Config.Inbound: []peers.Inbound{{Actor: "shard-0", Types: []string{"strata.Ping"}}}
 //	system := node.ActorSystem()
 //	system.Root.SpawnNamed(props, "shard-0")                     // on node B
 //	pid := node.PID(nodeB, "shard-0")                             // on node A
@@ -52,16 +57,19 @@
 //
 // Messages must be protobuf messages: any generated type linked into the
 // binary (protoregistry.GlobalTypes, or Config.Types) can be sent, so a new
-// message is a .proto file in messages/ and `make proto`, nothing more.
+// message is a .proto file in messages/, `make proto`, and an entry in
+// the receiver's Config.Inbound.
 // Each sender marshals in its own goroutine; one writer per remote peer
 // writes frames in order onto one stream (ActorProtocol), so messages from
 // one node to another arrive in the order sent; delivery is at most once
 // (a broken stream loses what was in flight, and the next message opens a
 // new one). A frame is a 4-byte length, an Envelope (target, sender, type
 // name, header) and the payload (messages/envelope.proto); frames are
-// capped at Config.MaxMessageBytes (64 MiB). An oversized, truncated or
-// undecodable frame, an unknown type or a misplaced system message closes
-// that stream with one log line.
+// capped at Config.MaxMessageBytes (64 MiB), read as their bytes arrive
+// (not as announced), and one peer's frames in flight hold at most twice
+// that. An oversized, truncated or undecodable frame, an unknown type, a
+// misplaced system message, or a message the allowlist refuses closes
+// that stream with one log line. See SECURITY.md.
 //
 // Watch across nodes: an actor watching a remote PID gets Terminated when
 // the remote actor stops (Why Stopped), when it does not exist (NotFound),
