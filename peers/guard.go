@@ -158,3 +158,27 @@ func guardedTCP(g *guard) func(transport.Upgrader, network.ResourceManager) (*tc
 		return tcp.NewTCPTransport(guardedUpgrader{up, g}, rm, nil, tcp.DisableReuseport())
 	}
 }
+
+// The TCP transport sets keepalive and linger on accepted connections when
+// they can: pass them through to the socket.
+
+func (c *guardedConn) SetKeepAlive(on bool) error {
+	if k, ok := c.Conn.(interface{ SetKeepAlive(bool) error }); ok {
+		return k.SetKeepAlive(on)
+	}
+	return nil
+}
+
+func (c *guardedConn) SetKeepAlivePeriod(d time.Duration) error {
+	if k, ok := c.Conn.(interface{ SetKeepAlivePeriod(time.Duration) error }); ok {
+		return k.SetKeepAlivePeriod(d)
+	}
+	return nil
+}
+
+func (c *guardedConn) SetLinger(sec int) error {
+	if k, ok := c.Conn.(interface{ SetLinger(int) error }); ok {
+		return k.SetLinger(sec)
+	}
+	return nil
+}
