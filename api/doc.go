@@ -4,7 +4,8 @@
 //
 //	POST /v1/chat/completions  chat, rendered with the model's GGUF chat template (SSE with "stream": true)
 //	POST /v1/completions       plain continuation of a prompt (SSE with "stream": true)
-//	GET  /v1/models            the models this node can serve; GET /v1/models/{id} one of them
+//	POST /v1/messages          Anthropic Messages API (named SSE events with "stream": true)
+//	GET  /v1/models            the models this node can serve, readable by OpenAI's and Anthropic's clients; GET /v1/models/{id} one of them
 //	POST /api/generate         strata's minimal NDJSON stream (strata run --api)
 //	GET  /api/cluster          members, memory, the layers each holds, active sessions
 //	GET  /api/stats            live tokens/s, queue and per-peer link figures (the dashboard polls it)

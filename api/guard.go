@@ -30,7 +30,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		defer tw.extend()
 		if !s.hostAllowed(r.Host) {
 			s.metrics.request("guard", http.StatusForbidden)
-			writeError(tw, &Error{Status: http.StatusForbidden, Type: "invalid_request_error", Code: strPtr("host_not_allowed"),
+			writeErrorShape(tw, shapeOfPath(r.URL.Path), &Error{Status: http.StatusForbidden, Type: "invalid_request_error", Code: strPtr("host_not_allowed"),
 				Message: fmt.Sprintf("Host %q is not allowed: this API answers to localhost and IP addresses (and the names given with --allowed-host).", r.Host)})
 			return
 		}
@@ -39,14 +39,14 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		if !static || !safeMethod(r.Method) {
 			if why := crossOrigin(r); why != "" {
 				s.metrics.request("guard", http.StatusForbidden)
-				writeError(tw, &Error{Status: http.StatusForbidden, Type: "invalid_request_error", Code: strPtr("cross_origin"),
+				writeErrorShape(tw, shapeOfPath(r.URL.Path), &Error{Status: http.StatusForbidden, Type: "invalid_request_error", Code: strPtr("cross_origin"),
 					Message: "Cross-origin requests are refused (" + why + "); call the API from its own dashboard or from a program."})
 				return
 			}
 		}
 		if !static && !safeMethod(r.Method) && !isJSON(r.Header.Get("Content-Type")) {
 			s.metrics.request("guard", http.StatusUnsupportedMediaType)
-			writeError(tw, &Error{Status: http.StatusUnsupportedMediaType, Type: "invalid_request_error", Code: strPtr("unsupported_media_type"),
+			writeErrorShape(tw, shapeOfPath(r.URL.Path), &Error{Status: http.StatusUnsupportedMediaType, Type: "invalid_request_error", Code: strPtr("unsupported_media_type"),
 				Message: fmt.Sprintf("The request body must be JSON, sent with \"Content-Type: application/json\" (got %q).", r.Header.Get("Content-Type"))})
 			return
 		}

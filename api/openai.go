@@ -14,9 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"strata/actors"
 	"strata/runtime/catalog"
-	"strata/runtime/engine"
 	"strata/runtime/sample"
 	"strata/runtime/tokenizer"
 )
@@ -145,25 +143,27 @@ type CompletionChoice struct {
 	FinishReason *string   `json:"finish_reason"`
 }
 
-// ModelList is the body of GET /v1/models.
+// ModelList is the body of GET /v1/models, readable by OpenAI's clients
+// (object, data[].id/object/created/owned_by) and Anthropic's
+// (data[].type/id/display_name/created_at, has_more, first_id, last_id).
 type ModelList struct {
-	Object string      `json:"object"` // "list"
-	Data   []ModelInfo `json:"data"`
+	Object  string       `json:"object"` // "list"
+	Data    []ModelEntry `json:"data"`
+	HasMore bool         `json:"has_more"`
+	FirstID *string      `json:"first_id"`
+	LastID  *string      `json:"last_id"`
 }
 
-// job is one validated generation request, ready to queue.
-type job struct {
-	endpoint string // for metrics: "chat" or "completions"
-	model    string
-	tokens   []int
-	echo     string // prompt text to send before the answer (completions echo)
-	maxTok   int
-	params   sample.Params
-	stop     []string
-	stream   bool
-	usage    bool // stream a usage chunk
-	id       string
-	created  int64
+// ModelEntry is a ModelInfo with the fields Anthropic's model object adds.
+type ModelEntry struct {
+	ModelInfo
+	Type        string `json:"type"`         // "model"
+	DisplayName string `json:"display_name"` // the id
+	CreatedAt   string `json:"created_at"`   // RFC 3339
+}
+
+func modelEntry(m ModelInfo) ModelEntry {
+	return ModelEntry{ModelInfo: m, Type: "model", DisplayName: m.ID, CreatedAt: time.Unix(m.Created, 0).UTC().Format(time.RFC3339)}
 }
 
 // readJSON decodes a bounded request body into v.
@@ -359,33 +359,15 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		}
 		msgs[i] = Message{Role: role, Content: text}
 	}
-	info, tok, e := s.lookup(req.Model)
-	if e != nil {
-		s.fail(w, "chat", e)
-		return
-	}
-	prompt, err := RenderChat(r.Context(), tok, msgs)
-	if err != nil {
-		if r.Context().Err() != nil {
+	if e := s.chatPrompt(r.Context(), j, msgs, "messages"); e != nil || r.Context().Err() != nil {
+		if e != nil {
+			s.fail(w, "chat", e)
+		} else {
 			s.metrics.request("chat", 499)
-			return
 		}
-		s.fail(w, "chat", badRequest("messages", "invalid_value", "The model's chat template refused the messages: %v", err))
 		return
 	}
-	if prompt.Fallback != nil {
-		warnFallback(s.cfg.Logger, req.Model, tok.ChatTemplate(), prompt.Fallback)
-	}
-	if e := s.fitsBytes(info, tok, prompt.textBytes(), "messages"); e != nil {
-		s.fail(w, "chat", e)
-		return
-	}
-	j.tokens = prompt.Encode(tok)
-	if e := s.fits(info, len(j.tokens)); e != nil {
-		s.fail(w, "chat", e)
-		return
-	}
-	s.run(w, r, j, start)
+	s.run(w, r, j, openAIOut(w, j), start)
 }
 
 var roles = map[string]bool{"system": true, "developer": true, "user": true, "assistant": true, "tool": true}
@@ -458,13 +440,13 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, "completions", badRequest("prompt", "invalid_value", "The prompt is empty and this vocabulary adds no BOS."))
 		return
 	}
-	j.tokens = ids
+	j.tokens, j.tok = ids, tok
 	if e := s.fits(info, len(ids)); e != nil {
 		e.Param = strPtr("prompt")
 		s.fail(w, "completions", e)
 		return
 	}
-	s.run(w, r, j, start)
+	s.run(w, r, j, openAIOut(w, j), start)
 }
 
 // parsePrompt accepts a string, [string], [ids] or [[ids]].
@@ -507,11 +489,14 @@ func parsePrompt(raw json.RawMessage, vocab int) (string, []int, *Error) {
 }
 
 func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
-	list := s.cfg.Models.List()
-	if list == nil {
-		list = []ModelInfo{}
+	list := ModelList{Object: "list", Data: []ModelEntry{}}
+	for _, m := range s.cfg.Models.List() {
+		list.Data = append(list.Data, modelEntry(m))
 	}
-	s.writeJSON(w, "models", ModelList{Object: "list", Data: list})
+	if n := len(list.Data); n > 0 {
+		list.FirstID, list.LastID = &list.Data[0].ID, &list.Data[n-1].ID
+	}
+	s.writeJSON(w, "models", list)
 }
 
 func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
@@ -520,7 +505,7 @@ func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, "models", e)
 		return
 	}
-	s.writeJSON(w, "models", info)
+	s.writeJSON(w, "models", modelEntry(info))
 }
 
 func (s *Server) writeJSON(w http.ResponseWriter, endpoint string, v any) {
@@ -530,95 +515,31 @@ func (s *Server) writeJSON(w http.ResponseWriter, endpoint string, v any) {
 }
 
 func (s *Server) fail(w http.ResponseWriter, endpoint string, e *Error) {
-	writeError(w, e)
+	writeErrorShape(w, shapeOf(endpoint), e)
 	s.metrics.request(endpoint, e.Status)
 }
 
-// run queues j, generates, and answers as JSON or as server-sent events.
-// The generation runs under the request's context: a client that goes
-// away cancels it, and so does a failed write.
-func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job, start time.Time) {
-	ctx := r.Context()
-	if err := s.queue.Acquire(ctx); err != nil {
-		if errors.Is(err, ErrQueueFull) {
-			_, waiting := s.queue.Len()
-			s.fail(w, j.endpoint, queueFull(waiting))
-		} else {
-			s.metrics.request(j.endpoint, 499) // client closed the request while queued
-		}
-		return
-	}
-	defer s.queue.Release()
-
-	var out streamer
+// openAIOut is the streamer of a chat or completions answer.
+func openAIOut(w http.ResponseWriter, j *job) streamer {
 	if j.stream {
-		out = &sseWriter{w: w, rc: http.NewResponseController(w), j: j}
-	} else {
-		out = &collector{j: j}
+		return &sseWriter{w: w, rc: http.NewResponseController(w), j: j}
 	}
-	if j.echo != "" {
-		out.text(j.echo)
-	}
-	first := true
-	res, err := s.cfg.Generator.Generate(ctx, actors.Request{Model: j.model, Tokens: j.tokens, MaxTokens: j.maxTok, Sampling: j.params, Stop: j.stop},
-		func(t engine.Token) error {
-			if first {
-				s.metrics.firstToken(time.Since(start))
-				first = false
-			}
-			s.metrics.token(j.model)
-			if t.Text == "" {
-				return nil
-			}
-			return out.text(t.Text)
-		})
-	s.metrics.finished(j.model, res.PromptTokens, len(res.Tokens), res.DecodeDuration)
-	usage := Usage{PromptTokens: len(j.tokens), CompletionTokens: len(res.Tokens)}
-	usage.TotalTokens = usage.PromptTokens + usage.CompletionTokens
-	if err != nil {
-		if ctx.Err() != nil {
-			s.metrics.request(j.endpoint, 499)
-			return
-		}
-		e := serverError(err)
-		if errors.Is(err, ErrModelNotFound) {
-			e = modelNotFound(j.model)
-		}
-		if s.cfg.Logger != nil {
-			s.cfg.Logger.Warn("generation failed", "model", j.model, "err", err)
-		}
-		if sw, ok := out.(*sseWriter); ok && sw.started {
-			sw.event(errorBody{e})
-			s.metrics.request(j.endpoint, http.StatusOK)
-			return
-		}
-		s.fail(w, j.endpoint, e)
-		return
-	}
-	reason := res.FinishReason
-	if reason == "" {
-		reason = engine.FinishStop
-	}
-	if err := out.finish(w, reason, usage); err == nil {
-		s.metrics.request(j.endpoint, http.StatusOK)
-	}
-}
-
-// streamer receives the answer's text as it is generated.
-type streamer interface {
-	text(s string) error
-	finish(w http.ResponseWriter, reason string, usage Usage) error
+	return &collector{w: w, j: j}
 }
 
 // collector gathers a non-streaming answer.
 type collector struct {
+	w http.ResponseWriter
 	j *job
 	b strings.Builder
 }
 
 func (c *collector) text(s string) error { c.b.WriteString(s); return nil }
 
-func (c *collector) finish(w http.ResponseWriter, reason string, usage Usage) error {
+func (c *collector) failed(*Error) bool { return false }
+
+func (c *collector) finish(f finish) error {
+	w, reason, usage := c.w, f.reason, f.usage
 	var v any
 	if c.j.endpoint == "chat" {
 		v = ChatCompletion{ID: c.j.id, Object: "chat.completion", Created: c.j.created, Model: c.j.model, Usage: usage,
@@ -689,7 +610,16 @@ func (s *sseWriter) text(t string) error {
 	return s.event(s.completionChunk(t, nil))
 }
 
-func (s *sseWriter) finish(_ http.ResponseWriter, reason string, usage Usage) error {
+func (s *sseWriter) failed(e *Error) bool {
+	if !s.started {
+		return false
+	}
+	s.event(errorBody{e})
+	return true
+}
+
+func (s *sseWriter) finish(f finish) error {
+	reason, usage := f.reason, f.usage
 	if err := s.begin(); err != nil {
 		return err
 	}

@@ -116,6 +116,7 @@ func NewServer(cfg Config) (*Server, error) {
 
 	s.Handle("POST /v1/chat/completions", http.HandlerFunc(s.handleChat))
 	s.Handle("POST /v1/completions", http.HandlerFunc(s.handleCompletions))
+	s.Handle("POST /v1/messages", http.HandlerFunc(s.handleMessages))
 	s.Handle("GET /v1/models", http.HandlerFunc(s.handleModels))
 	s.Handle("GET /v1/models/{model}", http.HandlerFunc(s.handleModel))
 	s.Handle("/v1/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -203,7 +204,9 @@ func IsLoopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// auth requires the API key when one is configured.
+// auth requires the API key when one is configured, as
+// "Authorization: Bearer KEY" (OpenAI's clients, Ollama's) or
+// "x-api-key: KEY" (Anthropic's).
 func (s *Server) auth(h http.Handler) http.Handler {
 	if s.cfg.APIKey == "" {
 		return h
@@ -211,14 +214,21 @@ func (s *Server) auth(h http.Handler) http.Handler {
 	want := []byte(s.cfg.APIKey)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		switch {
-		case !ok || strings.TrimSpace(got) == "":
-			s.fail(w, "auth", unauthorized("You didn't provide an API key. Send it as \"Authorization: Bearer KEY\"."))
-		case subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), want) != 1:
-			s.fail(w, "auth", unauthorized("Incorrect API key provided."))
+		if !ok || strings.TrimSpace(got) == "" {
+			got = r.Header.Get("X-Api-Key")
+		}
+		var e *Error
+		switch got = strings.TrimSpace(got); {
+		case got == "":
+			e = unauthorized("You didn't provide an API key. Send it as \"Authorization: Bearer KEY\" or \"x-api-key: KEY\".")
+		case subtle.ConstantTimeCompare([]byte(got), want) != 1:
+			e = unauthorized("Incorrect API key provided.")
 		default:
 			h.ServeHTTP(w, r)
+			return
 		}
+		writeErrorShape(w, shapeOfPath(r.URL.Path), e)
+		s.metrics.request("auth", e.Status)
 	})
 }
 
