@@ -6,7 +6,10 @@
 //	POST /v1/completions       plain continuation of a prompt (SSE with "stream": true)
 //	POST /v1/messages          Anthropic Messages API (named SSE events with "stream": true)
 //	GET  /v1/models            the models this node can serve, readable by OpenAI's and Anthropic's clients; GET /v1/models/{id} one of them
-//	POST /api/generate         strata's minimal NDJSON stream (strata run --api)
+//	POST /api/chat             Ollama's chat (NDJSON stream unless "stream": false)
+//	POST /api/generate         Ollama's generate (template applied unless "raw"; "context" continues an answer)
+//	GET  /api/tags             Ollama's model list; POST /api/show, GET /api/ps, GET /api/version likewise
+//	POST /api/strata/generate  strata's own NDJSON stream with token ids and timings (strata run --api)
 //	GET  /api/cluster          members, memory, the layers each holds, active sessions
 //	GET  /api/stats            live tokens/s, queue and per-peer link figures (the dashboard polls it)
 //	GET  /metrics              Prometheus text format

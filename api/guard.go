@@ -44,7 +44,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 				return
 			}
 		}
-		if !static && !safeMethod(r.Method) && !isJSON(r.Header.Get("Content-Type")) {
+		if !static && !safeMethod(r.Method) && !isJSON(r.Header.Get("Content-Type")) && !s.untypedJSONAllowed(r) {
 			s.metrics.request("guard", http.StatusUnsupportedMediaType)
 			writeErrorShape(tw, shapeOfPath(r.URL.Path), &Error{Status: http.StatusUnsupportedMediaType, Type: "invalid_request_error", Code: strPtr("unsupported_media_type"),
 				Message: fmt.Sprintf("The request body must be JSON, sent with \"Content-Type: application/json\" (got %q).", r.Header.Get("Content-Type"))})
@@ -105,6 +105,31 @@ func crossOrigin(r *http.Request) string {
 		return fmt.Sprintf("Origin %s for host %s", origin, r.Host)
 	}
 	return ""
+}
+
+// untypedJSONAllowed says whether a body not declared JSON may still be
+// read as JSON: only on Ollama's routes, whose users follow Ollama's own
+// examples (curl -d, which declares a form) and clients. It is safe when
+// the API has a key (auth follows: a page cannot attach the key to a
+// simple request) or when the request bears none of the marks every
+// browser of the last years puts on a cross-origin POST (Origin,
+// Sec-Fetch-*, and Referer unless the page suppressed it): a program
+// sent it. A browser that sends neither Origin nor Sec-Fetch-Site on a
+// cross-origin POST (Firefox before 70, 2019) is the residual risk,
+// written down in SECURITY.md.
+func (s *Server) untypedJSONAllowed(r *http.Request) bool {
+	if !ollamaPaths[r.URL.Path] {
+		return false
+	}
+	if s.cfg.APIKey != "" {
+		return true
+	}
+	for _, h := range []string{"Origin", "Sec-Fetch-Site", "Sec-Fetch-Mode", "Sec-Fetch-Dest", "Referer"} {
+		if r.Header.Get(h) != "" {
+			return false
+		}
+	}
+	return true
 }
 
 // isJSON says whether a Content-Type is application/json (any

@@ -42,6 +42,7 @@ type finish struct {
 	reason  string // engine.FinishStop or engine.FinishLength
 	stopSeq string // the stop string that ended it, if one did
 	usage   Usage
+	tokens  []int // the generated ids
 }
 
 // streamer receives the answer as it is generated and writes it in one
@@ -143,7 +144,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job, out streame
 		s.fail(w, j.endpoint, e)
 		return
 	}
-	f := finish{reason: res.FinishReason, usage: usage}
+	f := finish{reason: res.FinishReason, usage: usage, tokens: res.Tokens}
 	if f.reason == "" {
 		f.reason = engine.FinishStop
 	}

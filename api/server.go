@@ -123,7 +123,13 @@ func NewServer(cfg Config) (*Server, error) {
 		writeError(w, &Error{Status: http.StatusNotFound, Type: "invalid_request_error",
 			Message: fmt.Sprintf("Unknown request URL: %s %s.", r.Method, r.URL.Path)})
 	}))
-	s.Handle("POST /api/generate", s.boundGenerate(s.admit(GenerateHandler(cfg.Generator))))
+	s.Handle("POST /api/strata/generate", s.boundGenerate(s.admit(GenerateHandler(cfg.Generator))))
+	s.Handle("POST /api/chat", http.HandlerFunc(s.handleOllamaChat))
+	s.Handle("POST /api/generate", http.HandlerFunc(s.handleOllamaGenerate))
+	s.Handle("GET /api/tags", http.HandlerFunc(s.handleOllamaTags))
+	s.Handle("POST /api/show", http.HandlerFunc(s.handleOllamaShow))
+	s.Handle("GET /api/ps", http.HandlerFunc(s.handleOllamaPs))
+	s.Handle("GET /api/version", http.HandlerFunc(s.handleOllamaVersion))
 	s.Handle("GET /api/cluster", ClusterHandler(cfg.Cluster))
 	s.Handle("GET /api/stats", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -247,7 +253,7 @@ func (s *Server) admit(h http.Handler) http.Handler {
 	})
 }
 
-// boundGenerate refuses an /api/generate prompt that cannot fit the
+// boundGenerate refuses an /api/strata/generate prompt that cannot fit the
 // model's context by its bytes alone, before it queues and before the
 // cluster tokenizes it (fitsBytes). The body is already read in full.
 func (s *Server) boundGenerate(h http.Handler) http.Handler {
