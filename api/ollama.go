@@ -386,7 +386,7 @@ func (o *ollamaOut) finish(f finish) error {
 // ollamaDetails describes a model the way /api/tags shows it.
 func ollamaModel(m ModelInfo) OllamaModel {
 	return OllamaModel{Name: m.ID, Model: m.ID, ModifiedAt: time.Unix(m.Created, 0).UTC().Format(time.RFC3339), Size: m.SizeBytes,
-		Digest: fmt.Sprintf("%x", m.SizeBytes), // no content digest is at hand without reading the file; clients only compare it
+		Digest:  fmt.Sprintf("%x", m.SizeBytes), // no content digest is at hand without reading the file; clients only compare it
 		Details: OllamaDetails{Format: "gguf", Family: m.Architecture, Families: []string{m.Architecture}}}
 }
 
