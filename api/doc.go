@@ -4,6 +4,7 @@
 //
 //	POST /v1/chat/completions  chat, rendered with the model's GGUF chat template (SSE with "stream": true)
 //	POST /v1/completions       plain continuation of a prompt (SSE with "stream": true)
+//	POST /v1/responses         OpenAI Responses API, text (named SSE events with "stream": true)
 //	POST /v1/messages          Anthropic Messages API (named SSE events with "stream": true)
 //	GET  /v1/models            the models this node can serve, readable by OpenAI's and Anthropic's clients; GET /v1/models/{id} one of them
 //	POST /api/chat             Ollama's chat (NDJSON stream unless "stream": false)

@@ -117,6 +117,7 @@ func NewServer(cfg Config) (*Server, error) {
 	s.Handle("POST /v1/chat/completions", http.HandlerFunc(s.handleChat))
 	s.Handle("POST /v1/completions", http.HandlerFunc(s.handleCompletions))
 	s.Handle("POST /v1/messages", http.HandlerFunc(s.handleMessages))
+	s.Handle("POST /v1/responses", http.HandlerFunc(s.handleResponses))
 	s.Handle("GET /v1/models", http.HandlerFunc(s.handleModels))
 	s.Handle("GET /v1/models/{model}", http.HandlerFunc(s.handleModel))
 	s.Handle("/v1/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
