@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"strata/runtime/catalog"
+	"strata/runtime/engine"
 	"strata/runtime/sample"
 	"strata/runtime/tokenizer"
 )
@@ -23,8 +24,10 @@ import (
 // OpenAI's request that strata honours. Unknown fields are ignored, as
 // OpenAI clients send many optional ones.
 type ChatRequest struct {
-	Model    string        `json:"model"`
-	Messages []ChatMessage `json:"messages"`
+	Model          string          `json:"model"`
+	Messages       []ChatMessage   `json:"messages"`
+	ResponseFormat json.RawMessage `json:"response_format"`
+	ToolChoice     json.RawMessage `json:"tool_choice"`
 	SamplingFields
 }
 
@@ -94,10 +97,28 @@ type ChatChoice struct {
 	FinishReason string           `json:"finish_reason"`
 }
 
-// AssistantMessage is the generated message.
+// AssistantMessage is the generated message: text, or (with a forced
+// tool) a tool call.
 type AssistantMessage struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
+	Role      string     `json:"role"`
+	Content   string     `json:"content"`
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+}
+
+// ToolCall is a call of a function tool; Arguments is a JSON document.
+// In a stream's deltas, Index says which call a piece belongs to and the
+// id, type and name come with the first piece only.
+type ToolCall struct {
+	Index    *int         `json:"index,omitempty"`
+	ID       string       `json:"id,omitempty"`
+	Type     string       `json:"type,omitempty"` // "function"
+	Function FunctionCall `json:"function"`
+}
+
+// FunctionCall names the function and carries its arguments.
+type FunctionCall struct {
+	Name      string `json:"name,omitempty"`
+	Arguments string `json:"arguments"`
 }
 
 // ChatChunk is one server-sent event of a streaming chat answer.
@@ -120,8 +141,9 @@ type ChatChunkChoice struct {
 
 // ChatDelta is new text (and, in the first chunk, the role).
 type ChatDelta struct {
-	Role    string `json:"role,omitempty"`
-	Content string `json:"content,omitempty"`
+	Role      string     `json:"role,omitempty"`
+	Content   string     `json:"content,omitempty"`
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
 }
 
 // Completion is the answer to /v1/completions, and (with Object
@@ -338,6 +360,11 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	j := &job{endpoint: "chat", model: req.Model, id: "chatcmpl-" + randomID(), created: start.Unix()}
+	if e := openAIStructured(&req, j); e != nil {
+		s.fail(w, "chat", e)
+		return
+	}
+	req.Tools = nil // taken by openAIStructured
 	if e := s.settings(req.SamplingFields, j); e != nil {
 		s.fail(w, "chat", e)
 		return
@@ -542,8 +569,15 @@ func (c *collector) finish(f finish) error {
 	w, reason, usage := c.w, f.reason, f.usage
 	var v any
 	if c.j.endpoint == "chat" {
+		msg := AssistantMessage{Role: "assistant", Content: c.b.String()}
+		if t := c.j.tool; t != nil {
+			msg.Content, msg.ToolCalls = "", []ToolCall{{ID: t.id, Type: "function", Function: FunctionCall{Name: t.name, Arguments: c.b.String()}}}
+			if reason == engine.FinishStop {
+				reason = "tool_calls"
+			}
+		}
 		v = ChatCompletion{ID: c.j.id, Object: "chat.completion", Created: c.j.created, Model: c.j.model, Usage: usage,
-			Choices: []ChatChoice{{Message: AssistantMessage{Role: "assistant", Content: c.b.String()}, FinishReason: reason}}}
+			Choices: []ChatChoice{{Message: msg, FinishReason: reason}}}
 	} else {
 		v = Completion{ID: c.j.id, Object: "text_completion", Created: c.j.created, Model: c.j.model, Usage: &usage,
 			Choices: []CompletionChoice{{Text: c.b.String(), FinishReason: &reason}}}
@@ -561,6 +595,8 @@ type sseWriter struct {
 	rc      *http.ResponseController
 	j       *job
 	started bool
+	// toolStarted: the tool call's id and name went out (with the first piece).
+	toolStarted bool
 }
 
 func (s *sseWriter) begin() error {
@@ -605,6 +641,15 @@ func (s *sseWriter) text(t string) error {
 		return err
 	}
 	if s.j.endpoint == "chat" {
+		if tc := s.j.tool; tc != nil {
+			zero := 0
+			call := ToolCall{Index: &zero, Function: FunctionCall{Arguments: t}}
+			if !s.toolStarted {
+				s.toolStarted = true
+				call.ID, call.Type, call.Function.Name = tc.id, "function", tc.name
+			}
+			return s.event(s.chatChunk(ChatDelta{ToolCalls: []ToolCall{call}}, nil))
+		}
 		return s.event(s.chatChunk(ChatDelta{Content: t}, nil))
 	}
 	return s.event(s.completionChunk(t, nil))
@@ -620,6 +665,9 @@ func (s *sseWriter) failed(e *Error) bool {
 
 func (s *sseWriter) finish(f finish) error {
 	reason, usage := f.reason, f.usage
+	if s.j.tool != nil && reason == engine.FinishStop {
+		reason = "tool_calls"
+	}
 	if err := s.begin(); err != nil {
 		return err
 	}
@@ -652,4 +700,103 @@ func randomID() string {
 	var b [12]byte
 	rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// openAIStructured reads response_format, tools and tool_choice into j:
+// a json_schema (or json_object) format, or a forced function tool,
+// becomes the schema sampling is constrained to. Tools without a forced
+// choice are refused: the model's own tool-call format is not parsed yet.
+func openAIStructured(req *ChatRequest, j *job) *Error {
+	if !empty(req.ResponseFormat) {
+		var rf struct {
+			Type       string `json:"type"`
+			JSONSchema struct {
+				Name   string          `json:"name"`
+				Schema json.RawMessage `json:"schema"`
+			} `json:"json_schema"`
+		}
+		if err := json.Unmarshal(req.ResponseFormat, &rf); err != nil {
+			return badRequest("response_format", "invalid_type", "response_format must be an object with a type.")
+		}
+		switch rf.Type {
+		case "text":
+		case "json_object":
+			j.schema, _ = compileSchema("", nil)
+		case "json_schema":
+			if empty(rf.JSONSchema.Schema) {
+				return badRequest("response_format.json_schema.schema", "missing_required_parameter", "response_format json_schema needs json_schema.schema.")
+			}
+			sc, e := compileSchema("response_format.json_schema.schema", rf.JSONSchema.Schema)
+			if e != nil {
+				return e
+			}
+			j.schema = sc
+		default:
+			return badRequest("response_format.type", "invalid_value", "response_format.type must be text, json_object or json_schema, got %q.", rf.Type)
+		}
+	}
+	if empty(req.Tools) {
+		return nil
+	}
+	var tools []struct {
+		Type     string `json:"type"`
+		Function struct {
+			Name       string          `json:"name"`
+			Parameters json.RawMessage `json:"parameters"`
+		} `json:"function"`
+	}
+	if err := json.Unmarshal(req.Tools, &tools); err != nil {
+		return badRequest("tools", "invalid_type", "tools must be an array of function tools.")
+	}
+	for i, t := range tools {
+		if t.Type != "function" || t.Function.Name == "" {
+			return badRequest(fmt.Sprintf("tools[%d]", i), "invalid_value", "Only function tools with a name are supported.")
+		}
+	}
+	var choice string
+	var named struct {
+		Type     string `json:"type"`
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	}
+	switch {
+	case empty(req.ToolChoice):
+		choice = "auto"
+	case json.Unmarshal(req.ToolChoice, &choice) == nil:
+	case json.Unmarshal(req.ToolChoice, &named) == nil && named.Type == "function":
+		choice = "named"
+	default:
+		return badRequest("tool_choice", "invalid_value", "tool_choice must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}.")
+	}
+	pick := -1
+	switch choice {
+	case "none":
+		return nil
+	case "required":
+		if len(tools) != 1 {
+			return badRequest("tool_choice", "unsupported_value", "tool_choice required is supported with one tool; name the tool to call.")
+		}
+		pick = 0
+	case "named":
+		for i, t := range tools {
+			if t.Function.Name == named.Function.Name {
+				pick = i
+			}
+		}
+		if pick < 0 {
+			return badRequest("tool_choice", "invalid_value", "tool_choice names %q, which is not among the tools.", named.Function.Name)
+		}
+	default:
+		return badRequest("tool_choice", "unsupported_value", "Tool calls chosen by the model (tool_choice %q) are not supported yet; force a tool with tool_choice required or a named function.", choice)
+	}
+	if j.schema != nil {
+		return badRequest("response_format", "unsupported_value", "response_format and a forced tool cannot be combined.")
+	}
+	sc, e := compileSchema(fmt.Sprintf("tools[%d].function.parameters", pick), tools[pick].Function.Parameters)
+	if e != nil {
+		return e
+	}
+	j.schema, j.tool = sc, &toolCall{name: tools[pick].Function.Name, id: "call_" + randomID()}
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"strata/actors"
 	"strata/runtime/engine"
+	"strata/runtime/grammar"
 	"strata/runtime/sample"
 	"strata/runtime/tokenizer"
 )
@@ -35,6 +36,8 @@ type job struct {
 	usage    bool // stream a usage chunk
 	id       string
 	created  int64
+	schema   *grammar.Schema // structured output: the document must match it
+	tool     *toolCall       // a forced tool: the document is its input
 }
 
 // finish is how a generation ended, in the terms every surface needs.
@@ -93,6 +96,11 @@ func (s *Server) chatPrompt(ctx context.Context, j *job, msgs []Message, param s
 // so does a failed write.
 func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job, out streamer, start time.Time) {
 	ctx := r.Context()
+	cg, constrained := s.cfg.Generator.(ConstrainedGenerator)
+	if j.schema != nil && !constrained {
+		s.fail(w, j.endpoint, noConstraints())
+		return
+	}
 	if err := s.queue.Acquire(ctx); err != nil {
 		if errors.Is(err, ErrQueueFull) {
 			_, waiting := s.queue.Len()
@@ -109,7 +117,19 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job, out streame
 	}
 	first := true
 	lastEOG := false
-	res, err := s.cfg.Generator.Generate(ctx, actors.Request{Model: j.model, Tokens: j.tokens, MaxTokens: j.maxTok, Sampling: j.params, Stop: j.stop},
+	req := actors.Request{Model: j.model, Tokens: j.tokens, MaxTokens: j.maxTok, Sampling: j.params, Stop: j.stop}
+	generate := s.cfg.Generator.Generate
+	if j.schema != nil {
+		budget := j.maxTok
+		if info, _, err := s.cfg.Models.Lookup(j.model); err == nil && info.ContextLength > 0 && (budget == 0 || info.ContextLength-len(j.tokens) < budget) {
+			budget = info.ContextLength - len(j.tokens)
+		}
+		m := grammar.NewMatcher(j.schema, s.vocabs.of(j.tok), budget)
+		generate = func(ctx context.Context, req actors.Request, on func(engine.Token) error) (engine.Result, error) {
+			return cg.GenerateConstrained(ctx, req, m, on)
+		}
+	}
+	res, err := generate(ctx, req,
 		func(t engine.Token) error {
 			if first {
 				s.metrics.firstToken(time.Since(start))

@@ -70,6 +70,7 @@ type Server struct {
 	queue   *queue
 	metrics *Metrics
 	handler http.Handler
+	vocabs  vocabs // token tries for constrained sampling
 }
 
 // NewServer validates cfg and builds the routes. It refuses a non-loopback
