@@ -46,8 +46,11 @@ type AnthropicMessage struct {
 
 // AnthropicBlock is one content block of a message or an answer.
 type AnthropicBlock struct {
-	Type string `json:"type"`
-	Text string `json:"text"`
+	Type  string          `json:"type"`
+	Text  string          `json:"text,omitempty"`
+	ID    string          `json:"id,omitempty"`    // tool_use
+	Name  string          `json:"name,omitempty"`  // tool_use
+	Input json.RawMessage `json:"input,omitempty"` // tool_use: the tool's input
 }
 
 // AnthropicUsage counts tokens as Anthropic does.
@@ -113,8 +116,8 @@ func anthropicSettings(req *MessagesRequest, j *job) *Error {
 	if *req.MaxTokens < 1 {
 		return badRequest("max_tokens", "invalid_value", "max_tokens: must be at least 1, got %d", *req.MaxTokens)
 	}
-	if t := bytes.TrimSpace(req.Tools); len(t) > 0 && !bytes.Equal(t, []byte("null")) && !bytes.Equal(t, []byte("[]")) {
-		return badRequest("tools", "unsupported_value", "tools: tool use is not supported yet.")
+	if e := anthropicTools(req, j); e != nil {
+		return e
 	}
 	j.maxTok = *req.MaxTokens
 	j.params = sample.Params{Temperature: 1, Seed: mrand.Uint64()}
@@ -202,10 +205,12 @@ func anthropicText(param string, raw json.RawMessage) (string, *Error) {
 
 // anthropicStop maps how a generation ended to stop_reason and
 // stop_sequence.
-func anthropicStop(f finish) (reason string, seq *string) {
+func anthropicStop(f finish, tool bool) (reason string, seq *string) {
 	switch {
 	case f.reason == engine.FinishLength:
 		return "max_tokens", nil
+	case tool:
+		return "tool_use", nil
 	case f.stopSeq != "":
 		s := f.stopSeq
 		return "stop_sequence", &s
@@ -225,9 +230,16 @@ func (c *anthropicCollector) text(s string) error { c.b.WriteString(s); return n
 func (c *anthropicCollector) failed(*Error) bool { return false }
 
 func (c *anthropicCollector) finish(f finish) error {
-	reason, seq := anthropicStop(f)
+	reason, seq := anthropicStop(f, c.j.tool != nil)
+	block := AnthropicBlock{Type: "text", Text: c.b.String()}
+	if t := c.j.tool; t != nil {
+		block = AnthropicBlock{Type: "tool_use", ID: t.id, Name: t.name, Input: json.RawMessage(c.b.String())}
+		if !json.Valid(block.Input) { // cut short: Anthropic's clients parse input
+			block.Input = json.RawMessage("{}")
+		}
+	}
 	v := MessagesResponse{ID: c.j.id, Type: "message", Role: "assistant", Model: c.j.model,
-		Content:    []AnthropicBlock{{Type: "text", Text: c.b.String()}},
+		Content:    []AnthropicBlock{block},
 		StopReason: &reason, StopSequence: seq,
 		Usage: AnthropicUsage{InputTokens: f.usage.PromptTokens, OutputTokens: f.usage.CompletionTokens}}
 	c.w.Header().Set("Content-Type", "application/json")
@@ -270,8 +282,11 @@ func (s *anthropicStream) begin() error {
 	if err := s.event("message_start", map[string]any{"type": "message_start", "message": msg}); err != nil {
 		return err
 	}
-	if err := s.event("content_block_start", map[string]any{"type": "content_block_start", "index": 0,
-		"content_block": AnthropicBlock{Type: "text", Text: ""}}); err != nil {
+	block := map[string]any{"type": "text", "text": ""}
+	if t := s.j.tool; t != nil {
+		block = map[string]any{"type": "tool_use", "id": t.id, "name": t.name, "input": map[string]any{}}
+	}
+	if err := s.event("content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": block}); err != nil {
 		return err
 	}
 	return s.event("ping", map[string]string{"type": "ping"})
@@ -281,8 +296,11 @@ func (s *anthropicStream) text(t string) error {
 	if err := s.begin(); err != nil {
 		return err
 	}
-	return s.event("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0,
-		"delta": map[string]string{"type": "text_delta", "text": t}})
+	delta := map[string]string{"type": "text_delta", "text": t}
+	if s.j.tool != nil {
+		delta = map[string]string{"type": "input_json_delta", "partial_json": t}
+	}
+	return s.event("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0, "delta": delta})
 }
 
 func (s *anthropicStream) failed(e *Error) bool {
@@ -297,7 +315,7 @@ func (s *anthropicStream) finish(f finish) error {
 	if err := s.begin(); err != nil {
 		return err
 	}
-	reason, seq := anthropicStop(f)
+	reason, seq := anthropicStop(f, s.j.tool != nil)
 	if err := s.event("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0}); err != nil {
 		return err
 	}
@@ -307,4 +325,58 @@ func (s *anthropicStream) finish(f finish) error {
 		return err
 	}
 	return s.event("message_stop", map[string]string{"type": "message_stop"})
+}
+
+// anthropicTools reads tools and tool_choice: a forced tool ({"type":
+// "tool", "name"}, or "any" with one tool) constrains the answer to the
+// tool's input_schema and answers with a tool_use block. Tools the model
+// may choose to call ("auto") are refused: the model's own tool-call
+// format is not parsed yet.
+func anthropicTools(req *MessagesRequest, j *job) *Error {
+	if empty(req.Tools) {
+		return nil
+	}
+	var tools []struct {
+		Name        string          `json:"name"`
+		InputSchema json.RawMessage `json:"input_schema"`
+	}
+	if err := json.Unmarshal(req.Tools, &tools); err != nil {
+		return badRequest("tools", "invalid_type", "tools: must be an array of tools with a name and an input_schema")
+	}
+	var choice struct {
+		Type string `json:"type"`
+		Name string `json:"name"`
+	}
+	if !empty(req.ToolChoice) {
+		if err := json.Unmarshal(req.ToolChoice, &choice); err != nil {
+			return badRequest("tool_choice", "invalid_type", "tool_choice: must be an object with a type")
+		}
+	}
+	pick := -1
+	switch choice.Type {
+	case "none":
+		return nil
+	case "any":
+		if len(tools) != 1 {
+			return badRequest("tool_choice", "unsupported_value", "tool_choice: any is supported with one tool; name the tool with {\"type\": \"tool\", \"name\": ...}")
+		}
+		pick = 0
+	case "tool":
+		for i, t := range tools {
+			if t.Name == choice.Name {
+				pick = i
+			}
+		}
+		if pick < 0 {
+			return badRequest("tool_choice", "invalid_value", "tool_choice: names %q, which is not among the tools", choice.Name)
+		}
+	default:
+		return badRequest("tool_choice", "unsupported_value", "tool_choice: tool use chosen by the model (auto) is not supported yet; force a tool with {\"type\": \"tool\", \"name\": ...}")
+	}
+	sc, e := compileSchema(fmt.Sprintf("tools.%d.input_schema", pick), tools[pick].InputSchema)
+	if e != nil {
+		return e
+	}
+	j.schema, j.tool = sc, &toolCall{name: tools[pick].Name, id: "toolu_" + randomID()}
+	return nil
 }

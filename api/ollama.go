@@ -175,14 +175,29 @@ func ollamaSettings(o OllamaOptions, j *job) *Error {
 	return nil
 }
 
-// ollamaUnsupported refuses what this surface does not do yet.
-func ollamaUnsupported(format, tools json.RawMessage) *Error {
-	if !empty(format) {
-		return badRequest("format", "unsupported_value", "format (structured output) is not supported yet")
-	}
+// ollamaFormat reads format ("json", or a JSON schema) into j, and
+// refuses tools: Ollama has no way to force one, and the model's own
+// tool-call format is not parsed yet.
+func ollamaFormat(format, tools json.RawMessage, j *job) *Error {
 	if !empty(tools) {
 		return badRequest("tools", "unsupported_value", "tools are not supported yet")
 	}
+	if empty(format) {
+		return nil
+	}
+	var word string
+	if json.Unmarshal(format, &word) == nil {
+		if word != "json" {
+			return badRequest("format", "invalid_value", "format must be \"json\" or a JSON schema, got %q", word)
+		}
+		j.schema, _ = compileSchema("", nil)
+		return nil
+	}
+	sc, e := compileSchema("format", format)
+	if e != nil {
+		return e
+	}
+	j.schema = sc
 	return nil
 }
 
@@ -205,7 +220,7 @@ func (s *Server) handleOllamaChat(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, ep, e)
 		return
 	}
-	if e := ollamaUnsupported(req.Format, req.Tools); e != nil {
+	if e := ollamaFormat(req.Format, req.Tools, j); e != nil {
 		s.fail(w, ep, e)
 		return
 	}
@@ -250,7 +265,7 @@ func (s *Server) handleOllamaGenerate(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, ep, e)
 		return
 	}
-	if e := ollamaUnsupported(req.Format, nil); e != nil {
+	if e := ollamaFormat(req.Format, nil, j); e != nil {
 		s.fail(w, ep, e)
 		return
 	}
