@@ -35,6 +35,11 @@
 //	local, _ := api.NewLocal(e, "") // Generator, Models and a one-node ClusterStatus
 //	srv, _ := api.NewServer(api.Config{Generator: local, Models: local})
 //
+// Structured output (response_format json_schema, forced tools, Ollama's
+// format) constrains sampling with a grammar compiled from the JSON
+// schema (package grammar); it needs a ConstrainedGenerator (Local), and
+// other generators refuse it with 400.
+//
 // Requests are validated before they queue: malformed JSON and bad
 // parameters get 400, an unknown model 404, a missing or wrong key 401, a
 // body over Config.MaxBodyBytes 413, a prompt that leaves no room in the
