@@ -30,7 +30,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		defer tw.extend()
 		if !s.hostAllowed(r.Host) {
 			s.metrics.request("guard", http.StatusForbidden)
-			writeError(tw, &Error{Status: http.StatusForbidden, Type: "invalid_request_error", Code: strPtr("host_not_allowed"),
+			writeErrorShape(tw, shapeOfPath(r.URL.Path), &Error{Status: http.StatusForbidden, Type: "invalid_request_error", Code: strPtr("host_not_allowed"),
 				Message: fmt.Sprintf("Host %q is not allowed: this API answers to localhost and IP addresses (and the names given with --allowed-host).", r.Host)})
 			return
 		}
@@ -39,14 +39,14 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		if !static || !safeMethod(r.Method) {
 			if why := crossOrigin(r); why != "" {
 				s.metrics.request("guard", http.StatusForbidden)
-				writeError(tw, &Error{Status: http.StatusForbidden, Type: "invalid_request_error", Code: strPtr("cross_origin"),
+				writeErrorShape(tw, shapeOfPath(r.URL.Path), &Error{Status: http.StatusForbidden, Type: "invalid_request_error", Code: strPtr("cross_origin"),
 					Message: "Cross-origin requests are refused (" + why + "); call the API from its own dashboard or from a program."})
 				return
 			}
 		}
-		if !static && !safeMethod(r.Method) && !isJSON(r.Header.Get("Content-Type")) {
+		if !static && !safeMethod(r.Method) && !isJSON(r.Header.Get("Content-Type")) && !s.untypedJSONAllowed(r) {
 			s.metrics.request("guard", http.StatusUnsupportedMediaType)
-			writeError(tw, &Error{Status: http.StatusUnsupportedMediaType, Type: "invalid_request_error", Code: strPtr("unsupported_media_type"),
+			writeErrorShape(tw, shapeOfPath(r.URL.Path), &Error{Status: http.StatusUnsupportedMediaType, Type: "invalid_request_error", Code: strPtr("unsupported_media_type"),
 				Message: fmt.Sprintf("The request body must be JSON, sent with \"Content-Type: application/json\" (got %q).", r.Header.Get("Content-Type"))})
 			return
 		}
@@ -105,6 +105,31 @@ func crossOrigin(r *http.Request) string {
 		return fmt.Sprintf("Origin %s for host %s", origin, r.Host)
 	}
 	return ""
+}
+
+// untypedJSONAllowed says whether a body not declared JSON may still be
+// read as JSON: only on Ollama's routes, whose users follow Ollama's own
+// examples (curl -d, which declares a form) and clients. It is safe when
+// the API has a key (auth follows: a page cannot attach the key to a
+// simple request) or when the request bears none of the marks every
+// browser of the last years puts on a cross-origin POST (Origin,
+// Sec-Fetch-*, and Referer unless the page suppressed it): a program
+// sent it. A browser that sends neither Origin nor Sec-Fetch-Site on a
+// cross-origin POST (Firefox before 70, 2019) is the residual risk,
+// written down in SECURITY.md.
+func (s *Server) untypedJSONAllowed(r *http.Request) bool {
+	if !ollamaPaths[r.URL.Path] {
+		return false
+	}
+	if s.cfg.APIKey != "" {
+		return true
+	}
+	for _, h := range []string{"Origin", "Sec-Fetch-Site", "Sec-Fetch-Mode", "Sec-Fetch-Dest", "Referer"} {
+		if r.Header.Get(h) != "" {
+			return false
+		}
+	}
+	return true
 }
 
 // isJSON says whether a Content-Type is application/json (any

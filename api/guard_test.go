@@ -47,9 +47,17 @@ func TestGuardRefusesWebPages(t *testing.T) {
 		{"configured name", "GET", "/v1/models", "studio.lan:" + port, "", nil, 200, false},
 		{"text/plain simple request", "POST", "/v1/chat/completions", "", chat, map[string]string{"Content-Type": "text/plain"}, 415, false},
 		{"form simple request", "POST", "/v1/completions", "", `{"model": "stories260K", "prompt": "x"}`, map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, 415, false},
-		{"no content type", "POST", "/api/generate", "", `{"model": "stories260K", "prompt": "x"}`, nil, 415, false},
+		{"no content type", "POST", "/api/strata/generate", "", `{"model": "stories260K", "prompt": "x"}`, nil, 415, false},
+		{"ollama, curl -d", "POST", "/api/generate", "", `{"model": "stories260K", "prompt": "x", "stream": false, "options": {"num_predict": 1}}`,
+			map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, 200, true},
+		{"ollama, form from a page", "POST", "/api/generate", "", `{"model": "stories260K", "prompt": "x"}`,
+			map[string]string{"Content-Type": "application/x-www-form-urlencoded", "Origin": hs.URL}, 415, false},
+		{"ollama, text/plain from a page (same-origin marks only)", "POST", "/api/chat", "", `{"model": "stories260K", "messages": []}`,
+			map[string]string{"Content-Type": "text/plain", "Sec-Fetch-Site": "same-origin", "Sec-Fetch-Mode": "no-cors"}, 415, false},
+		{"ollama, text/plain from an old page (Referer only)", "POST", "/api/chat", "", `{"model": "stories260K", "messages": []}`,
+			map[string]string{"Content-Type": "text/plain", "Referer": "http://evil.example/"}, 415, false},
 		{"cross-origin", "POST", "/v1/chat/completions", "", chat, map[string]string{"Content-Type": "application/json", "Origin": "http://evil.example"}, 403, false},
-		{"other port, same site", "POST", "/api/generate", "", `{"model": "stories260K", "prompt": "x"}`, map[string]string{"Content-Type": "application/json",
+		{"other port, same site", "POST", "/api/strata/generate", "", `{"model": "stories260K", "prompt": "x"}`, map[string]string{"Content-Type": "application/json",
 			"Origin": "http://127.0.0.1:3000", "Sec-Fetch-Site": "same-site"}, 403, false},
 		{"sandboxed page", "POST", "/v1/chat/completions", "", chat, map[string]string{"Content-Type": "application/json", "Origin": "null"}, 403, false},
 		{"cross-site read", "GET", "/api/cluster", "", "", map[string]string{"Sec-Fetch-Site": "cross-site"}, 403, false},
@@ -137,7 +145,7 @@ func TestSlowBodyHoldsNoSlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := serve(t, s)
-	for _, path := range []string{"/api/generate", "/v1/completions"} {
+	for _, path := range []string{"/api/strata/generate", "/v1/completions"} {
 		slowRequest(t, base, path)
 	}
 	time.Sleep(200 * time.Millisecond) // the slow requests reach their handlers

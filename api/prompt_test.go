@@ -120,11 +120,11 @@ func TestHugePromptRefusedBeforeTokenizing(t *testing.T) {
 		}
 		t.Logf("%s: %s in %s", c.path, e.Error.Message, d)
 	}
-	resp := post(t, hs.URL+"/api/generate", "", GenerateRequest{Model: "stories260K", Prompt: huge, MaxTokens: 1})
+	resp := post(t, hs.URL+"/api/strata/generate", "", GenerateRequest{Model: "stories260K", Prompt: huge, MaxTokens: 1})
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "bytes, so at least") {
-		t.Errorf("/api/generate: %s %.200s", resp.Status, body)
+		t.Errorf("/api/strata/generate: %s %.200s", resp.Status, body)
 	}
 }
 

@@ -70,6 +70,7 @@ type Server struct {
 	queue   *queue
 	metrics *Metrics
 	handler http.Handler
+	vocabs  vocabs // token tries for constrained sampling
 }
 
 // NewServer validates cfg and builds the routes. It refuses a non-loopback
@@ -116,13 +117,21 @@ func NewServer(cfg Config) (*Server, error) {
 
 	s.Handle("POST /v1/chat/completions", http.HandlerFunc(s.handleChat))
 	s.Handle("POST /v1/completions", http.HandlerFunc(s.handleCompletions))
+	s.Handle("POST /v1/messages", http.HandlerFunc(s.handleMessages))
+	s.Handle("POST /v1/responses", http.HandlerFunc(s.handleResponses))
 	s.Handle("GET /v1/models", http.HandlerFunc(s.handleModels))
 	s.Handle("GET /v1/models/{model}", http.HandlerFunc(s.handleModel))
 	s.Handle("/v1/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &Error{Status: http.StatusNotFound, Type: "invalid_request_error",
 			Message: fmt.Sprintf("Unknown request URL: %s %s.", r.Method, r.URL.Path)})
 	}))
-	s.Handle("POST /api/generate", s.boundGenerate(s.admit(GenerateHandler(cfg.Generator))))
+	s.Handle("POST /api/strata/generate", s.boundGenerate(s.admit(GenerateHandler(cfg.Generator))))
+	s.Handle("POST /api/chat", http.HandlerFunc(s.handleOllamaChat))
+	s.Handle("POST /api/generate", http.HandlerFunc(s.handleOllamaGenerate))
+	s.Handle("GET /api/tags", http.HandlerFunc(s.handleOllamaTags))
+	s.Handle("POST /api/show", http.HandlerFunc(s.handleOllamaShow))
+	s.Handle("GET /api/ps", http.HandlerFunc(s.handleOllamaPs))
+	s.Handle("GET /api/version", http.HandlerFunc(s.handleOllamaVersion))
 	s.Handle("GET /api/cluster", ClusterHandler(cfg.Cluster))
 	s.Handle("GET /api/stats", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -203,7 +212,9 @@ func IsLoopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// auth requires the API key when one is configured.
+// auth requires the API key when one is configured, as
+// "Authorization: Bearer KEY" (OpenAI's clients, Ollama's) or
+// "x-api-key: KEY" (Anthropic's).
 func (s *Server) auth(h http.Handler) http.Handler {
 	if s.cfg.APIKey == "" {
 		return h
@@ -211,14 +222,21 @@ func (s *Server) auth(h http.Handler) http.Handler {
 	want := []byte(s.cfg.APIKey)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		switch {
-		case !ok || strings.TrimSpace(got) == "":
-			s.fail(w, "auth", unauthorized("You didn't provide an API key. Send it as \"Authorization: Bearer KEY\"."))
-		case subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), want) != 1:
-			s.fail(w, "auth", unauthorized("Incorrect API key provided."))
+		if !ok || strings.TrimSpace(got) == "" {
+			got = r.Header.Get("X-Api-Key")
+		}
+		var e *Error
+		switch got = strings.TrimSpace(got); {
+		case got == "":
+			e = unauthorized("You didn't provide an API key. Send it as \"Authorization: Bearer KEY\" or \"x-api-key: KEY\".")
+		case subtle.ConstantTimeCompare([]byte(got), want) != 1:
+			e = unauthorized("Incorrect API key provided.")
 		default:
 			h.ServeHTTP(w, r)
+			return
 		}
+		writeErrorShape(w, shapeOfPath(r.URL.Path), e)
+		s.metrics.request("auth", e.Status)
 	})
 }
 
@@ -237,7 +255,7 @@ func (s *Server) admit(h http.Handler) http.Handler {
 	})
 }
 
-// boundGenerate refuses an /api/generate prompt that cannot fit the
+// boundGenerate refuses an /api/strata/generate prompt that cannot fit the
 // model's context by its bytes alone, before it queues and before the
 // cluster tokenizes it (fitsBytes). The body is already read in full.
 func (s *Server) boundGenerate(h http.Handler) http.Handler {
