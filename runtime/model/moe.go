@@ -2,6 +2,7 @@ package model
 
 import (
 	"math"
+	"sync/atomic"
 
 	"strata/runtime/tensor"
 )
@@ -25,7 +26,39 @@ type moeState struct {
 	actX  *tensor.Activations // [Batch × Embd] over xe
 	actH  *tensor.Activations // [Batch × ExpertFFN] an expert's SwiGLU output
 	actSh *tensor.Activations // [Batch × SharedExperts*ExpertFFN], nil when none
+
+	one *moeOne // the one-token form (mixOne)
 }
+
+// moeOne is the scratch of mixOne, the MoE FFN of a single token. Its
+// FFN units are the token's experts in ascending id, then the shared
+// expert if any; unit u's hidden layer is h[off[u]:off[u+1]].
+type moeOne struct {
+	units  []Dense               // [ExpertsUsed (+1 shared)]
+	weight []float32             // [ExpertsUsed] the experts' router weights
+	off    []int                 // [units+1] hidden offsets
+	h, h2  []float32             // hidden layer: gate, then the SwiGLU output; up
+	act    []*tensor.Activations // [units] each unit's hidden layer, 1 vector
+	ye     []float32             // [Embd] an expert's output rows, before weighting
+	x      *tensor.Activations   // the token's normed input
+	out    []float32             // [Embd]
+
+	// The work items: upItems are (unit, hidden rows) blocks, computed by
+	// gate and up and SwiGLU; downItems are blocks of output rows, each
+	// summing every unit's down rows. Workers take items from next.
+	upItems, downItems []moePart
+	next               atomic.Int64
+	upFn, downFn       func(lo, hi int)
+}
+
+// moePart is rows [lo, hi) of unit u.
+type moePart struct{ u, lo, hi int }
+
+// moeBlock is the rows of one work item of mixOne: small enough that the
+// selected experts of a model like Qwen3-30B-A3B (8 of width 768) make
+// many more items than threads, a multiple of 8 (the kernels' row groups,
+// and the SwiGLU's vector width: the results do not depend on the split).
+const moeBlock = 32
 
 func newMoEState(c Config, batch int) *moeState {
 	ms := &moeState{
@@ -44,7 +77,46 @@ func newMoEState(c Config, batch int) *moeState {
 	if c.SharedExperts > 0 {
 		ms.actSh = tensor.NewActivations(batch, c.SharedExperts*c.ExpertFFN)
 	}
+	ms.one = newMoEOne(c)
 	return ms
+}
+
+func newMoEOne(c Config) *moeOne {
+	o := &moeOne{weight: make([]float32, c.ExpertsUsed), ye: make([]float32, c.Embd), off: []int{0}}
+	width := func(u int) int {
+		if u < c.ExpertsUsed {
+			return c.ExpertFFN
+		}
+		return c.SharedExperts * c.ExpertFFN
+	}
+	n := c.ExpertsUsed
+	if c.SharedExperts > 0 {
+		n++
+	}
+	o.units = make([]Dense, n)
+	for u := range n {
+		w := width(u)
+		o.off = append(o.off, o.off[u]+w)
+		o.act = append(o.act, tensor.NewActivations(1, w))
+		for lo := 0; lo < w; lo += moeBlock {
+			o.upItems = append(o.upItems, moePart{u, lo, min(w, lo+moeBlock)})
+		}
+	}
+	for lo := 0; lo < c.Embd; lo += moeBlock {
+		o.downItems = append(o.downItems, moePart{0, lo, min(c.Embd, lo+moeBlock)})
+	}
+	o.h, o.h2 = make([]float32, o.off[n]), make([]float32, o.off[n])
+	o.upFn = func(int, int) {
+		for i := o.take(len(o.upItems)); i >= 0; i = o.take(len(o.upItems)) {
+			o.up(o.upItems[i])
+		}
+	}
+	o.downFn = func(int, int) {
+		for i := o.take(len(o.downItems)); i >= 0; i = o.take(len(o.downItems)) {
+			o.down(o.downItems[i])
+		}
+	}
+	return o
 }
 
 // mixture computes the MoE FFN of the n normed vectors in xb (also set in
@@ -54,11 +126,22 @@ func newMoEState(c Config, batch int) *moeState {
 // Only the chosen experts' weights are read.
 func (s *State) mixture(w *MoE, xb, out []float32, n int) {
 	m, ms := s.m, s.moe
-	embd, used := m.Embd, m.ExpertsUsed
 	s.matmul(ms.logits[:n*m.Experts], w.Router, s.actEmbd)
 	for i := 0; i < n; i++ {
 		s.route(w, i)
 	}
+	if n == 1 {
+		s.mixOne(w, out)
+	} else {
+		s.mixGrouped(w, xb, out, n)
+	}
+}
+
+// mixGrouped is mixture for a batch of n routed tokens: each chosen
+// expert runs once over all of the tokens routed to it.
+func (s *State) mixGrouped(w *MoE, xb, out []float32, n int) {
+	m, ms := s.m, s.moe
+	embd, used := m.Embd, m.ExpertsUsed
 	// Group the (token, slot) pairs by expert.
 	clear(ms.start)
 	for _, e := range ms.experts[:n*used] {
@@ -99,6 +182,97 @@ func (s *State) mixture(w *MoE, xb, out []float32, n int) {
 			tensor.Axpy(out[i*embd:(i+1)*embd], ms.weights[t], ye[j*embd:(j+1)*embd])
 		}
 	}
+}
+
+// mixOne is mixture for one token (decoding), routed already. Rather
+// than a parallel matrix product per expert matrix, the chosen experts'
+// gate and up rows (and the shared expert's) run as one set of work
+// items, in one pool run, on the input quantized once; then their down
+// rows, each output row summing the experts in ascending id. So few
+// threads stay busy with many small experts, and the arithmetic is that
+// of the grouped form for one token, bit for bit.
+func (s *State) mixOne(w *MoE, out []float32) {
+	m, ms, o := s.m, s.moe, s.moe.one
+	used := m.ExpertsUsed
+	// The experts in ascending id (insertion sort of a handful).
+	for j := range used {
+		e, wt := ms.experts[j], ms.weights[j]
+		k := j
+		for ; k > 0 && ms.experts[k-1] > e; k-- {
+			ms.experts[k], o.weight[k] = ms.experts[k-1], o.weight[k-1]
+		}
+		ms.experts[k], o.weight[k] = e, wt
+	}
+	for j, e := range ms.experts[:used] {
+		o.units[j] = w.Experts[e]
+	}
+	if len(o.units) > used {
+		o.units[used] = w.Shared
+	}
+	for _, d := range o.units {
+		s.bytesRead += int64(len(d.Gate.Data) + len(d.Up.Data) + len(d.Down.Data))
+		s.actEmbd.Prepare(d.Gate.Type)
+		s.actEmbd.Prepare(d.Up.Type)
+	}
+	o.x, o.out = s.actEmbd, out
+	s.runParts(o.upFn)
+	for u, d := range o.units {
+		o.act[u].Set(o.h[o.off[u]:o.off[u+1]], 1)
+		o.act[u].Prepare(d.Down.Type)
+	}
+	s.runParts(o.downFn)
+	o.x, o.out = nil, nil
+}
+
+// runParts runs fn, a loop over work items, on every worker of the pool.
+func (s *State) runParts(fn func(lo, hi int)) {
+	s.moe.one.next.Store(0)
+	if s.pool == nil {
+		fn(0, 1)
+		return
+	}
+	s.pool.Run(s.pool.Threads(), fn)
+}
+
+// take returns the index of the next work item of n, or -1 when all are
+// taken.
+func (o *moeOne) take(n int) int {
+	if i := int(o.next.Add(1) - 1); i < n {
+		return i
+	}
+	return -1
+}
+
+// up computes rows [p.lo, p.hi) of unit p.u's hidden layer:
+// SiLU(Gate x) * Up x.
+func (o *moeOne) up(p moePart) {
+	d, h := &o.units[p.u], o.off[p.u]
+	g, u := o.h[h+p.lo:h+p.hi], o.h2[h+p.lo:h+p.hi]
+	tensor.MatMulAct(nil, g, rowsOf(d.Gate, p.lo, p.hi), o.x)
+	tensor.MatMulAct(nil, u, rowsOf(d.Up, p.lo, p.hi), o.x)
+	tensor.SwiGLU(g, g, u)
+}
+
+// down computes output rows [p.lo, p.hi): the shared expert's down rows
+// (or zero), plus each expert's, weighted, in ascending expert id.
+func (o *moeOne) down(p moePart) {
+	out, ye := o.out[p.lo:p.hi], o.ye[p.lo:p.hi]
+	used := len(o.weight)
+	if len(o.units) > used {
+		tensor.MatMulAct(nil, out, rowsOf(o.units[used].Down, p.lo, p.hi), o.act[used])
+	} else {
+		clear(out)
+	}
+	for j, wt := range o.weight {
+		tensor.MatMulAct(nil, ye, rowsOf(o.units[j].Down, p.lo, p.hi), o.act[j])
+		tensor.Axpy(out, wt, ye)
+	}
+}
+
+// rowsOf is the matrix of rows [lo, hi) of w (a view, no copy).
+func rowsOf(w tensor.Matrix, lo, hi int) tensor.Matrix {
+	rb := w.RowBytes()
+	return tensor.Matrix{Type: w.Type, Rows: hi - lo, Cols: w.Cols, Data: w.Data[lo*rb : hi*rb : hi*rb]}
 }
 
 // route picks token i's experts from its router logits (ms.logits row i)
