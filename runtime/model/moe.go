@@ -27,7 +27,30 @@ type moeState struct {
 	actH  *tensor.Activations // [Batch × ExpertFFN] an expert's SwiGLU output
 	actSh *tensor.Activations // [Batch × SharedExperts*ExpertFFN], nil when none
 
+	// The batch form with an expert per work item (expertsParallel):
+	// expert outputs by sorted slot, where each (token, slot) pair sits,
+	// one worker's scratch each, and the experts with tokens.
+	ys      []float32   // [Batch × Used × Embd], nil for batches of 1
+	pos     []int32     // [Batch × Used] slot t's index in slots
+	order   []int32     // [Used] one token's slots in ascending expert id
+	workers []moeWorker // one per pool thread
+	active  []int32     // the experts with tokens, by id
+	w       *MoE        // the layer whose experts run
+	xb      []float32   // the batch's normed inputs
+	next    atomic.Int64
+	expFn   func(lo, hi int)
+	byRows  bool // always split each expert's rows over the pool (the reference form; tests)
+
 	one *moeOne // the one-token form (mixOne)
+}
+
+// moeWorker is one worker's scratch for running whole experts.
+type moeWorker struct {
+	xe   []float32           // [Batch × Embd] the expert's tokens, gathered
+	hb   []float32           // [Batch × ExpertFFN] gate, then SwiGLU
+	hb2  []float32           // [Batch × ExpertFFN] up
+	actX *tensor.Activations // over xe
+	actH *tensor.Activations // over hb
 }
 
 // moeOne is the scratch of mixOne, the MoE FFN of a single token. Its
@@ -60,7 +83,7 @@ type moePart struct{ u, lo, hi int }
 // and the SwiGLU's vector width: the results do not depend on the split).
 const moeBlock = 32
 
-func newMoEState(c Config, batch int) *moeState {
+func newMoEState(c Config, batch, workers int) *moeState {
 	ms := &moeState{
 		logits:  make([]float32, batch*c.Experts),
 		sel:     make([]float32, c.Experts),
@@ -78,6 +101,26 @@ func newMoEState(c Config, batch int) *moeState {
 		ms.actSh = tensor.NewActivations(batch, c.SharedExperts*c.ExpertFFN)
 	}
 	ms.one = newMoEOne(c)
+	if batch > 1 && workers > 1 {
+		ms.ys = make([]float32, batch*c.ExpertsUsed*c.Embd)
+		ms.pos = make([]int32, batch*c.ExpertsUsed)
+		ms.order = make([]int32, c.ExpertsUsed)
+		ms.active = make([]int32, 0, c.Experts)
+		for range workers {
+			ms.workers = append(ms.workers, moeWorker{
+				xe:   make([]float32, batch*c.Embd),
+				hb:   make([]float32, batch*c.ExpertFFN),
+				hb2:  make([]float32, batch*c.ExpertFFN),
+				actX: tensor.NewActivations(batch, c.Embd),
+				actH: tensor.NewActivations(batch, c.ExpertFFN),
+			})
+		}
+		ms.expFn = func(lo, hi int) {
+			for k := lo; k < hi; k++ {
+				ms.runExperts(&ms.workers[k])
+			}
+		}
+	}
 	return ms
 }
 
@@ -130,7 +173,7 @@ func (s *State) mixture(w *MoE, xb, out []float32, n int) {
 	for i := 0; i < n; i++ {
 		s.route(w, i)
 	}
-	if n == 1 {
+	if n == 1 && !ms.byRows {
 		s.mixOne(w, out)
 	} else {
 		s.mixGrouped(w, xb, out, n)
@@ -152,6 +195,9 @@ func (s *State) mixGrouped(w *MoE, xb, out []float32, n int) {
 	}
 	for t, e := range ms.experts[:n*used] {
 		ms.slots[ms.start[e]] = int32(t)
+		if ms.pos != nil {
+			ms.pos[t] = ms.start[e]
+		}
 		ms.start[e]++
 	}
 	for e := m.Experts; e > 0; e-- { // start[e] now holds the end of e: shift back
@@ -163,6 +209,16 @@ func (s *State) mixGrouped(w *MoE, xb, out []float32, n int) {
 		s.swiglu(&w.Shared, s.actEmbd, ms.actSh, out, n)
 	} else {
 		clear(out)
+	}
+	ms.active = ms.active[:0]
+	for e := range m.Experts {
+		if ms.start[e+1] > ms.start[e] {
+			ms.active = append(ms.active, int32(e))
+		}
+	}
+	if ms.ys != nil && !ms.byRows && len(ms.active) >= 4*len(ms.workers) {
+		s.expertsParallel(w, xb, out, n)
+		return
 	}
 	for e := 0; e < m.Experts; e++ {
 		slots := ms.slots[ms.start[e]:ms.start[e+1]]
@@ -181,6 +237,72 @@ func (s *State) mixGrouped(w *MoE, xb, out []float32, n int) {
 			i := int(t) / used
 			tensor.Axpy(out[i*embd:(i+1)*embd], ms.weights[t], ye[j*embd:(j+1)*embd])
 		}
+	}
+}
+
+// expertsParallel runs the routed experts of a batch of n tokens (grouped
+// in ms.slots) one expert per work item, the workers taking the next
+// expert as they finish one: with many experts of few tokens each (a
+// prompt), the workers meet once per layer rather than at every matrix.
+// Each expert's products are serial matrix products, which give what
+// the pool-split ones give; its outputs land in ys by sorted slot, and
+// each token then adds its experts' in ascending expert id, as the
+// grouped form does, so the results are the same bit for bit.
+func (s *State) expertsParallel(w *MoE, xb, out []float32, n int) {
+	m, ms := s.m, s.moe
+	embd, used := m.Embd, m.ExpertsUsed
+	ms.w, ms.xb = w, xb
+	ms.next.Store(0)
+	s.pool.Run(len(ms.workers), ms.expFn)
+	ms.w, ms.xb = nil, nil
+	for _, e := range ms.active {
+		d := &w.Experts[e]
+		s.bytesRead += int64(len(d.Gate.Data) + len(d.Up.Data) + len(d.Down.Data))
+	}
+	for i := range n {
+		// Token i's slots in ascending expert id (insertion sort of a handful).
+		order := ms.order
+		for j := range used {
+			t := int32(i*used + j)
+			k := j
+			for ; k > 0 && ms.experts[order[k-1]] > ms.experts[t]; k-- {
+				order[k] = order[k-1]
+			}
+			order[k] = t
+		}
+		o := out[i*embd : (i+1)*embd]
+		for _, t := range order {
+			p := int(ms.pos[t])
+			tensor.Axpy(o, ms.weights[t], ms.ys[p*embd:(p+1)*embd])
+		}
+	}
+}
+
+// runExperts is one worker's part of expertsParallel: whole experts, the
+// next one not taken, until none is left.
+func (ms *moeState) runExperts(wk *moeWorker) {
+	embd, used := ms.w.Experts[0].Gate.Cols, len(ms.order)
+	for {
+		a := int(ms.next.Add(1) - 1)
+		if a >= len(ms.active) {
+			return
+		}
+		e := ms.active[a]
+		d := &ms.w.Experts[e]
+		lo, hi := ms.start[e], ms.start[e+1]
+		k, width := int(hi-lo), d.Gate.Rows
+		xe := wk.xe[:k*embd]
+		for j, t := range ms.slots[lo:hi] {
+			i := int(t) / used
+			copy(xe[j*embd:(j+1)*embd], ms.xb[i*embd:(i+1)*embd])
+		}
+		wk.actX.Set(xe, k)
+		hb, hb2 := wk.hb[:k*width], wk.hb2[:k*width]
+		tensor.MatMulAct(nil, hb, d.Gate, wk.actX)
+		tensor.MatMulAct(nil, hb2, d.Up, wk.actX)
+		tensor.SwiGLU(hb, hb, hb2)
+		wk.actH.Set(hb, k)
+		tensor.MatMulAct(nil, ms.ys[int(lo)*embd:int(hi)*embd], d.Down, wk.actH)
 	}
 }
 

@@ -167,13 +167,16 @@ func TestMixtureMatchesReference(t *testing.T) {
 	}
 }
 
-// One token's MoE FFN (mixOne: every chosen expert's rows as work items
-// of one pool run) is bit for bit the grouped form's (an expert's tokens
-// in one matrix product), for quantized and float experts, with and
-// without a shared expert, serial and on a pool.
-func TestMixOneMatchesGrouped(t *testing.T) {
+// The fast forms of the MoE FFN are bit for bit the reference form (each
+// expert's tokens in one matrix product split by rows over the pool):
+// one token's (mixOne: every chosen expert's rows as work items of one
+// pool run) and a batch's with many experts (an expert per work item),
+// for quantized and float experts, with and without a shared expert,
+// serial and on a pool.
+func TestMixtureFormsAgree(t *testing.T) {
 	pool := tensor.NewPool(2)
 	defer pool.Close()
+	const batch = 16
 	for _, typ := range []tensor.Type{tensor.F32, tensor.Q8_0, tensor.Q4_K, tensor.Q6_K} {
 		for _, shared := range []int{0, 1} {
 			c := Config{Arch: "test", Embd: 512, Layers: 1, Heads: 1, KVHeads: 1, HeadDim: 32, RopeDim: 32,
@@ -181,24 +184,26 @@ func TestMixOneMatchesGrouped(t *testing.T) {
 				ExpertWeightsNorm: true}
 			m, w := moeModelOf(t, c, typ)
 			for _, p := range []*tensor.Pool{nil, pool} {
-				s := m.NewState(p, 1, 8)
+				s := m.NewState(p, batch, 8)
 				r := rand.New(rand.NewPCG(5, uint64(shared)))
-				x := make([]float32, c.Embd)
-				got, want := make([]float32, c.Embd), make([]float32, c.Embd)
-				for token := range 8 {
-					for i := range x {
+				x := make([]float32, batch*c.Embd)
+				got, want := make([]float32, batch*c.Embd), make([]float32, batch*c.Embd)
+				for _, n := range []int{1, 1, 1, batch, 9, 1} {
+					for i := range x[:n*c.Embd] {
 						x[i] = r.Float32()*2 - 1
 					}
-					s.actEmbd.Set(x, 1)
-					s.mixture(w, x, got, 1)
-					s.actEmbd.Set(x, 1)
-					s.matmul(s.moe.logits[:c.Experts], w.Router, s.actEmbd)
-					s.route(w, 0)
-					s.mixGrouped(w, x, want, 1)
-					for i := range got {
+					for k, out := range [][]float32{got, want} {
+						s.moe.byRows = k == 1
+						s.actEmbd.Set(x[:n*c.Embd], n)
+						s.mixture(w, x[:n*c.Embd], out[:n*c.Embd], n)
+					}
+					if n > 1 && p != nil && len(s.moe.active) < 8 {
+						t.Fatalf("%d tokens routed to %d experts: the per-expert form did not run", n, len(s.moe.active))
+					}
+					for i := range got[:n*c.Embd] {
 						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-							t.Fatalf("%v, %d shared, pool %v, token %d, element %d: %v, grouped %v",
-								typ, shared, p != nil, token, i, got[i], want[i])
+							t.Fatalf("%v, %d shared, pool %v, %d tokens, element %d: %v, reference form %v",
+								typ, shared, p != nil, n, i, got[i], want[i])
 						}
 					}
 				}
