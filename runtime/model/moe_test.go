@@ -207,6 +207,15 @@ func TestMixtureFormsAgree(t *testing.T) {
 						}
 					}
 				}
+				s.moe.byRows = false
+				for _, n := range []int{1, batch} {
+					if a := testing.AllocsPerRun(5, func() {
+						s.actEmbd.Set(x[:n*c.Embd], n)
+						s.mixture(w, x[:n*c.Embd], got[:n*c.Embd], n)
+					}); a != 0 {
+						t.Errorf("%v, pool %v: %v allocations per MoE FFN of %d tokens", typ, p != nil, a, n)
+					}
+				}
 			}
 		}
 	}
