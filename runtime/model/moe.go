@@ -34,7 +34,7 @@ type moeState struct {
 	pos     []int32     // [Batch × Used] slot t's index in slots
 	order   []int32     // [Used] one token's slots in ascending expert id
 	workers []moeWorker // one per pool thread
-	active  []int32     // the experts with tokens, by id
+	active  []int32     // the experts with tokens, most tokens first
 	w       *MoE        // the layer whose experts run
 	xb      []float32   // the batch's normed inputs
 	next    atomic.Int64
@@ -96,6 +96,7 @@ func newMoEState(c Config, batch, workers int) *moeState {
 		ye:      make([]float32, batch*c.Embd),
 		actX:    tensor.NewActivations(batch, c.Embd),
 		actH:    tensor.NewActivations(batch, c.ExpertFFN),
+		active:  make([]int32, 0, c.Experts),
 	}
 	if c.SharedExperts > 0 {
 		ms.actSh = tensor.NewActivations(batch, c.SharedExperts*c.ExpertFFN)
@@ -105,7 +106,6 @@ func newMoEState(c Config, batch, workers int) *moeState {
 		ms.ys = make([]float32, batch*c.ExpertsUsed*c.Embd)
 		ms.pos = make([]int32, batch*c.ExpertsUsed)
 		ms.order = make([]int32, c.ExpertsUsed)
-		ms.active = make([]int32, 0, c.Experts)
 		for range workers {
 			ms.workers = append(ms.workers, moeWorker{
 				xe:   make([]float32, batch*c.Embd),
@@ -210,11 +210,21 @@ func (s *State) mixGrouped(w *MoE, xb, out []float32, n int) {
 	} else {
 		clear(out)
 	}
+	// The experts with tokens, the busiest first, so that the work items
+	// of expertsParallel end with small ones (insertion sort: stable, and
+	// mostly short moves).
 	ms.active = ms.active[:0]
 	for e := range m.Experts {
-		if ms.start[e+1] > ms.start[e] {
-			ms.active = append(ms.active, int32(e))
+		k := ms.start[e+1] - ms.start[e]
+		if k == 0 {
+			continue
 		}
+		ms.active = append(ms.active, int32(e))
+		j := len(ms.active) - 1
+		for ; j > 0 && ms.start[ms.active[j-1]+1]-ms.start[ms.active[j-1]] < k; j-- {
+			ms.active[j] = ms.active[j-1]
+		}
+		ms.active[j] = int32(e)
 	}
 	if ms.ys != nil && !ms.byRows && len(ms.active) >= 4*len(ms.workers) {
 		s.expertsParallel(w, xb, out, n)
