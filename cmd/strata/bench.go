@@ -60,10 +60,11 @@ func benchCmd() *cobra.Command {
 generates G tokens one at a time (greedy), and measures this machine's memory
 read bandwidth in the same run (every thread streaming a buffer far larger
 than the caches). Generation reads each weight it uses once per token (every
-matrix of a dense model; a mixture-of-experts layer only the experts its
+matrix of a dense model; of a mixture-of-experts layer, only the experts its
 router picks), so its ceiling is bandwidth / weight bytes read per token, as
-counted over the generated tokens; bench reports the fraction reached. Bandwidth is measured before and after the model runs (the best of the
-two counts); peak RSS covers the model run, not the bandwidth buffer.`,
+counted over the generated tokens; bench reports the fraction reached.
+Bandwidth is measured before and after the model runs (the best of the two
+counts); peak RSS covers the model run, not the bandwidth buffer.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if modelPath == "" {
