@@ -36,6 +36,16 @@ func RMSNorm(out, x, weight []float32, eps float32) {
 // (2i, 2i+1); with neox true (GPT-NeoX, qwen) it is (i, i+ropeDim/2).
 // Angles are computed in float64.
 func RoPE(x []float32, nHeads, headDim, ropeDim, pos int, freqBase, freqScale float32, neox bool) {
+	RoPEFactors(x, nHeads, headDim, ropeDim, pos, freqBase, freqScale, neox, nil)
+}
+
+// RoPEFactors is RoPE with pair i's angle divided by factors[i] (Llama
+// 3.1's long-context rope_freqs, which llama.cpp passes to ggml_rope_ext
+// as freq_factors); nil factors are all 1.
+func RoPEFactors(x []float32, nHeads, headDim, ropeDim, pos int, freqBase, freqScale float32, neox bool, factors []float32) {
+	if factors != nil && len(factors) < ropeDim/2 {
+		panic(fmt.Sprintf("tensor: RoPE: %d frequency factors for %d pairs", len(factors), ropeDim/2))
+	}
 	if ropeDim < 0 || ropeDim%2 != 0 || ropeDim > headDim || nHeads < 0 || len(x) < nHeads*headDim {
 		panic(fmt.Sprintf("tensor: RoPE: len(x)=%d nHeads=%d headDim=%d ropeDim=%d", len(x), nHeads, headDim, ropeDim))
 	}
@@ -43,7 +53,11 @@ func RoPE(x []float32, nHeads, headDim, ropeDim, pos int, freqBase, freqScale fl
 	thetaScale := math.Pow(float64(freqBase), -2/float64(ropeDim))
 	theta := float64(pos) * float64(freqScale)
 	for i := 0; i < half; i++ {
-		s, c := math.Sincos(theta)
+		angle := theta
+		if factors != nil {
+			angle /= float64(factors[i])
+		}
+		s, c := math.Sincos(angle)
 		sin, cos := float32(s), float32(c)
 		ia, ib := 2*i, 2*i+1
 		if neox {
