@@ -31,6 +31,7 @@ type benchReport struct {
 	DecodeSeconds      float64   `json:"decode_s"`
 	DecodeTokensPerS   float64   `json:"decode_tokens_per_s"`
 	WeightBytesPerTok  int64     `json:"weight_bytes_per_token"`
+	ModelWeightBytes   int64     `json:"model_weight_bytes"`
 	BandwidthGBs       float64   `json:"bandwidth_gb_s"`
 	BandwidthSamples   []float64 `json:"bandwidth_samples_gb_s"`
 	DecodeCeiling      float64   `json:"decode_ceiling_tokens_per_s"`
@@ -58,10 +59,12 @@ func benchCmd() *cobra.Command {
 		Long: `bench loads a GGUF model, processes a prompt of P tokens as one batch, then
 generates G tokens one at a time (greedy), and measures this machine's memory
 read bandwidth in the same run (every thread streaming a buffer far larger
-than the caches). Generation reads every weight once per token, so its
-ceiling is bandwidth / weight bytes per token; bench reports the fraction
-reached. Bandwidth is measured before and after the model runs (the best of the
-two counts); peak RSS covers the model run, not the bandwidth buffer.`,
+than the caches). Generation reads each weight it uses once per token (every
+matrix of a dense model; of a mixture-of-experts layer, only the experts its
+router picks), so its ceiling is bandwidth / weight bytes read per token, as
+counted over the generated tokens; bench reports the fraction reached.
+Bandwidth is measured before and after the model runs (the best of the two
+counts); peak RSS covers the model run, not the bandwidth buffer.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if modelPath == "" {
@@ -98,8 +101,8 @@ two counts); peak RSS covers the model run, not the bandwidth buffer.`,
 			fmt.Fprintf(out, "prefill    %d tokens in %.3fs: %.1f tokens/s\n", r.PromptTokens, r.PrefillSeconds, r.PrefillTokensPerS)
 			fmt.Fprintf(out, "decode     %d tokens in %.3fs: %.2f tokens/s (%.1f GB/s of weights)\n", r.GenTokens, r.DecodeSeconds, r.DecodeTokensPerS, r.DecodeWeightGBs)
 			fmt.Fprintf(out, "bandwidth  %.1f GB/s read (%d threads, %d MiB buffer)\n", r.BandwidthGBs, r.Threads, r.BandwidthBufferMiB)
-			fmt.Fprintf(out, "ceiling    %.2f tokens/s (%.1f MB of weights per token); decode reaches %.0f%%\n",
-				r.DecodeCeiling, float64(r.WeightBytesPerTok)/1e6, 100*r.DecodeFraction)
+			fmt.Fprintf(out, "ceiling    %.2f tokens/s (%.1f MB of weights read per token, of %.1f MB); decode reaches %.0f%%\n",
+				r.DecodeCeiling, float64(r.WeightBytesPerTok)/1e6, float64(r.ModelWeightBytes)/1e6, 100*r.DecodeFraction)
 			fmt.Fprintf(out, "cores used %.2f in prefill, %.2f in decode (CPU time / wall time; below --threads when other processes compete)\n", r.PrefillCores, r.DecodeCores)
 			fmt.Fprintf(out, "peak RSS   %.1f MiB\n", float64(r.PeakRSSBytes)/(1<<20))
 			return nil
@@ -117,22 +120,6 @@ two counts); peak RSS covers the model run, not the bandwidth buffer.`,
 	return cmd
 }
 
-// weightBytesPerToken is what one decode step reads: every layer matrix
-// and the output head (the embedding contributes one row).
-func weightBytesPerToken(m *model.Model) int64 {
-	var n int64
-	for _, l := range m.Blocks {
-		for _, w := range []tensor.Matrix{l.Q, l.K, l.V, l.O, l.Gate, l.Up, l.Down} {
-			n += int64(len(w.Data))
-		}
-	}
-	n += int64(len(m.Output.Data))
-	if m.Embed.Rows > 0 {
-		n += int64(len(m.Embed.Data) / m.Embed.Rows)
-	}
-	return n
-}
-
 func runBench(path string, threads, promptTokens, genTokens, bufMiB int) (*benchReport, error) {
 	f, err := gguf.Open(path)
 	if err != nil {
@@ -147,13 +134,17 @@ func runBench(path string, threads, promptTokens, genTokens, bufMiB int) (*bench
 	if err != nil {
 		return nil, err
 	}
+	prof, err := model.ProfileOf(f)
+	if err != nil {
+		return nil, err
+	}
 	pool := tensor.NewPool(threads)
 	defer pool.Close()
 	capacity := promptTokens + genTokens + 1
 	st := m.NewState(pool, promptTokens, capacity)
 	cache := m.NewCache(capacity)
 	r := &benchReport{Model: path, Kernels: tensor.Kernels(), Threads: threads, PromptTokens: promptTokens,
-		GenTokens: genTokens, WeightBytesPerTok: weightBytesPerToken(m), BandwidthBufferMiB: bufMiB}
+		GenTokens: genTokens, ModelWeightBytes: int64(prof.TotalBytes()), BandwidthBufferMiB: bufMiB}
 
 	// A deterministic prompt of ordinary token ids (past the specials).
 	prompt := make([]int, promptTokens)
@@ -195,7 +186,10 @@ func runBench(path string, threads, promptTokens, genTokens, bufMiB int) (*bench
 	}
 	prefill, cpu1 := time.Since(start), membw.CPUTime()
 
-	start = time.Now()
+	// The weights each generated token reads, counted by the State: a
+	// dense model's every matrix, a mixture-of-experts layer's chosen
+	// experts only (so the average over the tokens generated).
+	start, read0 := time.Now(), st.BytesRead()
 	for range genTokens {
 		if err := st.Embed([]int{argmax(logits)}); err != nil {
 			return nil, err
@@ -208,6 +202,7 @@ func runBench(path string, threads, promptTokens, genTokens, bufMiB int) (*bench
 		}
 	}
 	decode, cpu2 := time.Since(start), membw.CPUTime()
+	r.WeightBytesPerTok = (st.BytesRead() - read0) / int64(genTokens)
 	r.PrefillCores = (cpu1 - cpu0).Seconds() / prefill.Seconds()
 	r.DecodeCores = (cpu2 - cpu1).Seconds() / decode.Seconds()
 	r.PeakRSSBytes = membw.PeakRSS()

@@ -24,7 +24,8 @@ import (
 //
 // Files from older converters store W_UK and W_UV interleaved in one
 // attn_kv_b tensor; they are computed in the same absorbed form (W_UK^T q
-// as a sum of dequantized rows of attn_kv_b, W_UV as a run of its rows),
+// as a sum of attn_kv_b's W_UK rows, dequantized once at load, W_UV as a
+// run of its rows),
 // so both layouts share the latent cache instead of expanding full K/V
 // per position as llama.cpp does for them.
 
@@ -214,6 +215,11 @@ type MLA struct {
 	KB      []tensor.Matrix // attn_k_b per head: [KVLoraRank × NopeDim] = W_UK^T; nil for attn_kv_b files
 	KVB     tensor.Matrix   // attn_kv_b: [Heads*(NopeDim+VDim) × KVLoraRank]; zero for split files
 	VB      []tensor.Matrix // per head: [VDim × KVLoraRank] = W_UV (attn_v_b, or rows of attn_kv_b)
+	// UK is W_UK of attn_kv_b files, dequantized once at load: head h's
+	// NopeDim rows of KVLoraRank at UK[h*NopeDim*KVLoraRank:]. The
+	// absorbed query is a sum of these rows weighted by q_nope; decoding
+	// them again for every token cost more than reading them as f32.
+	UK []float32
 }
 
 // mla loads the MLA weights of the layer with tensor prefix p.
@@ -248,9 +254,14 @@ func (l *loader) mla(p string, f *gguf.File) *MLA {
 	}
 	// Head h's value rows follow its NopeDim key rows.
 	rb := w.KVB.RowBytes()
+	w.UK = make([]float32, c.Heads*a.NopeDim*a.KVLoraRank)
 	for h := range c.Heads {
 		r0 := h*(a.NopeDim+a.VDim) + a.NopeDim
 		w.VB = append(w.VB, tensor.Matrix{Type: w.KVB.Type, Rows: a.VDim, Cols: a.KVLoraRank, Data: w.KVB.Data[r0*rb : (r0+a.VDim)*rb]})
+		for j := range a.NopeDim {
+			k := (h*a.NopeDim + j) * a.KVLoraRank
+			w.KVB.EmbedRow(h*(a.NopeDim+a.VDim)+j, w.UK[k:k+a.KVLoraRank])
+		}
 	}
 	return w
 }
@@ -300,7 +311,6 @@ type mlaState struct {
 type mlaWorker struct {
 	gin     []float32           // [Batch × max(NopeDim, KVLoraRank)] one head's inputs, gathered
 	gout    []float32           // [Batch × max(KVLoraRank, VDim)] one head's outputs
-	row     []float32           // [KVLoraRank] one dequantized row of attn_kv_b
 	actNope *tensor.Activations // [Batch × NopeDim] over gin
 	actLat  *tensor.Activations // [Batch × KVLoraRank] over gin
 }
@@ -323,7 +333,6 @@ func newMLAState(c Config, batch, workers int) *mlaState {
 		ms.workers = append(ms.workers, mlaWorker{
 			gin:     make([]float32, batch*max(a.NopeDim, a.KVLoraRank)),
 			gout:    make([]float32, batch*max(a.KVLoraRank, a.VDim)),
-			row:     make([]float32, a.KVLoraRank),
 			actNope: tensor.NewActivations(batch, a.NopeDim),
 			actLat:  tensor.NewActivations(batch, a.KVLoraRank),
 		})
@@ -416,7 +425,7 @@ func (s *State) perHead(mw *MLA, n int, values bool) {
 		case mw.KB != nil:
 			s.bytesRead += int64(len(mw.KB[h].Data))
 		default:
-			s.bytesRead += int64(a.NopeDim * mw.KVB.RowBytes())
+			s.bytesRead += int64(a.NopeDim*a.KVLoraRank) * 4 // the f32 rows of UK
 		}
 	}
 }
@@ -467,15 +476,16 @@ func (s *State) absorbQuery(wk *mlaWorker, h int) {
 		}
 		return
 	}
-	// attn_kv_b holds W_UK,h as NopeDim rows of KVLoraRank: the product
-	// with its transpose is a sum of those rows weighted by q_nope.
+	// attn_kv_b holds W_UK,h as NopeDim rows of KVLoraRank (UK): the
+	// product with its transpose is a sum of those rows weighted by q_nope.
 	for i := range n {
 		clear(ms.qf[(i*H+h)*cw : (i*H+h)*cw+kvl])
 	}
+	uk := mw.UK[h*a.NopeDim*kvl : (h+1)*a.NopeDim*kvl]
 	for j := range a.NopeDim {
-		mw.KVB.EmbedRow(h*(a.NopeDim+a.VDim)+j, wk.row)
+		row := uk[j*kvl : (j+1)*kvl]
 		for i := range n {
-			tensor.Axpy(ms.qf[(i*H+h)*cw:(i*H+h)*cw+kvl], s.q[i*H*hd+h*hd+j], wk.row)
+			tensor.Axpy(ms.qf[(i*H+h)*cw:(i*H+h)*cw+kvl], s.q[i*H*hd+h*hd+j], row)
 		}
 	}
 }

@@ -171,3 +171,33 @@ func TestDeepseek2BadMetadata(t *testing.T) {
 		}
 	}
 }
+
+// A whole mixture-of-experts model's forward pass allocates nothing per
+// token, decoding or in batches, on a pool: qwen3moe (one token's experts
+// as work items, a batch's experts one per item) and deepseek2 (MLA, a
+// shared expert, and attn_kv_b files' dequantized W_UK).
+func TestMoEForwardNoAlloc(t *testing.T) {
+	kvb := model.Shapes["deepseek2-tiny"]
+	kvb.LegacyKVB = true
+	for _, s := range []model.Shape{model.Shapes["qwen3moe-tiny"], model.Shapes["deepseek2-tiny"], kvb} {
+		m, _ := dsLoad(t, s, tensor.Q8_0)
+		pool := tensor.NewPool(2)
+		st := m.NewState(pool, 16, 64)
+		c := m.NewCache(64)
+		batch := dsRandomIDs(16, s.Vocab, 4)
+		if a := testing.AllocsPerRun(5, func() {
+			if c.Len+17 > c.Capacity {
+				c.Len = 0
+			}
+			st.Embed(batch[:1])
+			st.Forward(c, 1)
+			st.LogitsOf(0)
+			st.Embed(batch)
+			st.Forward(c, 16)
+			st.LogitsOf(15)
+		}); a != 0 {
+			t.Errorf("%s (kv_b %v): %v allocations per step", s.Name, s.LegacyKVB, a)
+		}
+		pool.Close()
+	}
+}

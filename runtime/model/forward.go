@@ -109,13 +109,13 @@ func (m *Model) NewState(pool *tensor.Pool, batch, capacity int) *State {
 		actQ:    tensor.NewActivations(batch, c.QDim()),
 		actFFN:  tensor.NewActivations(batch, c.FFN),
 	}
-	if c.Experts > 0 {
-		s.moe = newMoEState(c, batch)
-	}
 	// One score row per worker: attention splits (token, head) pairs over workers.
 	workers := 1
 	if pool != nil {
 		workers = pool.Threads()
+	}
+	if c.Experts > 0 {
+		s.moe = newMoEState(c, batch, workers)
 	}
 	s.scores = make([][]float32, workers)
 	for i := range s.scores {

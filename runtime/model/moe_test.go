@@ -18,21 +18,35 @@ func moeModel(t *testing.T) (*Model, *MoE) {
 	c := Config{Arch: "test", Embd: 32, Layers: 1, Heads: 1, KVHeads: 1, HeadDim: 32, RopeDim: 32,
 		Experts: 8, ExpertsUsed: 3, ExpertFFN: 32, SharedExperts: 1, Gating: GatingSigmoid,
 		ExpertGroups: 4, ExpertGroupsUsed: 2, ExpertWeightsNorm: true, ExpertWeightsScale: 2.5}
+	return moeModelOf(t, c, tensor.F32)
+}
+
+// moeModelOf is moeModel's MoE FFN for the config c, with experts of type
+// typ (the router stays F32).
+func moeModelOf(t *testing.T, c Config, typ tensor.Type) (*Model, *MoE) {
 	r := rand.New(rand.NewPCG(3, 4))
-	mat := func(rows, cols int) tensor.Matrix {
+	mat := func(typ tensor.Type, rows, cols int) tensor.Matrix {
 		v := make([]float32, rows*cols)
 		for i := range v {
 			v[i] = r.Float32()*2 - 1
 		}
-		b, _ := tensor.Quantize(tensor.F32, v)
-		m, err := tensor.NewMatrix(tensor.F32, rows, cols, b)
+		b, err := tensor.Quantize(typ, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := tensor.NewMatrix(typ, rows, cols, b)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return m
 	}
-	dense := func(w int) Dense { return Dense{Gate: mat(w, c.Embd), Up: mat(w, c.Embd), Down: mat(c.Embd, w)} }
-	w := &MoE{Router: mat(c.Experts, c.Embd), Bias: make([]float32, c.Experts), Shared: dense(c.ExpertFFN)}
+	dense := func(w int) Dense {
+		return Dense{Gate: mat(typ, w, c.Embd), Up: mat(typ, w, c.Embd), Down: mat(typ, c.Embd, w)}
+	}
+	w := &MoE{Router: mat(tensor.F32, c.Experts, c.Embd), Bias: make([]float32, c.Experts)}
+	if c.SharedExperts > 0 {
+		w.Shared = dense(c.SharedExperts * c.ExpertFFN)
+	}
 	for e := 0; e < c.Experts; e++ {
 		w.Bias[e] = r.Float32() - 0.5
 		w.Experts = append(w.Experts, dense(c.ExpertFFN))
@@ -150,6 +164,60 @@ func TestMixtureMatchesReference(t *testing.T) {
 		s.mixture(w, xb, out, n)
 	}); a != 0 {
 		t.Errorf("%v allocations per MoE batch", a)
+	}
+}
+
+// The fast forms of the MoE FFN are bit for bit the reference form (each
+// expert's tokens in one matrix product split by rows over the pool):
+// one token's (mixOne: every chosen expert's rows as work items of one
+// pool run) and a batch's with many experts (an expert per work item),
+// for quantized and float experts, with and without a shared expert,
+// serial and on a pool.
+func TestMixtureFormsAgree(t *testing.T) {
+	pool := tensor.NewPool(2)
+	defer pool.Close()
+	const batch = 16
+	for _, typ := range []tensor.Type{tensor.F32, tensor.Q8_0, tensor.Q4_K, tensor.Q6_K} {
+		for _, shared := range []int{0, 1} {
+			c := Config{Arch: "test", Embd: 512, Layers: 1, Heads: 1, KVHeads: 1, HeadDim: 32, RopeDim: 32,
+				Experts: 16, ExpertsUsed: 5, ExpertFFN: 256 + 256*shared, SharedExperts: shared,
+				ExpertWeightsNorm: true}
+			m, w := moeModelOf(t, c, typ)
+			for _, p := range []*tensor.Pool{nil, pool} {
+				s := m.NewState(p, batch, 8)
+				r := rand.New(rand.NewPCG(5, uint64(shared)))
+				x := make([]float32, batch*c.Embd)
+				got, want := make([]float32, batch*c.Embd), make([]float32, batch*c.Embd)
+				for _, n := range []int{1, 1, 1, batch, 9, 1} {
+					for i := range x[:n*c.Embd] {
+						x[i] = r.Float32()*2 - 1
+					}
+					for k, out := range [][]float32{got, want} {
+						s.moe.byRows = k == 1
+						s.actEmbd.Set(x[:n*c.Embd], n)
+						s.mixture(w, x[:n*c.Embd], out[:n*c.Embd], n)
+					}
+					if n > 1 && p != nil && len(s.moe.active) < 8 {
+						t.Fatalf("%d tokens routed to %d experts: the per-expert form did not run", n, len(s.moe.active))
+					}
+					for i := range got[:n*c.Embd] {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("%v, %d shared, pool %v, %d tokens, element %d: %v, reference form %v",
+								typ, shared, p != nil, n, i, got[i], want[i])
+						}
+					}
+				}
+				s.moe.byRows = false
+				for _, n := range []int{1, batch} {
+					if a := testing.AllocsPerRun(5, func() {
+						s.actEmbd.Set(x[:n*c.Embd], n)
+						s.mixture(w, x[:n*c.Embd], got[:n*c.Embd], n)
+					}); a != 0 {
+						t.Errorf("%v, pool %v: %v allocations per MoE FFN of %d tokens", typ, p != nil, a, n)
+					}
+				}
+			}
+		}
 	}
 }
 
