@@ -72,8 +72,25 @@ func waitView(t *testing.T, nodes ...*fetchNode) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
+	// The view must hold exactly these nodes: a count alone is met by a
+	// view that still lists a node that just left and lacks one joining.
+	exactly := func(v peers.View) bool {
+		if len(v.Members) != len(nodes) {
+			return false
+		}
+		for _, nd := range nodes {
+			found := false
+			for _, m := range v.Members {
+				found = found || m.ID == nd.Peers.ID()
+			}
+			if !found {
+				return false
+			}
+		}
+		return true
+	}
 	for _, nd := range nodes {
-		if _, err := nd.Peers.Membership().Wait(ctx, func(v peers.View) bool { return len(v.Members) == len(nodes) }); err != nil {
+		if _, err := nd.Peers.Membership().Wait(ctx, exactly); err != nil {
 			t.Fatalf("%s: view did not settle on %d members: %v", nd.name, len(nodes), err)
 		}
 	}
