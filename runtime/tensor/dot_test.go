@@ -401,6 +401,7 @@ func BenchmarkDot(b *testing.B) {
 				im.use(true)
 				defer im.use(false)
 				b.SetBytes(int64(len(w.Data)))
+				b.ReportAllocs()
 				for b.Loop() {
 					dotAct(mt.t, w.Data, a, 0, cols)
 				}
@@ -466,16 +467,21 @@ func BenchmarkDot4(b *testing.B) {
 		a.Set(testData("uniform", 4*cols, 2), 4)
 		a.prepare(mt)
 		var out [4]float32
-		b.Run(mt.String(), func(b *testing.B) {
-			b.SetBytes(int64(len(w.Data)))
-			for b.Loop() {
-				if !dot4(mt, w.Data, a, 0, cols, &out) {
-					for t := range 4 {
-						out[t] = dotAct(mt, w.Data, a, t, cols)
+		for _, im := range implementations {
+			b.Run(mt.String()+"/"+im.name, func(b *testing.B) {
+				im.use(true)
+				defer im.use(false)
+				b.SetBytes(int64(len(w.Data)))
+				b.ReportAllocs()
+				for b.Loop() {
+					if !dot4(mt, w.Data, a, 0, cols, &out) {
+						for t := range 4 {
+							out[t] = dotAct(mt, w.Data, a, t, cols)
+						}
 					}
 				}
-			}
-		})
+			})
+		}
 	}
 }
 
