@@ -35,12 +35,15 @@ type Activations struct {
 	pairStride int
 	okS        bool // s32 and s8f are up to date
 	ok32       bool
-	qK         []int8    // [Cap*Cols] quants, blocks of 256
-	dK         []float32 // [Cap*Cols/256] block scales
-	bsumsK     []int16   // [Cap*Cols/16] sums of each 16 quants
-	okK        bool
-	hasQ32     bool // Cols is a whole number of 32-blocks
-	hasQK      bool // Cols is a whole number of 256-blocks
+	// The AVX-512 batch kernels' inputs (batch_amd64.go), by Q4_0 (0) and
+	// Q8_0 (1): scales and offset corrections by groups of 8 vectors.
+	x8     [2]batchX8Acts
+	qK     []int8    // [Cap*Cols] quants, blocks of 256
+	dK     []float32 // [Cap*Cols/256] block scales
+	bsumsK []int16   // [Cap*Cols/16] sums of each 16 quants
+	okK    bool
+	hasQ32 bool // Cols is a whole number of 32-blocks
+	hasQK  bool // Cols is a whole number of 256-blocks
 }
 
 // NewActivations allocates room for up to capacity vectors of cols elements.
@@ -74,6 +77,7 @@ func (a *Activations) Set(x []float32, n int) {
 	}
 	a.x, a.n = x, n
 	a.ok32, a.okK, a.okS = false, false, false
+	a.x8[0].ok, a.x8[1].ok = false, false
 }
 
 // N is the number of vectors set.
@@ -115,6 +119,9 @@ func (a *Activations) prepare(t Type) {
 			arrangeQ4Pairs(a.q32[i*a.Cols:(i+1)*a.Cols], a.q32p[i*a.pairStride:(i+1)*a.pairStride])
 		}
 		a.okS = true
+	}
+	if usesBatchForm(t, a.n) {
+		a.prepareBatch(t)
 	}
 	switch t {
 	case Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS:

@@ -79,3 +79,15 @@ func matMulBatchRows(out []float32, w Matrix, a *Activations, lo, hi int) {
 		}
 	}
 }
+
+// batchX8Acts holds what the AVX-512 batch kernels read besides the
+// quants, for one weight type: the vectors' block scales d and the integer
+// corrections c of the tiles' unsigned offset (minus the offset times the
+// sum of the block's activation quants), both interleaved by groups of 8
+// vectors ([group][block][8]), the last partial group as plain rows
+// ([vector][block]). Only amd64 fills it.
+type batchX8Acts struct {
+	d  []float32
+	c  []int32
+	ok bool
+}

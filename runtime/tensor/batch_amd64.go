@@ -65,10 +65,75 @@ func batchQ4_0x8x4(tile *byte, x *[4]*int8, d *[4]*float32, s *[4]*int32, nb int
 // batchX4 enables the four-vector kernels (tests and benchmarks compare).
 var batchX4 = true
 
+// repackQ8_0x8U is repackQ8_0x8 for the AVX-512 kernels: the quants
+// plus 128 as unsigned bytes, in blocks of q40TileBlock bytes.
+//
+//go:noescape
+func repackQ8_0x8U(dst *byte, w *byte, rs int, nb int)
+
+// batchU8x8x8 adds to acc[t][r] (r, t = 0..7) the row-sequential dot of
+// row r of an unsigned tile (Q4_0's, or repackQ8_0x8U's) with vector t
+// (quants x + t*xs bytes) over nb blocks: d[8b+t] is the vector's scale of
+// block b, c[8b+t] its offset correction (batchX8Acts).
+//
+//go:noescape
+func batchU8x8x8(tile *byte, x *int8, xs int, d *float32, c *int32, nb int, acc *float32)
+
+// batchU8x8x1 is batchU8x8x8 for one vector: d[b], c[b] for block b.
+//
+//go:noescape
+func batchU8x8x1(tile *byte, x *int8, d *float32, c *int32, nb int, acc *float32)
+
+// prepareBatch fills a.x8 for t (Q4_0 or Q8_0) when the AVX-512 batch
+// kernels will run.
+func (a *Activations) prepareBatch(t Type) {
+	if !useAVX512 {
+		return
+	}
+	off := int32(8) // Q4_0: nibbles are the quants plus 8
+	if t == Q8_0 {
+		off = 128
+	}
+	x := &a.x8[x8Index(t)]
+	if x.ok {
+		return
+	}
+	nb := a.Cols / 32
+	if len(x.d) < a.Cap*nb {
+		x.d, x.c = make([]float32, a.Cap*nb), make([]int32, a.Cap*nb)
+	}
+	n8 := a.n &^ 7
+	for v := range a.n {
+		for b := range nb {
+			var s int32
+			for _, q := range a.q32[(v*nb+b)*32 : (v*nb+b+1)*32] {
+				s += int32(q)
+			}
+			i := v*nb + b
+			if v < n8 {
+				i = (v&^7)*nb + 8*b + v&7
+			}
+			x.d[i], x.c[i] = a.d32[v*nb+b], -off*s
+		}
+	}
+	x.ok = true
+}
+
+// x8Index is where a.x8 keeps t's inputs: Q4_0 0, Q8_0 1.
+func x8Index(t Type) int {
+	if t == Q8_0 {
+		return 1
+	}
+	return 0
+}
+
 // matMulBatchX8 computes the whole groups of 8 rows from lo (a multiple
 // of 8) up to hi with the interleaved kernels, and returns the first row
 // it did not compute.
 func matMulBatchX8(out []float32, w Matrix, a *Activations, lo, hi int) int {
+	if useAVX512 && a.x8[x8Index(w.Type)].ok {
+		return matMulBatchX8U(out, w, a, lo, hi)
+	}
 	if !useAVX2 {
 		return lo
 	}
@@ -138,6 +203,51 @@ func matMulBatchX8(out []float32, w Matrix, a *Activations, lo, hi int) int {
 						s8 := a.s32[v*nb+k0 : v*nb+k0+kc]
 						batchQ4_0x8(&tile[0], unsafe.SliceData(x), unsafe.SliceData(d), unsafe.SliceData(s8), kc, &acc[v-v0][0])
 					}
+				}
+			}
+			for v := v0; v < v0+nv; v++ {
+				copy(out[v*rows+r:v*rows+r+8], acc[v-v0][:])
+			}
+		}
+	}
+	return r
+}
+
+// matMulBatchX8U is matMulBatchX8 with the AVX-512 kernels: tiles of
+// unsigned bytes, eight vectors at a time, then one by one.
+func matMulBatchX8U(out []float32, w Matrix, a *Activations, lo, hi int) int {
+	rows, cols, n := w.Rows, w.Cols, a.n
+	rb, nb := w.RowBytes(), cols/32
+	x := &a.x8[x8Index(w.Type)]
+	n8 := n &^ 7
+	_, _ = x.d[n*nb-1], x.c[n*nb-1]
+	var tile [batchKC * q40TileBlock]byte
+	var acc [batchVecs][8]float32
+	r := lo
+	for ; r+8 <= hi; r += 8 {
+		for v0 := 0; v0 < n; v0 += batchVecs {
+			nv := min(batchVecs, n-v0)
+			clear(acc[:nv])
+			for k0 := 0; k0 < nb; k0 += batchKC {
+				kc := min(batchKC, nb-k0)
+				src := w.Data[r*rb+k0*rb/nb:]
+				_ = src[7*rb+kc*rb/nb-1]
+				if w.Type == Q8_0 {
+					repackQ8_0x8U(&tile[0], &src[0], rb, kc)
+				} else {
+					repackQ4_0x8(&tile[0], &src[0], rb, kc)
+				}
+				_ = tile[kc*q40TileBlock-1]
+				v := v0
+				for ; v+8 <= min(v0+nv, n8); v += 8 {
+					_ = a.q32[(v+7)*cols+32*(k0+kc)-1]
+					i := v*nb + 8*k0
+					batchU8x8x8(&tile[0], &a.q32[v*cols+32*k0], cols, &x.d[i], &x.c[i], kc, &acc[v-v0][0])
+				}
+				for ; v < v0+nv; v++ {
+					_ = a.q32[v*cols+32*(k0+kc)-1]
+					i := v*nb + k0 // past the groups of 8: plain rows
+					batchU8x8x1(&tile[0], &a.q32[v*cols+32*k0], &x.d[i], &x.c[i], kc, &acc[v-v0][0])
 				}
 			}
 			for v := v0; v < v0+nv; v++ {

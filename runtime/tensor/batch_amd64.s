@@ -604,3 +604,195 @@ bq4x4loop:
 	VMOVUPS Y14, (BX)
 	VZEROUPPER
 	RET
+
+// The AVX-512 batch kernels (F, VL, VNNI; useAVX512): the tiles hold
+// unsigned bytes (Q4_0 its nibbles, as above; Q8_0 its quants plus 128,
+// repackQ8_0x8U) and the per-row integer dot of one group is one VPDPBUSD
+// with the vector's four quants broadcast from memory (AVX2 needs two to
+// four instructions). The offset is taken off exactly: each block's sums
+// start at c[b] = -(offset * sum of the block's activation quants). The
+// float steps are those of batchQ8_0x8.
+
+// func repackQ8_0x8U(dst *byte, w *byte, rs int, nb int)
+//
+// repackQ8_0x8U is repackQ8_0x8 with the quants stored once, plus 128, as
+// unsigned bytes: blocks of q40TileBlock bytes (256 quants, 8 scales).
+TEXT ·repackQ8_0x8U(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ w+8(FP), SI
+	MOVQ rs+16(FP), R8
+	MOVQ nb+24(FP), CX
+	LEAQ (R8)(R8*2), R9
+	LEAQ (SI)(R8*4), R10
+
+rq8uloop:
+	SCALES8(256)
+	ROW8(2(SI), 18(SI), X0, Y0)
+	ROW8(2(SI)(R8*1), 18(SI)(R8*1), X1, Y1)
+	ROW8(2(SI)(R8*2), 18(SI)(R8*2), X2, Y2)
+	ROW8(2(SI)(R9*1), 18(SI)(R9*1), X3, Y3)
+	ROW8(2(R10), 18(R10), X4, Y4)
+	ROW8(2(R10)(R8*1), 18(R10)(R8*1), X5, Y5)
+	ROW8(2(R10)(R8*2), 18(R10)(R8*2), X6, Y6)
+	ROW8(2(R10)(R9*1), 18(R10)(R9*1), X7, Y7)
+	TRANSPOSE8
+	MOVL         $0x80808080, AX
+	VMOVD        AX, X4
+	VPBROADCASTD X4, Y4
+	VPXOR        Y4, Y0, Y0
+	VPXOR        Y4, Y2, Y2
+	VPXOR        Y4, Y12, Y12
+	VPXOR        Y4, Y14, Y14
+	VPXOR        Y4, Y1, Y1
+	VPXOR        Y4, Y3, Y3
+	VPXOR        Y4, Y13, Y13
+	VPXOR        Y4, Y15, Y15
+	VMOVDQU      Y0, 0(DI)
+	VMOVDQU      Y2, 32(DI)
+	VMOVDQU      Y12, 64(DI)
+	VMOVDQU      Y14, 96(DI)
+	VMOVDQU      Y1, 128(DI)
+	VMOVDQU      Y3, 160(DI)
+	VMOVDQU      Y13, 192(DI)
+	VMOVDQU      Y15, 224(DI)
+	ADDQ $34, SI
+	ADDQ $34, R10
+	ADDQ $288, DI
+	DECQ CX
+	JNZ  rq8uloop
+	VZEROUPPER
+	RET
+
+// GU8(g): group g of the tile against the eight vectors (x + t*xs), into
+// the int32 sums Y0-Y7.
+#define GU8(g) \
+	VMOVDQU       (32*g)(SI), Y8 \
+	VPDPBUSD.BCST (4*g)(DI), Y8, Y0 \
+	VPDPBUSD.BCST (4*g)(DI)(R8*1), Y8, Y1 \
+	VPDPBUSD.BCST (4*g)(DI)(R8*2), Y8, Y2 \
+	VPDPBUSD.BCST (4*g)(DI)(R9*1), Y8, Y3 \
+	VPDPBUSD.BCST (4*g)(R10), Y8, Y4 \
+	VPDPBUSD.BCST (4*g)(R10)(R8*1), Y8, Y5 \
+	VPDPBUSD.BCST (4*g)(R10)(R8*2), Y8, Y6 \
+	VPDPBUSD.BCST (4*g)(R10)(R9*1), Y8, Y7
+
+// FU8(t): vector t's block sums into its accumulator: Y(16+t) =
+// fma(float(sum), tile scales * d[t], Y(16+t)).
+#define FU8(t, I, F) \
+	VCVTDQ2PS   I, I            \
+	VMULPS.BCST (4*t)(DX), Y9, Y10 \
+	VFMADD231PS Y10, I, F
+
+// func batchU8x8x8(tile *byte, x *int8, xs int, d *float32, c *int32, nb int, acc *float32)
+//
+// batchU8x8x8 adds to acc[t][r] (eight vectors t, eight rows r) the
+// row-sequential dot of tile row r with vector t (quants x + t*xs) over
+// nb blocks of an unsigned tile: d[8b+t] is vector t's scale of block b
+// and c[8b+t] its correction.
+TEXT ·batchU8x8x8(SB), NOSPLIT, $0-56
+	MOVQ tile+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ xs+16(FP), R8
+	LEAQ (R8)(R8*2), R9
+	LEAQ (DI)(R8*4), R10
+	MOVQ d+24(FP), DX
+	MOVQ c+32(FP), BX
+	MOVQ nb+40(FP), CX
+	MOVQ acc+48(FP), AX
+	VMOVUPS 0(AX), Y16
+	VMOVUPS 32(AX), Y17
+	VMOVUPS 64(AX), Y18
+	VMOVUPS 96(AX), Y19
+	VMOVUPS 128(AX), Y20
+	VMOVUPS 160(AX), Y21
+	VMOVUPS 192(AX), Y22
+	VMOVUPS 224(AX), Y23
+
+bu8x8loop:
+	VPBROADCASTD 0(BX), Y0
+	VPBROADCASTD 4(BX), Y1
+	VPBROADCASTD 8(BX), Y2
+	VPBROADCASTD 12(BX), Y3
+	VPBROADCASTD 16(BX), Y4
+	VPBROADCASTD 20(BX), Y5
+	VPBROADCASTD 24(BX), Y6
+	VPBROADCASTD 28(BX), Y7
+	GU8(0)
+	GU8(1)
+	GU8(2)
+	GU8(3)
+	GU8(4)
+	GU8(5)
+	GU8(6)
+	GU8(7)
+	VMOVUPS 256(SI), Y9
+	FU8(0, Y0, Y16)
+	FU8(1, Y1, Y17)
+	FU8(2, Y2, Y18)
+	FU8(3, Y3, Y19)
+	FU8(4, Y4, Y20)
+	FU8(5, Y5, Y21)
+	FU8(6, Y6, Y22)
+	FU8(7, Y7, Y23)
+	ADDQ $288, SI
+	ADDQ $32, DI
+	ADDQ $32, R10
+	ADDQ $32, DX
+	ADDQ $32, BX
+	DECQ CX
+	JNZ  bu8x8loop
+	VMOVUPS Y16, 0(AX)
+	VMOVUPS Y17, 32(AX)
+	VMOVUPS Y18, 64(AX)
+	VMOVUPS Y19, 96(AX)
+	VMOVUPS Y20, 128(AX)
+	VMOVUPS Y21, 160(AX)
+	VMOVUPS Y22, 192(AX)
+	VMOVUPS Y23, 224(AX)
+	VZEROUPPER
+	RET
+
+// func batchU8x8x1(tile *byte, x *int8, d *float32, c *int32, nb int, acc *float32)
+//
+// batchU8x8x1 is batchU8x8x8 for one vector: d[b], c[b] its scale and
+// correction of block b. Two chains of sums (even and odd groups).
+TEXT ·batchU8x8x1(SB), NOSPLIT, $0-48
+	MOVQ tile+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ d+16(FP), DX
+	MOVQ c+24(FP), BX
+	MOVQ nb+32(FP), CX
+	MOVQ acc+40(FP), AX
+	VMOVUPS (AX), Y16
+
+bu8x1loop:
+	VPBROADCASTD (BX), Y0
+	VPXOR         Y1, Y1, Y1
+	VMOVDQU       0(SI), Y8
+	VPDPBUSD.BCST 0(DI), Y8, Y0
+	VMOVDQU       32(SI), Y8
+	VPDPBUSD.BCST 4(DI), Y8, Y1
+	VMOVDQU       64(SI), Y8
+	VPDPBUSD.BCST 8(DI), Y8, Y0
+	VMOVDQU       96(SI), Y8
+	VPDPBUSD.BCST 12(DI), Y8, Y1
+	VMOVDQU       128(SI), Y8
+	VPDPBUSD.BCST 16(DI), Y8, Y0
+	VMOVDQU       160(SI), Y8
+	VPDPBUSD.BCST 20(DI), Y8, Y1
+	VMOVDQU       192(SI), Y8
+	VPDPBUSD.BCST 24(DI), Y8, Y0
+	VMOVDQU       224(SI), Y8
+	VPDPBUSD.BCST 28(DI), Y8, Y1
+	VPADDD        Y1, Y0, Y0
+	VMOVUPS       256(SI), Y9
+	FU8(0, Y0, Y16)
+	ADDQ $288, SI
+	ADDQ $32, DI
+	ADDQ $4, DX
+	ADDQ $4, BX
+	DECQ CX
+	JNZ  bu8x1loop
+	VMOVUPS Y16, (AX)
+	VZEROUPPER
+	RET

@@ -274,3 +274,6 @@ func axpy(dst []float32, alpha float32, x []float32) {
 func dotRows(Matrix, *Activations, int, int, int, []float32) bool { return false }
 
 func swiglu(out, gate, up []float32) { swigluGeneric(out, gate, up) }
+
+// prepareBatch has nothing to prepare without the AVX-512 kernels.
+func (a *Activations) prepareBatch(Type) {}

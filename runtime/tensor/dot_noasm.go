@@ -32,3 +32,6 @@ func matMulBatchX8(out []float32, w Matrix, a *Activations, lo, hi int) int { re
 func dotRows(Matrix, *Activations, int, int, int, []float32) bool { return false }
 
 func swiglu(out, gate, up []float32) { swigluGeneric(out, gate, up) }
+
+// prepareBatch has nothing to prepare without the AVX-512 kernels.
+func (a *Activations) prepareBatch(Type) {}
