@@ -38,6 +38,8 @@ type Activations struct {
 	// The AVX-512 batch kernels' inputs (batch_amd64.go), by Q4_0 (0) and
 	// Q8_0 (1): scales and offset corrections by groups of 8 vectors.
 	x8     [2]batchX8Acts
+	bK2    []int16 // for Q4_K: per vector [Cols/32] sums of each sub-block's quants
+	okB2   bool
 	qK     []int8    // [Cap*Cols] quants, blocks of 256
 	dK     []float32 // [Cap*Cols/256] block scales
 	bsumsK []int16   // [Cap*Cols/16] sums of each 16 quants
@@ -77,7 +79,7 @@ func (a *Activations) Set(x []float32, n int) {
 	}
 	a.x, a.n = x, n
 	a.ok32, a.okK, a.okS = false, false, false
-	a.x8[0].ok, a.x8[1].ok = false, false
+	a.x8[0].ok, a.x8[1].ok, a.okB2 = false, false, false
 }
 
 // N is the number of vectors set.
@@ -120,9 +122,6 @@ func (a *Activations) prepare(t Type) {
 		}
 		a.okS = true
 	}
-	if usesBatchForm(t, a.n) {
-		a.prepareBatch(t)
-	}
 	switch t {
 	case Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS:
 		if !a.okK {
@@ -133,6 +132,9 @@ func (a *Activations) prepare(t Type) {
 			quantizeQ8K(a.x[:m], a.qK[:m], a.dK[:m/qkK], a.bsumsK[:m/16])
 			a.okK = true
 		}
+	}
+	if usesBatchForm(t, a.n) {
+		a.prepareBatch(t)
 	}
 }
 

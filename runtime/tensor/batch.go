@@ -1,12 +1,15 @@
 package tensor
 
-// Batches of at least batchMin vectors against Q8_0 or Q4_0 weights use the
-// "row-sequential" form of the dot product: for each row and vector, one
-// float32 accumulator and, block by block in order,
+// Batches of at least batchMin vectors against Q8_0 or Q4_0 weights (and
+// Q4_K where batchQ4K) use the "row-sequential" form of the dot product:
+// for each row and vector, one float32 accumulator and, block by block in
+// order,
 //
 //	acc = fma32(float32(isum_b), dw_b*dx_b, acc)
 //
-// where isum_b is the block's exact integer dot product. The assembly
+// where isum_b is the block's exact integer dot product (for Q4_K, of the
+// super-block with its sub-block scales, and a second accumulator for the
+// mins term, subtracted at the end: dotQ4_KSeq). The assembly
 // computes it with eight rows in the eight lanes of a register (so the
 // float work and reduction are shared by eight rows) and must match the
 // generic version below bit for bit; the result differs from the
@@ -14,9 +17,11 @@ package tensor
 const batchMin = 8
 
 // usesBatchForm reports whether MatMulAct computes n vectors against t in
-// the row-sequential form.
+// the row-sequential form. Q4_K batches use it where a CPU has the kernel
+// for it (batchQ4K): the same input then gives, within float rounding,
+// different results on CPUs with and without it.
 func usesBatchForm(t Type, n int) bool {
-	return n >= batchMin && (t == Q8_0 || t == Q4_0)
+	return n >= batchMin && (t == Q8_0 || t == Q4_0 || t == Q4_K && batchQ4K)
 }
 
 // dotQ8_0Seq is the row-sequential dot of a Q8_0 row with 32-block
@@ -56,6 +61,39 @@ func dotQ4_0Seq(w []byte, x []int8, d []float32) float32 {
 	return acc
 }
 
+// dotQ4_KSeq is the row-sequential dot of a Q4_K row with Q8_K
+// activations (quants x, scales d, 16-sums bsums): per super-block, the
+// exact integer sums of the scaled sub-block dots and of the mins terms,
+// each scaled once into its own accumulator.
+func dotQ4_KSeq(w []byte, x []int8, d []float32, bsums []int16) float32 {
+	nb := len(d)
+	w, x, bsums = w[:nb*q4KBytes], x[:nb*qkK], bsums[:nb*16]
+	var acc, accm float32
+	for b := range nb {
+		blk := w[b*q4KBytes : (b+1)*q4KBytes]
+		dd := d[b] * FP16ToFP32(u16le(blk))
+		dmin := d[b] * FP16ToFP32(u16le(blk[2:]))
+		sc, m := k4ScalesMins(blk[4:16])
+		qs, xs, bs := blk[16:144], x[qkK*b:qkK*(b+1)], bsums[16*b:16*b+16]
+		var isum, msum int32
+		for j := range 8 {
+			var dot int32
+			for k := range 32 {
+				q := qs[32*(j/2)+k]
+				if j&1 == 1 {
+					q >>= 4
+				}
+				dot += int32(q&15) * int32(xs[32*j+k])
+			}
+			isum += sc[j] * dot
+			msum += m[j] * (int32(bs[2*j]) + int32(bs[2*j+1]))
+		}
+		acc = fma32(float32(isum), dd, acc)
+		accm = fma32(float32(msum), dmin, accm)
+	}
+	return acc - accm
+}
+
 // matMulBatchRows computes rows [lo, hi) of MatMulAct in the
 // row-sequential form, with the interleaved assembly for whole groups of
 // eight rows where there is one, and the generic dot for the rest.
@@ -70,6 +108,11 @@ func matMulBatchRows(out []float32, w Matrix, a *Activations, lo, hi int) {
 	for ; r < hi; r++ {
 		row := w.Data[r*rb : (r+1)*rb]
 		for i := range n {
+			if w.Type == Q4_K {
+				nk := cols / qkK
+				out[i*rows+r] = dotQ4_KSeq(row, a.qK[i*cols:(i+1)*cols], a.dK[i*nk:(i+1)*nk], a.bsumsK[i*cols/16:(i+1)*cols/16])
+				continue
+			}
 			q, d := a.q32[i*cols:(i+1)*cols], a.d32[i*nb:(i+1)*nb]
 			if w.Type == Q8_0 {
 				out[i*rows+r] = dotQ8_0Seq(row, q, d)

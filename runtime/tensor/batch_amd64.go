@@ -90,6 +90,10 @@ func (a *Activations) prepareBatch(t Type) {
 	if !useAVX512 {
 		return
 	}
+	if t == Q4_K {
+		a.prepareQ4KBatch()
+		return
+	}
 	off := int32(8) // Q4_0: nibbles are the quants plus 8
 	if t == Q8_0 {
 		off = 128
@@ -131,6 +135,12 @@ func x8Index(t Type) int {
 // of 8) up to hi with the interleaved kernels, and returns the first row
 // it did not compute.
 func matMulBatchX8(out []float32, w Matrix, a *Activations, lo, hi int) int {
+	if w.Type == Q4_K {
+		if useAVX512 && a.okB2 {
+			return matMulBatchQ4K(out, w, a, lo, hi)
+		}
+		return lo
+	}
 	if useAVX512 && a.x8[x8Index(w.Type)].ok {
 		return matMulBatchX8U(out, w, a, lo, hi)
 	}

@@ -796,3 +796,135 @@ bu8x1loop:
 	VMOVUPS Y16, (AX)
 	VZEROUPPER
 	RET
+
+// K4ROWSC(addr, S, M): the scales and mins of the Q4_K block at addr
+// (12 bytes at addr+4; see K4YSCALES in dot_avx512_amd64.s): S = the 8
+// scales as int32, M = the 8 mins as int16 (so pairs of mins in dwords).
+// X24 = 0x3f bytes, X25 = 0x0f, X26 = 0x03, X27 = the shifts [0, 4, 0, 0].
+#define K4ROWSC(addr, S, M) \
+	VMOVDQU    addr, X8         \
+	VPANDD     X24, X8, X9      \
+	VPSHUFD    $0xaa, X8, X10   \
+	VPSRLVD    X27, X10, X10    \
+	VPANDD     X25, X10, X10    \
+	VPSRLD     $6, X8, X8       \
+	VPANDD     X26, X8, X8      \
+	VPSLLD     $4, X8, X8       \
+	VPORD      X8, X10, X10     \
+	VPUNPCKLDQ X10, X9, X9      \
+	VPMOVZXBD  X9, S            \
+	VPSHUFD    $0xee, X9, X9    \
+	VPMOVZXBW  X9, M
+
+// K4NIB(p, G, g): group vector G (group g of the pair p of sub-blocks) as
+// the low nibbles (sub-block 2p) and high nibbles (2p+1) into the tile at
+// DI. Y16 = 0x0f bytes; clobbers Y4, Y5.
+#define K4NIB(p, G, g) \
+	VPANDD  Y16, G, Y4                  \
+	VMOVDQU Y4, (256*(2*p)+32*g)(DI)    \
+	VPSRLW  $4, G, Y5                   \
+	VPANDD  Y16, Y5, Y5                 \
+	VMOVDQU Y5, (256*(2*p+1)+32*g)(DI)
+
+// K4PAIR8(p): the pair p of sub-blocks of the 8 rows into the tile.
+#define K4PAIR8(p) \
+	VMOVDQU (16+32*p)(SI), Y0        \
+	VMOVDQU (16+32*p)(SI)(R8*1), Y1  \
+	VMOVDQU (16+32*p)(SI)(R8*2), Y2  \
+	VMOVDQU (16+32*p)(SI)(R9*1), Y3  \
+	VMOVDQU (16+32*p)(R10), Y4       \
+	VMOVDQU (16+32*p)(R10)(R8*1), Y5 \
+	VMOVDQU (16+32*p)(R10)(R8*2), Y6 \
+	VMOVDQU (16+32*p)(R10)(R9*1), Y7 \
+	TRANSPOSE8                       \
+	K4NIB(p, Y0, 0)                  \
+	K4NIB(p, Y2, 1)                  \
+	K4NIB(p, Y12, 2)                 \
+	K4NIB(p, Y14, 3)                 \
+	K4NIB(p, Y1, 4)                  \
+	K4NIB(p, Y3, 5)                  \
+	K4NIB(p, Y13, 6)                 \
+	K4NIB(p, Y15, 7)
+
+// GATHER16(off, X): the fp16 at offset off of the 8 rows' blocks as 8
+// float32 in Y (X its low half).
+#define GATHER16(off, X, Y) \
+	MOVWLZX   off(SI), AX                   \
+	VMOVD     AX, X                         \
+	VPINSRW   $1, off(SI)(R8*1), X, X       \
+	VPINSRW   $2, off(SI)(R8*2), X, X       \
+	VPINSRW   $3, off(SI)(R9*1), X, X       \
+	VPINSRW   $4, off(R10), X, X            \
+	VPINSRW   $5, off(R10)(R8*1), X, X      \
+	VPINSRW   $6, off(R10)(R8*2), X, X      \
+	VPINSRW   $7, off(R10)(R9*1), X, X      \
+	VCVTPH2PS X, Y
+
+// func repackQ4_Kx8Asm(dst *byte, w *byte, rs int, nb int)
+//
+// repackQ4_Kx8Asm is repackQ4_Kx8Go (batch_q4k_amd64.go) in assembly:
+// the nibbles of each pair of sub-blocks transposed once as bytes (the
+// 8x8 dword transpose) and split into the two sub-blocks after.
+TEXT ·repackQ4_Kx8Asm(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ w+8(FP), SI
+	MOVQ rs+16(FP), R8
+	MOVQ nb+24(FP), CX
+	LEAQ (R8)(R8*2), R9
+	LEAQ (SI)(R8*4), R10
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Y16
+	VPBROADCASTD AX, X25
+	MOVL         $0x3f3f3f3f, AX
+	VPBROADCASTD AX, X24
+	MOVL         $0x03030303, AX
+	VPBROADCASTD AX, X26
+	MOVQ         $0x0000000400000000, AX
+	VMOVQ        AX, X27
+
+rq4kloop:
+	K4PAIR8(0)
+	K4PAIR8(1)
+	K4PAIR8(2)
+	K4PAIR8(3)
+	K4ROWSC(4(SI), Y0, X17)
+	K4ROWSC(4(SI)(R8*1), Y1, X18)
+	K4ROWSC(4(SI)(R8*2), Y2, X19)
+	K4ROWSC(4(SI)(R9*1), Y3, X20)
+	K4ROWSC(4(R10), Y4, X21)
+	K4ROWSC(4(R10)(R8*1), Y5, X22)
+	K4ROWSC(4(R10)(R8*2), Y6, X23)
+	K4ROWSC(4(R10)(R9*1), Y7, X28)
+	TRANSPOSE8
+	VMOVDQU Y0, 2048(DI)
+	VMOVDQU Y2, 2080(DI)
+	VMOVDQU Y12, 2112(DI)
+	VMOVDQU Y14, 2144(DI)
+	VMOVDQU Y1, 2176(DI)
+	VMOVDQU Y3, 2208(DI)
+	VMOVDQU Y13, 2240(DI)
+	VMOVDQU Y15, 2272(DI)
+	VMOVDQA64 Y17, Y0
+	VMOVDQA64 Y18, Y1
+	VMOVDQA64 Y19, Y2
+	VMOVDQA64 Y20, Y3
+	VMOVDQA64 Y21, Y4
+	VMOVDQA64 Y22, Y5
+	VMOVDQA64 Y23, Y6
+	VMOVDQA64 Y28, Y7
+	TRANSPOSE8
+	VMOVDQU Y0, 2304(DI)
+	VMOVDQU Y2, 2336(DI)
+	VMOVDQU Y12, 2368(DI)
+	VMOVDQU Y14, 2400(DI)
+	GATHER16(0, X0, Y0)
+	VMOVUPS Y0, 2432(DI)
+	GATHER16(2, X1, Y1)
+	VMOVUPS Y1, 2464(DI)
+	ADDQ $144, SI
+	ADDQ $144, R10
+	ADDQ $2496, DI
+	DECQ CX
+	JNZ  rq4kloop
+	VZEROUPPER
+	RET

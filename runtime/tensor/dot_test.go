@@ -1,6 +1,7 @@
 package tensor
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -525,9 +526,13 @@ func TestDotAxpy(t *testing.T) {
 // more vectors than one accumulator pass, a partial group of rows) equal
 // the generic row-sequential form bit for bit.
 func TestMatMulActBatch(t *testing.T) {
-	const rows, cols, n = 21, 32 * 37, 70
-	for _, typ := range []Type{Q8_0, Q4_0} {
+	const rows, n = 21, 70
+	for _, typ := range []Type{Q8_0, Q4_0, Q4_K} {
 		t.Run(typ.String(), func(t *testing.T) {
+			cols := 32 * 37
+			if typ == Q4_K {
+				cols = qkK * 9 // two tiles, the second of one super-block
+			}
 			w, deq := randomMatrix(t, typ, rows, cols, 4)
 			x := testData("normal", n*cols, 6)
 			a := NewActivations(n, cols)
@@ -583,4 +588,52 @@ func TestSwiGLUImplementations(t *testing.T) {
 			}
 		}
 	})
+}
+
+// Batches against rows of random bytes (every quant and scale value a
+// file may hold, Q8_0's -128 included; finite fp16 scales) and activations
+// quantized to ±127: every implementation equals the generic batch form
+// bit for bit (no 16-bit saturation, exact offset corrections).
+func TestMatMulActBatchRandomBlocks(t *testing.T) {
+	const rows, n = 16, 13
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, typ := range []Type{Q8_0, Q4_0, Q4_K} {
+		t.Run(typ.String(), func(t *testing.T) {
+			cols := 32 * 19
+			if typ == Q4_K {
+				cols = qkK * 3
+			}
+			bs, bb, _ := layout(typ)
+			w := Matrix{Type: typ, Rows: rows, Cols: cols, Data: make([]byte, rows*cols/bs*bb)}
+			for i := range w.Data {
+				w.Data[i] = byte(r.Uint32())
+			}
+			for i := 0; i < len(w.Data); i += bb {
+				binary.LittleEndian.PutUint16(w.Data[i:], FP32ToFP16(float32(r.NormFloat64())*0.01))
+				if typ == Q4_K {
+					binary.LittleEndian.PutUint16(w.Data[i+2:], FP32ToFP16(float32(r.NormFloat64())*0.01))
+				}
+			}
+			x := make([]float32, n*cols)
+			for i := range x {
+				x[i] = float32(1 - 2*int(r.Uint32()&1))
+			}
+			a := NewActivations(n, cols)
+			want := make([]float32, n*rows)
+			withGeneric(func() {
+				a.Set(x, n)
+				MatMulAct(nil, want, w, a)
+			})
+			eachImpl(t, func(t *testing.T) {
+				a.Set(x, n)
+				got := make([]float32, n*rows)
+				MatMulAct(nil, got, w, a)
+				for i := range got {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("out[%d] = %g, generic %g", i, got[i], want[i])
+					}
+				}
+			})
+		})
+	}
 }

@@ -1,0 +1,194 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// The AVX-512 Q4_K batch kernels (dotQ4_KSeq's arithmetic, eight rows in
+// the lanes of a register). A tile holds, per super-block of the 8 rows
+// (q4KTileSB bytes): at 256j+32g the nibbles of group g (elements
+// 4g..4g+3) of sub-block j, row r in bytes 4r..4r+3; at 2048+32j the
+// rows' scales of sub-block j as int32; at 2304+32k their mins 2k and
+// 2k+1 as an int16 pair; at 2432 and 2464 their d and dmin as float32.
+// Per sub-block, eight VPDPBUSD (the vector's four quants broadcast from
+// memory) give the rows' exact dots, scaled by one VPMULLD; the mins
+// terms are four VPDPWSSD against the vector's sub-block sums (b2: 8 int16
+// per super-block). acc holds per vector the 8 rows' accumulator, then
+// the 8 rows' mins accumulator.
+//
+// Registers: Y0-Y3 the super-block sums of vectors 0-3, Y4-Y7 one
+// sub-block's (then the mins'), Y8 a tile group, Y16-Y19 and Y20-Y23 the
+// accumulators; vector t's quants at x + t*xs (DI, R8, R9 = 3xs), scales
+// at d + t*ds (DX, R10, R11), sub-block sums at b2 + t*bs (BX, R12, R13).
+
+#define KG4(j, g) \
+	VMOVDQU       (256*j+32*g)(SI), Y8             \
+	VPDPBUSD.BCST (32*j+4*g)(DI), Y8, Y4           \
+	VPDPBUSD.BCST (32*j+4*g)(DI)(R8*1), Y8, Y5     \
+	VPDPBUSD.BCST (32*j+4*g)(DI)(R8*2), Y8, Y6     \
+	VPDPBUSD.BCST (32*j+4*g)(DI)(R9*1), Y8, Y7
+
+#define KSUB4(j) \
+	VPXOR   Y4, Y4, Y4        \
+	VPXOR   Y5, Y5, Y5        \
+	VPXOR   Y6, Y6, Y6        \
+	VPXOR   Y7, Y7, Y7        \
+	KG4(j, 0)                 \
+	KG4(j, 1)                 \
+	KG4(j, 2)                 \
+	KG4(j, 3)                 \
+	KG4(j, 4)                 \
+	KG4(j, 5)                 \
+	KG4(j, 6)                 \
+	KG4(j, 7)                 \
+	VMOVDQU (2048+32*j)(SI), Y9 \
+	VPMULLD Y9, Y4, Y4        \
+	VPMULLD Y9, Y5, Y5        \
+	VPMULLD Y9, Y6, Y6        \
+	VPMULLD Y9, Y7, Y7        \
+	VPADDD  Y4, Y0, Y0        \
+	VPADDD  Y5, Y1, Y1        \
+	VPADDD  Y6, Y2, Y2        \
+	VPADDD  Y7, Y3, Y3
+
+// KMINS1(M, B0..B3): M = the 8 rows' mins terms against the vector's
+// sub-block sums (pairs at B0..B3; Y10-Y13 hold the tile's min pairs).
+#define KMINS1(M, B0, B1, B2, B3) \
+	VPXOR         M, M, M     \
+	VPDPWSSD.BCST B0, Y10, M  \
+	VPDPWSSD.BCST B1, Y11, M  \
+	VPDPWSSD.BCST B2, Y12, M  \
+	VPDPWSSD.BCST B3, Y13, M
+
+// KFOLD1(D, S, M, A, AM): A = fma(float(S), d rows * D, A), AM likewise
+// for the mins sums M with dmin (Y14 = the rows' d, Y15 their dmin).
+#define KFOLD1(D, S, M, A, AM) \
+	VCVTDQ2PS   S, S          \
+	VMULPS.BCST D, Y14, Y9    \
+	VFMADD231PS Y9, S, A      \
+	VCVTDQ2PS   M, M          \
+	VMULPS.BCST D, Y15, Y9    \
+	VFMADD231PS Y9, M, AM
+
+// func batchQ4Kx8x4(tile *byte, x *int8, xs int, d *float32, ds int, b2 *int16, bs int, nb int, acc *float32)
+TEXT ·batchQ4Kx8x4(SB), NOSPLIT, $0-72
+	MOVQ tile+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ xs+16(FP), R8
+	LEAQ (R8)(R8*2), R9
+	MOVQ d+24(FP), DX
+	MOVQ ds+32(FP), R10
+	LEAQ (R10)(R10*2), R11
+	MOVQ b2+40(FP), BX
+	MOVQ bs+48(FP), R12
+	LEAQ (R12)(R12*2), R13
+	MOVQ nb+56(FP), CX
+	MOVQ acc+64(FP), AX
+	VMOVUPS 0(AX), Y16
+	VMOVUPS 32(AX), Y20
+	VMOVUPS 64(AX), Y17
+	VMOVUPS 96(AX), Y21
+	VMOVUPS 128(AX), Y18
+	VMOVUPS 160(AX), Y22
+	VMOVUPS 192(AX), Y19
+	VMOVUPS 224(AX), Y23
+
+bq4kx4loop:
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	KSUB4(0)
+	KSUB4(1)
+	KSUB4(2)
+	KSUB4(3)
+	KSUB4(4)
+	KSUB4(5)
+	KSUB4(6)
+	KSUB4(7)
+	VMOVDQU 2304(SI), Y10
+	VMOVDQU 2336(SI), Y11
+	VMOVDQU 2368(SI), Y12
+	VMOVDQU 2400(SI), Y13
+	VMOVUPS 2432(SI), Y14
+	VMOVUPS 2464(SI), Y15
+	KMINS1(Y4, 0(BX), 4(BX), 8(BX), 12(BX))
+	KMINS1(Y5, 0(BX)(R12*1), 4(BX)(R12*1), 8(BX)(R12*1), 12(BX)(R12*1))
+	KMINS1(Y6, 0(BX)(R12*2), 4(BX)(R12*2), 8(BX)(R12*2), 12(BX)(R12*2))
+	KMINS1(Y7, 0(BX)(R13*1), 4(BX)(R13*1), 8(BX)(R13*1), 12(BX)(R13*1))
+	KFOLD1((DX), Y0, Y4, Y16, Y20)
+	KFOLD1((DX)(R10*1), Y1, Y5, Y17, Y21)
+	KFOLD1((DX)(R10*2), Y2, Y6, Y18, Y22)
+	KFOLD1((DX)(R11*1), Y3, Y7, Y19, Y23)
+	ADDQ $2496, SI
+	ADDQ $256, DI
+	ADDQ $4, DX
+	ADDQ $16, BX
+	DECQ CX
+	JNZ  bq4kx4loop
+	VMOVUPS Y16, 0(AX)
+	VMOVUPS Y20, 32(AX)
+	VMOVUPS Y17, 64(AX)
+	VMOVUPS Y21, 96(AX)
+	VMOVUPS Y18, 128(AX)
+	VMOVUPS Y22, 160(AX)
+	VMOVUPS Y19, 192(AX)
+	VMOVUPS Y23, 224(AX)
+	VZEROUPPER
+	RET
+
+// KG1(j, g) / KSUB1(j): KG4 / KSUB4 for one vector.
+#define KG1(j, g) \
+	VMOVDQU       (256*j+32*g)(SI), Y8 \
+	VPDPBUSD.BCST (32*j+4*g)(DI), Y8, Y4
+
+#define KSUB1(j) \
+	VPXOR   Y4, Y4, Y4          \
+	KG1(j, 0)                   \
+	KG1(j, 1)                   \
+	KG1(j, 2)                   \
+	KG1(j, 3)                   \
+	KG1(j, 4)                   \
+	KG1(j, 5)                   \
+	KG1(j, 6)                   \
+	KG1(j, 7)                   \
+	VPMULLD (2048+32*j)(SI), Y4, Y4 \
+	VPADDD  Y4, Y0, Y0
+
+// func batchQ4Kx8x1(tile *byte, x *int8, d *float32, b2 *int16, nb int, acc *float32)
+TEXT ·batchQ4Kx8x1(SB), NOSPLIT, $0-48
+	MOVQ tile+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ d+16(FP), DX
+	MOVQ b2+24(FP), BX
+	MOVQ nb+32(FP), CX
+	MOVQ acc+40(FP), AX
+	VMOVUPS 0(AX), Y16
+	VMOVUPS 32(AX), Y20
+
+bq4kx1loop:
+	VPXOR Y0, Y0, Y0
+	KSUB1(0)
+	KSUB1(1)
+	KSUB1(2)
+	KSUB1(3)
+	KSUB1(4)
+	KSUB1(5)
+	KSUB1(6)
+	KSUB1(7)
+	VMOVDQU 2304(SI), Y10
+	VMOVDQU 2336(SI), Y11
+	VMOVDQU 2368(SI), Y12
+	VMOVDQU 2400(SI), Y13
+	VMOVUPS 2432(SI), Y14
+	VMOVUPS 2464(SI), Y15
+	KMINS1(Y4, 0(BX), 4(BX), 8(BX), 12(BX))
+	KFOLD1((DX), Y0, Y4, Y16, Y20)
+	ADDQ $2496, SI
+	ADDQ $256, DI
+	ADDQ $4, DX
+	ADDQ $16, BX
+	DECQ CX
+	JNZ  bq4kx1loop
+	VMOVUPS Y16, 0(AX)
+	VMOVUPS Y20, 32(AX)
+	VZEROUPPER
+	RET
