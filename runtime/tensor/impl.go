@@ -8,8 +8,10 @@ type impl struct {
 	use  func(on bool)
 }
 
-// Kernels names the kernel set in use: "avx2" (AVX2+FMA+F16C assembly on
-// amd64), "neon" (NEON with the dot-product extension on arm64: the
+// Kernels names the kernel set in use: "avx512" (amd64 with AVX-512 F,
+// BW, VL and VNNI: the VNNI kernels for Q4_K and the Q8_0, Q4_0 and Q4_K
+// batches, AVX2 for the rest), "avx2" (AVX2+FMA+F16C assembly on amd64),
+// "neon" (NEON with the dot-product extension on arm64: the
 // one-vector dots, the four-vector dots but Q4_0/Q5_K, the 8-row Q8_0/Q4_0
 // batch kernels, Axpy and the activation quantizer; SwiGLU, the
 // multi-row kernels and every Q2_K, Q3_K and IQ4_XS dot are Go) or
