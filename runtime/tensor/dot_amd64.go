@@ -167,6 +167,9 @@ func dotQ5_K(w []byte, x []int8, d []float32, bsums []int16) float32 {
 	}
 	nb := len(d)
 	_, _, _ = w[nb*q5KBytes-1], x[nb*qkK-1], bsums[nb*16-1]
+	if useAVX512 {
+		return dotQ5_KAVX512(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), unsafe.SliceData(bsums), nb)
+	}
 	return dotQ5_KAVX2(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), unsafe.SliceData(bsums), nb)
 }
 
@@ -243,6 +246,13 @@ func dot4(t Type, row []byte, a *Activations, i, cols int, out *[4]float32) bool
 			break
 		}
 		dotQ4_Kx4AVX2(unsafe.SliceData(row), &a.qK[i*cols], &a.dK[i*nk], &a.bsumsK[i*cols/16], nk, cols, 4*nk, 2*(cols/16), &out[0])
+	case Q5_K:
+		if !useAVX512 {
+			return false
+		}
+		nk := cols / qkK
+		_, _, _, _ = row[nk*q5KBytes-1], a.qK[(i+4)*cols-1], a.dK[(i+4)*nk-1], a.bsumsK[(i+4)*cols/16-1]
+		dotQ5_Kx4AVX512(unsafe.SliceData(row), &a.qK[i*cols], &a.dK[i*nk], &a.bsumsK[i*cols/16], nk, cols, 4*nk, 2*(cols/16), &out[0])
 	case Q6_K:
 		nk := cols / qkK
 		_, _, _ = row[nk*q6KBytes-1], a.qK[(i+4)*cols-1], a.dK[(i+4)*nk-1]

@@ -16,3 +16,13 @@ func dotQ4_KAVX512(w *byte, x *int8, d *float32, bsums *int16, nb int) float32
 //
 //go:noescape
 func dotQ4_Kx4AVX512(w *byte, x *int8, d *float32, bsums *int16, nb, xs, ds, bs int, out *float32)
+
+// dotQ5_KAVX512 is dotQ5_KGeneric over nb > 0 super-blocks.
+//
+//go:noescape
+func dotQ5_KAVX512(w *byte, x *int8, d *float32, bsums *int16, nb int) float32
+
+// dotQ5_Kx4AVX512 is dotQ4_Kx4AVX512 for Q5_K rows (no AVX2 twin).
+//
+//go:noescape
+func dotQ5_Kx4AVX512(w *byte, x *int8, d *float32, bsums *int16, nb, xs, ds, bs int, out *float32)

@@ -150,7 +150,12 @@ q4kyloop:
 
 // K4Y4(qoff, g): sub-blocks 2g and 2g+1 against the four vectors.
 #define K4Y4(qoff, g) \
-	K4YW(qoff)                                 \
+	K4YW(qoff) \
+	K4Y4M(g)
+
+// K4Y4M(g): the nibbles in Y4, Y5 (sub-blocks 2g, 2g+1) against the four
+// vectors.
+#define K4Y4M(g) \
 	K4YMUL((64*g)(DI), Y4, 2*g, Y0)            \
 	K4YMUL((64*g+32)(DI), Y5, 2*g+1, Y0)       \
 	K4YMUL((64*g)(DI)(R8*1), Y4, 2*g, Y1)      \
@@ -241,6 +246,183 @@ q4ky4loop:
 	ADDQ $32, BX
 	DECQ CX
 	JNZ  q4ky4loop
+
+	MOVQ out+64(FP), BX
+	HSUMY(Y8, X8, X1)
+	VSUBSS X9, X8, X0
+	VMOVSS X0, (BX)
+	HSUMY(Y10, X10, X1)
+	VMOVSHDUP X9, X2
+	VSUBSS X2, X10, X0
+	VMOVSS X0, 4(BX)
+	VMOVAPS Y16, Y10
+	HSUMY(Y10, X10, X1)
+	VMOVHLPS X9, X9, X2
+	VSUBSS X2, X10, X0
+	VMOVSS X0, 8(BX)
+	VMOVAPS Y17, Y10
+	HSUMY(Y10, X10, X1)
+	VPSHUFD $0xff, X9, X2
+	VSUBSS X2, X10, X0
+	VMOVSS X0, 12(BX)
+	VZEROUPPER
+	RET
+
+// The Q5_K kernels: the Q4_K kernels with the fifth bits (32 bytes at
+// SI+16, in Y24: bit j of byte k is element k of sub-block j) moved to
+// bit 4 by one shift and merged by one VPTERNLOGD (Y26 = 0x10 bytes).
+
+// K5YCONST: Y26 = 0x10 bytes.
+#define K5YCONST \
+	MOVL         $0x10101010, AX \
+	VPBROADCASTD AX, Y26
+
+// K5BIT(SH, n, W): W |= (Y24 shifted by n) & 0x10. Clobbers Y25.
+#define K5BIT(SH, n, W) \
+	SH         $n, Y24, Y25 \
+	VPTERNLOGD $0xf8, Y26, Y25, W
+
+// K5YW(qoff, ...): K4YW plus the fifth bits of sub-blocks 2g (shift SH0
+// by N0) and 2g+1 (SH1 by N1).
+#define K5YW(qoff, SH0, N0, SH1, N1) \
+	K4YW(qoff)           \
+	K5BIT(SH0, N0, Y4)   \
+	K5BIT(SH1, N1, Y5)
+
+TEXT ·dotQ5_KAVX512(SB), NOSPLIT, $32-44
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ d+16(FP), DX
+	MOVQ bsums+24(FP), BX
+	MOVQ nb+32(FP), CX
+	K4YCONST
+	K5YCONST
+	VXORPS Y8, Y8, Y8
+	VXORPS X9, X9, X9
+
+q5kyloop:
+	VMOVDQU64 16(SI), Y24
+	PREFETCHT0 (4096)(SI)
+	PREFETCHT0 (4160)(SI)
+	PREFETCHT0 (4224)(SI)
+	K4YSCALES
+	VPXOR Y0, Y0, Y0
+	K5YW(48, VPSLLW, 4, VPSLLW, 3)
+	K4YMUL((DI), Y4, 0, Y0)
+	K4YMUL(32(DI), Y5, 1, Y0)
+	K5YW(80, VPSLLW, 2, VPSLLW, 1)
+	K4YMUL(64(DI), Y4, 2, Y0)
+	K4YMUL(96(DI), Y5, 3, Y0)
+	K5YW(112, VPSLLW, 0, VPSRLW, 1)
+	K4YMUL(128(DI), Y4, 4, Y0)
+	K4YMUL(160(DI), Y5, 5, Y0)
+	K5YW(144, VPSRLW, 2, VPSRLW, 3)
+	K4YMUL(192(DI), Y4, 6, Y0)
+	K4YMUL(224(DI), Y5, 7, Y0)
+	// X2 = d * fp16 d, X3 = d * fp16 dmin (lane 0).
+	MOVL         (SI), AX
+	VMOVD        AX, X2
+	VCVTPH2PS    X2, X2
+	VMULPS.BCST  (DX), X2, X2
+	VMOVSHDUP    X2, X3
+	// The mins term: sum_j min j * (16-sum 2j + 16-sum 2j+1), as a scalar.
+	K4YMINS((BX), Y4)
+	VEXTRACTI128 $1, Y4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VFMADD231SS  X3, X4, X9
+	VCVTDQ2PS    Y0, Y0
+	VBROADCASTSS X2, Y2
+	VFMADD231PS  Y2, Y0, Y8
+	ADDQ $176, SI
+	ADDQ $256, DI
+	ADDQ $4, DX
+	ADDQ $32, BX
+	DECQ CX
+	JNZ  q5kyloop
+
+	HSUMY(Y8, X8, X1)
+	VSUBSS X9, X8, X0
+	VZEROUPPER
+	MOVSS  X0, ret+40(FP)
+	RET
+
+TEXT ·dotQ5_Kx4AVX512(SB), NOSPLIT, $48-72
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ d+16(FP), DX
+	MOVQ bsums+24(FP), BX
+	MOVQ nb+32(FP), CX
+	MOVQ xs+40(FP), R8
+	LEAQ (R8)(R8*2), R11
+	MOVQ ds+48(FP), R9
+	LEAQ (R9)(R9*2), R12
+	MOVQ bs+56(FP), R10
+	LEAQ (R10)(R10*2), R13
+	K4YCONST
+	K5YCONST
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VPXORD Y16, Y16, Y16
+	VPXORD Y17, Y17, Y17
+	VXORPS X9, X9, X9
+
+q5ky4loop:
+	VMOVDQU64 16(SI), Y24
+	K4YSCALES
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	K5YW(48, VPSLLW, 4, VPSLLW, 3)
+	K4Y4M(0)
+	K5YW(80, VPSLLW, 2, VPSLLW, 1)
+	K4Y4M(1)
+	K5YW(112, VPSLLW, 0, VPSRLW, 1)
+	K4Y4M(2)
+	K5YW(144, VPSRLW, 2, VPSRLW, 3)
+	K4Y4M(3)
+	// 32(SP) = the four d[t] * fp16 d, X6 = the four d[t] * fp16 dmin.
+	MOVL         (SI), AX
+	VMOVD        AX, X6
+	VCVTPH2PS    X6, X6
+	VBROADCASTSS X6, X7
+	VMOVSHDUP    X6, X6
+	VBROADCASTSS X6, X6
+	VMOVSS       (DX), X4
+	VINSERTPS    $0x10, (DX)(R9*1), X4, X4
+	VINSERTPS    $0x20, (DX)(R9*2), X4, X4
+	VINSERTPS    $0x30, (DX)(R12*1), X4, X4
+	VMULPS       X4, X6, X6
+	VMULPS       X4, X7, X7
+	VMOVUPS      X7, 32(SP)
+	// The mins terms of the four vectors, reduced side by side.
+	K4YMINS((BX), Y4)
+	K4YMINS((BX)(R10*1), Y5)
+	VPHADDD      Y5, Y4, Y4
+	K4YMINS((BX)(R10*2), Y5)
+	K4YMINS((BX)(R13*1), Y7)
+	VPHADDD      Y7, Y5, Y5
+	VPHADDD      Y5, Y4, Y4
+	VEXTRACTI128 $1, Y4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VFMADD231PS  X6, X4, X9
+	K4YFOLD(Y0, Y8, 32(SP))
+	K4YFOLD(Y1, Y10, 36(SP))
+	K4YFOLD(Y2, Y16, 40(SP))
+	K4YFOLD(Y3, Y17, 44(SP))
+	ADDQ $176, SI
+	ADDQ $256, DI
+	ADDQ $4, DX
+	ADDQ $32, BX
+	DECQ CX
+	JNZ  q5ky4loop
 
 	MOVQ out+64(FP), BX
 	HSUMY(Y8, X8, X1)
