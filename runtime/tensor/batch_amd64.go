@@ -84,10 +84,21 @@ func batchU8x8x8(tile *byte, x *int8, xs int, d *float32, c *int32, nb int, acc 
 //go:noescape
 func batchU8x8x1(tile *byte, x *int8, d *float32, c *int32, nb int, acc *float32)
 
+// batchU8x8x4V is batchU8x8x8 for four vectors with AVX-VNNI (VEX): d and
+// c as for batchU8x8x8 (8 entries per block, this call's four first).
+//
+//go:noescape
+func batchU8x8x4V(tile *byte, x *int8, xs int, d *float32, c *int32, nb int, acc *float32)
+
+// batchU8x8x1V is batchU8x8x1 with AVX-VNNI.
+//
+//go:noescape
+func batchU8x8x1V(tile *byte, x *int8, d *float32, c *int32, nb int, acc *float32)
+
 // prepareBatch fills a.x8 for t (Q4_0 or Q8_0) when the AVX-512 batch
 // kernels will run.
 func (a *Activations) prepareBatch(t Type) {
-	if !useAVX512 {
+	if !useAVX512 && !useAVXVNNI {
 		return
 	}
 	if t == Q4_K {
@@ -141,7 +152,7 @@ func matMulBatchX8(out []float32, w Matrix, a *Activations, lo, hi int) int {
 		}
 		return lo
 	}
-	if useAVX512 && a.x8[x8Index(w.Type)].ok {
+	if (useAVX512 || useAVXVNNI) && a.x8[x8Index(w.Type)].ok {
 		return matMulBatchX8U(out, w, a, lo, hi)
 	}
 	if !useAVX2 {
@@ -223,8 +234,9 @@ func matMulBatchX8(out []float32, w Matrix, a *Activations, lo, hi int) int {
 	return r
 }
 
-// matMulBatchX8U is matMulBatchX8 with the AVX-512 kernels: tiles of
-// unsigned bytes, eight vectors at a time, then one by one.
+// matMulBatchX8U is matMulBatchX8 with the VNNI kernels (AVX-512, else
+// AVX-VNNI): tiles of unsigned bytes, eight vectors at a time (AVX-VNNI:
+// two calls of four), then one by one.
 func matMulBatchX8U(out []float32, w Matrix, a *Activations, lo, hi int) int {
 	rows, cols, n := w.Rows, w.Cols, a.n
 	rb, nb := w.RowBytes(), cols/32
@@ -252,12 +264,21 @@ func matMulBatchX8U(out []float32, w Matrix, a *Activations, lo, hi int) int {
 				for ; v+8 <= min(v0+nv, n8); v += 8 {
 					_ = a.q32[(v+7)*cols+32*(k0+kc)-1]
 					i := v*nb + 8*k0
-					batchU8x8x8(&tile[0], &a.q32[v*cols+32*k0], cols, &x.d[i], &x.c[i], kc, &acc[v-v0][0])
+					if useAVX512 {
+						batchU8x8x8(&tile[0], &a.q32[v*cols+32*k0], cols, &x.d[i], &x.c[i], kc, &acc[v-v0][0])
+					} else {
+						batchU8x8x4V(&tile[0], &a.q32[v*cols+32*k0], cols, &x.d[i], &x.c[i], kc, &acc[v-v0][0])
+						batchU8x8x4V(&tile[0], &a.q32[(v+4)*cols+32*k0], cols, &x.d[i+4], &x.c[i+4], kc, &acc[v+4-v0][0])
+					}
 				}
 				for ; v < v0+nv; v++ {
 					_ = a.q32[v*cols+32*(k0+kc)-1]
 					i := v*nb + k0 // past the groups of 8: plain rows
-					batchU8x8x1(&tile[0], &a.q32[v*cols+32*k0], &x.d[i], &x.c[i], kc, &acc[v-v0][0])
+					if useAVX512 {
+						batchU8x8x1(&tile[0], &a.q32[v*cols+32*k0], &x.d[i], &x.c[i], kc, &acc[v-v0][0])
+					} else {
+						batchU8x8x1V(&tile[0], &a.q32[v*cols+32*k0], &x.d[i], &x.c[i], kc, &acc[v-v0][0])
+					}
 				}
 			}
 			for v := v0; v < v0+nv; v++ {

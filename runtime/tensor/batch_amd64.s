@@ -928,3 +928,126 @@ rq4kloop:
 	JNZ  rq4kloop
 	VZEROUPPER
 	RET
+
+// The AVX-VNNI batch kernels (useAVXVNNI: the VEX-encoded 32-byte
+// VPDPBUSD of CPUs without AVX-512, such as Intel's client cores): the
+// AVX-512 batch kernels with the quants broadcast into registers
+// (no broadcast from memory inside the instruction) and 16 registers, so
+// four vectors at a time. Go's assembler writes VPDPBUSD only in its
+// EVEX form, so the VEX one is spelled out in bytes.
+
+// VPDPBUSDV(src2, src1, dst): dst += lanes(unsigned bytes of Y(src1) ·
+// signed bytes of Y(src2)) (register numbers 0-15; VEX.256.66.0F38.W0 50).
+#define VPDPBUSDV(src2, src1, dst) \
+	BYTE $0xC4; BYTE $((((~(dst>>3))&1)<<7) | 0x40 | (((~(src2>>3))&1)<<5) | 0x02); BYTE $((((~src1)&15)<<3) | 0x05); BYTE $0x50; BYTE $(0xC0 | ((dst&7)<<3) | (src2&7))
+
+// GV4(g): group g of the tile against the four vectors (x + t*xs) into
+// the int32 sums Y0-Y3.
+#define GV4(g) \
+	VMOVDQU      (32*g)(SI), Y8          \
+	VPBROADCASTD (4*g)(DI), Y9           \
+	VPBROADCASTD (4*g)(DI)(R8*1), Y10    \
+	VPBROADCASTD (4*g)(DI)(R8*2), Y11    \
+	VPBROADCASTD (4*g)(DI)(R9*1), Y12    \
+	VPDPBUSDV(9, 8, 0)                   \
+	VPDPBUSDV(10, 8, 1)                  \
+	VPDPBUSDV(11, 8, 2)                  \
+	VPDPBUSDV(12, 8, 3)
+
+// FV(t, I, F): F = fma(float(I), tile scales (Y13) * d[t], F).
+#define FV(t, I, F) \
+	VCVTDQ2PS    I, I          \
+	VBROADCASTSS (4*t)(DX), Y14 \
+	VMULPS       Y13, Y14, Y14 \
+	VFMADD231PS  Y14, I, F
+
+// func batchU8x8x4V(tile *byte, x *int8, xs int, d *float32, c *int32, nb int, acc *float32)
+//
+// batchU8x8x4V is batchU8x8x8 for four vectors: d[8b+t] and c[8b+t] are
+// vector t's scale and correction of block b (four of a group of eight).
+TEXT ·batchU8x8x4V(SB), NOSPLIT, $0-56
+	MOVQ tile+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ xs+16(FP), R8
+	LEAQ (R8)(R8*2), R9
+	MOVQ d+24(FP), DX
+	MOVQ c+32(FP), BX
+	MOVQ nb+40(FP), CX
+	MOVQ acc+48(FP), AX
+	VMOVUPS 0(AX), Y4
+	VMOVUPS 32(AX), Y5
+	VMOVUPS 64(AX), Y6
+	VMOVUPS 96(AX), Y7
+
+bv4loop:
+	VPBROADCASTD 0(BX), Y0
+	VPBROADCASTD 4(BX), Y1
+	VPBROADCASTD 8(BX), Y2
+	VPBROADCASTD 12(BX), Y3
+	GV4(0)
+	GV4(1)
+	GV4(2)
+	GV4(3)
+	GV4(4)
+	GV4(5)
+	GV4(6)
+	GV4(7)
+	VMOVUPS 256(SI), Y13
+	FV(0, Y0, Y4)
+	FV(1, Y1, Y5)
+	FV(2, Y2, Y6)
+	FV(3, Y3, Y7)
+	ADDQ $288, SI
+	ADDQ $32, DI
+	ADDQ $32, DX
+	ADDQ $32, BX
+	DECQ CX
+	JNZ  bv4loop
+	VMOVUPS Y4, 0(AX)
+	VMOVUPS Y5, 32(AX)
+	VMOVUPS Y6, 64(AX)
+	VMOVUPS Y7, 96(AX)
+	VZEROUPPER
+	RET
+
+// GV1(g, A): group g of the tile against one vector into A (0 or 1).
+#define GV1(g, A) \
+	VMOVDQU      (32*g)(SI), Y8 \
+	VPBROADCASTD (4*g)(DI), Y9  \
+	VPDPBUSDV(9, 8, A)
+
+// func batchU8x8x1V(tile *byte, x *int8, d *float32, c *int32, nb int, acc *float32)
+//
+// batchU8x8x1V is batchU8x8x1 with AVX-VNNI.
+TEXT ·batchU8x8x1V(SB), NOSPLIT, $0-48
+	MOVQ tile+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ d+16(FP), DX
+	MOVQ c+24(FP), BX
+	MOVQ nb+32(FP), CX
+	MOVQ acc+40(FP), AX
+	VMOVUPS (AX), Y4
+
+bv1loop:
+	VPBROADCASTD (BX), Y0
+	VPXOR        Y1, Y1, Y1
+	GV1(0, 0)
+	GV1(1, 1)
+	GV1(2, 0)
+	GV1(3, 1)
+	GV1(4, 0)
+	GV1(5, 1)
+	GV1(6, 0)
+	GV1(7, 1)
+	VPADDD  Y1, Y0, Y0
+	VMOVUPS 256(SI), Y13
+	FV(0, Y0, Y4)
+	ADDQ $288, SI
+	ADDQ $32, DI
+	ADDQ $4, DX
+	ADDQ $4, BX
+	DECQ CX
+	JNZ  bv1loop
+	VMOVUPS Y4, (AX)
+	VZEROUPPER
+	RET

@@ -18,20 +18,47 @@ var useAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
 var useAVX512 = useAVX2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW &&
 	cpu.X86.HasAVX512VL && cpu.X86.HasAVX512VNNI
 
+// useAVXVNNI selects the AVX-VNNI kernels (the VEX-encoded VPDPBUSD of
+// CPUs without AVX-512, Intel's client cores among them): the Q8_0 and
+// Q4_0 batch kernels; AVX2 for the rest. Where AVX-512 is there too it
+// wins, and useAVXVNNI is false.
+var useAVXVNNI = useAVX2 && !useAVX512 && cpu.X86.HasAVXVNNI
+
 // implementations lists the kernel sets this CPU can run; use(false)
 // restores what the CPU selects.
 var implementations = func() []impl {
-	list := []impl{{"generic", func(on bool) { useAVX2, useAVX512 = !on && hasAVX2, !on && hasAVX512 }}}
+	set := func(avx2, vnni, avx512 bool) { useAVX2, useAVXVNNI, useAVX512 = avx2, vnni, avx512 }
+	restore := func() { set(hasAVX2, hasAVXVNNI, hasAVX512) }
+	list := []impl{{"generic", func(on bool) {
+		if set(false, false, false); !on {
+			restore()
+		}
+	}}}
 	if hasAVX2 {
-		list = append(list, impl{"avx2", func(on bool) { useAVX2, useAVX512 = hasAVX2, !on && hasAVX512 }})
+		list = append(list, impl{"avx2", func(on bool) {
+			if set(true, false, false); !on {
+				restore()
+			}
+		}})
+	}
+	if hasAVX2 && cpu.X86.HasAVXVNNI {
+		list = append(list, impl{"avxvnni", func(on bool) {
+			if set(true, true, false); !on {
+				restore()
+			}
+		}})
 	}
 	if hasAVX512 {
-		list = append(list, impl{"avx512", func(on bool) { useAVX2, useAVX512 = hasAVX2, hasAVX512 }})
+		list = append(list, impl{"avx512", func(on bool) {
+			if set(true, false, true); !on {
+				restore()
+			}
+		}})
 	}
 	return list
 }()
 
-var hasAVX2, hasAVX512 = useAVX2, useAVX512
+var hasAVX2, hasAVXVNNI, hasAVX512 = useAVX2, useAVXVNNI, useAVX512
 
 // The assembly kernels take raw pointers and block counts; the Go wrappers
 // below have checked the lengths. Each computes exactly what the generic
@@ -219,7 +246,9 @@ func quantizeQ32(x []float32, q []int8, d []float32) {
 func kernelsActive(name string) bool {
 	switch name {
 	case "avx2":
-		return useAVX2 && !useAVX512
+		return useAVX2 && !useAVX512 && !useAVXVNNI
+	case "avxvnni":
+		return useAVXVNNI
 	case "avx512":
 		return useAVX512
 	}
