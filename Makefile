@@ -20,16 +20,23 @@ vet:
 
 # The test command CI runs (.ci/run). The arm64 kernel tests run under qemu
 # (about 35 s on 2 cores with a cold build cache); unit tests run with the
-# race detector; then the end-to-end tests (real strata node processes, a
-# synthetic 1.1B model) run without it.
+# race detector; the comparisons with llama.cpp and the end-to-end tests
+# (real strata node processes, a synthetic 1.1B model) run without it.
 test: vet test-arm64
-	STRATA_TESTDATA=$(TESTDATA) $(GO) test -race -count=1 -timeout 20m ./...
-	STRATA_TESTDATA=$(TESTDATA) $(GO) test -tags e2e -count=1 -timeout 20m -run E2E ./...
+	STRATA_TESTDATA=$(TESTDATA) $(GO) test -race -count=1 -timeout 30m -skip '$(ORACLE_TESTS)' ./...
+	STRATA_TESTDATA=$(TESTDATA) $(GO) test -count=1 -timeout 30m -run '$(ORACLE_TESTS)' ./...
+	STRATA_TESTDATA=$(TESTDATA) $(GO) test -tags e2e -count=1 -timeout 30m -run E2E ./...
+
+# Tests that compare with llama.cpp (internal/llamacpp runs its prebuilt
+# CPU build from node-llama-cpp). They check numbers, not concurrency, and
+# spend their time in full forward passes, so make test runs them in a pass
+# of their own without the race detector.
+ORACLE_TESTS := Oracle|Fidelity|LlamaCpp
 
 # The arm64 kernels (NEON, the Macs' path) against the generic ones, under
 # qemu user-mode emulation (qemu-user-static; .ci/run installs it).
 test-arm64:
-	GOARCH=arm64 STRATA_TESTDATA=$(TESTDATA) $(GO) test -count=1 -exec qemu-aarch64-static ./runtime/tensor/ ./runtime/model/
+	GOARCH=arm64 STRATA_TESTDATA=$(TESTDATA) $(GO) test -count=1 -exec qemu-aarch64-static -skip '$(ORACLE_TESTS)' ./runtime/tensor/ ./runtime/model/
 
 # A small local cluster on the tiny real model: three nodes on 127.0.0.1
 # split stories260K, a prompt goes to the third, the story and the layer

@@ -16,6 +16,7 @@ import (
 
 	"strata/actors/plan"
 	"strata/messages"
+	"strata/runtime/catalog"
 	"strata/runtime/engine"
 	"strata/runtime/gguf"
 	"strata/runtime/model"
@@ -29,8 +30,14 @@ type Member struct {
 	Host        *actor.PID // its shard host
 	MemoryBytes uint64     // memory it offers (the --memory cap or physical memory)
 	Compute     float64    // relative compute rate; 0 = unknown
-	Models      []string   // models in its models directory
+	Models      []string   // models it holds complete
 	LastSeen    time.Time  // when the node was last heard from (zero: unknown)
+	// Partial are the models it holds only some layers of (fetched from
+	// peers), by name: Held, Embed and Head are set (Layers and Bytes not).
+	Partial map[string]catalog.Holding
+	// Fetches says it keeps layers it fetches from peers: a plan may give
+	// it layers of a model it lacks.
+	Fetches bool
 }
 
 // Directory is the current membership view.
@@ -229,20 +236,63 @@ func (c *Cluster) plan(name string, excluded map[string]time.Time) (plan.Plan, [
 	if err != nil {
 		return plan.Plan{}, nil, err
 	}
+	// Nodes that hold the model take part, and so do nodes that fetch the
+	// layers they are given from those that hold them (when any member
+	// holds any of it).
 	var nodes []plan.Node
 	var members []Member
-	for _, mem := range c.dir.Members() {
-		if _, lost := excluded[mem.ID]; slices.Contains(mem.Models, name) && !lost {
-			nodes = append(nodes, plan.Node{ID: mem.ID, FreeBytes: mem.MemoryBytes, Compute: mem.Compute})
-			members = append(members, mem)
+	all := c.dir.Members()
+	available := false
+	for _, mem := range all {
+		_, partial := mem.Partial[name]
+		available = available || partial || slices.Contains(mem.Models, name)
+	}
+	for _, mem := range all {
+		_, lost := excluded[mem.ID]
+		held, holds := heldLayers(mem, name, m.prof.Layers)
+		if lost || !holds && !(mem.Fetches && available) {
+			continue
 		}
+		nodes = append(nodes, plan.Node{ID: mem.ID, FreeBytes: mem.MemoryBytes, Compute: mem.Compute, Held: held})
+		members = append(members, mem)
 	}
 	if len(nodes) == 0 {
+		if available {
+			return plan.Plan{}, nil, fmt.Errorf("no node of the cluster that holds or can fetch model %q is left", name)
+		}
 		return plan.Plan{}, nil, fmt.Errorf("no node of the cluster has model %q", name)
 	}
 	p, err := plan.Place(plan.FromProfile(name, m.prof), nodes, plan.Options{Context: c.planContext(m), Sessions: c.opts.PlanSessions})
 	return p, members, err
 }
+
+// heldLayers says which layers of model a member holds (all when it has
+// the file; a slice of layers) and whether it holds any of the model.
+func heldLayers(mem Member, model string, layers int) ([]bool, bool) {
+	if slices.Contains(mem.Models, model) {
+		held := make([]bool, layers)
+		for i := range held {
+			held[i] = true
+		}
+		return held, true
+	}
+	held := make([]bool, layers)
+	h, ok := mem.Partial[model]
+	if !ok {
+		return held, false
+	}
+	for _, l := range h.Held {
+		if l >= 0 && l < layers {
+			held[l] = true
+		}
+	}
+	return held, true
+}
+
+// fetchRate is the transfer rate a load's deadline assumes for layers a
+// node has to fetch from peers (bytes per second): slow enough for a
+// 1 Gbit/s link shared by several fetches.
+const fetchRate = 20 << 20
 
 // stage is one loaded stage of a session.
 type stage struct {
@@ -270,7 +320,13 @@ func (c *Cluster) load(ctx context.Context, name string, p plan.Plan, members []
 		wg.Go(func() {
 			mem := byID[s.Node]
 			spec := &messages.ShardSpec{Model: name, First: uint32(s.First), End: uint32(s.End), Layers: uint32(layers)}
-			res, err := c.system.Root.RequestFuture(mem.Host, &messages.LoadShard{Shard: spec}, c.opts.StepTimeout).Result()
+			// A node that lacks the layers fetches them first: its answer
+			// may take as long as moving their bytes.
+			timeout := c.opts.StepTimeout
+			if held, _ := heldLayers(mem, name, layers); !slices.Equal(held[s.First:s.End], allTrue(s.End-s.First)) {
+				timeout += time.Duration(s.WeightBytes/fetchRate+1) * time.Second
+			}
+			res, err := c.system.Root.RequestFuture(mem.Host, &messages.LoadShard{Shard: spec}, timeout).Result()
 			if err != nil {
 				errs[i] = fmt.Errorf("node %s did not load layers %d-%d of %s: %w", s.Node, s.First, s.End-1, name, err)
 				silent[i] = true
@@ -295,6 +351,14 @@ func (c *Cluster) load(ctx context.Context, name string, p plan.Plan, members []
 		}
 	}
 	return stages, unreachable, errors.Join(errs...)
+}
+
+func allTrue(n int) []bool {
+	b := make([]bool, n)
+	for i := range b {
+		b[i] = true
+	}
+	return b
 }
 
 // inbox is the session's actor: it watches the stages and hands Token,

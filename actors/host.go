@@ -1,9 +1,11 @@
 package actors
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -39,13 +41,22 @@ type HostConfig struct {
 type Host struct {
 	cfg HostConfig
 
+	// stop ends fetches in flight when the host stops.
+	stop   context.Context
+	cancel context.CancelFunc
+
 	mu     sync.Mutex
 	system *actor.ActorSystem
 	files  map[string]*gguf.File // open models by name
-	shards map[string]*shard     // by actor name
-	used   uint64                // weight + KV bytes held
-	clock  uint64                // counts loads and uses, for least-recently-used eviction
-	spawns uint64                // numbers shard actors, so a reloaded shard never reuses a stopping actor's name
+	// fileKeys says which version of a model's files files holds (path and
+	// store version): a partly held model dropped and fetched again is
+	// new files, and shards must not read the old ones.
+	fileKeys map[string]string
+	stale    []*gguf.File      // replaced files still mapped by loaded shards
+	shards   map[string]*shard // by actor name
+	used     uint64            // weight + KV bytes held
+	clock    uint64            // counts loads and uses, for least-recently-used eviction
+	spawns   uint64            // numbers shard actors, so a reloaded shard never reuses a stopping actor's name
 	// onChange, when set, hears the shard list after every load or unload
 	// (the node announces it in its NodeInfo).
 	onChange func(shards []string)
@@ -56,7 +67,27 @@ func NewHost(cfg HostConfig) *Host {
 	if cfg.Pool == nil {
 		cfg.Pool = tensor.NewPool(0)
 	}
-	return &Host{cfg: cfg, files: map[string]*gguf.File{}, shards: map[string]*shard{}}
+	stop, cancel := context.WithCancel(context.Background())
+	return &Host{cfg: cfg, stop: stop, cancel: cancel, files: map[string]*gguf.File{}, fileKeys: map[string]string{}, shards: map[string]*shard{}}
+}
+
+// fetchTimeout bounds fetching one shard's layers from peers.
+const fetchTimeout = time.Hour
+
+// shardFetcher is a ModelStore that fetches the ranges a shard needs
+// from peers (Weights is one).
+type shardFetcher interface {
+	ModelStore
+	Ensure(ctx context.Context, model string, first, end, layers int) (int64, error)
+	pathVersion(name string) (string, int, error)
+}
+
+// fetched is what a fetch goroutine tells the host: the shard's ranges
+// are here (or why not); the host then loads it and answers replyTo.
+type fetched struct {
+	spec    *messages.ShardSpec
+	replyTo *actor.PID
+	err     error
 }
 
 // Props returns the actor props of the host.
@@ -78,7 +109,30 @@ func (h *Host) Receive(ctx actor.Context) {
 		h.system = ctx.ActorSystem()
 		h.mu.Unlock()
 	case *messages.LoadShard:
-		ctx.Respond(h.load(ctx, m.GetShard()))
+		spec := m.GetShard()
+		if f, ok := h.cfg.Models.(shardFetcher); ok && spec != nil && spec.Model != "" && !h.has(spec) {
+			// Fetching may take minutes: off the actor, which goes on
+			// serving loads of shards whose bytes are here.
+			replyTo, self, sys := ctx.Sender(), ctx.Self(), ctx.ActorSystem()
+			go func() {
+				fctx, cancel := context.WithTimeout(h.stop, fetchTimeout)
+				defer cancel()
+				_, err := f.Ensure(fctx, spec.Model, int(spec.First), int(spec.End), int(spec.Layers))
+				sys.Root.Send(self, &fetched{spec: spec, replyTo: replyTo, err: err})
+			}()
+			return
+		}
+		ctx.Respond(h.load(ctx, spec))
+	case *fetched:
+		reply := &messages.ShardLoaded{Shard: m.spec}
+		if m.err != nil {
+			reply.Error = h.label() + m.err.Error()
+		} else {
+			reply = h.load(ctx, m.spec)
+		}
+		if m.replyTo != nil {
+			ctx.Send(m.replyTo, reply)
+		}
 	case *messages.ShardStats:
 		ctx.Respond(h.Stats())
 	case *actor.Terminated:
@@ -122,13 +176,9 @@ func (h *Host) load(ctx actor.Context, spec *messages.ShardSpec) *messages.Shard
 		reply.ActorId, reply.Bytes = s.pid.Id, s.weightBytes
 		return reply
 	}
-	f, ok := h.files[spec.Model]
-	if !ok {
-		var err error
-		if f, err = openModel(h.cfg.Models, spec.Model); err != nil {
-			return fail("%v", err)
-		}
-		h.files[spec.Model] = f
+	f, err := h.fileLocked(spec.Model)
+	if err != nil {
+		return fail("%v", err)
 	}
 	cfg, err := model.ConfigOf(f.Metadata())
 	if err != nil {
@@ -186,6 +236,54 @@ func (h *Host) load(ctx actor.Context, spec *messages.ShardSpec) *messages.Shard
 	h.changedLocked()
 	reply.ActorId, reply.Bytes = pid.Id, bytes
 	return reply
+}
+
+// has reports whether the shard is loaded already.
+func (h *Host) has(spec *messages.ShardSpec) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, ok := h.shards[ShardID(spec)]
+	return ok
+}
+
+// uses reports whether a loaded shard reads model's files.
+func (h *Host) uses(model string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, s := range h.shards {
+		if s.spec.Model == model {
+			return true
+		}
+	}
+	return false
+}
+
+// fileLocked returns the open files of a model (h.mu held), reopening
+// them when the store holds a new version.
+func (h *Host) fileLocked(name string) (*gguf.File, error) {
+	path, version := "", 0
+	var err error
+	if v, ok := h.cfg.Models.(shardFetcher); ok {
+		path, version, err = v.pathVersion(name)
+	} else {
+		path, err = h.cfg.Models.Path(name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	key := fmt.Sprintf("%s\x00%d", path, version)
+	if f, ok := h.files[name]; ok {
+		if h.fileKeys[name] == key {
+			return f, nil
+		}
+		h.stale = append(h.stale, f)
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	h.files[name], h.fileKeys[name] = f, key
+	return f, nil
 }
 
 // changedLocked tells onChange the current shard list (h.mu held).
@@ -286,10 +384,14 @@ func (h *Host) Stats() *messages.ShardStatsReply {
 }
 
 func (h *Host) close() {
+	h.cancel()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, f := range h.files {
 		f.Close()
 	}
-	h.files = map[string]*gguf.File{}
+	for _, f := range h.stale {
+		f.Close()
+	}
+	h.files, h.fileKeys, h.stale = map[string]*gguf.File{}, map[string]string{}, nil
 }

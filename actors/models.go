@@ -1,13 +1,8 @@
 package actors
 
 import (
-	"encoding/json"
 	"fmt"
-	"log/slog"
-	"sync"
 
-	"strata/messages"
-	"strata/peers"
 	"strata/runtime/catalog"
 	"strata/runtime/gguf"
 )
@@ -56,88 +51,4 @@ func openModel(store ModelStore, name string) (*gguf.File, error) {
 		return nil, err
 	}
 	return gguf.Open(p)
-}
-
-// announcer lists the complete models of a catalogue for the node's
-// heartbeat: one entry per name (a split model is one), with digests
-// computed once per file version.
-func announcer(c catalog.Catalog, log *slog.Logger) func() []*messages.ModelInfo {
-	var digests catalog.Digests
-	warned := map[string]bool{}
-	return func() []*messages.ModelInfo {
-		ms, err := c.List()
-		if err != nil {
-			if !warned[""] {
-				log.Warn("actors: cannot list models", "err", err)
-				warned[""] = true
-			}
-			return nil
-		}
-		var out []*messages.ModelInfo
-		for _, m := range ms {
-			if m.Shadowed || !m.Complete {
-				continue
-			}
-			d, err := digests.Of(m)
-			if err != nil {
-				if !warned[m.Name] {
-					log.Warn("actors: cannot digest model", "model", m.Name, "err", err)
-					warned[m.Name] = true
-				}
-				continue
-			}
-			out = append(out, &messages.ModelInfo{Name: m.Name, SizeBytes: uint64(m.Size), Digest: d})
-		}
-		return out
-	}
-}
-
-// catalogWeights serves the complete models of a catalogue to peers over
-// the weights protocol, with manifests computed on first request (one
-// full read of the model) and kept.
-type catalogWeights struct {
-	c catalog.Catalog
-
-	mu        sync.Mutex
-	manifests map[string][]byte // by model name, path, size and modification time
-}
-
-var _ peers.WeightSource = (*catalogWeights)(nil)
-
-// WeightFiles implements peers.WeightSource.
-func (w *catalogWeights) WeightFiles(model string) []string {
-	m, err := w.c.Find(model)
-	if err != nil || !m.Complete {
-		return nil
-	}
-	return m.Paths
-}
-
-// WeightManifest implements peers.WeightSource.
-func (w *catalogWeights) WeightManifest(model string) ([]byte, error) {
-	m, err := w.c.Find(model)
-	if err != nil {
-		return nil, err
-	}
-	key := fmt.Sprintf("%s\x00%s\x00%d\x00%d", model, m.Paths[0], m.Size, m.ModTime.UnixNano())
-	w.mu.Lock()
-	b, ok := w.manifests[key]
-	w.mu.Unlock()
-	if ok {
-		return b, nil
-	}
-	man, err := catalog.ManifestOf(m) // reads the whole model: not under the lock
-	if err != nil {
-		return nil, err
-	}
-	if b, err = json.Marshal(man); err != nil {
-		return nil, err
-	}
-	w.mu.Lock()
-	if w.manifests == nil {
-		w.manifests = map[string][]byte{}
-	}
-	w.manifests[key] = b
-	w.mu.Unlock()
-	return b, nil
 }

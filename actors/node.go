@@ -2,15 +2,17 @@ package actors
 
 import (
 	"context"
-
 	"fmt"
-	"github.com/asynkron/protoactor-go/actor"
 	"log/slog"
+	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
 
 	"strata/messages"
 	"strata/peers"
@@ -26,7 +28,17 @@ type NodeConfig struct {
 	// Models is where the node finds models by name; it announces the
 	// complete ones (cfg.Peers.Models, when unset) and serves their bytes
 	// to peers over peers.WeightsProtocol (cfg.Peers.Weights, when unset).
+	// Models.Partial, when nil, is DATA_DIR/weights when cfg.Peers.DataDir
+	// is set: there the node keeps the layers it fetches from peers of
+	// models it lacks. With neither, it fetches nothing and plans give it
+	// only models it holds.
 	Models catalog.Catalog
+	// Hub, when set, reads the ranges no peer holds of models pulled from
+	// the Hugging Face hub (hfhub.Client); nil = peers only.
+	Hub HubReader
+	// DiskBytes caps the bytes of fetched layers kept (the --disk
+	// budget); 0 = no cap. Used only when the store is created here.
+	DiskBytes int64
 	// Threads for the kernels; 0 = GOMAXPROCS.
 	Threads int
 }
@@ -37,6 +49,9 @@ type Node struct {
 	Peers   *peers.Node
 	Host    *Host
 	Cluster *Cluster
+	// Weights finds models by name, fetching the layers a shard needs
+	// from peers; the API's model store too.
+	Weights *Weights
 	pool    *tensor.Pool
 	hostPID *actor.PID
 
@@ -54,15 +69,25 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 		}
 		return 0
 	}
-	if cfg.Peers.Models == nil {
-		log := cfg.Peers.Logger
-		if log == nil {
-			log = slog.Default()
+	log := cfg.Peers.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	if cfg.Models.Partial == nil && cfg.Peers.DataDir != "" {
+		st, err := catalog.OpenStore(filepath.Join(cfg.Peers.DataDir, "weights"), cfg.DiskBytes)
+		if err != nil {
+			return nil, fmt.Errorf("weights store: %w", err)
 		}
+		cfg.Models.Partial = st
+	}
+	weights := newWeights(cfg.Models, log)
+	weights.hub = cfg.Hub
+	cfg.Peers.FetchesWeights = cfg.Models.Partial != nil
+	if cfg.Peers.Models == nil {
 		cfg.Peers.Models = announcer(cfg.Models, log)
 	}
 	if cfg.Peers.Weights == nil {
-		cfg.Peers.Weights = &catalogWeights{c: cfg.Models}
+		cfg.Peers.Weights = weights
 	}
 	pool := tensor.NewPool(cfg.Threads)
 	if cfg.Peers.ComputeFlops == 0 {
@@ -73,8 +98,9 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 		pool.Close()
 		return nil, err
 	}
-	n := &Node{Peers: p, pool: pool}
-	store := cfg.Models
+	n := &Node{Peers: p, pool: pool, Weights: weights}
+	weights.peers, weights.dir = p, viewDirectory{p}
+	store := weights
 	// The host holds no more than the node offers: the --memory cap, or
 	// physical memory (what placement plans with).
 	maxCtx := cfg.Cluster.PlanContext
@@ -83,6 +109,7 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	}
 	n.Host = NewHost(HostConfig{Models: store, Pool: n.pool, MemoryBytes: p.MemoryOffered(), Name: shortID(p.ID().String()), MaxContext: maxCtx})
 	host.Store(n.Host)
+	weights.busy = n.Host.uses
 	n.Host.onChange = func(shards []string) { p.Membership().SetShards(shards) }
 	hostPID, err := p.ActorSystem().Root.SpawnNamed(n.Host.Props(), HostName)
 	if err != nil {
@@ -125,8 +152,21 @@ func (d viewDirectory) Members() []Member {
 	for _, m := range v.Members {
 		info := m.Info
 		mem := Member{ID: m.ID.String(), Host: d.p.PID(m.ID, HostName), MemoryBytes: info.GetMemoryTotalBytes(), Compute: info.GetComputeFlops(), LastSeen: m.LastSeen}
+		mem.Fetches = info.GetFetchesWeights()
 		for _, mi := range info.GetModels() {
-			mem.Models = append(mem.Models, mi.GetName())
+			if !mi.GetPartial() {
+				mem.Models = append(mem.Models, mi.GetName())
+				continue
+			}
+			h := catalog.Holding{Embed: mi.GetEmbedding(), Head: mi.GetHead()}
+			for _, l := range mi.GetLayers() {
+				h.Held = append(h.Held, int(l))
+			}
+			slices.Sort(h.Held)
+			if mem.Partial == nil {
+				mem.Partial = map[string]catalog.Holding{}
+			}
+			mem.Partial[mi.GetName()] = h
 		}
 		out = append(out, mem)
 	}

@@ -50,9 +50,12 @@ type NodeInfo struct {
 	Models []*ModelInfo `protobuf:"bytes,9,rep,name=models,proto3" json:"models,omitempty"`
 	// shards are the layer ranges the node hosts, free-form
 	// (e.g. "llama-3-8b:0-16"); filled by the actors that load them.
-	Shards        []string `protobuf:"bytes,10,rep,name=shards,proto3" json:"shards,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Shards []string `protobuf:"bytes,10,rep,name=shards,proto3" json:"shards,omitempty"`
+	// fetches_weights says the node keeps layers it fetches from peers (it
+	// has a store for them), so a plan may give it layers it lacks.
+	FetchesWeights bool `protobuf:"varint,11,opt,name=fetches_weights,json=fetchesWeights,proto3" json:"fetches_weights,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *NodeInfo) Reset() {
@@ -155,16 +158,36 @@ func (x *NodeInfo) GetShards() []string {
 	return nil
 }
 
-// ModelInfo describes one GGUF file a node holds.
+func (x *NodeInfo) GetFetchesWeights() bool {
+	if x != nil {
+		return x.FetchesWeights
+	}
+	return false
+}
+
+// ModelInfo describes one model a node holds: complete (its GGUF files),
+// or in part (the layers it fetched from peers, kept in its data dir).
 type ModelInfo struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// name is the file name without the .gguf extension.
-	Name      string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// size_bytes is the model's size; for a partial model, the bytes held.
 	SizeBytes uint64 `protobuf:"varint,2,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
 	// digest is "sha256-fl:" + hex SHA-256 of (the first MiB, the last MiB,
 	// the size as 8 little-endian bytes): cheap to compute for a 100 GB file
-	// and enough to tell two copies apart; not a full-file hash.
-	Digest        string `protobuf:"bytes,3,opt,name=digest,proto3" json:"digest,omitempty"`
+	// and enough to tell two copies apart; not a full-file hash. Empty for
+	// a partial model.
+	Digest string `protobuf:"bytes,3,opt,name=digest,proto3" json:"digest,omitempty"`
+	// partial is set when the node holds only some of the model's tensors;
+	// layers, embedding and head then say which (a peer may fetch those
+	// ranges from it).
+	Partial bool `protobuf:"varint,4,opt,name=partial,proto3" json:"partial,omitempty"`
+	// layers are the block numbers whose every tensor is held, ascending.
+	Layers []uint32 `protobuf:"varint,5,rep,packed,name=layers,proto3" json:"layers,omitempty"`
+	// embedding: token_embd.weight is held.
+	Embedding bool `protobuf:"varint,6,opt,name=embedding,proto3" json:"embedding,omitempty"`
+	// head: the output norm and output matrix are held.
+	Head          bool `protobuf:"varint,7,opt,name=head,proto3" json:"head,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -220,11 +243,39 @@ func (x *ModelInfo) GetDigest() string {
 	return ""
 }
 
+func (x *ModelInfo) GetPartial() bool {
+	if x != nil {
+		return x.Partial
+	}
+	return false
+}
+
+func (x *ModelInfo) GetLayers() []uint32 {
+	if x != nil {
+		return x.Layers
+	}
+	return nil
+}
+
+func (x *ModelInfo) GetEmbedding() bool {
+	if x != nil {
+		return x.Embedding
+	}
+	return false
+}
+
+func (x *ModelInfo) GetHead() bool {
+	if x != nil {
+		return x.Head
+	}
+	return false
+}
+
 var File_messages_node_proto protoreflect.FileDescriptor
 
 const file_messages_node_proto_rawDesc = "" +
 	"\n" +
-	"\x13messages/node.proto\x12\x06strata\"\xd3\x02\n" +
+	"\x13messages/node.proto\x12\x06strata\"\xfc\x02\n" +
 	"\bNodeInfo\x12\x17\n" +
 	"\apeer_id\x18\x01 \x01(\tR\x06peerId\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\x03R\vincarnation\x12\x10\n" +
@@ -236,12 +287,17 @@ const file_messages_node_proto_rawDesc = "" +
 	"\rcompute_flops\x18\b \x01(\x01R\fcomputeFlops\x12)\n" +
 	"\x06models\x18\t \x03(\v2\x11.strata.ModelInfoR\x06models\x12\x16\n" +
 	"\x06shards\x18\n" +
-	" \x03(\tR\x06shards\"V\n" +
+	" \x03(\tR\x06shards\x12'\n" +
+	"\x0ffetches_weights\x18\v \x01(\bR\x0efetchesWeights\"\xba\x01\n" +
 	"\tModelInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
 	"size_bytes\x18\x02 \x01(\x04R\tsizeBytes\x12\x16\n" +
-	"\x06digest\x18\x03 \x01(\tR\x06digestB\x11Z\x0fstrata/messagesb\x06proto3"
+	"\x06digest\x18\x03 \x01(\tR\x06digest\x12\x18\n" +
+	"\apartial\x18\x04 \x01(\bR\apartial\x12\x16\n" +
+	"\x06layers\x18\x05 \x03(\rR\x06layers\x12\x1c\n" +
+	"\tembedding\x18\x06 \x01(\bR\tembedding\x12\x12\n" +
+	"\x04head\x18\a \x01(\bR\x04headB\x11Z\x0fstrata/messagesb\x06proto3"
 
 var (
 	file_messages_node_proto_rawDescOnce sync.Once

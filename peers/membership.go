@@ -26,6 +26,7 @@ const (
 	maxInfoAddrs  = 64
 	maxInfoModels = 4096
 	maxInfoShards = 4096
+	maxInfoLayers = 1 << 16
 	maxInfoString = 1024
 )
 
@@ -59,6 +60,14 @@ func validateInfo(info *messages.NodeInfo, from peer.ID) error {
 	for _, m := range info.Models {
 		if m.Name == "" || len(m.Name) > maxInfoString || len(m.Digest) > maxInfoString {
 			return fmt.Errorf("%w: model name or digest", ErrBadInfo)
+		}
+		if len(m.Layers) > maxInfoLayers {
+			return fmt.Errorf("%w: %d layers of model %.64q", ErrBadInfo, len(m.Layers), m.Name)
+		}
+		for _, l := range m.Layers {
+			if l >= maxInfoLayers {
+				return fmt.Errorf("%w: layer %d of model %.64q", ErrBadInfo, l, m.Name)
+			}
 		}
 	}
 	for _, s := range info.Shards {
@@ -293,6 +302,7 @@ func (m *Membership) info() *messages.NodeInfo {
 		MemoryAvailableBytes: avail,
 		ComputeFlops:         n.cfg.ComputeFlops,
 		Shards:               m.shards,
+		FetchesWeights:       n.cfg.FetchesWeights,
 	}
 	m.mu.Unlock()
 	for _, a := range n.host.Addrs() {

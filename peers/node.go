@@ -59,6 +59,9 @@ type Config struct {
 	UsedBytes func() uint64
 	// Weights, when set, is served to peers over WeightsProtocol.
 	Weights WeightSource
+	// FetchesWeights is announced: the node keeps layers it fetches from
+	// peers, so plans may give it layers of models it lacks.
+	FetchesWeights bool
 	// Models, when set, lists the models to announce. It is called for
 	// every heartbeat, so it should be cheap (cache digests).
 	Models func() []*messages.ModelInfo

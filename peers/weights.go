@@ -58,9 +58,10 @@ var (
 
 // WeightSource is what a node serves over WeightsProtocol.
 type WeightSource interface {
-	// WeightFiles returns the paths of a model's file parts in order, or
-	// nil when the node does not hold the complete model.
-	WeightFiles(model string) []string
+	// WeightFile returns the path of the file of part (0-based) of model
+	// when the node holds bytes [off, off+size) of it (the complete file,
+	// or verified ranges of a partly held one), else an error saying why.
+	WeightFile(model string, part int, off, size int64) (string, error)
 	// WeightManifest returns the model's manifest (the digests of its
 	// tensors, in a form the caller defines), at most MaxWeightManifest bytes.
 	WeightManifest(model string) ([]byte, error)
@@ -130,13 +131,13 @@ func (n *Node) serveWeights(s network.Stream) {
 		part := int(binary.BigEndian.Uint16(fixed[0:]))
 		off := int64(binary.BigEndian.Uint64(fixed[2:]))
 		size := int64(binary.BigEndian.Uint32(fixed[10:]))
-		files := n.weights.src.WeightFiles(name)
-		if files == nil {
-			fail(statusError, fmt.Sprintf("model %q is not held here", name))
+		if off < 0 || size > MaxWeightRange {
+			fail(statusError, fmt.Sprintf("bad range: %d bytes at %d (at most %d)", size, off, MaxWeightRange))
 			return
 		}
-		if part >= len(files) || off < 0 || size > MaxWeightRange {
-			fail(statusError, fmt.Sprintf("bad range: part %d of %d, %d bytes (at most %d)", part, len(files), size, MaxWeightRange))
+		path, err := n.weights.src.WeightFile(name, part, off, size)
+		if err != nil {
+			fail(statusError, err.Error())
 			return
 		}
 		select {
@@ -146,7 +147,7 @@ func (n *Node) serveWeights(s network.Stream) {
 			fail(statusBusy, "busy")
 			return
 		}
-		f, err := os.Open(files[part])
+		f, err := os.Open(path)
 		if err != nil {
 			fail(statusError, err.Error())
 			return

@@ -18,11 +18,11 @@ import (
 // fileSource serves one model, "m", of two parts.
 type fileSource struct{ parts []string }
 
-func (s fileSource) WeightFiles(model string) []string {
-	if model == "m" {
-		return s.parts
+func (s fileSource) WeightFile(model string, part int, off, size int64) (string, error) {
+	if model != "m" || part < 0 || part >= len(s.parts) {
+		return "", errors.New("not held here")
 	}
-	return nil
+	return s.parts[part], nil
 }
 
 func (s fileSource) WeightManifest(model string) ([]byte, error) {

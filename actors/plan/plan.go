@@ -59,6 +59,21 @@ type Node struct {
 	ID        string
 	FreeBytes uint64  // memory the node offers
 	Compute   float64 // relative compute rate; 0 = unknown (memory is used instead)
+	// Held marks the layers whose weights the node already has on disk
+	// (index = layer; nil = none): between nodes that cost the same, the
+	// plan picks the one that need not fetch.
+	Held []bool
+}
+
+// heldBytes is the weight bytes of layers [first, end) n already holds.
+func (n Node) heldBytes(m Model, first, end int) uint64 {
+	var b uint64
+	for l := first; l < min(end, len(n.Held)); l++ {
+		if n.Held[l] {
+			b += m.LayerBytes[l] + 1 // +1: a held empty layer still counts
+		}
+	}
+	return b
 }
 
 // Options tunes a placement. Zero values pick the defaults noted.
@@ -155,11 +170,18 @@ func Place(m Model, nodes []Node, opts Options) (Plan, error) {
 		}
 		seen[n.ID] = true
 	}
-	// Order nodes by memory offered, then ID: the input order never matters.
+	// Order nodes by memory offered, then the bytes they hold, then ID:
+	// the input order never matters.
 	sorted := append([]Node(nil), nodes...)
+	for i := range sorted {
+		sorted[i].Held = sorted[i].Held[:min(len(sorted[i].Held), L)]
+	}
 	sort.Slice(sorted, func(i, j int) bool {
 		if sorted[i].FreeBytes != sorted[j].FreeBytes {
 			return sorted[i].FreeBytes > sorted[j].FreeBytes
+		}
+		if hi, hj := sorted[i].heldBytes(m, 0, L), sorted[j].heldBytes(m, 0, L); hi != hj {
+			return hi > hj
 		}
 		return sorted[i].ID < sorted[j].ID
 	})
@@ -176,6 +198,7 @@ func Place(m Model, nodes []Node, opts Options) (Plan, error) {
 	}
 	for k := 1; k <= min(len(sorted), L); k++ {
 		if p, ok := assign(m, sorted[:k], kvPerLayer, opts); ok {
+			preferHolders(&p, m, sorted, opts)
 			return p, nil
 		}
 	}
@@ -297,6 +320,86 @@ func assign(m Model, nodes []Node, kvPerLayer uint64, opts Options) (Plan, bool)
 	}
 	return p, true
 }
+
+// preferHolders moves stages to the nodes that already hold their
+// layers, only between nodes that cost about the same: the stage fits the
+// other node's memory and their compute rates are within computeSlack of
+// each other (measured rates are never exactly equal), so the split does
+// not change and a plan moves as few bytes as it can. Greedy: the (stage,
+// node) pair holding the most bytes goes first; ties go to the earlier
+// stage, then the node placed there, then the lower ID, so the plan stays
+// a pure function of its inputs. Stages no one holds keep their node when
+// it is free.
+func preferHolders(p *Plan, m Model, sorted []Node, opts Options) {
+	placed := make([]Node, len(p.Stages))
+	for i, s := range p.Stages {
+		for _, n := range sorted {
+			if n.ID == s.Node {
+				placed[i] = n
+			}
+		}
+	}
+	same := func(n Node, i int) bool {
+		s, o := p.Stages[i], placed[i]
+		if usable(n, opts) < s.WeightBytes+s.KVBytes {
+			return false
+		}
+		lo, hi := min(n.Compute, o.Compute), max(n.Compute, o.Compute)
+		return lo == hi || lo > 0 && hi-lo <= computeSlack*hi
+	}
+	used := map[string]bool{}
+	done := make([]bool, len(p.Stages))
+	for {
+		bi, bn, bh := -1, Node{}, uint64(0)
+		for i, s := range p.Stages {
+			if done[i] {
+				continue
+			}
+			for _, n := range sorted {
+				if used[n.ID] || !same(n, i) {
+					continue
+				}
+				h := n.heldBytes(m, s.First, s.End)
+				if h == 0 {
+					continue
+				}
+				if bi < 0 || h > bh || h == bh && i == bi && (n.ID == placed[i].ID || bn.ID != placed[i].ID && n.ID < bn.ID) {
+					bi, bn, bh = i, n, h
+				}
+			}
+		}
+		if bi < 0 {
+			break
+		}
+		p.Stages[bi].Node, used[bn.ID], done[bi] = bn.ID, true, true
+	}
+	for i := range p.Stages {
+		if done[i] {
+			continue
+		}
+		if !used[placed[i].ID] {
+			used[placed[i].ID] = true
+			continue
+		}
+		found := false
+		for _, n := range sorted { // its node went to a holder: take one like it
+			if !used[n.ID] && same(n, i) {
+				p.Stages[i].Node, used[n.ID], found = n.ID, true, true
+				break
+			}
+		}
+		if !found { // no swap keeps every stage on a node like its own
+			for j := range p.Stages {
+				p.Stages[j].Node = placed[j].ID
+			}
+			return
+		}
+	}
+}
+
+// computeSlack is how far apart (relative) two measured compute rates may
+// be for preferHolders to treat the nodes as interchangeable.
+const computeSlack = 0.25
 
 // over compares how far count is above its target L*w/sum, as
 // count*sum - L*w (scaled by sum, so integers compare exactly).

@@ -214,3 +214,79 @@ func TestQwen3MoEPlacement(t *testing.T) {
 		}
 	}
 }
+
+// Between nodes that cost the same, each stage goes to the node that
+// already holds its layers; the split itself does not change, and the
+// plan is the same whatever the input order.
+func TestPlacementPrefersHolders(t *testing.T) {
+	m := uniform(8, GB, GB/2, GB/2, 0)
+	held := func(first, end int) []bool {
+		h := make([]bool, 8)
+		for l := first; l < end; l++ {
+			h[l] = true
+		}
+		return h
+	}
+	base := []Node{{ID: "a", FreeBytes: 6 * GB}, {ID: "b", FreeBytes: 6 * GB}, {ID: "c", FreeBytes: 6 * GB}}
+	plain, err := Place(m, base, Options{Context: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plain.Stages) != 2 || plain.Stages[0].Node != "a" || plain.Stages[1].Node != "b" {
+		t.Fatalf("without holders: %v", plain)
+	}
+	for _, tc := range []struct {
+		name  string
+		held  map[string][]bool
+		nodes []string // stage nodes expected
+	}{
+		{"c holds the second half", map[string][]bool{"c": held(4, 8)}, []string{"a", "c"}},
+		{"c holds the first half", map[string][]bool{"c": held(0, 4)}, []string{"c", "a"}},
+		{"c holds all, b the second half", map[string][]bool{"c": held(0, 8), "b": held(4, 8)}, []string{"c", "b"}},
+		{"b holds one layer of the first stage", map[string][]bool{"b": held(2, 3)}, []string{"b", "a"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nodes := append([]Node(nil), base...)
+			for i := range nodes {
+				nodes[i].Held = tc.held[nodes[i].ID]
+			}
+			for _, order := range [][]int{{0, 1, 2}, {2, 1, 0}, {1, 2, 0}} {
+				in := []Node{nodes[order[0]], nodes[order[1]], nodes[order[2]]}
+				p, err := Place(m, in, Options{Context: 16})
+				if err != nil {
+					t.Fatal(err)
+				}
+				check(t, m, in, Options{Context: 16}, p)
+				var got []string
+				for i, s := range p.Stages {
+					got = append(got, s.Node)
+					if s.First != plain.Stages[i].First || s.End != plain.Stages[i].End {
+						t.Fatalf("split changed: %v vs %v", p, plain)
+					}
+				}
+				if fmt.Sprint(got) != fmt.Sprint(tc.nodes) {
+					t.Fatalf("order %v: stages on %v, want %v", order, got, tc.nodes)
+				}
+			}
+		})
+	}
+	// A holder that cannot fit the stage, or computes at a very different
+	// rate (the split would not be the same), is not preferred: cost first.
+	for _, c := range []Node{{ID: "c", FreeBytes: 4 * GB, Compute: 2, Held: held(0, 8)}, {ID: "c", FreeBytes: 6 * GB, Compute: 1, Held: held(0, 8)}} {
+		nodes := append([]Node(nil), base...)
+		for i := range nodes {
+			nodes[i].Compute, nodes[i].FreeBytes = 2, 7*GB
+		}
+		nodes[2] = c
+		p, err := Place(m, nodes, Options{Context: 16})
+		if err != nil || p.Stages[0].Node != "a" || p.Stages[1].Node != "b" {
+			t.Fatalf("holder %+v: %v %v", c, p, err)
+		}
+	}
+	// Measured rates a little apart count as the same.
+	nodes := []Node{{ID: "a", FreeBytes: 6 * GB, Compute: 100}, {ID: "b", FreeBytes: 6 * GB, Compute: 104}, {ID: "c", FreeBytes: 6 * GB, Compute: 98, Held: held(4, 8)}}
+	p, err := Place(m, nodes, Options{Context: 16})
+	if err != nil || p.Stages[len(p.Stages)-1].Node != "c" {
+		t.Fatalf("holder with a near rate: %v %v", p, err)
+	}
+}

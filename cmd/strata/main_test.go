@@ -124,8 +124,8 @@ func TestSynth(t *testing.T) {
 	if err != nil || !strings.Contains(out, "2 stage(s)") {
 		t.Errorf("plan of the synthetic file: %v\n%s", err, out)
 	}
-	if _, err := run(t, "synth", "--shape", "tinyllama-1.1b", "--type", "Q3_K", "-o", path); err == nil {
-		t.Error("Q3_K accepted")
+	if _, err := run(t, "synth", "--shape", "tinyllama-1.1b", "--type", "IQ2_XS", "-o", path); err == nil {
+		t.Error("IQ2_XS accepted")
 	}
 	if _, err := run(t, "synth", "--shape", "gpt-9", "-o", path); err == nil || !strings.Contains(err.Error(), "tinyllama-1.1b") {
 		t.Errorf("unknown shape: %v", err)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -56,8 +57,22 @@ func (s *storeFlags) catalog() (catalog.Catalog, error) {
 			return c, fmt.Errorf("--stores: unknown store %q (known: %s, none)", st, defaultStores)
 		}
 	}
+	// The layers a node fetched from peers, when it has any.
+	if s.dataDir != "" {
+		if _, err := os.Stat(filepath.Join(s.dataDir, weightsDir)); err == nil {
+			st, err := catalog.OpenStore(filepath.Join(s.dataDir, weightsDir), 0)
+			if err != nil {
+				return c, err
+			}
+			c.Partial = st
+		}
+	}
 	return c, nil
 }
+
+// weightsDir is where, under DATA_DIR, a node keeps the layers it fetched
+// from peers of models it does not hold complete (catalog.Store).
+const weightsDir = "weights"
 
 // modelRow is one line of strata models (and one object of --json).
 type modelRow struct {
@@ -71,7 +86,8 @@ type modelRow struct {
 	Where        string   `json:"where"`
 	Paths        []string `json:"paths"`
 	Complete     bool     `json:"complete"`
-	// Held says what an incomplete model has: "2 of 5 parts".
+	// Held says what an incomplete model has: "2 of 5 parts", or for one
+	// fetched in part from peers "layers 0-11 +embedding".
 	Held     string    `json:"held,omitempty"`
 	Shadowed bool      `json:"shadowed,omitempty"`
 	Error    string    `json:"error,omitempty"`
@@ -124,6 +140,13 @@ others are marked shadowed.`,
 func describeModel(m catalog.Model) modelRow {
 	r := modelRow{Name: m.Name, SizeBytes: m.Size, Source: m.Source, Where: m.Where, Paths: m.Paths,
 		Complete: m.Complete, Shadowed: m.Shadowed, Modified: m.ModTime}
+	if m.Holding != nil {
+		r.Held, r.Layers = m.Holding.String(), m.Holding.Layers
+		if info, err := catalog.Describe(m); err == nil { // the header is held
+			r.Architecture, r.Quantization, r.Layers, r.Params = info.Architecture, info.Quantization, info.Layers, info.Params
+		}
+		return r
+	}
 	if !m.Complete {
 		r.Held = fmt.Sprintf("%d of %d parts", len(m.Paths), m.Parts)
 		return r

@@ -10,18 +10,22 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	ma "github.com/multiformats/go-multiaddr"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
 	"strata/actors"
 	"strata/api"
+	"strata/internal/hfhub"
 	"strata/internal/units"
 	"strata/messages"
 	"strata/peers"
+	"strata/runtime/catalog"
 )
 
 func init() { extraCommands = append(extraCommands, nodeCmd) }
@@ -32,6 +36,7 @@ const defaultListen = "/ip4/0.0.0.0/tcp/7341"
 // nodeFlags are the flags of `strata node`.
 type nodeFlags struct {
 	dataDir, secret, secretFile, memory, models, apiAddr, apiKey string
+	disk                                                         string
 	stores                                                       string
 	listen, join                                                 []string
 	noMDNS, f16                                                  bool
@@ -59,8 +64,11 @@ models lists them). Any node takes prompts (strata run --api, strata chat,
 the OpenAI API and the dashboard at http://--api/): it plans which nodes
 run which layers of the model, and they load those layers on demand.
 A model is named by its file name without .gguf (a split model by the
-name before -00001-of-0000N.gguf); every node that takes part needs the
-model on its disk.`,
+name before -00001-of-0000N.gguf). One node with the model is enough: a
+node given layers it lacks fetches exactly their byte ranges from the
+peers that hold them (checked against the holder's tensor digests) and
+keeps them in DATA_DIR/weights, within --disk; it then serves them to
+others too, and strata models lists them.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -75,6 +83,7 @@ model on its disk.`,
 	fl.StringVar(&f.secret, "secret", "", "cluster secret (default: $STRATA_SECRET, then DATA_DIR/secret)")
 	fl.StringVar(&f.secretFile, "secret-file", "", "file holding the cluster secret")
 	fl.StringVar(&f.memory, "memory", "", "memory to offer the cluster, e.g. 96GB (default: all of it)")
+	fl.StringVar(&f.disk, "disk", "", "disk space for layers fetched from peers (DATA_DIR/weights), e.g. 200GB (default: no cap)")
 	fl.StringVar(&f.models, "models", "", "directory of GGUF models to announce (default DATA_DIR/models)")
 	fl.StringVar(&f.stores, "stores", defaultStores, "other stores to find models in (see strata models --help); \"none\" for only --models")
 	fl.StringVar(&f.apiAddr, "api", api.DefaultAddr, "address of the HTTP status API")
@@ -204,6 +213,15 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 	if err != nil {
 		return err
 	}
+	var diskCap uint64
+	if f.disk != "" {
+		if diskCap, err = units.ParseBytes(f.disk); err != nil {
+			return fmt.Errorf("--disk: %w", err)
+		}
+	}
+	if cat.Partial, err = catalog.OpenStore(filepath.Join(f.dataDir, weightsDir), int64(diskCap)); err != nil {
+		return err
+	}
 	log := slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	metrics := api.NewMetrics()
 	full, err := actors.StartNode(ctx, actors.NodeConfig{
@@ -214,6 +232,7 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 		},
 		Cluster: actors.ClusterOptions{PlanContext: f.context, PlanSessions: f.parallel, Metrics: metrics, Logger: log, Hidden: hiddenType(f.f16)},
 		Models:  cat,
+		Hub:     hfhub.FromEnv(),
 		Threads: f.threads,
 	})
 	if err != nil {
@@ -224,10 +243,16 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 	}
 	defer full.Close()
 	node := full.Peers
+	metrics.Registry().MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "strata_weights_fetched_bytes_total",
+			Help: "Bytes of model weights this node fetched from peers."}, func() float64 { return float64(node.WeightsFetched()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "strata_weights_served_bytes_total",
+			Help: "Bytes of model weights this node sent to peers."}, func() float64 { return float64(node.WeightsServed()) }),
+	)
 
 	srv, err := api.NewServer(api.Config{
 		Addr: ln.Addr().String(), APIKey: f.apiKey, Generator: full.Cluster, Metrics: metrics, Logger: log,
-		Models:    api.NewFileModels(cat, cat.Names, f.context),
+		Models:    api.NewFileModels(full.Weights, func() []string { return clusterModels(cat, node) }, f.context),
 		Cluster:   func() api.ClusterStatus { return clusterStatus(full) },
 		MaxActive: f.parallel,
 	})
@@ -265,6 +290,20 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 	case <-time.After(2 * time.Second):
 	}
 	return full.Close()
+}
+
+// clusterModels are the models a prompt here may name: this node's
+// complete ones and those any member holds (whole or in part), which this
+// node can reach by fetching their headers.
+func clusterModels(cat catalog.Catalog, node *peers.Node) []string {
+	names := cat.Names()
+	for _, m := range node.Membership().View().Members {
+		for _, mi := range m.Info.GetModels() {
+			names = append(names, mi.GetName())
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
 }
 
 func hiddenType(f16 bool) messages.HiddenType {

@@ -1,6 +1,7 @@
 package hfhub
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha1"
 	"crypto/sha256"
@@ -178,10 +179,19 @@ func (h *fakeHub) serveCDN(w http.ResponseWriter, r *http.Request) {
 		h.mu.Lock()
 		h.ranges = append(h.ranges, rg)
 		h.mu.Unlock()
-		n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(rg, "bytes="), "-"))
+		from, to, _ := strings.Cut(strings.TrimPrefix(rg, "bytes="), "-")
+		n, err := strconv.Atoi(from)
 		if err != nil {
 			http.Error(w, "bad range", http.StatusBadRequest)
 			return
+		}
+		if to != "" { // bytes=N-M: a slice (ReadRange)
+			m, err := strconv.Atoi(to)
+			if err != nil || m < n || m >= len(data) {
+				http.Error(w, "bad range", http.StatusRequestedRangeNotSatisfiable)
+				return
+			}
+			data = data[:m+1]
 		}
 		if n >= len(data) {
 			w.Header().Set("Content-Range", fmt.Sprintf("bytes */%d", len(data)))
@@ -190,7 +200,7 @@ func (h *fakeHub) serveCDN(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		start, status = n, http.StatusPartialContent
-		w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", n, len(data)-1, len(data)))
+		w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", n, len(data)-1, len(f.data)))
 	}
 	body := data[start:]
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
@@ -438,6 +448,39 @@ func TestTokenOnlyToTheHub(t *testing.T) {
 	}
 	if len(h.cdnAuth) != 0 {
 		t.Errorf("the CDN got the token: %v", h.cdnAuth)
+	}
+}
+
+// ReadRange reads slices of a file through the hub's redirect, the
+// token going to the hub only; a cut body and an unknown file are errors.
+func TestReadRange(t *testing.T) {
+	h := newFakeHub(t)
+	c := h.client(t)
+	f, _ := h.file("Tiny-Q8_0.gguf")
+	for _, rg := range [][2]int{{0, 100}, {12345, 70000}, {len(f.data) - 7, 7}} {
+		dst := make([]byte, rg[1])
+		if err := c.ReadRange(context.Background(), testRepo, "main", f.path, int64(rg[0]), dst); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(dst, f.data[rg[0]:rg[0]+rg[1]]) {
+			t.Errorf("range %v differs", rg)
+		}
+	}
+	if len(h.cdnAuth) != 0 {
+		t.Errorf("the CDN got the token: %v", h.cdnAuth)
+	}
+	if h.cdnBytes != 100+70000+7 {
+		t.Errorf("the CDN sent %d bytes for 70107 asked", h.cdnBytes)
+	}
+	h.cutNext.Store(1)
+	if err := c.ReadRange(context.Background(), testRepo, "main", f.path, 0, make([]byte, 1000)); err == nil {
+		t.Error("a cut range was accepted")
+	}
+	if err := c.ReadRange(context.Background(), testRepo, "main", "nope.gguf", 0, make([]byte, 10)); !errors.Is(err, ErrNotFound) {
+		t.Errorf("unknown file: %v", err)
+	}
+	if err := c.ReadRange(context.Background(), testRepo, "main", f.path, int64(len(f.data)-5), make([]byte, 10)); err == nil {
+		t.Error("a range past the end was accepted")
 	}
 }
 

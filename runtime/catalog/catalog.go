@@ -23,6 +23,9 @@ const (
 var (
 	ErrNotFound = errors.New("catalog: model not found")
 	ErrReadOnly = errors.New("catalog: model belongs to another tool")
+	// ErrPartial is returned by Path for a model the partial Store holds
+	// only some layers of.
+	ErrPartial = errors.New("catalog: model held only in part")
 )
 
 // Model is one model found on disk.
@@ -49,6 +52,9 @@ type Model struct {
 	Shadowed bool
 	// ModTime is the newest modification time of the files.
 	ModTime time.Time
+	// Holding, for a model of the partial Store, says which layers are
+	// present (Size counts only their bytes); nil for files.
+	Holding *Holding
 }
 
 // Catalog is where to look for models. Empty fields are not searched;
@@ -62,6 +68,9 @@ type Catalog struct {
 	LMStudio string
 	// Ollama is Ollama's models folder: manifests/ and blobs/.
 	Ollama string
+	// Partial holds the models this node has only some layers of
+	// (fetched from peers); listed last, never Complete.
+	Partial *Store
 }
 
 // FromEnv returns the catalogue of dirs plus the stores of this user:
@@ -137,6 +146,9 @@ func (c Catalog) List() ([]Model, error) {
 	if c.Ollama != "" {
 		all = append(all, scanOllama(c.Ollama)...)
 	}
+	if c.Partial != nil {
+		all = append(all, c.Partial.List()...)
+	}
 	seen := map[string]bool{}
 	for i := range all {
 		all[i].Shadowed = seen[all[i].Name]
@@ -189,6 +201,9 @@ func (c Catalog) Path(name string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if m.Holding != nil {
+		return "", fmt.Errorf("%w: %q (%s, in %s)", ErrPartial, name, m.Holding, m.Where)
+	}
 	if !m.Complete {
 		return "", fmt.Errorf("model %q has %d of its %d parts (in %s)", name, len(m.Paths), m.Parts, m.Where)
 	}
@@ -210,6 +225,8 @@ func (c Catalog) Remove(name string) (Model, error) {
 	switch m.Source {
 	case SourceHuggingFace:
 		return m, removeHF(c.HFCache, m)
+	case SourcePartial:
+		return m, c.Partial.Remove(name)
 	default:
 		for _, p := range m.Paths {
 			if err := os.Remove(p); err != nil {

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -20,6 +21,48 @@ type Manifest struct {
 	Parts []ManifestPart `json:"parts"`
 	// Tensors in file order.
 	Tensors []ManifestTensor `json:"tensors"`
+	// Hub, when the holder has the model from the Hugging Face cache,
+	// says where the hub serves its files: a node that needs a range no
+	// peer holds can read it from there.
+	Hub *HubSource `json:"hub,omitempty"`
+}
+
+// HubSource is a model's files on the Hugging Face hub.
+type HubSource struct {
+	Repo     string   `json:"repo"`     // "ORG/NAME"
+	Revision string   `json:"revision"` // the snapshot's commit
+	Files    []string `json:"files"`    // path in the repository of each part
+}
+
+// hubSourceOf reads repository, revision and file paths back from the
+// snapshot paths of a model in the Hugging Face cache
+// (.../models--ORG--NAME/snapshots/REVISION/FILE); nil when they do not
+// have that shape.
+func hubSourceOf(paths []string) *HubSource {
+	var h HubSource
+	for _, p := range paths {
+		p = filepath.ToSlash(p)
+		i := strings.LastIndex(p, "/models--")
+		if i < 0 {
+			return nil
+		}
+		rest := p[i+len("/models--"):]
+		repoDir, rest, ok := strings.Cut(rest, "/snapshots/")
+		if !ok {
+			return nil
+		}
+		rev, file, ok := strings.Cut(rest, "/")
+		if !ok || rev == "" || file == "" {
+			return nil
+		}
+		repo := strings.ReplaceAll(repoDir, "--", "/")
+		if h.Repo != "" && (h.Repo != repo || h.Revision != rev) {
+			return nil
+		}
+		h.Repo, h.Revision = repo, rev
+		h.Files = append(h.Files, file)
+	}
+	return &h
 }
 
 // ManifestPart is one file of the model.
@@ -53,6 +96,9 @@ func ManifestOf(m Model) (*Manifest, error) {
 	}
 	defer f.Close()
 	man := &Manifest{Name: m.Name, Parts: make([]ManifestPart, len(f.Paths()))}
+	if m.Source == SourceHuggingFace {
+		man.Hub = hubSourceOf(m.Paths)
+	}
 	first := make([]uint64, len(f.Paths()))
 	for i := range first {
 		first[i] = ^uint64(0)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -333,21 +332,9 @@ func dequantized(t testing.TB, m *model.Model) *model.Model {
 // Llama 3.1's rope_freqs (llama3-tiny: rope base 500000, factors 1 to
 // 8) agree with llama.cpp's freq_factors; without them the logits are
 // far off. Positions past the original 8192-token context are in
-// TestOracleRopeFreqsLong; here they are checked against the formula
+// TestE2EOracleRopeFreqsLong (oracle_long_test.go); here they are checked against the formula
 // (TestRopeFactorsFormula in rope_test.go).
 func TestOracleRopeFreqs(t *testing.T) { oracleRope(t, 64, 0) }
-
-// TestOracleRopeFreqsLong compares positions 8192..8299 with llama.cpp.
-// llama.cpp takes about 30 s for the 8300 positions here (it returns
-// logits for all of them), too long for every CI run, so the test runs
-// when STRATA_ORACLE_LONG=1 (measured: max relative difference 7.0e-5,
-// every argmax equal).
-func TestOracleRopeFreqsLong(t *testing.T) {
-	if os.Getenv("STRATA_ORACLE_LONG") != "1" {
-		t.Skip("set STRATA_ORACLE_LONG=1 to compare 8300 positions with llama.cpp (about a minute)")
-	}
-	oracleRope(t, 8300, 8192)
-}
 
 // oracleRope compares positions [from, n) of n random ids on a one-layer
 // llama3-tiny.

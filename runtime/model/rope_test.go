@@ -8,7 +8,7 @@ import (
 	"strata/runtime/tensor"
 )
 
-// ropeFactors turns each pair by pos*scale*base^(-2i/d)/factors[i], the
+// tensor.RoPEFactors turns each pair by pos*scale*base^(-2i/d)/factors[i], the
 // angle llama.cpp's ggml_rope_ext gives with freq_factors (theta/ff, then
 // times freq_scale), at positions past Llama 3.1's original context
 // included; with factors of 1 it is tensor.RoPE exactly.
@@ -30,7 +30,7 @@ func TestRopeFactorsFormula(t *testing.T) {
 				x[i] = r.Float32()*2 - 1
 			}
 			got := append([]float32(nil), x...)
-			ropeFactors(got, heads, hd, rd, pos, 500000, 0.5, neox, factors)
+			tensor.RoPEFactors(got, heads, hd, rd, pos, 500000, 0.5, neox, factors)
 			for h := 0; h < heads; h++ {
 				for i := 0; i < rd/2; i++ {
 					theta := float64(pos) * 0.5 * math.Pow(500000, -float64(2*i)/rd) / float64(factors[i])
@@ -52,7 +52,7 @@ func TestRopeFactorsFormula(t *testing.T) {
 			}
 			plain, one := append([]float32(nil), x...), append([]float32(nil), x...)
 			tensor.RoPE(plain, heads, hd, rd, pos, 500000, 0.5, neox)
-			ropeFactors(one, heads, hd, rd, pos, 500000, 0.5, neox, ones)
+			tensor.RoPEFactors(one, heads, hd, rd, pos, 500000, 0.5, neox, ones)
 			for i := range plain {
 				if plain[i] != one[i] {
 					t.Fatalf("neox %v pos %d: factors of 1 give %v, tensor.RoPE %v at %d", neox, pos, one[i], plain[i], i)

@@ -24,8 +24,12 @@
 // quantizer — SwiGLU and the multi-row kernels are still Go on arm64), chosen at run time from the CPU's features; the build tag purego,
 // or another architecture, selects Go only. The integer
 // kernels match their Go reference bit for bit, which the tests check for
-// every available implementation over all lengths; the float kernels agree
-// within float rounding.
+// every available implementation over all lengths. So do Dot, Axpy and
+// SwiGLU (their Go references follow the AVX2 order, FMAs and float32
+// exp; arm64's Dot keeps that order), since they feed the activation
+// quantizer: a last-bit difference there moves a value across a rounding
+// step and the logits by a quantization step. The float weight kernels
+// agree within float rounding.
 //
 // One decode step of a layer, with buffers allocated once:
 //

@@ -346,8 +346,8 @@ func dotRows(w Matrix, a *Activations, i, lo, hi int, out []float32) bool {
 	return true
 }
 
-// swigluAVX2 is swigluGeneric for n elements (n a positive multiple of 8)
-// with a float32 exp (agreeing within 2e-6 relative, not bit for bit).
+// swigluAVX2 is swigluGeneric for n elements (n a positive multiple of 8),
+// bit for bit (expf32 is its exp written in Go).
 //
 //go:noescape
 func swigluAVX2(out, gate, up *float32, n int)

@@ -247,12 +247,18 @@ func dot4(t Type, row []byte, a *Activations, i, cols int, out *[4]float32) bool
 	return true
 }
 
+// dotVecNEON is dotVecGeneric over n > 0 elements, bit for bit
+// (vec_arm64.s).
+//
+//go:noescape
+func dotVecNEON(a, b *float32, n int) float32
+
 func dotVec(a, b []float32) float32 {
 	if !useNEON || len(a) == 0 {
 		return dotVecGeneric(a, b)
 	}
 	_ = b[len(a)-1]
-	return dotF32NEON((*byte)(unsafe.Pointer(unsafe.SliceData(a))), unsafe.SliceData(b), len(a))
+	return dotVecNEON(unsafe.SliceData(a), unsafe.SliceData(b), len(a))
 }
 
 // axpyNEON is axpyGeneric over n > 0 elements with FMA (dot4_arm64.s).

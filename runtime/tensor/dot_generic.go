@@ -19,22 +19,20 @@ import (
 // differ from rounding once). Results in float32's subnormal range may
 // still round twice; the kernels never produce them from real data.
 func fma32(a, b, c float32) float32 {
-	p := float64(a) * float64(b)
-	s := float64(p) + float64(c)
-	bv := float64(s - p)
-	e := float64(p-float64(s-bv)) + float64(float64(c)-bv)
-	if e != 0 {
-		bits := math.Float64bits(s)
-		if bits&(1<<29-1) == 1<<28 {
+	p := float64(a) * float64(b) // exact, so fusing it into a sum changes nothing
+	s := p + float64(c)
+	bits := math.Float64bits(s)
+	if bits&(1<<29-1) == 1<<28 { // halfway between two float32s
+		bv := s - p
+		if e := (p - (s - bv)) + (float64(c) - bv); e != 0 {
 			if (e > 0) == (s > 0) {
 				bits++
 			} else {
 				bits--
 			}
-			s = math.Float64frombits(bits)
 		}
 	}
-	return float32(s)
+	return float32(math.Float64frombits(bits))
 }
 
 // hsum8 is the horizontal sum of eight lanes in the order the assembly

@@ -36,6 +36,16 @@ func RMSNorm(out, x, weight []float32, eps float32) {
 // (2i, 2i+1); with neox true (GPT-NeoX, qwen) it is (i, i+ropeDim/2).
 // Angles are computed in float64.
 func RoPE(x []float32, nHeads, headDim, ropeDim, pos int, freqBase, freqScale float32, neox bool) {
+	RoPEFactors(x, nHeads, headDim, ropeDim, pos, freqBase, freqScale, neox, nil)
+}
+
+// RoPEFactors is RoPE with pair i's angle divided by factors[i] (Llama
+// 3.1's long-context rope_freqs, which llama.cpp passes to ggml_rope_ext
+// as freq_factors); nil factors are all 1.
+func RoPEFactors(x []float32, nHeads, headDim, ropeDim, pos int, freqBase, freqScale float32, neox bool, factors []float32) {
+	if factors != nil && len(factors) < ropeDim/2 {
+		panic(fmt.Sprintf("tensor: RoPE: %d frequency factors for %d pairs", len(factors), ropeDim/2))
+	}
 	if ropeDim < 0 || ropeDim%2 != 0 || ropeDim > headDim || nHeads < 0 || len(x) < nHeads*headDim {
 		panic(fmt.Sprintf("tensor: RoPE: len(x)=%d nHeads=%d headDim=%d ropeDim=%d", len(x), nHeads, headDim, ropeDim))
 	}
@@ -43,7 +53,11 @@ func RoPE(x []float32, nHeads, headDim, ropeDim, pos int, freqBase, freqScale fl
 	thetaScale := math.Pow(float64(freqBase), -2/float64(ropeDim))
 	theta := float64(pos) * float64(freqScale)
 	for i := 0; i < half; i++ {
-		s, c := math.Sincos(theta)
+		angle := theta
+		if factors != nil {
+			angle /= float64(factors[i])
+		}
+		s, c := math.Sincos(angle)
 		sin, cos := float32(s), float32(c)
 		ia, ib := 2*i, 2*i+1
 		if neox {
@@ -82,15 +96,54 @@ func Softmax(x []float32) {
 	}
 }
 
-// SiLU returns x * sigmoid(x) = x / (1 + e^-x).
+// SiLU returns x * sigmoid(x) = x / (1 + e^-x), in float32 with the
+// kernels' exp (expf32), within 2e-6 relative of the exact value.
 func SiLU(x float32) float32 {
-	return float32(float64(x) / (1 + math.Exp(-float64(x))))
+	return x / (1 + expf32(-x))
+}
+
+// expf32 is e^x in float32 as the assembly SwiGLU computes it, step for
+// step (Cephes expf: x clamped to ±88.376, n = floor(x*log2(e) + 1/2),
+// r = x - n*ln2 in two parts, a degree-5 polynomial, times 2^n), with
+// fma32 where the assembly fuses and float32() where it rounds between
+// operations, so that the generic and assembly SwiGLU agree bit for bit.
+// At the clamp's top end 2^n overflows to +Inf, as in the assembly.
+func expf32(x float32) float32 {
+	const (
+		hi    = 88.3762626647949
+		log2e = 1.44269504088896341
+		c1    = 0.693359375
+		c2    = -2.12194440e-4
+	)
+	if x > hi {
+		x = hi
+	}
+	if x < -hi {
+		x = -hi
+	}
+	v := fma32(x, log2e, 0.5) // within ±128
+	fx := float32(int32(v))
+	if fx > v {
+		fx-- // floor, not truncation, below zero
+	}
+	x = fma32(-fx, c1, x)
+	x = fma32(-fx, c2, x)
+	z := float32(x * x)
+	y := float32(1.9875691500e-4)
+	y = fma32(y, x, 1.3981999507e-3)
+	y = fma32(y, x, 8.3334519073e-3)
+	y = fma32(y, x, 4.1665795894e-2)
+	y = fma32(y, x, 1.6666665459e-1)
+	y = fma32(y, x, 5.0000001201e-1)
+	y = fma32(y, z, x)
+	y = float32(y + 1)
+	pow2 := math.Float32frombits(uint32(int32(fx)+127) << 23)
+	return float32(y * pow2)
 }
 
 // SwiGLU sets out[i] = SiLU(gate[i]) * up[i], the gated feed-forward
-// activation. out may alias gate or up; all must have the same length.
-// The assembly kernels compute exp in float32 (within 2e-6 relative of
-// the float64 SiLU).
+// activation, bit-identical in every implementation. out may alias gate
+// or up; all must have the same length.
 func SwiGLU(out, gate, up []float32) {
 	if len(out) != len(gate) || len(up) != len(gate) {
 		panic(fmt.Sprintf("tensor: SwiGLU: len(out)=%d len(gate)=%d len(up)=%d", len(out), len(gate), len(up)))
@@ -98,7 +151,7 @@ func SwiGLU(out, gate, up []float32) {
 	swiglu(out, gate, up)
 }
 
-// swigluGeneric is SwiGLU in Go, with SiLU in float64.
+// swigluGeneric is SwiGLU in Go, the reference for swigluAVX2.
 func swigluGeneric(out, gate, up []float32) {
 	for i, g := range gate {
 		out[i] = SiLU(g) * up[i]

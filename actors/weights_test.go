@@ -1,0 +1,296 @@
+package actors
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"strata/internal/hfhub"
+	"strata/internal/testdata"
+	"strata/peers"
+	"strata/runtime/catalog"
+	"strata/runtime/engine"
+)
+
+// fetchNode is one node of a fetching test: its own models directory
+// (empty unless it holds files) and its own data directory (the store).
+type fetchNode struct {
+	*Node
+	name string
+}
+
+func startFetchNode(t *testing.T, name string, files map[string]string, memBytes uint64, join *Node) *fetchNode {
+	t.Helper()
+	return startFetchNodeWith(t, name, files, memBytes, join, func(*NodeConfig) {})
+}
+
+func startFetchNodeWith(t *testing.T, name string, files map[string]string, memBytes uint64, join *Node, adjust func(*NodeConfig)) *fetchNode {
+	t.Helper()
+	models := t.TempDir()
+	for n, path := range files {
+		if err := os.Symlink(path, filepath.Join(models, n+".gguf")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cfg := NodeConfig{
+		Peers: peers.Config{
+			DataDir: t.TempDir(), Listen: []string{"/ip4/127.0.0.1/tcp/0"}, Secret: []byte("a test secret that is long enough for strata"),
+			NoMDNS: true, MemoryBytes: memBytes, Logger: logger, HeartbeatInterval: 200 * time.Millisecond, MemberTimeout: time.Second,
+			// One rate for all: measured on a shared machine, rates differ
+			// by more than placement's slack, and these tests are about
+			// which node holds what.
+			ComputeFlops: 1e9,
+		},
+		Models:  catalog.Catalog{Dirs: []string{models}},
+		Cluster: ClusterOptions{PlanContext: 512, PlanSessions: 1, StepTimeout: 20 * time.Second, Logger: logger},
+		Threads: 1,
+	}
+	if join != nil {
+		cfg.Peers.Join = []string{fmt.Sprintf("%s/p2p/%s", join.Peers.Addrs()[0], join.Peers.ID())}
+	}
+	adjust(&cfg)
+	nd, err := StartNode(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nd.Close() })
+	return &fetchNode{Node: nd, name: name}
+}
+
+// waitView waits until every node sees exactly the given live nodes.
+func waitView(t *testing.T, nodes ...*fetchNode) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	for _, nd := range nodes {
+		if _, err := nd.Peers.Membership().Wait(ctx, func(v peers.View) bool { return len(v.Members) == len(nodes) }); err != nil {
+			t.Fatalf("%s: view did not settle on %d members: %v", nd.name, len(nodes), err)
+		}
+	}
+}
+
+// stageOf returns the layers the last session gave each node.
+func stagesOf(t *testing.T, origin *fetchNode, nodes ...*fetchNode) map[string][2]int {
+	t.Helper()
+	p, _, err := origin.Cluster.Plan("stories260K")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][2]int{}
+	for _, s := range p.Stages {
+		for _, n := range nodes {
+			if n.Peers.ID().String() == s.Node {
+				out[n.name] = [2]int{s.First, s.End}
+			}
+		}
+	}
+	return out
+}
+
+// Only node a has the model; it offers too little memory to hold a
+// stage, so b and c run the model on layers they fetch from a: each
+// fetches about its own layers' bytes, and the text is one node's. When
+// c leaves, d takes its layers and fetches only those (b keeps its
+// stage and fetches nothing); with a gone too, b and d still generate
+// from what they hold; a node that would need layers nobody holds any
+// more is told so.
+func TestLayersFetchedFromPeers(t *testing.T) {
+	path := testdata.Path(t, "gguf/stories260K.gguf")
+	fi, _ := os.Stat(path)
+	size := fi.Size()
+	req := engine.Request{Prompt: "Lily wanted a cat.", MaxTokens: 60}
+	want := singleNode(t, path, req)
+	gen := func(origin *fetchNode) (string, error) {
+		res, err := origin.Cluster.Generate(context.Background(), Request{Model: "stories260K", Prompt: req.Prompt, MaxTokens: req.MaxTokens}, func(engine.Token) error { return nil })
+		return res.Text, err
+	}
+
+	a := startFetchNode(t, "a", map[string]string{"stories260K": path}, 1000, nil)
+	b := startFetchNode(t, "b", nil, 1100e3, a.Node)
+	c := startFetchNode(t, "c", nil, 1100e3, a.Node)
+	waitView(t, a, b, c)
+
+	got, err := gen(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != want.Text {
+		t.Fatalf("b and c on fetched layers:\n got %q\nwant %q", got, want.Text)
+	}
+	stages := stagesOf(t, b, a, b, c)
+	if _, ok := stages["a"]; ok || len(stages) != 2 {
+		t.Fatalf("stages %v: want b and c only", stages)
+	}
+	for _, n := range []*fetchNode{b, c} {
+		f := n.Peers.WeightsFetched()
+		h, ok := n.Weights.Store().Holding("stories260K")
+		t.Logf("%s holds %s: fetched %d bytes of a %d-byte file (%.0f%%)", n.name, h, f, size, 100*float64(f)/float64(size))
+		s := stages[n.name]
+		if !ok || catalog.FormatLayers(h.Held) != fmt.Sprintf("%d-%d", s[0], s[1]-1) {
+			t.Errorf("%s holds %+v, its stage is %v", n.name, h, s)
+		}
+		if f == 0 || f >= size*3/4 || f != h.Bytes {
+			t.Errorf("%s fetched %d bytes (holds %d) of %d", n.name, f, h.Bytes, size)
+		}
+	}
+	// a served every layer; a header may come from b or c, which hold it too.
+	fetched := b.Peers.WeightsFetched() + c.Peers.WeightsFetched()
+	served := a.Peers.WeightsServed() + b.Peers.WeightsServed() + c.Peers.WeightsServed()
+	if served != fetched || a.Peers.WeightsServed() < size {
+		t.Errorf("a, b, c served %d, %d, %d bytes; b and c fetched %d", a.Peers.WeightsServed(), b.Peers.WeightsServed(), c.Peers.WeightsServed(), fetched)
+	}
+	// b and c announce what they hold; the catalogue lists it.
+	ms, _ := c.Weights.cat.List()
+	if len(ms) != 1 || ms[0].Holding == nil || ms[0].Complete {
+		t.Errorf("c's catalogue: %+v", ms)
+	}
+
+	// c leaves; d joins and takes c's layers: it fetches only those.
+	cStage := stages["c"]
+	cHeld := c.Peers.WeightsFetched()
+	c.Close()
+	d := startFetchNode(t, "d", nil, 1100e3, a.Node)
+	waitView(t, a, b, d)
+	bBefore := b.Peers.WeightsFetched()
+	if got, err := gen(b); err != nil || got != want.Text {
+		t.Fatalf("after c left: %v\n got %q\nwant %q", err, got, want.Text)
+	}
+	stages = stagesOf(t, b, a, b, d)
+	if stages["d"] != cStage {
+		t.Errorf("d got layers %v, c had %v", stages["d"], cStage)
+	}
+	if b.Peers.WeightsFetched() != bBefore {
+		t.Errorf("b fetched %d more bytes; its stage did not move", b.Peers.WeightsFetched()-bBefore)
+	}
+	t.Logf("d fetched %d bytes for c's layers %v (c had fetched %d)", d.Peers.WeightsFetched(), cStage, cHeld)
+	if d.Peers.WeightsFetched() != cHeld {
+		t.Errorf("d fetched %d bytes, c's layers are %d", d.Peers.WeightsFetched(), cHeld)
+	}
+
+	// a, the only node with the file, goes: b and d hold every layer.
+	a.Close()
+	waitView(t, b, d)
+	if got, err := gen(d); err != nil || got != want.Text {
+		t.Fatalf("after a left: %v\n got %q\nwant %q", err, got, want.Text)
+	}
+
+	// b goes too, and e joins: e would need b's layers, which nobody
+	// has now; the session says so.
+	e := startFetchNode(t, "e", nil, 1100e3, d.Node)
+	waitView(t, b, d, e)
+	b.Close()
+	waitView(t, d, e)
+	_, err = gen(d)
+	if err == nil || !strings.Contains(err.Error(), "no peer holds") {
+		t.Fatalf("with b's layers held by nobody: %v", err)
+	}
+	t.Logf("as expected: %v", err)
+}
+
+// A model pulled from the hub (it sits in a's Hugging Face cache): when
+// the nodes that held some of its layers are gone, a node that needs
+// them reads exactly those ranges from the hub by HTTP Range (the
+// manifest it got from a peer names repository, revision and file), and
+// the text is still one node's.
+func TestLayersFromHubWhenNoPeerHolds(t *testing.T) {
+	path := testdata.Path(t, "gguf/stories260K.gguf")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const repo, rev, file = "org/stories", "0123456789abcdef0123456789abcdef01234567", "stories260K.gguf"
+	cache := t.TempDir()
+	snap := filepath.Join(cache, "models--org--stories", "snapshots", rev)
+	os.MkdirAll(snap, 0o755)
+	if err := os.Symlink(path, filepath.Join(snap, file)); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var cdnBytes int64
+	var cdnToken bool
+	cdn := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		cdnToken = cdnToken || r.Header.Get("Authorization") != ""
+		mu.Unlock()
+		if r.Header.Get("Range") == "" {
+			http.Error(w, "this test's CDN serves ranges only", http.StatusBadRequest)
+			return
+		}
+		cw := &countingWriter{ResponseWriter: w}
+		http.ServeContent(cw, r, file, time.Time{}, bytes.NewReader(data))
+		mu.Lock()
+		cdnBytes += cw.n
+		mu.Unlock()
+	}))
+	defer cdn.Close()
+	hub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/"+repo+"/resolve/"+rev+"/"+file || r.Header.Get("Authorization") != "Bearer hub-token" {
+			http.NotFound(w, r)
+			return
+		}
+		http.Redirect(w, r, cdn.URL+"/blob", http.StatusFound)
+	}))
+	defer hub.Close()
+	client := &hfhub.Client{Endpoint: hub.URL, Token: "hub-token", Cache: t.TempDir(), Retries: 1}
+	withHub := func(cfg *NodeConfig) { cfg.Hub = client }
+	hfCache := func(cfg *NodeConfig) { cfg.Models.HFCache = cache }
+
+	req := engine.Request{Prompt: "Lily wanted a cat.", MaxTokens: 40}
+	want := singleNode(t, path, req)
+	gen := func(origin *fetchNode) (string, error) {
+		res, err := origin.Cluster.Generate(context.Background(), Request{Model: "stories260K", Prompt: req.Prompt, MaxTokens: req.MaxTokens}, func(engine.Token) error { return nil })
+		return res.Text, err
+	}
+	a := startFetchNodeWith(t, "a", nil, 1000, nil, hfCache)
+	b := startFetchNodeWith(t, "b", nil, 1100e3, a.Node, withHub)
+	c := startFetchNodeWith(t, "c", nil, 1100e3, a.Node, withHub)
+	waitView(t, a, b, c)
+	if got, err := gen(b); err != nil || got != want.Text {
+		t.Fatalf("from a's HF cache: %v\n got %q\nwant %q", err, got, want.Text)
+	}
+	if cdnBytes != 0 {
+		t.Fatalf("the hub served %d bytes while a peer held them", cdnBytes)
+	}
+	cStage := stagesOf(t, b, a, b, c)["c"]
+	cHeld, _ := c.Weights.Store().Holding("stories260K")
+	a.Close()
+	c.Close()
+	d := startFetchNodeWith(t, "d", nil, 1100e3, b.Node, withHub)
+	waitView(t, b, d)
+	if got, err := gen(b); err != nil || got != want.Text {
+		t.Fatalf("with c's layers from the hub: %v\n got %q\nwant %q", err, got, want.Text)
+	}
+	if s := stagesOf(t, b, b, d)["d"]; s != cStage {
+		t.Errorf("d runs layers %v, c ran %v", s, cStage)
+	}
+	t.Logf("d read %d bytes from the hub for layers %v (c held %d; header from b)", d.Weights.HubFetched(), cStage, cHeld.Bytes)
+	mu.Lock()
+	defer mu.Unlock()
+	if d.Weights.HubFetched() != cdnBytes || cdnBytes == 0 || cdnBytes >= int64(len(data))*3/4 {
+		t.Errorf("d read %d bytes from the hub, the CDN sent %d, of a %d-byte file", d.Weights.HubFetched(), cdnBytes, len(data))
+	}
+	if cdnToken {
+		t.Error("the hub token reached the CDN")
+	}
+}
+
+type countingWriter struct {
+	http.ResponseWriter
+	n int64
+}
+
+func (w *countingWriter) Write(b []byte) (int, error) {
+	n, err := w.ResponseWriter.Write(b)
+	w.n += int64(n)
+	return n, err
+}
