@@ -85,23 +85,231 @@
 	VMOVSHDUP    X, T     \
 	VADDSS       T, X, X
 
+
+// K4YMULO(X, W, off, ACC): K4YMUL with the scale pair at off(SP).
+#define K4YMULO(X, W, off, ACC) \
+	VPMADDUBSW    X, W, Y6       \
+	VPDPWSSD.BCST off(SP), Y6, ACC
+
+// The shuffles of the paired one-vector Q4_K loop (per 16-byte half, from
+// [scales 0-7, mins 0-7] bytes): scales 0-3 and 4-7 as int16 pairs, and
+// the mins as int16.
+DATA k4scLo<>+0(SB)/1, $0
+DATA k4scLo<>+1(SB)/1, $128
+DATA k4scLo<>+2(SB)/1, $0
+DATA k4scLo<>+3(SB)/1, $128
+DATA k4scLo<>+4(SB)/1, $1
+DATA k4scLo<>+5(SB)/1, $128
+DATA k4scLo<>+6(SB)/1, $1
+DATA k4scLo<>+7(SB)/1, $128
+DATA k4scLo<>+8(SB)/1, $2
+DATA k4scLo<>+9(SB)/1, $128
+DATA k4scLo<>+10(SB)/1, $2
+DATA k4scLo<>+11(SB)/1, $128
+DATA k4scLo<>+12(SB)/1, $3
+DATA k4scLo<>+13(SB)/1, $128
+DATA k4scLo<>+14(SB)/1, $3
+DATA k4scLo<>+15(SB)/1, $128
+DATA k4scLo<>+16(SB)/1, $0
+DATA k4scLo<>+17(SB)/1, $128
+DATA k4scLo<>+18(SB)/1, $0
+DATA k4scLo<>+19(SB)/1, $128
+DATA k4scLo<>+20(SB)/1, $1
+DATA k4scLo<>+21(SB)/1, $128
+DATA k4scLo<>+22(SB)/1, $1
+DATA k4scLo<>+23(SB)/1, $128
+DATA k4scLo<>+24(SB)/1, $2
+DATA k4scLo<>+25(SB)/1, $128
+DATA k4scLo<>+26(SB)/1, $2
+DATA k4scLo<>+27(SB)/1, $128
+DATA k4scLo<>+28(SB)/1, $3
+DATA k4scLo<>+29(SB)/1, $128
+DATA k4scLo<>+30(SB)/1, $3
+DATA k4scLo<>+31(SB)/1, $128
+GLOBL k4scLo<>(SB), RODATA|NOPTR, $32
+
+DATA k4scHi<>+0(SB)/1, $4
+DATA k4scHi<>+1(SB)/1, $128
+DATA k4scHi<>+2(SB)/1, $4
+DATA k4scHi<>+3(SB)/1, $128
+DATA k4scHi<>+4(SB)/1, $5
+DATA k4scHi<>+5(SB)/1, $128
+DATA k4scHi<>+6(SB)/1, $5
+DATA k4scHi<>+7(SB)/1, $128
+DATA k4scHi<>+8(SB)/1, $6
+DATA k4scHi<>+9(SB)/1, $128
+DATA k4scHi<>+10(SB)/1, $6
+DATA k4scHi<>+11(SB)/1, $128
+DATA k4scHi<>+12(SB)/1, $7
+DATA k4scHi<>+13(SB)/1, $128
+DATA k4scHi<>+14(SB)/1, $7
+DATA k4scHi<>+15(SB)/1, $128
+DATA k4scHi<>+16(SB)/1, $4
+DATA k4scHi<>+17(SB)/1, $128
+DATA k4scHi<>+18(SB)/1, $4
+DATA k4scHi<>+19(SB)/1, $128
+DATA k4scHi<>+20(SB)/1, $5
+DATA k4scHi<>+21(SB)/1, $128
+DATA k4scHi<>+22(SB)/1, $5
+DATA k4scHi<>+23(SB)/1, $128
+DATA k4scHi<>+24(SB)/1, $6
+DATA k4scHi<>+25(SB)/1, $128
+DATA k4scHi<>+26(SB)/1, $6
+DATA k4scHi<>+27(SB)/1, $128
+DATA k4scHi<>+28(SB)/1, $7
+DATA k4scHi<>+29(SB)/1, $128
+DATA k4scHi<>+30(SB)/1, $7
+DATA k4scHi<>+31(SB)/1, $128
+GLOBL k4scHi<>(SB), RODATA|NOPTR, $32
+
+DATA k4minW<>+0(SB)/1, $8
+DATA k4minW<>+1(SB)/1, $128
+DATA k4minW<>+2(SB)/1, $9
+DATA k4minW<>+3(SB)/1, $128
+DATA k4minW<>+4(SB)/1, $10
+DATA k4minW<>+5(SB)/1, $128
+DATA k4minW<>+6(SB)/1, $11
+DATA k4minW<>+7(SB)/1, $128
+DATA k4minW<>+8(SB)/1, $12
+DATA k4minW<>+9(SB)/1, $128
+DATA k4minW<>+10(SB)/1, $13
+DATA k4minW<>+11(SB)/1, $128
+DATA k4minW<>+12(SB)/1, $14
+DATA k4minW<>+13(SB)/1, $128
+DATA k4minW<>+14(SB)/1, $15
+DATA k4minW<>+15(SB)/1, $128
+DATA k4minW<>+16(SB)/1, $8
+DATA k4minW<>+17(SB)/1, $128
+DATA k4minW<>+18(SB)/1, $9
+DATA k4minW<>+19(SB)/1, $128
+DATA k4minW<>+20(SB)/1, $10
+DATA k4minW<>+21(SB)/1, $128
+DATA k4minW<>+22(SB)/1, $11
+DATA k4minW<>+23(SB)/1, $128
+DATA k4minW<>+24(SB)/1, $12
+DATA k4minW<>+25(SB)/1, $128
+DATA k4minW<>+26(SB)/1, $13
+DATA k4minW<>+27(SB)/1, $128
+DATA k4minW<>+28(SB)/1, $14
+DATA k4minW<>+29(SB)/1, $128
+DATA k4minW<>+30(SB)/1, $15
+DATA k4minW<>+31(SB)/1, $128
+GLOBL k4minW<>(SB), RODATA|NOPTR, $32
+
 // func dotQ4_KAVX512(w *byte, x *int8, d *float32, bsums *int16, nb int) float32
 //
-// Frame: 0 the 8 scales as int16 pairs.
-TEXT ·dotQ4_KAVX512(SB), NOSPLIT, $32-44
+// Super-blocks go in pairs (b at SI, b+1 at SI+144), the scale unpacking,
+// the mins terms and the scale products done for both in the two halves
+// of a register; their float steps stay in block order. A last odd
+// super-block goes alone. Frame: 0 the scales of b and b+1 as int16
+// pairs (K4P2SC), 64 the products [d*d, d*dmin] of b, then of b+1.
+TEXT ·dotQ4_KAVX512(SB), NOSPLIT, $96-44
 	MOVQ w+0(FP), SI
 	MOVQ x+8(FP), DI
 	MOVQ d+16(FP), DX
 	MOVQ bsums+24(FP), BX
 	MOVQ nb+32(FP), CX
 	K4YCONST
+	VPBROADCASTQ X15, Y15
+	VPBROADCASTQ X12, Y12
+	VPBROADCASTQ X11, Y11
+	VMOVDQU64    k4scLo<>(SB), Y27
+	VMOVDQU64    k4scHi<>(SB), Y28
+	VMOVDQU64    k4minW<>(SB), Y29
 	VXORPS Y8, Y8, Y8
 	VXORPS X9, X9, X9
+	CMPQ   CX, $2
+	JLT    q4kyone
 
-q4kyloop:
+q4kypair:
 	PREFETCHT0 (4096)(SI)
 	PREFETCHT0 (4160)(SI)
 	PREFETCHT0 (4224)(SI)
+	PREFETCHT0 (4288)(SI)
+	PREFETCHT0 (4352)(SI)
+	// The scales and mins of both (K4YSCALES on the two halves).
+	VMOVDQU     4(SI), X6
+	VINSERTI128 $1, 148(SI), Y6, Y6
+	VPAND       Y15, Y6, Y13
+	VPSHUFD     $0xaa, Y6, Y7
+	VPSRLVD     Y11, Y7, Y7
+	VPAND       Y14, Y7, Y7
+	VPSRLD      $6, Y6, Y6
+	VPAND       Y12, Y6, Y6
+	VPSLLD      $4, Y6, Y6
+	VPOR        Y6, Y7, Y7
+	VPUNPCKLDQ  Y7, Y13, Y13
+	VPSHUFB     Y27, Y13, Y6
+	VMOVDQU     Y6, 0(SP)
+	VPSHUFB     Y28, Y13, Y6
+	VMOVDQU     Y6, 32(SP)
+	// 64(SP) = [d*d, d*dmin] of b, then of b+1.
+	MOVL         (SI), AX
+	VMOVD        AX, X2
+	VPINSRD      $1, 144(SI), X2, X2
+	VCVTPH2PS    X2, X2
+	VMOVSD       (DX), X3
+	VPERMILPS    $0x50, X3, X3
+	VMULPS       X3, X2, X2
+	VMOVUPS      X2, 64(SP)
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	K4YW(16)
+	K4YMULO((DI), Y4, 0, Y0)
+	K4YMULO(32(DI), Y5, 4, Y0)
+	K4YW(160)
+	K4YMULO(256(DI), Y4, 16, Y1)
+	K4YMULO(288(DI), Y5, 20, Y1)
+	K4YW(48)
+	K4YMULO(64(DI), Y4, 8, Y0)
+	K4YMULO(96(DI), Y5, 12, Y0)
+	K4YW(192)
+	K4YMULO(320(DI), Y4, 24, Y1)
+	K4YMULO(352(DI), Y5, 28, Y1)
+	K4YW(80)
+	K4YMULO(128(DI), Y4, 32, Y0)
+	K4YMULO(160(DI), Y5, 36, Y0)
+	K4YW(224)
+	K4YMULO(384(DI), Y4, 48, Y1)
+	K4YMULO(416(DI), Y5, 52, Y1)
+	K4YW(112)
+	K4YMULO(192(DI), Y4, 40, Y0)
+	K4YMULO(224(DI), Y5, 44, Y0)
+	K4YW(256)
+	K4YMULO(448(DI), Y4, 56, Y1)
+	K4YMULO(480(DI), Y5, 60, Y1)
+	// The mins terms: the sub-block sums (pairs of 16-sums) of b in the
+	// low half, of b+1 in the high, against the mins as int16.
+	VMOVDQU      (BX), Y4
+	VPHADDW      32(BX), Y4, Y4
+	VPERMQ       $0xd8, Y4, Y4
+	VPSHUFB      Y29, Y13, Y5
+	VPMADDWD     Y5, Y4, Y4
+	VPSHUFD      $0x4e, Y4, Y5
+	VPADDD       Y5, Y4, Y4
+	VPSHUFD      $0xb1, Y4, Y5
+	VPADDD       Y5, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VEXTRACTF128 $1, Y4, X5
+	VFMADD231SS  68(SP), X4, X9
+	VFMADD231SS  76(SP), X5, X9
+	VCVTDQ2PS    Y0, Y0
+	VBROADCASTSS 64(SP), Y2
+	VFMADD231PS  Y2, Y0, Y8
+	VCVTDQ2PS    Y1, Y1
+	VBROADCASTSS 72(SP), Y2
+	VFMADD231PS  Y2, Y1, Y8
+	ADDQ $288, SI
+	ADDQ $512, DI
+	ADDQ $8, DX
+	ADDQ $64, BX
+	SUBQ $2, CX
+	CMPQ CX, $2
+	JGE  q4kypair
+
+q4kyone:
+	TESTQ CX, CX
+	JZ    q4kydone
 	K4YSCALES
 	VPXOR Y0, Y0, Y0
 	K4YW(16)
@@ -135,13 +343,8 @@ q4kyloop:
 	VCVTDQ2PS    Y0, Y0
 	VBROADCASTSS X2, Y2
 	VFMADD231PS  Y2, Y0, Y8
-	ADDQ $144, SI
-	ADDQ $256, DI
-	ADDQ $4, DX
-	ADDQ $32, BX
-	DECQ CX
-	JNZ  q4kyloop
 
+q4kydone:
 	HSUMY(Y8, X8, X1)
 	VSUBSS X9, X8, X0
 	VZEROUPPER
