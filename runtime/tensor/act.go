@@ -35,11 +35,14 @@ type Activations struct {
 	pairStride int
 	okS        bool // s32 and s8f are up to date
 	ok32       bool
-	// The AVX-512 batch kernels' inputs (batch_amd64.go), by Q4_0 (0) and
-	// Q8_0 (1): scales and offset corrections by groups of 8 vectors.
+	// The VNNI batch kernels' inputs (batch_amd64.go), by Q4_0 (0) and
+	// Q8_0 (1): scales and offset corrections by groups of 8 vectors; the
+	// K-quants' (batch_k_amd64.go).
 	x8     [2]batchX8Acts
 	bK2    []int16 // for Q4_K: per vector [Cols/32] sums of each sub-block's quants
 	okB2   bool
+	c6K    []int32 // for Q6_K: per vector [Cols/16] -32 times each 16-sum
+	okC6   bool
 	qK     []int8    // [Cap*Cols] quants, blocks of 256
 	dK     []float32 // [Cap*Cols/256] block scales
 	bsumsK []int16   // [Cap*Cols/16] sums of each 16 quants
@@ -79,7 +82,7 @@ func (a *Activations) Set(x []float32, n int) {
 	}
 	a.x, a.n = x, n
 	a.ok32, a.okK, a.okS = false, false, false
-	a.x8[0].ok, a.x8[1].ok, a.okB2 = false, false, false
+	a.x8[0].ok, a.x8[1].ok, a.okB2, a.okC6 = false, false, false, false
 }
 
 // N is the number of vectors set.

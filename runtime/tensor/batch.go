@@ -1,7 +1,7 @@
 package tensor
 
 // Batches of at least batchMin vectors against Q8_0 or Q4_0 weights (and
-// Q4_K where batchQ4K) use the "row-sequential" form of the dot product:
+// Q4_K and Q6_K where batchKQuants) use the "row-sequential" form of the dot product:
 // for each row and vector, one float32 accumulator and, block by block in
 // order,
 //
@@ -9,7 +9,7 @@ package tensor
 //
 // where isum_b is the block's exact integer dot product (for Q4_K, of the
 // super-block with its sub-block scales, and a second accumulator for the
-// mins term, subtracted at the end: dotQ4_KSeq). The assembly
+// mins term, subtracted at the end: dotQ4_KSeq; dotQ6_KSeq). The assembly
 // computes it with eight rows in the eight lanes of a register (so the
 // float work and reduction are shared by eight rows) and must match the
 // generic version below bit for bit; the result differs from the
@@ -17,11 +17,11 @@ package tensor
 const batchMin = 8
 
 // usesBatchForm reports whether MatMulAct computes n vectors against t in
-// the row-sequential form. Q4_K batches use it where a CPU has the kernel
-// for it (batchQ4K): the same input then gives, within float rounding,
-// different results on CPUs with and without it.
+// the row-sequential form. Q4_K and Q6_K batches use it where a CPU has
+// the kernels for it (batchKQuants): the same input then gives, within
+// float rounding, different results on CPUs with and without them.
 func usesBatchForm(t Type, n int) bool {
-	return n >= batchMin && (t == Q8_0 || t == Q4_0 || t == Q4_K && batchQ4K)
+	return n >= batchMin && (t == Q8_0 || t == Q4_0 || (t == Q4_K || t == Q6_K) && batchKQuants)
 }
 
 // dotQ8_0Seq is the row-sequential dot of a Q8_0 row with 32-block
@@ -94,6 +94,34 @@ func dotQ4_KSeq(w []byte, x []int8, d []float32, bsums []int16) float32 {
 	return acc - accm
 }
 
+// dotQ6_KSeq is the row-sequential dot of a Q6_K row with Q8_K
+// activations: per super-block the exact integer sum over the 16
+// sub-blocks of scale * (dot of the quants minus 32 with x), the offset
+// taken off through the 16-sums, scaled once into the accumulator.
+func dotQ6_KSeq(w []byte, x []int8, d []float32, bsums []int16) float32 {
+	nb := len(d)
+	w, x, bsums = w[:nb*q6KBytes], x[:nb*qkK], bsums[:nb*16]
+	var acc float32
+	for b := range nb {
+		blk := w[b*q6KBytes : (b+1)*q6KBytes]
+		dd := d[b] * FP16ToFP32(u16le(blk[208:]))
+		ql, qh, sc, xs := blk[0:128], blk[128:192], blk[192:208], x[qkK*b:qkK*(b+1)]
+		var isum int32
+		for i := range 16 {
+			h, k, e0 := i/8, i%8/2, 16*(i%2)
+			var dot int32
+			for e := e0; e < e0+16; e++ {
+				lo := ql[64*h+32*(k&1)+e] >> (4 * (k >> 1)) & 15
+				hi := qh[32*h+e] >> (2 * k) & 3
+				dot += int32(lo|hi<<4) * int32(xs[16*i+e-e0])
+			}
+			isum += int32(int8(sc[i])) * (dot - 32*int32(bsums[16*b+i]))
+		}
+		acc = fma32(float32(isum), dd, acc)
+	}
+	return acc
+}
+
 // matMulBatchRows computes rows [lo, hi) of MatMulAct in the
 // row-sequential form, with the interleaved assembly for whole groups of
 // eight rows where there is one, and the generic dot for the rest.
@@ -108,9 +136,12 @@ func matMulBatchRows(out []float32, w Matrix, a *Activations, lo, hi int) {
 	for ; r < hi; r++ {
 		row := w.Data[r*rb : (r+1)*rb]
 		for i := range n {
-			if w.Type == Q4_K {
-				nk := cols / qkK
+			switch nk := cols / qkK; w.Type {
+			case Q4_K:
 				out[i*rows+r] = dotQ4_KSeq(row, a.qK[i*cols:(i+1)*cols], a.dK[i*nk:(i+1)*nk], a.bsumsK[i*cols/16:(i+1)*cols/16])
+				continue
+			case Q6_K:
+				out[i*rows+r] = dotQ6_KSeq(row, a.qK[i*cols:(i+1)*cols], a.dK[i*nk:(i+1)*nk], a.bsumsK[i*cols/16:(i+1)*cols/16])
 				continue
 			}
 			q, d := a.q32[i*cols:(i+1)*cols], a.d32[i*nb:(i+1)*nb]

@@ -101,8 +101,12 @@ func (a *Activations) prepareBatch(t Type) {
 	if !useAVX512 && !useAVXVNNI {
 		return
 	}
-	if t == Q4_K {
+	switch t {
+	case Q4_K:
 		a.prepareQ4KBatch()
+		return
+	case Q6_K:
+		a.prepareQ6KBatch()
 		return
 	}
 	off := int32(8) // Q4_0: nibbles are the quants plus 8
@@ -146,9 +150,10 @@ func x8Index(t Type) int {
 // of 8) up to hi with the interleaved kernels, and returns the first row
 // it did not compute.
 func matMulBatchX8(out []float32, w Matrix, a *Activations, lo, hi int) int {
-	if w.Type == Q4_K {
-		if useAVX512 && a.okB2 {
-			return matMulBatchQ4K(out, w, a, lo, hi)
+	switch w.Type {
+	case Q4_K, Q6_K:
+		if useAVX512 && (w.Type == Q4_K && a.okB2 || w.Type == Q6_K && a.okC6) {
+			return matMulBatchK(out, w, a, lo, hi)
 		}
 		return lo
 	}

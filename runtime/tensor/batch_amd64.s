@@ -862,7 +862,7 @@ bu8x1loop:
 
 // func repackQ4_Kx8Asm(dst *byte, w *byte, rs int, nb int)
 //
-// repackQ4_Kx8Asm is repackQ4_Kx8Go (batch_q4k_amd64.go) in assembly:
+// repackQ4_Kx8Asm is repackQ4_Kx8Go (batch_k_amd64.go) in assembly:
 // the nibbles of each pair of sub-blocks transposed once as bytes (the
 // 8x8 dword transpose) and split into the two sub-blocks after.
 TEXT ·repackQ4_Kx8Asm(SB), NOSPLIT, $0-32
@@ -1049,5 +1049,100 @@ bv1loop:
 	DECQ CX
 	JNZ  bv1loop
 	VMOVUPS Y4, (AX)
+	VZEROUPPER
+	RET
+
+// The Q6_K tile (batch_k_amd64.s): per super-block of the 8 rows, at
+// 256c+32g group g (elements 4g..4g+3) of the chunk c of 32 elements, the
+// 6-bit quants as bytes, row r in bytes 4r..4r+3 (so sub-block i's four
+// groups at 128i); at 2048+32i the rows' scales of sub-block i as int32;
+// at 2560 their d as float32.
+
+// Q6ROW(B, loff, qoff, LOSH, lon, HISH, hin, Y): Y = one chunk of 32
+// quants of the row at B: the nibbles at loff (shifted right by lon,
+// masked) with the two high bits at qoff (shifted by hin into bits 4-5).
+// Y16 = 0x0f bytes, Y17 = 0x30 bytes; clobbers Y8.
+#define Q6ROW(B, loff, qoff, LOSH, lon, HISH, hin, Y) \
+	VMOVDQU    loff B, Y            \
+	VPSRLW     $lon, Y, Y           \
+	VPANDD     Y16, Y, Y            \
+	VMOVDQU    qoff B, Y8           \
+	HISH       $hin, Y8, Y8         \
+	VPTERNLOGD $0xf8, Y17, Y8, Y
+
+// Q6CHUNK(c, ...): chunk c of the 8 rows, transposed into the tile at DI.
+#define Q6CHUNK(c, loff, qoff, lon, HISH, hin) \
+	Q6ROW((SI), loff, qoff, VPSRLW, lon, HISH, hin, Y0) \
+	Q6ROW((SI)(R8*1), loff, qoff, VPSRLW, lon, HISH, hin, Y1) \
+	Q6ROW((SI)(R8*2), loff, qoff, VPSRLW, lon, HISH, hin, Y2) \
+	Q6ROW((SI)(R9*1), loff, qoff, VPSRLW, lon, HISH, hin, Y3) \
+	Q6ROW((R10), loff, qoff, VPSRLW, lon, HISH, hin, Y4) \
+	Q6ROW((R10)(R8*1), loff, qoff, VPSRLW, lon, HISH, hin, Y5) \
+	Q6ROW((R10)(R8*2), loff, qoff, VPSRLW, lon, HISH, hin, Y6) \
+	Q6ROW((R10)(R9*1), loff, qoff, VPSRLW, lon, HISH, hin, Y7) \
+	TRANSPOSE8 \
+	VMOVDQU Y0, (256*c+0)(DI) \
+	VMOVDQU Y2, (256*c+32)(DI) \
+	VMOVDQU Y12, (256*c+64)(DI) \
+	VMOVDQU Y14, (256*c+96)(DI) \
+	VMOVDQU Y1, (256*c+128)(DI) \
+	VMOVDQU Y3, (256*c+160)(DI) \
+	VMOVDQU Y13, (256*c+192)(DI) \
+	VMOVDQU Y15, (256*c+224)(DI)
+
+// Q6SC(off, base): the rows' scales off..off+7 (int8 at 192+off) as int32
+// into the tile at 2048+32*off.
+#define Q6SC(off) \
+	VPMOVSXBD (192+off)(SI), Y0 \
+	VPMOVSXBD (192+off)(SI)(R8*1), Y1 \
+	VPMOVSXBD (192+off)(SI)(R8*2), Y2 \
+	VPMOVSXBD (192+off)(SI)(R9*1), Y3 \
+	VPMOVSXBD (192+off)(R10), Y4 \
+	VPMOVSXBD (192+off)(R10)(R8*1), Y5 \
+	VPMOVSXBD (192+off)(R10)(R8*2), Y6 \
+	VPMOVSXBD (192+off)(R10)(R9*1), Y7 \
+	TRANSPOSE8 \
+	VMOVDQU Y0, (2048+32*off+0)(DI) \
+	VMOVDQU Y2, (2048+32*off+32)(DI) \
+	VMOVDQU Y12, (2048+32*off+64)(DI) \
+	VMOVDQU Y14, (2048+32*off+96)(DI) \
+	VMOVDQU Y1, (2048+32*off+128)(DI) \
+	VMOVDQU Y3, (2048+32*off+160)(DI) \
+	VMOVDQU Y13, (2048+32*off+192)(DI) \
+	VMOVDQU Y15, (2048+32*off+224)(DI)
+
+// func repackQ6_Kx8Asm(dst *byte, w *byte, rs int, nb int)
+//
+// repackQ6_Kx8Asm is repackQ6_Kx8Go (batch_k_amd64.go) in assembly.
+TEXT ·repackQ6_Kx8Asm(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ w+8(FP), SI
+	MOVQ rs+16(FP), R8
+	MOVQ nb+24(FP), CX
+	LEAQ (R8)(R8*2), R9
+	LEAQ (SI)(R8*4), R10
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Y16
+	MOVL         $0x30303030, AX
+	VPBROADCASTD AX, Y17
+
+rq6kloop:
+	Q6CHUNK(0, 0, 128, 0, VPSLLW, 4)
+	Q6CHUNK(1, 32, 128, 0, VPSLLW, 2)
+	Q6CHUNK(2, 0, 128, 4, VPSLLW, 0)
+	Q6CHUNK(3, 32, 128, 4, VPSRLW, 2)
+	Q6CHUNK(4, 64, 160, 0, VPSLLW, 4)
+	Q6CHUNK(5, 96, 160, 0, VPSLLW, 2)
+	Q6CHUNK(6, 64, 160, 4, VPSLLW, 0)
+	Q6CHUNK(7, 96, 160, 4, VPSRLW, 2)
+	Q6SC(0)
+	Q6SC(8)
+	GATHER16(208, X0, Y0)
+	VMOVUPS Y0, 2560(DI)
+	ADDQ $210, SI
+	ADDQ $210, R10
+	ADDQ $2592, DI
+	DECQ CX
+	JNZ  rq6kloop
 	VZEROUPPER
 	RET

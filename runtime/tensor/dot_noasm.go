@@ -36,5 +36,5 @@ func swiglu(out, gate, up []float32) { swigluGeneric(out, gate, up) }
 // prepareBatch has nothing to prepare without the AVX-512 kernels.
 func (a *Activations) prepareBatch(Type) {}
 
-// batchQ4K is false: no Q4_K batch kernel here (usesBatchForm).
-const batchQ4K = false
+// batchKQuants is false: no K-quant batch kernels here (usesBatchForm).
+const batchKQuants = false

@@ -527,10 +527,10 @@ func TestDotAxpy(t *testing.T) {
 // the generic row-sequential form bit for bit.
 func TestMatMulActBatch(t *testing.T) {
 	const rows, n = 21, 70
-	for _, typ := range []Type{Q8_0, Q4_0, Q4_K} {
+	for _, typ := range []Type{Q8_0, Q4_0, Q4_K, Q6_K} {
 		t.Run(typ.String(), func(t *testing.T) {
 			cols := 32 * 37
-			if typ == Q4_K {
+			if typ.BlockSize() == qkK {
 				cols = qkK * 9 // two tiles, the second of one super-block
 			}
 			w, deq := randomMatrix(t, typ, rows, cols, 4)
@@ -597,10 +597,10 @@ func TestSwiGLUImplementations(t *testing.T) {
 func TestMatMulActBatchRandomBlocks(t *testing.T) {
 	const rows, n = 16, 13
 	r := rand.New(rand.NewPCG(9, 10))
-	for _, typ := range []Type{Q8_0, Q4_0, Q4_K} {
+	for _, typ := range []Type{Q8_0, Q4_0, Q4_K, Q6_K} {
 		t.Run(typ.String(), func(t *testing.T) {
 			cols := 32 * 19
-			if typ == Q4_K {
+			if typ.BlockSize() == qkK {
 				cols = qkK * 3
 			}
 			bs, bb, _ := layout(typ)
@@ -609,9 +609,14 @@ func TestMatMulActBatchRandomBlocks(t *testing.T) {
 				w.Data[i] = byte(r.Uint32())
 			}
 			for i := 0; i < len(w.Data); i += bb {
-				binary.LittleEndian.PutUint16(w.Data[i:], FP32ToFP16(float32(r.NormFloat64())*0.01))
-				if typ == Q4_K {
+				switch typ {
+				case Q6_K:
+					binary.LittleEndian.PutUint16(w.Data[i+208:], FP32ToFP16(float32(r.NormFloat64())*0.01))
+				case Q4_K:
 					binary.LittleEndian.PutUint16(w.Data[i+2:], FP32ToFP16(float32(r.NormFloat64())*0.01))
+					fallthrough
+				default:
+					binary.LittleEndian.PutUint16(w.Data[i:], FP32ToFP16(float32(r.NormFloat64())*0.01))
 				}
 			}
 			x := make([]float32, n*cols)

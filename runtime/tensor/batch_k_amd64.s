@@ -192,3 +192,152 @@ bq4kx1loop:
 	VMOVUPS Y20, 32(AX)
 	VZEROUPPER
 	RET
+
+// The Q6_K batch kernels (dotQ6_KSeq's arithmetic; the tile is described
+// above repackQ6_Kx8Asm in batch_amd64.s): per sub-block of 16, the sums
+// start at the vector's offset correction (c: -32 * its 16-sum, int32),
+// take four VPDPBUSD and one VPMULLD by the rows' scales. acc as for
+// batchQ4Kx8x4 (the mins half unused).
+
+#define KG6(i, g) \
+	VMOVDQU       (128*i+32*g)(SI), Y8           \
+	VPDPBUSD.BCST (16*i+4*g)(DI), Y8, Y4         \
+	VPDPBUSD.BCST (16*i+4*g)(DI)(R8*1), Y8, Y5   \
+	VPDPBUSD.BCST (16*i+4*g)(DI)(R8*2), Y8, Y6   \
+	VPDPBUSD.BCST (16*i+4*g)(DI)(R9*1), Y8, Y7
+
+#define KSUB6(i) \
+	VPBROADCASTD (4*i)(BX), Y4        \
+	VPBROADCASTD (4*i)(BX)(R12*1), Y5 \
+	VPBROADCASTD (4*i)(BX)(R12*2), Y6 \
+	VPBROADCASTD (4*i)(BX)(R13*1), Y7 \
+	KG6(i, 0)                         \
+	KG6(i, 1)                         \
+	KG6(i, 2)                         \
+	KG6(i, 3)                         \
+	VMOVDQU (2048+32*i)(SI), Y9       \
+	VPMULLD Y9, Y4, Y4                \
+	VPMULLD Y9, Y5, Y5                \
+	VPMULLD Y9, Y6, Y6                \
+	VPMULLD Y9, Y7, Y7                \
+	VPADDD  Y4, Y0, Y0                \
+	VPADDD  Y5, Y1, Y1                \
+	VPADDD  Y6, Y2, Y2                \
+	VPADDD  Y7, Y3, Y3
+
+// KFOLD6(D, S, A): A = fma(float(S), d rows (Y14) * D, A).
+#define KFOLD6(D, S, A) \
+	VCVTDQ2PS   S, S       \
+	VMULPS.BCST D, Y14, Y9 \
+	VFMADD231PS Y9, S, A
+
+// func batchQ6Kx8x4(tile *byte, x *int8, xs int, d *float32, ds int, c *int32, cs int, nb int, acc *float32)
+TEXT ·batchQ6Kx8x4(SB), NOSPLIT, $0-72
+	MOVQ tile+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ xs+16(FP), R8
+	LEAQ (R8)(R8*2), R9
+	MOVQ d+24(FP), DX
+	MOVQ ds+32(FP), R10
+	LEAQ (R10)(R10*2), R11
+	MOVQ c+40(FP), BX
+	MOVQ cs+48(FP), R12
+	LEAQ (R12)(R12*2), R13
+	MOVQ nb+56(FP), CX
+	MOVQ acc+64(FP), AX
+	VMOVUPS 0(AX), Y16
+	VMOVUPS 64(AX), Y17
+	VMOVUPS 128(AX), Y18
+	VMOVUPS 192(AX), Y19
+
+bq6kx4loop:
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	KSUB6(0)
+	KSUB6(1)
+	KSUB6(2)
+	KSUB6(3)
+	KSUB6(4)
+	KSUB6(5)
+	KSUB6(6)
+	KSUB6(7)
+	KSUB6(8)
+	KSUB6(9)
+	KSUB6(10)
+	KSUB6(11)
+	KSUB6(12)
+	KSUB6(13)
+	KSUB6(14)
+	KSUB6(15)
+	VMOVUPS 2560(SI), Y14
+	KFOLD6((DX), Y0, Y16)
+	KFOLD6((DX)(R10*1), Y1, Y17)
+	KFOLD6((DX)(R10*2), Y2, Y18)
+	KFOLD6((DX)(R11*1), Y3, Y19)
+	ADDQ $2592, SI
+	ADDQ $256, DI
+	ADDQ $4, DX
+	ADDQ $64, BX
+	DECQ CX
+	JNZ  bq6kx4loop
+	VMOVUPS Y16, 0(AX)
+	VMOVUPS Y17, 64(AX)
+	VMOVUPS Y18, 128(AX)
+	VMOVUPS Y19, 192(AX)
+	VZEROUPPER
+	RET
+
+#define KSUB6x1(i) \
+	VPBROADCASTD  (4*i)(BX), Y4                 \
+	VMOVDQU       (128*i)(SI), Y8               \
+	VPDPBUSD.BCST (16*i)(DI), Y8, Y4            \
+	VMOVDQU       (128*i+32)(SI), Y8            \
+	VPDPBUSD.BCST (16*i+4)(DI), Y8, Y4          \
+	VMOVDQU       (128*i+64)(SI), Y8            \
+	VPDPBUSD.BCST (16*i+8)(DI), Y8, Y4          \
+	VMOVDQU       (128*i+96)(SI), Y8            \
+	VPDPBUSD.BCST (16*i+12)(DI), Y8, Y4         \
+	VPMULLD       (2048+32*i)(SI), Y4, Y4       \
+	VPADDD        Y4, Y0, Y0
+
+// func batchQ6Kx8x1(tile *byte, x *int8, d *float32, c *int32, nb int, acc *float32)
+TEXT ·batchQ6Kx8x1(SB), NOSPLIT, $0-48
+	MOVQ tile+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ d+16(FP), DX
+	MOVQ c+24(FP), BX
+	MOVQ nb+32(FP), CX
+	MOVQ acc+40(FP), AX
+	VMOVUPS 0(AX), Y16
+
+bq6kx1loop:
+	VPXOR Y0, Y0, Y0
+	KSUB6x1(0)
+	KSUB6x1(1)
+	KSUB6x1(2)
+	KSUB6x1(3)
+	KSUB6x1(4)
+	KSUB6x1(5)
+	KSUB6x1(6)
+	KSUB6x1(7)
+	KSUB6x1(8)
+	KSUB6x1(9)
+	KSUB6x1(10)
+	KSUB6x1(11)
+	KSUB6x1(12)
+	KSUB6x1(13)
+	KSUB6x1(14)
+	KSUB6x1(15)
+	VMOVUPS 2560(SI), Y14
+	KFOLD6((DX), Y0, Y16)
+	ADDQ $2592, SI
+	ADDQ $256, DI
+	ADDQ $4, DX
+	ADDQ $64, BX
+	DECQ CX
+	JNZ  bq6kx1loop
+	VMOVUPS Y16, 0(AX)
+	VZEROUPPER
+	RET

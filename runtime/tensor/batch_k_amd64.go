@@ -1,0 +1,197 @@
+//go:build !purego
+
+package tensor
+
+import (
+	"encoding/binary"
+	"math"
+)
+
+// batchKQuants: Q4_K and Q6_K batches use the row-sequential form where
+// the AVX-512 kernels run (usesBatchForm).
+var batchKQuants = hasAVX512
+
+const (
+	q4KTileSB = 2496 // bytes per super-block of 8 rows in a Q4_K tile
+	q6KTileSB = 2592 // and in a Q6_K tile
+	kBatchKC  = 8    // super-blocks per tile: about 20 KB, in L1
+)
+
+// batchQ4Kx8x4 adds to acc[t] (t = 0..3; 16 float32 each: the 8 rows'
+// accumulators, then their mins accumulators) the row-sequential Q4_K dot
+// (dotQ4_KSeq) of the tile's 8 rows with vector t over nb super-blocks:
+// quants x + t*xs, scales d + t*ds, sub-block sums b2 + t*bs (byte
+// strides).
+//
+//go:noescape
+func batchQ4Kx8x4(tile *byte, x *int8, xs int, d *float32, ds int, b2 *int16, bs int, nb int, acc *float32)
+
+// batchQ4Kx8x1 is batchQ4Kx8x4 for one vector.
+//
+//go:noescape
+func batchQ4Kx8x1(tile *byte, x *int8, d *float32, b2 *int16, nb int, acc *float32)
+
+// repackQ4_Kx8Asm is repackQ4_Kx8Go in assembly (batch_amd64.s).
+//
+//go:noescape
+func repackQ4_Kx8Asm(dst *byte, w *byte, rs int, nb int)
+
+// repackQ4_Kx8Go writes the tile (batch_k_amd64.s) of nb super-blocks
+// of the 8 rows at w, w+rs, ..., w+7*rs into dst: the reference for
+// repackQ4_Kx8Asm.
+func repackQ4_Kx8Go(dst, w []byte, rs, nb int) {
+	le := binary.LittleEndian
+	for b := range nb {
+		t := dst[b*q4KTileSB : (b+1)*q4KTileSB]
+		for r := range 8 {
+			blk := w[r*rs+b*q4KBytes : r*rs+(b+1)*q4KBytes]
+			sc, m := k4ScalesMins(blk[4:16])
+			qs := blk[16:144]
+			for j := range 8 {
+				sh := uint(4 * (j & 1))
+				for g := range 8 {
+					q := le.Uint32(qs[32*(j/2)+4*g:]) >> sh & 0x0f0f0f0f
+					le.PutUint32(t[256*j+32*g+4*r:], q)
+				}
+				le.PutUint32(t[2048+32*j+4*r:], uint32(sc[j]))
+			}
+			for k := range 4 {
+				le.PutUint32(t[2304+32*k+4*r:], uint32(m[2*k])|uint32(m[2*k+1])<<16)
+			}
+			le.PutUint32(t[2432+4*r:], math.Float32bits(FP16ToFP32(u16le(blk))))
+			le.PutUint32(t[2464+4*r:], math.Float32bits(FP16ToFP32(u16le(blk[2:]))))
+		}
+	}
+}
+
+// prepareQ4KBatch fills a.bK2: per vector and super-block the 8 sums of
+// each sub-block's quants (pairs of 16-sums; they fit int16).
+func (a *Activations) prepareQ4KBatch() {
+	if a.okB2 {
+		return
+	}
+	if len(a.bK2) < a.Cap*a.Cols/32 {
+		a.bK2 = make([]int16, a.Cap*a.Cols/32)
+	}
+	m := a.n * a.Cols / 32
+	for i := range m {
+		a.bK2[i] = a.bsumsK[2*i] + a.bsumsK[2*i+1]
+	}
+	a.okB2 = true
+}
+
+// matMulBatchK computes the whole groups of 8 rows from lo (a multiple
+// of 8) up to hi with the Q4_K or Q6_K batch kernels and returns the first
+// row it did not compute.
+func matMulBatchK(out []float32, w Matrix, a *Activations, lo, hi int) int {
+	rows, cols, n := w.Rows, w.Cols, a.n
+	rb, nk := w.RowBytes(), cols/qkK
+	bb, tsb := q4KBytes, q4KTileSB
+	if w.Type == Q6_K {
+		bb, tsb = q6KBytes, q6KTileSB
+		_ = a.c6K[n*cols/16-1]
+	} else {
+		_ = a.bK2[n*cols/32-1]
+	}
+	_, _ = a.qK[n*cols-1], a.dK[n*nk-1]
+	var tile [kBatchKC * q6KTileSB]byte
+	var acc [batchVecs][16]float32
+	r := lo
+	for ; r+8 <= hi; r += 8 {
+		for v0 := 0; v0 < n; v0 += batchVecs {
+			nv := min(batchVecs, n-v0)
+			clear(acc[:nv])
+			for k0 := 0; k0 < nk; k0 += kBatchKC {
+				kc := min(kBatchKC, nk-k0)
+				src := w.Data[r*rb+k0*bb : (r+7)*rb+(k0+kc)*bb]
+				_ = tile[kc*tsb-1]
+				if w.Type == Q6_K {
+					repackQ6_Kx8Asm(&tile[0], &src[0], rb, kc)
+				} else {
+					repackQ4_Kx8Asm(&tile[0], &src[0], rb, kc)
+				}
+				v := v0
+				for ; v+4 <= v0+nv; v += 4 {
+					x, d := &a.qK[v*cols+qkK*k0], &a.dK[v*nk+k0]
+					if w.Type == Q6_K {
+						batchQ6Kx8x4(&tile[0], x, cols, d, 4*nk, &a.c6K[v*cols/16+16*k0], 4*(cols/16), kc, &acc[v-v0][0])
+					} else {
+						batchQ4Kx8x4(&tile[0], x, cols, d, 4*nk, &a.bK2[v*cols/32+8*k0], 2*(cols/32), kc, &acc[v-v0][0])
+					}
+				}
+				for ; v < v0+nv; v++ {
+					x, d := &a.qK[v*cols+qkK*k0], &a.dK[v*nk+k0]
+					if w.Type == Q6_K {
+						batchQ6Kx8x1(&tile[0], x, d, &a.c6K[v*cols/16+16*k0], kc, &acc[v-v0][0])
+					} else {
+						batchQ4Kx8x1(&tile[0], x, d, &a.bK2[v*cols/32+8*k0], kc, &acc[v-v0][0])
+					}
+				}
+			}
+			for v := v0; v < v0+nv; v++ {
+				o := out[v*rows+r : v*rows+r+8]
+				for i := range o {
+					o[i] = acc[v-v0][i] - acc[v-v0][8+i]
+				}
+			}
+		}
+	}
+	return r
+}
+
+// batchQ6Kx8x4 is batchQ4Kx8x4 for a Q6_K tile (dotQ6_KSeq): c + t*cs
+// holds vector t's offset corrections (-32 * each 16-sum, int32); only
+// the first 8 of each vector's 16 accumulators are used.
+//
+//go:noescape
+func batchQ6Kx8x4(tile *byte, x *int8, xs int, d *float32, ds int, c *int32, cs int, nb int, acc *float32)
+
+// batchQ6Kx8x1 is batchQ6Kx8x4 for one vector.
+//
+//go:noescape
+func batchQ6Kx8x1(tile *byte, x *int8, d *float32, c *int32, nb int, acc *float32)
+
+// repackQ6_Kx8Asm is repackQ6_Kx8Go in assembly (batch_amd64.s).
+//
+//go:noescape
+func repackQ6_Kx8Asm(dst *byte, w *byte, rs int, nb int)
+
+// repackQ6_Kx8Go writes the Q6_K tile (see repackQ6_Kx8Asm in
+// batch_amd64.s) of nb super-blocks of the 8 rows at w, w+rs, ...: the
+// reference for repackQ6_Kx8Asm.
+func repackQ6_Kx8Go(dst, w []byte, rs, nb int) {
+	le := binary.LittleEndian
+	for b := range nb {
+		t := dst[b*q6KTileSB : (b+1)*q6KTileSB]
+		for r := range 8 {
+			blk := w[r*rs+b*q6KBytes : r*rs+(b+1)*q6KBytes]
+			ql, qh, sc := blk[0:128], blk[128:192], blk[192:208]
+			for c := range 8 {
+				h, k := c/4, c%4
+				for e := range 32 {
+					lo := ql[64*h+32*(k&1)+e] >> (4 * (k >> 1)) & 15
+					hi := qh[32*h+e] >> (2 * k) & 3
+					t[256*c+32*(e/4)+4*r+e%4] = lo | hi<<4
+				}
+			}
+			for i := range 16 {
+				le.PutUint32(t[2048+32*i+4*r:], uint32(int32(int8(sc[i]))))
+			}
+			le.PutUint32(t[2560+4*r:], math.Float32bits(FP16ToFP32(u16le(blk[208:]))))
+		}
+	}
+}
+
+// prepareQ6KBatch fills a.c6K: -32 times each 16-sum, as int32.
+func (a *Activations) prepareQ6KBatch() {
+	if a.okC6 {
+		return
+	}
+	if len(a.c6K) < a.Cap*a.Cols/16 {
+		a.c6K = make([]int32, a.Cap*a.Cols/16)
+	}
+	for i, s := range a.bsumsK[:a.n*a.Cols/16] {
+		a.c6K[i] = -32 * int32(s)
+	}
+	a.okC6 = true
+}

@@ -1,0 +1,64 @@
+//go:build !purego
+
+package tensor
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math/rand/v2"
+	"testing"
+)
+
+// The assembly Q4_K and Q6_K tile repacks write exactly what the Go ones
+// do, for blocks of random bytes (every scale, min and quant value;
+// finite fp16 scales, as NaN payloads may differ).
+func TestRepackKx8(t *testing.T) {
+	if !hasAVX512 {
+		t.Log("no AVX-512 here: the assembly repacks not run")
+		return
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, c := range []struct {
+		t        Type
+		bb, tsb  int
+		fp16     []int // offsets of fp16 scales in a block
+		asm      func(dst, w *byte, rs, nb int)
+		goRepack func(dst, w []byte, rs, nb int)
+	}{
+		{Q4_K, q4KBytes, q4KTileSB, []int{0, 2}, repackQ4_Kx8Asm, repackQ4_Kx8Go},
+		{Q6_K, q6KBytes, q6KTileSB, []int{208}, repackQ6_Kx8Asm, repackQ6_Kx8Go},
+	} {
+		for _, nb := range []int{1, 2, 5, 8} {
+			const rows, extra = 8, 3 // rows further apart than a row's blocks
+			rs := (nb + extra) * c.bb
+			w := make([]byte, rows*rs)
+			for i := range w {
+				w[i] = byte(r.Uint32())
+			}
+			for i := 0; i+c.bb <= len(w); i += c.bb {
+				for _, o := range c.fp16 {
+					binary.LittleEndian.PutUint16(w[i+o:], FP32ToFP16(float32(r.NormFloat64())))
+				}
+			}
+			want := make([]byte, nb*c.tsb)
+			got := make([]byte, nb*c.tsb)
+			c.goRepack(want, w, rs, nb)
+			c.asm(&got[0], &w[0], rs, nb)
+			if i := firstDiff(got, want); i >= 0 {
+				t.Fatalf("%v, %d blocks: byte %d (block %d, offset %d) = %d, want %d", c.t, nb, i, i/c.tsb, i%c.tsb, got[i], want[i])
+			}
+		}
+	}
+}
+
+func firstDiff(a, b []byte) int {
+	if bytes.Equal(a, b) {
+		return -1
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return len(a)
+}
