@@ -71,6 +71,7 @@ func NewActivations(capacity, cols int) *Activations {
 		a.dK = make([]float32, capacity*cols/qkK)
 		a.bsumsK = make([]int16, capacity*cols/16)
 	}
+	a.allocBatch()
 	return a
 }
 

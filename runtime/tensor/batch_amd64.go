@@ -95,6 +95,20 @@ func batchU8x8x4V(tile *byte, x *int8, xs int, d *float32, c *int32, nb int, acc
 //go:noescape
 func batchU8x8x1V(tile *byte, x *int8, d *float32, c *int32, nb int, acc *float32)
 
+// allocBatch allocates what prepareBatch fills, for the kernels this CPU
+// runs, so that MatMulAct allocates nothing (tests that switch kernel sets
+// may still allocate on first use).
+func (a *Activations) allocBatch() {
+	if a.hasQ32 && (useAVX512 || useAVXVNNI) {
+		for k := range a.x8 {
+			a.x8[k].d, a.x8[k].c = make([]float32, a.Cap*a.Cols/32), make([]int32, a.Cap*a.Cols/32)
+		}
+	}
+	if a.hasQK && useAVX512 {
+		a.bK2, a.c6K = make([]int16, a.Cap*a.Cols/32), make([]int32, a.Cap*a.Cols/16)
+	}
+}
+
 // prepareBatch fills a.x8 for t (Q4_0 or Q8_0) when the AVX-512 batch
 // kernels will run.
 func (a *Activations) prepareBatch(t Type) {

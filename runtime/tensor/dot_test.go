@@ -438,6 +438,33 @@ func BenchmarkMatMulAct(b *testing.B) {
 	}
 }
 
+// BenchmarkMatMulActBatch measures the batch kernels: a 256x2048 matrix
+// against 64 vectors (prefill) per type with a batch form, per kernel set
+// (on a CPU with AVX-512 the Q4_K and Q6_K batches of every set use the
+// row-sequential form: generic Go where its kernel is not that set's), one
+// thread; bytes are weight bytes.
+func BenchmarkMatMulActBatch(b *testing.B) {
+	const rows, cols, n = 256, 2048, 64
+	for _, t := range []Type{Q8_0, Q4_0, Q4_K, Q6_K} {
+		w, _ := randomMatrix(b, t, rows, cols, 1)
+		x := testData("uniform", n*cols, 2)
+		out := make([]float32, n*rows)
+		a := NewActivations(n, cols)
+		for _, im := range implementations {
+			b.Run(fmt.Sprintf("%v/%s", t, im.name), func(b *testing.B) {
+				im.use(true)
+				defer im.use(false)
+				b.SetBytes(int64(len(w.Data)))
+				b.ReportAllocs()
+				for b.Loop() {
+					a.Set(x, n)
+					MatMulAct(nil, out, w, a)
+				}
+			})
+		}
+	}
+}
+
 // BenchmarkQuantizeActs measures quantizing one 4096-vector per form.
 func BenchmarkQuantizeActs(b *testing.B) {
 	const cols = 4096
