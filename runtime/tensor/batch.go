@@ -1,7 +1,7 @@
 package tensor
 
 // Batches of at least batchMin vectors against Q8_0 or Q4_0 weights (and
-// Q4_K and Q6_K where batchKQuants) use the "row-sequential" form of the dot product:
+// Q4_K, Q5_K and Q6_K where batchKQuants) use the "row-sequential" form of the dot product:
 // for each row and vector, one float32 accumulator and, block by block in
 // order,
 //
@@ -9,7 +9,8 @@ package tensor
 //
 // where isum_b is the block's exact integer dot product (for Q4_K, of the
 // super-block with its sub-block scales, and a second accumulator for the
-// mins term, subtracted at the end: dotQ4_KSeq; dotQ6_KSeq). The assembly
+// mins term, subtracted at the end: dotQ4_KSeq, dotQ5_KSeq; dotQ6_KSeq).
+// The assembly
 // computes it with eight rows in the eight lanes of a register (so the
 // float work and reduction are shared by eight rows) and must match the
 // generic version below bit for bit; the result differs from the
@@ -17,11 +18,11 @@ package tensor
 const batchMin = 8
 
 // usesBatchForm reports whether MatMulAct computes n vectors against t in
-// the row-sequential form. Q4_K and Q6_K batches use it where a CPU has
+// the row-sequential form. Q4_K, Q5_K and Q6_K batches use it where a CPU has
 // the kernels for it (batchKQuants): the same input then gives, within
 // float rounding, different results on CPUs with and without them.
 func usesBatchForm(t Type, n int) bool {
-	return n >= batchMin && (t == Q8_0 || t == Q4_0 || (t == Q4_K || t == Q6_K) && batchKQuants)
+	return n >= batchMin && (t == Q8_0 || t == Q4_0 || (t == Q4_K || t == Q5_K || t == Q6_K) && batchKQuants)
 }
 
 // dotQ8_0Seq is the row-sequential dot of a Q8_0 row with 32-block
@@ -66,15 +67,27 @@ func dotQ4_0Seq(w []byte, x []int8, d []float32) float32 {
 // exact integer sums of the scaled sub-block dots and of the mins terms,
 // each scaled once into its own accumulator.
 func dotQ4_KSeq(w []byte, x []int8, d []float32, bsums []int16) float32 {
-	nb := len(d)
-	w, x, bsums = w[:nb*q4KBytes], x[:nb*qkK], bsums[:nb*16]
+	return dotK45Seq(w, x, d, bsums, false)
+}
+
+// dotQ5_KSeq is dotQ4_KSeq for Q5_K rows (a fifth bit from qh).
+func dotQ5_KSeq(w []byte, x []int8, d []float32, bsums []int16) float32 {
+	return dotK45Seq(w, x, d, bsums, true)
+}
+
+func dotK45Seq(w []byte, x []int8, d []float32, bsums []int16, five bool) float32 {
+	nb, bb, qoff := len(d), q4KBytes, 16
+	if five {
+		bb, qoff = q5KBytes, 48
+	}
+	w, x, bsums = w[:nb*bb], x[:nb*qkK], bsums[:nb*16]
 	var acc, accm float32
 	for b := range nb {
-		blk := w[b*q4KBytes : (b+1)*q4KBytes]
+		blk := w[b*bb : (b+1)*bb]
 		dd := d[b] * FP16ToFP32(u16le(blk))
 		dmin := d[b] * FP16ToFP32(u16le(blk[2:]))
 		sc, m := k4ScalesMins(blk[4:16])
-		qs, xs, bs := blk[16:144], x[qkK*b:qkK*(b+1)], bsums[16*b:16*b+16]
+		qs, xs, bs := blk[qoff:qoff+128], x[qkK*b:qkK*(b+1)], bsums[16*b:16*b+16]
 		var isum, msum int32
 		for j := range 8 {
 			var dot int32
@@ -83,7 +96,11 @@ func dotQ4_KSeq(w []byte, x []int8, d []float32, bsums []int16) float32 {
 				if j&1 == 1 {
 					q >>= 4
 				}
-				dot += int32(q&15) * int32(xs[32*j+k])
+				q &= 15
+				if five {
+					q |= (blk[16+k] >> j & 1) << 4
+				}
+				dot += int32(q) * int32(xs[32*j+k])
 			}
 			isum += sc[j] * dot
 			msum += m[j] * (int32(bs[2*j]) + int32(bs[2*j+1]))
@@ -139,6 +156,9 @@ func matMulBatchRows(out []float32, w Matrix, a *Activations, lo, hi int) {
 			switch nk := cols / qkK; w.Type {
 			case Q4_K:
 				out[i*rows+r] = dotQ4_KSeq(row, a.qK[i*cols:(i+1)*cols], a.dK[i*nk:(i+1)*nk], a.bsumsK[i*cols/16:(i+1)*cols/16])
+				continue
+			case Q5_K:
+				out[i*rows+r] = dotQ5_KSeq(row, a.qK[i*cols:(i+1)*cols], a.dK[i*nk:(i+1)*nk], a.bsumsK[i*cols/16:(i+1)*cols/16])
 				continue
 			case Q6_K:
 				out[i*rows+r] = dotQ6_KSeq(row, a.qK[i*cols:(i+1)*cols], a.dK[i*nk:(i+1)*nk], a.bsumsK[i*cols/16:(i+1)*cols/16])

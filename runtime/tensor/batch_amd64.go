@@ -116,7 +116,7 @@ func (a *Activations) prepareBatch(t Type) {
 		return
 	}
 	switch t {
-	case Q4_K:
+	case Q4_K, Q5_K:
 		a.prepareQ4KBatch()
 		return
 	case Q6_K:
@@ -165,8 +165,8 @@ func x8Index(t Type) int {
 // it did not compute.
 func matMulBatchX8(out []float32, w Matrix, a *Activations, lo, hi int) int {
 	switch w.Type {
-	case Q4_K, Q6_K:
-		if useAVX512 && (w.Type == Q4_K && a.okB2 || w.Type == Q6_K && a.okC6) {
+	case Q4_K, Q5_K, Q6_K:
+		if useAVX512 && (w.Type != Q6_K && a.okB2 || w.Type == Q6_K && a.okC6) {
 			return matMulBatchK(out, w, a, lo, hi)
 		}
 		return lo

@@ -1146,3 +1146,131 @@ rq6kloop:
 	JNZ  rq6kloop
 	VZEROUPPER
 	RET
+
+// The Q5_K tile is the Q4_K tile with 5-bit quants: the fifth bits (qh,
+// 32 bytes at 16) transposed like the quants, once per super-block, into
+// the frame, then moved to bit 4 of each quant (Y18 = 0x10 bytes).
+
+// K5NIB(p, G, g, SH0, N0, SH1, N1): K4NIB with the fifth bits of
+// sub-blocks 2p (shift SH0 by N0) and 2p+1 (SH1 by N1). Clobbers Y4-Y6.
+#define K5NIB(p, G, g, SH0, N0, SH1, N1) \
+	VMOVDQU    (32*g)(SP), Y6             \
+	SH0        $N0, Y6, Y6                \
+	VPANDD     Y16, G, Y4                 \
+	VPTERNLOGD $0xf8, Y18, Y6, Y4         \
+	VMOVDQU    Y4, (256*(2*p)+32*g)(DI)   \
+	VMOVDQU    (32*g)(SP), Y6             \
+	SH1        $N1, Y6, Y6                \
+	VPSRLW     $4, G, Y5                  \
+	VPANDD     Y16, Y5, Y5                \
+	VPTERNLOGD $0xf8, Y18, Y6, Y5         \
+	VMOVDQU    Y5, (256*(2*p+1)+32*g)(DI)
+
+// K5PAIR8(p, ...): K4PAIR8 for the Q5_K quants (at 48).
+#define K5PAIR8(p, SH0, N0, SH1, N1) \
+	VMOVDQU (48+32*p)(SI), Y0 \
+	VMOVDQU (48+32*p)(SI)(R8*1), Y1 \
+	VMOVDQU (48+32*p)(SI)(R8*2), Y2 \
+	VMOVDQU (48+32*p)(SI)(R9*1), Y3 \
+	VMOVDQU (48+32*p)(R10), Y4 \
+	VMOVDQU (48+32*p)(R10)(R8*1), Y5 \
+	VMOVDQU (48+32*p)(R10)(R8*2), Y6 \
+	VMOVDQU (48+32*p)(R10)(R9*1), Y7 \
+	TRANSPOSE8 \
+	K5NIB(p, Y0, 0, SH0, N0, SH1, N1) \
+	K5NIB(p, Y2, 1, SH0, N0, SH1, N1) \
+	K5NIB(p, Y12, 2, SH0, N0, SH1, N1) \
+	K5NIB(p, Y14, 3, SH0, N0, SH1, N1) \
+	K5NIB(p, Y1, 4, SH0, N0, SH1, N1) \
+	K5NIB(p, Y3, 5, SH0, N0, SH1, N1) \
+	K5NIB(p, Y13, 6, SH0, N0, SH1, N1) \
+	K5NIB(p, Y15, 7, SH0, N0, SH1, N1)
+
+// func repackQ5_Kx8Asm(dst *byte, w *byte, rs int, nb int)
+//
+// repackQ5_Kx8Asm is repackQ5_Kx8Go (batch_k_amd64.go) in assembly.
+// Frame: the fifth bits of the 8 rows, transposed (8 groups of 32 bytes).
+TEXT ·repackQ5_Kx8Asm(SB), NOSPLIT, $256-32
+	MOVQ dst+0(FP), DI
+	MOVQ w+8(FP), SI
+	MOVQ rs+16(FP), R8
+	MOVQ nb+24(FP), CX
+	LEAQ (R8)(R8*2), R9
+	LEAQ (SI)(R8*4), R10
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Y16
+	VPBROADCASTD AX, X25
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Y18
+	MOVL         $0x3f3f3f3f, AX
+	VPBROADCASTD AX, X24
+	MOVL         $0x03030303, AX
+	VPBROADCASTD AX, X26
+	MOVQ         $0x0000000400000000, AX
+	VMOVQ        AX, X27
+
+rq5kloop:
+	VMOVDQU 16(SI), Y0
+	VMOVDQU 16(SI)(R8*1), Y1
+	VMOVDQU 16(SI)(R8*2), Y2
+	VMOVDQU 16(SI)(R9*1), Y3
+	VMOVDQU 16(R10), Y4
+	VMOVDQU 16(R10)(R8*1), Y5
+	VMOVDQU 16(R10)(R8*2), Y6
+	VMOVDQU 16(R10)(R9*1), Y7
+	TRANSPOSE8
+	VMOVDQU Y0, 0(SP)
+	VMOVDQU Y2, 32(SP)
+	VMOVDQU Y12, 64(SP)
+	VMOVDQU Y14, 96(SP)
+	VMOVDQU Y1, 128(SP)
+	VMOVDQU Y3, 160(SP)
+	VMOVDQU Y13, 192(SP)
+	VMOVDQU Y15, 224(SP)
+	K5PAIR8(0, VPSLLW, 4, VPSLLW, 3)
+	K5PAIR8(1, VPSLLW, 2, VPSLLW, 1)
+	K5PAIR8(2, VPSLLW, 0, VPSRLW, 1)
+	K5PAIR8(3, VPSRLW, 2, VPSRLW, 3)
+	K4ROWSC(4(SI), Y0, X17)
+	K4ROWSC(4(SI)(R8*1), Y1, X18)
+	K4ROWSC(4(SI)(R8*2), Y2, X19)
+	K4ROWSC(4(SI)(R9*1), Y3, X20)
+	K4ROWSC(4(R10), Y4, X21)
+	K4ROWSC(4(R10)(R8*1), Y5, X22)
+	K4ROWSC(4(R10)(R8*2), Y6, X23)
+	K4ROWSC(4(R10)(R9*1), Y7, X28)
+	TRANSPOSE8
+	VMOVDQU Y0, 2048(DI)
+	VMOVDQU Y2, 2080(DI)
+	VMOVDQU Y12, 2112(DI)
+	VMOVDQU Y14, 2144(DI)
+	VMOVDQU Y1, 2176(DI)
+	VMOVDQU Y3, 2208(DI)
+	VMOVDQU Y13, 2240(DI)
+	VMOVDQU Y15, 2272(DI)
+	VMOVDQA64 Y17, Y0
+	VMOVDQA64 Y18, Y1
+	VMOVDQA64 Y19, Y2
+	VMOVDQA64 Y20, Y3
+	VMOVDQA64 Y21, Y4
+	VMOVDQA64 Y22, Y5
+	VMOVDQA64 Y23, Y6
+	VMOVDQA64 Y28, Y7
+	TRANSPOSE8
+	VMOVDQU Y0, 2304(DI)
+	VMOVDQU Y2, 2336(DI)
+	VMOVDQU Y12, 2368(DI)
+	VMOVDQU Y14, 2400(DI)
+	GATHER16(0, X0, Y0)
+	VMOVUPS Y0, 2432(DI)
+	GATHER16(2, X1, Y1)
+	VMOVUPS Y1, 2464(DI)
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Y18
+	ADDQ $176, SI
+	ADDQ $176, R10
+	ADDQ $2496, DI
+	DECQ CX
+	JNZ  rq5kloop
+	VZEROUPPER
+	RET

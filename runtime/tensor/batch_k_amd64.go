@@ -7,7 +7,7 @@ import (
 	"math"
 )
 
-// batchKQuants: Q4_K and Q6_K batches use the row-sequential form where
+// batchKQuants: Q4_K, Q5_K and Q6_K batches use the row-sequential form where
 // the AVX-512 kernels run (usesBatchForm).
 var batchKQuants = hasAVX512
 
@@ -81,12 +81,15 @@ func (a *Activations) prepareQ4KBatch() {
 }
 
 // matMulBatchK computes the whole groups of 8 rows from lo (a multiple
-// of 8) up to hi with the Q4_K or Q6_K batch kernels and returns the first
+// of 8) up to hi with the Q4_K (also Q5_K's) or Q6_K batch kernels and returns the first
 // row it did not compute.
 func matMulBatchK(out []float32, w Matrix, a *Activations, lo, hi int) int {
 	rows, cols, n := w.Rows, w.Cols, a.n
 	rb, nk := w.RowBytes(), cols/qkK
 	bb, tsb := q4KBytes, q4KTileSB
+	if w.Type == Q5_K {
+		bb = q5KBytes
+	}
 	if w.Type == Q6_K {
 		bb, tsb = q6KBytes, q6KTileSB
 		_ = a.c6K[n*cols/16-1]
@@ -105,9 +108,12 @@ func matMulBatchK(out []float32, w Matrix, a *Activations, lo, hi int) int {
 				kc := min(kBatchKC, nk-k0)
 				src := w.Data[r*rb+k0*bb : (r+7)*rb+(k0+kc)*bb]
 				_ = tile[kc*tsb-1]
-				if w.Type == Q6_K {
+				switch w.Type {
+				case Q6_K:
 					repackQ6_Kx8Asm(&tile[0], &src[0], rb, kc)
-				} else {
+				case Q5_K:
+					repackQ5_Kx8Asm(&tile[0], &src[0], rb, kc)
+				default:
 					repackQ4_Kx8Asm(&tile[0], &src[0], rb, kc)
 				}
 				v := v0
@@ -194,4 +200,39 @@ func (a *Activations) prepareQ6KBatch() {
 		a.c6K[i] = -32 * int32(s)
 	}
 	a.okC6 = true
+}
+
+// repackQ5_Kx8Asm is repackQ5_Kx8Go in assembly (batch_amd64.s).
+//
+//go:noescape
+func repackQ5_Kx8Asm(dst *byte, w *byte, rs int, nb int)
+
+// repackQ5_Kx8Go writes the tile of nb Q5_K super-blocks of the 8 rows at
+// w, w+rs, ...: the Q4_K tile with 5-bit quants (the Q4_K kernels take
+// it as it is). The reference for repackQ5_Kx8Asm.
+func repackQ5_Kx8Go(dst, w []byte, rs, nb int) {
+	le := binary.LittleEndian
+	for b := range nb {
+		t := dst[b*q4KTileSB : (b+1)*q4KTileSB]
+		for r := range 8 {
+			blk := w[r*rs+b*q5KBytes : r*rs+(b+1)*q5KBytes]
+			sc, m := k4ScalesMins(blk[4:16])
+			qh, qs := blk[16:48], blk[48:176]
+			for j := range 8 {
+				for k := range 32 {
+					q := qs[32*(j/2)+k]
+					if j&1 == 1 {
+						q >>= 4
+					}
+					t[256*j+32*(k/4)+4*r+k%4] = q&15 | (qh[k]>>j&1)<<4
+				}
+				le.PutUint32(t[2048+32*j+4*r:], uint32(sc[j]))
+			}
+			for k := range 4 {
+				le.PutUint32(t[2304+32*k+4*r:], uint32(m[2*k])|uint32(m[2*k+1])<<16)
+			}
+			le.PutUint32(t[2432+4*r:], math.Float32bits(FP16ToFP32(u16le(blk))))
+			le.PutUint32(t[2464+4*r:], math.Float32bits(FP16ToFP32(u16le(blk[2:]))))
+		}
+	}
 }
