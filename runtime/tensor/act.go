@@ -41,8 +41,8 @@ type Activations struct {
 	x8     [2]batchX8Acts
 	bK2    []int16 // for Q4_K: per vector [Cols/32] sums of each sub-block's quants
 	okB2   bool
-	c6K    []int32 // for Q6_K: per vector [Cols/16] -32 times each 16-sum
-	okC6   bool
+	cK     []int32   // for Q6_K and IQ4_XS: per vector [Cols/16] -cKOff times each 16-sum
+	cKOff  int32     // 0: cK not up to date
 	qK     []int8    // [Cap*Cols] quants, blocks of 256
 	dK     []float32 // [Cap*Cols/256] block scales
 	bsumsK []int16   // [Cap*Cols/16] sums of each 16 quants
@@ -83,7 +83,7 @@ func (a *Activations) Set(x []float32, n int) {
 	}
 	a.x, a.n = x, n
 	a.ok32, a.okK, a.okS = false, false, false
-	a.x8[0].ok, a.x8[1].ok, a.okB2, a.okC6 = false, false, false, false
+	a.x8[0].ok, a.x8[1].ok, a.okB2, a.cKOff = false, false, false, 0
 }
 
 // N is the number of vectors set.

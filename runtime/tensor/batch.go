@@ -1,7 +1,7 @@
 package tensor
 
 // Batches of at least batchMin vectors against Q8_0 or Q4_0 weights (and
-// Q4_K, Q5_K and Q6_K where batchKQuants) use the "row-sequential" form of the dot product:
+// Q4_K, Q5_K, Q6_K and IQ4_XS where batchKQuants) use the "row-sequential" form of the dot product:
 // for each row and vector, one float32 accumulator and, block by block in
 // order,
 //
@@ -9,7 +9,8 @@ package tensor
 //
 // where isum_b is the block's exact integer dot product (for Q4_K, of the
 // super-block with its sub-block scales, and a second accumulator for the
-// mins term, subtracted at the end: dotQ4_KSeq, dotQ5_KSeq; dotQ6_KSeq).
+// mins term, subtracted at the end: dotQ4_KSeq, dotQ5_KSeq; dotQ6_KSeq,
+// dotIQ4_XSSeq).
 // The assembly
 // computes it with eight rows in the eight lanes of a register (so the
 // float work and reduction are shared by eight rows) and must match the
@@ -18,11 +19,12 @@ package tensor
 const batchMin = 8
 
 // usesBatchForm reports whether MatMulAct computes n vectors against t in
-// the row-sequential form. Q4_K, Q5_K and Q6_K batches use it where a CPU has
+// the row-sequential form. Q4_K, Q5_K, Q6_K and IQ4_XS batches use it
+// where a CPU has
 // the kernels for it (batchKQuants): the same input then gives, within
 // float rounding, different results on CPUs with and without them.
 func usesBatchForm(t Type, n int) bool {
-	return n >= batchMin && (t == Q8_0 || t == Q4_0 || (t == Q4_K || t == Q5_K || t == Q6_K) && batchKQuants)
+	return n >= batchMin && (t == Q8_0 || t == Q4_0 || (t == Q4_K || t == Q5_K || t == Q6_K || t == IQ4_XS) && batchKQuants)
 }
 
 // dotQ8_0Seq is the row-sequential dot of a Q8_0 row with 32-block
@@ -139,6 +141,31 @@ func dotQ6_KSeq(w []byte, x []int8, d []float32, bsums []int16) float32 {
 	return acc
 }
 
+// dotIQ4_XSSeq is the row-sequential dot of an IQ4_XS row with Q8_K
+// activations: per super-block the exact integer sum over the 8
+// sub-blocks of (scale - 32) * (dot of the levels with x), scaled once.
+func dotIQ4_XSSeq(w []byte, x []int8, d []float32) float32 {
+	nb := len(d)
+	w, x = w[:nb*iq4XSBytes], x[:nb*qkK]
+	var acc float32
+	for b := range nb {
+		blk := w[b*iq4XSBytes : (b+1)*iq4XSBytes]
+		dd := d[b] * FP16ToFP32(u16le(blk))
+		xs := x[qkK*b : qkK*(b+1)]
+		var isum int32
+		for j := range 8 {
+			qs := blk[8+16*j : 8+16*j+16]
+			var dot int32
+			for l, q := range qs {
+				dot += int32(iq4nlValues[q&15])*int32(xs[32*j+l]) + int32(iq4nlValues[q>>4])*int32(xs[32*j+16+l])
+			}
+			isum += int32(iq4XSScale(blk, j)-32) * dot
+		}
+		acc = fma32(float32(isum), dd, acc)
+	}
+	return acc
+}
+
 // matMulBatchRows computes rows [lo, hi) of MatMulAct in the
 // row-sequential form, with the interleaved assembly for whole groups of
 // eight rows where there is one, and the generic dot for the rest.
@@ -162,6 +189,9 @@ func matMulBatchRows(out []float32, w Matrix, a *Activations, lo, hi int) {
 				continue
 			case Q6_K:
 				out[i*rows+r] = dotQ6_KSeq(row, a.qK[i*cols:(i+1)*cols], a.dK[i*nk:(i+1)*nk], a.bsumsK[i*cols/16:(i+1)*cols/16])
+				continue
+			case IQ4_XS:
+				out[i*rows+r] = dotIQ4_XSSeq(row, a.qK[i*cols:(i+1)*cols], a.dK[i*nk:(i+1)*nk])
 				continue
 			}
 			q, d := a.q32[i*cols:(i+1)*cols], a.d32[i*nb:(i+1)*nb]

@@ -105,7 +105,7 @@ func (a *Activations) allocBatch() {
 		}
 	}
 	if a.hasQK && useAVX512 {
-		a.bK2, a.c6K = make([]int16, a.Cap*a.Cols/32), make([]int32, a.Cap*a.Cols/16)
+		a.bK2, a.cK = make([]int16, a.Cap*a.Cols/32), make([]int32, a.Cap*a.Cols/16)
 	}
 }
 
@@ -119,8 +119,8 @@ func (a *Activations) prepareBatch(t Type) {
 	case Q4_K, Q5_K:
 		a.prepareQ4KBatch()
 		return
-	case Q6_K:
-		a.prepareQ6KBatch()
+	case Q6_K, IQ4_XS:
+		a.prepareCBatch(cBatchOff(t))
 		return
 	}
 	off := int32(8) // Q4_0: nibbles are the quants plus 8
@@ -165,8 +165,9 @@ func x8Index(t Type) int {
 // it did not compute.
 func matMulBatchX8(out []float32, w Matrix, a *Activations, lo, hi int) int {
 	switch w.Type {
-	case Q4_K, Q5_K, Q6_K:
-		if useAVX512 && (w.Type != Q6_K && a.okB2 || w.Type == Q6_K && a.okC6) {
+	case Q4_K, Q5_K, Q6_K, IQ4_XS:
+		q6 := w.Type == Q6_K || w.Type == IQ4_XS
+		if useAVX512 && (!q6 && a.okB2 || q6 && a.cKOff == cBatchOff(w.Type)) {
 			return matMulBatchK(out, w, a, lo, hi)
 		}
 		return lo

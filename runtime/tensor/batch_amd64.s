@@ -1274,3 +1274,177 @@ rq5kloop:
 	JNZ  rq5kloop
 	VZEROUPPER
 	RET
+
+// The IQ4_XS tile is a Q6_K tile (the Q6_K batch kernels take it): the
+// levels plus 128 as unsigned bytes, each sub-block's scale (minus 32)
+// for both its halves of 16, d; the offset of 128 is taken off by the
+// corrections (-128 * each 16-sum).
+
+DATA iq4U8<>+0(SB)/1, $1
+DATA iq4U8<>+1(SB)/1, $24
+DATA iq4U8<>+2(SB)/1, $45
+DATA iq4U8<>+3(SB)/1, $63
+DATA iq4U8<>+4(SB)/1, $79
+DATA iq4U8<>+5(SB)/1, $93
+DATA iq4U8<>+6(SB)/1, $106
+DATA iq4U8<>+7(SB)/1, $118
+DATA iq4U8<>+8(SB)/1, $129
+DATA iq4U8<>+9(SB)/1, $141
+DATA iq4U8<>+10(SB)/1, $153
+DATA iq4U8<>+11(SB)/1, $166
+DATA iq4U8<>+12(SB)/1, $181
+DATA iq4U8<>+13(SB)/1, $197
+DATA iq4U8<>+14(SB)/1, $217
+DATA iq4U8<>+15(SB)/1, $241
+DATA iq4U8<>+16(SB)/1, $1
+DATA iq4U8<>+17(SB)/1, $24
+DATA iq4U8<>+18(SB)/1, $45
+DATA iq4U8<>+19(SB)/1, $63
+DATA iq4U8<>+20(SB)/1, $79
+DATA iq4U8<>+21(SB)/1, $93
+DATA iq4U8<>+22(SB)/1, $106
+DATA iq4U8<>+23(SB)/1, $118
+DATA iq4U8<>+24(SB)/1, $129
+DATA iq4U8<>+25(SB)/1, $141
+DATA iq4U8<>+26(SB)/1, $153
+DATA iq4U8<>+27(SB)/1, $166
+DATA iq4U8<>+28(SB)/1, $181
+DATA iq4U8<>+29(SB)/1, $197
+DATA iq4U8<>+30(SB)/1, $217
+DATA iq4U8<>+31(SB)/1, $241
+GLOBL iq4U8<>(SB), RODATA|NOPTR, $32
+
+DATA iq4ShL<>+0(SB)/4, $0
+DATA iq4ShL<>+4(SB)/4, $4
+DATA iq4ShL<>+8(SB)/4, $8
+DATA iq4ShL<>+12(SB)/4, $12
+DATA iq4ShL<>+16(SB)/4, $16
+DATA iq4ShL<>+20(SB)/4, $20
+DATA iq4ShL<>+24(SB)/4, $24
+DATA iq4ShL<>+28(SB)/4, $28
+GLOBL iq4ShL<>(SB), RODATA|NOPTR, $32
+
+DATA iq4ShH<>+0(SB)/4, $0
+DATA iq4ShH<>+4(SB)/4, $2
+DATA iq4ShH<>+8(SB)/4, $4
+DATA iq4ShH<>+12(SB)/4, $6
+DATA iq4ShH<>+16(SB)/4, $8
+DATA iq4ShH<>+20(SB)/4, $10
+DATA iq4ShH<>+24(SB)/4, $12
+DATA iq4ShH<>+28(SB)/4, $14
+GLOBL iq4ShH<>(SB), RODATA|NOPTR, $32
+
+// IQ4ROW(B, j, Y): the 32 indices of sub-block j of the row at B in
+// element order (low nibbles, then high; not yet masked). Clobbers X8.
+#define IQ4ROW(B, j, Y) \
+	VMOVDQU     (8+16*j) B, X8    \
+	VINSERTI128 $1, X8, Y8, Y      \
+	VPSRLW      $4, Y, Y           \
+	VINSERTI128 $0, X8, Y, Y
+
+// IQ4LUT(G, off): the group vector G as levels plus 128 into the tile at
+// DI+off (Y16 = 0x0f bytes, Y17 = the level table). Clobbers Y4.
+#define IQ4LUT(G, off) \
+	VPANDD  Y16, G, Y4     \
+	VPSHUFB Y4, Y17, Y4    \
+	VMOVDQU Y4, off(DI)
+
+// IQ4CHUNK(j): sub-block j of the 8 rows into the tile.
+#define IQ4CHUNK(j) \
+	IQ4ROW((SI), j, Y0) \
+	IQ4ROW((SI)(R8*1), j, Y1) \
+	IQ4ROW((SI)(R8*2), j, Y2) \
+	IQ4ROW((SI)(R9*1), j, Y3) \
+	IQ4ROW((R10), j, Y4) \
+	IQ4ROW((R10)(R8*1), j, Y5) \
+	IQ4ROW((R10)(R8*2), j, Y6) \
+	IQ4ROW((R10)(R9*1), j, Y7) \
+	TRANSPOSE8 \
+	IQ4LUT(Y0, (256*j+0)) \
+	IQ4LUT(Y2, (256*j+32)) \
+	IQ4LUT(Y12, (256*j+64)) \
+	IQ4LUT(Y14, (256*j+96)) \
+	IQ4LUT(Y1, (256*j+128)) \
+	IQ4LUT(Y3, (256*j+160)) \
+	IQ4LUT(Y13, (256*j+192)) \
+	IQ4LUT(Y15, (256*j+224))
+
+// IQ4SC(B, Y): the 8 scales of the row at B minus 32, as int32 (Y18, Y19
+// the shifts of the low and high bits, Y20 = 15, Y21 = 3, Y22 = 32).
+// Clobbers Y8.
+#define IQ4SC(B, Y) \
+	VPBROADCASTD 4 B, Y        \
+	VPSRLVD      Y18, Y, Y     \
+	VPANDD       Y20, Y, Y     \
+	VPBROADCASTW 2 B, Y8       \
+	VPSRLVD      Y19, Y8, Y8   \
+	VPANDD       Y21, Y8, Y8   \
+	VPSLLD       $4, Y8, Y8    \
+	VPORD        Y8, Y, Y      \
+	VPSUBD       Y22, Y, Y
+
+// func repackIQ4_XSx8Asm(dst *byte, w *byte, rs int, nb int)
+//
+// repackIQ4_XSx8Asm is repackIQ4_XSx8Go (batch_k_amd64.go) in assembly.
+TEXT ·repackIQ4_XSx8Asm(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ w+8(FP), SI
+	MOVQ rs+16(FP), R8
+	MOVQ nb+24(FP), CX
+	LEAQ (R8)(R8*2), R9
+	LEAQ (SI)(R8*4), R10
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Y16
+	VMOVDQU64    iq4U8<>(SB), Y17
+	VMOVDQU64    iq4ShL<>(SB), Y18
+	VMOVDQU64    iq4ShH<>(SB), Y19
+	MOVL         $15, AX
+	VPBROADCASTD AX, Y20
+	MOVL         $3, AX
+	VPBROADCASTD AX, Y21
+	MOVL         $32, AX
+	VPBROADCASTD AX, Y22
+
+riq4loop:
+	IQ4CHUNK(0)
+	IQ4CHUNK(1)
+	IQ4CHUNK(2)
+	IQ4CHUNK(3)
+	IQ4CHUNK(4)
+	IQ4CHUNK(5)
+	IQ4CHUNK(6)
+	IQ4CHUNK(7)
+	IQ4SC((SI), Y0)
+	IQ4SC((SI)(R8*1), Y1)
+	IQ4SC((SI)(R8*2), Y2)
+	IQ4SC((SI)(R9*1), Y3)
+	IQ4SC((R10), Y4)
+	IQ4SC((R10)(R8*1), Y5)
+	IQ4SC((R10)(R8*2), Y6)
+	IQ4SC((R10)(R9*1), Y7)
+	TRANSPOSE8
+	VMOVDQU Y0, 2048(DI)
+	VMOVDQU Y0, 2080(DI)
+	VMOVDQU Y2, 2112(DI)
+	VMOVDQU Y2, 2144(DI)
+	VMOVDQU Y12, 2176(DI)
+	VMOVDQU Y12, 2208(DI)
+	VMOVDQU Y14, 2240(DI)
+	VMOVDQU Y14, 2272(DI)
+	VMOVDQU Y1, 2304(DI)
+	VMOVDQU Y1, 2336(DI)
+	VMOVDQU Y3, 2368(DI)
+	VMOVDQU Y3, 2400(DI)
+	VMOVDQU Y13, 2432(DI)
+	VMOVDQU Y13, 2464(DI)
+	VMOVDQU Y15, 2496(DI)
+	VMOVDQU Y15, 2528(DI)
+	GATHER16(0, X0, Y0)
+	VMOVUPS Y0, 2560(DI)
+	ADDQ $136, SI
+	ADDQ $136, R10
+	ADDQ $2592, DI
+	DECQ CX
+	JNZ  riq4loop
+	VZEROUPPER
+	RET

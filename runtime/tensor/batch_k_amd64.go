@@ -81,7 +81,8 @@ func (a *Activations) prepareQ4KBatch() {
 }
 
 // matMulBatchK computes the whole groups of 8 rows from lo (a multiple
-// of 8) up to hi with the Q4_K (also Q5_K's) or Q6_K batch kernels and returns the first
+// of 8) up to hi with the Q4_K (also Q5_K's) or Q6_K (also IQ4_XS's)
+// batch kernels and returns the first
 // row it did not compute.
 func matMulBatchK(out []float32, w Matrix, a *Activations, lo, hi int) int {
 	rows, cols, n := w.Rows, w.Cols, a.n
@@ -90,9 +91,13 @@ func matMulBatchK(out []float32, w Matrix, a *Activations, lo, hi int) int {
 	if w.Type == Q5_K {
 		bb = q5KBytes
 	}
-	if w.Type == Q6_K {
+	q6 := w.Type == Q6_K || w.Type == IQ4_XS // the Q6_K kernels
+	if q6 {
 		bb, tsb = q6KBytes, q6KTileSB
-		_ = a.c6K[n*cols/16-1]
+		if w.Type == IQ4_XS {
+			bb = iq4XSBytes
+		}
+		_ = a.cK[n*cols/16-1]
 	} else {
 		_ = a.bK2[n*cols/32-1]
 	}
@@ -111,6 +116,8 @@ func matMulBatchK(out []float32, w Matrix, a *Activations, lo, hi int) int {
 				switch w.Type {
 				case Q6_K:
 					repackQ6_Kx8Asm(&tile[0], &src[0], rb, kc)
+				case IQ4_XS:
+					repackIQ4_XSx8Asm(&tile[0], &src[0], rb, kc)
 				case Q5_K:
 					repackQ5_Kx8Asm(&tile[0], &src[0], rb, kc)
 				default:
@@ -119,16 +126,16 @@ func matMulBatchK(out []float32, w Matrix, a *Activations, lo, hi int) int {
 				v := v0
 				for ; v+4 <= v0+nv; v += 4 {
 					x, d := &a.qK[v*cols+qkK*k0], &a.dK[v*nk+k0]
-					if w.Type == Q6_K {
-						batchQ6Kx8x4(&tile[0], x, cols, d, 4*nk, &a.c6K[v*cols/16+16*k0], 4*(cols/16), kc, &acc[v-v0][0])
+					if q6 {
+						batchQ6Kx8x4(&tile[0], x, cols, d, 4*nk, &a.cK[v*cols/16+16*k0], 4*(cols/16), kc, &acc[v-v0][0])
 					} else {
 						batchQ4Kx8x4(&tile[0], x, cols, d, 4*nk, &a.bK2[v*cols/32+8*k0], 2*(cols/32), kc, &acc[v-v0][0])
 					}
 				}
 				for ; v < v0+nv; v++ {
 					x, d := &a.qK[v*cols+qkK*k0], &a.dK[v*nk+k0]
-					if w.Type == Q6_K {
-						batchQ6Kx8x1(&tile[0], x, d, &a.c6K[v*cols/16+16*k0], kc, &acc[v-v0][0])
+					if q6 {
+						batchQ6Kx8x1(&tile[0], x, d, &a.cK[v*cols/16+16*k0], kc, &acc[v-v0][0])
 					} else {
 						batchQ4Kx8x1(&tile[0], x, d, &a.bK2[v*cols/32+8*k0], kc, &acc[v-v0][0])
 					}
@@ -188,18 +195,28 @@ func repackQ6_Kx8Go(dst, w []byte, rs, nb int) {
 	}
 }
 
-// prepareQ6KBatch fills a.c6K: -32 times each 16-sum, as int32.
-func (a *Activations) prepareQ6KBatch() {
-	if a.okC6 {
+// prepareCBatch fills a.cK with the corrections of the kernels of
+// batchQ6Kx8x4 for weights whose quants are offset by off (Q6_K 32,
+// IQ4_XS 128): -off times each 16-sum, as int32.
+func (a *Activations) prepareCBatch(off int32) {
+	if a.cKOff == off {
 		return
 	}
-	if len(a.c6K) < a.Cap*a.Cols/16 {
-		a.c6K = make([]int32, a.Cap*a.Cols/16)
+	if len(a.cK) < a.Cap*a.Cols/16 {
+		a.cK = make([]int32, a.Cap*a.Cols/16)
 	}
 	for i, s := range a.bsumsK[:a.n*a.Cols/16] {
-		a.c6K[i] = -32 * int32(s)
+		a.cK[i] = -off * int32(s)
 	}
-	a.okC6 = true
+	a.cKOff = off
+}
+
+// cBatchOff is the offset of t's quants in a Q6_K-form tile.
+func cBatchOff(t Type) int32 {
+	if t == IQ4_XS {
+		return 128
+	}
+	return 32
 }
 
 // repackQ5_Kx8Asm is repackQ5_Kx8Go in assembly (batch_amd64.s).
@@ -233,6 +250,36 @@ func repackQ5_Kx8Go(dst, w []byte, rs, nb int) {
 			}
 			le.PutUint32(t[2432+4*r:], math.Float32bits(FP16ToFP32(u16le(blk))))
 			le.PutUint32(t[2464+4*r:], math.Float32bits(FP16ToFP32(u16le(blk[2:]))))
+		}
+	}
+}
+
+// repackIQ4_XSx8Asm is repackIQ4_XSx8Go in assembly (batch_amd64.s).
+//
+//go:noescape
+func repackIQ4_XSx8Asm(dst *byte, w *byte, rs int, nb int)
+
+// repackIQ4_XSx8Go writes the tile of nb IQ4_XS super-blocks of the 8 rows
+// at w, w+rs, ... in the Q6_K tile's layout: the levels plus 128, each
+// scale minus 32 for both halves of its sub-block, d. The reference for
+// repackIQ4_XSx8Asm.
+func repackIQ4_XSx8Go(dst, w []byte, rs, nb int) {
+	le := binary.LittleEndian
+	for b := range nb {
+		t := dst[b*q6KTileSB : (b+1)*q6KTileSB]
+		for r := range 8 {
+			blk := w[r*rs+b*iq4XSBytes : r*rs+(b+1)*iq4XSBytes]
+			for j := range 8 {
+				qs := blk[8+16*j : 8+16*j+16]
+				for e := range 32 {
+					q := qs[e%16] >> (4 * (e / 16)) & 15
+					t[256*j+32*(e/4)+4*r+e%4] = byte(int(iq4nlValues[q]) + 128)
+				}
+				ls := uint32(int32(iq4XSScale(blk, j) - 32))
+				le.PutUint32(t[2048+32*(2*j)+4*r:], ls)
+				le.PutUint32(t[2048+32*(2*j+1)+4*r:], ls)
+			}
+			le.PutUint32(t[2560+4*r:], math.Float32bits(FP16ToFP32(u16le(blk))))
 		}
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// The assembly Q4_K, Q5_K and Q6_K tile repacks write exactly what the Go ones
+// The assembly Q4_K, Q5_K, Q6_K and IQ4_XS tile repacks write exactly what the Go ones
 // do, for blocks of random bytes (every scale, min and quant value;
 // finite fp16 scales, as NaN payloads may differ).
 func TestRepackKx8(t *testing.T) {
@@ -28,6 +28,7 @@ func TestRepackKx8(t *testing.T) {
 		{Q4_K, q4KBytes, q4KTileSB, []int{0, 2}, repackQ4_Kx8Asm, repackQ4_Kx8Go},
 		{Q5_K, q5KBytes, q4KTileSB, []int{0, 2}, repackQ5_Kx8Asm, repackQ5_Kx8Go},
 		{Q6_K, q6KBytes, q6KTileSB, []int{208}, repackQ6_Kx8Asm, repackQ6_Kx8Go},
+		{IQ4_XS, iq4XSBytes, q6KTileSB, []int{0}, repackIQ4_XSx8Asm, repackIQ4_XSx8Go},
 	} {
 		for _, nb := range []int{1, 2, 5, 8} {
 			const rows, extra = 8, 3 // rows further apart than a row's blocks
