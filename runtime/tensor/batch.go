@@ -1,7 +1,7 @@
 package tensor
 
 // Batches of at least batchMin vectors against Q8_0 or Q4_0 weights (and
-// Q4_K, Q5_K, Q6_K and IQ4_XS where batchKQuants) use the "row-sequential" form of the dot product:
+// Q3_K to Q6_K and IQ4_XS where batchKQuants) use the "row-sequential" form of the dot product:
 // for each row and vector, one float32 accumulator and, block by block in
 // order,
 //
@@ -10,7 +10,7 @@ package tensor
 // where isum_b is the block's exact integer dot product (for Q4_K, of the
 // super-block with its sub-block scales, and a second accumulator for the
 // mins term, subtracted at the end: dotQ4_KSeq, dotQ5_KSeq; dotQ6_KSeq,
-// dotIQ4_XSSeq).
+// dotQ3_KSeq, dotIQ4_XSSeq).
 // The assembly
 // computes it with eight rows in the eight lanes of a register (so the
 // float work and reduction are shared by eight rows) and must match the
@@ -19,12 +19,12 @@ package tensor
 const batchMin = 8
 
 // usesBatchForm reports whether MatMulAct computes n vectors against t in
-// the row-sequential form. Q4_K, Q5_K, Q6_K and IQ4_XS batches use it
-// where a CPU has
+// the row-sequential form. Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS batches use
+// it where a CPU has
 // the kernels for it (batchKQuants): the same input then gives, within
 // float rounding, different results on CPUs with and without them.
 func usesBatchForm(t Type, n int) bool {
-	return n >= batchMin && (t == Q8_0 || t == Q4_0 || (t == Q4_K || t == Q5_K || t == Q6_K || t == IQ4_XS) && batchKQuants)
+	return n >= batchMin && (t == Q8_0 || t == Q4_0 || (t == Q3_K || t == Q4_K || t == Q5_K || t == Q6_K || t == IQ4_XS) && batchKQuants)
 }
 
 // dotQ8_0Seq is the row-sequential dot of a Q8_0 row with 32-block
@@ -141,6 +141,31 @@ func dotQ6_KSeq(w []byte, x []int8, d []float32, bsums []int16) float32 {
 	return acc
 }
 
+// dotQ3_KSeq is dotQ6_KSeq for Q3_K rows: quants minus 4 (the offset
+// taken off through the 16-sums), scales minus 32.
+func dotQ3_KSeq(w []byte, x []int8, d []float32, bsums []int16) float32 {
+	nb := len(d)
+	w, x, bsums = w[:nb*q3KBytes], x[:nb*qkK], bsums[:nb*16]
+	var acc float32
+	for b := range nb {
+		blk := w[b*q3KBytes : (b+1)*q3KBytes]
+		dd := d[b] * FP16ToFP32(u16le(blk[108:]))
+		hm, qs, sc, xs := blk[0:32], blk[32:96], q3KScales(blk[96:108]), x[qkK*b:qkK*(b+1)]
+		var isum int32
+		for i := range 16 {
+			c := i / 2 // chunk of 32: half c/4, quarter c%4
+			var dot int32
+			for l := 16 * (i % 2); l < 16*(i%2)+16; l++ {
+				q := qs[32*(c/4)+l]>>(2*(c%4))&3 | (hm[l]>>c&1)<<2
+				dot += int32(q) * int32(xs[32*c+l])
+			}
+			isum += (int32(sc[i]) - 32) * (dot - 4*int32(bsums[16*b+i]))
+		}
+		acc = fma32(float32(isum), dd, acc)
+	}
+	return acc
+}
+
 // dotIQ4_XSSeq is the row-sequential dot of an IQ4_XS row with Q8_K
 // activations: per super-block the exact integer sum over the 8
 // sub-blocks of (scale - 32) * (dot of the levels with x), scaled once.
@@ -189,6 +214,9 @@ func matMulBatchRows(out []float32, w Matrix, a *Activations, lo, hi int) {
 				continue
 			case Q6_K:
 				out[i*rows+r] = dotQ6_KSeq(row, a.qK[i*cols:(i+1)*cols], a.dK[i*nk:(i+1)*nk], a.bsumsK[i*cols/16:(i+1)*cols/16])
+				continue
+			case Q3_K:
+				out[i*rows+r] = dotQ3_KSeq(row, a.qK[i*cols:(i+1)*cols], a.dK[i*nk:(i+1)*nk], a.bsumsK[i*cols/16:(i+1)*cols/16])
 				continue
 			case IQ4_XS:
 				out[i*rows+r] = dotIQ4_XSSeq(row, a.qK[i*cols:(i+1)*cols], a.dK[i*nk:(i+1)*nk])

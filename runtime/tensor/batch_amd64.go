@@ -119,7 +119,7 @@ func (a *Activations) prepareBatch(t Type) {
 	case Q4_K, Q5_K:
 		a.prepareQ4KBatch()
 		return
-	case Q6_K, IQ4_XS:
+	case Q3_K, Q6_K, IQ4_XS:
 		a.prepareCBatch(cBatchOff(t))
 		return
 	}
@@ -165,8 +165,8 @@ func x8Index(t Type) int {
 // it did not compute.
 func matMulBatchX8(out []float32, w Matrix, a *Activations, lo, hi int) int {
 	switch w.Type {
-	case Q4_K, Q5_K, Q6_K, IQ4_XS:
-		q6 := w.Type == Q6_K || w.Type == IQ4_XS
+	case Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS:
+		q6 := w.Type == Q6_K || w.Type == Q3_K || w.Type == IQ4_XS
 		if useAVX512 && (!q6 && a.okB2 || q6 && a.cKOff == cBatchOff(w.Type)) {
 			return matMulBatchK(out, w, a, lo, hi)
 		}

@@ -1448,3 +1448,119 @@ riq4loop:
 	JNZ  riq4loop
 	VZEROUPPER
 	RET
+
+// The Q3_K tile is a Q6_K tile too: the 3-bit quants (low bits | high bit
+// << 2, the value plus 4) built by the Q6_K chunk macros with other masks
+// (Y16 = 0x03, Y17 = 0x04 bytes), the 16 scales minus 32, d; the offset
+// of 4 is taken off by the corrections.
+
+DATA q3ShLo<>+0(SB)/4, $0
+DATA q3ShLo<>+4(SB)/4, $8
+DATA q3ShLo<>+8(SB)/4, $16
+DATA q3ShLo<>+12(SB)/4, $24
+DATA q3ShLo<>+16(SB)/4, $2
+DATA q3ShLo<>+20(SB)/4, $10
+DATA q3ShLo<>+24(SB)/4, $18
+DATA q3ShLo<>+28(SB)/4, $26
+GLOBL q3ShLo<>(SB), RODATA|NOPTR, $32
+
+DATA q3ShHi<>+0(SB)/4, $4
+DATA q3ShHi<>+4(SB)/4, $12
+DATA q3ShHi<>+8(SB)/4, $20
+DATA q3ShHi<>+12(SB)/4, $28
+DATA q3ShHi<>+16(SB)/4, $6
+DATA q3ShHi<>+20(SB)/4, $14
+DATA q3ShHi<>+24(SB)/4, $22
+DATA q3ShHi<>+28(SB)/4, $30
+GLOBL q3ShHi<>(SB), RODATA|NOPTR, $32
+
+// Q3SC(B, LOSH, lon, SH, Y): 8 of the 16 scales of the row at B minus
+// 32, as int32: low 4 bits from the bytes at 96 (shifted right by lon),
+// high 2 bits from the dword at 104 (variable shifts SH). Y20 = 15, Y21 =
+// 3, Y22 = 32; clobbers Y8.
+#define Q3SC(B, lon, SH, Y) \
+	VPMOVZXBD    96 B, Y      \
+	VPSRLD       $lon, Y, Y   \
+	VPANDD       Y20, Y, Y    \
+	VPBROADCASTD 104 B, Y8    \
+	VPSRLVD      SH, Y8, Y8   \
+	VPANDD       Y21, Y8, Y8  \
+	VPSLLD       $4, Y8, Y8   \
+	VPORD        Y8, Y, Y     \
+	VPSUBD       Y22, Y, Y
+
+// func repackQ3_Kx8Asm(dst *byte, w *byte, rs int, nb int)
+//
+// repackQ3_Kx8Asm is repackQ3_Kx8Go (batch_k_amd64.go) in assembly.
+TEXT ·repackQ3_Kx8Asm(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ w+8(FP), SI
+	MOVQ rs+16(FP), R8
+	MOVQ nb+24(FP), CX
+	LEAQ (R8)(R8*2), R9
+	LEAQ (SI)(R8*4), R10
+	MOVL         $0x03030303, AX
+	VPBROADCASTD AX, Y16
+	MOVL         $0x04040404, AX
+	VPBROADCASTD AX, Y17
+	VMOVDQU64    q3ShLo<>(SB), Y18
+	VMOVDQU64    q3ShHi<>(SB), Y19
+	MOVL         $15, AX
+	VPBROADCASTD AX, Y20
+	MOVL         $3, AX
+	VPBROADCASTD AX, Y21
+	MOVL         $32, AX
+	VPBROADCASTD AX, Y22
+
+rq3kloop:
+	Q6CHUNK(0, 32, 0, 0, VPSLLW, 2)
+	Q6CHUNK(1, 32, 0, 2, VPSLLW, 1)
+	Q6CHUNK(2, 32, 0, 4, VPSLLW, 0)
+	Q6CHUNK(3, 32, 0, 6, VPSRLW, 1)
+	Q6CHUNK(4, 64, 0, 0, VPSRLW, 2)
+	Q6CHUNK(5, 64, 0, 2, VPSRLW, 3)
+	Q6CHUNK(6, 64, 0, 4, VPSRLW, 4)
+	Q6CHUNK(7, 64, 0, 6, VPSRLW, 5)
+	Q3SC((SI), 0, Y18, Y0)
+	Q3SC((SI)(R8*1), 0, Y18, Y1)
+	Q3SC((SI)(R8*2), 0, Y18, Y2)
+	Q3SC((SI)(R9*1), 0, Y18, Y3)
+	Q3SC((R10), 0, Y18, Y4)
+	Q3SC((R10)(R8*1), 0, Y18, Y5)
+	Q3SC((R10)(R8*2), 0, Y18, Y6)
+	Q3SC((R10)(R9*1), 0, Y18, Y7)
+	TRANSPOSE8
+	VMOVDQU Y0, 2048(DI)
+	VMOVDQU Y2, 2080(DI)
+	VMOVDQU Y12, 2112(DI)
+	VMOVDQU Y14, 2144(DI)
+	VMOVDQU Y1, 2176(DI)
+	VMOVDQU Y3, 2208(DI)
+	VMOVDQU Y13, 2240(DI)
+	VMOVDQU Y15, 2272(DI)
+	Q3SC((SI), 4, Y19, Y0)
+	Q3SC((SI)(R8*1), 4, Y19, Y1)
+	Q3SC((SI)(R8*2), 4, Y19, Y2)
+	Q3SC((SI)(R9*1), 4, Y19, Y3)
+	Q3SC((R10), 4, Y19, Y4)
+	Q3SC((R10)(R8*1), 4, Y19, Y5)
+	Q3SC((R10)(R8*2), 4, Y19, Y6)
+	Q3SC((R10)(R9*1), 4, Y19, Y7)
+	TRANSPOSE8
+	VMOVDQU Y0, 2304(DI)
+	VMOVDQU Y2, 2336(DI)
+	VMOVDQU Y12, 2368(DI)
+	VMOVDQU Y14, 2400(DI)
+	VMOVDQU Y1, 2432(DI)
+	VMOVDQU Y3, 2464(DI)
+	VMOVDQU Y13, 2496(DI)
+	VMOVDQU Y15, 2528(DI)
+	GATHER16(108, X0, Y0)
+	VMOVUPS Y0, 2560(DI)
+	ADDQ $110, SI
+	ADDQ $110, R10
+	ADDQ $2592, DI
+	DECQ CX
+	JNZ  rq3kloop
+	VZEROUPPER
+	RET

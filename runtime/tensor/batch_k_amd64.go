@@ -81,8 +81,8 @@ func (a *Activations) prepareQ4KBatch() {
 }
 
 // matMulBatchK computes the whole groups of 8 rows from lo (a multiple
-// of 8) up to hi with the Q4_K (also Q5_K's) or Q6_K (also IQ4_XS's)
-// batch kernels and returns the first
+// of 8) up to hi with the Q4_K (also Q5_K's) or Q6_K (also Q3_K's and
+// IQ4_XS's) batch kernels and returns the first
 // row it did not compute.
 func matMulBatchK(out []float32, w Matrix, a *Activations, lo, hi int) int {
 	rows, cols, n := w.Rows, w.Cols, a.n
@@ -91,11 +91,14 @@ func matMulBatchK(out []float32, w Matrix, a *Activations, lo, hi int) int {
 	if w.Type == Q5_K {
 		bb = q5KBytes
 	}
-	q6 := w.Type == Q6_K || w.Type == IQ4_XS // the Q6_K kernels
+	q6 := w.Type == Q6_K || w.Type == Q3_K || w.Type == IQ4_XS // the Q6_K kernels
 	if q6 {
 		bb, tsb = q6KBytes, q6KTileSB
-		if w.Type == IQ4_XS {
+		switch w.Type {
+		case IQ4_XS:
 			bb = iq4XSBytes
+		case Q3_K:
+			bb = q3KBytes
 		}
 		_ = a.cK[n*cols/16-1]
 	} else {
@@ -118,6 +121,8 @@ func matMulBatchK(out []float32, w Matrix, a *Activations, lo, hi int) int {
 					repackQ6_Kx8Asm(&tile[0], &src[0], rb, kc)
 				case IQ4_XS:
 					repackIQ4_XSx8Asm(&tile[0], &src[0], rb, kc)
+				case Q3_K:
+					repackQ3_Kx8Asm(&tile[0], &src[0], rb, kc)
 				case Q5_K:
 					repackQ5_Kx8Asm(&tile[0], &src[0], rb, kc)
 				default:
@@ -197,7 +202,7 @@ func repackQ6_Kx8Go(dst, w []byte, rs, nb int) {
 
 // prepareCBatch fills a.cK with the corrections of the kernels of
 // batchQ6Kx8x4 for weights whose quants are offset by off (Q6_K 32,
-// IQ4_XS 128): -off times each 16-sum, as int32.
+// Q3_K 4, IQ4_XS 128): -off times each 16-sum, as int32.
 func (a *Activations) prepareCBatch(off int32) {
 	if a.cKOff == off {
 		return
@@ -213,8 +218,11 @@ func (a *Activations) prepareCBatch(off int32) {
 
 // cBatchOff is the offset of t's quants in a Q6_K-form tile.
 func cBatchOff(t Type) int32 {
-	if t == IQ4_XS {
+	switch t {
+	case IQ4_XS:
 		return 128
+	case Q3_K:
+		return 4
 	}
 	return 32
 }
@@ -280,6 +288,34 @@ func repackIQ4_XSx8Go(dst, w []byte, rs, nb int) {
 				le.PutUint32(t[2048+32*(2*j+1)+4*r:], ls)
 			}
 			le.PutUint32(t[2560+4*r:], math.Float32bits(FP16ToFP32(u16le(blk))))
+		}
+	}
+}
+
+// repackQ3_Kx8Asm is repackQ3_Kx8Go in assembly (batch_amd64.s).
+//
+//go:noescape
+func repackQ3_Kx8Asm(dst *byte, w *byte, rs int, nb int)
+
+// repackQ3_Kx8Go writes the tile of nb Q3_K super-blocks of the 8 rows at
+// w, w+rs, ... in the Q6_K tile's layout: the quants plus 4 (0..7), the
+// scales minus 32, d. The reference for repackQ3_Kx8Asm.
+func repackQ3_Kx8Go(dst, w []byte, rs, nb int) {
+	le := binary.LittleEndian
+	for b := range nb {
+		t := dst[b*q6KTileSB : (b+1)*q6KTileSB]
+		for r := range 8 {
+			blk := w[r*rs+b*q3KBytes : r*rs+(b+1)*q3KBytes]
+			hm, qs, sc := blk[0:32], blk[32:96], q3KScales(blk[96:108])
+			for c := range 8 {
+				for l := range 32 {
+					t[256*c+32*(l/4)+4*r+l%4] = qs[32*(c/4)+l]>>(2*(c%4))&3 | (hm[l]>>c&1)<<2
+				}
+			}
+			for i := range 16 {
+				le.PutUint32(t[2048+32*i+4*r:], uint32(int32(sc[i])-32))
+			}
+			le.PutUint32(t[2560+4*r:], math.Float32bits(FP16ToFP32(u16le(blk[108:]))))
 		}
 	}
 }

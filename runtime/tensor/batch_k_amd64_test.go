@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// The assembly Q4_K, Q5_K, Q6_K and IQ4_XS tile repacks write exactly what the Go ones
+// The assembly K-quant and IQ4_XS tile repacks write exactly what the Go ones
 // do, for blocks of random bytes (every scale, min and quant value;
 // finite fp16 scales, as NaN payloads may differ).
 func TestRepackKx8(t *testing.T) {
@@ -29,6 +29,7 @@ func TestRepackKx8(t *testing.T) {
 		{Q5_K, q5KBytes, q4KTileSB, []int{0, 2}, repackQ5_Kx8Asm, repackQ5_Kx8Go},
 		{Q6_K, q6KBytes, q6KTileSB, []int{208}, repackQ6_Kx8Asm, repackQ6_Kx8Go},
 		{IQ4_XS, iq4XSBytes, q6KTileSB, []int{0}, repackIQ4_XSx8Asm, repackIQ4_XSx8Go},
+		{Q3_K, q3KBytes, q6KTileSB, []int{108}, repackQ3_Kx8Asm, repackQ3_Kx8Go},
 	} {
 		for _, nb := range []int{1, 2, 5, 8} {
 			const rows, extra = 8, 3 // rows further apart than a row's blocks
