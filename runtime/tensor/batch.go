@@ -1,7 +1,7 @@
 package tensor
 
 // Batches of at least batchMin vectors against Q8_0 or Q4_0 weights (and
-// Q3_K to Q6_K and IQ4_XS where batchKQuants) use the "row-sequential" form of the dot product:
+// the K-quants and IQ4_XS where batchKQuants) use the "row-sequential" form of the dot product:
 // for each row and vector, one float32 accumulator and, block by block in
 // order,
 //
@@ -9,8 +9,8 @@ package tensor
 //
 // where isum_b is the block's exact integer dot product (for Q4_K, of the
 // super-block with its sub-block scales, and a second accumulator for the
-// mins term, subtracted at the end: dotQ4_KSeq, dotQ5_KSeq; dotQ6_KSeq,
-// dotQ3_KSeq, dotIQ4_XSSeq).
+// mins term, subtracted at the end: dotQ2_KSeq, dotQ4_KSeq, dotQ5_KSeq;
+// dotQ6_KSeq, dotQ3_KSeq, dotIQ4_XSSeq).
 // The assembly
 // computes it with eight rows in the eight lanes of a register (so the
 // float work and reduction are shared by eight rows) and must match the
@@ -19,12 +19,22 @@ package tensor
 const batchMin = 8
 
 // usesBatchForm reports whether MatMulAct computes n vectors against t in
-// the row-sequential form. Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS batches use
-// it where a CPU has
+// the row-sequential form. K-quant and IQ4_XS batches use it where a CPU
+// has
 // the kernels for it (batchKQuants): the same input then gives, within
 // float rounding, different results on CPUs with and without them.
 func usesBatchForm(t Type, n int) bool {
-	return n >= batchMin && (t == Q8_0 || t == Q4_0 || (t == Q3_K || t == Q4_K || t == Q5_K || t == Q6_K || t == IQ4_XS) && batchKQuants)
+	return n >= batchMin && (t == Q8_0 || t == Q4_0 || isKBatch(t) && batchKQuants)
+}
+
+// isKBatch reports whether t is one of the types with a row-sequential
+// form kept for CPUs with its kernels: the K-quants and IQ4_XS.
+func isKBatch(t Type) bool {
+	switch t {
+	case Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS:
+		return true
+	}
+	return false
 }
 
 // dotQ8_0Seq is the row-sequential dot of a Q8_0 row with 32-block
@@ -141,6 +151,35 @@ func dotQ6_KSeq(w []byte, x []int8, d []float32, bsums []int16) float32 {
 	return acc
 }
 
+// dotQ2_KSeq is the row-sequential dot of a Q2_K row with Q8_K
+// activations: per super-block the exact integer sums over the 16
+// sub-blocks of scale * dot and of min * 16-sum, each scaled once into
+// its own accumulator (the mins one subtracted at the end).
+func dotQ2_KSeq(w []byte, x []int8, d []float32, bsums []int16) float32 {
+	nb := len(d)
+	w, x, bsums = w[:nb*q2KBytes], x[:nb*qkK], bsums[:nb*16]
+	var acc, accm float32
+	for b := range nb {
+		blk := w[b*q2KBytes : (b+1)*q2KBytes]
+		dd := d[b] * FP16ToFP32(u16le(blk[80:]))
+		dmin := d[b] * FP16ToFP32(u16le(blk[82:]))
+		sc, qs, xs := blk[0:16], blk[16:80], x[qkK*b:qkK*(b+1)]
+		var isum, msum int32
+		for i := range 16 {
+			c := i / 2 // chunk of 32: half c/4, quarter c%4
+			var dot int32
+			for l := 16 * (i % 2); l < 16*(i%2)+16; l++ {
+				dot += int32(qs[32*(c/4)+l]>>(2*(c%4))&3) * int32(xs[32*c+l])
+			}
+			isum += int32(sc[i]&15) * dot
+			msum += int32(sc[i]>>4) * int32(bsums[16*b+i])
+		}
+		acc = fma32(float32(isum), dd, acc)
+		accm = fma32(float32(msum), dmin, accm)
+	}
+	return acc - accm
+}
+
 // dotQ3_KSeq is dotQ6_KSeq for Q3_K rows: quants minus 4 (the offset
 // taken off through the 16-sums), scales minus 32.
 func dotQ3_KSeq(w []byte, x []int8, d []float32, bsums []int16) float32 {
@@ -214,6 +253,9 @@ func matMulBatchRows(out []float32, w Matrix, a *Activations, lo, hi int) {
 				continue
 			case Q6_K:
 				out[i*rows+r] = dotQ6_KSeq(row, a.qK[i*cols:(i+1)*cols], a.dK[i*nk:(i+1)*nk], a.bsumsK[i*cols/16:(i+1)*cols/16])
+				continue
+			case Q2_K:
+				out[i*rows+r] = dotQ2_KSeq(row, a.qK[i*cols:(i+1)*cols], a.dK[i*nk:(i+1)*nk], a.bsumsK[i*cols/16:(i+1)*cols/16])
 				continue
 			case Q3_K:
 				out[i*rows+r] = dotQ3_KSeq(row, a.qK[i*cols:(i+1)*cols], a.dK[i*nk:(i+1)*nk], a.bsumsK[i*cols/16:(i+1)*cols/16])

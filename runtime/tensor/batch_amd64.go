@@ -165,9 +165,9 @@ func x8Index(t Type) int {
 // it did not compute.
 func matMulBatchX8(out []float32, w Matrix, a *Activations, lo, hi int) int {
 	switch w.Type {
-	case Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS:
+	case Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS:
 		q6 := w.Type == Q6_K || w.Type == Q3_K || w.Type == IQ4_XS
-		if useAVX512 && (!q6 && a.okB2 || q6 && a.cKOff == cBatchOff(w.Type)) {
+		if useAVX512 && (w.Type == Q2_K || !q6 && a.okB2 || q6 && a.cKOff == cBatchOff(w.Type)) {
 			return matMulBatchK(out, w, a, lo, hi)
 		}
 		return lo

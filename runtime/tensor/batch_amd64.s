@@ -1564,3 +1564,107 @@ rq3kloop:
 	JNZ  rq3kloop
 	VZEROUPPER
 	RET
+
+// The Q2_K tile (batchQ2Kx8x4): per super-block of the 8 rows, the 2-bit
+// quants as a Q6_K tile's (by the Q6_K chunk macros, Y16 = 0x03 and no
+// high bits: Y17 = 0), at 2048+32i the rows' scales of sub-block i as
+// int32, at 2560+32k their mins 2k and 2k+1 as an int16 pair, at 2816
+// and 2848 their d and dmin.
+
+// Q2SC(B, off, Y): scales off..off+7 of the row at B as int32 (Y20 = 15).
+#define Q2SC(B, off, Y) \
+	VPMOVZXBD off B, Y  \
+	VPANDD    Y20, Y, Y
+
+// Q2MIN(B, Y): the 16 mins of the row at B as int16 (pairs in dwords).
+#define Q2MIN(B, Y) \
+	VPMOVZXBW 0 B, Y   \
+	VPSRLW    $4, Y, Y
+
+// func repackQ2_Kx8Asm(dst *byte, w *byte, rs int, nb int)
+//
+// repackQ2_Kx8Asm is repackQ2_Kx8Go (batch_k_amd64.go) in assembly.
+TEXT ·repackQ2_Kx8Asm(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ w+8(FP), SI
+	MOVQ rs+16(FP), R8
+	MOVQ nb+24(FP), CX
+	LEAQ (R8)(R8*2), R9
+	LEAQ (SI)(R8*4), R10
+	MOVL         $0x03030303, AX
+	VPBROADCASTD AX, Y16
+	VPXORD       Y17, Y17, Y17
+	MOVL         $15, AX
+	VPBROADCASTD AX, Y20
+
+rq2kloop:
+	Q6CHUNK(0, 16, 16, 0, VPSLLW, 0)
+	Q6CHUNK(1, 16, 16, 2, VPSLLW, 0)
+	Q6CHUNK(2, 16, 16, 4, VPSLLW, 0)
+	Q6CHUNK(3, 16, 16, 6, VPSLLW, 0)
+	Q6CHUNK(4, 48, 48, 0, VPSLLW, 0)
+	Q6CHUNK(5, 48, 48, 2, VPSLLW, 0)
+	Q6CHUNK(6, 48, 48, 4, VPSLLW, 0)
+	Q6CHUNK(7, 48, 48, 6, VPSLLW, 0)
+	Q2SC((SI), 0, Y0)
+	Q2SC((SI)(R8*1), 0, Y1)
+	Q2SC((SI)(R8*2), 0, Y2)
+	Q2SC((SI)(R9*1), 0, Y3)
+	Q2SC((R10), 0, Y4)
+	Q2SC((R10)(R8*1), 0, Y5)
+	Q2SC((R10)(R8*2), 0, Y6)
+	Q2SC((R10)(R9*1), 0, Y7)
+	TRANSPOSE8
+	VMOVDQU Y0, 2048(DI)
+	VMOVDQU Y2, 2080(DI)
+	VMOVDQU Y12, 2112(DI)
+	VMOVDQU Y14, 2144(DI)
+	VMOVDQU Y1, 2176(DI)
+	VMOVDQU Y3, 2208(DI)
+	VMOVDQU Y13, 2240(DI)
+	VMOVDQU Y15, 2272(DI)
+	Q2SC((SI), 8, Y0)
+	Q2SC((SI)(R8*1), 8, Y1)
+	Q2SC((SI)(R8*2), 8, Y2)
+	Q2SC((SI)(R9*1), 8, Y3)
+	Q2SC((R10), 8, Y4)
+	Q2SC((R10)(R8*1), 8, Y5)
+	Q2SC((R10)(R8*2), 8, Y6)
+	Q2SC((R10)(R9*1), 8, Y7)
+	TRANSPOSE8
+	VMOVDQU Y0, 2304(DI)
+	VMOVDQU Y2, 2336(DI)
+	VMOVDQU Y12, 2368(DI)
+	VMOVDQU Y14, 2400(DI)
+	VMOVDQU Y1, 2432(DI)
+	VMOVDQU Y3, 2464(DI)
+	VMOVDQU Y13, 2496(DI)
+	VMOVDQU Y15, 2528(DI)
+	Q2MIN((SI), Y0)
+	Q2MIN((SI)(R8*1), Y1)
+	Q2MIN((SI)(R8*2), Y2)
+	Q2MIN((SI)(R9*1), Y3)
+	Q2MIN((R10), Y4)
+	Q2MIN((R10)(R8*1), Y5)
+	Q2MIN((R10)(R8*2), Y6)
+	Q2MIN((R10)(R9*1), Y7)
+	TRANSPOSE8
+	VMOVDQU Y0, 2560(DI)
+	VMOVDQU Y2, 2592(DI)
+	VMOVDQU Y12, 2624(DI)
+	VMOVDQU Y14, 2656(DI)
+	VMOVDQU Y1, 2688(DI)
+	VMOVDQU Y3, 2720(DI)
+	VMOVDQU Y13, 2752(DI)
+	VMOVDQU Y15, 2784(DI)
+	GATHER16(80, X0, Y0)
+	VMOVUPS Y0, 2816(DI)
+	GATHER16(82, X1, Y1)
+	VMOVUPS Y1, 2848(DI)
+	ADDQ $84, SI
+	ADDQ $84, R10
+	ADDQ $2880, DI
+	DECQ CX
+	JNZ  rq2kloop
+	VZEROUPPER
+	RET

@@ -14,6 +14,7 @@ var batchKQuants = hasAVX512
 const (
 	q4KTileSB = 2496 // bytes per super-block of 8 rows in a Q4_K tile
 	q6KTileSB = 2592 // and in a Q6_K tile
+	q2KTileSB = 2880 // and in a Q2_K tile
 	kBatchKC  = 8    // super-blocks per tile: about 20 KB, in L1
 )
 
@@ -81,15 +82,18 @@ func (a *Activations) prepareQ4KBatch() {
 }
 
 // matMulBatchK computes the whole groups of 8 rows from lo (a multiple
-// of 8) up to hi with the Q4_K (also Q5_K's) or Q6_K (also Q3_K's and
-// IQ4_XS's) batch kernels and returns the first
+// of 8) up to hi with the Q2_K, Q4_K (also Q5_K's) or Q6_K (also Q3_K's
+// and IQ4_XS's) batch kernels and returns the first
 // row it did not compute.
 func matMulBatchK(out []float32, w Matrix, a *Activations, lo, hi int) int {
 	rows, cols, n := w.Rows, w.Cols, a.n
 	rb, nk := w.RowBytes(), cols/qkK
 	bb, tsb := q4KBytes, q4KTileSB
-	if w.Type == Q5_K {
+	switch w.Type {
+	case Q5_K:
 		bb = q5KBytes
+	case Q2_K:
+		bb, tsb = q2KBytes, q2KTileSB
 	}
 	q6 := w.Type == Q6_K || w.Type == Q3_K || w.Type == IQ4_XS // the Q6_K kernels
 	if q6 {
@@ -101,11 +105,11 @@ func matMulBatchK(out []float32, w Matrix, a *Activations, lo, hi int) int {
 			bb = q3KBytes
 		}
 		_ = a.cK[n*cols/16-1]
-	} else {
+	} else if w.Type != Q2_K {
 		_ = a.bK2[n*cols/32-1]
 	}
 	_, _ = a.qK[n*cols-1], a.dK[n*nk-1]
-	var tile [kBatchKC * q6KTileSB]byte
+	var tile [kBatchKC * q2KTileSB]byte
 	var acc [batchVecs][16]float32
 	r := lo
 	for ; r+8 <= hi; r += 8 {
@@ -123,6 +127,8 @@ func matMulBatchK(out []float32, w Matrix, a *Activations, lo, hi int) int {
 					repackIQ4_XSx8Asm(&tile[0], &src[0], rb, kc)
 				case Q3_K:
 					repackQ3_Kx8Asm(&tile[0], &src[0], rb, kc)
+				case Q2_K:
+					repackQ2_Kx8Asm(&tile[0], &src[0], rb, kc)
 				case Q5_K:
 					repackQ5_Kx8Asm(&tile[0], &src[0], rb, kc)
 				default:
@@ -133,6 +139,8 @@ func matMulBatchK(out []float32, w Matrix, a *Activations, lo, hi int) int {
 					x, d := &a.qK[v*cols+qkK*k0], &a.dK[v*nk+k0]
 					if q6 {
 						batchQ6Kx8x4(&tile[0], x, cols, d, 4*nk, &a.cK[v*cols/16+16*k0], 4*(cols/16), kc, &acc[v-v0][0])
+					} else if w.Type == Q2_K {
+						batchQ2Kx8x4(&tile[0], x, cols, d, 4*nk, &a.bsumsK[v*cols/16+16*k0], 2*(cols/16), kc, &acc[v-v0][0])
 					} else {
 						batchQ4Kx8x4(&tile[0], x, cols, d, 4*nk, &a.bK2[v*cols/32+8*k0], 2*(cols/32), kc, &acc[v-v0][0])
 					}
@@ -141,6 +149,8 @@ func matMulBatchK(out []float32, w Matrix, a *Activations, lo, hi int) int {
 					x, d := &a.qK[v*cols+qkK*k0], &a.dK[v*nk+k0]
 					if q6 {
 						batchQ6Kx8x1(&tile[0], x, d, &a.cK[v*cols/16+16*k0], kc, &acc[v-v0][0])
+					} else if w.Type == Q2_K {
+						batchQ2Kx8x1(&tile[0], x, d, &a.bsumsK[v*cols/16+16*k0], kc, &acc[v-v0][0])
 					} else {
 						batchQ4Kx8x1(&tile[0], x, d, &a.bK2[v*cols/32+8*k0], kc, &acc[v-v0][0])
 					}
@@ -316,6 +326,49 @@ func repackQ3_Kx8Go(dst, w []byte, rs, nb int) {
 				le.PutUint32(t[2048+32*i+4*r:], uint32(int32(sc[i])-32))
 			}
 			le.PutUint32(t[2560+4*r:], math.Float32bits(FP16ToFP32(u16le(blk[108:]))))
+		}
+	}
+}
+
+// batchQ2Kx8x4 is batchQ4Kx8x4 for a Q2_K tile (dotQ2_KSeq): b + t*bs holds
+// vector t's 16-sums.
+//
+//go:noescape
+func batchQ2Kx8x4(tile *byte, x *int8, xs int, d *float32, ds int, b *int16, bs int, nb int, acc *float32)
+
+// batchQ2Kx8x1 is batchQ2Kx8x4 for one vector.
+//
+//go:noescape
+func batchQ2Kx8x1(tile *byte, x *int8, d *float32, b *int16, nb int, acc *float32)
+
+// repackQ2_Kx8Asm is repackQ2_Kx8Go in assembly (batch_amd64.s).
+//
+//go:noescape
+func repackQ2_Kx8Asm(dst *byte, w *byte, rs int, nb int)
+
+// repackQ2_Kx8Go writes the Q2_K tile (see repackQ2_Kx8Asm in
+// batch_amd64.s) of nb super-blocks of the 8 rows at w, w+rs, ...: the
+// reference for repackQ2_Kx8Asm.
+func repackQ2_Kx8Go(dst, w []byte, rs, nb int) {
+	le := binary.LittleEndian
+	for b := range nb {
+		t := dst[b*q2KTileSB : (b+1)*q2KTileSB]
+		for r := range 8 {
+			blk := w[r*rs+b*q2KBytes : r*rs+(b+1)*q2KBytes]
+			sc, qs := blk[0:16], blk[16:80]
+			for c := range 8 {
+				for l := range 32 {
+					t[256*c+32*(l/4)+4*r+l%4] = qs[32*(c/4)+l] >> (2 * (c % 4)) & 3
+				}
+			}
+			for i := range 16 {
+				le.PutUint32(t[2048+32*i+4*r:], uint32(sc[i]&15))
+			}
+			for k := range 8 {
+				le.PutUint32(t[2560+32*k+4*r:], uint32(sc[2*k]>>4)|uint32(sc[2*k+1]>>4)<<16)
+			}
+			le.PutUint32(t[2816+4*r:], math.Float32bits(FP16ToFP32(u16le(blk[80:]))))
+			le.PutUint32(t[2848+4*r:], math.Float32bits(FP16ToFP32(u16le(blk[82:]))))
 		}
 	}
 }

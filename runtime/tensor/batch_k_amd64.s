@@ -341,3 +341,188 @@ bq6kx1loop:
 	VMOVUPS Y16, 0(AX)
 	VZEROUPPER
 	RET
+
+// The Q2_K batch kernels (dotQ2_KSeq's arithmetic; the tile is described
+// above repackQ2_Kx8Asm in batch_amd64.s): the Q6_K kernels' sub-block
+// sums (starting at zero) plus the mins terms of the 16 sub-blocks, eight
+// VPDPWSSD against the vector's 16-sums (pairs), into the second
+// accumulator as batchQ4Kx8x4's. b + t*bs: vector t's 16-sums (int16).
+
+// KMIN2(k): the mins pair k against the four vectors' 16-sums pair k.
+#define KMIN2(k) \
+	VMOVDQU       (2560+32*k)(SI), Y10            \
+	VPDPWSSD.BCST (4*k)(BX), Y10, Y4              \
+	VPDPWSSD.BCST (4*k)(BX)(R12*1), Y10, Y5       \
+	VPDPWSSD.BCST (4*k)(BX)(R12*2), Y10, Y6       \
+	VPDPWSSD.BCST (4*k)(BX)(R13*1), Y10, Y7
+
+#define KZ6(i) \
+	VPXOR Y4, Y4, Y4 \
+	VPXOR Y5, Y5, Y5 \
+	VPXOR Y6, Y6, Y6 \
+	VPXOR Y7, Y7, Y7 \
+	KG6(i, 0)        \
+	KG6(i, 1)        \
+	KG6(i, 2)        \
+	KG6(i, 3)        \
+	VMOVDQU (2048+32*i)(SI), Y9 \
+	VPMULLD Y9, Y4, Y4          \
+	VPMULLD Y9, Y5, Y5          \
+	VPMULLD Y9, Y6, Y6          \
+	VPMULLD Y9, Y7, Y7          \
+	VPADDD  Y4, Y0, Y0          \
+	VPADDD  Y5, Y1, Y1          \
+	VPADDD  Y6, Y2, Y2          \
+	VPADDD  Y7, Y3, Y3
+
+// func batchQ2Kx8x4(tile *byte, x *int8, xs int, d *float32, ds int, b *int16, bs int, nb int, acc *float32)
+TEXT ·batchQ2Kx8x4(SB), NOSPLIT, $0-72
+	MOVQ tile+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ xs+16(FP), R8
+	LEAQ (R8)(R8*2), R9
+	MOVQ d+24(FP), DX
+	MOVQ ds+32(FP), R10
+	LEAQ (R10)(R10*2), R11
+	MOVQ b+40(FP), BX
+	MOVQ bs+48(FP), R12
+	LEAQ (R12)(R12*2), R13
+	MOVQ nb+56(FP), CX
+	MOVQ acc+64(FP), AX
+	VMOVUPS 0(AX), Y16
+	VMOVUPS 32(AX), Y20
+	VMOVUPS 64(AX), Y17
+	VMOVUPS 96(AX), Y21
+	VMOVUPS 128(AX), Y18
+	VMOVUPS 160(AX), Y22
+	VMOVUPS 192(AX), Y19
+	VMOVUPS 224(AX), Y23
+
+bq2kx4loop:
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	KZ6(0)
+	KZ6(1)
+	KZ6(2)
+	KZ6(3)
+	KZ6(4)
+	KZ6(5)
+	KZ6(6)
+	KZ6(7)
+	KZ6(8)
+	KZ6(9)
+	KZ6(10)
+	KZ6(11)
+	KZ6(12)
+	KZ6(13)
+	KZ6(14)
+	KZ6(15)
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+	KMIN2(0)
+	KMIN2(1)
+	KMIN2(2)
+	KMIN2(3)
+	KMIN2(4)
+	KMIN2(5)
+	KMIN2(6)
+	KMIN2(7)
+	VMOVUPS 2816(SI), Y14
+	VMOVUPS 2848(SI), Y15
+	KFOLD1((DX), Y0, Y4, Y16, Y20)
+	KFOLD1((DX)(R10*1), Y1, Y5, Y17, Y21)
+	KFOLD1((DX)(R10*2), Y2, Y6, Y18, Y22)
+	KFOLD1((DX)(R11*1), Y3, Y7, Y19, Y23)
+	ADDQ $2880, SI
+	ADDQ $256, DI
+	ADDQ $4, DX
+	ADDQ $32, BX
+	DECQ CX
+	JNZ  bq2kx4loop
+	VMOVUPS Y16, 0(AX)
+	VMOVUPS Y20, 32(AX)
+	VMOVUPS Y17, 64(AX)
+	VMOVUPS Y21, 96(AX)
+	VMOVUPS Y18, 128(AX)
+	VMOVUPS Y22, 160(AX)
+	VMOVUPS Y19, 192(AX)
+	VMOVUPS Y23, 224(AX)
+	VZEROUPPER
+	RET
+
+#define KZ6x1(i) \
+	VPXOR         Y4, Y4, Y4                    \
+	VMOVDQU       (128*i)(SI), Y8               \
+	VPDPBUSD.BCST (16*i)(DI), Y8, Y4            \
+	VMOVDQU       (128*i+32)(SI), Y8            \
+	VPDPBUSD.BCST (16*i+4)(DI), Y8, Y4          \
+	VMOVDQU       (128*i+64)(SI), Y8            \
+	VPDPBUSD.BCST (16*i+8)(DI), Y8, Y4          \
+	VMOVDQU       (128*i+96)(SI), Y8            \
+	VPDPBUSD.BCST (16*i+12)(DI), Y8, Y4         \
+	VPMULLD       (2048+32*i)(SI), Y4, Y4       \
+	VPADDD        Y4, Y0, Y0
+
+// func batchQ2Kx8x1(tile *byte, x *int8, d *float32, b *int16, nb int, acc *float32)
+TEXT ·batchQ2Kx8x1(SB), NOSPLIT, $0-48
+	MOVQ tile+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ d+16(FP), DX
+	MOVQ b+24(FP), BX
+	MOVQ nb+32(FP), CX
+	MOVQ acc+40(FP), AX
+	VMOVUPS 0(AX), Y16
+	VMOVUPS 32(AX), Y20
+
+bq2kx1loop:
+	VPXOR Y0, Y0, Y0
+	KZ6x1(0)
+	KZ6x1(1)
+	KZ6x1(2)
+	KZ6x1(3)
+	KZ6x1(4)
+	KZ6x1(5)
+	KZ6x1(6)
+	KZ6x1(7)
+	KZ6x1(8)
+	KZ6x1(9)
+	KZ6x1(10)
+	KZ6x1(11)
+	KZ6x1(12)
+	KZ6x1(13)
+	KZ6x1(14)
+	KZ6x1(15)
+	VPXOR Y4, Y4, Y4
+	VMOVDQU 2560(SI), Y10
+	VPDPWSSD.BCST 0(BX), Y10, Y4
+	VMOVDQU 2592(SI), Y10
+	VPDPWSSD.BCST 4(BX), Y10, Y4
+	VMOVDQU 2624(SI), Y10
+	VPDPWSSD.BCST 8(BX), Y10, Y4
+	VMOVDQU 2656(SI), Y10
+	VPDPWSSD.BCST 12(BX), Y10, Y4
+	VMOVDQU 2688(SI), Y10
+	VPDPWSSD.BCST 16(BX), Y10, Y4
+	VMOVDQU 2720(SI), Y10
+	VPDPWSSD.BCST 20(BX), Y10, Y4
+	VMOVDQU 2752(SI), Y10
+	VPDPWSSD.BCST 24(BX), Y10, Y4
+	VMOVDQU 2784(SI), Y10
+	VPDPWSSD.BCST 28(BX), Y10, Y4
+	VMOVUPS 2816(SI), Y14
+	VMOVUPS 2848(SI), Y15
+	KFOLD1((DX), Y0, Y4, Y16, Y20)
+	ADDQ $2880, SI
+	ADDQ $256, DI
+	ADDQ $4, DX
+	ADDQ $32, BX
+	DECQ CX
+	JNZ  bq2kx1loop
+	VMOVUPS Y16, 0(AX)
+	VMOVUPS Y20, 32(AX)
+	VZEROUPPER
+	RET

@@ -30,6 +30,7 @@ func TestRepackKx8(t *testing.T) {
 		{Q6_K, q6KBytes, q6KTileSB, []int{208}, repackQ6_Kx8Asm, repackQ6_Kx8Go},
 		{IQ4_XS, iq4XSBytes, q6KTileSB, []int{0}, repackIQ4_XSx8Asm, repackIQ4_XSx8Go},
 		{Q3_K, q3KBytes, q6KTileSB, []int{108}, repackQ3_Kx8Asm, repackQ3_Kx8Go},
+		{Q2_K, q2KBytes, q2KTileSB, []int{80, 82}, repackQ2_Kx8Asm, repackQ2_Kx8Go},
 	} {
 		for _, nb := range []int{1, 2, 5, 8} {
 			const rows, extra = 8, 3 // rows further apart than a row's blocks

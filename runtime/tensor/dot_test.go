@@ -445,7 +445,7 @@ func BenchmarkMatMulAct(b *testing.B) {
 // thread; bytes are weight bytes.
 func BenchmarkMatMulActBatch(b *testing.B) {
 	const rows, cols, n = 256, 2048, 64
-	for _, t := range []Type{Q8_0, Q4_0, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS} {
+	for _, t := range []Type{Q8_0, Q4_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS} {
 		w, _ := randomMatrix(b, t, rows, cols, 1)
 		x := testData("uniform", n*cols, 2)
 		out := make([]float32, n*rows)
@@ -554,7 +554,7 @@ func TestDotAxpy(t *testing.T) {
 // the generic row-sequential form bit for bit.
 func TestMatMulActBatch(t *testing.T) {
 	const rows, n = 21, 70
-	for _, typ := range []Type{Q8_0, Q4_0, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS} {
+	for _, typ := range []Type{Q8_0, Q4_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS} {
 		t.Run(typ.String(), func(t *testing.T) {
 			cols := 32 * 37
 			if typ.BlockSize() == qkK {
@@ -624,7 +624,7 @@ func TestSwiGLUImplementations(t *testing.T) {
 func TestMatMulActBatchRandomBlocks(t *testing.T) {
 	const rows, n = 16, 13
 	r := rand.New(rand.NewPCG(9, 10))
-	for _, typ := range []Type{Q8_0, Q4_0, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS} {
+	for _, typ := range []Type{Q8_0, Q4_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS} {
 		t.Run(typ.String(), func(t *testing.T) {
 			cols := 32 * 19
 			if typ.BlockSize() == qkK {
@@ -641,6 +641,9 @@ func TestMatMulActBatchRandomBlocks(t *testing.T) {
 					binary.LittleEndian.PutUint16(w.Data[i+208:], FP32ToFP16(float32(r.NormFloat64())*0.01))
 				case Q3_K:
 					binary.LittleEndian.PutUint16(w.Data[i+108:], FP32ToFP16(float32(r.NormFloat64())*0.01))
+				case Q2_K:
+					binary.LittleEndian.PutUint16(w.Data[i+80:], FP32ToFP16(float32(r.NormFloat64())*0.01))
+					binary.LittleEndian.PutUint16(w.Data[i+82:], FP32ToFP16(float32(r.NormFloat64())*0.01))
 				case Q4_K, Q5_K:
 					binary.LittleEndian.PutUint16(w.Data[i+2:], FP32ToFP16(float32(r.NormFloat64())*0.01))
 					fallthrough
