@@ -485,6 +485,17 @@ q4ky4loop:
 	SH         $n, Y24, Y25 \
 	VPTERNLOGD $0xf8, Y26, Y25, W
 
+// K5YWQ(qoff, QH, ...): K5YW with the fifth bits in QH.
+#define K5YWQ(qoff, QH, SH0, N0, SH1, N1) \
+	K4YW(qoff)                     \
+	SH0        $N0, QH, Y25        \
+	VPTERNLOGD $0xf8, Y26, Y25, Y4 \
+	SH1        $N1, QH, Y25        \
+	VPTERNLOGD $0xf8, Y26, Y25, Y5
+
+// func dotQ5_KAVX512 is dotQ4_KAVX512 for Q5_K rows (fifth bits of b in
+// Y24, of b+1 in Y23).
+
 // K5YW(qoff, ...): K4YW plus the fifth bits of sub-blocks 2g (shift SH0
 // by N0) and 2g+1 (SH1 by N1).
 #define K5YW(qoff, SH0, N0, SH1, N1) \
@@ -492,7 +503,7 @@ q4ky4loop:
 	K5BIT(SH0, N0, Y4)   \
 	K5BIT(SH1, N1, Y5)
 
-TEXT ·dotQ5_KAVX512(SB), NOSPLIT, $32-44
+TEXT ·dotQ5_KAVX512(SB), NOSPLIT, $96-44
 	MOVQ w+0(FP), SI
 	MOVQ x+8(FP), DI
 	MOVQ d+16(FP), DX
@@ -500,26 +511,122 @@ TEXT ·dotQ5_KAVX512(SB), NOSPLIT, $32-44
 	MOVQ nb+32(FP), CX
 	K4YCONST
 	K5YCONST
+	VPBROADCASTQ X15, Y15
+	VPBROADCASTQ X12, Y12
+	VPBROADCASTQ X11, Y11
+	VMOVDQU64    k4scLo<>(SB), Y27
+	VMOVDQU64    k4scHi<>(SB), Y28
+	VMOVDQU64    k4minW<>(SB), Y29
 	VXORPS Y8, Y8, Y8
 	VXORPS X9, X9, X9
+	CMPQ   CX, $2
+	JLT    q5kyone
 
-q5kyloop:
+q5kypair:
 	VMOVDQU64 16(SI), Y24
+	VMOVDQU64 192(SI), Y23
 	PREFETCHT0 (4096)(SI)
 	PREFETCHT0 (4160)(SI)
 	PREFETCHT0 (4224)(SI)
+	PREFETCHT0 (4288)(SI)
+	PREFETCHT0 (4352)(SI)
+	PREFETCHT0 (4416)(SI)
+	// The scales and mins of both (K4YSCALES on the two halves).
+	VMOVDQU     4(SI), X6
+	VINSERTI128 $1, 180(SI), Y6, Y6
+	VPAND       Y15, Y6, Y13
+	VPSHUFD     $0xaa, Y6, Y7
+	VPSRLVD     Y11, Y7, Y7
+	VPAND       Y14, Y7, Y7
+	VPSRLD      $6, Y6, Y6
+	VPAND       Y12, Y6, Y6
+	VPSLLD      $4, Y6, Y6
+	VPOR        Y6, Y7, Y7
+	VPUNPCKLDQ  Y7, Y13, Y13
+	VPSHUFB     Y27, Y13, Y6
+	VMOVDQU     Y6, 0(SP)
+	VPSHUFB     Y28, Y13, Y6
+	VMOVDQU     Y6, 32(SP)
+	// 64(SP) = [d*d, d*dmin] of b, then of b+1.
+	MOVL         (SI), AX
+	VMOVD        AX, X2
+	VPINSRD      $1, 176(SI), X2, X2
+	VCVTPH2PS    X2, X2
+	VMOVSD       (DX), X3
+	VPERMILPS    $0x50, X3, X3
+	VMULPS       X3, X2, X2
+	VMOVUPS      X2, 64(SP)
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	K5YWQ(48, Y24, VPSLLW, 4, VPSLLW, 3)
+	K4YMULO((DI), Y4, 0, Y0)
+	K4YMULO(32(DI), Y5, 4, Y0)
+	K5YWQ(224, Y23, VPSLLW, 4, VPSLLW, 3)
+	K4YMULO(256(DI), Y4, 16, Y1)
+	K4YMULO(288(DI), Y5, 20, Y1)
+	K5YWQ(80, Y24, VPSLLW, 2, VPSLLW, 1)
+	K4YMULO(64(DI), Y4, 8, Y0)
+	K4YMULO(96(DI), Y5, 12, Y0)
+	K5YWQ(256, Y23, VPSLLW, 2, VPSLLW, 1)
+	K4YMULO(320(DI), Y4, 24, Y1)
+	K4YMULO(352(DI), Y5, 28, Y1)
+	K5YWQ(112, Y24, VPSLLW, 0, VPSRLW, 1)
+	K4YMULO(128(DI), Y4, 32, Y0)
+	K4YMULO(160(DI), Y5, 36, Y0)
+	K5YWQ(288, Y23, VPSLLW, 0, VPSRLW, 1)
+	K4YMULO(384(DI), Y4, 48, Y1)
+	K4YMULO(416(DI), Y5, 52, Y1)
+	K5YWQ(144, Y24, VPSRLW, 2, VPSRLW, 3)
+	K4YMULO(192(DI), Y4, 40, Y0)
+	K4YMULO(224(DI), Y5, 44, Y0)
+	K5YWQ(320, Y23, VPSRLW, 2, VPSRLW, 3)
+	K4YMULO(448(DI), Y4, 56, Y1)
+	K4YMULO(480(DI), Y5, 60, Y1)
+	// The mins terms: the sub-block sums (pairs of 16-sums) of b in the
+	// low half, of b+1 in the high, against the mins as int16.
+	VMOVDQU      (BX), Y4
+	VPHADDW      32(BX), Y4, Y4
+	VPERMQ       $0xd8, Y4, Y4
+	VPSHUFB      Y29, Y13, Y5
+	VPMADDWD     Y5, Y4, Y4
+	VPSHUFD      $0x4e, Y4, Y5
+	VPADDD       Y5, Y4, Y4
+	VPSHUFD      $0xb1, Y4, Y5
+	VPADDD       Y5, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VEXTRACTF128 $1, Y4, X5
+	VFMADD231SS  68(SP), X4, X9
+	VFMADD231SS  76(SP), X5, X9
+	VCVTDQ2PS    Y0, Y0
+	VBROADCASTSS 64(SP), Y2
+	VFMADD231PS  Y2, Y0, Y8
+	VCVTDQ2PS    Y1, Y1
+	VBROADCASTSS 72(SP), Y2
+	VFMADD231PS  Y2, Y1, Y8
+	ADDQ $352, SI
+	ADDQ $512, DI
+	ADDQ $8, DX
+	ADDQ $64, BX
+	SUBQ $2, CX
+	CMPQ CX, $2
+	JGE  q5kypair
+
+q5kyone:
+	TESTQ CX, CX
+	JZ    q5kydone
+	VMOVDQU64 16(SI), Y24
 	K4YSCALES
 	VPXOR Y0, Y0, Y0
-	K5YW(48, VPSLLW, 4, VPSLLW, 3)
+	K5YWQ(48, Y24, VPSLLW, 4, VPSLLW, 3)
 	K4YMUL((DI), Y4, 0, Y0)
 	K4YMUL(32(DI), Y5, 1, Y0)
-	K5YW(80, VPSLLW, 2, VPSLLW, 1)
+	K5YWQ(80, Y24, VPSLLW, 2, VPSLLW, 1)
 	K4YMUL(64(DI), Y4, 2, Y0)
 	K4YMUL(96(DI), Y5, 3, Y0)
-	K5YW(112, VPSLLW, 0, VPSRLW, 1)
+	K5YWQ(112, Y24, VPSLLW, 0, VPSRLW, 1)
 	K4YMUL(128(DI), Y4, 4, Y0)
 	K4YMUL(160(DI), Y5, 5, Y0)
-	K5YW(144, VPSRLW, 2, VPSRLW, 3)
+	K5YWQ(144, Y24, VPSRLW, 2, VPSRLW, 3)
 	K4YMUL(192(DI), Y4, 6, Y0)
 	K4YMUL(224(DI), Y5, 7, Y0)
 	// X2 = d * fp16 d, X3 = d * fp16 dmin (lane 0).
@@ -541,13 +648,8 @@ q5kyloop:
 	VCVTDQ2PS    Y0, Y0
 	VBROADCASTSS X2, Y2
 	VFMADD231PS  Y2, Y0, Y8
-	ADDQ $176, SI
-	ADDQ $256, DI
-	ADDQ $4, DX
-	ADDQ $32, BX
-	DECQ CX
-	JNZ  q5kyloop
 
+q5kydone:
 	HSUMY(Y8, X8, X1)
 	VSUBSS X9, X8, X0
 	VZEROUPPER
