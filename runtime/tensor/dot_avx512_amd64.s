@@ -493,9 +493,6 @@ q4ky4loop:
 	SH1        $N1, QH, Y25        \
 	VPTERNLOGD $0xf8, Y26, Y25, Y5
 
-// func dotQ5_KAVX512 is dotQ4_KAVX512 for Q5_K rows (fifth bits of b in
-// Y24, of b+1 in Y23).
-
 // K5YW(qoff, ...): K4YW plus the fifth bits of sub-blocks 2g (shift SH0
 // by N0) and 2g+1 (SH1 by N1).
 #define K5YW(qoff, SH0, N0, SH1, N1) \
@@ -503,6 +500,10 @@ q4ky4loop:
 	K5BIT(SH0, N0, Y4)   \
 	K5BIT(SH1, N1, Y5)
 
+// func dotQ5_KAVX512(w *byte, x *int8, d *float32, bsums *int16, nb int) float32
+//
+// dotQ5_KAVX512 is dotQ4_KAVX512 for Q5_K rows (the fifth bits of b in
+// Y24, of b+1 in Y23). Frame as dotQ4_KAVX512's.
 TEXT ·dotQ5_KAVX512(SB), NOSPLIT, $96-44
 	MOVQ w+0(FP), SI
 	MOVQ x+8(FP), DI
