@@ -109,18 +109,26 @@ func (a *Activations) allocBatch() {
 	}
 }
 
-// prepareBatch fills a.x8 for t (Q4_0 or Q8_0) when the AVX-512 batch
-// kernels will run.
+// prepareBatch fills what the VNNI batch kernels that will run for t
+// read besides the quants: a.x8 for Q4_0 and Q8_0 (AVX-512 or AVX-VNNI),
+// the sub-block sums or the offset corrections for the K-quants and
+// IQ4_XS (AVX-512).
 func (a *Activations) prepareBatch(t Type) {
 	if !useAVX512 && !useAVXVNNI {
 		return
 	}
 	switch t {
 	case Q4_K, Q5_K:
-		a.prepareQ4KBatch()
+		if useAVX512 {
+			a.prepareQ4KBatch()
+		}
 		return
 	case Q3_K, Q6_K, IQ4_XS:
-		a.prepareCBatch(cBatchOff(t))
+		if useAVX512 {
+			a.prepareCBatch(cBatchOff(t))
+		}
+		return
+	case Q2_K:
 		return
 	}
 	off := int32(8) // Q4_0: nibbles are the quants plus 8
