@@ -23,7 +23,7 @@ LLAMACPP_BENCH=${LLAMACPP_BENCH:-$ROOT/../shared/bench/llamacpp-bench.mjs}
 field() { grep -o "\"$1\": *[0-9.e+-]*" | head -1 | sed 's/.*: *//'; }
 best() { awk -v a="$1" -v b="$2" 'BEGIN { print (b == "" || a + 0 > b + 0) ? a : b }'; }
 
-echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $THREADS threads, best of $RUNS alternating runs, pp$PP tg$TG"
+echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //') ($(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)), $THREADS threads, best of $RUNS alternating runs, pp$PP tg$TG"
 printf '%-6s | %12s %12s %6s | %12s %12s %6s %s\n' type "pp strata" "pp llama" ratio "tg strata" "tg llama" ratio kernels
 for t in $TYPES; do
 	model=$MODELDIR/strata-bench-tinyllama-1.1b-$t.gguf
@@ -41,3 +41,4 @@ for t in $TYPES; do
 	awk -v t="$t" -v sp="$sp" -v lp="$lp" -v sd="$sd" -v ld="$ld" -v k="$kernels" 'BEGIN {
 		printf "%-6s | %12.1f %12.1f %5.2fx | %12.1f %12.1f %5.2fx %s\n", t, sp, lp, sp / lp, sd, ld, sd / ld, k }'
 done
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg) (llama.cpp's threads spin while they wait, so on a loaded machine it loses more than strata: trust ratios from an idle machine only)"
