@@ -57,12 +57,12 @@ bench-vs-llamacpp: build
 
 # Fuzz every parser and the sampler filters for FUZZTIME each (go test
 # -fuzz takes one target at a time).
-FUZZ_TARGETS := runtime/gguf:FuzzParse runtime/tokenizer:FuzzEncodeDecode runtime/tokenizer:FuzzSplitters peers:FuzzDecodeFrame runtime/sample:FuzzFilter
+FUZZ_TARGETS := runtime/gguf:FuzzParse runtime/chattemplate:FuzzRender runtime/tokenizer:FuzzEncodeDecode runtime/tokenizer:FuzzSplitters peers:FuzzDecodeFrame runtime/sample:FuzzFilter
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; name=$${t##*:}; \
 		echo "== $$pkg $$name"; \
-		STRATA_TESTDATA=$(TESTDATA) $(GO) test ./$$pkg -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) || exit 1; \
+		STRATA_TESTDATA=$(TESTDATA) $(GO) test ./$$pkg -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -timeout 0 || exit 1; \
 	done
 
 # Regenerate messages/*.pb.go (committed): protoc from Debian's

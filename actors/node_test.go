@@ -53,6 +53,7 @@ func startNodesIn(t *testing.T, models string, ctxLen, n int, memBytes uint64, s
 				Listen: []string{"/ip4/127.0.0.1/tcp/0"}, Secret: secret, NoMDNS: true,
 				MemoryBytes: memBytes, Logger: logger,
 				HeartbeatInterval: 200 * time.Millisecond, MemberTimeout: time.Second,
+				Transport: testTransport, Verbs: testVerbs,
 			},
 			Models:  catalog.Catalog{Dirs: []string{models}},
 			Cluster: ClusterOptions{PlanContext: ctxLen, PlanSessions: sessions, StepTimeout: stepTimeout},
@@ -178,7 +179,9 @@ func waitNoKV(t *testing.T, nodes []*Node) {
 }
 
 // A node killed mid-answer costs a pause, not the answer.
-func TestPeerKilledMidAnswer(t *testing.T) {
+func TestPeerKilledMidAnswer(t *testing.T) { peerKilledMidAnswer(t) }
+
+func peerKilledMidAnswer(t *testing.T) {
 	nodes := startNodes(t, 4, 800e3, 1)
 	path := testdata.Path(t, "gguf/stories260K.gguf")
 	want := singleNode(t, path, engine.Request{MaxTokens: 200})
@@ -225,7 +228,9 @@ func TestPeerKilledMidAnswer(t *testing.T) {
 }
 
 // Cutting the link between two stages (neither dies) costs a pause, not the answer.
-func TestLinkCutMidAnswer(t *testing.T) {
+func TestLinkCutMidAnswer(t *testing.T) { linkCutMidAnswer(t) }
+
+func linkCutMidAnswer(t *testing.T) {
 	nodes := startNodes(t, 3, 800e3, 1, 2*time.Second)
 	path := testdata.Path(t, "gguf/stories260K.gguf")
 	want := singleNode(t, path, engine.Request{MaxTokens: 150})

@@ -4,8 +4,13 @@
 //
 //	POST /v1/chat/completions  chat, rendered with the model's GGUF chat template (SSE with "stream": true)
 //	POST /v1/completions       plain continuation of a prompt (SSE with "stream": true)
-//	GET  /v1/models            the models this node can serve; GET /v1/models/{id} one of them
-//	POST /api/generate         strata's minimal NDJSON stream (strata run --api)
+//	POST /v1/responses         OpenAI Responses API, text (named SSE events with "stream": true)
+//	POST /v1/messages          Anthropic Messages API (named SSE events with "stream": true)
+//	GET  /v1/models            the models this node can serve, readable by OpenAI's and Anthropic's clients; GET /v1/models/{id} one of them
+//	POST /api/chat             Ollama's chat (NDJSON stream unless "stream": false)
+//	POST /api/generate         Ollama's generate (template applied unless "raw"; "context" continues an answer)
+//	GET  /api/tags             Ollama's model list; POST /api/show, GET /api/ps, GET /api/version likewise
+//	POST /api/strata/generate  strata's own NDJSON stream with token ids and timings (strata run --api)
 //	GET  /api/cluster          members, memory, the layers each holds, active sessions
 //	GET  /api/stats            live tokens/s, queue and per-peer link figures (the dashboard polls it)
 //	GET  /metrics              Prometheus text format
@@ -29,6 +34,11 @@
 //	e, _ := engine.Open("stories260K.gguf", engine.Options{})
 //	local, _ := api.NewLocal(e, "") // Generator, Models and a one-node ClusterStatus
 //	srv, _ := api.NewServer(api.Config{Generator: local, Models: local})
+//
+// Structured output (response_format json_schema, forced tools, Ollama's
+// format) constrains sampling with a grammar compiled from the JSON
+// schema (package grammar); it needs a ConstrainedGenerator (Local), and
+// other generators refuse it with 400.
 //
 // Requests are validated before they queue: malformed JSON and bad
 // parameters get 400, an unknown model 404, a missing or wrong key 401, a

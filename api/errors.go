@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 )
 
 // Sentinel errors. Models implementations wrap ErrModelNotFound so the
@@ -69,8 +70,80 @@ func serverError(err error) *Error {
 	return &Error{Status: http.StatusInternalServerError, Type: "server_error", Message: err.Error()}
 }
 
+// Error shapes: each surface answers errors the way its clients parse them.
+const (
+	shapeOpenAI    = iota // {"error": {"message", "type", "param", "code"}}
+	shapeAnthropic        // {"type": "error", "error": {"type", "message"}}
+	shapeOllama           // {"error": "message"}
+)
+
+// shapeOf is the error shape of an endpoint (a metrics label).
+func shapeOf(endpoint string) int {
+	switch endpoint {
+	case "messages":
+		return shapeAnthropic
+	case "ollama":
+		return shapeOllama
+	}
+	return shapeOpenAI
+}
+
+// shapeOfPath is the error shape of a request path, for the errors the
+// shared checks (guard, auth) send before a surface's handler runs.
+func shapeOfPath(path string) int {
+	switch {
+	case strings.HasPrefix(path, "/v1/messages"):
+		return shapeAnthropic
+	case ollamaPaths[path]:
+		return shapeOllama
+	}
+	return shapeOpenAI
+}
+
+// anthropicType is the error type Anthropic's API gives a status.
+func anthropicType(status int) string {
+	switch status {
+	case http.StatusBadRequest, http.StatusUnsupportedMediaType, http.StatusRequestTimeout:
+		return "invalid_request_error"
+	case http.StatusUnauthorized:
+		return "authentication_error"
+	case http.StatusForbidden:
+		return "permission_error"
+	case http.StatusNotFound:
+		return "not_found_error"
+	case http.StatusRequestEntityTooLarge:
+		return "request_too_large"
+	case http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case http.StatusServiceUnavailable, 529:
+		return "overloaded_error"
+	}
+	return "api_error"
+}
+
+// anthropicError is the body of an Anthropic error (also the data of a
+// stream's error event).
+type anthropicError struct {
+	Type  string `json:"type"` // "error"
+	Error struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func toAnthropic(e *Error) anthropicError {
+	var b anthropicError
+	b.Type = "error"
+	b.Error.Type = anthropicType(e.Status)
+	b.Error.Message = e.Message
+	return b
+}
+
 // writeError sends e as an OpenAI-style JSON error.
-func writeError(w http.ResponseWriter, e *Error) {
+func writeError(w http.ResponseWriter, e *Error) { writeErrorShape(w, shapeOpenAI, e) }
+
+// writeErrorShape sends e in one surface's error shape.
+func writeErrorShape(w http.ResponseWriter, shape int, e *Error) {
 	w.Header().Set("Content-Type", "application/json")
 	if e.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="strata"`)
@@ -79,5 +152,15 @@ func writeError(w http.ResponseWriter, e *Error) {
 		w.Header().Set("Retry-After", "1")
 	}
 	w.WriteHeader(e.Status)
-	json.NewEncoder(w).Encode(errorBody{e})
+	switch shape {
+	case shapeAnthropic:
+		json.NewEncoder(w).Encode(toAnthropic(e))
+	case shapeOllama:
+		json.NewEncoder(w).Encode(map[string]string{"error": e.Message})
+	default:
+		json.NewEncoder(w).Encode(errorBody{e})
+	}
 }
+
+// ollamaPaths are the routes of the Ollama API (ollama.go).
+var ollamaPaths = map[string]bool{}

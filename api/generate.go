@@ -19,7 +19,7 @@ type Generator interface {
 	Generate(ctx context.Context, req actors.Request, onToken func(engine.Token) error) (engine.Result, error)
 }
 
-// GenerateRequest is the body of POST /api/generate.
+// GenerateRequest is the body of POST /api/strata/generate.
 type GenerateRequest struct {
 	Model         string   `json:"model"`
 	Prompt        string   `json:"prompt"`
@@ -33,7 +33,7 @@ type GenerateRequest struct {
 	Stop          []string `json:"stop"`
 }
 
-// GenerateEvent is one line of the NDJSON stream POST /api/generate
+// GenerateEvent is one line of the NDJSON stream POST /api/strata/generate
 // answers with: text events as tokens arrive, then one final event with
 // Done set (or Error).
 type GenerateEvent struct {
@@ -51,8 +51,9 @@ type GenerateEvent struct {
 // maxRequestBytes bounds a request body.
 const maxRequestBytes = 4 << 20
 
-// GenerateHandler serves POST /api/generate: a minimal streaming endpoint
-// (the OpenAI-compatible API is its own package surface). A client that
+// GenerateHandler serves POST /api/strata/generate: strata's minimal
+// streaming endpoint (token ids and timings per generation; `strata run
+// --api` uses it). /api/generate is Ollama's (ollama.go). A client that
 // disconnects cancels its generation.
 func GenerateHandler(g Generator) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -102,12 +103,12 @@ func GenerateHandler(g Generator) http.Handler {
 	})
 }
 
-// StreamGenerate posts req to a node's /api/generate (with key as the
+// StreamGenerate posts req to a node's /api/strata/generate (with key as the
 // bearer token when set) and calls onText for each piece of text as it
 // arrives; it returns the final event.
 func StreamGenerate(ctx context.Context, baseURL, key string, req GenerateRequest, onText func(string) error) (GenerateEvent, error) {
 	body, _ := json.Marshal(req)
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(baseURL, "/")+"/api/generate", strings.NewReader(string(body)))
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(baseURL, "/")+"/api/strata/generate", strings.NewReader(string(body)))
 	if err != nil {
 		return GenerateEvent{}, err
 	}

@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"sync"
+	"time"
 
 	"strata/actors"
+	"strata/runtime/catalog"
 	"strata/runtime/engine"
 	"strata/runtime/gguf"
 	"strata/runtime/model"
@@ -122,23 +125,31 @@ func (l *Local) Status() ClusterStatus {
 // FileModels is a Models over GGUF files found through an
 // actors.ModelStore, for a node whose Generator is an actors.Cluster: the
 // origin node has the model file (it tokenizes), so the API reads the
-// tokenizer and shape from the same file. Files are opened on first use
-// and kept open (memory-mapped; only metadata pages are touched) until
-// Close.
+// tokenizer and shape from the same file. A file is opened, read and
+// closed on first use; what was read is kept, by the file's resolved path
+// (names that reach one file share it), for the few models used last.
 type FileModels struct {
 	store   actors.ModelStore
 	names   func() []string
 	context int
+	max     int
 
-	mu    sync.Mutex
-	open  map[string]*fileModel
-	files []*gguf.File
+	mu     sync.Mutex
+	byPath map[string]*fileModel
+	clock  uint64 // counts lookups, for least-recently-used eviction
 }
 
+// fileModel is what was read from one file, and the file's identity then.
 type fileModel struct {
 	info ModelInfo
 	tok  *tokenizer.Tokenizer
+	size int64
+	mod  time.Time
+	used uint64
 }
+
+// maxFileModels is how many models' tokenizers FileModels keeps.
+const maxFileModels = 8
 
 var _ Models = (*FileModels)(nil)
 
@@ -150,7 +161,7 @@ func NewFileModels(store actors.ModelStore, names func() []string, contextCap in
 	if contextCap <= 0 {
 		contextCap = 4096
 	}
-	return &FileModels{store: store, names: names, context: contextCap, open: map[string]*fileModel{}}
+	return &FileModels{store: store, names: names, context: contextCap, max: maxFileModels, byPath: map[string]*fileModel{}}
 }
 
 // List implements Models: the names that can be read, sorted.
@@ -169,38 +180,71 @@ func (m *FileModels) List() []ModelInfo {
 	return out
 }
 
-// Lookup implements Models.
+// Lookup implements Models. The name is resolved on every call (no lock
+// is held meanwhile: a store may fetch headers from a peer); the file is
+// read only when its path is new or the file changed.
 func (m *FileModels) Lookup(name string) (ModelInfo, *tokenizer.Tokenizer, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if fm, ok := m.open[name]; ok {
-		return fm.info, fm.tok, nil
+	if err := catalog.ValidName(name); err != nil {
+		return ModelInfo{}, nil, fmt.Errorf("%w: %v", ErrModelNotFound, err)
 	}
 	path, err := m.store.Path(name)
 	if err != nil {
 		return ModelInfo{}, nil, fmt.Errorf("%w: %v", ErrModelNotFound, err)
 	}
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return ModelInfo{}, nil, fmt.Errorf("%w: %v", ErrModelNotFound, err)
+	}
+	m.mu.Lock()
+	m.clock++
+	if fm, ok := m.byPath[path]; ok && fm.size == st.Size() && fm.mod.Equal(st.ModTime()) {
+		fm.used = m.clock
+		info := fm.info
+		m.mu.Unlock()
+		info.ID = name
+		return info, fm.tok, nil
+	}
+	m.mu.Unlock()
+
 	f, err := gguf.Open(path)
 	if err != nil {
 		return ModelInfo{}, nil, err
 	}
 	info, tok, err := infoOf(name, f, m.context)
+	f.Close() // the tokenizer and info hold copies of what they need
 	if err != nil {
-		f.Close()
 		return ModelInfo{}, nil, err
 	}
-	m.files = append(m.files, f)
-	m.open[name] = &fileModel{info: info, tok: tok}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.clock++
+	m.byPath[path] = &fileModel{info: info, tok: tok, size: st.Size(), mod: st.ModTime(), used: m.clock}
+	for len(m.byPath) > m.max {
+		var oldest string
+		for p, fm := range m.byPath {
+			if oldest == "" || fm.used < m.byPath[oldest].used {
+				oldest = p
+			}
+		}
+		delete(m.byPath, oldest)
+	}
 	return info, tok, nil
 }
 
-// Close closes the files Lookup opened.
+// held is how many models' tokenizers are kept now.
+func (m *FileModels) held() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.byPath)
+}
+
+// Close forgets what Lookup read (it holds no files open).
 func (m *FileModels) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for _, f := range m.files {
-		f.Close()
-	}
-	m.files, m.open = nil, map[string]*fileModel{}
+	m.byPath = map[string]*fileModel{}
 	return nil
 }

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"strata/actors"
+	"strata/runtime/catalog"
 	"strata/runtime/engine"
 	"strata/runtime/sample"
 	"strata/runtime/tokenizer"
@@ -24,8 +24,10 @@ import (
 // OpenAI's request that strata honours. Unknown fields are ignored, as
 // OpenAI clients send many optional ones.
 type ChatRequest struct {
-	Model    string        `json:"model"`
-	Messages []ChatMessage `json:"messages"`
+	Model          string          `json:"model"`
+	Messages       []ChatMessage   `json:"messages"`
+	ResponseFormat json.RawMessage `json:"response_format"`
+	ToolChoice     json.RawMessage `json:"tool_choice"`
 	SamplingFields
 }
 
@@ -95,10 +97,28 @@ type ChatChoice struct {
 	FinishReason string           `json:"finish_reason"`
 }
 
-// AssistantMessage is the generated message.
+// AssistantMessage is the generated message: text, or (with a forced
+// tool) a tool call.
 type AssistantMessage struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
+	Role      string     `json:"role"`
+	Content   string     `json:"content"`
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+}
+
+// ToolCall is a call of a function tool; Arguments is a JSON document.
+// In a stream's deltas, Index says which call a piece belongs to and the
+// id, type and name come with the first piece only.
+type ToolCall struct {
+	Index    *int         `json:"index,omitempty"`
+	ID       string       `json:"id,omitempty"`
+	Type     string       `json:"type,omitempty"` // "function"
+	Function FunctionCall `json:"function"`
+}
+
+// FunctionCall names the function and carries its arguments.
+type FunctionCall struct {
+	Name      string `json:"name,omitempty"`
+	Arguments string `json:"arguments"`
 }
 
 // ChatChunk is one server-sent event of a streaming chat answer.
@@ -121,8 +141,9 @@ type ChatChunkChoice struct {
 
 // ChatDelta is new text (and, in the first chunk, the role).
 type ChatDelta struct {
-	Role    string `json:"role,omitempty"`
-	Content string `json:"content,omitempty"`
+	Role      string     `json:"role,omitempty"`
+	Content   string     `json:"content,omitempty"`
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
 }
 
 // Completion is the answer to /v1/completions, and (with Object
@@ -144,25 +165,27 @@ type CompletionChoice struct {
 	FinishReason *string   `json:"finish_reason"`
 }
 
-// ModelList is the body of GET /v1/models.
+// ModelList is the body of GET /v1/models, readable by OpenAI's clients
+// (object, data[].id/object/created/owned_by) and Anthropic's
+// (data[].type/id/display_name/created_at, has_more, first_id, last_id).
 type ModelList struct {
-	Object string      `json:"object"` // "list"
-	Data   []ModelInfo `json:"data"`
+	Object  string       `json:"object"` // "list"
+	Data    []ModelEntry `json:"data"`
+	HasMore bool         `json:"has_more"`
+	FirstID *string      `json:"first_id"`
+	LastID  *string      `json:"last_id"`
 }
 
-// job is one validated generation request, ready to queue.
-type job struct {
-	endpoint string // for metrics: "chat" or "completions"
-	model    string
-	tokens   []int
-	echo     string // prompt text to send before the answer (completions echo)
-	maxTok   int
-	params   sample.Params
-	stop     []string
-	stream   bool
-	usage    bool // stream a usage chunk
-	id       string
-	created  int64
+// ModelEntry is a ModelInfo with the fields Anthropic's model object adds.
+type ModelEntry struct {
+	ModelInfo
+	Type        string `json:"type"`         // "model"
+	DisplayName string `json:"display_name"` // the id
+	CreatedAt   string `json:"created_at"`   // RFC 3339
+}
+
+func modelEntry(m ModelInfo) ModelEntry {
+	return ModelEntry{ModelInfo: m, Type: "model", DisplayName: m.ID, CreatedAt: time.Unix(m.Created, 0).UTC().Format(time.RFC3339)}
 }
 
 // readJSON decodes a bounded request body into v.
@@ -284,6 +307,9 @@ func (s *Server) lookup(name string) (ModelInfo, *tokenizer.Tokenizer, *Error) {
 	if name == "" {
 		return ModelInfo{}, nil, badRequest("model", "missing_required_parameter", "You must provide a model parameter.")
 	}
+	if err := catalog.ValidName(name); err != nil {
+		return ModelInfo{}, nil, badRequest("model", "invalid_value", "%v: a model name has no path separators, glob or control characters.", err)
+	}
 	info, tok, err := s.cfg.Models.Lookup(name)
 	if errors.Is(err, ErrModelNotFound) {
 		return info, nil, modelNotFound(name)
@@ -307,6 +333,25 @@ func (s *Server) fits(info ModelInfo, n int) *Error {
 	return nil
 }
 
+// fitsBytes rejects, before it is tokenized, a prompt of n bytes that
+// cannot fit: no token stands for more input than its own text, so it has
+// at least n/MaxTokenBytes tokens. Tokenizing megabytes takes seconds.
+func (s *Server) fitsBytes(info ModelInfo, tok *tokenizer.Tokenizer, n int, param string) *Error {
+	limit := s.cfg.MaxPromptTokens
+	if info.ContextLength > 0 && (limit <= 0 || info.ContextLength-1 < limit) {
+		limit = info.ContextLength - 1
+	}
+	if limit <= 0 {
+		return nil
+	}
+	per := max(tok.MaxTokenBytes(), 4)
+	if least := (n + per - 1) / per; least > limit {
+		return badRequest(param, "context_length_exceeded",
+			"The prompt has %d bytes, so at least %d tokens; this model takes at most %d.", n, least, limit)
+	}
+	return nil
+}
+
 func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	var req ChatRequest
@@ -315,6 +360,11 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	j := &job{endpoint: "chat", model: req.Model, id: "chatcmpl-" + randomID(), created: start.Unix()}
+	if e := openAIStructured(&req, j); e != nil {
+		s.fail(w, "chat", e)
+		return
+	}
+	req.Tools = nil // taken by openAIStructured
 	if e := s.settings(req.SamplingFields, j); e != nil {
 		s.fail(w, "chat", e)
 		return
@@ -336,22 +386,15 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		}
 		msgs[i] = Message{Role: role, Content: text}
 	}
-	info, tok, e := s.lookup(req.Model)
-	if e != nil {
-		s.fail(w, "chat", e)
+	if e := s.chatPrompt(r.Context(), j, msgs, "messages"); e != nil || r.Context().Err() != nil {
+		if e != nil {
+			s.fail(w, "chat", e)
+		} else {
+			s.metrics.request("chat", 499)
+		}
 		return
 	}
-	prompt, err := RenderChat(tok, msgs)
-	if err != nil {
-		s.fail(w, "chat", badRequest("messages", "invalid_value", "%v", err))
-		return
-	}
-	j.tokens = encodeChat(tok, prompt)
-	if e := s.fits(info, len(j.tokens)); e != nil {
-		s.fail(w, "chat", e)
-		return
-	}
-	s.run(w, r, j, start)
+	s.run(w, r, j, openAIOut(w, j), start)
 }
 
 var roles = map[string]bool{"system": true, "developer": true, "user": true, "assistant": true, "tool": true}
@@ -409,6 +452,10 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if ids == nil {
+		if e := s.fitsBytes(info, tok, len(text), "prompt"); e != nil {
+			s.fail(w, "completions", e)
+			return
+		}
 		ids = tok.Encode(text, true, false)
 	} else {
 		text = tok.Decode(ids)
@@ -420,13 +467,13 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, "completions", badRequest("prompt", "invalid_value", "The prompt is empty and this vocabulary adds no BOS."))
 		return
 	}
-	j.tokens = ids
+	j.tokens, j.tok = ids, tok
 	if e := s.fits(info, len(ids)); e != nil {
 		e.Param = strPtr("prompt")
 		s.fail(w, "completions", e)
 		return
 	}
-	s.run(w, r, j, start)
+	s.run(w, r, j, openAIOut(w, j), start)
 }
 
 // parsePrompt accepts a string, [string], [ids] or [[ids]].
@@ -469,11 +516,14 @@ func parsePrompt(raw json.RawMessage, vocab int) (string, []int, *Error) {
 }
 
 func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
-	list := s.cfg.Models.List()
-	if list == nil {
-		list = []ModelInfo{}
+	list := ModelList{Object: "list", Data: []ModelEntry{}}
+	for _, m := range s.cfg.Models.List() {
+		list.Data = append(list.Data, modelEntry(m))
 	}
-	s.writeJSON(w, "models", ModelList{Object: "list", Data: list})
+	if n := len(list.Data); n > 0 {
+		list.FirstID, list.LastID = &list.Data[0].ID, &list.Data[n-1].ID
+	}
+	s.writeJSON(w, "models", list)
 }
 
 func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
@@ -482,7 +532,7 @@ func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, "models", e)
 		return
 	}
-	s.writeJSON(w, "models", info)
+	s.writeJSON(w, "models", modelEntry(info))
 }
 
 func (s *Server) writeJSON(w http.ResponseWriter, endpoint string, v any) {
@@ -492,99 +542,42 @@ func (s *Server) writeJSON(w http.ResponseWriter, endpoint string, v any) {
 }
 
 func (s *Server) fail(w http.ResponseWriter, endpoint string, e *Error) {
-	writeError(w, e)
+	writeErrorShape(w, shapeOf(endpoint), e)
 	s.metrics.request(endpoint, e.Status)
 }
 
-// run queues j, generates, and answers as JSON or as server-sent events.
-// The generation runs under the request's context: a client that goes
-// away cancels it, and so does a failed write.
-func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job, start time.Time) {
-	ctx := r.Context()
-	if err := s.queue.Acquire(ctx); err != nil {
-		if errors.Is(err, ErrQueueFull) {
-			_, waiting := s.queue.Len()
-			s.fail(w, j.endpoint, queueFull(waiting))
-		} else {
-			s.metrics.request(j.endpoint, 499) // client closed the request while queued
-		}
-		return
-	}
-	defer s.queue.Release()
-
-	var out streamer
+// openAIOut is the streamer of a chat or completions answer.
+func openAIOut(w http.ResponseWriter, j *job) streamer {
 	if j.stream {
-		out = &sseWriter{w: w, rc: http.NewResponseController(w), j: j}
-	} else {
-		out = &collector{j: j}
+		return &sseWriter{w: w, rc: http.NewResponseController(w), j: j}
 	}
-	if j.echo != "" {
-		out.text(j.echo)
-	}
-	first := true
-	res, err := s.cfg.Generator.Generate(ctx, actors.Request{Model: j.model, Tokens: j.tokens, MaxTokens: j.maxTok, Sampling: j.params, Stop: j.stop},
-		func(t engine.Token) error {
-			if first {
-				s.metrics.firstToken(time.Since(start))
-				first = false
-			}
-			s.metrics.token(j.model)
-			if t.Text == "" {
-				return nil
-			}
-			return out.text(t.Text)
-		})
-	s.metrics.finished(j.model, res.PromptTokens, len(res.Tokens), res.DecodeDuration)
-	usage := Usage{PromptTokens: len(j.tokens), CompletionTokens: len(res.Tokens)}
-	usage.TotalTokens = usage.PromptTokens + usage.CompletionTokens
-	if err != nil {
-		if ctx.Err() != nil {
-			s.metrics.request(j.endpoint, 499)
-			return
-		}
-		e := serverError(err)
-		if errors.Is(err, ErrModelNotFound) {
-			e = modelNotFound(j.model)
-		}
-		if s.cfg.Logger != nil {
-			s.cfg.Logger.Warn("generation failed", "model", j.model, "err", err)
-		}
-		if sw, ok := out.(*sseWriter); ok && sw.started {
-			sw.event(errorBody{e})
-			s.metrics.request(j.endpoint, http.StatusOK)
-			return
-		}
-		s.fail(w, j.endpoint, e)
-		return
-	}
-	reason := res.FinishReason
-	if reason == "" {
-		reason = engine.FinishStop
-	}
-	if err := out.finish(w, reason, usage); err == nil {
-		s.metrics.request(j.endpoint, http.StatusOK)
-	}
-}
-
-// streamer receives the answer's text as it is generated.
-type streamer interface {
-	text(s string) error
-	finish(w http.ResponseWriter, reason string, usage Usage) error
+	return &collector{w: w, j: j}
 }
 
 // collector gathers a non-streaming answer.
 type collector struct {
+	w http.ResponseWriter
 	j *job
 	b strings.Builder
 }
 
 func (c *collector) text(s string) error { c.b.WriteString(s); return nil }
 
-func (c *collector) finish(w http.ResponseWriter, reason string, usage Usage) error {
+func (c *collector) failed(*Error) bool { return false }
+
+func (c *collector) finish(f finish) error {
+	w, reason, usage := c.w, f.reason, f.usage
 	var v any
 	if c.j.endpoint == "chat" {
+		msg := AssistantMessage{Role: "assistant", Content: c.b.String()}
+		if t := c.j.tool; t != nil {
+			msg.Content, msg.ToolCalls = "", []ToolCall{{ID: t.id, Type: "function", Function: FunctionCall{Name: t.name, Arguments: c.b.String()}}}
+			if reason == engine.FinishStop {
+				reason = "tool_calls"
+			}
+		}
 		v = ChatCompletion{ID: c.j.id, Object: "chat.completion", Created: c.j.created, Model: c.j.model, Usage: usage,
-			Choices: []ChatChoice{{Message: AssistantMessage{Role: "assistant", Content: c.b.String()}, FinishReason: reason}}}
+			Choices: []ChatChoice{{Message: msg, FinishReason: reason}}}
 	} else {
 		v = Completion{ID: c.j.id, Object: "text_completion", Created: c.j.created, Model: c.j.model, Usage: &usage,
 			Choices: []CompletionChoice{{Text: c.b.String(), FinishReason: &reason}}}
@@ -602,6 +595,8 @@ type sseWriter struct {
 	rc      *http.ResponseController
 	j       *job
 	started bool
+	// toolStarted: the tool call's id and name went out (with the first piece).
+	toolStarted bool
 }
 
 func (s *sseWriter) begin() error {
@@ -646,12 +641,33 @@ func (s *sseWriter) text(t string) error {
 		return err
 	}
 	if s.j.endpoint == "chat" {
+		if tc := s.j.tool; tc != nil {
+			zero := 0
+			call := ToolCall{Index: &zero, Function: FunctionCall{Arguments: t}}
+			if !s.toolStarted {
+				s.toolStarted = true
+				call.ID, call.Type, call.Function.Name = tc.id, "function", tc.name
+			}
+			return s.event(s.chatChunk(ChatDelta{ToolCalls: []ToolCall{call}}, nil))
+		}
 		return s.event(s.chatChunk(ChatDelta{Content: t}, nil))
 	}
 	return s.event(s.completionChunk(t, nil))
 }
 
-func (s *sseWriter) finish(_ http.ResponseWriter, reason string, usage Usage) error {
+func (s *sseWriter) failed(e *Error) bool {
+	if !s.started {
+		return false
+	}
+	s.event(errorBody{e})
+	return true
+}
+
+func (s *sseWriter) finish(f finish) error {
+	reason, usage := f.reason, f.usage
+	if s.j.tool != nil && reason == engine.FinishStop {
+		reason = "tool_calls"
+	}
 	if err := s.begin(); err != nil {
 		return err
 	}
@@ -684,4 +700,103 @@ func randomID() string {
 	var b [12]byte
 	rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// openAIStructured reads response_format, tools and tool_choice into j:
+// a json_schema (or json_object) format, or a forced function tool,
+// becomes the schema sampling is constrained to. Tools without a forced
+// choice are refused: the model's own tool-call format is not parsed yet.
+func openAIStructured(req *ChatRequest, j *job) *Error {
+	if !empty(req.ResponseFormat) {
+		var rf struct {
+			Type       string `json:"type"`
+			JSONSchema struct {
+				Name   string          `json:"name"`
+				Schema json.RawMessage `json:"schema"`
+			} `json:"json_schema"`
+		}
+		if err := json.Unmarshal(req.ResponseFormat, &rf); err != nil {
+			return badRequest("response_format", "invalid_type", "response_format must be an object with a type.")
+		}
+		switch rf.Type {
+		case "text":
+		case "json_object":
+			j.schema, _ = compileSchema("", nil)
+		case "json_schema":
+			if empty(rf.JSONSchema.Schema) {
+				return badRequest("response_format.json_schema.schema", "missing_required_parameter", "response_format json_schema needs json_schema.schema.")
+			}
+			sc, e := compileSchema("response_format.json_schema.schema", rf.JSONSchema.Schema)
+			if e != nil {
+				return e
+			}
+			j.schema = sc
+		default:
+			return badRequest("response_format.type", "invalid_value", "response_format.type must be text, json_object or json_schema, got %q.", rf.Type)
+		}
+	}
+	if empty(req.Tools) {
+		return nil
+	}
+	var tools []struct {
+		Type     string `json:"type"`
+		Function struct {
+			Name       string          `json:"name"`
+			Parameters json.RawMessage `json:"parameters"`
+		} `json:"function"`
+	}
+	if err := json.Unmarshal(req.Tools, &tools); err != nil {
+		return badRequest("tools", "invalid_type", "tools must be an array of function tools.")
+	}
+	for i, t := range tools {
+		if t.Type != "function" || t.Function.Name == "" {
+			return badRequest(fmt.Sprintf("tools[%d]", i), "invalid_value", "Only function tools with a name are supported.")
+		}
+	}
+	var choice string
+	var named struct {
+		Type     string `json:"type"`
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	}
+	switch {
+	case empty(req.ToolChoice):
+		choice = "auto"
+	case json.Unmarshal(req.ToolChoice, &choice) == nil:
+	case json.Unmarshal(req.ToolChoice, &named) == nil && named.Type == "function":
+		choice = "named"
+	default:
+		return badRequest("tool_choice", "invalid_value", "tool_choice must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}.")
+	}
+	pick := -1
+	switch choice {
+	case "none":
+		return nil
+	case "required":
+		if len(tools) != 1 {
+			return badRequest("tool_choice", "unsupported_value", "tool_choice required is supported with one tool; name the tool to call.")
+		}
+		pick = 0
+	case "named":
+		for i, t := range tools {
+			if t.Function.Name == named.Function.Name {
+				pick = i
+			}
+		}
+		if pick < 0 {
+			return badRequest("tool_choice", "invalid_value", "tool_choice names %q, which is not among the tools.", named.Function.Name)
+		}
+	default:
+		return badRequest("tool_choice", "unsupported_value", "Tool calls chosen by the model (tool_choice %q) are not supported yet; force a tool with tool_choice required or a named function.", choice)
+	}
+	if j.schema != nil {
+		return badRequest("response_format", "unsupported_value", "response_format and a forced tool cannot be combined.")
+	}
+	sc, e := compileSchema(fmt.Sprintf("tools[%d].function.parameters", pick), tools[pick].Function.Parameters)
+	if e != nil {
+		return e
+	}
+	j.schema, j.tool = sc, &toolCall{name: tools[pick].Function.Name, id: "call_" + randomID()}
+	return nil
 }

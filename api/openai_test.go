@@ -313,9 +313,13 @@ func TestOpenAIClientDisconnectCancels(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, hs.URL+path,
 			strings.NewReader(`{"model": "stories260K", "stream": true, "prompt": "x", "messages": [{"role": "user", "content": "x"}]}`))
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %s", path, resp.Status)
 		}
 		buf := make([]byte, 64)
 		if _, err := resp.Body.Read(buf); err != nil { // the stream has started
@@ -360,15 +364,16 @@ func TestFallbackAndTemplate(t *testing.T) {
 		t.Error("ChatTemplate not reported")
 	}
 	msgs := []Message{{"system", "Lily"}, {"user", "Tell a story"}, {"assistant", "Once"}, {"user", "More"}}
-	text, err := RenderChat(e.Tokenizer, msgs)
-	if err != nil {
-		t.Fatal(err)
+	prompt, err := RenderChat(context.Background(), e.Tokenizer, msgs)
+	if err != nil || !prompt.Template {
+		t.Fatal(err, prompt.Fallback)
 	}
+	text := prompt.Text
 	bos := e.Tokenizer.Token(e.Tokenizer.BOS())
 	if wantText := bos + "[Lily] user: Tell a story\nassistant: Once\nuser: More\nassistant:"; text != wantText {
 		t.Fatalf("rendered %q, want %q", text, wantText)
 	}
-	ids := encodeChat(e.Tokenizer, text)
+	ids := prompt.Encode(e.Tokenizer)
 	if ids[0] != e.Tokenizer.BOS() || ids[1] == e.Tokenizer.BOS() {
 		t.Errorf("want exactly one BOS: %v", ids[:4])
 	}

@@ -35,6 +35,18 @@ type PeerStatus struct {
 	Shards               []string    `json:"shards"`
 	// LastSeenMS is how long ago, in milliseconds, its last heartbeat came.
 	LastSeenMS int64 `json:"last_seen_ms"`
+	// Links are the node's links to the peers it sends activations to
+	// (only the answering node knows its own: other members have none here).
+	Links []LinkStatus `json:"links,omitempty"`
+}
+
+// LinkStatus is one link from a node to a peer: the transport that
+// carries activations now ("shm", "rdma", or "tcp": the libp2p stream) and
+// the round trip measured on it, in microseconds.
+type LinkStatus struct {
+	PeerID    string `json:"peer_id"`
+	Transport string `json:"transport"`
+	RTTMicros int64  `json:"rtt_us"`
 }
 
 // PeerModel is one GGUF file a member holds.

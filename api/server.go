@@ -1,10 +1,13 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -47,6 +50,16 @@ type Config struct {
 	MaxPromptTokens int
 	// Logger receives failed generations; nil = silent.
 	Logger *slog.Logger
+	// AllowedHosts are names, besides localhost and IP addresses, that a
+	// request's Host may give when there is no APIKey ("*" = any). Other
+	// names are refused: a web page can rebind its own name to 127.0.0.1.
+	AllowedHosts []string
+	// ReadTimeout bounds how long a client takes to send a request's
+	// headers and body; 0 = 30 s.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds each write of an answer (each event of a
+	// stream), so a client that stops reading frees its slot; 0 = 30 s.
+	WriteTimeout time.Duration
 }
 
 // Server is the HTTP API of one node: the OpenAI-compatible endpoints,
@@ -57,6 +70,7 @@ type Server struct {
 	queue   *queue
 	metrics *Metrics
 	handler http.Handler
+	vocabs  vocabs // token tries for constrained sampling
 }
 
 // NewServer validates cfg and builds the routes. It refuses a non-loopback
@@ -85,6 +99,12 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics()
 	}
+	if cfg.ReadTimeout <= 0 {
+		cfg.ReadTimeout = 30 * time.Second
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 30 * time.Second
+	}
 	if cfg.Cluster == nil {
 		if l, ok := cfg.Generator.(*Local); ok {
 			cfg.Cluster = l.Status
@@ -97,13 +117,21 @@ func NewServer(cfg Config) (*Server, error) {
 
 	s.Handle("POST /v1/chat/completions", http.HandlerFunc(s.handleChat))
 	s.Handle("POST /v1/completions", http.HandlerFunc(s.handleCompletions))
+	s.Handle("POST /v1/messages", http.HandlerFunc(s.handleMessages))
+	s.Handle("POST /v1/responses", http.HandlerFunc(s.handleResponses))
 	s.Handle("GET /v1/models", http.HandlerFunc(s.handleModels))
 	s.Handle("GET /v1/models/{model}", http.HandlerFunc(s.handleModel))
 	s.Handle("/v1/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &Error{Status: http.StatusNotFound, Type: "invalid_request_error",
 			Message: fmt.Sprintf("Unknown request URL: %s %s.", r.Method, r.URL.Path)})
 	}))
-	s.Handle("POST /api/generate", s.admit(GenerateHandler(cfg.Generator)))
+	s.Handle("POST /api/strata/generate", s.boundGenerate(s.admit(GenerateHandler(cfg.Generator))))
+	s.Handle("POST /api/chat", http.HandlerFunc(s.handleOllamaChat))
+	s.Handle("POST /api/generate", http.HandlerFunc(s.handleOllamaGenerate))
+	s.Handle("GET /api/tags", http.HandlerFunc(s.handleOllamaTags))
+	s.Handle("POST /api/show", http.HandlerFunc(s.handleOllamaShow))
+	s.Handle("GET /api/ps", http.HandlerFunc(s.handleOllamaPs))
+	s.Handle("GET /api/version", http.HandlerFunc(s.handleOllamaVersion))
 	s.Handle("GET /api/cluster", ClusterHandler(cfg.Cluster))
 	s.Handle("GET /api/stats", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -112,14 +140,17 @@ func NewServer(cfg Config) (*Server, error) {
 	}))
 	s.Handle("GET /metrics", cfg.Metrics.Handler())
 	s.mux.Handle("/", dashboardHandler()) // public: static files only, no data
-	s.handler = s.mux
+	s.handler = s.guard(s.mux)
 	return s, nil
 }
 
 // Handle mounts an extra handler (e.g. a node's status endpoint) behind
-// the API key. Patterns are net/http.ServeMux patterns.
+// the API key. Patterns are net/http.ServeMux patterns. Like every route,
+// it is reached only through the Host, origin and content-type checks,
+// and its body (if any) is read in full, bounded in bytes and time,
+// before it runs.
 func (s *Server) Handle(pattern string, h http.Handler) {
-	s.mux.Handle(pattern, s.auth(h))
+	s.mux.Handle(pattern, s.auth(s.readBody(h)))
 }
 
 // Handler is the server's routes, for mounting or httptest.
@@ -149,7 +180,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ln.Close()
 		return fmt.Errorf("%w (%s)", ErrAPIKeyRequired, ln.Addr())
 	}
-	hs := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	// No WriteTimeout: answers stream for as long as a generation runs;
+	// each write gets its own deadline instead (Config.WriteTimeout).
+	hs := &http.Server{Handler: s.handler, ReadHeaderTimeout: min(10*time.Second, s.cfg.ReadTimeout), ReadTimeout: s.cfg.ReadTimeout,
+		IdleTimeout: 2 * time.Minute, BaseContext: func(net.Listener) context.Context { return ctx }}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {
@@ -178,7 +212,9 @@ func IsLoopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// auth requires the API key when one is configured.
+// auth requires the API key when one is configured, as
+// "Authorization: Bearer KEY" (OpenAI's clients, Ollama's) or
+// "x-api-key: KEY" (Anthropic's).
 func (s *Server) auth(h http.Handler) http.Handler {
 	if s.cfg.APIKey == "" {
 		return h
@@ -186,14 +222,21 @@ func (s *Server) auth(h http.Handler) http.Handler {
 	want := []byte(s.cfg.APIKey)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		switch {
-		case !ok || strings.TrimSpace(got) == "":
-			s.fail(w, "auth", unauthorized("You didn't provide an API key. Send it as \"Authorization: Bearer KEY\"."))
-		case subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), want) != 1:
-			s.fail(w, "auth", unauthorized("Incorrect API key provided."))
+		if !ok || strings.TrimSpace(got) == "" {
+			got = r.Header.Get("X-Api-Key")
+		}
+		var e *Error
+		switch got = strings.TrimSpace(got); {
+		case got == "":
+			e = unauthorized("You didn't provide an API key. Send it as \"Authorization: Bearer KEY\" or \"x-api-key: KEY\".")
+		case subtle.ConstantTimeCompare([]byte(got), want) != 1:
+			e = unauthorized("Incorrect API key provided.")
 		default:
 			h.ServeHTTP(w, r)
+			return
 		}
+		writeErrorShape(w, shapeOfPath(r.URL.Path), e)
+		s.metrics.request("auth", e.Status)
 	})
 }
 
@@ -208,6 +251,30 @@ func (s *Server) admit(h http.Handler) http.Handler {
 			return
 		}
 		defer s.queue.Release()
+		h.ServeHTTP(w, r)
+	})
+}
+
+// boundGenerate refuses an /api/strata/generate prompt that cannot fit the
+// model's context by its bytes alone, before it queues and before the
+// cluster tokenizes it (fitsBytes). The body is already read in full.
+func (s *Server) boundGenerate(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var req struct {
+			Model  string `json:"model"`
+			Prompt string `json:"prompt"`
+		}
+		if json.Unmarshal(body, &req) == nil && req.Model != "" {
+			if info, tok, err := s.cfg.Models.Lookup(req.Model); err == nil {
+				if e := s.fitsBytes(info, tok, len(req.Prompt), "prompt"); e != nil {
+					s.metrics.request("generate", http.StatusBadRequest)
+					http.Error(w, e.Message, http.StatusBadRequest)
+					return
+				}
+			}
+		}
 		h.ServeHTTP(w, r)
 	})
 }

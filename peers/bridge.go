@@ -62,6 +62,9 @@ type bridge struct {
 	maxFrame int
 	ctx      context.Context
 	onSent   func(peer string, bytes int) // may be nil
+	// side, when set, may take a message's frame body for the verbs side
+	// channel (side.send); false leaves it to the actor stream.
+	side func(p peer.ID, msg proto.Message, body []byte) bool
 
 	mu        sync.Mutex
 	endpoints map[string]*endpoint // by address (peer ID string)
@@ -319,6 +322,9 @@ func (e *endpoint) send(pid *actor.PID, env *messages.Envelope, message any) {
 	frame, err := appendFrame(nil, env, msg, e.b.maxFrame)
 	if err != nil {
 		e.b.log.Warn("peers: dropped message to remote actor", "pid", pid, "err", oneLine(err))
+		return
+	}
+	if e.b.side != nil && e.b.side(e.peer, msg, frame[frameHeaderBytes:]) {
 		return
 	}
 	e.mu.Lock()

@@ -85,6 +85,12 @@ type Config struct {
 	// MaxMessageBytes caps one actor message frame, both ways. Zero:
 	// DefaultMaxMessageBytes (64 MiB).
 	MaxMessageBytes int
+	// Transport is what activations (Forward messages with hidden states)
+	// may travel on to a peer: TransportAuto (""), TransportTCP,
+	// TransportShm or TransportRDMA; see VerbsProtocol.
+	Transport string
+	// Verbs tunes the side channel.
+	Verbs VerbsOptions
 	// Types resolves the message types of incoming actor messages by full
 	// name; a type not found closes the stream. Nil:
 	// protoregistry.GlobalTypes (every generated message linked in).
@@ -106,6 +112,7 @@ type Node struct {
 	host    host.Host
 	system  *actor.ActorSystem
 	bridge  *bridge
+	side    *side
 	weights *weights
 	pubsub  *pubsub.PubSub
 	member  *Membership
@@ -176,6 +183,11 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	n.bridge = newBridge(n.ctx, h, n.system, cfg.Types, cfg.MaxMessageBytes, cfg.Logger)
 	n.startWeights()
 	n.bridge.onSent = cfg.OnSent
+	if n.side, err = newSide(n, cfg.Transport, cfg.Verbs); err != nil {
+		n.Close()
+		return nil, err
+	}
+	n.bridge.side = n.side.send
 	if _, err := n.system.Root.SpawnNamed(actor.PropsFromFunc(pingActor), PingActor); err != nil {
 		n.Close()
 		return nil, err
@@ -192,6 +204,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		n.Close()
 		return nil, err
 	}
+	n.side.watch(n.member)
 	for _, ai := range join {
 		n.wg.Add(1)
 		go n.keepJoined(ai)
@@ -397,6 +410,14 @@ func (n *Node) PID(p peer.ID, name string) *actor.PID {
 	return actor.NewPID(p.String(), name)
 }
 
+// Links lists this node's links to the peers it sends activations to:
+// the transport each uses now and its round-trip time.
+func (n *Node) Links() []Link { return n.side.links() }
+
+// LinkFallbacks counts side-channel faults that sent traffic back to the
+// libp2p stream, on both ends of this node's links.
+func (n *Node) LinkFallbacks() int64 { return n.side.fallbacks.Load() }
+
 // Membership returns the node's membership view.
 func (n *Node) Membership() *Membership { return n.member }
 
@@ -413,6 +434,9 @@ func (n *Node) Close() error {
 		n.cancel()
 		if n.mdns != nil {
 			n.mdns.Close()
+		}
+		if n.side != nil {
+			n.side.close()
 		}
 		n.bridge.close()
 		n.wg.Wait()

@@ -113,6 +113,7 @@ two counts); peak RSS covers the model run, not the bandwidth buffer.`,
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
 	f.IntVar(&bufMiB, "bandwidth-mib", 1024, "size of the bandwidth buffer in MiB (keep it far above the L3 cache)")
+	cmd.AddCommand(benchLinkCmd())
 	return cmd
 }
 

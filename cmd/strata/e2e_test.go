@@ -110,7 +110,9 @@ func newCluster(t *testing.T, bin string, models map[string]string, n int, memor
 			}
 		}
 	})
-	c.waitMembers(c.nodes[0], n)
+	for _, p := range c.nodes { // every node asked later must see all n
+		c.waitMembers(p, n)
+	}
 	return c
 }
 
@@ -312,6 +314,68 @@ const client = new OpenAI({ baseURL: process.env.BASE_URL + "/v1", apiKey: "clus
 	if got.Text != want || got.Chunks < 10 || got.Finish != "length" {
 		t.Errorf("streamed %q in %d chunks (%s); want %q", got.Text, got.Chunks, got.Finish, want)
 	}
+}
+
+// The official Anthropic SDK streams a message from a three-process
+// cluster (POST /v1/messages, key as x-api-key) and gets the one-node text.
+func TestE2EAnthropicClientOnCluster(t *testing.T) {
+	bin := buildBinary(t)
+	stories := testdata.Path(t, "gguf/stories260K.gguf")
+	node, modules := nodeClient(t, "@anthropic-ai/sdk")
+	c := newCluster(t, bin, map[string]string{"stories260K": stories}, 3, "800kB", "--context", "512", "--api-key", "cluster-key")
+	want := strings.TrimSuffix(runLocal(t, bin, stories, "Once upon a time", 40), "\n")
+	script := filepath.Join(t.TempDir(), "stream.cjs")
+	os.WriteFile(script, []byte(`
+const Anthropic = require("@anthropic-ai/sdk");
+const client = new Anthropic({ baseURL: process.env.BASE_URL, apiKey: "cluster-key", maxRetries: 0 });
+(async () => {
+  let text = "", deltas = 0, stop = "", events = [];
+  const stream = await client.messages.create({ model: "stories260K", stream: true, temperature: 0, max_tokens: 40,
+    messages: [{ role: "user", content: "Once upon a time" }] });
+  for await (const ev of stream) {
+    if (events[events.length - 1] !== ev.type) events.push(ev.type);
+    if (ev.type === "content_block_delta") { text += ev.delta.text; deltas++; }
+    if (ev.type === "message_delta") stop = ev.delta.stop_reason;
+  }
+  console.log(JSON.stringify({ text, deltas, stop, events }));
+})().catch((e) => { console.error(e); process.exit(1); });
+`), 0o644)
+	cmd := exec.Command(node, script)
+	cmd.Env = append(os.Environ(), "NODE_PATH="+modules, "BASE_URL=http://"+c.nodes[2].api, "ANTHROPIC_BASE_URL=", "ANTHROPIC_API_KEY=")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("node client: %v\n%s", err, out)
+	}
+	var got struct {
+		Text, Stop string
+		Deltas     int
+		Events     []string
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if got.Text != want || got.Deltas < 10 || got.Stop != "max_tokens" ||
+		strings.Join(got.Events, " ") != "message_start content_block_start content_block_delta content_block_stop message_delta message_stop" {
+		t.Errorf("streamed %q in %d deltas (%s, events %v); want %q", got.Text, got.Deltas, got.Stop, got.Events, want)
+	}
+}
+
+// nodeClient finds node and the .ci/npm node_modules holding pkg (.ci/run
+// installs it); STRATA_NODE_MODULES overrides the folder.
+func nodeClient(t *testing.T, pkg string) (node, modules string) {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatal("node is not installed (.ci/run needs Node.js for this test)")
+	}
+	modules = os.Getenv("STRATA_NODE_MODULES")
+	if modules == "" {
+		modules, _ = filepath.Abs(filepath.Join("..", "..", ".ci", "npm", "node_modules"))
+	}
+	if _, err := os.Stat(filepath.Join(modules, pkg, "package.json")); err != nil {
+		t.Fatalf("the %s npm package is missing from %s (.ci/run installs it)", pkg, modules)
+	}
+	return node, modules
 }
 
 // 50 concurrent streaming chat completions sent to one node of a

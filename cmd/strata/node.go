@@ -11,10 +11,12 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
@@ -25,6 +27,7 @@ import (
 	"strata/internal/units"
 	"strata/messages"
 	"strata/peers"
+	"strata/peers/verbs"
 	"strata/runtime/catalog"
 )
 
@@ -36,10 +39,10 @@ const defaultListen = "/ip4/0.0.0.0/tcp/7341"
 // nodeFlags are the flags of `strata node`.
 type nodeFlags struct {
 	dataDir, secret, secretFile, memory, models, apiAddr, apiKey string
-	disk                                                         string
+	disk, transport, verbsFaults                                 string
 	stores                                                       string
-	listen, join                                                 []string
-	noMDNS, f16                                                  bool
+	listen, join, allowedHosts                                   []string
+	noMDNS, f16, verbsApple                                      bool
 	context, parallel, threads                                   int
 }
 
@@ -88,10 +91,16 @@ others too, and strata models lists them.`,
 	fl.StringVar(&f.stores, "stores", defaultStores, "other stores to find models in (see strata models --help); \"none\" for only --models")
 	fl.StringVar(&f.apiAddr, "api", api.DefaultAddr, "address of the HTTP status API")
 	fl.StringVar(&f.apiKey, "api-key", "", "key the API requires (default $STRATA_API_KEY; needed when --api is not loopback)")
+	fl.StringSliceVar(&f.allowedHosts, "allowed-host", nil, "host name, besides localhost and IP addresses, that API requests may be addressed to when there is no API key (repeatable)")
 	fl.BoolVar(&f.noMDNS, "no-mdns", false, "do not look for peers on the LAN")
 	fl.IntVar(&f.context, "context", 4096, "KV cache positions per session (at most the model's context length)")
 	fl.IntVar(&f.parallel, "parallel", 4, "sessions run at once; placement reserves KV memory for this many")
 	fl.IntVar(&f.threads, "threads", 0, "worker threads for the kernels (0: all cores)")
+	fl.StringVar(&f.transport, "transport", peers.TransportAuto, "what activations travel on between nodes: auto (shared memory with nodes on this host, else the libp2p stream), tcp, shm or rdma")
+	fl.BoolVar(&f.verbsApple, "verbs-apple", false, "keep shared-memory links to Apple RDMA's constraints (4 KiB frames, equal send/receive sizes, 32 work requests): to test that protocol")
+	fl.StringVar(&f.verbsFaults, "verbs-faults", "", "inject a fault into the side channel: KIND@FRAME (drop, truncate, corrupt, reorder, stall), for tests")
+	fl.MarkHidden("verbs-apple")
+	fl.MarkHidden("verbs-faults")
 	fl.BoolVar(&f.f16, "f16-activations", false, "send activations between nodes as f16 (half the bytes; output may differ slightly from one node)")
 
 	cmd.AddCommand(&cobra.Command{
@@ -186,6 +195,10 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 			return fmt.Errorf("--%w", err)
 		}
 	}
+	faults, err := parseVerbsFaults(f.verbsFaults)
+	if err != nil {
+		return err
+	}
 	secret, created, source, err := nodeSecret(f)
 	if err != nil {
 		return err
@@ -228,7 +241,9 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 		Peers: peers.Config{
 			DataDir: f.dataDir, Listen: f.listen, Join: f.join, Secret: secret, NoMDNS: f.noMDNS,
 			MemoryBytes: memCap, Version: version, Logger: log,
-			OnSent: metrics.AddBytesSent,
+			OnSent:    metrics.AddBytesSent,
+			Transport: f.transport,
+			Verbs:     peers.VerbsOptions{Apple: f.verbsApple, Faults: faults},
 		},
 		Cluster: actors.ClusterOptions{PlanContext: f.context, PlanSessions: f.parallel, Metrics: metrics, Logger: log, Hidden: hiddenType(f.f16)},
 		Models:  cat,
@@ -248,10 +263,12 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 			Help: "Bytes of model weights this node fetched from peers."}, func() float64 { return float64(node.WeightsFetched()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "strata_weights_served_bytes_total",
 			Help: "Bytes of model weights this node sent to peers."}, func() float64 { return float64(node.WeightsServed()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "strata_link_fallbacks_total",
+			Help: "Side-channel faults (corrupt, missing or stalled frames) that sent activations back to the libp2p stream."}, func() float64 { return float64(node.LinkFallbacks()) }),
 	)
 
 	srv, err := api.NewServer(api.Config{
-		Addr: ln.Addr().String(), APIKey: f.apiKey, Generator: full.Cluster, Metrics: metrics, Logger: log,
+		Addr: ln.Addr().String(), APIKey: f.apiKey, AllowedHosts: f.allowedHosts, Generator: full.Cluster, Metrics: metrics, Logger: log,
 		Models:    api.NewFileModels(full.Weights, func() []string { return clusterModels(cat, node) }, f.context),
 		Cluster:   func() api.ClusterStatus { return clusterStatus(full) },
 		MaxActive: f.parallel,
@@ -334,7 +351,7 @@ func clusterStatus(n *actors.Node) api.ClusterStatus {
 	st := peersStatus(n.Peers)
 	cs := api.ClusterStatus{Self: st.Self, Members: []api.MemberStatus{}, Sessions: []api.SessionStatus{}}
 	for _, m := range st.Members {
-		ms := api.MemberStatus{PeerID: m.PeerID, Addrs: m.Addrs, MemoryBytes: m.MemoryBytes, Shards: []api.ShardStatus{}}
+		ms := api.MemberStatus{PeerID: m.PeerID, Addrs: m.Addrs, MemoryBytes: m.MemoryBytes, Shards: []api.ShardStatus{}, Links: m.Links}
 		for _, md := range m.Models {
 			ms.Models = append(ms.Models, md.Name)
 		}
@@ -376,7 +393,46 @@ func peersStatus(node *peers.Node) api.PeersStatus {
 		for _, md := range in.Models {
 			ps.Models = append(ps.Models, api.PeerModel{Name: md.Name, SizeBytes: md.SizeBytes, Digest: md.Digest})
 		}
+		if m.ID == node.ID() {
+			ps.Links = linksStatus(node.Links())
+		}
 		st.Members = append(st.Members, ps)
 	}
 	return st
+}
+
+// linksStatus is a node's links in the status API's form, by peer ID.
+func linksStatus(links []peers.Link) []api.LinkStatus {
+	out := []api.LinkStatus{}
+	for _, l := range links {
+		out = append(out, api.LinkStatus{PeerID: l.Peer.String(), Transport: l.Transport, RTTMicros: l.RTT.Microseconds()})
+	}
+	slices.SortFunc(out, func(a, b api.LinkStatus) int { return strings.Compare(a.PeerID, b.PeerID) })
+	return out
+}
+
+// parseVerbsFaults reads --verbs-faults: KIND@FRAME, the frame (counted
+// from 0 on each link) that gets the fault.
+func parseVerbsFaults(spec string) (func(peer.ID) func(int) verbs.Fault, error) {
+	if spec == "" {
+		return nil, nil
+	}
+	kind, at, ok := strings.Cut(spec, "@")
+	frame, err := strconv.Atoi(at)
+	if !ok || err != nil || frame < 0 {
+		return nil, fmt.Errorf("--verbs-faults %q: want KIND@FRAME, e.g. corrupt@9", spec)
+	}
+	for f := verbs.Drop; f <= verbs.Stall; f++ {
+		if f.String() == kind {
+			return func(peer.ID) func(int) verbs.Fault {
+				return func(n int) verbs.Fault {
+					if n == frame {
+						return f
+					}
+					return verbs.Deliver
+				}
+			}, nil
+		}
+	}
+	return nil, fmt.Errorf("--verbs-faults %q: kind is drop, truncate, corrupt, reorder or stall", spec)
 }

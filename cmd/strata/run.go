@@ -108,7 +108,7 @@ decides which nodes run which layers.`,
 	return cmd
 }
 
-// runRemote streams a generation from a node's /api/generate.
+// runRemote streams a generation from a node's /api/strata/generate.
 func runRemote(cmd *cobra.Command, url, key string, req api.GenerateRequest) error {
 	if !strings.Contains(url, "://") {
 		url = "http://" + url

@@ -111,6 +111,18 @@ func printStatus(out io.Writer, st api.PeersStatus) {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", id, mem, orDash(strings.Join(models, ", ")), orDash(strings.Join(m.Shards, " ")), orDash(strings.Join(m.Addrs, " ")))
 	}
 	w.Flush()
+	for _, m := range st.Members {
+		if m.PeerID != st.Self || len(m.Links) == 0 {
+			continue
+		}
+		fmt.Fprintf(out, "links from %s (activations):\n", st.Self)
+		w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(w, "  PEER ID\tTRANSPORT\tRTT")
+		for _, l := range m.Links {
+			fmt.Fprintf(w, "  %s\t%s\t%dµs\n", l.PeerID, l.Transport, l.RTTMicros)
+		}
+		w.Flush()
+	}
 }
 
 func orDash(s string) string {

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode"
 )
 
 // splitPart matches a llama.cpp split part's file name: NAME-00001-of-00005.gguf.
@@ -45,10 +46,13 @@ func PartName(name string, n, count int) string {
 	return fmt.Sprintf("%s-%05d-of-%05d.gguf", name, n, count)
 }
 
-// ValidName reports whether name can name a model: not empty, no path
-// separators, not "." or "..".
+// ValidName reports whether name can name a model: not empty, at most
+// 512 bytes, no path separators, not "." or "..", and no glob characters
+// (*?[]) or control characters: names come from clients, and a name that
+// matches files by pattern could reach files no model list shows.
 func ValidName(name string) error {
-	if name == "" || strings.ContainsAny(name, "/\\\x00") || name == "." || name == ".." || len(name) > 512 {
+	if name == "" || strings.ContainsAny(name, "/\\*?[]") || strings.ContainsFunc(name, unicode.IsControl) ||
+		name == "." || name == ".." || len(name) > 512 {
 		return fmt.Errorf("invalid model name %q", name)
 	}
 	return nil

@@ -240,8 +240,10 @@ func (man *Manifest) Validate() error {
 		}
 	}
 	for _, t := range man.Tensors {
+		// Offset and Size are compared, never summed: a sum could wrap.
 		if t.Part < 0 || t.Part >= len(man.Parts) || t.Offset < man.Parts[t.Part].HeaderBytes || t.Size < 0 ||
-			t.Offset+t.Size > man.Parts[t.Part].Size || len(t.SHA256) != 64 {
+			t.Offset > man.Parts[t.Part].Size || t.Size > man.Parts[t.Part].Size-t.Offset ||
+			len(t.SHA256) != 64 {
 			return fmt.Errorf("catalog: manifest of %s: tensor %q at %d+%d outside part %d", man.Name, t.Name, t.Offset, t.Size, t.Part)
 		}
 	}

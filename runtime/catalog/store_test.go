@@ -3,6 +3,7 @@ package catalog
 import (
 	"bytes"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -171,5 +172,39 @@ func TestStoreBudget(t *testing.T) {
 	err = s.Reserve("c", int64(len(data)), func(m string) bool { return m == "b" })
 	if !errors.Is(err, ErrDiskBudget) || !strings.Contains(err.Error(), "--disk") {
 		t.Errorf("reserve past the budget with b in use: %v", err)
+	}
+}
+
+// A manifest from a peer whose tensor offset plus size wraps around int64
+// must not pass as lying inside its part.
+func TestManifestValidateOverflow(t *testing.T) {
+	sum := strings.Repeat("0", 64)
+	man := &Manifest{Name: "m", Parts: []ManifestPart{{Size: 1 << 20, HeaderBytes: 4096, HeaderSHA256: sum}},
+		Tensors: []ManifestTensor{{Name: "t", Part: 0, Offset: 8192, Size: math.MaxInt64 - 4096, SHA256: sum}}}
+	if err := man.Validate(); err == nil {
+		t.Fatal("a tensor of 2^63 bytes inside a 1 MiB part was accepted")
+	}
+	man.Tensors[0].Size = 1<<20 - 8192
+	if err := man.Validate(); err != nil {
+		t.Fatalf("a tensor filling the rest of its part: %v", err)
+	}
+}
+
+// Names come from clients: pattern and control characters are refused
+// before any store is searched.
+func TestValidNameRefusesPatterns(t *testing.T) {
+	for _, n := range []string{"z*", "stories260?", "[s]tories260K", "a\x00b", "a\nb", "../x", ""} {
+		if err := ValidName(n); err == nil {
+			t.Errorf("ValidName(%q) accepted it", n)
+		}
+	}
+	for _, n := range []string{"stories260K", "llama3.2:3b-instruct-q4_K_M", "hf-org-Model-Q4_K_M"} {
+		if err := ValidName(n); err != nil {
+			t.Errorf("ValidName(%q): %v", n, err)
+		}
+	}
+	dir := filepath.Dir(testdata.Path(t, "gguf/stories260K.gguf"))
+	if _, err := (Catalog{Dirs: []string{dir}}).Path("stories260*"); err == nil || errors.Is(err, ErrNotFound) {
+		t.Errorf("Path(stories260*): %v, want an invalid-name error", err)
 	}
 }

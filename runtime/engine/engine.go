@@ -101,6 +101,9 @@ type Request struct {
 	MaxTokens int // 0 = until end of generation or the context is full
 	Sampling  sample.Params
 	Stop      []string // generation stops before any of these strings
+	// Constraint, when set, restricts the sampled tokens (a grammar); see
+	// sample.Sampler.Constrain. It serves one generation.
+	Constraint sample.Constraint
 }
 
 // Token is one generated token as delivered to the callback.
@@ -157,6 +160,9 @@ func (e *Engine) Generate(ctx context.Context, req Request, onToken func(Token) 
 	}
 	for _, t := range prompt {
 		sampler.Accept(t)
+	}
+	if req.Constraint != nil {
+		sampler.Constrain(req.Constraint)
 	}
 	m := e.Model
 	st := m.NewState(e.pool, min(e.batch, len(prompt)), e.ctxLen)

@@ -318,6 +318,9 @@ func TestMalformed(t *testing.T) {
 		{"too many dims", mutate(func(b []byte) []byte { le.PutUint32(b[dimsA-4:], 5); return b }), ErrInvalid, "dimension count"},
 		{"zero dim", mutate(func(b []byte) []byte { le.PutUint64(b[dimsA:], 0); return b }), ErrInvalid, "dims"},
 		{"overflowing dims", mutate(func(b []byte) []byte { le.PutUint64(b[dimsA:], 1<<40); le.PutUint64(b[dimsA+8:], 1<<40); return b }), ErrInvalid, "dims"},
+		// 2^62 F32 elements are 2^64 bytes: a size that wraps to 0 would
+		// fit any file (strata inspect showed such a tensor as 0 bytes).
+		{"size overflowing 64 bits", mutate(func(b []byte) []byte { le.PutUint64(b[dimsA:], 1<<31); le.PutUint64(b[dimsA+8:], 1<<31); return b }), ErrInvalid, "do not fit"},
 		{"unknown tensor type", mutate(func(b []byte) []byte { le.PutUint32(b[typeA:], 4); return b }), ErrInvalid, "unknown tensor type 4"},
 		{"partial block", mutate(func(b []byte) []byte { le.PutUint32(b[typeA:], uint32(tensor.Q4_0)); return b }), ErrInvalid, "whole number"},
 		{"misaligned offset", mutate(func(b []byte) []byte { le.PutUint64(b[offA:], 3); return b }), ErrInvalid, "alignment"},

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"math/bits"
 	"sort"
 	"unicode/utf8"
 
@@ -252,7 +253,14 @@ func parse(file string, b []byte) (*header, error) {
 		if bs := uint64(t.Type.BlockSize()); t.Cols()%bs != 0 {
 			return nil, c.errorf(ErrInvalid, field+" dims", dat, "row of %d elements is not a whole number of %s blocks of %d", t.Cols(), t.Type, bs)
 		}
-		t.Size = elems / uint64(t.Type.BlockSize()) * uint64(t.Type.BlockBytes())
+		// elems may be up to 2^62 and a block up to hundreds of bytes: the
+		// byte size is computed with its carry, so a huge tensor is refused
+		// instead of wrapping to a small size that fits the file.
+		hi, size := bits.Mul64(elems/uint64(t.Type.BlockSize()), uint64(t.Type.BlockBytes()))
+		if hi != 0 || size > math.MaxInt64 {
+			return nil, c.errorf(ErrInvalid, field+" dims", dat, "%d elements of %s do not fit in 2^63 bytes", elems, t.Type)
+		}
+		t.Size = size
 		oat := c.off
 		if t.Offset, err = c.u64(field + " offset"); err != nil {
 			return nil, err

@@ -2,6 +2,8 @@ package model
 
 import (
 	"fmt"
+	"math"
+	"math/bits"
 	"regexp"
 	"strconv"
 
@@ -68,7 +70,11 @@ func ProfileOf(f *gguf.File) (Profile, error) {
 	if kvl := md.ArchUint("attention.kv_lora_rank", 0); p.Arch == "deepseek2" && kvl > 0 {
 		// Multi-head latent attention caches one latent and one rope key
 		// per position, whatever key_length and head_count_kv say.
-		p.KVBytesPerToken = layers * (kvl + md.ArchUint("rope.dimension_count", 0)) * 4
+		kv, ok := mulSizes(layers, addSize(kvl, md.ArchUint("rope.dimension_count", 0)), 4)
+		if !ok {
+			return p, fmt.Errorf("model: the KV cache of one token (%d layers, kv_lora_rank %d) does not fit in 64 bits", layers, kvl)
+		}
+		p.KVBytesPerToken = kv
 		return p, nil
 	}
 	heads := md.ArchUint("attention.head_count", 0)
@@ -77,11 +83,42 @@ func ProfileOf(f *gguf.File) (Profile, error) {
 	if kvRank := md.ArchUint("attention.kv_lora_rank", 0); p.Arch == "deepseek2" && kvRank > 0 {
 		// Multi-head latent attention caches the compressed latent and the
 		// shared rope key, not per-head K and V.
-		p.KVBytesPerToken = layers * (kvRank + md.ArchUint("rope.dimension_count", 0)) * 4
+		kv, ok := mulSizes(layers, addSize(kvRank, md.ArchUint("rope.dimension_count", 0)), 4)
+		if !ok {
+			return p, fmt.Errorf("model: the KV cache of one token (%d layers, kv_lora_rank %d) does not fit in 64 bits", layers, kvRank)
+		}
+		p.KVBytesPerToken = kv
 	} else if heads > 0 {
 		headDim := md.ArchUint("attention.key_length", embd/heads)
 		valDim := md.ArchUint("attention.value_length", embd/heads)
-		p.KVBytesPerToken = layers * kvHeads * (headDim + valDim) * 4
+		kv, ok := mulSizes(layers, kvHeads, addSize(headDim, valDim), 4)
+		if !ok {
+			return p, fmt.Errorf("model: the KV cache of one token (%d layers, %d KV heads of %d+%d) does not fit in 64 bits", layers, kvHeads, headDim, valDim)
+		}
+		p.KVBytesPerToken = kv
 	}
 	return p, nil
+}
+
+// mulSizes multiplies sizes read from a file; ok is false when the
+// product does not fit in 63 bits (the largest size anything downstream
+// can hold as an int64), so a crafted shape cannot wrap to a small number.
+func mulSizes(xs ...uint64) (uint64, bool) {
+	p := uint64(1)
+	for _, x := range xs {
+		hi, lo := bits.Mul64(p, x)
+		if hi != 0 || lo > math.MaxInt64 {
+			return 0, false
+		}
+		p = lo
+	}
+	return p, true
+}
+
+// addSize adds two sizes from a file, saturating (mulSizes then refuses).
+func addSize(a, b uint64) uint64 {
+	if s, c := bits.Add64(a, b, 0); c == 0 {
+		return s
+	}
+	return math.MaxUint64
 }

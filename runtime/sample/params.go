@@ -122,3 +122,13 @@ func (p Params) window() int {
 	}
 	return p.PenaltyLastN
 }
+
+// Constraint restricts which tokens may come next, e.g. a grammar
+// (package grammar). A Sampler with a Constraint calls Mask on the logits
+// before everything else, and Accept with the token it draws.
+type Constraint interface {
+	// Mask sets the logits of tokens that may not come next to -Inf.
+	Mask(logits []float32)
+	// Accept advances past token, the one just drawn.
+	Accept(token int)
+}

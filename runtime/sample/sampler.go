@@ -36,7 +36,15 @@ type Sampler struct {
 	ring   []int32
 	head   int
 	window int
+
+	// c, when set, masks the logits first and follows the drawn tokens.
+	c Constraint
 }
+
+// Constrain makes every following Sample draw only tokens c allows, and
+// tell c which one it drew. Tokens given to Accept do not reach c (the
+// prompt is not part of what c constrains). nil removes the constraint.
+func (s *Sampler) Constrain(c Constraint) { s.c = c }
 
 // New returns a Sampler for logits of length vocabSize. It validates p and
 // allocates all scratch that Sample needs: 8 bytes per vocabulary token,
@@ -134,6 +142,16 @@ func (s *Sampler) Sample(logits []float32) int {
 	if len(logits) != s.vocab {
 		panic(fmt.Sprintf("sample: Sample with %d logits, vocabulary is %d", len(logits), s.vocab))
 	}
+	if s.c == nil {
+		return s.sample(logits)
+	}
+	s.c.Mask(logits)
+	id := s.sample(logits)
+	s.c.Accept(id)
+	return id
+}
+
+func (s *Sampler) sample(logits []float32) int {
 	s.applyPenalties(logits)
 	if s.p.Temperature == 0 {
 		return argmax(logits)

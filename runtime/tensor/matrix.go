@@ -1,6 +1,9 @@
 package tensor
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // Matrix is a weight matrix: Rows rows of Cols elements, row-major, in ggml
 // layout (a GGUF tensor with dims ne=[Cols, Rows]). Each row is Cols/BlockSize
@@ -25,6 +28,9 @@ func NewMatrix(t Type, rows, cols int, data []byte) (Matrix, error) {
 	bs, bb, _ := layout(t)
 	if cols%bs != 0 {
 		return Matrix{}, fmt.Errorf("%w: %d columns is not a whole number of %v blocks of %d", ErrSize, cols, t, bs)
+	}
+	if cols/bs > math.MaxInt/bb {
+		return Matrix{}, fmt.Errorf("%w: %d columns of %v do not fit in memory", ErrSize, cols, t)
 	}
 	rowBytes := cols / bs * bb
 	if rows != 0 && rowBytes > len(data)/rows || rowBytes*rows != len(data) {

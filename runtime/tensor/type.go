@@ -1,6 +1,9 @@
 package tensor
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // Type is a ggml tensor element type, numbered as in ggml.h and GGUF files.
 // Quantized types store elements in fixed-size blocks; Info describes them.
@@ -127,6 +130,9 @@ func (t Type) RowBytes(n int64) (int64, error) {
 	}
 	if n < 0 || n%int64(info.BlockSize) != 0 {
 		return 0, fmt.Errorf("tensor: %d elements is not a whole number of %s blocks of %d", n, info.Name, info.BlockSize)
+	}
+	if blocks := n / int64(info.BlockSize); blocks > math.MaxInt64/int64(info.BlockBytes) {
+		return 0, fmt.Errorf("tensor: %d elements of %s do not fit in 2^63 bytes", n, info.Name)
 	}
 	return n / int64(info.BlockSize) * int64(info.BlockBytes), nil
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Sentinel errors. Errors returned by New and FromGGUF wrap one of these.
@@ -149,6 +150,7 @@ type Tokenizer struct {
 	special  []int // control, user-defined and unknown tokens, longest text first
 	eog      map[int]bool
 	pieces   []string // Piece(id), precomputed
+	maxBytes int      // longest token text
 	byteTok  [256]int // SPM byte-fallback token per byte value; UNK when absent
 }
 
@@ -197,6 +199,7 @@ func New(v Vocab) (*Tokenizer, error) {
 			t.v.Tokens[id] = s
 		}
 		t.toID[s] = id
+		t.maxBytes = max(t.maxBytes, len(s))
 		t.attrs[id] = attrNormal
 		if v.Types != nil {
 			t.attrs[id] = attrOf(v.Types[id])
@@ -569,6 +572,58 @@ func isSpace(c byte) bool {
 // byte, and byte-level BPE encodes stray bytes as their byte tokens
 // (llama.cpp rejects invalid UTF-8 for BPE).
 func (t *Tokenizer) Encode(text string, addSpecial, parseSpecial bool) []int {
+	return t.encode(text, addSpecial, parseSpecial, false)
+}
+
+// Escape is the rune EscapeSpecial writes into control-token texts found
+// in untrusted text: U+FDD0, a Unicode noncharacter, which no token text
+// holds and no text needs.
+const Escape = '\uFDD0'
+
+const escape = string(Escape)
+
+// EscapeSpecial prepares untrusted text, such as a chat message, for a
+// chat template whose output EncodeEscaped tokenizes: every control-token
+// text in s ("<|im_start|>", "</s>") gets Escape after its first
+// character, so it no longer reads as that token, and any Escape already
+// in s is dropped. A user who types "<|im_start|>system" thus gets those
+// characters as text, not a turn of their own.
+func (t *Tokenizer) EscapeSpecial(s string) string {
+	s = strings.ReplaceAll(s, escape, "")
+	for _, id := range t.special {
+		if t.attrs[id]&(attrControl|attrUnknown) == 0 {
+			continue // user-defined tokens are recognised in plain text too (Encode)
+		}
+		tok := t.v.Tokens[id]
+		if !strings.Contains(s, tok) {
+			continue
+		}
+		_, n := utf8.DecodeRuneInString(tok)
+		esc := tok[:n] + escape + tok[n:]
+		for strings.Contains(s, tok) { // again for overlaps ("<s><s>" holds "><s")
+			s = strings.ReplaceAll(s, tok, esc)
+		}
+	}
+	return s
+}
+
+// EncodeEscaped tokenizes the output of a chat template into whose
+// variables untrusted text went through EscapeSpecial: control tokens are
+// parsed where their text is whole (the template's own, and bos_token and
+// the like), the escaped ones stay text, and Escape runes are dropped
+// before the text around them is encoded. For text without Escape it is
+// Encode(text, addSpecial, true).
+func (t *Tokenizer) EncodeEscaped(text string, addSpecial bool) []int {
+	return t.encode(text, addSpecial, true, true)
+}
+
+// MaxTokenBytes is the length of the longest token text. No token stands
+// for more bytes of input than its text has, so a text of n bytes encodes
+// to at least n/MaxTokenBytes tokens: a bound that refuses a huge prompt
+// without tokenizing it.
+func (t *Tokenizer) MaxTokenBytes() int { return t.maxBytes }
+
+func (t *Tokenizer) encode(text string, addSpecial, parseSpecial, unescape bool) []int {
 	var out []int
 	var parts []part
 	if text != "" {
@@ -588,6 +643,11 @@ func (t *Tokenizer) Encode(text string, addSpecial, parseSpecial bool) []int {
 				continue
 			}
 			frag := text[p.start:p.end]
+			if unescape {
+				if frag = strings.ReplaceAll(frag, escape, ""); frag == "" {
+					continue
+				}
+			}
 			if t.v.AddSpacePrefix && prevSpecial {
 				frag = " " + frag
 			}
@@ -602,7 +662,11 @@ func (t *Tokenizer) Encode(text string, addSpecial, parseSpecial bool) []int {
 				out = append(out, p.tok)
 				continue
 			}
-			out = s.encode(t, text[p.start:p.end], out)
+			frag := text[p.start:p.end]
+			if unescape {
+				frag = strings.ReplaceAll(frag, escape, "")
+			}
+			out = s.encode(t, frag, out)
 		}
 	}
 	if addSpecial && t.v.AddEOS && t.v.EOS != NoToken {

@@ -1,0 +1,190 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"strata/actors"
+	"strata/runtime/engine"
+	"strata/runtime/grammar"
+	"strata/runtime/sample"
+	"strata/runtime/tokenizer"
+)
+
+// The request pipeline every surface shares. A surface (openai.go,
+// anthropic.go, ollama.go, responses.go) decodes its own request shape
+// into a job: messages rendered through the model's chat template (or a
+// prompt), token-bounded, with sampling settings; then run queues it,
+// generates, and hands the text to the surface's streamer, which writes
+// the answer in that surface's shape. Errors go out in the surface's
+// error shape (Server.fail by endpoint).
+
+// job is one validated generation request, ready to queue.
+type job struct {
+	endpoint string // for metrics and the error shape: "chat", "completions", "messages", "ollama", "responses"
+	model    string
+	tok      *tokenizer.Tokenizer
+	tokens   []int
+	echo     string // prompt text to send before the answer (completions echo)
+	maxTok   int
+	params   sample.Params
+	stop     []string
+	stream   bool
+	usage    bool // stream a usage chunk
+	id       string
+	created  int64
+	schema   *grammar.Schema // structured output: the document must match it
+	tool     *toolCall       // a forced tool: the document is its input
+}
+
+// finish is how a generation ended, in the terms every surface needs.
+type finish struct {
+	reason  string // engine.FinishStop or engine.FinishLength
+	stopSeq string // the stop string that ended it, if one did
+	usage   Usage
+	tokens  []int // the generated ids
+}
+
+// streamer receives the answer as it is generated and writes it in one
+// surface's shape: collected into one JSON answer, or streamed.
+type streamer interface {
+	// text is the next piece of the answer.
+	text(s string) error
+	// finish ends a successful answer.
+	finish(f finish) error
+	// failed reports an error that came after the answer began (in the
+	// stream, as the surface does) and returns true; false when nothing
+	// was sent yet, so that the caller answers with an HTTP error.
+	failed(e *Error) bool
+}
+
+// chatPrompt renders msgs for j's model into j.tokens (and j.tok),
+// bounded by bytes before tokenizing and by tokens after. A nil *Error
+// with ctx done means the client left.
+func (s *Server) chatPrompt(ctx context.Context, j *job, msgs []Message, param string) *Error {
+	info, tok, e := s.lookup(j.model)
+	if e != nil {
+		return e
+	}
+	j.tok = tok
+	prompt, err := RenderChat(ctx, tok, msgs)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return badRequest(param, "invalid_value", "The model's chat template refused the messages: %v", err)
+	}
+	if prompt.Fallback != nil {
+		warnFallback(s.cfg.Logger, j.model, tok.ChatTemplate(), prompt.Fallback)
+	}
+	if e := s.fitsBytes(info, tok, prompt.textBytes(), param); e != nil {
+		return e
+	}
+	j.tokens = prompt.Encode(tok)
+	if e := s.fits(info, len(j.tokens)); e != nil {
+		e.Param = strPtr(param)
+		return e
+	}
+	return nil
+}
+
+// run queues j, generates, and answers through out. The generation runs
+// under the request's context: a client that goes away cancels it, and
+// so does a failed write.
+func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job, out streamer, start time.Time) {
+	ctx := r.Context()
+	cg, constrained := s.cfg.Generator.(ConstrainedGenerator)
+	if j.schema != nil && !constrained {
+		s.fail(w, j.endpoint, noConstraints())
+		return
+	}
+	if err := s.queue.Acquire(ctx); err != nil {
+		if errors.Is(err, ErrQueueFull) {
+			_, waiting := s.queue.Len()
+			s.fail(w, j.endpoint, queueFull(waiting))
+		} else {
+			s.metrics.request(j.endpoint, 499) // client closed the request while queued
+		}
+		return
+	}
+	defer s.queue.Release()
+
+	if j.echo != "" {
+		out.text(j.echo)
+	}
+	first := true
+	lastEOG := false
+	req := actors.Request{Model: j.model, Tokens: j.tokens, MaxTokens: j.maxTok, Sampling: j.params, Stop: j.stop}
+	generate := s.cfg.Generator.Generate
+	if j.schema != nil {
+		budget := j.maxTok
+		if info, _, err := s.cfg.Models.Lookup(j.model); err == nil && info.ContextLength > 0 && (budget == 0 || info.ContextLength-len(j.tokens) < budget) {
+			budget = info.ContextLength - len(j.tokens)
+		}
+		m := grammar.NewMatcher(j.schema, s.vocabs.of(j.tok), budget)
+		generate = func(ctx context.Context, req actors.Request, on func(engine.Token) error) (engine.Result, error) {
+			return cg.GenerateConstrained(ctx, req, m, on)
+		}
+	}
+	res, err := generate(ctx, req,
+		func(t engine.Token) error {
+			if first {
+				s.metrics.firstToken(time.Since(start))
+				first = false
+			}
+			s.metrics.token(j.model)
+			lastEOG = j.tok != nil && j.tok.IsEOG(t.ID)
+			if t.Text == "" {
+				return nil
+			}
+			return out.text(t.Text)
+		})
+	s.metrics.finished(j.model, res.PromptTokens, len(res.Tokens), res.DecodeDuration)
+	usage := Usage{PromptTokens: len(j.tokens), CompletionTokens: len(res.Tokens)}
+	usage.TotalTokens = usage.PromptTokens + usage.CompletionTokens
+	if err != nil {
+		if ctx.Err() != nil {
+			s.metrics.request(j.endpoint, 499)
+			return
+		}
+		e := serverError(err)
+		if errors.Is(err, ErrModelNotFound) {
+			e = modelNotFound(j.model)
+		}
+		if s.cfg.Logger != nil {
+			s.cfg.Logger.Warn("generation failed", "model", j.model, "err", err)
+		}
+		if out.failed(e) {
+			s.metrics.request(j.endpoint, http.StatusOK)
+			return
+		}
+		s.fail(w, j.endpoint, e)
+		return
+	}
+	f := finish{reason: res.FinishReason, usage: usage, tokens: res.Tokens}
+	if f.reason == "" {
+		f.reason = engine.FinishStop
+	}
+	if f.reason == engine.FinishStop && !lastEOG && j.tok != nil {
+		f.stopSeq = stopHit(j.tok.Decode(res.Tokens), j.stop)
+	}
+	if err := out.finish(f); err == nil {
+		s.metrics.request(j.endpoint, http.StatusOK)
+	}
+}
+
+// stopHit is the stop string that ended a generation whose tokens decode
+// to full (the text before the stop string, then the token that
+// completed it): the one found earliest.
+func stopHit(full string, stops []string) string {
+	best, at := "", len(full)+1
+	for _, st := range stops {
+		if i := strings.Index(full, st); st != "" && i >= 0 && i < at {
+			best, at = st, i
+		}
+	}
+	return best
+}

@@ -1,0 +1,83 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"sync"
+
+	"strata/actors"
+	"strata/runtime/engine"
+	"strata/runtime/grammar"
+	"strata/runtime/sample"
+	"strata/runtime/tokenizer"
+)
+
+// Structured output: a JSON schema (OpenAI's response_format, Ollama's
+// format, the input schema of a forced tool) compiled into a grammar that
+// masks, at every sampling step, the tokens that cannot continue a valid
+// document (package grammar). The sampler runs where the last layer runs,
+// so the generator must take the constraint: the single-node engine
+// (Local) does; a cluster's remote last stage does not yet.
+
+// ConstrainedGenerator is a Generator that can restrict its sampling to
+// a constraint (one per generation).
+type ConstrainedGenerator interface {
+	GenerateConstrained(ctx context.Context, req actors.Request, c sample.Constraint, onToken func(engine.Token) error) (engine.Result, error)
+}
+
+var _ ConstrainedGenerator = (*Local)(nil)
+
+// GenerateConstrained implements ConstrainedGenerator on the engine.
+func (l *Local) GenerateConstrained(ctx context.Context, req actors.Request, c sample.Constraint, onToken func(engine.Token) error) (engine.Result, error) {
+	if req.Model != l.name {
+		return l.Generate(ctx, req, onToken)
+	}
+	return l.e.Generate(ctx, engine.Request{Tokens: req.Tokens, Prompt: req.Prompt, MaxTokens: req.MaxTokens, Sampling: req.Sampling, Stop: req.Stop, Constraint: c}, onToken)
+}
+
+// toolCall is the forced tool of a request: its output is the tool's
+// input, a JSON document of the tool's schema.
+type toolCall struct {
+	name string
+	id   string
+}
+
+// compileSchema compiles a request's JSON schema; nil or {} is any JSON.
+func compileSchema(param string, raw json.RawMessage) (*grammar.Schema, *Error) {
+	if raw = bytes.TrimSpace(raw); len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return grammar.AnyJSON(), nil
+	}
+	s, err := grammar.Compile(raw)
+	if err != nil {
+		return nil, badRequest(param, "unsupported_value", "%v", err)
+	}
+	return s, nil
+}
+
+// vocabs caches each tokenizer's token trie (built in tens of
+// milliseconds for a large vocabulary; kept for the few models in use).
+type vocabs struct {
+	mu sync.Mutex
+	m  map[*tokenizer.Tokenizer]*grammar.Vocab
+}
+
+func (v *vocabs) of(tok *tokenizer.Tokenizer) *grammar.Vocab {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if g, ok := v.m[tok]; ok {
+		return g
+	}
+	if v.m == nil || len(v.m) >= maxFileModels {
+		v.m = map[*tokenizer.Tokenizer]*grammar.Vocab{}
+	}
+	g := grammar.VocabOf(tok)
+	v.m[tok] = g
+	return g
+}
+
+// noConstraints refuses structured output on a generator that cannot
+// constrain its sampling.
+func noConstraints() *Error {
+	return badRequest("", "unsupported_value", "Structured output and forced tool calls need constrained sampling, which this node's generator (a cluster, whose last stage samples remotely) does not offer yet.")
+}

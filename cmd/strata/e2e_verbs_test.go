@@ -1,0 +1,83 @@
+//go:build e2e
+
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"strata/internal/testdata"
+)
+
+// Three real node processes on one host find each other's shared memory
+// by themselves (auto), and the greedy text equals one node's over shm,
+// over tcp, under the Apple constraints and with a corrupt frame injected;
+// tokens/s over each is logged.
+func TestE2ESideChannel(t *testing.T) {
+	bin := buildBinary(t)
+	stories := testdata.Path(t, "gguf/stories260K.gguf")
+	const n = 200
+	want := runLocal(t, bin, stories, "Tim and Sue found a box.", n)
+	for _, tc := range []struct {
+		name, link string
+		args       []string
+		fallback   bool
+	}{
+		{"auto", "shm", nil, false},
+		{"tcp", "tcp", []string{"--transport", "tcp"}, false},
+		{"apple", "shm", []string{"--transport", "shm", "--verbs-apple"}, false},
+		{"corrupt", "tcp", []string{"--verbs-faults", "corrupt@5"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"--context", "512"}, tc.args...)
+			c := newCluster(t, bin, map[string]string{"stories260K": stories}, 3, "800kB", args...)
+			for _, p := range c.nodes {
+				c.waitMembers(p, 3)
+			}
+			last := c.nodes[2]
+			runViaAPI(t, bin, last.api, "stories260K", "Tim and Sue found a box.", 4) // loads the shards
+			start := time.Now()
+			got := runViaAPI(t, bin, last.api, "stories260K", "Tim and Sue found a box.", n)
+			took := time.Since(start)
+			if got != want {
+				t.Fatalf("got %q\nwant %q", got, want)
+			}
+			t.Logf("%s: %d tokens in %v, %.0f tokens/s (3 processes, stories260K)", tc.name, n, took, n/took.Seconds())
+			fallbacks := 0
+			for _, p := range c.nodes {
+				st := clusterStatusOf(t, p.api)
+				links := 0
+				for _, m := range st.Members {
+					for _, l := range m.Links {
+						links++
+						if l.Transport != tc.link && !(tc.fallback && l.Transport == "shm") {
+							t.Errorf("%s: link to %s is %s, want %s", p.name, l.PeerID, l.Transport, tc.link)
+						}
+					}
+				}
+				if links != 2 {
+					t.Errorf("%s shows %d links, want 2: %+v", p.name, links, st.Members)
+				}
+				resp, err := http.Get("http://" + p.api + "/metrics")
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				for _, line := range strings.Split(string(body), "\n") {
+					var v int
+					if _, err := fmt.Sscanf(line, "strata_link_fallbacks_total %d", &v); err == nil {
+						fallbacks += v
+					}
+				}
+			}
+			if tc.fallback != (fallbacks > 0) {
+				t.Errorf("%d fallbacks counted (a fault injected: %v)", fallbacks, tc.fallback)
+			}
+		})
+	}
+}

@@ -1,0 +1,882 @@
+package peers
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+	"google.golang.org/protobuf/proto"
+
+	"strata/messages"
+	"strata/peers/verbs"
+)
+
+// VerbsProtocol negotiates the side channel activations take to a peer,
+// and then stays open as its liveness signal, its control channel (acks,
+// faults, round-trip pings) and its fallback: once the side channel fails,
+// the messages it did not deliver, and all after them, travel on this
+// stream.
+const VerbsProtocol protocol.ID = "/strata/verbs/1.0.0"
+
+// Transports a node may allow for activations (Config.Transport).
+const (
+	TransportAuto = "auto" // the best both ends share
+	TransportTCP  = "tcp"  // the libp2p stream only
+	TransportShm  = "shm"  // shared memory on one host, else the stream
+	TransportRDMA = "rdma" // RDMA (a build with an RDMA backend), else the stream
+)
+
+// VerbsOptions tune the side channel; the zero value is the default.
+type VerbsOptions struct {
+	// Apple makes shared-memory links keep to the constraints of Apple's
+	// RDMA over Thunderbolt (4 KiB frames, a send the size of its receive,
+	// 32 outstanding work requests), so that protocol runs here.
+	Apple bool
+	// Faults, when set, injects faults into the frames this node sends to
+	// a peer (see verbs.Faulty): for tests.
+	Faults func(p peer.ID) func(n int) verbs.Fault
+	// Stall is how long a link may go without progress before it is
+	// declared stalled and traffic falls back to the stream. Zero: 2 s.
+	Stall time.Duration
+}
+
+// Link is one peer link as the status API shows it.
+type Link struct {
+	Peer      peer.ID
+	Transport string // "shm", "rdma" or "tcp" (the libp2p stream)
+	RTT       time.Duration
+	Fallbacks int // faults that sent traffic back to the stream
+	Sent      uint64
+}
+
+// Link kinds on the wire.
+const (
+	ctlHello byte = iota + 1
+	ctlReply
+	ctlData  // seq u64, frame body: a message that the side channel did not carry
+	ctlAck   // seq u64: every message up to it was delivered
+	ctlFault // seq u64: the side channel failed; resend from there
+	ctlPing  // nonce u64
+	ctlPong  // nonce u64
+)
+
+// sideTiming.
+const (
+	verbsOpenTimeout = 5 * time.Second
+	pingEvery        = time.Second
+	linkDeadAfter    = 10 * time.Second // no pong for this long: the link is dead
+	maxRetained      = 256 << 20
+)
+
+// hello is what the opening side offers.
+type hello struct {
+	Want   string `json:"want"`
+	BootID string `json:"boot_id,omitempty"`
+	// Token names the ring the opener made (shared memory) and binds it to
+	// this stream: only the peer this authenticated stream reaches learns it.
+	Token string     `json:"token,omitempty"`
+	Caps  verbs.Caps `json:"caps"`
+}
+
+// reply is the answer: the transport chosen, and why not a better one.
+type reply struct {
+	Transport string `json:"transport"`
+	Why       string `json:"why,omitempty"`
+}
+
+// side runs this node's links: one outgoing link per peer it sends
+// activations to (opened when the peer joins), and the incoming ones peers
+// open to it.
+type side struct {
+	n         *Node
+	b         *bridge
+	log       *slog.Logger
+	transport string
+	opts      VerbsOptions
+	ctx       context.Context
+	wg        sync.WaitGroup
+
+	mu  sync.Mutex
+	out map[peer.ID]*outLink
+	in  map[network.Stream]*inLink
+
+	fallbacks atomic.Int64
+}
+
+func newSide(n *Node, transport string, opts VerbsOptions) (*side, error) {
+	switch transport {
+	case "":
+		transport = TransportAuto
+	case TransportAuto, TransportTCP, TransportShm:
+	case TransportRDMA:
+		if !verbs.RDMAAvailable() {
+			return nil, fmt.Errorf("--transport rdma: %s", verbs.RDMAUnavailable())
+		}
+	default:
+		return nil, fmt.Errorf("transport %q: want auto, tcp, shm or rdma", transport)
+	}
+	if opts.Stall <= 0 {
+		opts.Stall = 2 * time.Second
+	}
+	s := &side{n: n, b: n.bridge, log: n.log, transport: transport, opts: opts, ctx: n.ctx,
+		out: map[peer.ID]*outLink{}, in: map[network.Stream]*inLink{}}
+	n.host.SetStreamHandler(VerbsProtocol, s.handle)
+	return s, nil
+}
+
+// watch opens a link to every member that joins.
+func (s *side) watch(m *Membership) {
+	sub := m.Subscribe()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer sub.Close()
+		for {
+			ev, err := sub.Next(s.ctx)
+			if err != nil {
+				return
+			}
+			if ev.Kind == Joined && ev.Member.ID != s.n.ID() {
+				s.link(ev.Member.ID)
+			}
+		}
+	}()
+}
+
+func (s *side) close() {
+	s.n.host.RemoveStreamHandler(VerbsProtocol)
+	s.mu.Lock()
+	for _, l := range s.out {
+		l.stop()
+	}
+	for st := range s.in {
+		st.Reset()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+}
+
+// link returns the outgoing link to p, opening it if there is none.
+func (s *side) link(p peer.ID) *outLink {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l := s.out[p]; l != nil {
+		return l
+	}
+	if s.ctx.Err() != nil {
+		return nil
+	}
+	l := &outLink{s: s, peer: p, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	l.ctx, l.cancel = context.WithCancel(s.ctx)
+	s.out[p] = l
+	s.wg.Add(1)
+	go l.run()
+	return l
+}
+
+// send is the bridge's hook: it takes an activation frame for p when the
+// link to p carries them (a side channel, or its fallback on the verbs
+// stream), and returns false to leave it to the actor stream.
+func (s *side) send(p peer.ID, msg proto.Message, body []byte) bool {
+	if fw, ok := msg.(*messages.Forward); !ok || len(fw.Hidden) == 0 {
+		return false
+	}
+	l := s.link(p)
+	return l != nil && l.take(body)
+}
+
+// Links lists the outgoing links.
+func (s *side) links() []Link {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Link
+	for _, l := range s.out {
+		if st, ok := l.status(); ok {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// outLink sends activations to one peer. Its goroutine negotiates, then
+// owns all sending: over the side channel while it works, over the verbs
+// stream once it failed (resending what was not acknowledged first), so
+// the peer gets every message once and in order.
+type outLink struct {
+	s      *side
+	peer   peer.ID
+	ctx    context.Context
+	cancel context.CancelFunc
+	wake   chan struct{}
+	done   chan struct{}
+
+	mu        sync.Mutex
+	up        bool   // negotiated and alive: take accepts messages
+	transport string // what carries messages now
+	queue     [][]byte
+	queued    int
+	rtt       time.Duration
+	fallbacks int
+	sent      uint64
+	acked     uint64 // written by the reader goroutine
+	faultAt   uint64 // a fault the peer reported (0: none)
+	lastAck   time.Time
+	pongs     []pong
+}
+
+func (l *outLink) stop() { l.cancel() }
+
+func (l *outLink) status() (Link, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.transport == "" {
+		return Link{}, false
+	}
+	return Link{Peer: l.peer, Transport: l.transport, RTT: l.rtt, Fallbacks: l.fallbacks, Sent: l.sent}, true
+}
+
+// take queues a frame body if the link carries activations now.
+func (l *outLink) take(body []byte) bool {
+	l.mu.Lock()
+	if !l.up || l.transport == TransportTCP && l.fallbacks == 0 || l.queued+len(body) > maxRetained {
+		l.mu.Unlock()
+		return false
+	}
+	l.queue = append(l.queue, body)
+	l.queued += len(body)
+	l.mu.Unlock()
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+func (l *outLink) signal() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run negotiates the link, then sends until the stream ends.
+func (l *outLink) run() {
+	s := l.s
+	defer s.wg.Done()
+	defer func() {
+		l.mu.Lock()
+		l.up = false
+		lost := len(l.queue)
+		l.queue, l.queued = nil, 0
+		l.mu.Unlock()
+		if lost > 0 {
+			s.log.Warn("peers: verbs link closed, dropped activations", "peer", l.peer, "messages", lost)
+		}
+		s.mu.Lock()
+		if s.out[l.peer] == l {
+			delete(s.out, l.peer)
+		}
+		s.mu.Unlock()
+		close(l.done)
+	}()
+	// A link lost while the peer is still a member (a connection replaced,
+	// a dial before its addresses were known) is negotiated again.
+	for {
+		l.session()
+		if l.ctx.Err() != nil || !s.isMember(l.peer) {
+			return
+		}
+		l.mu.Lock()
+		l.up = false
+		l.mu.Unlock()
+		select {
+		case <-l.ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (s *side) isMember(p peer.ID) bool {
+	for _, m := range s.n.member.View().Members {
+		if m.ID == p {
+			return true
+		}
+	}
+	return false
+}
+
+// session negotiates the link and sends over it until it ends.
+func (l *outLink) session() {
+	s := l.s
+	st, conn, transport, err := l.negotiate()
+	if err != nil {
+		if s.ctx.Err() == nil {
+			s.log.Info("peers: no verbs link", "peer", l.peer, "err", oneLine(err))
+		}
+		return
+	}
+	defer st.Reset()
+	var sender *verbs.Sender
+	if conn != nil {
+		defer conn.Close()
+		if sender, err = verbs.NewSender(conn); err != nil {
+			s.log.Warn("peers: verbs link", "peer", l.peer, "err", err)
+			return
+		}
+		sender.Stall = s.opts.Stall
+	}
+	s.log.Info("peers: link", "peer", l.peer, "transport", transport)
+	l.mu.Lock()
+	l.up, l.transport, l.lastAck = true, transport, time.Now()
+	l.mu.Unlock()
+
+	w := &ctlWriter{w: bufio.NewWriterSize(st, 64<<10), s: st}
+	readDone := make(chan error, 1)
+	go func() { readDone <- l.read(st) }()
+
+	type held struct {
+		seq  uint64
+		body []byte
+	}
+	var (
+		retained []held // sent, not acknowledged
+		seq      uint64
+		ping     = time.NewTicker(pingEvery)
+		check    = time.NewTicker(s.opts.Stall / 4)
+		lastPong = time.Now()
+		progress time.Time // last ack progress, or when retained stopped being empty
+		prevAck  uint64
+		nonce    uint64
+		pingSent = map[uint64]time.Time{}
+	)
+	defer ping.Stop()
+	defer check.Stop()
+	// The first ping now, for an RTT at once.
+	nonce++
+	pingSent[nonce] = time.Now()
+	if w.ctl(ctlPing, nonce) != nil || w.flush() != nil {
+		return
+	}
+	fallback := func(why error) error {
+		if sender == nil {
+			return nil
+		}
+		sender = nil
+		conn.Close()
+		conn = nil
+		s.fallbacks.Add(1)
+		l.mu.Lock()
+		l.fallbacks++
+		l.transport = TransportTCP
+		acked := l.acked
+		l.mu.Unlock()
+		s.log.Warn("peers: verbs side channel failed; resending over the stream", "peer", l.peer, "err", why, "resend_from", acked+1)
+		for _, h := range retained {
+			if h.seq > acked {
+				if err := w.data(h.seq, h.body); err != nil {
+					return err
+				}
+			}
+		}
+		return w.flush()
+	}
+	for {
+		select {
+		case <-l.ctx.Done():
+			return
+		case err := <-readDone:
+			if s.ctx.Err() == nil {
+				s.log.Info("peers: verbs link closed", "peer", l.peer, "err", err)
+			}
+			return
+		case <-ping.C:
+			if time.Since(lastPong) > linkDeadAfter {
+				s.log.Warn("peers: verbs link silent, closing", "peer", l.peer)
+				return
+			}
+			nonce++
+			pingSent[nonce] = time.Now()
+			if w.ctl(ctlPing, nonce) != nil || w.flush() != nil {
+				return
+			}
+			continue
+		case <-check.C:
+		case <-l.wake:
+		}
+		l.mu.Lock()
+		queue := l.queue
+		l.queue, l.queued = nil, 0
+		acked, faultAt := l.acked, l.faultAt
+		if pong := l.takePongs(pingSent); !pong.IsZero() {
+			lastPong = pong
+		}
+		l.mu.Unlock()
+		k := 0
+		for k < len(retained) && retained[k].seq <= acked {
+			k++
+		}
+		retained = append(retained[:0], retained[k:]...)
+		if faultAt != 0 {
+			if err := fallback(fmt.Errorf("the peer detected a fault at message %d", faultAt)); err != nil {
+				return
+			}
+		}
+		if acked != prevAck {
+			prevAck, progress = acked, time.Now()
+		}
+		if sender != nil && len(retained) > 0 && time.Since(progress) > s.opts.Stall {
+			if err := fallback(fmt.Errorf("%w: no acknowledgement for %v", verbs.ErrStall, s.opts.Stall)); err != nil {
+				return
+			}
+		}
+		for _, body := range queue {
+			if len(retained) == 0 {
+				progress = time.Now()
+			}
+			seq++
+			retained = append(retained, held{seq, body})
+			if sender != nil {
+				err := sender.Send(l.ctx, seq, body)
+				if err == nil {
+					l.addSent(len(body))
+					continue
+				}
+				if l.ctx.Err() != nil {
+					return
+				}
+				if err := fallback(err); err != nil {
+					return
+				}
+				continue // the fallback resent this message too
+			}
+			if err := w.data(seq, body); err != nil {
+				return
+			}
+			l.addSent(len(body))
+		}
+		if w.flush() != nil {
+			return
+		}
+	}
+}
+
+func (l *outLink) addSent(n int) {
+	l.mu.Lock()
+	l.sent++
+	l.mu.Unlock()
+	if f := l.s.b.onSent; f != nil {
+		f(l.peer.String(), n)
+	}
+}
+
+// pongs the reader saw, for the writer's RTT (under l.mu).
+type pong struct {
+	nonce uint64
+	at    time.Time
+}
+
+// takePongs turns the pongs the reader queued into an RTT; it returns
+// the time of the latest (under l.mu).
+func (l *outLink) takePongs(sent map[uint64]time.Time) time.Time {
+	var last time.Time
+	for _, p := range l.pongs {
+		if t, ok := sent[p.nonce]; ok {
+			l.rtt = p.at.Sub(t)
+			delete(sent, p.nonce)
+			last = p.at
+		}
+	}
+	l.pongs = l.pongs[:0]
+	for n, t := range sent {
+		if time.Since(t) > linkDeadAfter {
+			delete(sent, n)
+		}
+	}
+	return last
+}
+
+// read handles what the peer sends back: acks, faults, pongs.
+func (l *outLink) read(st network.Stream) error {
+	r := bufio.NewReader(st)
+	for {
+		st.SetReadDeadline(time.Now().Add(linkDeadAfter + pingEvery))
+		kind, payload, err := readCtl(r, 64)
+		if err != nil {
+			return err
+		}
+		if len(payload) < 8 {
+			return fmt.Errorf("short control message %d", kind)
+		}
+		v := binary.BigEndian.Uint64(payload)
+		l.mu.Lock()
+		switch kind {
+		case ctlAck:
+			if v > l.acked {
+				l.acked, l.lastAck = v, time.Now()
+			}
+		case ctlFault:
+			if l.faultAt == 0 {
+				l.faultAt = v
+			}
+		case ctlPong:
+			l.pongs = append(l.pongs, pong{v, time.Now()})
+		}
+		l.mu.Unlock()
+		l.signal()
+	}
+}
+
+// negotiate opens the verbs stream and agrees on a transport: shared
+// memory when the peer is on this host and both allow it, else the stream.
+func (l *outLink) negotiate() (network.Stream, verbs.Conn, string, error) {
+	s := l.s
+	ctx, cancel := context.WithTimeout(l.ctx, verbsOpenTimeout)
+	defer cancel()
+	st, err := s.n.host.NewStream(ctx, l.peer, VerbsProtocol)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	st.SetDeadline(time.Now().Add(verbsOpenTimeout))
+	h := hello{Want: s.transport, BootID: bootID()}
+	var shm *verbs.Shm
+	if s.transport == TransportAuto || s.transport == TransportShm {
+		token := make([]byte, 32)
+		rand.Read(token)
+		caps := shmCaps(s.opts.Apple)
+		if shm, err = verbs.CreateShm(caps, token); err != nil {
+			s.log.Info("peers: no shared memory for links", "err", err)
+			shm = nil
+		} else {
+			h.Token, h.Caps = hex.EncodeToString(token), caps
+		}
+	}
+	fail := func(err error) (network.Stream, verbs.Conn, string, error) {
+		if shm != nil {
+			shm.Close()
+		}
+		st.Reset()
+		return nil, nil, "", err
+	}
+	body, _ := json.Marshal(h)
+	w := &ctlWriter{w: bufio.NewWriter(st), s: st}
+	if err := w.raw(ctlHello, body); err != nil {
+		return fail(err)
+	}
+	if err := w.flush(); err != nil {
+		return fail(err)
+	}
+	kind, payload, err := readCtl(bufio.NewReaderSize(st, 4096), 64<<10)
+	if err != nil {
+		return fail(err)
+	}
+	var rep reply
+	if kind != ctlReply || json.Unmarshal(payload, &rep) != nil {
+		return fail(fmt.Errorf("bad verbs reply"))
+	}
+	st.SetDeadline(time.Time{})
+	if shm != nil {
+		shm.Unlink() // the peer mapped it, or never will
+	}
+	if rep.Transport != TransportShm || shm == nil {
+		if shm != nil {
+			shm.Close()
+		}
+		if rep.Why != "" {
+			s.log.Info("peers: link uses the stream", "peer", l.peer, "why", rep.Why)
+		}
+		return st, nil, TransportTCP, nil
+	}
+	var conn verbs.Conn = shm
+	if s.opts.Faults != nil {
+		if plan := s.opts.Faults(l.peer); plan != nil {
+			if conn, err = verbs.Faulty(shm, plan); err != nil {
+				return fail(err)
+			}
+		}
+	}
+	return st, conn, TransportShm, nil
+}
+
+// shmCaps are the frames of shared-memory links: big enough that most
+// activations are one frame, read in place; or Apple's.
+func shmCaps(apple bool) verbs.Caps {
+	if apple {
+		return verbs.AppleCaps
+	}
+	return verbs.Caps{FrameBytes: 1<<20 + 4096, Depth: 16}
+}
+
+// bootID identifies this boot of this machine: two processes that see the
+// same one may share memory (the ring's token proves they can).
+func bootID() string {
+	if b, err := os.ReadFile("/proc/sys/kernel/random/boot_id"); err == nil {
+		return strings.TrimSpace(string(b))
+	}
+	h, _ := os.Hostname()
+	return runtime.GOOS + ":" + h
+}
+
+// inLink receives activations from one peer: from the side channel while
+// it works, from the stream after (and duplicates of what the channel
+// already delivered are dropped by number).
+type inLink struct {
+	s    *side
+	from peer.ID
+	st   network.Stream
+	w    *ctlWriter
+	ack  chan struct{}
+
+	mu   sync.Mutex
+	next uint64 // the next message to deliver
+}
+
+func (s *side) handle(st network.Stream) {
+	from := st.Conn().RemotePeer()
+	s.mu.Lock()
+	if s.ctx.Err() != nil {
+		s.mu.Unlock()
+		st.Reset()
+		return
+	}
+	s.in[st] = nil
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.in, st)
+		s.mu.Unlock()
+		st.Reset()
+	}()
+	st.SetDeadline(time.Now().Add(verbsOpenTimeout))
+	r := bufio.NewReaderSize(st, 64<<10)
+	kind, payload, err := readCtl(r, 64<<10)
+	var h hello
+	if err != nil || kind != ctlHello || json.Unmarshal(payload, &h) != nil {
+		return
+	}
+	rep := reply{Transport: TransportTCP}
+	var conn verbs.Conn
+	switch {
+	case h.Token == "":
+		rep.Why = "the peer offered no shared memory"
+	case s.transport != TransportAuto && s.transport != TransportShm:
+		rep.Why = "this node uses --transport " + s.transport
+	case h.BootID != bootID():
+		rep.Why = "not on this host"
+	default:
+		token, err := hex.DecodeString(h.Token)
+		if err != nil {
+			return
+		}
+		shm, err := verbs.OpenShm(token)
+		if err != nil {
+			rep.Why = err.Error()
+			break
+		}
+		conn, rep.Transport = shm, TransportShm
+	}
+	in := &inLink{s: s, from: from, st: st, w: &ctlWriter{w: bufio.NewWriterSize(st, 4096), s: st}, ack: make(chan struct{}, 1), next: 1}
+	body, _ := json.Marshal(rep)
+	if in.w.raw(ctlReply, body) != nil || in.w.flush() != nil {
+		if conn != nil {
+			conn.Close()
+		}
+		return
+	}
+	st.SetDeadline(time.Time{})
+	ctx, cancel := context.WithCancel(s.ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	if conn != nil {
+		rcv, err := verbs.NewReceiver(conn, 1)
+		if err != nil {
+			conn.Close()
+			return
+		}
+		rcv.Stall = s.opts.Stall
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer conn.Close()
+			in.channel(ctx, rcv)
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		in.acker(ctx)
+	}()
+	in.stream(r)
+	cancel()
+	wg.Wait()
+}
+
+// channel delivers what the side channel carries until it fails.
+func (in *inLink) channel(ctx context.Context, rcv *verbs.Receiver) {
+	for {
+		seq, body, err := rcv.Recv(ctx)
+		if err != nil {
+			var fe *verbs.FaultError
+			if errors.As(err, &fe) {
+				in.s.fallbacks.Add(1)
+				in.s.log.Warn("peers: verbs side channel fault; the peer resends over the stream", "peer", in.from, "err", err)
+				in.w.ctl(ctlFault, fe.Next)
+				in.w.flush()
+			}
+			return
+		}
+		if err := in.deliver(seq, body); err != nil {
+			in.s.log.Warn("peers: closing verbs link", "peer", in.from, "err", err)
+			in.st.Reset()
+			return
+		}
+	}
+}
+
+// stream reads the verbs stream: pings, and messages that fell back.
+func (in *inLink) stream(r *bufio.Reader) {
+	for {
+		in.st.SetReadDeadline(time.Now().Add(linkDeadAfter + pingEvery))
+		kind, payload, err := readCtl(r, in.s.b.maxFrame+8)
+		if err != nil {
+			return
+		}
+		if len(payload) < 8 {
+			return
+		}
+		v := binary.BigEndian.Uint64(payload)
+		switch kind {
+		case ctlPing:
+			if in.w.ctl(ctlPong, v) != nil || in.w.flush() != nil {
+				return
+			}
+		case ctlData:
+			if err := in.deliver(v, payload[8:]); err != nil {
+				in.s.log.Warn("peers: closing verbs link", "peer", in.from, "err", err)
+				return
+			}
+		default:
+			return
+		}
+	}
+}
+
+// deliver hands message seq to its actor if it is the next one; an
+// earlier one is a duplicate (sent again after a fault) and is dropped.
+func (in *inLink) deliver(seq uint64, body []byte) error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if seq < in.next {
+		return nil
+	}
+	if seq > in.next {
+		return fmt.Errorf("message %d arrived before %d", seq, in.next)
+	}
+	env, msg, err := decodeFrame(body, in.s.b.types)
+	if err != nil {
+		return err
+	}
+	if err := in.s.b.deliver(in.from, env, msg); err != nil {
+		return err
+	}
+	in.next++
+	select {
+	case in.ack <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// acker acknowledges deliveries, coalescing bursts into one write.
+func (in *inLink) acker(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-in.ack:
+		}
+		in.mu.Lock()
+		n := in.next - 1
+		in.mu.Unlock()
+		if in.w.ctl(ctlAck, n) != nil || in.w.flush() != nil {
+			return
+		}
+	}
+}
+
+// ctlWriter writes control messages: a kind byte, a 4-byte big-endian
+// length, the payload. Safe for concurrent use.
+type ctlWriter struct {
+	mu sync.Mutex
+	w  *bufio.Writer
+	s  network.Stream
+}
+
+func (c *ctlWriter) raw(kind byte, payload []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var h [5]byte
+	h[0] = kind
+	binary.BigEndian.PutUint32(h[1:], uint32(len(payload)))
+	c.w.Write(h[:])
+	_, err := c.w.Write(payload)
+	return err
+}
+
+func (c *ctlWriter) ctl(kind byte, v uint64) error {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], v)
+	return c.raw(kind, b[:])
+}
+
+func (c *ctlWriter) data(seq uint64, body []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var h [13]byte
+	h[0] = ctlData
+	binary.BigEndian.PutUint32(h[1:], uint32(8+len(body)))
+	binary.BigEndian.PutUint64(h[5:], seq)
+	c.w.Write(h[:])
+	_, err := c.w.Write(body)
+	return err
+}
+
+func (c *ctlWriter) flush() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.s.SetWriteDeadline(time.Now().Add(transferTimeout(c.w.Buffered())))
+	return c.w.Flush()
+}
+
+// readCtl reads one control message of at most max payload bytes.
+func readCtl(r *bufio.Reader, max int) (byte, []byte, error) {
+	var h [5]byte
+	if _, err := io.ReadFull(r, h[:]); err != nil {
+		return 0, nil, err
+	}
+	n := int(binary.BigEndian.Uint32(h[1:]))
+	if n > max {
+		return 0, nil, fmt.Errorf("control message of %d bytes (cap %d)", n, max)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return 0, nil, err
+	}
+	return h[0], b, nil
+}

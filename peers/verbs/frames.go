@@ -1,0 +1,370 @@
+package verbs
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"time"
+)
+
+// Every frame starts with a header that makes an unreliable link safe: a
+// frame that was dropped, truncated, corrupted, reordered or held back is
+// detected by the Receiver and never delivered as data.
+//
+//	0  magic    u32 "SVF1"
+//	4  crc      u32 CRC-32C of bytes 8..32+len (the rest of the header
+//	            and the payload; on equal-size links, up to the frame's end)
+//	8  seq      u64 message number (the caller's; consecutive)
+//	16 msgLen   u32 bytes of the whole message
+//	20 index    u32 this frame's place in the message
+//	24 count    u32 frames in the message
+//	28 len      u32 payload bytes in this frame
+//	32 payload
+//
+// On a link with EqualSizes every frame is padded to FrameBytes.
+const (
+	frameHeader = 32
+	frameMagic  = 0x31465653 // "SVF1"
+	maxFrames   = 1 << 16
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Fault kinds a Receiver or Sender reports.
+var (
+	ErrCorrupt = errors.New("verbs: corrupt frame")
+	ErrGap     = errors.New("verbs: frame missing or out of order")
+	ErrStall   = errors.New("verbs: link stalled")
+)
+
+// FaultError is a detected fault: the link can no longer be trusted, and
+// messages from Next on must travel another way.
+type FaultError struct {
+	Err  error  // ErrCorrupt, ErrGap or ErrStall
+	Next uint64 // the first message not delivered
+	What string
+}
+
+func (e *FaultError) Error() string {
+	return fmt.Sprintf("%v at message %d: %s", e.Err, e.Next, e.What)
+}
+
+func (e *FaultError) Unwrap() error { return e.Err }
+
+// Sender splits messages into frames and posts them on a Conn.
+type Sender struct {
+	conn   Conn
+	caps   Caps
+	region *Region
+	free   []int // indexes of free frame buffers in region
+	cs     []Completion
+	// Stall is how long a send may wait for credits before it fails with
+	// ErrStall. Zero: 2 s.
+	Stall time.Duration
+}
+
+// NewSender registers Caps().Depth frame buffers on c.
+func NewSender(c Conn) (*Sender, error) {
+	caps := c.Caps()
+	reg, err := c.Register(caps.Depth * caps.FrameBytes)
+	if err != nil {
+		return nil, err
+	}
+	s := &Sender{conn: c, caps: caps, region: reg, cs: make([]Completion, caps.Depth)}
+	for i := caps.Depth - 1; i >= 0; i-- {
+		s.free = append(s.free, i)
+	}
+	return s, nil
+}
+
+// Send posts msg as message seq. It returns once every frame is posted;
+// messages must be sent with consecutive seq.
+func (s *Sender) Send(ctx context.Context, seq uint64, msg []byte) error {
+	per := s.caps.FrameBytes - frameHeader
+	count := max(1, (len(msg)+per-1)/per)
+	if count > maxFrames {
+		return fmt.Errorf("verbs: message of %d bytes exceeds %d", len(msg), s.caps.MaxMessage())
+	}
+	for i := 0; i < count; i++ {
+		part := msg[min(i*per, len(msg)):min((i+1)*per, len(msg))]
+		if err := s.sendFrame(ctx, seq, len(msg), i, count, part); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Sender) sendFrame(ctx context.Context, seq uint64, msgLen, index, count int, part []byte) error {
+	var deadline time.Time
+	for len(s.free) == 0 {
+		if err := s.reap(); err != nil {
+			return err
+		}
+		if len(s.free) > 0 {
+			break
+		}
+		if err := s.wait(ctx, &deadline, seq); err != nil {
+			return err
+		}
+	}
+	b := s.free[len(s.free)-1]
+	fb := s.caps.FrameBytes
+	buf := s.region.Buf[b*fb : (b+1)*fb]
+	n := putFrame(buf, seq, msgLen, index, count, part)
+	if s.caps.EqualSizes {
+		// The padding is checked too: every byte the link carried is.
+		clear(buf[n:])
+		n = fb
+		binary.LittleEndian.PutUint32(buf[4:], crc32.Checksum(buf[8:n], castagnoli))
+	}
+	for {
+		err := s.conn.PostSend(uint64(b), s.region, b*fb, n)
+		if err == nil {
+			s.free = s.free[:len(s.free)-1]
+			return nil
+		}
+		if !errors.Is(err, ErrNoCredit) && !errors.Is(err, ErrQueueFull) {
+			return err
+		}
+		if err := s.reap(); err != nil {
+			return err
+		}
+		if err := s.wait(ctx, &deadline, seq); err != nil {
+			return err
+		}
+	}
+}
+
+// reap returns the buffers of finished sends to the free list.
+func (s *Sender) reap() error {
+	n, err := s.conn.Poll(s.cs)
+	for _, c := range s.cs[:n] {
+		if c.Op == OpSend {
+			s.free = append(s.free, int(c.WR))
+		}
+	}
+	return err
+}
+
+func (s *Sender) wait(ctx context.Context, deadline *time.Time, seq uint64) error {
+	stall := s.Stall
+	if stall <= 0 {
+		stall = 2 * time.Second
+	}
+	if deadline.IsZero() {
+		*deadline = time.Now().Add(stall)
+	}
+	if time.Now().After(*deadline) {
+		return &FaultError{Err: ErrStall, Next: seq, What: fmt.Sprintf("no credit from the peer for %v", stall)}
+	}
+	wctx, cancel := context.WithDeadline(ctx, *deadline)
+	err := s.conn.Wait(wctx)
+	cancel()
+	if err != nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return nil
+}
+
+// putFrame writes a frame into buf and returns its length.
+func putFrame(buf []byte, seq uint64, msgLen, index, count int, part []byte) int {
+	binary.LittleEndian.PutUint32(buf[0:], frameMagic)
+	binary.LittleEndian.PutUint64(buf[8:], seq)
+	binary.LittleEndian.PutUint32(buf[16:], uint32(msgLen))
+	binary.LittleEndian.PutUint32(buf[20:], uint32(index))
+	binary.LittleEndian.PutUint32(buf[24:], uint32(count))
+	binary.LittleEndian.PutUint32(buf[28:], uint32(len(part)))
+	copy(buf[frameHeader:], part)
+	n := frameHeader + len(part)
+	binary.LittleEndian.PutUint32(buf[4:], crc32.Checksum(buf[8:n], castagnoli))
+	return n
+}
+
+// Receiver posts every receive slot of a Conn and hands out whole, checked
+// messages in order.
+type Receiver struct {
+	conn Conn
+	caps Caps
+	cs   []Completion
+	got  []Completion // polled, not yet consumed
+	next uint64       // the message expected
+	hold int          // slot handed out by the last Recv, -1 if none
+	asm  []byte       // a message of several frames being put together
+	// Stall is how long a message may stay incomplete before Recv fails
+	// with ErrStall. Zero: 2 s.
+	Stall time.Duration
+}
+
+// NewReceiver posts all of c's receive slots; the first message expected
+// is number first.
+func NewReceiver(c Conn, first uint64) (*Receiver, error) {
+	caps := c.Caps()
+	r := &Receiver{conn: c, caps: caps, cs: make([]Completion, caps.Depth), next: first, hold: -1}
+	for i := 0; i < caps.Depth; i++ {
+		if err := c.PostRecv(uint64(i), i); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// Next is the number of the first message not yet delivered.
+func (r *Receiver) Next() uint64 { return r.next }
+
+// Recv returns the next message. A message of one frame is returned in
+// place, in the receive slot (valid until the next Recv); a longer one is
+// put together in a buffer Recv reuses. Any fault is a *FaultError, and
+// the Receiver must not be used after one.
+func (r *Receiver) Recv(ctx context.Context) (seq uint64, msg []byte, err error) {
+	if r.hold >= 0 {
+		if err := r.conn.PostRecv(uint64(r.hold), r.hold); err != nil {
+			return 0, nil, err
+		}
+		r.hold = -1
+	}
+	var (
+		msgLen, count, index int
+		asm                  []byte
+		deadline             time.Time
+	)
+	for {
+		c, err := r.take(ctx, index > 0, &deadline)
+		if err != nil {
+			return 0, nil, err
+		}
+		if c.Err != nil {
+			return 0, nil, r.fault(ErrGap, "receive failed: %v", c.Err)
+		}
+		f := r.conn.RecvBuf(c.Slot)[:c.Bytes]
+		fseq, fmsgLen, findex, fcount, payload, err := r.check(f)
+		if err != nil {
+			r.conn.PostRecv(uint64(c.Slot), c.Slot)
+			return 0, nil, err
+		}
+		if fseq < r.next {
+			// A late frame of a message already given up on: drop it.
+			if err := r.conn.PostRecv(uint64(c.Slot), c.Slot); err != nil {
+				return 0, nil, err
+			}
+			continue
+		}
+		if fseq != r.next || findex != index || index > 0 && (fcount != count || fmsgLen != msgLen) {
+			r.conn.PostRecv(uint64(c.Slot), c.Slot)
+			return 0, nil, r.fault(ErrGap, "got message %d frame %d, expected frame %d", fseq, findex, index)
+		}
+		if index == 0 {
+			msgLen, count = fmsgLen, fcount
+			if count == 1 {
+				if len(payload) != msgLen {
+					r.conn.PostRecv(uint64(c.Slot), c.Slot)
+					return 0, nil, r.fault(ErrCorrupt, "one frame of %d bytes for a message of %d", len(payload), msgLen)
+				}
+				r.hold = c.Slot
+				r.next++
+				return fseq, payload, nil
+			}
+			if cap(r.asm) < msgLen {
+				r.asm = make([]byte, 0, msgLen)
+			}
+			asm = r.asm[:0]
+		}
+		asm = append(asm, payload...)
+		if err := r.conn.PostRecv(uint64(c.Slot), c.Slot); err != nil {
+			return 0, nil, err
+		}
+		index++
+		deadline = time.Time{}
+		if index == count {
+			if len(asm) != msgLen {
+				return 0, nil, r.fault(ErrCorrupt, "frames of %d bytes for a message of %d", len(asm), msgLen)
+			}
+			r.next++
+			return fseq, asm, nil
+		}
+	}
+}
+
+// take returns the next receive completion, waiting for it. Inside a
+// message (partial), waiting longer than Stall is a fault.
+func (r *Receiver) take(ctx context.Context, partial bool, deadline *time.Time) (Completion, error) {
+	for {
+		for len(r.got) > 0 {
+			c := r.got[0]
+			r.got = r.got[1:]
+			if c.Op == OpRecv {
+				return c, nil
+			}
+		}
+		n, err := r.conn.Poll(r.cs)
+		if err != nil {
+			return Completion{}, err
+		}
+		if n > 0 {
+			r.got = append(r.got[:0], r.cs[:n]...)
+			continue
+		}
+		wctx := ctx
+		if partial {
+			stall := r.Stall
+			if stall <= 0 {
+				stall = 2 * time.Second
+			}
+			if deadline.IsZero() {
+				*deadline = time.Now().Add(stall)
+			}
+			if time.Now().After(*deadline) {
+				return Completion{}, r.fault(ErrStall, "message incomplete after %v", stall)
+			}
+		}
+		cancel := context.CancelFunc(func() {})
+		if partial {
+			wctx, cancel = context.WithDeadline(ctx, *deadline)
+		}
+		err = r.conn.Wait(wctx)
+		cancel()
+		if err != nil && (ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded)) {
+			if ctx.Err() != nil {
+				return Completion{}, ctx.Err()
+			}
+			return Completion{}, err
+		}
+	}
+}
+
+// check validates one frame's header and checksum.
+func (r *Receiver) check(f []byte) (seq uint64, msgLen, index, count int, payload []byte, err error) {
+	if len(f) < frameHeader || binary.LittleEndian.Uint32(f) != frameMagic {
+		return 0, 0, 0, 0, nil, r.fault(ErrCorrupt, "frame of %d bytes without a header", len(f))
+	}
+	if r.caps.EqualSizes && len(f) != r.caps.FrameBytes {
+		return 0, 0, 0, 0, nil, r.fault(ErrCorrupt, "frame of %d bytes on a link of %d-byte frames", len(f), r.caps.FrameBytes)
+	}
+	n := int(binary.LittleEndian.Uint32(f[28:]))
+	if n > len(f)-frameHeader {
+		return 0, 0, 0, 0, nil, r.fault(ErrCorrupt, "truncated frame: %d of %d bytes", len(f)-frameHeader, n)
+	}
+	covered := f[8 : frameHeader+n]
+	if r.caps.EqualSizes {
+		covered = f[8:]
+	}
+	if crc32.Checksum(covered, castagnoli) != binary.LittleEndian.Uint32(f[4:]) {
+		return 0, 0, 0, 0, nil, r.fault(ErrCorrupt, "bad checksum")
+	}
+	seq = binary.LittleEndian.Uint64(f[8:])
+	msgLen = int(binary.LittleEndian.Uint32(f[16:]))
+	index = int(binary.LittleEndian.Uint32(f[20:]))
+	count = int(binary.LittleEndian.Uint32(f[24:]))
+	if count < 1 || count > maxFrames || index >= count || msgLen > count*(r.caps.FrameBytes-frameHeader) {
+		return 0, 0, 0, 0, nil, r.fault(ErrCorrupt, "frame %d of %d", index, count)
+	}
+	return seq, msgLen, index, count, f[frameHeader : frameHeader+n], nil
+}
+
+func (r *Receiver) fault(kind error, format string, args ...any) error {
+	return &FaultError{Err: kind, Next: r.next, What: fmt.Sprintf(format, args...)}
+}

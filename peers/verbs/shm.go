@@ -1,0 +1,137 @@
+package verbs
+
+import (
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Shm is a Conn between two processes on one host: a ring (see ring) in a
+// file under /dev/shm that both map. Waiting spins for a few microseconds,
+// then parks on a futex in the mapping.
+//
+// The creating side names the file after a random per-link token that it
+// gives the other side over an authenticated stream; the file is mode 0600
+// and holds the token, which Open checks, and the creator removes the name
+// as soon as the other side has mapped it (Unlink), so nothing else can
+// join and nothing is left behind when a process dies.
+type Shm struct {
+	*ring
+	path    string
+	creator bool
+}
+
+var _ Conn = (*Shm)(nil)
+
+// ShmPath is where a ring for token lives.
+func ShmPath(token []byte) string {
+	return filepath.Join(shmDir, fmt.Sprintf("strata-verbs-%x", token))
+}
+
+// CreateShm makes the file for a new link and maps it as side 0. With
+// c.EqualSizes the ring enforces the Apple constraints on both sides.
+func CreateShm(c Caps, token []byte) (*Shm, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	if len(token) != tokenBytes {
+		return nil, fmt.Errorf("verbs: token of %d bytes, want %d", len(token), tokenBytes)
+	}
+	path := ShmPath(token)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("verbs: %w", err)
+	}
+	defer f.Close()
+	size := ringBytes(c)
+	if err := f.Truncate(int64(size)); err != nil {
+		os.Remove(path)
+		return nil, fmt.Errorf("verbs: %w", err)
+	}
+	mem, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		os.Remove(path)
+		return nil, fmt.Errorf("verbs: mmap %s: %w", path, err)
+	}
+	var flags uint32
+	if c.EqualSizes {
+		flags |= flagApple
+	}
+	initRing(mem, c, flags, token)
+	r, err := newRing(mem, 0, shmWaker())
+	if err != nil {
+		unix.Munmap(mem)
+		os.Remove(path)
+		return nil, err
+	}
+	return &Shm{ring: r, path: path, creator: true}, nil
+}
+
+// OpenShm maps the file of a link another process created, as side 1,
+// checking that it carries token.
+func OpenShm(token []byte) (*Shm, error) {
+	path := ShmPath(token)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, fmt.Errorf("verbs: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("verbs: %w", err)
+	}
+	if st.Size() < headerBytes || st.Size() > 1<<34 {
+		return nil, fmt.Errorf("verbs: %s: %d bytes is no ring", path, st.Size())
+	}
+	mem, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("verbs: mmap %s: %w", path, err)
+	}
+	_, _, got, err := readHeader(mem)
+	if err == nil && subtle.ConstantTimeCompare(got, token) != 1 {
+		err = errors.New("verbs: the ring's token does not match")
+	}
+	if err != nil {
+		unix.Munmap(mem)
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	r, err := newRing(mem, 1, shmWaker())
+	if err != nil {
+		unix.Munmap(mem)
+		return nil, err
+	}
+	return &Shm{ring: r, path: path}, nil
+}
+
+// Path is the ring's file.
+func (s *Shm) Path() string { return s.path }
+
+// Unlink removes the ring's name; both mappings stay valid.
+func (s *Shm) Unlink() {
+	if err := os.Remove(s.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		_ = err // another process may have removed it: nothing to do
+	}
+}
+
+// Close tells the peer, unmaps the ring and (on the creating side)
+// removes its name.
+func (s *Shm) Close() error {
+	if s.ring.closed {
+		return nil
+	}
+	s.ring.Close()
+	if s.creator {
+		s.Unlink()
+	}
+	return unix.Munmap(s.mem)
+}
+
+// IsShmPath reports whether path names a strata ring (for cleanup).
+func IsShmPath(path string) bool {
+	return strings.HasPrefix(filepath.Base(path), "strata-verbs-")
+}

@@ -1,0 +1,93 @@
+package chattemplate
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"runtime/metrics"
+	"sync"
+	"time"
+
+	"github.com/ardanlabs/jinja"
+)
+
+// init turns this process into a template worker when its parent asked
+// for one; it never returns then.
+func init() {
+	if os.Getenv(workerEnv) != workerMagic {
+		return
+	}
+	os.Exit(serve(os.NewFile(3, "requests"), os.NewFile(4, "responses")))
+}
+
+// serve answers requests until the parent closes its end. The limits
+// come with every request; the first one sets them for the process.
+func serve(in, out *os.File) int {
+	var once sync.Once
+	compiled := map[string]*jinja.Template{} // by source; at most a few models per node
+	for {
+		b, err := readFrame(in, 64<<20)
+		if err != nil {
+			return 0
+		}
+		var req request
+		if err := json.Unmarshal(b, &req); err != nil {
+			return 2
+		}
+		once.Do(func() { limit(req.MaxStack, req.MaxMemory) })
+		resp := renderOne(compiled, req)
+		b, err = json.Marshal(resp)
+		if err != nil {
+			return 2
+		}
+		if err := writeFrame(out, b); err != nil {
+			return 0
+		}
+	}
+}
+
+// limit caps the stack (deeper recursion is a fatal error, ending only
+// this process) and the memory the runtime holds (checked every few
+// milliseconds: a huge allocation shows at once, before it is filled).
+func limit(maxStack int, maxMemory uint64) {
+	debug.SetMaxStack(maxStack)
+	debug.SetMemoryLimit(int64(maxMemory) / 2) // collect hard well before the cap
+	go func() {
+		sample := []metrics.Sample{{Name: "/memory/classes/total:bytes"}}
+		for range time.Tick(5 * time.Millisecond) {
+			metrics.Read(sample)
+			if sample[0].Value.Kind() == metrics.KindUint64 && sample[0].Value.Uint64() > maxMemory {
+				fmt.Fprintf(os.Stderr, "chattemplate worker: memory %d bytes exceeds the limit of %d\n", sample[0].Value.Uint64(), maxMemory)
+				os.Exit(3)
+			}
+		}
+	}()
+}
+
+func renderOne(compiled map[string]*jinja.Template, req request) (resp response) {
+	defer func() {
+		if p := recover(); p != nil { // a bug of the library on this input
+			resp = response{Kind: kindLimit, Error: fmt.Sprintf("the template library panicked: %v", p)}
+		}
+	}()
+	t, ok := compiled[req.Source]
+	if !ok {
+		var err error
+		if t, err = jinja.Compile(req.Source); err != nil {
+			return response{Kind: kindCompile, Error: err.Error()}
+		}
+		if len(compiled) >= 16 {
+			clear(compiled)
+		}
+		compiled[req.Source] = t
+	}
+	out, err := t.Render(req.Vars)
+	if err != nil {
+		return response{Kind: kindRefused, Error: err.Error()}
+	}
+	if len(out) > req.MaxOutput {
+		return response{Kind: kindLimit, Error: fmt.Sprintf("the output has %d bytes, more than %d", len(out), req.MaxOutput)}
+	}
+	return response{Output: out}
+}
