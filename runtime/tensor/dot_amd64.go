@@ -20,7 +20,8 @@ var useAVX512 = useAVX2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW &&
 
 // useAVXVNNI selects the AVX-VNNI kernels (the VEX-encoded VPDPBUSD of
 // CPUs without AVX-512, Intel's client cores among them): the Q8_0 and
-// Q4_0 batch kernels; AVX2 for the rest. Where AVX-512 is there too it
+// Q4_0 batch kernels and the one- and four-vector Q4_K dots; AVX2 for the
+// rest. Where AVX-512 is there too it
 // wins, and useAVXVNNI is false.
 var useAVXVNNI = useAVX2 && !useAVX512 && cpu.X86.HasAVXVNNI
 
@@ -185,6 +186,9 @@ func dotQ4_K(w []byte, x []int8, d []float32, bsums []int16) float32 {
 	if useAVX512 {
 		return dotQ4_KAVX512(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), unsafe.SliceData(bsums), nb)
 	}
+	if useAVXVNNI {
+		return dotQ4_KVNNI(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), unsafe.SliceData(bsums), nb)
+	}
 	return dotQ4_KAVX2(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), unsafe.SliceData(bsums), nb)
 }
 
@@ -272,6 +276,10 @@ func dot4(t Type, row []byte, a *Activations, i, cols int, out *[4]float32) bool
 		_, _, _, _ = row[nk*q4KBytes-1], a.qK[(i+4)*cols-1], a.dK[(i+4)*nk-1], a.bsumsK[(i+4)*cols/16-1]
 		if useAVX512 {
 			dotQ4_Kx4AVX512(unsafe.SliceData(row), &a.qK[i*cols], &a.dK[i*nk], &a.bsumsK[i*cols/16], nk, cols, 4*nk, 2*(cols/16), &out[0])
+			break
+		}
+		if useAVXVNNI {
+			dotQ4_Kx4VNNI(unsafe.SliceData(row), &a.qK[i*cols], &a.dK[i*nk], &a.bsumsK[i*cols/16], nk, cols, 4*nk, 2*(cols/16), &out[0])
 			break
 		}
 		dotQ4_Kx4AVX2(unsafe.SliceData(row), &a.qK[i*cols], &a.dK[i*nk], &a.bsumsK[i*cols/16], nk, cols, 4*nk, 2*(cols/16), &out[0])

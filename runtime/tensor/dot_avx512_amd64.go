@@ -26,3 +26,13 @@ func dotQ5_KAVX512(w *byte, x *int8, d *float32, bsums *int16, nb int) float32
 //
 //go:noescape
 func dotQ5_Kx4AVX512(w *byte, x *int8, d *float32, bsums *int16, nb, xs, ds, bs int, out *float32)
+
+// dotQ4_KVNNI is dotQ4_KAVX2 with AVX-VNNI (dot_amd64.s).
+//
+//go:noescape
+func dotQ4_KVNNI(w *byte, x *int8, d *float32, bsums *int16, nb int) float32
+
+// dotQ4_Kx4VNNI is dotQ4_Kx4AVX2 with AVX-VNNI (dot_amd64.s).
+//
+//go:noescape
+func dotQ4_Kx4VNNI(w *byte, x *int8, d *float32, bsums *int16, nb, xs, ds, bs int, out *float32)
