@@ -11,6 +11,10 @@ import (
 // the AVX-512 kernels run (usesBatchForm).
 var batchKQuants = hasAVX512
 
+// batchK16 selects the 16-row Q4_K/Q5_K batch kernel (64-byte registers)
+// before the 8-row one; tests turn it off to run both.
+var batchK16 = true
+
 const (
 	q4KTileSB = 2496 // bytes per super-block of 8 rows in a Q4_K tile
 	q6KTileSB = 2592 // and in a Q6_K tile
@@ -86,6 +90,9 @@ func (a *Activations) prepareQ4KBatch() {
 // and IQ4_XS's) batch kernels and returns the first
 // row it did not compute.
 func matMulBatchK(out []float32, w Matrix, a *Activations, lo, hi int) int {
+	if (w.Type == Q4_K || w.Type == Q5_K) && batchK16 {
+		lo = matMulBatchQ4K16(out, w, a, lo, hi)
+	}
 	rows, cols, n := w.Rows, w.Cols, a.n
 	rb, nk := w.RowBytes(), cols/qkK
 	bb, tsb := q4KBytes, q4KTileSB
@@ -371,4 +378,71 @@ func repackQ2_Kx8Go(dst, w []byte, rs, nb int) {
 			le.PutUint32(t[2848+4*r:], math.Float32bits(FP16ToFP32(u16le(blk[82:]))))
 		}
 	}
+}
+
+// batchQ4Kx16x4 is batchQ4Kx8x4 for 16 rows: two tiles of 8 rows, the
+// second t bytes after the first; acc holds 32 float32 per vector (the 16
+// rows' accumulators, then their mins accumulators).
+//
+//go:noescape
+func batchQ4Kx16x4(tile *byte, t int, x *int8, xs int, d *float32, ds int, b2 *int16, bs int, nb int, acc *float32)
+
+// matMulBatchQ4K16 computes the whole groups of 16 rows from lo up to hi
+// of a Q4_K or Q5_K matrix with batchQ4Kx16x4 (the vectors in fours; the
+// rest of them one by one on each tile of 8) and returns the first row
+// it did not compute.
+func matMulBatchQ4K16(out []float32, w Matrix, a *Activations, lo, hi int) int {
+	rows, cols, n := w.Rows, w.Cols, a.n
+	rb, nk := w.RowBytes(), cols/qkK
+	bb := q4KBytes
+	if w.Type == Q5_K {
+		bb = q5KBytes
+	}
+	_, _, _ = a.qK[n*cols-1], a.dK[n*nk-1], a.bK2[n*cols/32-1]
+	const half = kBatchKC * q4KTileSB
+	var tile [2 * half]byte
+	var acc [batchVecs][32]float32
+	var acc1 [16]float32
+	r := lo
+	for ; r+16 <= hi; r += 16 {
+		for v0 := 0; v0 < n; v0 += batchVecs {
+			nv := min(batchVecs, n-v0)
+			clear(acc[:nv])
+			for k0 := 0; k0 < nk; k0 += kBatchKC {
+				kc := min(kBatchKC, nk-k0)
+				for h := range 2 {
+					src := w.Data[(r+8*h)*rb+k0*bb : (r+8*h+7)*rb+(k0+kc)*bb]
+					_ = tile[h*half+kc*q4KTileSB-1]
+					if w.Type == Q5_K {
+						repackQ5_Kx8Asm(&tile[h*half], &src[0], rb, kc)
+					} else {
+						repackQ4_Kx8Asm(&tile[h*half], &src[0], rb, kc)
+					}
+				}
+				v := v0
+				for ; v+4 <= v0+nv; v += 4 {
+					batchQ4Kx16x4(&tile[0], half, &a.qK[v*cols+qkK*k0], cols, &a.dK[v*nk+k0], 4*nk,
+						&a.bK2[v*cols/32+8*k0], 2*(cols/32), kc, &acc[v-v0][0])
+				}
+				for ; v < v0+nv; v++ {
+					x, d, b2 := &a.qK[v*cols+qkK*k0], &a.dK[v*nk+k0], &a.bK2[v*cols/32+8*k0]
+					for h := range 2 { // acc[v]: rows 0-15, then mins 0-15; the kernel's: 8 and 8
+						c := &acc[v-v0]
+						copy(acc1[:8], c[8*h:8*h+8])
+						copy(acc1[8:], c[16+8*h:16+8*h+8])
+						batchQ4Kx8x1(&tile[h*half], x, d, b2, kc, &acc1[0])
+						copy(c[8*h:8*h+8], acc1[:8])
+						copy(c[16+8*h:16+8*h+8], acc1[8:])
+					}
+				}
+			}
+			for v := v0; v < v0+nv; v++ {
+				o := out[v*rows+r : v*rows+r+16]
+				for i := range o {
+					o[i] = acc[v-v0][i] - acc[v-v0][16+i]
+				}
+			}
+		}
+	}
+	return r
 }

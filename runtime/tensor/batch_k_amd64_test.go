@@ -5,6 +5,7 @@ package tensor
 import (
 	"bytes"
 	"encoding/binary"
+	"math"
 	"math/rand/v2"
 	"testing"
 )
@@ -65,4 +66,50 @@ func firstDiff(a, b []byte) int {
 		}
 	}
 	return len(a)
+}
+
+// The 16-row Q4_K/Q5_K batch kernel and the 8-row one (batchK16 off)
+// both equal the generic batch form bit for bit, on rows of random bytes
+// (40 rows: two groups of 16 and one of 8) against 13 vectors (three
+// groups of four and one alone).
+func TestBatchK16(t *testing.T) {
+	if !hasAVX512 {
+		t.Log("no AVX-512 here: the K-quant batch kernels not run")
+		return
+	}
+	defer func() { batchK16 = true }()
+	const rows, n, nb = 40, 13, 9
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, typ := range []Type{Q4_K, Q5_K} {
+		_, bb, _ := layout(typ)
+		w := Matrix{Type: typ, Rows: rows, Cols: nb * qkK, Data: make([]byte, rows*nb*bb)}
+		for i := range w.Data {
+			w.Data[i] = byte(r.Uint32())
+		}
+		for i := 0; i < len(w.Data); i += bb {
+			binary.LittleEndian.PutUint16(w.Data[i:], FP32ToFP16(float32(r.NormFloat64())*0.01))
+			binary.LittleEndian.PutUint16(w.Data[i+2:], FP32ToFP16(float32(r.NormFloat64())*0.01))
+		}
+		x := make([]float32, n*w.Cols)
+		for i := range x {
+			x[i] = float32(r.NormFloat64())
+		}
+		a := NewActivations(n, w.Cols)
+		want := make([]float32, n*rows)
+		withGeneric(func() {
+			a.Set(x, n)
+			MatMulAct(nil, want, w, a)
+		})
+		for _, k16 := range []bool{true, false} {
+			batchK16 = k16
+			a.Set(x, n)
+			got := make([]float32, n*rows)
+			MatMulAct(nil, got, w, a)
+			for i := range got {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("%v, 16 rows %v: out[%d] = %g, generic %g", typ, k16, i, got[i], want[i])
+				}
+			}
+		}
+	}
 }
