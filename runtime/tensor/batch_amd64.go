@@ -84,6 +84,13 @@ func batchU8x8x8(tile *byte, x *int8, xs int, d *float32, c *int32, nb int, acc 
 //go:noescape
 func batchU8x8x1(tile *byte, x *int8, d *float32, c *int32, nb int, acc *float32)
 
+// batchU8x16x4 is batchU8x8x8 for 16 rows (two tiles, the second t bytes
+// after the first) and four vectors (d and c as for batchU8x8x8, this
+// call's four first); acc holds 16 float32 per vector.
+//
+//go:noescape
+func batchU8x16x4(tile *byte, t int, x *int8, xs int, d *float32, c *int32, nb int, acc *float32)
+
 // batchU8x8x4V is batchU8x8x8 for four vectors with AVX-VNNI (VEX): d and
 // c as for batchU8x8x8 (8 entries per block, this call's four first).
 //
@@ -271,6 +278,9 @@ func matMulBatchX8U(out []float32, w Matrix, a *Activations, lo, hi int) int {
 	x := &a.x8[x8Index(w.Type)]
 	n8 := n &^ 7
 	_, _ = x.d[n*nb-1], x.c[n*nb-1]
+	if useAVX512 && batchK16 {
+		lo = matMulBatchU16(out, w, a, x, lo, hi)
+	}
 	var tile [batchKC * q40TileBlock]byte
 	var acc [batchVecs][8]float32
 	r := lo
@@ -311,6 +321,56 @@ func matMulBatchX8U(out []float32, w Matrix, a *Activations, lo, hi int) int {
 			}
 			for v := v0; v < v0+nv; v++ {
 				copy(out[v*rows+r:v*rows+r+8], acc[v-v0][:])
+			}
+		}
+	}
+	return r
+}
+
+// matMulBatchU16 is matMulBatchX8U for whole groups of 16 rows with
+// batchU8x16x4 (the vectors in groups of eight, the rest one by one on
+// each tile of 8); it returns the first row it did not compute.
+func matMulBatchU16(out []float32, w Matrix, a *Activations, x *batchX8Acts, lo, hi int) int {
+	rows, cols, n := w.Rows, w.Cols, a.n
+	rb, nb := w.RowBytes(), cols/32
+	n8 := n &^ 7
+	const half = batchKC * q40TileBlock
+	var tile [2 * half]byte
+	var acc [batchVecs][16]float32
+	r := lo
+	for ; r+16 <= hi; r += 16 {
+		for v0 := 0; v0 < n; v0 += batchVecs {
+			nv := min(batchVecs, n-v0)
+			clear(acc[:nv])
+			for k0 := 0; k0 < nb; k0 += batchKC {
+				kc := min(batchKC, nb-k0)
+				for h := range 2 {
+					src := w.Data[(r+8*h)*rb+k0*rb/nb:]
+					_ = src[7*rb+kc*rb/nb-1]
+					_ = tile[h*half+kc*q40TileBlock-1]
+					if w.Type == Q8_0 {
+						repackQ8_0x8U(&tile[h*half], &src[0], rb, kc)
+					} else {
+						repackQ4_0x8(&tile[h*half], &src[0], rb, kc)
+					}
+				}
+				v := v0
+				for ; v+8 <= min(v0+nv, n8); v += 8 {
+					_ = a.q32[(v+7)*cols+32*(k0+kc)-1]
+					i := v*nb + 8*k0
+					batchU8x16x4(&tile[0], half, &a.q32[v*cols+32*k0], cols, &x.d[i], &x.c[i], kc, &acc[v-v0][0])
+					batchU8x16x4(&tile[0], half, &a.q32[(v+4)*cols+32*k0], cols, &x.d[i+4], &x.c[i+4], kc, &acc[v+4-v0][0])
+				}
+				for ; v < v0+nv; v++ {
+					_ = a.q32[v*cols+32*(k0+kc)-1]
+					i := v*nb + k0 // past the groups of 8: plain rows
+					for h := range 2 {
+						batchU8x8x1(&tile[h*half], &a.q32[v*cols+32*k0], &x.d[i], &x.c[i], kc, &acc[v-v0][8*h])
+					}
+				}
+			}
+			for v := v0; v < v0+nv; v++ {
+				copy(out[v*rows+r:v*rows+r+16], acc[v-v0][:])
 			}
 		}
 	}

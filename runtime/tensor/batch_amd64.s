@@ -1668,3 +1668,74 @@ rq2kloop:
 	JNZ  rq2kloop
 	VZEROUPPER
 	RET
+
+// The 16-row form of batchU8x8x8 (64-byte registers; see batchQ4Kx16x4 in
+// batch_k_amd64.s): two tiles of 8 rows, the second t bytes after the
+// first, joined per group by one VINSERTI64X4; four vectors a call.
+
+// UZLD(off, Y, Z): the 32 bytes at tile+off and tile+t+off (t in R10).
+#define UZLD(off, Y, Z) \
+	VMOVDQU      off(SI), Y              \
+	VINSERTI64X4 $1, off(SI)(R10*1), Z, Z
+
+#define GUZ4(g) \
+	UZLD((32*g), Y8, Z8)                     \
+	VPDPBUSD.BCST (4*g)(DI), Z8, Z0          \
+	VPDPBUSD.BCST (4*g)(DI)(R8*1), Z8, Z1    \
+	VPDPBUSD.BCST (4*g)(DI)(R8*2), Z8, Z2    \
+	VPDPBUSD.BCST (4*g)(DI)(R9*1), Z8, Z3
+
+#define FUZ(t, I, F) \
+	VCVTDQ2PS   I, I              \
+	VMULPS.BCST (4*t)(DX), Z9, Z10 \
+	VFMADD231PS Z10, I, F
+
+// func batchU8x16x4(tile *byte, t int, x *int8, xs int, d *float32, c *int32, nb int, acc *float32)
+//
+// batchU8x16x4 adds to acc[v][r] (four vectors v, 16 rows r) as
+// batchU8x8x8 does: d[8b+v], c[8b+v] (four of a group of eight).
+TEXT ·batchU8x16x4(SB), NOSPLIT, $0-64
+	MOVQ tile+0(FP), SI
+	MOVQ t+8(FP), R10
+	MOVQ x+16(FP), DI
+	MOVQ xs+24(FP), R8
+	LEAQ (R8)(R8*2), R9
+	MOVQ d+32(FP), DX
+	MOVQ c+40(FP), BX
+	MOVQ nb+48(FP), CX
+	MOVQ acc+56(FP), AX
+	VMOVUPS 0(AX), Z16
+	VMOVUPS 64(AX), Z17
+	VMOVUPS 128(AX), Z18
+	VMOVUPS 192(AX), Z19
+
+buz4loop:
+	VPBROADCASTD 0(BX), Z0
+	VPBROADCASTD 4(BX), Z1
+	VPBROADCASTD 8(BX), Z2
+	VPBROADCASTD 12(BX), Z3
+	GUZ4(0)
+	GUZ4(1)
+	GUZ4(2)
+	GUZ4(3)
+	GUZ4(4)
+	GUZ4(5)
+	GUZ4(6)
+	GUZ4(7)
+	UZLD(256, Y9, Z9)
+	FUZ(0, Z0, Z16)
+	FUZ(1, Z1, Z17)
+	FUZ(2, Z2, Z18)
+	FUZ(3, Z3, Z19)
+	ADDQ $288, SI
+	ADDQ $32, DI
+	ADDQ $32, DX
+	ADDQ $32, BX
+	DECQ CX
+	JNZ  buz4loop
+	VMOVUPS Z16, 0(AX)
+	VMOVUPS Z17, 64(AX)
+	VMOVUPS Z18, 128(AX)
+	VMOVUPS Z19, 192(AX)
+	VZEROUPPER
+	RET

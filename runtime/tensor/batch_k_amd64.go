@@ -11,8 +11,8 @@ import (
 // the AVX-512 kernels run (usesBatchForm).
 var batchKQuants = hasAVX512
 
-// batchK16 selects the 16-row Q4_K/Q5_K batch kernel (64-byte registers)
-// before the 8-row one; tests turn it off to run both.
+// batchK16 selects the 16-row batch kernels (64-byte registers: Q8_0,
+// Q4_0, Q4_K, Q5_K) before the 8-row ones; tests turn it off to run both.
 var batchK16 = true
 
 const (

@@ -68,27 +68,29 @@ func firstDiff(a, b []byte) int {
 	return len(a)
 }
 
-// The 16-row Q4_K/Q5_K batch kernel and the 8-row one (batchK16 off)
-// both equal the generic batch form bit for bit, on rows of random bytes
-// (40 rows: two groups of 16 and one of 8) against 13 vectors (three
-// groups of four and one alone).
+// The 16-row batch kernels and the 8-row ones (batchK16 off) both equal
+// the generic batch form bit for bit, on rows of random bytes (40 rows:
+// two groups of 16 and one of 8) against 13 vectors (groups of four or
+// eight and the rest alone).
 func TestBatchK16(t *testing.T) {
 	if !hasAVX512 {
 		t.Log("no AVX-512 here: the K-quant batch kernels not run")
 		return
 	}
 	defer func() { batchK16 = true }()
-	const rows, n, nb = 40, 13, 9
+	const rows, n, nb = 40, 13, 9 // nb super-blocks: 2304 columns
 	r := rand.New(rand.NewPCG(5, 6))
-	for _, typ := range []Type{Q4_K, Q5_K} {
-		_, bb, _ := layout(typ)
-		w := Matrix{Type: typ, Rows: rows, Cols: nb * qkK, Data: make([]byte, rows*nb*bb)}
+	for _, typ := range []Type{Q8_0, Q4_0, Q4_K, Q5_K} {
+		bs, bb, _ := layout(typ)
+		w := Matrix{Type: typ, Rows: rows, Cols: nb * qkK, Data: make([]byte, rows*nb*qkK/bs*bb)}
 		for i := range w.Data {
 			w.Data[i] = byte(r.Uint32())
 		}
 		for i := 0; i < len(w.Data); i += bb {
 			binary.LittleEndian.PutUint16(w.Data[i:], FP32ToFP16(float32(r.NormFloat64())*0.01))
-			binary.LittleEndian.PutUint16(w.Data[i+2:], FP32ToFP16(float32(r.NormFloat64())*0.01))
+			if bs == qkK {
+				binary.LittleEndian.PutUint16(w.Data[i+2:], FP32ToFP16(float32(r.NormFloat64())*0.01))
+			}
 		}
 		x := make([]float32, n*w.Cols)
 		for i := range x {
