@@ -7,7 +7,7 @@ TESTDATA ?= $(or $(STRATA_TESTDATA),$(abspath ../shared/testdata))
 FUZZTIME ?= 1m
 PROTOC_GEN_GO_VERSION := v1.36.12
 
-.PHONY: all build test test-arm64 test-long demo bench fuzz proto vet clean
+.PHONY: all build test test-arm64 test-long demo bench bench-vs-llamacpp fuzz proto vet clean
 
 all: build
 
@@ -46,6 +46,14 @@ demo: build
 
 bench:
 	STRATA_TESTDATA=$(TESTDATA) $(GO) test -run '^$$' -bench . -benchmem ./runtime/...
+
+# strata against llama.cpp (node-llama-cpp's prebuilt CPU build) on the
+# same synthetic tinyllama-1.1b per type (TYPES, default Q8_0 Q4_0 Q4_K),
+# THREADS (2) threads, best of RUNS (3) alternating runs: prefill and
+# decode tokens/s and strata's ratios (scripts/bench-vs-llamacpp.sh;
+# files cached in MODELDIR, default /tmp). Not part of make test.
+bench-vs-llamacpp: build
+	BIN=./$(BIN) ./scripts/bench-vs-llamacpp.sh
 
 # Fuzz every parser and the sampler filters for FUZZTIME each (go test
 # -fuzz takes one target at a time).

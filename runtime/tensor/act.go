@@ -35,12 +35,20 @@ type Activations struct {
 	pairStride int
 	okS        bool // s32 and s8f are up to date
 	ok32       bool
-	qK         []int8    // [Cap*Cols] quants, blocks of 256
-	dK         []float32 // [Cap*Cols/256] block scales
-	bsumsK     []int16   // [Cap*Cols/16] sums of each 16 quants
-	okK        bool
-	hasQ32     bool // Cols is a whole number of 32-blocks
-	hasQK      bool // Cols is a whole number of 256-blocks
+	// The VNNI batch kernels' inputs (batch_amd64.go), by Q4_0 (0) and
+	// Q8_0 (1): scales and offset corrections by groups of 8 vectors; the
+	// K-quants' (batch_k_amd64.go).
+	x8     [2]batchX8Acts
+	bK2    []int16 // for Q4_K: per vector [Cols/32] sums of each sub-block's quants
+	okB2   bool
+	cK     []int32   // for Q6_K and IQ4_XS: per vector [Cols/16] -cKOff times each 16-sum
+	cKOff  int32     // 0: cK not up to date
+	qK     []int8    // [Cap*Cols] quants, blocks of 256
+	dK     []float32 // [Cap*Cols/256] block scales
+	bsumsK []int16   // [Cap*Cols/16] sums of each 16 quants
+	okK    bool
+	hasQ32 bool // Cols is a whole number of 32-blocks
+	hasQK  bool // Cols is a whole number of 256-blocks
 }
 
 // NewActivations allocates room for up to capacity vectors of cols elements.
@@ -63,6 +71,7 @@ func NewActivations(capacity, cols int) *Activations {
 		a.dK = make([]float32, capacity*cols/qkK)
 		a.bsumsK = make([]int16, capacity*cols/16)
 	}
+	a.allocBatch()
 	return a
 }
 
@@ -74,6 +83,7 @@ func (a *Activations) Set(x []float32, n int) {
 	}
 	a.x, a.n = x, n
 	a.ok32, a.okK, a.okS = false, false, false
+	a.x8[0].ok, a.x8[1].ok, a.okB2, a.cKOff = false, false, false, 0
 }
 
 // N is the number of vectors set.
@@ -126,6 +136,9 @@ func (a *Activations) prepare(t Type) {
 			quantizeQ8K(a.x[:m], a.qK[:m], a.dK[:m/qkK], a.bsumsK[:m/16])
 			a.okK = true
 		}
+	}
+	if usesBatchForm(t, a.n) {
+		a.prepareBatch(t)
 	}
 }
 

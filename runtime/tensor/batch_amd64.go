@@ -65,10 +65,131 @@ func batchQ4_0x8x4(tile *byte, x *[4]*int8, d *[4]*float32, s *[4]*int32, nb int
 // batchX4 enables the four-vector kernels (tests and benchmarks compare).
 var batchX4 = true
 
+// repackQ8_0x8U is repackQ8_0x8 for the AVX-512 kernels: the quants
+// plus 128 as unsigned bytes, in blocks of q40TileBlock bytes.
+//
+//go:noescape
+func repackQ8_0x8U(dst *byte, w *byte, rs int, nb int)
+
+// batchU8x8x8 adds to acc[t][r] (r, t = 0..7) the row-sequential dot of
+// row r of an unsigned tile (Q4_0's, or repackQ8_0x8U's) with vector t
+// (quants x + t*xs bytes) over nb blocks: d[8b+t] is the vector's scale of
+// block b, c[8b+t] its offset correction (batchX8Acts).
+//
+//go:noescape
+func batchU8x8x8(tile *byte, x *int8, xs int, d *float32, c *int32, nb int, acc *float32)
+
+// batchU8x8x1 is batchU8x8x8 for one vector: d[b], c[b] for block b.
+//
+//go:noescape
+func batchU8x8x1(tile *byte, x *int8, d *float32, c *int32, nb int, acc *float32)
+
+// batchU8x16x4 is batchU8x8x8 for 16 rows (two tiles, the second t bytes
+// after the first) and four vectors (d and c as for batchU8x8x8, this
+// call's four first); acc holds 16 float32 per vector.
+//
+//go:noescape
+func batchU8x16x4(tile *byte, t int, x *int8, xs int, d *float32, c *int32, nb int, acc *float32)
+
+// batchU8x8x4V is batchU8x8x8 for four vectors with AVX-VNNI (VEX): d and
+// c as for batchU8x8x8 (8 entries per block, this call's four first).
+//
+//go:noescape
+func batchU8x8x4V(tile *byte, x *int8, xs int, d *float32, c *int32, nb int, acc *float32)
+
+// batchU8x8x1V is batchU8x8x1 with AVX-VNNI.
+//
+//go:noescape
+func batchU8x8x1V(tile *byte, x *int8, d *float32, c *int32, nb int, acc *float32)
+
+// allocBatch allocates what prepareBatch fills, for the kernels this CPU
+// runs, so that MatMulAct allocates nothing (tests that switch kernel sets
+// may still allocate on first use).
+func (a *Activations) allocBatch() {
+	if a.hasQ32 && (useAVX512 || useAVXVNNI) {
+		for k := range a.x8 {
+			a.x8[k].d, a.x8[k].c = make([]float32, a.Cap*a.Cols/32), make([]int32, a.Cap*a.Cols/32)
+		}
+	}
+	if a.hasQK && useAVX512 {
+		a.bK2, a.cK = make([]int16, a.Cap*a.Cols/32), make([]int32, a.Cap*a.Cols/16)
+	}
+}
+
+// prepareBatch fills what the VNNI batch kernels that will run for t
+// read besides the quants: a.x8 for Q4_0 and Q8_0 (AVX-512 or AVX-VNNI),
+// the sub-block sums or the offset corrections for the K-quants and
+// IQ4_XS (AVX-512).
+func (a *Activations) prepareBatch(t Type) {
+	if !useAVX512 && !useAVXVNNI {
+		return
+	}
+	switch t {
+	case Q4_K, Q5_K:
+		if useAVX512 {
+			a.prepareQ4KBatch()
+		}
+		return
+	case Q3_K, Q6_K, IQ4_XS:
+		if useAVX512 {
+			a.prepareCBatch(cBatchOff(t))
+		}
+		return
+	case Q2_K:
+		return
+	}
+	off := int32(8) // Q4_0: nibbles are the quants plus 8
+	if t == Q8_0 {
+		off = 128
+	}
+	x := &a.x8[x8Index(t)]
+	if x.ok {
+		return
+	}
+	nb := a.Cols / 32
+	if len(x.d) < a.Cap*nb {
+		x.d, x.c = make([]float32, a.Cap*nb), make([]int32, a.Cap*nb)
+	}
+	n8 := a.n &^ 7
+	for v := range a.n {
+		for b := range nb {
+			var s int32
+			for _, q := range a.q32[(v*nb+b)*32 : (v*nb+b+1)*32] {
+				s += int32(q)
+			}
+			i := v*nb + b
+			if v < n8 {
+				i = (v&^7)*nb + 8*b + v&7
+			}
+			x.d[i], x.c[i] = a.d32[v*nb+b], -off*s
+		}
+	}
+	x.ok = true
+}
+
+// x8Index is where a.x8 keeps t's inputs: Q4_0 0, Q8_0 1.
+func x8Index(t Type) int {
+	if t == Q8_0 {
+		return 1
+	}
+	return 0
+}
+
 // matMulBatchX8 computes the whole groups of 8 rows from lo (a multiple
 // of 8) up to hi with the interleaved kernels, and returns the first row
 // it did not compute.
 func matMulBatchX8(out []float32, w Matrix, a *Activations, lo, hi int) int {
+	switch w.Type {
+	case Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS:
+		q6 := w.Type == Q6_K || w.Type == Q3_K || w.Type == IQ4_XS
+		if useAVX512 && (w.Type == Q2_K || !q6 && a.okB2 || q6 && a.cKOff == cBatchOff(w.Type)) {
+			return matMulBatchK(out, w, a, lo, hi)
+		}
+		return lo
+	}
+	if (useAVX512 || useAVXVNNI) && a.x8[x8Index(w.Type)].ok {
+		return matMulBatchX8U(out, w, a, lo, hi)
+	}
 	if !useAVX2 {
 		return lo
 	}
@@ -142,6 +263,114 @@ func matMulBatchX8(out []float32, w Matrix, a *Activations, lo, hi int) int {
 			}
 			for v := v0; v < v0+nv; v++ {
 				copy(out[v*rows+r:v*rows+r+8], acc[v-v0][:])
+			}
+		}
+	}
+	return r
+}
+
+// matMulBatchX8U is matMulBatchX8 with the VNNI kernels (AVX-512, else
+// AVX-VNNI): tiles of unsigned bytes, eight vectors at a time (AVX-VNNI:
+// two calls of four), then one by one.
+func matMulBatchX8U(out []float32, w Matrix, a *Activations, lo, hi int) int {
+	rows, cols, n := w.Rows, w.Cols, a.n
+	rb, nb := w.RowBytes(), cols/32
+	x := &a.x8[x8Index(w.Type)]
+	n8 := n &^ 7
+	_, _ = x.d[n*nb-1], x.c[n*nb-1]
+	if useAVX512 && batchK16 {
+		lo = matMulBatchU16(out, w, a, x, lo, hi)
+	}
+	var tile [batchKC * q40TileBlock]byte
+	var acc [batchVecs][8]float32
+	r := lo
+	for ; r+8 <= hi; r += 8 {
+		for v0 := 0; v0 < n; v0 += batchVecs {
+			nv := min(batchVecs, n-v0)
+			clear(acc[:nv])
+			for k0 := 0; k0 < nb; k0 += batchKC {
+				kc := min(batchKC, nb-k0)
+				src := w.Data[r*rb+k0*rb/nb:]
+				_ = src[7*rb+kc*rb/nb-1]
+				if w.Type == Q8_0 {
+					repackQ8_0x8U(&tile[0], &src[0], rb, kc)
+				} else {
+					repackQ4_0x8(&tile[0], &src[0], rb, kc)
+				}
+				_ = tile[kc*q40TileBlock-1]
+				v := v0
+				for ; v+8 <= min(v0+nv, n8); v += 8 {
+					_ = a.q32[(v+7)*cols+32*(k0+kc)-1]
+					i := v*nb + 8*k0
+					if useAVX512 {
+						batchU8x8x8(&tile[0], &a.q32[v*cols+32*k0], cols, &x.d[i], &x.c[i], kc, &acc[v-v0][0])
+					} else {
+						batchU8x8x4V(&tile[0], &a.q32[v*cols+32*k0], cols, &x.d[i], &x.c[i], kc, &acc[v-v0][0])
+						batchU8x8x4V(&tile[0], &a.q32[(v+4)*cols+32*k0], cols, &x.d[i+4], &x.c[i+4], kc, &acc[v+4-v0][0])
+					}
+				}
+				for ; v < v0+nv; v++ {
+					_ = a.q32[v*cols+32*(k0+kc)-1]
+					i := v*nb + k0 // past the groups of 8: plain rows
+					if useAVX512 {
+						batchU8x8x1(&tile[0], &a.q32[v*cols+32*k0], &x.d[i], &x.c[i], kc, &acc[v-v0][0])
+					} else {
+						batchU8x8x1V(&tile[0], &a.q32[v*cols+32*k0], &x.d[i], &x.c[i], kc, &acc[v-v0][0])
+					}
+				}
+			}
+			for v := v0; v < v0+nv; v++ {
+				copy(out[v*rows+r:v*rows+r+8], acc[v-v0][:])
+			}
+		}
+	}
+	return r
+}
+
+// matMulBatchU16 is matMulBatchX8U for whole groups of 16 rows with
+// batchU8x16x4 (the vectors in groups of eight, the rest one by one on
+// each tile of 8); it returns the first row it did not compute.
+func matMulBatchU16(out []float32, w Matrix, a *Activations, x *batchX8Acts, lo, hi int) int {
+	rows, cols, n := w.Rows, w.Cols, a.n
+	rb, nb := w.RowBytes(), cols/32
+	n8 := n &^ 7
+	const half = batchKC * q40TileBlock
+	var tile [2 * half]byte
+	var acc [batchVecs][16]float32
+	r := lo
+	for ; r+16 <= hi; r += 16 {
+		for v0 := 0; v0 < n; v0 += batchVecs {
+			nv := min(batchVecs, n-v0)
+			clear(acc[:nv])
+			for k0 := 0; k0 < nb; k0 += batchKC {
+				kc := min(batchKC, nb-k0)
+				for h := range 2 {
+					src := w.Data[(r+8*h)*rb+k0*rb/nb:]
+					_ = src[7*rb+kc*rb/nb-1]
+					_ = tile[h*half+kc*q40TileBlock-1]
+					if w.Type == Q8_0 {
+						repackQ8_0x8U(&tile[h*half], &src[0], rb, kc)
+					} else {
+						repackQ4_0x8(&tile[h*half], &src[0], rb, kc)
+					}
+				}
+				v := v0
+				for ; v+8 <= min(v0+nv, n8); v += 8 {
+					_ = a.q32[(v+7)*cols+32*(k0+kc)-1]
+					i := v*nb + 8*k0
+					batchU8x16x4(&tile[0], half, &a.q32[v*cols+32*k0], cols, &x.d[i], &x.c[i], kc, &acc[v-v0][0])
+					batchU8x16x4(&tile[0], half, &a.q32[(v+4)*cols+32*k0], cols, &x.d[i+4], &x.c[i+4], kc, &acc[v+4-v0][0])
+				}
+				for ; v < v0+nv; v++ {
+					_ = a.q32[v*cols+32*(k0+kc)-1]
+					i := v*nb + k0 // past the groups of 8: plain rows
+					for h := range 2 {
+						batchU8x8x1(&tile[h*half], &a.q32[v*cols+32*k0], &x.d[i], &x.c[i], kc, &acc[v-v0][8*h])
+					}
+				}
+			}
+			for v := v0; v < v0+nv; v++ {
+				copy(out[v*rows+r:v*rows+r+16], acc[v-v0][:])
 			}
 		}
 	}

@@ -13,12 +13,15 @@
 // blocks of 32 for Q8_0 and Q4_0 weights, ggml's Q8_K for K-quants) and the
 // kernels compute integer dot products per block, scaled in float32; float
 // weights (F32, F16, BF16) are dotted against the float32 values with FMA.
-// Batches of 8 or more vectors against Q8_0/Q4_0 weights use kernels that
-// repack 8 rows side by side and reuse each repacked block across 4
-// vectors. Everything allocates nothing per call.
+// Batches of 8 or more vectors against Q8_0/Q4_0 weights (and, where the
+// CPU has AVX-512 VNNI, the K-quants and IQ4_XS) use kernels that repack
+// 8 rows side by side and reuse each repacked block across 4 or 8
+// vectors; their summation order is their own (batch.go). Everything
+// allocates nothing per call.
 //
 // Kernels exist as generic Go (dot_generic.go, batch.go: always built, the
-// reference), as amd64 assembly (AVX2 + FMA + F16C) and as arm64 NEON (with
+// reference), as amd64 assembly (AVX2 + FMA + F16C; AVX-512 VNNI and
+// AVX-VNNI for the integer dots where the CPU has them) and as arm64 NEON (with
 // SDOT for the integer dots; one-token dots of every type, four-token dots
 // of most, the 8-row Q8_0/Q4_0 batch kernels, Axpy and the activation
 // quantizer — SwiGLU and the multi-row kernels are still Go on arm64), chosen at run time from the CPU's features; the build tag purego,

@@ -12,16 +12,54 @@ import (
 // is read once from the CPU; tests flip it to run the generic kernels too.
 var useAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
 
-// implementations lists the kernel sets this CPU can run.
+// useAVX512 selects the AVX-512 kernels (F, BW, VL and VNNI: 64-byte
+// registers, 32 of them, and the VPDPBUSD/VPDPWSSD dot products) where
+// there is one; the other kernels stay AVX2, so it implies useAVX2.
+var useAVX512 = useAVX2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW &&
+	cpu.X86.HasAVX512VL && cpu.X86.HasAVX512VNNI
+
+// useAVXVNNI selects the AVX-VNNI kernels (the VEX-encoded VPDPBUSD of
+// CPUs without AVX-512, Intel's client cores among them): the Q8_0 and
+// Q4_0 batch kernels and the one- and four-vector Q4_K dots; AVX2 for the
+// rest. Where AVX-512 is there too it
+// wins, and useAVXVNNI is false.
+var useAVXVNNI = useAVX2 && !useAVX512 && cpu.X86.HasAVXVNNI
+
+// implementations lists the kernel sets this CPU can run; use(false)
+// restores what the CPU selects.
 var implementations = func() []impl {
-	list := []impl{{"generic", func(on bool) { useAVX2 = !on && hasAVX2 }}}
+	set := func(avx2, vnni, avx512 bool) { useAVX2, useAVXVNNI, useAVX512 = avx2, vnni, avx512 }
+	restore := func() { set(hasAVX2, hasAVXVNNI, hasAVX512) }
+	list := []impl{{"generic", func(on bool) {
+		if set(false, false, false); !on {
+			restore()
+		}
+	}}}
 	if hasAVX2 {
-		list = append(list, impl{"avx2", func(on bool) { useAVX2 = hasAVX2 }})
+		list = append(list, impl{"avx2", func(on bool) {
+			if set(true, false, false); !on {
+				restore()
+			}
+		}})
+	}
+	if hasAVX2 && cpu.X86.HasAVXVNNI {
+		list = append(list, impl{"avxvnni", func(on bool) {
+			if set(true, true, false); !on {
+				restore()
+			}
+		}})
+	}
+	if hasAVX512 {
+		list = append(list, impl{"avx512", func(on bool) {
+			if set(true, false, true); !on {
+				restore()
+			}
+		}})
 	}
 	return list
 }()
 
-var hasAVX2 = useAVX2
+var hasAVX2, hasAVXVNNI, hasAVX512 = useAVX2, useAVXVNNI, useAVX512
 
 // The assembly kernels take raw pointers and block counts; the Go wrappers
 // below have checked the lengths. Each computes exactly what the generic
@@ -145,6 +183,12 @@ func dotQ4_K(w []byte, x []int8, d []float32, bsums []int16) float32 {
 	}
 	nb := len(d)
 	_, _, _ = w[nb*q4KBytes-1], x[nb*qkK-1], bsums[nb*16-1]
+	if useAVX512 {
+		return dotQ4_KAVX512(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), unsafe.SliceData(bsums), nb)
+	}
+	if useAVXVNNI {
+		return dotQ4_KVNNI(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), unsafe.SliceData(bsums), nb)
+	}
 	return dotQ4_KAVX2(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), unsafe.SliceData(bsums), nb)
 }
 
@@ -154,6 +198,9 @@ func dotQ5_K(w []byte, x []int8, d []float32, bsums []int16) float32 {
 	}
 	nb := len(d)
 	_, _, _ = w[nb*q5KBytes-1], x[nb*qkK-1], bsums[nb*16-1]
+	if useAVX512 {
+		return dotQ5_KAVX512(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), unsafe.SliceData(bsums), nb)
+	}
 	return dotQ5_KAVX2(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), unsafe.SliceData(bsums), nb)
 }
 
@@ -200,7 +247,17 @@ func quantizeQ32(x []float32, q []int8, d []float32) {
 	quantizeQ32AVX2(unsafe.SliceData(x), unsafe.SliceData(q), unsafe.SliceData(d), nb)
 }
 
-func kernelsActive(name string) bool { return name == "avx2" && useAVX2 }
+func kernelsActive(name string) bool {
+	switch name {
+	case "avx2":
+		return useAVX2 && !useAVX512 && !useAVXVNNI
+	case "avxvnni":
+		return useAVXVNNI
+	case "avx512":
+		return useAVX512
+	}
+	return false
+}
 
 // dot4 sets out[t] = dotAct(t, row, a, i+t, cols) for t = 0..3 with a
 // kernel that decodes the row once for the four vectors, and reports
@@ -217,7 +274,22 @@ func dot4(t Type, row []byte, a *Activations, i, cols int, out *[4]float32) bool
 	case Q4_K:
 		nk := cols / qkK
 		_, _, _, _ = row[nk*q4KBytes-1], a.qK[(i+4)*cols-1], a.dK[(i+4)*nk-1], a.bsumsK[(i+4)*cols/16-1]
+		if useAVX512 {
+			dotQ4_Kx4AVX512(unsafe.SliceData(row), &a.qK[i*cols], &a.dK[i*nk], &a.bsumsK[i*cols/16], nk, cols, 4*nk, 2*(cols/16), &out[0])
+			break
+		}
+		if useAVXVNNI {
+			dotQ4_Kx4VNNI(unsafe.SliceData(row), &a.qK[i*cols], &a.dK[i*nk], &a.bsumsK[i*cols/16], nk, cols, 4*nk, 2*(cols/16), &out[0])
+			break
+		}
 		dotQ4_Kx4AVX2(unsafe.SliceData(row), &a.qK[i*cols], &a.dK[i*nk], &a.bsumsK[i*cols/16], nk, cols, 4*nk, 2*(cols/16), &out[0])
+	case Q5_K:
+		if !useAVX512 {
+			return false
+		}
+		nk := cols / qkK
+		_, _, _, _ = row[nk*q5KBytes-1], a.qK[(i+4)*cols-1], a.dK[(i+4)*nk-1], a.bsumsK[(i+4)*cols/16-1]
+		dotQ5_Kx4AVX512(unsafe.SliceData(row), &a.qK[i*cols], &a.dK[i*nk], &a.bsumsK[i*cols/16], nk, cols, 4*nk, 2*(cols/16), &out[0])
 	case Q6_K:
 		nk := cols / qkK
 		_, _, _ = row[nk*q6KBytes-1], a.qK[(i+4)*cols-1], a.dK[(i+4)*nk-1]

@@ -2154,3 +2154,178 @@ swloop:
 	JNZ  swloop
 	VZEROUPPER
 	RET
+
+// The AVX-VNNI forms of the Q4_K kernels (useAVXVNNI: CPUs with the
+// VEX-encoded VNNI but not AVX-512): VPDPWSSD (spelled out in bytes: Go's
+// assembler writes only its EVEX form) multiplies the int16 pair sums by
+// the scales and accumulates, one instruction for VPMADDWD and VPADDD.
+
+// VPDPWSSDV(src2, src1, dst): Y(dst) += int32 lanes of the products of
+// the int16 pairs of Y(src1) and Y(src2) (register numbers 0-15;
+// VEX.256.66.0F38.W0 52).
+#define VPDPWSSDV(src2, src1, dst) \
+	BYTE $0xC4; BYTE $((((~(dst>>3))&1)<<7) | 0x40 | (((~(src2>>3))&1)<<5) | 0x02); BYTE $((((~src1)&15)<<3) | 0x05); BYTE $0x52; BYTE $(0xC0 | ((dst&7)<<3) | (src2&7))
+
+// K4MULV(g): K4MUL with VPDPWSSD.
+#define K4MULV(g) \
+	VPMADDUBSW   (64*g)(DI), Y10, Y10    \
+	VPMADDUBSW   (64*g+32)(DI), Y11, Y11 \
+	VPBROADCASTW (4*g)(SP), Y12          \
+	VPDPWSSDV(10, 12, 1)                 \
+	VPBROADCASTW (4*g+2)(SP), Y12        \
+	VPDPWSSDV(11, 12, 1)
+
+// K4X4PAIRV(g): K4X4PAIR with VPDPWSSD.
+#define K4X4PAIRV(g) \
+	VMOVDQU      (16+32*g)(SI), X10                 \
+	VINSERTI128  $1, (32+32*g)(SI), Y10, Y10        \
+	VPSRLW       $4, Y10, Y11                       \
+	VPAND        Y14, Y10, Y10                      \
+	VPAND        Y14, Y11, Y11                      \
+	VPBROADCASTW (4*g)(SP), Y12                     \
+	VPBROADCASTW (4*g+2)(SP), Y13                   \
+	VPMADDUBSW   (64*g)(DI), Y10, Y8                \
+	VPMADDUBSW   (64*g+32)(DI), Y11, Y9             \
+	VPDPWSSDV(8, 12, 0)                             \
+	VPDPWSSDV(9, 13, 0)                             \
+	VPMADDUBSW   (64*g)(DI)(R8*1), Y10, Y8          \
+	VPMADDUBSW   (64*g+32)(DI)(R8*1), Y11, Y9       \
+	VPDPWSSDV(8, 12, 1)                             \
+	VPDPWSSDV(9, 13, 1)                             \
+	VPMADDUBSW   (64*g)(DI)(R8*2), Y10, Y8          \
+	VPMADDUBSW   (64*g+32)(DI)(R8*2), Y11, Y9       \
+	VPDPWSSDV(8, 12, 2)                             \
+	VPDPWSSDV(9, 13, 2)                             \
+	VPMADDUBSW   (64*g)(DI)(R9*1), Y10, Y8          \
+	VPMADDUBSW   (64*g+32)(DI)(R9*1), Y11, Y9       \
+	VPDPWSSDV(8, 12, 3)                             \
+	VPDPWSSDV(9, 13, 3)
+
+// func dotQ4_KVNNI(w *byte, x *int8, d *float32, bsums *int16, nb int) float32
+//
+// dotQ4_KVNNI is dotQ4_KAVX2 with AVX-VNNI: VPDPWSSD scales and adds the
+// pair sums in one instruction.
+TEXT ·dotQ4_KVNNI(SB), NOSPLIT, $32-44
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ d+16(FP), DX
+	MOVQ bsums+24(FP), BX
+	MOVQ nb+32(FP), CX
+	BCAST($0x0f0f0f0f, X14, Y14)
+	VXORPS Y0, Y0, Y0
+	VXORPS X5, X5, X5
+
+q4kvloop:
+	PREFETCHT0 (4096)(SI)
+	PREFETCHT0 (4160)(SI)
+	PREFETCHT0 (4224)(SI)
+	KDSCALES
+	KSCALES
+	KMINS
+	VPXOR  Y1, Y1, Y1
+	K4LOAD(16)
+	K4MULV(0)
+	K4LOAD(48)
+	K4MULV(1)
+	K4LOAD(80)
+	K4MULV(2)
+	K4LOAD(112)
+	K4MULV(3)
+	VCVTDQ2PS   Y1, Y1
+	VFMADD231PS Y1, Y2, Y0
+	ADDQ $144, SI
+	ADDQ $256, DI
+	ADDQ $4, DX
+	ADDQ $32, BX
+	DECQ CX
+	JNZ  q4kvloop
+
+	HSUM8
+	VSUBSS X5, X0, X0
+	VZEROUPPER
+	MOVSS  X0, ret+40(FP)
+	RET
+
+// func dotQ4_Kx4VNNI(w *byte, x *int8, d *float32, bsums *int16, nb, xs, ds, bs int, out *float32)
+//
+// dotQ4_Kx4VNNI is dotQ4_Kx4AVX2 with AVX-VNNI (VPDPWSSD).
+TEXT ·dotQ4_Kx4VNNI(SB), NOSPLIT, $64-72
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ d+16(FP), DX
+	MOVQ bsums+24(FP), BX
+	MOVQ nb+32(FP), CX
+	MOVQ xs+40(FP), R8
+	LEAQ (R8)(R8*2), R9
+	MOVQ ds+48(FP), R10
+	LEAQ (R10)(R10*2), R11
+	MOVQ bs+56(FP), R12
+	LEAQ (R12)(R12*2), R13
+	BCAST($0x0f0f0f0f, X14, Y14)
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS X8, X8, X8
+	VMOVDQU X8, 48(SP)
+
+q4kx4vloop:
+	PREFETCHT0 4096(SI)
+	PREFETCHT0 4160(SI)
+	PREFETCHT0 4224(SI)
+	MOVWLZX   (SI), AX
+	VMOVD     AX, X8
+	VCVTPH2PS X8, X8
+	VMOVSS    X8, 32(SP)
+	MOVWLZX   2(SI), AX
+	VMOVD     AX, X8
+	VCVTPH2PS X8, X8
+	VMOVSS    X8, 36(SP)
+	VMOVAPS   Y7, Y9 // KSCALES clobbers X7 (and R8-R13: reload the strides)
+	KSCALES
+	VMOVAPS   Y9, Y7
+	VMOVDQU   X8, 16(SP)
+	MOVQ      xs+40(FP), R8
+	LEAQ      (R8)(R8*2), R9
+	MOVQ      ds+48(FP), R10
+	LEAQ      (R10)(R10*2), R11
+	MOVQ      bs+56(FP), R12
+	LEAQ      (R12)(R12*2), R13
+	VPXOR     Y0, Y0, Y0
+	VPXOR     Y1, Y1, Y1
+	VPXOR     Y2, Y2, Y2
+	VPXOR     Y3, Y3, Y3
+	K4X4PAIRV(0)
+	K4X4PAIRV(1)
+	K4X4PAIRV(2)
+	K4X4PAIRV(3)
+	K4X4FIN(Y0, Y4, (DX), (BX), 48)
+	K4X4FIN(Y1, Y5, (DX)(R10*1), (BX)(R12*1), 52)
+	K4X4FIN(Y2, Y6, (DX)(R10*2), (BX)(R12*2), 56)
+	K4X4FIN(Y3, Y7, (DX)(R11*1), (BX)(R13*1), 60)
+	ADDQ $144, SI
+	ADDQ $256, DI
+	ADDQ $4, DX
+	ADDQ $32, BX
+	DECQ CX
+	JNZ  q4kx4vloop
+
+	MOVQ out+64(FP), BX
+	VMOVAPS Y4, Y0
+	HSUM8
+	VSUBSS  48(SP), X0, X0
+	VMOVSS  X0, (BX)
+	VMOVAPS Y5, Y0
+	HSUM8
+	VSUBSS  52(SP), X0, X0
+	VMOVSS  X0, 4(BX)
+	VMOVAPS Y6, Y0
+	HSUM8
+	VSUBSS  56(SP), X0, X0
+	VMOVSS  X0, 8(BX)
+	VMOVAPS Y7, Y0
+	HSUM8
+	VSUBSS  60(SP), X0, X0
+	VMOVSS  X0, 12(BX)
+	VZEROUPPER
+	RET

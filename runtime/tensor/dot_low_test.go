@@ -60,7 +60,7 @@ func TestDot4KQuants(t *testing.T) {
 func TestLowBitDotRandomBlocks(t *testing.T) {
 	const nb = 5
 	r := rand.New(rand.NewPCG(7, 8))
-	for _, typ := range []Type{Q2_K, Q3_K, IQ4_XS} {
+	for _, typ := range []Type{Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS} {
 		t.Run(typ.String(), func(t *testing.T) {
 			_, bb, _ := layout(typ)
 			w := make([]byte, nb*bb)
@@ -77,6 +77,11 @@ func TestLowBitDotRandomBlocks(t *testing.T) {
 					binary.LittleEndian.PutUint16(blk[108:], FP32ToFP16(0.03))
 				case IQ4_XS:
 					binary.LittleEndian.PutUint16(blk, FP32ToFP16(-0.004))
+				case Q4_K, Q5_K:
+					binary.LittleEndian.PutUint16(blk, FP32ToFP16(0.005))
+					binary.LittleEndian.PutUint16(blk[2:], FP32ToFP16(-0.03))
+				case Q6_K:
+					binary.LittleEndian.PutUint16(blk[208:], FP32ToFP16(0.002))
 				}
 			}
 			cols := nb * qkK

@@ -32,3 +32,10 @@ func matMulBatchX8(out []float32, w Matrix, a *Activations, lo, hi int) int { re
 func dotRows(Matrix, *Activations, int, int, int, []float32) bool { return false }
 
 func swiglu(out, gate, up []float32) { swigluGeneric(out, gate, up) }
+
+// prepareBatch and allocBatch have nothing to do without the VNNI kernels.
+func (a *Activations) prepareBatch(Type) {}
+func (a *Activations) allocBatch()       {}
+
+// batchKQuants is false: no K-quant batch kernels here (usesBatchForm).
+const batchKQuants = false

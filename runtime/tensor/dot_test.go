@@ -1,6 +1,7 @@
 package tensor
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -401,6 +402,7 @@ func BenchmarkDot(b *testing.B) {
 				im.use(true)
 				defer im.use(false)
 				b.SetBytes(int64(len(w.Data)))
+				b.ReportAllocs()
 				for b.Loop() {
 					dotAct(mt.t, w.Data, a, 0, cols)
 				}
@@ -436,6 +438,33 @@ func BenchmarkMatMulAct(b *testing.B) {
 	}
 }
 
+// BenchmarkMatMulActBatch measures the batch kernels: a 256x2048 matrix
+// against 64 vectors (prefill) per type with a batch form, per kernel set
+// (on a CPU with AVX-512 the Q4_K and Q6_K batches of every set use the
+// row-sequential form: generic Go where its kernel is not that set's), one
+// thread; bytes are weight bytes.
+func BenchmarkMatMulActBatch(b *testing.B) {
+	const rows, cols, n = 256, 2048, 64
+	for _, t := range []Type{Q8_0, Q4_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS} {
+		w, _ := randomMatrix(b, t, rows, cols, 1)
+		x := testData("uniform", n*cols, 2)
+		out := make([]float32, n*rows)
+		a := NewActivations(n, cols)
+		for _, im := range implementations {
+			b.Run(fmt.Sprintf("%v/%s", t, im.name), func(b *testing.B) {
+				im.use(true)
+				defer im.use(false)
+				b.SetBytes(int64(len(w.Data)))
+				b.ReportAllocs()
+				for b.Loop() {
+					a.Set(x, n)
+					MatMulAct(nil, out, w, a)
+				}
+			})
+		}
+	}
+}
+
 // BenchmarkQuantizeActs measures quantizing one 4096-vector per form.
 func BenchmarkQuantizeActs(b *testing.B) {
 	const cols = 4096
@@ -466,16 +495,21 @@ func BenchmarkDot4(b *testing.B) {
 		a.Set(testData("uniform", 4*cols, 2), 4)
 		a.prepare(mt)
 		var out [4]float32
-		b.Run(mt.String(), func(b *testing.B) {
-			b.SetBytes(int64(len(w.Data)))
-			for b.Loop() {
-				if !dot4(mt, w.Data, a, 0, cols, &out) {
-					for t := range 4 {
-						out[t] = dotAct(mt, w.Data, a, t, cols)
+		for _, im := range implementations {
+			b.Run(mt.String()+"/"+im.name, func(b *testing.B) {
+				im.use(true)
+				defer im.use(false)
+				b.SetBytes(int64(len(w.Data)))
+				b.ReportAllocs()
+				for b.Loop() {
+					if !dot4(mt, w.Data, a, 0, cols, &out) {
+						for t := range 4 {
+							out[t] = dotAct(mt, w.Data, a, t, cols)
+						}
 					}
 				}
-			}
-		})
+			})
+		}
 	}
 }
 
@@ -519,9 +553,13 @@ func TestDotAxpy(t *testing.T) {
 // more vectors than one accumulator pass, a partial group of rows) equal
 // the generic row-sequential form bit for bit.
 func TestMatMulActBatch(t *testing.T) {
-	const rows, cols, n = 21, 32 * 37, 70
-	for _, typ := range []Type{Q8_0, Q4_0} {
+	const rows, n = 21, 70
+	for _, typ := range []Type{Q8_0, Q4_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS} {
 		t.Run(typ.String(), func(t *testing.T) {
+			cols := 32 * 37
+			if typ.BlockSize() == qkK {
+				cols = qkK * 9 // two tiles, the second of one super-block
+			}
 			w, deq := randomMatrix(t, typ, rows, cols, 4)
 			x := testData("normal", n*cols, 6)
 			a := NewActivations(n, cols)
@@ -577,4 +615,62 @@ func TestSwiGLUImplementations(t *testing.T) {
 			}
 		}
 	})
+}
+
+// Batches against rows of random bytes (every quant and scale value a
+// file may hold, Q8_0's -128 included; finite fp16 scales) and activations
+// quantized to ±127: every implementation equals the generic batch form
+// bit for bit (no 16-bit saturation, exact offset corrections).
+func TestMatMulActBatchRandomBlocks(t *testing.T) {
+	const rows, n = 16, 13
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, typ := range []Type{Q8_0, Q4_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS} {
+		t.Run(typ.String(), func(t *testing.T) {
+			cols := 32 * 19
+			if typ.BlockSize() == qkK {
+				cols = qkK * 3
+			}
+			bs, bb, _ := layout(typ)
+			w := Matrix{Type: typ, Rows: rows, Cols: cols, Data: make([]byte, rows*cols/bs*bb)}
+			for i := range w.Data {
+				w.Data[i] = byte(r.Uint32())
+			}
+			for i := 0; i < len(w.Data); i += bb {
+				switch typ {
+				case Q6_K:
+					binary.LittleEndian.PutUint16(w.Data[i+208:], FP32ToFP16(float32(r.NormFloat64())*0.01))
+				case Q3_K:
+					binary.LittleEndian.PutUint16(w.Data[i+108:], FP32ToFP16(float32(r.NormFloat64())*0.01))
+				case Q2_K:
+					binary.LittleEndian.PutUint16(w.Data[i+80:], FP32ToFP16(float32(r.NormFloat64())*0.01))
+					binary.LittleEndian.PutUint16(w.Data[i+82:], FP32ToFP16(float32(r.NormFloat64())*0.01))
+				case Q4_K, Q5_K:
+					binary.LittleEndian.PutUint16(w.Data[i+2:], FP32ToFP16(float32(r.NormFloat64())*0.01))
+					fallthrough
+				default:
+					binary.LittleEndian.PutUint16(w.Data[i:], FP32ToFP16(float32(r.NormFloat64())*0.01))
+				}
+			}
+			x := make([]float32, n*cols)
+			for i := range x {
+				x[i] = float32(1 - 2*int(r.Uint32()&1))
+			}
+			a := NewActivations(n, cols)
+			want := make([]float32, n*rows)
+			withGeneric(func() {
+				a.Set(x, n)
+				MatMulAct(nil, want, w, a)
+			})
+			eachImpl(t, func(t *testing.T) {
+				a.Set(x, n)
+				got := make([]float32, n*rows)
+				MatMulAct(nil, got, w, a)
+				for i := range got {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("out[%d] = %g, generic %g", i, got[i], want[i])
+					}
+				}
+			})
+		})
+	}
 }

@@ -1,0 +1,448 @@
+//go:build !purego
+
+package tensor
+
+import (
+	"encoding/binary"
+	"math"
+)
+
+// batchKQuants: Q4_K, Q5_K and Q6_K batches use the row-sequential form where
+// the AVX-512 kernels run (usesBatchForm).
+var batchKQuants = hasAVX512
+
+// batchK16 selects the 16-row batch kernels (64-byte registers: Q8_0,
+// Q4_0, Q4_K, Q5_K) before the 8-row ones; tests turn it off to run both.
+var batchK16 = true
+
+const (
+	q4KTileSB = 2496 // bytes per super-block of 8 rows in a Q4_K tile
+	q6KTileSB = 2592 // and in a Q6_K tile
+	q2KTileSB = 2880 // and in a Q2_K tile
+	kBatchKC  = 8    // super-blocks per tile: about 20 KB, in L1
+)
+
+// batchQ4Kx8x4 adds to acc[t] (t = 0..3; 16 float32 each: the 8 rows'
+// accumulators, then their mins accumulators) the row-sequential Q4_K dot
+// (dotQ4_KSeq) of the tile's 8 rows with vector t over nb super-blocks:
+// quants x + t*xs, scales d + t*ds, sub-block sums b2 + t*bs (byte
+// strides).
+//
+//go:noescape
+func batchQ4Kx8x4(tile *byte, x *int8, xs int, d *float32, ds int, b2 *int16, bs int, nb int, acc *float32)
+
+// batchQ4Kx8x1 is batchQ4Kx8x4 for one vector.
+//
+//go:noescape
+func batchQ4Kx8x1(tile *byte, x *int8, d *float32, b2 *int16, nb int, acc *float32)
+
+// repackQ4_Kx8Asm is repackQ4_Kx8Go in assembly (batch_amd64.s).
+//
+//go:noescape
+func repackQ4_Kx8Asm(dst *byte, w *byte, rs int, nb int)
+
+// repackQ4_Kx8Go writes the tile (batch_k_amd64.s) of nb super-blocks
+// of the 8 rows at w, w+rs, ..., w+7*rs into dst: the reference for
+// repackQ4_Kx8Asm.
+func repackQ4_Kx8Go(dst, w []byte, rs, nb int) {
+	le := binary.LittleEndian
+	for b := range nb {
+		t := dst[b*q4KTileSB : (b+1)*q4KTileSB]
+		for r := range 8 {
+			blk := w[r*rs+b*q4KBytes : r*rs+(b+1)*q4KBytes]
+			sc, m := k4ScalesMins(blk[4:16])
+			qs := blk[16:144]
+			for j := range 8 {
+				sh := uint(4 * (j & 1))
+				for g := range 8 {
+					q := le.Uint32(qs[32*(j/2)+4*g:]) >> sh & 0x0f0f0f0f
+					le.PutUint32(t[256*j+32*g+4*r:], q)
+				}
+				le.PutUint32(t[2048+32*j+4*r:], uint32(sc[j]))
+			}
+			for k := range 4 {
+				le.PutUint32(t[2304+32*k+4*r:], uint32(m[2*k])|uint32(m[2*k+1])<<16)
+			}
+			le.PutUint32(t[2432+4*r:], math.Float32bits(FP16ToFP32(u16le(blk))))
+			le.PutUint32(t[2464+4*r:], math.Float32bits(FP16ToFP32(u16le(blk[2:]))))
+		}
+	}
+}
+
+// prepareQ4KBatch fills a.bK2: per vector and super-block the 8 sums of
+// each sub-block's quants (pairs of 16-sums; they fit int16).
+func (a *Activations) prepareQ4KBatch() {
+	if a.okB2 {
+		return
+	}
+	if len(a.bK2) < a.Cap*a.Cols/32 {
+		a.bK2 = make([]int16, a.Cap*a.Cols/32)
+	}
+	m := a.n * a.Cols / 32
+	for i := range m {
+		a.bK2[i] = a.bsumsK[2*i] + a.bsumsK[2*i+1]
+	}
+	a.okB2 = true
+}
+
+// matMulBatchK computes the whole groups of 8 rows from lo (a multiple
+// of 8) up to hi with the Q2_K, Q4_K (also Q5_K's) or Q6_K (also Q3_K's
+// and IQ4_XS's) batch kernels and returns the first
+// row it did not compute.
+func matMulBatchK(out []float32, w Matrix, a *Activations, lo, hi int) int {
+	if (w.Type == Q4_K || w.Type == Q5_K) && batchK16 {
+		lo = matMulBatchQ4K16(out, w, a, lo, hi)
+	}
+	rows, cols, n := w.Rows, w.Cols, a.n
+	rb, nk := w.RowBytes(), cols/qkK
+	bb, tsb := q4KBytes, q4KTileSB
+	switch w.Type {
+	case Q5_K:
+		bb = q5KBytes
+	case Q2_K:
+		bb, tsb = q2KBytes, q2KTileSB
+	}
+	q6 := w.Type == Q6_K || w.Type == Q3_K || w.Type == IQ4_XS // the Q6_K kernels
+	if q6 {
+		bb, tsb = q6KBytes, q6KTileSB
+		switch w.Type {
+		case IQ4_XS:
+			bb = iq4XSBytes
+		case Q3_K:
+			bb = q3KBytes
+		}
+		_ = a.cK[n*cols/16-1]
+	} else if w.Type != Q2_K {
+		_ = a.bK2[n*cols/32-1]
+	}
+	_, _ = a.qK[n*cols-1], a.dK[n*nk-1]
+	var tile [kBatchKC * q2KTileSB]byte
+	var acc [batchVecs][16]float32
+	r := lo
+	for ; r+8 <= hi; r += 8 {
+		for v0 := 0; v0 < n; v0 += batchVecs {
+			nv := min(batchVecs, n-v0)
+			clear(acc[:nv])
+			for k0 := 0; k0 < nk; k0 += kBatchKC {
+				kc := min(kBatchKC, nk-k0)
+				src := w.Data[r*rb+k0*bb : (r+7)*rb+(k0+kc)*bb]
+				_ = tile[kc*tsb-1]
+				switch w.Type {
+				case Q6_K:
+					repackQ6_Kx8Asm(&tile[0], &src[0], rb, kc)
+				case IQ4_XS:
+					repackIQ4_XSx8Asm(&tile[0], &src[0], rb, kc)
+				case Q3_K:
+					repackQ3_Kx8Asm(&tile[0], &src[0], rb, kc)
+				case Q2_K:
+					repackQ2_Kx8Asm(&tile[0], &src[0], rb, kc)
+				case Q5_K:
+					repackQ5_Kx8Asm(&tile[0], &src[0], rb, kc)
+				default:
+					repackQ4_Kx8Asm(&tile[0], &src[0], rb, kc)
+				}
+				v := v0
+				for ; v+4 <= v0+nv; v += 4 {
+					x, d := &a.qK[v*cols+qkK*k0], &a.dK[v*nk+k0]
+					if q6 {
+						batchQ6Kx8x4(&tile[0], x, cols, d, 4*nk, &a.cK[v*cols/16+16*k0], 4*(cols/16), kc, &acc[v-v0][0])
+					} else if w.Type == Q2_K {
+						batchQ2Kx8x4(&tile[0], x, cols, d, 4*nk, &a.bsumsK[v*cols/16+16*k0], 2*(cols/16), kc, &acc[v-v0][0])
+					} else {
+						batchQ4Kx8x4(&tile[0], x, cols, d, 4*nk, &a.bK2[v*cols/32+8*k0], 2*(cols/32), kc, &acc[v-v0][0])
+					}
+				}
+				for ; v < v0+nv; v++ {
+					x, d := &a.qK[v*cols+qkK*k0], &a.dK[v*nk+k0]
+					if q6 {
+						batchQ6Kx8x1(&tile[0], x, d, &a.cK[v*cols/16+16*k0], kc, &acc[v-v0][0])
+					} else if w.Type == Q2_K {
+						batchQ2Kx8x1(&tile[0], x, d, &a.bsumsK[v*cols/16+16*k0], kc, &acc[v-v0][0])
+					} else {
+						batchQ4Kx8x1(&tile[0], x, d, &a.bK2[v*cols/32+8*k0], kc, &acc[v-v0][0])
+					}
+				}
+			}
+			for v := v0; v < v0+nv; v++ {
+				o := out[v*rows+r : v*rows+r+8]
+				for i := range o {
+					o[i] = acc[v-v0][i] - acc[v-v0][8+i]
+				}
+			}
+		}
+	}
+	return r
+}
+
+// batchQ6Kx8x4 is batchQ4Kx8x4 for a Q6_K tile (dotQ6_KSeq): c + t*cs
+// holds vector t's offset corrections (-32 * each 16-sum, int32); only
+// the first 8 of each vector's 16 accumulators are used.
+//
+//go:noescape
+func batchQ6Kx8x4(tile *byte, x *int8, xs int, d *float32, ds int, c *int32, cs int, nb int, acc *float32)
+
+// batchQ6Kx8x1 is batchQ6Kx8x4 for one vector.
+//
+//go:noescape
+func batchQ6Kx8x1(tile *byte, x *int8, d *float32, c *int32, nb int, acc *float32)
+
+// repackQ6_Kx8Asm is repackQ6_Kx8Go in assembly (batch_amd64.s).
+//
+//go:noescape
+func repackQ6_Kx8Asm(dst *byte, w *byte, rs int, nb int)
+
+// repackQ6_Kx8Go writes the Q6_K tile (see repackQ6_Kx8Asm in
+// batch_amd64.s) of nb super-blocks of the 8 rows at w, w+rs, ...: the
+// reference for repackQ6_Kx8Asm.
+func repackQ6_Kx8Go(dst, w []byte, rs, nb int) {
+	le := binary.LittleEndian
+	for b := range nb {
+		t := dst[b*q6KTileSB : (b+1)*q6KTileSB]
+		for r := range 8 {
+			blk := w[r*rs+b*q6KBytes : r*rs+(b+1)*q6KBytes]
+			ql, qh, sc := blk[0:128], blk[128:192], blk[192:208]
+			for c := range 8 {
+				h, k := c/4, c%4
+				for e := range 32 {
+					lo := ql[64*h+32*(k&1)+e] >> (4 * (k >> 1)) & 15
+					hi := qh[32*h+e] >> (2 * k) & 3
+					t[256*c+32*(e/4)+4*r+e%4] = lo | hi<<4
+				}
+			}
+			for i := range 16 {
+				le.PutUint32(t[2048+32*i+4*r:], uint32(int32(int8(sc[i]))))
+			}
+			le.PutUint32(t[2560+4*r:], math.Float32bits(FP16ToFP32(u16le(blk[208:]))))
+		}
+	}
+}
+
+// prepareCBatch fills a.cK with the corrections of the kernels of
+// batchQ6Kx8x4 for weights whose quants are offset by off (Q6_K 32,
+// Q3_K 4, IQ4_XS 128): -off times each 16-sum, as int32.
+func (a *Activations) prepareCBatch(off int32) {
+	if a.cKOff == off {
+		return
+	}
+	if len(a.cK) < a.Cap*a.Cols/16 {
+		a.cK = make([]int32, a.Cap*a.Cols/16)
+	}
+	for i, s := range a.bsumsK[:a.n*a.Cols/16] {
+		a.cK[i] = -off * int32(s)
+	}
+	a.cKOff = off
+}
+
+// cBatchOff is the offset of t's quants in a Q6_K-form tile.
+func cBatchOff(t Type) int32 {
+	switch t {
+	case IQ4_XS:
+		return 128
+	case Q3_K:
+		return 4
+	}
+	return 32
+}
+
+// repackQ5_Kx8Asm is repackQ5_Kx8Go in assembly (batch_amd64.s).
+//
+//go:noescape
+func repackQ5_Kx8Asm(dst *byte, w *byte, rs int, nb int)
+
+// repackQ5_Kx8Go writes the tile of nb Q5_K super-blocks of the 8 rows at
+// w, w+rs, ...: the Q4_K tile with 5-bit quants (the Q4_K kernels take
+// it as it is). The reference for repackQ5_Kx8Asm.
+func repackQ5_Kx8Go(dst, w []byte, rs, nb int) {
+	le := binary.LittleEndian
+	for b := range nb {
+		t := dst[b*q4KTileSB : (b+1)*q4KTileSB]
+		for r := range 8 {
+			blk := w[r*rs+b*q5KBytes : r*rs+(b+1)*q5KBytes]
+			sc, m := k4ScalesMins(blk[4:16])
+			qh, qs := blk[16:48], blk[48:176]
+			for j := range 8 {
+				for k := range 32 {
+					q := qs[32*(j/2)+k]
+					if j&1 == 1 {
+						q >>= 4
+					}
+					t[256*j+32*(k/4)+4*r+k%4] = q&15 | (qh[k]>>j&1)<<4
+				}
+				le.PutUint32(t[2048+32*j+4*r:], uint32(sc[j]))
+			}
+			for k := range 4 {
+				le.PutUint32(t[2304+32*k+4*r:], uint32(m[2*k])|uint32(m[2*k+1])<<16)
+			}
+			le.PutUint32(t[2432+4*r:], math.Float32bits(FP16ToFP32(u16le(blk))))
+			le.PutUint32(t[2464+4*r:], math.Float32bits(FP16ToFP32(u16le(blk[2:]))))
+		}
+	}
+}
+
+// repackIQ4_XSx8Asm is repackIQ4_XSx8Go in assembly (batch_amd64.s).
+//
+//go:noescape
+func repackIQ4_XSx8Asm(dst *byte, w *byte, rs int, nb int)
+
+// repackIQ4_XSx8Go writes the tile of nb IQ4_XS super-blocks of the 8 rows
+// at w, w+rs, ... in the Q6_K tile's layout: the levels plus 128, each
+// scale minus 32 for both halves of its sub-block, d. The reference for
+// repackIQ4_XSx8Asm.
+func repackIQ4_XSx8Go(dst, w []byte, rs, nb int) {
+	le := binary.LittleEndian
+	for b := range nb {
+		t := dst[b*q6KTileSB : (b+1)*q6KTileSB]
+		for r := range 8 {
+			blk := w[r*rs+b*iq4XSBytes : r*rs+(b+1)*iq4XSBytes]
+			for j := range 8 {
+				qs := blk[8+16*j : 8+16*j+16]
+				for e := range 32 {
+					q := qs[e%16] >> (4 * (e / 16)) & 15
+					t[256*j+32*(e/4)+4*r+e%4] = byte(int(iq4nlValues[q]) + 128)
+				}
+				ls := uint32(int32(iq4XSScale(blk, j) - 32))
+				le.PutUint32(t[2048+32*(2*j)+4*r:], ls)
+				le.PutUint32(t[2048+32*(2*j+1)+4*r:], ls)
+			}
+			le.PutUint32(t[2560+4*r:], math.Float32bits(FP16ToFP32(u16le(blk))))
+		}
+	}
+}
+
+// repackQ3_Kx8Asm is repackQ3_Kx8Go in assembly (batch_amd64.s).
+//
+//go:noescape
+func repackQ3_Kx8Asm(dst *byte, w *byte, rs int, nb int)
+
+// repackQ3_Kx8Go writes the tile of nb Q3_K super-blocks of the 8 rows at
+// w, w+rs, ... in the Q6_K tile's layout: the quants plus 4 (0..7), the
+// scales minus 32, d. The reference for repackQ3_Kx8Asm.
+func repackQ3_Kx8Go(dst, w []byte, rs, nb int) {
+	le := binary.LittleEndian
+	for b := range nb {
+		t := dst[b*q6KTileSB : (b+1)*q6KTileSB]
+		for r := range 8 {
+			blk := w[r*rs+b*q3KBytes : r*rs+(b+1)*q3KBytes]
+			hm, qs, sc := blk[0:32], blk[32:96], q3KScales(blk[96:108])
+			for c := range 8 {
+				for l := range 32 {
+					t[256*c+32*(l/4)+4*r+l%4] = qs[32*(c/4)+l]>>(2*(c%4))&3 | (hm[l]>>c&1)<<2
+				}
+			}
+			for i := range 16 {
+				le.PutUint32(t[2048+32*i+4*r:], uint32(int32(sc[i])-32))
+			}
+			le.PutUint32(t[2560+4*r:], math.Float32bits(FP16ToFP32(u16le(blk[108:]))))
+		}
+	}
+}
+
+// batchQ2Kx8x4 is batchQ4Kx8x4 for a Q2_K tile (dotQ2_KSeq): b + t*bs holds
+// vector t's 16-sums.
+//
+//go:noescape
+func batchQ2Kx8x4(tile *byte, x *int8, xs int, d *float32, ds int, b *int16, bs int, nb int, acc *float32)
+
+// batchQ2Kx8x1 is batchQ2Kx8x4 for one vector.
+//
+//go:noescape
+func batchQ2Kx8x1(tile *byte, x *int8, d *float32, b *int16, nb int, acc *float32)
+
+// repackQ2_Kx8Asm is repackQ2_Kx8Go in assembly (batch_amd64.s).
+//
+//go:noescape
+func repackQ2_Kx8Asm(dst *byte, w *byte, rs int, nb int)
+
+// repackQ2_Kx8Go writes the Q2_K tile (see repackQ2_Kx8Asm in
+// batch_amd64.s) of nb super-blocks of the 8 rows at w, w+rs, ...: the
+// reference for repackQ2_Kx8Asm.
+func repackQ2_Kx8Go(dst, w []byte, rs, nb int) {
+	le := binary.LittleEndian
+	for b := range nb {
+		t := dst[b*q2KTileSB : (b+1)*q2KTileSB]
+		for r := range 8 {
+			blk := w[r*rs+b*q2KBytes : r*rs+(b+1)*q2KBytes]
+			sc, qs := blk[0:16], blk[16:80]
+			for c := range 8 {
+				for l := range 32 {
+					t[256*c+32*(l/4)+4*r+l%4] = qs[32*(c/4)+l] >> (2 * (c % 4)) & 3
+				}
+			}
+			for i := range 16 {
+				le.PutUint32(t[2048+32*i+4*r:], uint32(sc[i]&15))
+			}
+			for k := range 8 {
+				le.PutUint32(t[2560+32*k+4*r:], uint32(sc[2*k]>>4)|uint32(sc[2*k+1]>>4)<<16)
+			}
+			le.PutUint32(t[2816+4*r:], math.Float32bits(FP16ToFP32(u16le(blk[80:]))))
+			le.PutUint32(t[2848+4*r:], math.Float32bits(FP16ToFP32(u16le(blk[82:]))))
+		}
+	}
+}
+
+// batchQ4Kx16x4 is batchQ4Kx8x4 for 16 rows: two tiles of 8 rows, the
+// second t bytes after the first; acc holds 32 float32 per vector (the 16
+// rows' accumulators, then their mins accumulators).
+//
+//go:noescape
+func batchQ4Kx16x4(tile *byte, t int, x *int8, xs int, d *float32, ds int, b2 *int16, bs int, nb int, acc *float32)
+
+// matMulBatchQ4K16 computes the whole groups of 16 rows from lo up to hi
+// of a Q4_K or Q5_K matrix with batchQ4Kx16x4 (the vectors in fours; the
+// rest of them one by one on each tile of 8) and returns the first row
+// it did not compute.
+func matMulBatchQ4K16(out []float32, w Matrix, a *Activations, lo, hi int) int {
+	rows, cols, n := w.Rows, w.Cols, a.n
+	rb, nk := w.RowBytes(), cols/qkK
+	bb := q4KBytes
+	if w.Type == Q5_K {
+		bb = q5KBytes
+	}
+	_, _, _ = a.qK[n*cols-1], a.dK[n*nk-1], a.bK2[n*cols/32-1]
+	const half = kBatchKC * q4KTileSB
+	var tile [2 * half]byte
+	var acc [batchVecs][32]float32
+	var acc1 [16]float32
+	r := lo
+	for ; r+16 <= hi; r += 16 {
+		for v0 := 0; v0 < n; v0 += batchVecs {
+			nv := min(batchVecs, n-v0)
+			clear(acc[:nv])
+			for k0 := 0; k0 < nk; k0 += kBatchKC {
+				kc := min(kBatchKC, nk-k0)
+				for h := range 2 {
+					src := w.Data[(r+8*h)*rb+k0*bb : (r+8*h+7)*rb+(k0+kc)*bb]
+					_ = tile[h*half+kc*q4KTileSB-1]
+					if w.Type == Q5_K {
+						repackQ5_Kx8Asm(&tile[h*half], &src[0], rb, kc)
+					} else {
+						repackQ4_Kx8Asm(&tile[h*half], &src[0], rb, kc)
+					}
+				}
+				v := v0
+				for ; v+4 <= v0+nv; v += 4 {
+					batchQ4Kx16x4(&tile[0], half, &a.qK[v*cols+qkK*k0], cols, &a.dK[v*nk+k0], 4*nk,
+						&a.bK2[v*cols/32+8*k0], 2*(cols/32), kc, &acc[v-v0][0])
+				}
+				for ; v < v0+nv; v++ {
+					x, d, b2 := &a.qK[v*cols+qkK*k0], &a.dK[v*nk+k0], &a.bK2[v*cols/32+8*k0]
+					for h := range 2 { // acc[v]: rows 0-15, then mins 0-15; the kernel's: 8 and 8
+						c := &acc[v-v0]
+						copy(acc1[:8], c[8*h:8*h+8])
+						copy(acc1[8:], c[16+8*h:16+8*h+8])
+						batchQ4Kx8x1(&tile[h*half], x, d, b2, kc, &acc1[0])
+						copy(c[8*h:8*h+8], acc1[:8])
+						copy(c[16+8*h:16+8*h+8], acc1[8:])
+					}
+				}
+			}
+			for v := v0; v < v0+nv; v++ {
+				o := out[v*rows+r : v*rows+r+16]
+				for i := range o {
+					o[i] = acc[v-v0][i] - acc[v-v0][16+i]
+				}
+			}
+		}
+	}
+	return r
+}

@@ -1,0 +1,117 @@
+//go:build !purego
+
+package tensor
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// The assembly K-quant and IQ4_XS tile repacks write exactly what the Go ones
+// do, for blocks of random bytes (every scale, min and quant value;
+// finite fp16 scales, as NaN payloads may differ).
+func TestRepackKx8(t *testing.T) {
+	if !hasAVX512 {
+		t.Log("no AVX-512 here: the assembly repacks not run")
+		return
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, c := range []struct {
+		t        Type
+		bb, tsb  int
+		fp16     []int // offsets of fp16 scales in a block
+		asm      func(dst, w *byte, rs, nb int)
+		goRepack func(dst, w []byte, rs, nb int)
+	}{
+		{Q4_K, q4KBytes, q4KTileSB, []int{0, 2}, repackQ4_Kx8Asm, repackQ4_Kx8Go},
+		{Q5_K, q5KBytes, q4KTileSB, []int{0, 2}, repackQ5_Kx8Asm, repackQ5_Kx8Go},
+		{Q6_K, q6KBytes, q6KTileSB, []int{208}, repackQ6_Kx8Asm, repackQ6_Kx8Go},
+		{IQ4_XS, iq4XSBytes, q6KTileSB, []int{0}, repackIQ4_XSx8Asm, repackIQ4_XSx8Go},
+		{Q3_K, q3KBytes, q6KTileSB, []int{108}, repackQ3_Kx8Asm, repackQ3_Kx8Go},
+		{Q2_K, q2KBytes, q2KTileSB, []int{80, 82}, repackQ2_Kx8Asm, repackQ2_Kx8Go},
+	} {
+		for _, nb := range []int{1, 2, 5, 8} {
+			const rows, extra = 8, 3 // rows further apart than a row's blocks
+			rs := (nb + extra) * c.bb
+			w := make([]byte, rows*rs)
+			for i := range w {
+				w[i] = byte(r.Uint32())
+			}
+			for i := 0; i+c.bb <= len(w); i += c.bb {
+				for _, o := range c.fp16 {
+					binary.LittleEndian.PutUint16(w[i+o:], FP32ToFP16(float32(r.NormFloat64())))
+				}
+			}
+			want := make([]byte, nb*c.tsb)
+			got := make([]byte, nb*c.tsb)
+			c.goRepack(want, w, rs, nb)
+			c.asm(&got[0], &w[0], rs, nb)
+			if i := firstDiff(got, want); i >= 0 {
+				t.Fatalf("%v, %d blocks: byte %d (block %d, offset %d) = %d, want %d", c.t, nb, i, i/c.tsb, i%c.tsb, got[i], want[i])
+			}
+		}
+	}
+}
+
+func firstDiff(a, b []byte) int {
+	if bytes.Equal(a, b) {
+		return -1
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return len(a)
+}
+
+// The 16-row batch kernels and the 8-row ones (batchK16 off) both equal
+// the generic batch form bit for bit, on rows of random bytes (40 rows:
+// two groups of 16 and one of 8) against 13 vectors (groups of four or
+// eight and the rest alone).
+func TestBatchK16(t *testing.T) {
+	if !hasAVX512 {
+		t.Log("no AVX-512 here: the K-quant batch kernels not run")
+		return
+	}
+	defer func() { batchK16 = true }()
+	const rows, n, nb = 40, 13, 9 // nb super-blocks: 2304 columns
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, typ := range []Type{Q8_0, Q4_0, Q4_K, Q5_K} {
+		bs, bb, _ := layout(typ)
+		w := Matrix{Type: typ, Rows: rows, Cols: nb * qkK, Data: make([]byte, rows*nb*qkK/bs*bb)}
+		for i := range w.Data {
+			w.Data[i] = byte(r.Uint32())
+		}
+		for i := 0; i < len(w.Data); i += bb {
+			binary.LittleEndian.PutUint16(w.Data[i:], FP32ToFP16(float32(r.NormFloat64())*0.01))
+			if bs == qkK {
+				binary.LittleEndian.PutUint16(w.Data[i+2:], FP32ToFP16(float32(r.NormFloat64())*0.01))
+			}
+		}
+		x := make([]float32, n*w.Cols)
+		for i := range x {
+			x[i] = float32(r.NormFloat64())
+		}
+		a := NewActivations(n, w.Cols)
+		want := make([]float32, n*rows)
+		withGeneric(func() {
+			a.Set(x, n)
+			MatMulAct(nil, want, w, a)
+		})
+		for _, k16 := range []bool{true, false} {
+			batchK16 = k16
+			a.Set(x, n)
+			got := make([]float32, n*rows)
+			MatMulAct(nil, got, w, a)
+			for i := range got {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("%v, 16 rows %v: out[%d] = %g, generic %g", typ, k16, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}

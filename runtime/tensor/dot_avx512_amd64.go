@@ -1,0 +1,38 @@
+//go:build !purego
+
+package tensor
+
+// The AVX-512 kernels of dot_avx512_amd64.s (F, BW, VL and VNNI; chosen
+// when useAVX512) take raw pointers and block counts like the AVX2 ones;
+// the Go wrappers in dot_amd64.go have checked the lengths. Each computes
+// exactly what the generic function of the same name computes.
+
+// dotQ4_KAVX512 is dotQ4_KGeneric over nb > 0 super-blocks.
+//
+//go:noescape
+func dotQ4_KAVX512(w *byte, x *int8, d *float32, bsums *int16, nb int) float32
+
+// dotQ4_Kx4AVX512 is dotQ4_Kx4AVX2 with the AVX-512 kernel.
+//
+//go:noescape
+func dotQ4_Kx4AVX512(w *byte, x *int8, d *float32, bsums *int16, nb, xs, ds, bs int, out *float32)
+
+// dotQ5_KAVX512 is dotQ5_KGeneric over nb > 0 super-blocks.
+//
+//go:noescape
+func dotQ5_KAVX512(w *byte, x *int8, d *float32, bsums *int16, nb int) float32
+
+// dotQ5_Kx4AVX512 is dotQ4_Kx4AVX512 for Q5_K rows (no AVX2 twin).
+//
+//go:noescape
+func dotQ5_Kx4AVX512(w *byte, x *int8, d *float32, bsums *int16, nb, xs, ds, bs int, out *float32)
+
+// dotQ4_KVNNI is dotQ4_KAVX2 with AVX-VNNI (dot_amd64.s).
+//
+//go:noescape
+func dotQ4_KVNNI(w *byte, x *int8, d *float32, bsums *int16, nb int) float32
+
+// dotQ4_Kx4VNNI is dotQ4_Kx4AVX2 with AVX-VNNI (dot_amd64.s).
+//
+//go:noescape
+func dotQ4_Kx4VNNI(w *byte, x *int8, d *float32, bsums *int16, nb, xs, ds, bs int, out *float32)

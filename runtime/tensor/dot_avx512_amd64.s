@@ -1,0 +1,752 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// AVX-512 kernels (F, BW, VL and VNNI). Each computes exactly what its
+// generic namesake in dot_generic.go computes: the integer lane sums are
+// exact however they are formed, so only the float steps (one FMA per lane
+// and block, the same reduction) must follow the reference, and they do,
+// in 8-lane registers as the AVX2 kernels. What changes is how the integer
+// sums are formed: VPDPWSSD (multiply int16 pairs and accumulate: one
+// instruction where AVX2 needs VPMADDWD and VPADDD, with the scale
+// broadcast from memory inside it) and VPDPBUSD (bytes straight to int32
+// lanes). They work in 32-byte registers: on Intel a 64-byte instruction
+// in flight shuts the vector ALUs of port 1, and these loops are bound by
+// vector instructions per cycle, so 64-byte registers measured no faster
+// (Sapphire Rapids, Q4_K: one vector the same as AVX2, four 1.24x, against
+// 1.5x and more for the 32-byte form).
+
+// K4YCONST: Y14 = 0x0f bytes, X15 = 0x3f bytes, X12 = 0x03 bytes, X11 =
+// the dword shifts [0, 4, 0, 0] of the scale unpacking.
+#define K4YCONST \
+	MOVL         $0x0f0f0f0f, AX \
+	VMOVD        AX, X14         \
+	VPBROADCASTD X14, Y14        \
+	MOVL         $0x3f3f3f3f, AX \
+	VMOVD        AX, X15         \
+	VPBROADCASTD X15, X15        \
+	MOVL         $0x03030303, AX \
+	VMOVD        AX, X12         \
+	VPBROADCASTD X12, X12        \
+	MOVQ         $0x0000000400000000, AX \
+	VMOVQ        AX, X11
+
+// K4YSCALES unpacks the 12 scale bytes of the Q4_K/Q5_K block at SI+4
+// with ggml's kmask arithmetic on their three dwords a, b, c (scales 0-3
+// = a&0x3f, 4-7 = c&15 | (a>>6&3)<<4; mins 0-3 = b&0x3f, 4-7 = c>>4&15 |
+// (b>>6&3)<<4), in vector registers: scale j as the int16 pair
+// (sc_j, sc_j) at 4j(SP) (for VPDPWSSD's broadcast), and Y13 = the 16
+// int16 [m0, m0, m1, m1, ..., m7, m7] (for the pairs of 16-sums).
+// Clobbers X6, X7.
+#define K4YSCALES \
+	VMOVDQU    4(SI), X6         \
+	VPAND      X15, X6, X13      \
+	VPSHUFD    $0xaa, X6, X7     \
+	VPSRLVD    X11, X7, X7       \
+	VPAND      X14, X7, X7       \
+	VPSRLD     $6, X6, X6        \
+	VPAND      X12, X6, X6       \
+	VPSLLD     $4, X6, X6        \
+	VPOR       X6, X7, X7        \
+	VPUNPCKLDQ X7, X13, X13      \
+	VPMOVZXBD  X13, Y7           \
+	VPSLLD     $16, Y7, Y6       \
+	VPOR       Y6, Y7, Y7        \
+	VMOVDQU    Y7, 0(SP)         \
+	VPSHUFD    $0xee, X13, X13   \
+	VPMOVZXBD  X13, Y13          \
+	VPSLLD     $16, Y13, Y6      \
+	VPOR       Y6, Y13, Y13
+
+// K4YW(qoff): the 32 quant bytes at SI+qoff as nibbles: low (sub-block
+// 2g) in Y4, high (2g+1) in Y5.
+#define K4YW(qoff) \
+	VMOVDQU qoff(SI), Y4 \
+	VPSRLW  $4, Y4, Y5   \
+	VPAND   Y14, Y4, Y4  \
+	VPAND   Y14, Y5, Y5
+
+// K4YMUL(X, W, j, ACC): ACC += scale j * lanes(W · X), W nibbles. The pair
+// sums of VPMADDUBSW cannot saturate (15 * 128 * 2 < 32768).
+#define K4YMUL(X, W, j, ACC) \
+	VPMADDUBSW    X, W, Y6          \
+	VPDPWSSD.BCST (4*(j))(SP), Y6, ACC
+
+// K4YMINS(B, P): P = the 8 products mins · 16-sums at B (pairs summed).
+#define K4YMINS(B, P) \
+	VPMADDWD B, Y13, P
+
+// HSUMY(Y, X, T): X[0] = hsum8 of Y's lanes (T is clobbered).
+#define HSUMY(Y, X, T) \
+	VEXTRACTF128 $1, Y, T \
+	VADDPS       T, X, X  \
+	VMOVHLPS     X, X, T  \
+	VADDPS       T, X, X  \
+	VMOVSHDUP    X, T     \
+	VADDSS       T, X, X
+
+
+// K4YMULO(X, W, off, ACC): K4YMUL with the scale pair at off(SP).
+#define K4YMULO(X, W, off, ACC) \
+	VPMADDUBSW    X, W, Y6       \
+	VPDPWSSD.BCST off(SP), Y6, ACC
+
+// The shuffles of the paired one-vector Q4_K loop (per 16-byte half, from
+// [scales 0-7, mins 0-7] bytes): scales 0-3 and 4-7 as int16 pairs, and
+// the mins as int16.
+DATA k4scLo<>+0(SB)/1, $0
+DATA k4scLo<>+1(SB)/1, $128
+DATA k4scLo<>+2(SB)/1, $0
+DATA k4scLo<>+3(SB)/1, $128
+DATA k4scLo<>+4(SB)/1, $1
+DATA k4scLo<>+5(SB)/1, $128
+DATA k4scLo<>+6(SB)/1, $1
+DATA k4scLo<>+7(SB)/1, $128
+DATA k4scLo<>+8(SB)/1, $2
+DATA k4scLo<>+9(SB)/1, $128
+DATA k4scLo<>+10(SB)/1, $2
+DATA k4scLo<>+11(SB)/1, $128
+DATA k4scLo<>+12(SB)/1, $3
+DATA k4scLo<>+13(SB)/1, $128
+DATA k4scLo<>+14(SB)/1, $3
+DATA k4scLo<>+15(SB)/1, $128
+DATA k4scLo<>+16(SB)/1, $0
+DATA k4scLo<>+17(SB)/1, $128
+DATA k4scLo<>+18(SB)/1, $0
+DATA k4scLo<>+19(SB)/1, $128
+DATA k4scLo<>+20(SB)/1, $1
+DATA k4scLo<>+21(SB)/1, $128
+DATA k4scLo<>+22(SB)/1, $1
+DATA k4scLo<>+23(SB)/1, $128
+DATA k4scLo<>+24(SB)/1, $2
+DATA k4scLo<>+25(SB)/1, $128
+DATA k4scLo<>+26(SB)/1, $2
+DATA k4scLo<>+27(SB)/1, $128
+DATA k4scLo<>+28(SB)/1, $3
+DATA k4scLo<>+29(SB)/1, $128
+DATA k4scLo<>+30(SB)/1, $3
+DATA k4scLo<>+31(SB)/1, $128
+GLOBL k4scLo<>(SB), RODATA|NOPTR, $32
+
+DATA k4scHi<>+0(SB)/1, $4
+DATA k4scHi<>+1(SB)/1, $128
+DATA k4scHi<>+2(SB)/1, $4
+DATA k4scHi<>+3(SB)/1, $128
+DATA k4scHi<>+4(SB)/1, $5
+DATA k4scHi<>+5(SB)/1, $128
+DATA k4scHi<>+6(SB)/1, $5
+DATA k4scHi<>+7(SB)/1, $128
+DATA k4scHi<>+8(SB)/1, $6
+DATA k4scHi<>+9(SB)/1, $128
+DATA k4scHi<>+10(SB)/1, $6
+DATA k4scHi<>+11(SB)/1, $128
+DATA k4scHi<>+12(SB)/1, $7
+DATA k4scHi<>+13(SB)/1, $128
+DATA k4scHi<>+14(SB)/1, $7
+DATA k4scHi<>+15(SB)/1, $128
+DATA k4scHi<>+16(SB)/1, $4
+DATA k4scHi<>+17(SB)/1, $128
+DATA k4scHi<>+18(SB)/1, $4
+DATA k4scHi<>+19(SB)/1, $128
+DATA k4scHi<>+20(SB)/1, $5
+DATA k4scHi<>+21(SB)/1, $128
+DATA k4scHi<>+22(SB)/1, $5
+DATA k4scHi<>+23(SB)/1, $128
+DATA k4scHi<>+24(SB)/1, $6
+DATA k4scHi<>+25(SB)/1, $128
+DATA k4scHi<>+26(SB)/1, $6
+DATA k4scHi<>+27(SB)/1, $128
+DATA k4scHi<>+28(SB)/1, $7
+DATA k4scHi<>+29(SB)/1, $128
+DATA k4scHi<>+30(SB)/1, $7
+DATA k4scHi<>+31(SB)/1, $128
+GLOBL k4scHi<>(SB), RODATA|NOPTR, $32
+
+DATA k4minW<>+0(SB)/1, $8
+DATA k4minW<>+1(SB)/1, $128
+DATA k4minW<>+2(SB)/1, $9
+DATA k4minW<>+3(SB)/1, $128
+DATA k4minW<>+4(SB)/1, $10
+DATA k4minW<>+5(SB)/1, $128
+DATA k4minW<>+6(SB)/1, $11
+DATA k4minW<>+7(SB)/1, $128
+DATA k4minW<>+8(SB)/1, $12
+DATA k4minW<>+9(SB)/1, $128
+DATA k4minW<>+10(SB)/1, $13
+DATA k4minW<>+11(SB)/1, $128
+DATA k4minW<>+12(SB)/1, $14
+DATA k4minW<>+13(SB)/1, $128
+DATA k4minW<>+14(SB)/1, $15
+DATA k4minW<>+15(SB)/1, $128
+DATA k4minW<>+16(SB)/1, $8
+DATA k4minW<>+17(SB)/1, $128
+DATA k4minW<>+18(SB)/1, $9
+DATA k4minW<>+19(SB)/1, $128
+DATA k4minW<>+20(SB)/1, $10
+DATA k4minW<>+21(SB)/1, $128
+DATA k4minW<>+22(SB)/1, $11
+DATA k4minW<>+23(SB)/1, $128
+DATA k4minW<>+24(SB)/1, $12
+DATA k4minW<>+25(SB)/1, $128
+DATA k4minW<>+26(SB)/1, $13
+DATA k4minW<>+27(SB)/1, $128
+DATA k4minW<>+28(SB)/1, $14
+DATA k4minW<>+29(SB)/1, $128
+DATA k4minW<>+30(SB)/1, $15
+DATA k4minW<>+31(SB)/1, $128
+GLOBL k4minW<>(SB), RODATA|NOPTR, $32
+
+// func dotQ4_KAVX512(w *byte, x *int8, d *float32, bsums *int16, nb int) float32
+//
+// Super-blocks go in pairs (b at SI, b+1 at SI+144), the scale unpacking,
+// the mins terms and the scale products done for both in the two halves
+// of a register; their float steps stay in block order. A last odd
+// super-block goes alone. Frame: 0 the scales of b and b+1 as int16
+// pairs (K4P2SC), 64 the products [d*d, d*dmin] of b, then of b+1.
+TEXT ·dotQ4_KAVX512(SB), NOSPLIT, $96-44
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ d+16(FP), DX
+	MOVQ bsums+24(FP), BX
+	MOVQ nb+32(FP), CX
+	K4YCONST
+	VPBROADCASTQ X15, Y15
+	VPBROADCASTQ X12, Y12
+	VPBROADCASTQ X11, Y11
+	VMOVDQU64    k4scLo<>(SB), Y27
+	VMOVDQU64    k4scHi<>(SB), Y28
+	VMOVDQU64    k4minW<>(SB), Y29
+	VXORPS Y8, Y8, Y8
+	VXORPS X9, X9, X9
+	CMPQ   CX, $2
+	JLT    q4kyone
+
+q4kypair:
+	PREFETCHT0 (4096)(SI)
+	PREFETCHT0 (4160)(SI)
+	PREFETCHT0 (4224)(SI)
+	PREFETCHT0 (4288)(SI)
+	PREFETCHT0 (4352)(SI)
+	// The scales and mins of both (K4YSCALES on the two halves).
+	VMOVDQU     4(SI), X6
+	VINSERTI128 $1, 148(SI), Y6, Y6
+	VPAND       Y15, Y6, Y13
+	VPSHUFD     $0xaa, Y6, Y7
+	VPSRLVD     Y11, Y7, Y7
+	VPAND       Y14, Y7, Y7
+	VPSRLD      $6, Y6, Y6
+	VPAND       Y12, Y6, Y6
+	VPSLLD      $4, Y6, Y6
+	VPOR        Y6, Y7, Y7
+	VPUNPCKLDQ  Y7, Y13, Y13
+	VPSHUFB     Y27, Y13, Y6
+	VMOVDQU     Y6, 0(SP)
+	VPSHUFB     Y28, Y13, Y6
+	VMOVDQU     Y6, 32(SP)
+	// 64(SP) = [d*d, d*dmin] of b, then of b+1.
+	MOVL         (SI), AX
+	VMOVD        AX, X2
+	VPINSRD      $1, 144(SI), X2, X2
+	VCVTPH2PS    X2, X2
+	VMOVSD       (DX), X3
+	VPERMILPS    $0x50, X3, X3
+	VMULPS       X3, X2, X2
+	VMOVUPS      X2, 64(SP)
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	K4YW(16)
+	K4YMULO((DI), Y4, 0, Y0)
+	K4YMULO(32(DI), Y5, 4, Y0)
+	K4YW(160)
+	K4YMULO(256(DI), Y4, 16, Y1)
+	K4YMULO(288(DI), Y5, 20, Y1)
+	K4YW(48)
+	K4YMULO(64(DI), Y4, 8, Y0)
+	K4YMULO(96(DI), Y5, 12, Y0)
+	K4YW(192)
+	K4YMULO(320(DI), Y4, 24, Y1)
+	K4YMULO(352(DI), Y5, 28, Y1)
+	K4YW(80)
+	K4YMULO(128(DI), Y4, 32, Y0)
+	K4YMULO(160(DI), Y5, 36, Y0)
+	K4YW(224)
+	K4YMULO(384(DI), Y4, 48, Y1)
+	K4YMULO(416(DI), Y5, 52, Y1)
+	K4YW(112)
+	K4YMULO(192(DI), Y4, 40, Y0)
+	K4YMULO(224(DI), Y5, 44, Y0)
+	K4YW(256)
+	K4YMULO(448(DI), Y4, 56, Y1)
+	K4YMULO(480(DI), Y5, 60, Y1)
+	// The mins terms: the sub-block sums (pairs of 16-sums) of b in the
+	// low half, of b+1 in the high, against the mins as int16.
+	VMOVDQU      (BX), Y4
+	VPHADDW      32(BX), Y4, Y4
+	VPERMQ       $0xd8, Y4, Y4
+	VPSHUFB      Y29, Y13, Y5
+	VPMADDWD     Y5, Y4, Y4
+	VPSHUFD      $0x4e, Y4, Y5
+	VPADDD       Y5, Y4, Y4
+	VPSHUFD      $0xb1, Y4, Y5
+	VPADDD       Y5, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VEXTRACTF128 $1, Y4, X5
+	VFMADD231SS  68(SP), X4, X9
+	VFMADD231SS  76(SP), X5, X9
+	VCVTDQ2PS    Y0, Y0
+	VBROADCASTSS 64(SP), Y2
+	VFMADD231PS  Y2, Y0, Y8
+	VCVTDQ2PS    Y1, Y1
+	VBROADCASTSS 72(SP), Y2
+	VFMADD231PS  Y2, Y1, Y8
+	ADDQ $288, SI
+	ADDQ $512, DI
+	ADDQ $8, DX
+	ADDQ $64, BX
+	SUBQ $2, CX
+	CMPQ CX, $2
+	JGE  q4kypair
+
+q4kyone:
+	TESTQ CX, CX
+	JZ    q4kydone
+	K4YSCALES
+	VPXOR Y0, Y0, Y0
+	K4YW(16)
+	K4YMUL((DI), Y4, 0, Y0)
+	K4YMUL(32(DI), Y5, 1, Y0)
+	K4YW(48)
+	K4YMUL(64(DI), Y4, 2, Y0)
+	K4YMUL(96(DI), Y5, 3, Y0)
+	K4YW(80)
+	K4YMUL(128(DI), Y4, 4, Y0)
+	K4YMUL(160(DI), Y5, 5, Y0)
+	K4YW(112)
+	K4YMUL(192(DI), Y4, 6, Y0)
+	K4YMUL(224(DI), Y5, 7, Y0)
+	// X2 = d * fp16 d, X3 = d * fp16 dmin (lane 0).
+	MOVL         (SI), AX
+	VMOVD        AX, X2
+	VCVTPH2PS    X2, X2
+	VMULPS.BCST  (DX), X2, X2
+	VMOVSHDUP    X2, X3
+	// The mins term: sum_j min j * (16-sum 2j + 16-sum 2j+1), as a scalar.
+	K4YMINS((BX), Y4)
+	VEXTRACTI128 $1, Y4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VFMADD231SS  X3, X4, X9
+	VCVTDQ2PS    Y0, Y0
+	VBROADCASTSS X2, Y2
+	VFMADD231PS  Y2, Y0, Y8
+
+q4kydone:
+	HSUMY(Y8, X8, X1)
+	VSUBSS X9, X8, X0
+	VZEROUPPER
+	MOVSS  X0, ret+40(FP)
+	RET
+
+// K4Y4(qoff, g): sub-blocks 2g and 2g+1 against the four vectors.
+#define K4Y4(qoff, g) \
+	K4YW(qoff) \
+	K4Y4M(g)
+
+// K4Y4M(g): the nibbles in Y4, Y5 (sub-blocks 2g, 2g+1) against the four
+// vectors.
+#define K4Y4M(g) \
+	K4YMUL((64*g)(DI), Y4, 2*g, Y0)            \
+	K4YMUL((64*g+32)(DI), Y5, 2*g+1, Y0)       \
+	K4YMUL((64*g)(DI)(R8*1), Y4, 2*g, Y1)      \
+	K4YMUL((64*g+32)(DI)(R8*1), Y5, 2*g+1, Y1) \
+	K4YMUL((64*g)(DI)(R8*2), Y4, 2*g, Y2)      \
+	K4YMUL((64*g+32)(DI)(R8*2), Y5, 2*g+1, Y2) \
+	K4YMUL((64*g)(DI)(R11*1), Y4, 2*g, Y3)     \
+	K4YMUL((64*g+32)(DI)(R11*1), Y5, 2*g+1, Y3)
+
+// K4YFOLD(S, F, DD): F = fma(float(S), dd, F), dd broadcast from DD.
+// Clobbers Y5.
+#define K4YFOLD(S, F, DD) \
+	VCVTDQ2PS    S, S   \
+	VBROADCASTSS DD, Y5 \
+	VFMADD231PS  Y5, S, F
+
+// The four-vector Q4_K kernel (prefill): per super-block the nibbles,
+// scales and mins are unpacked once for four vectors (quants x + t*xs,
+// scales d + t*ds, 16-sums bsums + t*bs; byte strides); per vector the
+// same arithmetic as dotQ4_KAVX512. The four mins terms are reduced side
+// by side in the four lanes of X9. Frame: 0 the 8 scales as int16 pairs,
+// 32 the four d[t] * fp16 d.
+//
+// func dotQ4_Kx4AVX512(w *byte, x *int8, d *float32, bsums *int16, nb, xs, ds, bs int, out *float32)
+TEXT ·dotQ4_Kx4AVX512(SB), NOSPLIT, $48-72
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ d+16(FP), DX
+	MOVQ bsums+24(FP), BX
+	MOVQ nb+32(FP), CX
+	MOVQ xs+40(FP), R8
+	LEAQ (R8)(R8*2), R11
+	MOVQ ds+48(FP), R9
+	LEAQ (R9)(R9*2), R12
+	MOVQ bs+56(FP), R10
+	LEAQ (R10)(R10*2), R13
+	K4YCONST
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VPXORD Y16, Y16, Y16
+	VPXORD Y17, Y17, Y17
+	VXORPS X9, X9, X9
+
+q4ky4loop:
+	K4YSCALES
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	K4Y4(16, 0)
+	K4Y4(48, 1)
+	K4Y4(80, 2)
+	K4Y4(112, 3)
+	// 32(SP) = the four d[t] * fp16 d, X6 = the four d[t] * fp16 dmin.
+	MOVL         (SI), AX
+	VMOVD        AX, X6
+	VCVTPH2PS    X6, X6
+	VBROADCASTSS X6, X7
+	VMOVSHDUP    X6, X6
+	VBROADCASTSS X6, X6
+	VMOVSS       (DX), X4
+	VINSERTPS    $0x10, (DX)(R9*1), X4, X4
+	VINSERTPS    $0x20, (DX)(R9*2), X4, X4
+	VINSERTPS    $0x30, (DX)(R12*1), X4, X4
+	VMULPS       X4, X6, X6
+	VMULPS       X4, X7, X7
+	VMOVUPS      X7, 32(SP)
+	// The mins terms of the four vectors, reduced side by side.
+	K4YMINS((BX), Y4)
+	K4YMINS((BX)(R10*1), Y5)
+	VPHADDD      Y5, Y4, Y4
+	K4YMINS((BX)(R10*2), Y5)
+	K4YMINS((BX)(R13*1), Y7)
+	VPHADDD      Y7, Y5, Y5
+	VPHADDD      Y5, Y4, Y4
+	VEXTRACTI128 $1, Y4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VFMADD231PS  X6, X4, X9
+	K4YFOLD(Y0, Y8, 32(SP))
+	K4YFOLD(Y1, Y10, 36(SP))
+	K4YFOLD(Y2, Y16, 40(SP))
+	K4YFOLD(Y3, Y17, 44(SP))
+	ADDQ $144, SI
+	ADDQ $256, DI
+	ADDQ $4, DX
+	ADDQ $32, BX
+	DECQ CX
+	JNZ  q4ky4loop
+
+	MOVQ out+64(FP), BX
+	HSUMY(Y8, X8, X1)
+	VSUBSS X9, X8, X0
+	VMOVSS X0, (BX)
+	HSUMY(Y10, X10, X1)
+	VMOVSHDUP X9, X2
+	VSUBSS X2, X10, X0
+	VMOVSS X0, 4(BX)
+	VMOVAPS Y16, Y10
+	HSUMY(Y10, X10, X1)
+	VMOVHLPS X9, X9, X2
+	VSUBSS X2, X10, X0
+	VMOVSS X0, 8(BX)
+	VMOVAPS Y17, Y10
+	HSUMY(Y10, X10, X1)
+	VPSHUFD $0xff, X9, X2
+	VSUBSS X2, X10, X0
+	VMOVSS X0, 12(BX)
+	VZEROUPPER
+	RET
+
+// The Q5_K kernels: the Q4_K kernels with the fifth bits (32 bytes at
+// SI+16, in Y24: bit j of byte k is element k of sub-block j) moved to
+// bit 4 by one shift and merged by one VPTERNLOGD (Y26 = 0x10 bytes).
+
+// K5YCONST: Y26 = 0x10 bytes.
+#define K5YCONST \
+	MOVL         $0x10101010, AX \
+	VPBROADCASTD AX, Y26
+
+// K5BIT(SH, n, W): W |= (Y24 shifted by n) & 0x10. Clobbers Y25.
+#define K5BIT(SH, n, W) \
+	SH         $n, Y24, Y25 \
+	VPTERNLOGD $0xf8, Y26, Y25, W
+
+// K5YWQ(qoff, QH, ...): K5YW with the fifth bits in QH.
+#define K5YWQ(qoff, QH, SH0, N0, SH1, N1) \
+	K4YW(qoff)                     \
+	SH0        $N0, QH, Y25        \
+	VPTERNLOGD $0xf8, Y26, Y25, Y4 \
+	SH1        $N1, QH, Y25        \
+	VPTERNLOGD $0xf8, Y26, Y25, Y5
+
+// K5YW(qoff, ...): K4YW plus the fifth bits of sub-blocks 2g (shift SH0
+// by N0) and 2g+1 (SH1 by N1).
+#define K5YW(qoff, SH0, N0, SH1, N1) \
+	K4YW(qoff)           \
+	K5BIT(SH0, N0, Y4)   \
+	K5BIT(SH1, N1, Y5)
+
+// func dotQ5_KAVX512(w *byte, x *int8, d *float32, bsums *int16, nb int) float32
+//
+// dotQ5_KAVX512 is dotQ4_KAVX512 for Q5_K rows (the fifth bits of b in
+// Y24, of b+1 in Y23). Frame as dotQ4_KAVX512's.
+TEXT ·dotQ5_KAVX512(SB), NOSPLIT, $96-44
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ d+16(FP), DX
+	MOVQ bsums+24(FP), BX
+	MOVQ nb+32(FP), CX
+	K4YCONST
+	K5YCONST
+	VPBROADCASTQ X15, Y15
+	VPBROADCASTQ X12, Y12
+	VPBROADCASTQ X11, Y11
+	VMOVDQU64    k4scLo<>(SB), Y27
+	VMOVDQU64    k4scHi<>(SB), Y28
+	VMOVDQU64    k4minW<>(SB), Y29
+	VXORPS Y8, Y8, Y8
+	VXORPS X9, X9, X9
+	CMPQ   CX, $2
+	JLT    q5kyone
+
+q5kypair:
+	VMOVDQU64 16(SI), Y24
+	VMOVDQU64 192(SI), Y23
+	PREFETCHT0 (4096)(SI)
+	PREFETCHT0 (4160)(SI)
+	PREFETCHT0 (4224)(SI)
+	PREFETCHT0 (4288)(SI)
+	PREFETCHT0 (4352)(SI)
+	PREFETCHT0 (4416)(SI)
+	// The scales and mins of both (K4YSCALES on the two halves).
+	VMOVDQU     4(SI), X6
+	VINSERTI128 $1, 180(SI), Y6, Y6
+	VPAND       Y15, Y6, Y13
+	VPSHUFD     $0xaa, Y6, Y7
+	VPSRLVD     Y11, Y7, Y7
+	VPAND       Y14, Y7, Y7
+	VPSRLD      $6, Y6, Y6
+	VPAND       Y12, Y6, Y6
+	VPSLLD      $4, Y6, Y6
+	VPOR        Y6, Y7, Y7
+	VPUNPCKLDQ  Y7, Y13, Y13
+	VPSHUFB     Y27, Y13, Y6
+	VMOVDQU     Y6, 0(SP)
+	VPSHUFB     Y28, Y13, Y6
+	VMOVDQU     Y6, 32(SP)
+	// 64(SP) = [d*d, d*dmin] of b, then of b+1.
+	MOVL         (SI), AX
+	VMOVD        AX, X2
+	VPINSRD      $1, 176(SI), X2, X2
+	VCVTPH2PS    X2, X2
+	VMOVSD       (DX), X3
+	VPERMILPS    $0x50, X3, X3
+	VMULPS       X3, X2, X2
+	VMOVUPS      X2, 64(SP)
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	K5YWQ(48, Y24, VPSLLW, 4, VPSLLW, 3)
+	K4YMULO((DI), Y4, 0, Y0)
+	K4YMULO(32(DI), Y5, 4, Y0)
+	K5YWQ(224, Y23, VPSLLW, 4, VPSLLW, 3)
+	K4YMULO(256(DI), Y4, 16, Y1)
+	K4YMULO(288(DI), Y5, 20, Y1)
+	K5YWQ(80, Y24, VPSLLW, 2, VPSLLW, 1)
+	K4YMULO(64(DI), Y4, 8, Y0)
+	K4YMULO(96(DI), Y5, 12, Y0)
+	K5YWQ(256, Y23, VPSLLW, 2, VPSLLW, 1)
+	K4YMULO(320(DI), Y4, 24, Y1)
+	K4YMULO(352(DI), Y5, 28, Y1)
+	K5YWQ(112, Y24, VPSLLW, 0, VPSRLW, 1)
+	K4YMULO(128(DI), Y4, 32, Y0)
+	K4YMULO(160(DI), Y5, 36, Y0)
+	K5YWQ(288, Y23, VPSLLW, 0, VPSRLW, 1)
+	K4YMULO(384(DI), Y4, 48, Y1)
+	K4YMULO(416(DI), Y5, 52, Y1)
+	K5YWQ(144, Y24, VPSRLW, 2, VPSRLW, 3)
+	K4YMULO(192(DI), Y4, 40, Y0)
+	K4YMULO(224(DI), Y5, 44, Y0)
+	K5YWQ(320, Y23, VPSRLW, 2, VPSRLW, 3)
+	K4YMULO(448(DI), Y4, 56, Y1)
+	K4YMULO(480(DI), Y5, 60, Y1)
+	// The mins terms: the sub-block sums (pairs of 16-sums) of b in the
+	// low half, of b+1 in the high, against the mins as int16.
+	VMOVDQU      (BX), Y4
+	VPHADDW      32(BX), Y4, Y4
+	VPERMQ       $0xd8, Y4, Y4
+	VPSHUFB      Y29, Y13, Y5
+	VPMADDWD     Y5, Y4, Y4
+	VPSHUFD      $0x4e, Y4, Y5
+	VPADDD       Y5, Y4, Y4
+	VPSHUFD      $0xb1, Y4, Y5
+	VPADDD       Y5, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VEXTRACTF128 $1, Y4, X5
+	VFMADD231SS  68(SP), X4, X9
+	VFMADD231SS  76(SP), X5, X9
+	VCVTDQ2PS    Y0, Y0
+	VBROADCASTSS 64(SP), Y2
+	VFMADD231PS  Y2, Y0, Y8
+	VCVTDQ2PS    Y1, Y1
+	VBROADCASTSS 72(SP), Y2
+	VFMADD231PS  Y2, Y1, Y8
+	ADDQ $352, SI
+	ADDQ $512, DI
+	ADDQ $8, DX
+	ADDQ $64, BX
+	SUBQ $2, CX
+	CMPQ CX, $2
+	JGE  q5kypair
+
+q5kyone:
+	TESTQ CX, CX
+	JZ    q5kydone
+	VMOVDQU64 16(SI), Y24
+	K4YSCALES
+	VPXOR Y0, Y0, Y0
+	K5YWQ(48, Y24, VPSLLW, 4, VPSLLW, 3)
+	K4YMUL((DI), Y4, 0, Y0)
+	K4YMUL(32(DI), Y5, 1, Y0)
+	K5YWQ(80, Y24, VPSLLW, 2, VPSLLW, 1)
+	K4YMUL(64(DI), Y4, 2, Y0)
+	K4YMUL(96(DI), Y5, 3, Y0)
+	K5YWQ(112, Y24, VPSLLW, 0, VPSRLW, 1)
+	K4YMUL(128(DI), Y4, 4, Y0)
+	K4YMUL(160(DI), Y5, 5, Y0)
+	K5YWQ(144, Y24, VPSRLW, 2, VPSRLW, 3)
+	K4YMUL(192(DI), Y4, 6, Y0)
+	K4YMUL(224(DI), Y5, 7, Y0)
+	// X2 = d * fp16 d, X3 = d * fp16 dmin (lane 0).
+	MOVL         (SI), AX
+	VMOVD        AX, X2
+	VCVTPH2PS    X2, X2
+	VMULPS.BCST  (DX), X2, X2
+	VMOVSHDUP    X2, X3
+	// The mins term: sum_j min j * (16-sum 2j + 16-sum 2j+1), as a scalar.
+	K4YMINS((BX), Y4)
+	VEXTRACTI128 $1, Y4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VFMADD231SS  X3, X4, X9
+	VCVTDQ2PS    Y0, Y0
+	VBROADCASTSS X2, Y2
+	VFMADD231PS  Y2, Y0, Y8
+
+q5kydone:
+	HSUMY(Y8, X8, X1)
+	VSUBSS X9, X8, X0
+	VZEROUPPER
+	MOVSS  X0, ret+40(FP)
+	RET
+
+TEXT ·dotQ5_Kx4AVX512(SB), NOSPLIT, $48-72
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ d+16(FP), DX
+	MOVQ bsums+24(FP), BX
+	MOVQ nb+32(FP), CX
+	MOVQ xs+40(FP), R8
+	LEAQ (R8)(R8*2), R11
+	MOVQ ds+48(FP), R9
+	LEAQ (R9)(R9*2), R12
+	MOVQ bs+56(FP), R10
+	LEAQ (R10)(R10*2), R13
+	K4YCONST
+	K5YCONST
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VPXORD Y16, Y16, Y16
+	VPXORD Y17, Y17, Y17
+	VXORPS X9, X9, X9
+
+q5ky4loop:
+	VMOVDQU64 16(SI), Y24
+	K4YSCALES
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	K5YW(48, VPSLLW, 4, VPSLLW, 3)
+	K4Y4M(0)
+	K5YW(80, VPSLLW, 2, VPSLLW, 1)
+	K4Y4M(1)
+	K5YW(112, VPSLLW, 0, VPSRLW, 1)
+	K4Y4M(2)
+	K5YW(144, VPSRLW, 2, VPSRLW, 3)
+	K4Y4M(3)
+	// 32(SP) = the four d[t] * fp16 d, X6 = the four d[t] * fp16 dmin.
+	MOVL         (SI), AX
+	VMOVD        AX, X6
+	VCVTPH2PS    X6, X6
+	VBROADCASTSS X6, X7
+	VMOVSHDUP    X6, X6
+	VBROADCASTSS X6, X6
+	VMOVSS       (DX), X4
+	VINSERTPS    $0x10, (DX)(R9*1), X4, X4
+	VINSERTPS    $0x20, (DX)(R9*2), X4, X4
+	VINSERTPS    $0x30, (DX)(R12*1), X4, X4
+	VMULPS       X4, X6, X6
+	VMULPS       X4, X7, X7
+	VMOVUPS      X7, 32(SP)
+	// The mins terms of the four vectors, reduced side by side.
+	K4YMINS((BX), Y4)
+	K4YMINS((BX)(R10*1), Y5)
+	VPHADDD      Y5, Y4, Y4
+	K4YMINS((BX)(R10*2), Y5)
+	K4YMINS((BX)(R13*1), Y7)
+	VPHADDD      Y7, Y5, Y5
+	VPHADDD      Y5, Y4, Y4
+	VEXTRACTI128 $1, Y4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VFMADD231PS  X6, X4, X9
+	K4YFOLD(Y0, Y8, 32(SP))
+	K4YFOLD(Y1, Y10, 36(SP))
+	K4YFOLD(Y2, Y16, 40(SP))
+	K4YFOLD(Y3, Y17, 44(SP))
+	ADDQ $176, SI
+	ADDQ $256, DI
+	ADDQ $4, DX
+	ADDQ $32, BX
+	DECQ CX
+	JNZ  q5ky4loop
+
+	MOVQ out+64(FP), BX
+	HSUMY(Y8, X8, X1)
+	VSUBSS X9, X8, X0
+	VMOVSS X0, (BX)
+	HSUMY(Y10, X10, X1)
+	VMOVSHDUP X9, X2
+	VSUBSS X2, X10, X0
+	VMOVSS X0, 4(BX)
+	VMOVAPS Y16, Y10
+	HSUMY(Y10, X10, X1)
+	VMOVHLPS X9, X9, X2
+	VSUBSS X2, X10, X0
+	VMOVSS X0, 8(BX)
+	VMOVAPS Y17, Y10
+	HSUMY(Y10, X10, X1)
+	VPSHUFD $0xff, X9, X2
+	VSUBSS X2, X10, X0
+	VMOVSS X0, 12(BX)
+	VZEROUPPER
+	RET
