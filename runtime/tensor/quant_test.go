@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -437,5 +438,18 @@ func TestQuantizeIntoNoAlloc(t *testing.T) {
 				t.Errorf("%v allocations per QuantizeInto+Dequantize", a)
 			}
 		})
+	}
+}
+
+// Type names are accepted in any case, as users type them.
+func TestParseTypeAnyCase(t *testing.T) {
+	for _, name := range []string{"Q4_K", "q4_k", "Q4_k", "iq4_xs", "bf16", "F32"} {
+		typ, err := ParseType(name)
+		if err != nil || !strings.EqualFold(typ.String(), name) {
+			t.Errorf("ParseType(%q) = %v, %v", name, typ, err)
+		}
+	}
+	if _, err := ParseType("Q4_Z"); err == nil {
+		t.Error("Q4_Z accepted")
 	}
 }

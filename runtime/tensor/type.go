@@ -3,6 +3,7 @@ package tensor
 import (
 	"fmt"
 	"math"
+	"strings"
 )
 
 // Type is a ggml tensor element type, numbered as in ggml.h and GGUF files.
@@ -111,10 +112,11 @@ func (t Type) String() string {
 	return fmt.Sprintf("type(%d)", uint32(t))
 }
 
-// ParseType returns the Type named name (case-sensitive ggml names, e.g. "Q4_K").
+// ParseType returns the Type named name: ggml's names in any case
+// ("Q4_K", "q4_k").
 func ParseType(name string) (Type, error) {
 	for t, info := range typeInfo {
-		if info.Name == name {
+		if strings.EqualFold(info.Name, name) {
 			return t, nil
 		}
 	}
