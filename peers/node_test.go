@@ -205,7 +205,12 @@ func TestWrongSecretRefused(t *testing.T) {
 			if err == nil {
 				t.Fatal("a node without the cluster secret got an answer")
 			}
-			if ids := stranger.Membership().View().IDs(); len(ids) != 1 {
+			// It sees itself (from its first heartbeat, which may come after
+			// a refusal this quick) and nobody else.
+			wctx, wcancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer wcancel()
+			stranger.Membership().Wait(wctx, func(v peers.View) bool { return len(v.Members) > 0 })
+			if ids := stranger.Membership().View().IDs(); len(ids) != 1 || ids[0] != stranger.ID() {
 				t.Errorf("stranger sees %v", ids)
 			}
 		})
