@@ -253,11 +253,10 @@ func (l *loader) mla(p string, f *gguf.File) *MLA {
 		return w
 	}
 	// Head h's value rows follow its NopeDim key rows.
-	rb := w.KVB.RowBytes()
 	w.UK = make([]float32, c.Heads*a.NopeDim*a.KVLoraRank)
 	for h := range c.Heads {
 		r0 := h*(a.NopeDim+a.VDim) + a.NopeDim
-		w.VB = append(w.VB, tensor.Matrix{Type: w.KVB.Type, Rows: a.VDim, Cols: a.KVLoraRank, Data: w.KVB.Data[r0*rb : (r0+a.VDim)*rb]})
+		w.VB = append(w.VB, w.KVB.RowRange(r0, r0+a.VDim))
 		for j := range a.NopeDim {
 			k := (h*a.NopeDim + j) * a.KVLoraRank
 			w.KVB.EmbedRow(h*(a.NopeDim+a.VDim)+j, w.UK[k:k+a.KVLoraRank])
@@ -279,9 +278,8 @@ func (l *loader) heads(name string, rows, cols, n int) []tensor.Matrix {
 		return nil
 	}
 	out := make([]tensor.Matrix, n)
-	rb := all.RowBytes()
 	for h := range out {
-		out[h] = tensor.Matrix{Type: all.Type, Rows: rows, Cols: cols, Data: all.Data[h*rows*rb : (h+1)*rows*rb]}
+		out[h] = all.RowRange(h*rows, (h+1)*rows)
 	}
 	return out
 }

@@ -380,8 +380,8 @@ func (o *moeOne) take(n int) int {
 func (o *moeOne) up(p moePart) {
 	d, h := &o.units[p.u], o.off[p.u]
 	g, u := o.h[h+p.lo:h+p.hi], o.h2[h+p.lo:h+p.hi]
-	tensor.MatMulAct(nil, g, rowsOf(d.Gate, p.lo, p.hi), o.x)
-	tensor.MatMulAct(nil, u, rowsOf(d.Up, p.lo, p.hi), o.x)
+	tensor.MatMulAct(nil, g, d.Gate.RowRange(p.lo, p.hi), o.x)
+	tensor.MatMulAct(nil, u, d.Up.RowRange(p.lo, p.hi), o.x)
 	tensor.SwiGLU(g, g, u)
 }
 
@@ -391,20 +391,14 @@ func (o *moeOne) down(p moePart) {
 	out, ye := o.out[p.lo:p.hi], o.ye[p.lo:p.hi]
 	used := len(o.weight)
 	if len(o.units) > used {
-		tensor.MatMulAct(nil, out, rowsOf(o.units[used].Down, p.lo, p.hi), o.act[used])
+		tensor.MatMulAct(nil, out, o.units[used].Down.RowRange(p.lo, p.hi), o.act[used])
 	} else {
 		clear(out)
 	}
 	for j, wt := range o.weight {
-		tensor.MatMulAct(nil, ye, rowsOf(o.units[j].Down, p.lo, p.hi), o.act[j])
+		tensor.MatMulAct(nil, ye, o.units[j].Down.RowRange(p.lo, p.hi), o.act[j])
 		tensor.Axpy(out, wt, ye)
 	}
-}
-
-// rowsOf is the matrix of rows [lo, hi) of w (a view, no copy).
-func rowsOf(w tensor.Matrix, lo, hi int) tensor.Matrix {
-	rb := w.RowBytes()
-	return tensor.Matrix{Type: w.Type, Rows: hi - lo, Cols: w.Cols, Data: w.Data[lo*rb : hi*rb : hi*rb]}
 }
 
 // route picks token i's experts from its router logits (ms.logits row i)

@@ -237,18 +237,5 @@ func (l *loader) moe(prefix string) *MoE {
 // experts returns the Experts matrices of rows×cols stored in one 3-D
 // tensor (GGUF dims [cols, rows, experts]), each a view of its bytes.
 func (l *loader) experts(name string, rows, cols int) []tensor.Matrix {
-	t, data := l.tensor(name, cols, rows, l.c.Experts)
-	if l.err != nil {
-		return nil
-	}
-	ms := make([]tensor.Matrix, l.c.Experts)
-	per := len(data) / l.c.Experts
-	for e := range ms {
-		var err error
-		if ms[e], err = tensor.NewMatrix(t.Type, rows, cols, data[e*per:(e+1)*per:(e+1)*per]); err != nil {
-			l.err = fmt.Errorf("model: tensor %s expert %d: %w", name, e, err)
-			return nil
-		}
-	}
-	return ms
+	return l.heads(name, rows, cols, l.c.Experts)
 }

@@ -54,6 +54,14 @@ func (m Matrix) Row(i int) []byte {
 	return m.Data[i*rb : (i+1)*rb : (i+1)*rb]
 }
 
+// RowRange returns rows [lo, hi) of m as a matrix of its own (a view of
+// the same bytes, no copy): one expert of a 3-D expert tensor, one head's
+// rows, one worker's share of a product.
+func (m Matrix) RowRange(lo, hi int) Matrix {
+	rb := m.RowBytes()
+	return Matrix{Type: m.Type, Rows: hi - lo, Cols: m.Cols, Data: m.Data[lo*rb : hi*rb : hi*rb]}
+}
+
 // EmbedRow dequantizes row i into dst, which must hold Cols elements
 // (an embedding lookup: token i's vector).
 func (m Matrix) EmbedRow(i int, dst []float32) {
