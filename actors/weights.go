@@ -51,8 +51,8 @@ type Weights struct {
 	hubBytes atomic.Int64
 
 	mu        sync.Mutex
-	manifests map[string][]byte      // of complete models, by name, path, size and mtime
-	locks     map[string]*sync.Mutex // one fetch per model at a time
+	manifests map[string]*manifestOnce // of complete models, by name, path, size and mtime
+	locks     map[string]*sync.Mutex   // one fetch per model at a time
 }
 
 var (
@@ -61,7 +61,7 @@ var (
 )
 
 func newWeights(cat catalog.Catalog, log *slog.Logger) *Weights {
-	return &Weights{cat: cat, store: cat.Partial, log: log, manifests: map[string][]byte{}, locks: map[string]*sync.Mutex{}}
+	return &Weights{cat: cat, store: cat.Partial, log: log, manifests: map[string]*manifestOnce{}, locks: map[string]*sync.Mutex{}}
 }
 
 // HubReader reads a byte range of a file of a Hugging Face repository at
@@ -400,22 +400,36 @@ func (w *Weights) WeightManifest(model string) ([]byte, error) {
 	}
 	key := fmt.Sprintf("%s\x00%s\x00%d\x00%d", model, m.Paths[0], m.Size, m.ModTime.UnixNano())
 	w.mu.Lock()
-	b, ok := w.manifests[key]
+	e, ok := w.manifests[key]
+	if !ok {
+		e = &manifestOnce{}
+		w.manifests[key] = e
+	}
 	w.mu.Unlock()
-	if ok {
-		return b, nil
+	// One full read however many peers ask at once: the others wait for it
+	// (a peer must not be able to make the node hash a model N times).
+	e.once.Do(func() {
+		man, err := catalog.ManifestOf(m) // reads the whole model: not under w.mu
+		if err == nil {
+			e.b, err = json.Marshal(man)
+		}
+		e.err = err
+	})
+	if e.err != nil {
+		w.mu.Lock()
+		if w.manifests[key] == e {
+			delete(w.manifests, key) // a failed read is tried again by the next request
+		}
+		w.mu.Unlock()
 	}
-	man, err := catalog.ManifestOf(m) // reads the whole model: not under the lock
-	if err != nil {
-		return nil, err
-	}
-	if b, err = json.Marshal(man); err != nil {
-		return nil, err
-	}
-	w.mu.Lock()
-	w.manifests[key] = b
-	w.mu.Unlock()
-	return b, nil
+	return e.b, e.err
+}
+
+// manifestOnce is one complete model's manifest, computed once.
+type manifestOnce struct {
+	once sync.Once
+	b    []byte
+	err  error
 }
 
 // announcer lists the models of a catalogue for the node's heartbeat:

@@ -135,16 +135,16 @@ func (n *Node) serveWeights(s network.Stream) {
 			fail(statusError, fmt.Sprintf("bad range: %d bytes at %d (at most %d)", size, off, MaxWeightRange))
 			return
 		}
-		path, err := n.weights.src.WeightFile(name, part, off, size)
-		if err != nil {
-			fail(statusError, err.Error())
-			return
-		}
-		select {
+		select { // a slot before any lookup: a flood of reads costs no catalogue work
 		case n.weights.slots <- struct{}{}:
 			defer func() { <-n.weights.slots }()
 		default:
 			fail(statusBusy, "busy")
+			return
+		}
+		path, err := n.weights.src.WeightFile(name, part, off, size)
+		if err != nil {
+			fail(statusError, err.Error())
 			return
 		}
 		f, err := os.Open(path)
