@@ -122,6 +122,7 @@ const (
 // Result summarises a finished generation.
 type Result struct {
 	PromptTokens    int
+	CachedTokens    int   // prompt tokens whose KV came from a cached earlier generation
 	Tokens          []int // generated ids
 	Text            string
 	FinishReason    string
