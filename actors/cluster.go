@@ -589,6 +589,7 @@ type run struct {
 	// Forward resumes, the positions it covers, whether resuming failed
 	// once, and the tokens the KV caches hold at a clean end.
 	resume  string
+	resumed *prefixEntry
 	cached  int
 	noCache bool
 	keep    []int
