@@ -82,3 +82,7 @@ func (r *run) constrain(p *messages.Sampling) {
 	p.Constrained, p.JsonSchema = true, string(r.req.Schema.Source())
 	p.SchemaFrom, p.SchemaBudget = uint32(r.info.Prompt), uint32(max(budget, 0))
 }
+
+// ConstrainsRemotely marks Cluster as a generator that honours
+// Request.Schema (the api package asks for it before it sends a schema).
+func (c *Cluster) ConstrainsRemotely() {}

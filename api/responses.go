@@ -72,9 +72,16 @@ type ResponsePart struct {
 
 // ResponsesUsage counts tokens as the Responses API does.
 type ResponsesUsage struct {
-	InputTokens  int `json:"input_tokens"`
-	OutputTokens int `json:"output_tokens"`
-	TotalTokens  int `json:"total_tokens"`
+	InputTokens        int                `json:"input_tokens"`
+	InputTokensDetails InputTokensDetails `json:"input_tokens_details"`
+	OutputTokens       int                `json:"output_tokens"`
+	TotalTokens        int                `json:"total_tokens"`
+}
+
+// InputTokensDetails breaks input_tokens down (cached_tokens: read from
+// the prompt cache).
+type InputTokensDetails struct {
+	CachedTokens int `json:"cached_tokens"`
 }
 
 func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
@@ -274,7 +281,8 @@ func (o *responsesOut) finish(f finish) error {
 		}{"max_output_tokens"}
 	}
 	r.Output = []ResponseItem{o.item("completed")}
-	r.Usage = &ResponsesUsage{InputTokens: f.usage.PromptTokens, OutputTokens: f.usage.CompletionTokens, TotalTokens: f.usage.TotalTokens}
+	r.Usage = &ResponsesUsage{InputTokens: f.usage.PromptTokens, OutputTokens: f.usage.CompletionTokens, TotalTokens: f.usage.TotalTokens,
+		InputTokensDetails: InputTokensDetails{CachedTokens: f.usage.cached()}}
 	if !o.j.stream {
 		o.w.Header().Set("Content-Type", "application/json")
 		return json.NewEncoder(o.w).Encode(r)
