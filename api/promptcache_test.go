@@ -10,6 +10,7 @@ import (
 
 	"strata/actors"
 	"strata/internal/testdata"
+	"strata/runtime/engine"
 	"strata/runtime/tensor"
 )
 
@@ -192,5 +193,28 @@ func TestPromptCacheUsage(t *testing.T) {
 		if usage.CacheReadInputTokens < u1.PromptTokens || usage.InputTokens < 1 || usage.OutputTokens < 1 {
 			t.Errorf("anthropic usage %+v (stream %v) after a conversation of %d tokens", usage, stream, u1.PromptTokens)
 		}
+	}
+}
+
+// On one node (Local, the engine) the next turn of a conversation is
+// cached too, and usage says so.
+func TestPromptCacheUsageLocal(t *testing.T) {
+	e, err := engine.Open(testdata.Path(t, "gguf/stories260K.gguf"), engine.Options{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	l, err := NewLocal(e, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, hs := newTestServer(t, Config{Generator: l, Models: l})
+	msgs := conversation(200)
+	_, answer, u1 := streamChat(t, hs.URL, map[string]any{"model": "stories260K", "messages": msgs, "temperature": 0, "max_tokens": 20})
+	more := append(msgs, map[string]any{"role": "assistant", "content": answer}, map[string]any{"role": "user", "content": "And then?"})
+	var got ChatCompletion
+	decode(t, post(t, hs.URL+"/v1/chat/completions", "", map[string]any{"model": "stories260K", "messages": more, "temperature": 0, "max_tokens": 20}), &got)
+	if got.Usage.cached() < u1.PromptTokens || got.Usage.PromptTokens <= got.Usage.cached() {
+		t.Errorf("second turn: usage %+v, details %+v; the first had %d prompt tokens", got.Usage, got.Usage.PromptTokensDetails, u1.PromptTokens)
 	}
 }

@@ -90,5 +90,5 @@ func (v *vocabs) of(tok *tokenizer.Tokenizer) *grammar.Vocab {
 // noConstraints refuses structured output on a generator that cannot
 // constrain its sampling.
 func noConstraints() *Error {
-	return badRequest("", "unsupported_value", "Structured output and forced tool calls need constrained sampling, which this node's generator (a cluster, whose last stage samples remotely) does not offer yet.")
+	return badRequest("", "unsupported_value", "Structured output and forced tool calls need constrained sampling, which this node's generator does not offer.")
 }
