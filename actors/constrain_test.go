@@ -119,3 +119,38 @@ func TestStageRefusesBadSchema(t *testing.T) {
 		t.Errorf("refused sessions left state: %v", st)
 	}
 }
+
+// A ring rebuilt mid-document (the last stage's node died) replays the
+// document so far into the new last stage's grammar: the answer is the
+// one of an uninterrupted run.
+func TestStructuredOutputSurvivesLostStage(t *testing.T) {
+	store := stories(t)
+	sc, err := grammar.Compile([]byte(weatherSchema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := Request{Model: "stories260K", Prompt: "Lily and Tom went to the park.", MaxTokens: 80, Schema: sc}
+	lc := newLocalCluster(t, 4, 800e3, store)
+	dir := &dynDirectory{members: append([]Member(nil), lc.dir...)}
+	cl := NewCluster(lc.system, dir, store, ClusterOptions{PlanContext: 512, PromptCache: -1})
+	defer cl.Close()
+	want := generate(t, cl, req)
+	p, _, err := cl.Plan("stories260K")
+	if err != nil || len(p.Stages) != 3 {
+		t.Fatalf("%v %v", p, err)
+	}
+	idx := int(p.Stages[2].Node[1] - '0')
+	n := 0
+	got, err := cl.Generate(context.Background(), req, func(engine.Token) error {
+		if n++; n == 8 {
+			lc.kill(t, dir, idx)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := validWeather(got.Text); err != nil || got.Text != want.Text {
+		t.Errorf("after losing the last stage: %q (%v), want %q", got.Text, err, want.Text)
+	}
+}
