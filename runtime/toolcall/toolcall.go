@@ -411,7 +411,8 @@ func parseKimi(block string) ([]Call, bool) {
 }
 
 // arguments checks that raw is a JSON object (or a string holding one, as
-// some models write) and returns it compacted; absent arguments are {}.
+// some models write) and returns it as the model wrote it, less the
+// whitespace around it; absent arguments are {}.
 func arguments(raw json.RawMessage) (string, bool) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
@@ -424,9 +425,5 @@ func arguments(raw json.RawMessage) (string, bool) {
 	if len(raw) == 0 || raw[0] != '{' || !json.Valid(raw) {
 		return "", false
 	}
-	var b bytes.Buffer
-	if err := json.Compact(&b, raw); err != nil {
-		return "", false
-	}
-	return b.String(), true
+	return string(raw), true
 }
