@@ -189,9 +189,9 @@ const (
 type request struct {
 	Source    string          `json:"source"`
 	Vars      json.RawMessage `json:"vars"` // an object
-	MaxOutput int            `json:"max_output"`
-	MaxMemory uint64         `json:"max_memory"`
-	MaxStack  int            `json:"max_stack"`
+	MaxOutput int             `json:"max_output"`
+	MaxMemory uint64          `json:"max_memory"`
+	MaxStack  int             `json:"max_stack"`
 }
 
 type response struct {
