@@ -204,6 +204,9 @@ func responsesInput(raw json.RawMessage) ([]Message, *Error) {
 			}
 			continue
 		case "function_call_output":
+			if it.CallID == "" {
+				return nil, badRequest(param+".call_id", "missing_required_parameter", "A function_call_output item needs the call_id of its call.")
+			}
 			var out string
 			if json.Unmarshal(it.Output, &out) != nil {
 				out = string(it.Output)

@@ -1,0 +1,375 @@
+package api
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+
+	"strata/actors"
+	"strata/runtime/engine"
+	"strata/runtime/tokenizer"
+	"strata/runtime/toolcall"
+)
+
+// scriptGen is a generator that answers every request with the same text,
+// a few characters a token, as a model of some family would write it; it
+// keeps the prompt it was given.
+type scriptGen struct {
+	out    string
+	mu     sync.Mutex
+	prompt []int
+}
+
+func (g *scriptGen) Generate(ctx context.Context, req actors.Request, on func(engine.Token) error) (engine.Result, error) {
+	g.mu.Lock()
+	g.prompt = append([]int(nil), req.Tokens...)
+	g.mu.Unlock()
+	rs := []rune(g.out)
+	var ids []int
+	for i := 0; i < len(rs); i += 3 {
+		ids = append(ids, 5) // a byte token of stories260K: not an end of generation
+		if err := on(engine.Token{ID: 5, Index: len(ids) - 1, Text: string(rs[i:min(i+3, len(rs))])}); err != nil {
+			return engine.Result{}, err
+		}
+	}
+	return engine.Result{PromptTokens: len(req.Tokens), Tokens: ids, FinishReason: engine.FinishStop}, nil
+}
+
+func (g *scriptGen) promptText(tok *tokenizer.Tokenizer) string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return tok.Decode(g.prompt)
+}
+
+// templateModels serves one model, "m", with a tokenizer that renders tmpl.
+type templateModels struct{ tok *tokenizer.Tokenizer }
+
+func (m templateModels) List() []ModelInfo {
+	return []ModelInfo{{ID: "m", Object: "model", ContextLength: 8192, ChatTemplate: true}}
+}
+
+func (m templateModels) Lookup(name string) (ModelInfo, *tokenizer.Tokenizer, error) {
+	if name != "m" {
+		return ModelInfo{}, nil, fmt.Errorf("%w: %s", ErrModelNotFound, name)
+	}
+	return m.List()[0], m.tok, nil
+}
+
+// toolServer serves model "m" with a family's chat template, answering
+// with out.
+func toolServer(t *testing.T, template, out string) (*scriptGen, *tokenizer.Tokenizer, string) {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join("testdata", "templates", template+".jinja"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := templateTokenizer(t, string(src))
+	gen := &scriptGen{out: out}
+	_, hs := newTestServer(t, Config{Generator: gen, Models: templateModels{tok}})
+	return gen, tok, hs.URL
+}
+
+// The answers of each family: some text, then a call of get_weather.
+const (
+	qwenCall     = "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 3}}\n</tool_call>"
+	deepseekCall = "Let me check.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Paris\", \"days\": 3}<｜tool▁call▁end｜><｜tool▁calls▁end｜>"
+	kimiCall     = "Let me check.<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{\"city\": \"Paris\", \"days\": 3}<|tool_call_end|><|tool_calls_section_end|>"
+	wantArgs     = `{"city": "Paris", "days": 3}`
+)
+
+var askWeather = []map[string]any{{"role": "user", "content": "Weather in Paris for 3 days?"}}
+
+// TestToolsOpenAIChat: each family's call comes back as OpenAI tool_calls
+// (finish_reason tool_calls), the text before it as content, the tools
+// in the prompt; streamed, the text arrives as content deltas and the
+// call as one tool_calls delta.
+func TestToolsOpenAIChat(t *testing.T) {
+	// tools: how the prompt shows them (the test's client sends JSON
+	// objects with their keys sorted; the templates keep that order).
+	for _, fam := range []struct{ template, out, text, id, tools string }{
+		{"qwen3", qwenCall, "Let me check.\n", "call_", "<tools>\n{\"function\": {\"description\": \"Weather forecast\", \"name\": \"get_weather\""},
+		{"deepseek-v3.1", deepseekCall, "Let me check.", "call_", "The functions are described here as JSON:\n{\"function\":{\"description\":\"Weather forecast\",\"name\":\"get_weather\""},
+		{"kimi-k2-thinking", kimiCall, "Let me check.", "functions.get_weather:0", "<|im_system|>tool_declare<|im_middle|>[{\"function\": {\"description\": \"Weather forecast\", \"name\": \"get_weather\""},
+	} {
+		t.Run(fam.template, func(t *testing.T) {
+			gen, tok, url := toolServer(t, fam.template, fam.out)
+			ask := map[string]any{"model": "m", "messages": askWeather, "tools": weatherTool}
+			var got ChatCompletion
+			decode(t, post(t, url+"/v1/chat/completions", "", ask), &got)
+			if len(got.Choices) != 1 {
+				t.Fatalf("%+v", got)
+			}
+			c := got.Choices[0]
+			if c.FinishReason != "tool_calls" || c.Message.Content != fam.text || len(c.Message.ToolCalls) != 1 {
+				t.Fatalf("finish %q, content %q, calls %+v", c.FinishReason, c.Message.Content, c.Message.ToolCalls)
+			}
+			call := c.Message.ToolCalls[0]
+			if call.Type != "function" || call.Function.Name != "get_weather" || call.Function.Arguments != wantArgs || !strings.HasPrefix(call.ID, fam.id) {
+				t.Errorf("call %+v", call)
+			}
+			if p := gen.promptText(tok); !strings.Contains(p, fam.tools) {
+				t.Errorf("the tools are not in the prompt:\n%s", p)
+			}
+
+			ask["stream"] = true
+			resp := post(t, url+"/v1/chat/completions", "", ask)
+			defer resp.Body.Close()
+			var text, finish string
+			var calls []ToolCall
+			sc := bufio.NewScanner(resp.Body)
+			for sc.Scan() {
+				data, ok := strings.CutPrefix(sc.Text(), "data: ")
+				if !ok || data == "[DONE]" {
+					continue
+				}
+				var ch ChatChunk
+				if err := json.Unmarshal([]byte(data), &ch); err != nil {
+					t.Fatal(err)
+				}
+				for _, cc := range ch.Choices {
+					if len(calls) > 0 && cc.Delta.Content != "" {
+						t.Errorf("text %q after the call", cc.Delta.Content)
+					}
+					text += cc.Delta.Content
+					calls = append(calls, cc.Delta.ToolCalls...)
+					if cc.FinishReason != nil {
+						finish = *cc.FinishReason
+					}
+				}
+			}
+			if text != fam.text || finish != "tool_calls" || len(calls) != 1 || calls[0].Index == nil || *calls[0].Index != 0 ||
+				calls[0].Function.Name != "get_weather" || calls[0].Function.Arguments != wantArgs || !strings.HasPrefix(calls[0].ID, fam.id) {
+				t.Errorf("stream: text %q, finish %q, calls %+v", text, finish, calls)
+			}
+		})
+	}
+}
+
+// TestToolsText: with tools, a model may answer in text (finish stop); a
+// call that does not parse is text too, and so is everything with
+// tool_choice none, whose prompt has no tools.
+func TestToolsText(t *testing.T) {
+	for _, c := range []struct {
+		name, out, choice, finish string
+	}{
+		{"plain answer", "It is sunny in Paris.", "auto", "stop"},
+		{"malformed call", "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": }\n</tool_call>", "auto", "stop"},
+		{"cut short", "<tool_call>\n{\"name\": \"get_wea", "auto", "stop"},
+		{"tool_choice none", qwenCall, "none", "stop"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			gen, tok, url := toolServer(t, "qwen3", c.out)
+			var got ChatCompletion
+			decode(t, post(t, url+"/v1/chat/completions", "", map[string]any{"model": "m", "messages": askWeather, "tools": weatherTool, "tool_choice": c.choice}), &got)
+			if len(got.Choices) != 1 || got.Choices[0].Message.Content != c.out || len(got.Choices[0].Message.ToolCalls) != 0 || got.Choices[0].FinishReason != c.finish {
+				t.Errorf("got %+v", got)
+			}
+			if has := strings.Contains(gen.promptText(tok), "# Tools"); has != (c.choice != "none") {
+				t.Errorf("tools in the prompt: %v, with tool_choice %s", has, c.choice)
+			}
+		})
+	}
+}
+
+// TestToolsAnthropic: a call is a tool_use block after the text block
+// (stop_reason tool_use); streamed, the text block closes before the
+// tool_use block opens, and its input comes as input_json_delta.
+func TestToolsAnthropic(t *testing.T) {
+	_, _, url := toolServer(t, "qwen3", qwenCall)
+	ask := map[string]any{"model": "m", "max_tokens": 100, "messages": askWeather,
+		"tools": []map[string]any{{"name": "get_weather", "description": "Weather forecast", "input_schema": weatherSchema}}}
+	var got MessagesResponse
+	decode(t, post(t, url+"/v1/messages", "", ask), &got)
+	if got.StopReason == nil || *got.StopReason != "tool_use" || len(got.Content) != 2 || got.Content[0].Type != "text" || got.Content[0].Text != "Let me check.\n" ||
+		got.Content[1].Type != "tool_use" || got.Content[1].Name != "get_weather" || !strings.HasPrefix(got.Content[1].ID, "toolu_") || !sameJSON(got.Content[1].Input, wantArgs) {
+		t.Fatalf("got %+v", got)
+	}
+
+	ask["stream"] = true
+	var seq []string
+	var text, input, stop string
+	for _, ev := range readAnthropicSSE(t, post(t, url+"/v1/messages", "", ask)) {
+		switch ev.name {
+		case "content_block_start":
+			b := ev.data["content_block"].(map[string]any)
+			seq = append(seq, fmt.Sprintf("start %v %v", ev.data["index"], b["type"]))
+			if b["type"] == "tool_use" && (b["name"] != "get_weather" || !strings.HasPrefix(b["id"].(string), "toolu_")) {
+				t.Errorf("block %v", b)
+			}
+		case "content_block_delta":
+			d := ev.data["delta"].(map[string]any)
+			switch d["type"] {
+			case "text_delta":
+				text += d["text"].(string)
+			case "input_json_delta":
+				input += d["partial_json"].(string)
+			}
+		case "content_block_stop":
+			seq = append(seq, fmt.Sprintf("stop %v", ev.data["index"]))
+		case "message_delta":
+			stop, _ = ev.data["delta"].(map[string]any)["stop_reason"].(string)
+		}
+	}
+	if want := "start 0 text,stop 0,start 1 tool_use,stop 1"; strings.Join(seq, ",") != want || text != "Let me check.\n" || !sameJSON(json.RawMessage(input), wantArgs) || stop != "tool_use" {
+		t.Errorf("stream: blocks %v, text %q, input %q, stop %q", seq, text, input, stop)
+	}
+}
+
+// TestToolsOllama: a call is message.tool_calls with arguments as an
+// object, in the final answer or, streamed, in a line of its own.
+func TestToolsOllama(t *testing.T) {
+	_, _, url := toolServer(t, "kimi-k2-thinking", kimiCall)
+	ask := map[string]any{"model": "m", "messages": askWeather, "tools": weatherTool, "stream": false}
+	var got OllamaResponse
+	decode(t, post(t, url+"/api/chat", "", ask), &got)
+	if got.Message == nil || got.Message.Content != "Let me check." || len(got.Message.ToolCalls) != 1 || !got.Done {
+		t.Fatalf("got %+v", got)
+	}
+	if f := got.Message.ToolCalls[0].Function; f.Name != "get_weather" || !sameJSON(f.Arguments, wantArgs) {
+		t.Errorf("call %+v", f)
+	}
+	ask["stream"] = true
+	var text string
+	var calls []OllamaToolCall
+	lines := readNDJSON(t, post(t, url+"/api/chat", "", ask))
+	for _, l := range lines {
+		text += l.Message.Content
+		calls = append(calls, l.Message.ToolCalls...)
+	}
+	if text != "Let me check." || len(calls) != 1 || calls[0].Function.Name != "get_weather" || !sameJSON(calls[0].Function.Arguments, wantArgs) || !lines[len(lines)-1].Done {
+		t.Errorf("stream: %q, %+v", text, calls)
+	}
+}
+
+// TestToolsResponses: a call is a function_call item after the message;
+// streamed, it is added, its arguments delta'd and done, as the
+// Responses API streams calls.
+func TestToolsResponses(t *testing.T) {
+	_, _, url := toolServer(t, "deepseek-v3.1", deepseekCall)
+	tools := []map[string]any{{"type": "function", "name": "get_weather", "description": "Weather forecast", "parameters": weatherSchema}}
+	ask := map[string]any{"model": "m", "input": "Weather in Paris for 3 days?", "tools": tools}
+	var got ResponseObject
+	decode(t, post(t, url+"/v1/responses", "", ask), &got)
+	if got.Status != "completed" || len(got.Output) != 2 || got.Output[0].Type != "message" || got.Output[0].Content[0].Text != "Let me check." {
+		t.Fatalf("got %+v", got)
+	}
+	if fc := got.Output[1]; fc.Type != "function_call" || fc.Name != "get_weather" || fc.Arguments == nil || *fc.Arguments != wantArgs || !strings.HasPrefix(fc.CallID, "call_") {
+		t.Errorf("call %+v", fc)
+	}
+
+	ask["stream"] = true
+	resp := post(t, url+"/v1/responses", "", ask)
+	defer resp.Body.Close()
+	var names []string
+	var args string
+	var final ResponseObject
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var ev struct {
+			Type        string          `json:"type"`
+			OutputIndex int             `json:"output_index"`
+			Delta       string          `json:"delta"`
+			Item        *ResponseItem   `json:"item"`
+			Response    *ResponseObject `json:"response"`
+		}
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			t.Fatal(err)
+		}
+		name := ev.Type
+		if ev.Item != nil {
+			name += ":" + ev.Item.Type
+		}
+		if len(names) == 0 || names[len(names)-1] != name {
+			names = append(names, name)
+		}
+		if ev.Type == "response.function_call_arguments.delta" {
+			args += ev.Delta
+			if ev.OutputIndex != 1 {
+				t.Errorf("arguments of output %d", ev.OutputIndex)
+			}
+		}
+		if ev.Type == "response.completed" {
+			final = *ev.Response
+		}
+	}
+	want := "response.created,response.in_progress,response.output_item.added:message,response.content_part.added,response.output_text.delta," +
+		"response.output_text.done,response.content_part.done,response.output_item.done:message," +
+		"response.output_item.added:function_call,response.function_call_arguments.delta,response.function_call_arguments.done,response.output_item.done:function_call,response.completed"
+	if strings.Join(names, ",") != want || args != wantArgs || len(final.Output) != 2 || final.Output[1].Name != "get_weather" {
+		t.Errorf("events %v\nargs %q, final %+v", names, args, final.Output)
+	}
+}
+
+// sameJSON says whether raw holds the same JSON value as want (an object
+// written into a response is compacted).
+func sameJSON(raw json.RawMessage, want string) bool {
+	var a, b any
+	return json.Unmarshal(raw, &a) == nil && json.Unmarshal([]byte(want), &b) == nil && reflect.DeepEqual(a, b)
+}
+
+// TestToolMarkers: a marker that the vocabulary holds as a control token
+// decodes to nothing, so its text is put back for the parser.
+func TestToolMarkers(t *testing.T) {
+	u := &toolUse{family: toolcall.Kimi, markers: map[int]string{7: "<|tool_calls_section_begin|>"}}
+	for _, c := range []struct {
+		tok  engine.Token
+		want string
+	}{
+		{engine.Token{ID: 7, Text: ""}, "<|tool_calls_section_begin|>"},
+		{engine.Token{ID: 7, Text: "<|tool_calls_section_begin|>"}, "<|tool_calls_section_begin|>"},
+		{engine.Token{ID: 8, Text: "x"}, "x"},
+	} {
+		if got := u.piece(c.tok); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.tok, got, c.want)
+		}
+	}
+}
+
+// TestToolRequests: tool calls and results of earlier turns, and bad
+// tools, as each surface sends them.
+func TestToolRequests(t *testing.T) {
+	_, _, url := toolServer(t, "qwen3", "ok")
+	for _, c := range []struct {
+		path  string
+		body  string
+		param string // "" = accepted
+	}{
+		{"/v1/chat/completions", `{"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": [{"type": "retrieval"}]}`, "tools[0]"},
+		{"/v1/chat/completions", `{"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f", "parameters": 3}}]}`, "tools[0].function.parameters"},
+		{"/v1/chat/completions", `{"model": "m", "messages": [{"role": "assistant", "content": null, "tool_calls": [{"id": "1", "type": "function", "function": {"name": "f", "arguments": "not json"}}]}]}`, "messages[0].tool_calls[0]"},
+		{"/v1/chat/completions", `{"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "sometimes"}`, "tool_choice"},
+		{"/v1/messages", `{"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {}}]}]}`, "messages.0.content"},
+		{"/v1/messages", `{"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}], "tools": [{"type": "bash_20250124", "name": "bash"}]}`, "tools.0"},
+		{"/v1/messages", `{"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": [{"type": "text", "text": "Checking."}, {"type": "tool_use", "id": "t1", "name": "f", "input": {"a": 1}}]}, {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "done"}, {"type": "text", "text": "and?"}]}], "tools": [{"name": "f", "input_schema": {"type": "object"}}]}`, ""},
+		{"/api/chat", `{"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f"}}], "format": "json"}`, "format"},
+		{"/api/chat", `{"model": "m", "stream": false, "messages": [{"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "f", "arguments": {"a": 1}}}]}, {"role": "tool", "content": "1"}]}`, ""},
+		{"/v1/responses", `{"model": "m", "input": "x", "tools": [{"type": "web_search"}]}`, "tools[0]"},
+		{"/v1/responses", `{"model": "m", "input": [{"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}, {"type": "function_call_output", "call_id": "c", "output": "1"}]}`, ""},
+	} {
+		resp := post(t, url+c.path, "", c.body)
+		var e struct {
+			Error json.RawMessage `json:"error"`
+		}
+		decode(t, resp, &e)
+		if c.param == "" {
+			if resp.StatusCode != 200 {
+				t.Errorf("%s %s: %s %s", c.path, c.body, resp.Status, e.Error)
+			}
+			continue
+		}
+		if resp.StatusCode != 400 || !strings.Contains(string(e.Error), c.param) {
+			t.Errorf("%s %s: %s %s; want a 400 about %s", c.path, c.body, resp.Status, e.Error, c.param)
+		}
+	}
+}
