@@ -373,3 +373,131 @@ func TestToolRequests(t *testing.T) {
 		}
 	}
 }
+
+// toolClientsScript drives the official clients (openai, @anthropic-ai/sdk,
+// ollama) against a server whose model answers with a Qwen-style call:
+// each must see a tool call of its own shape, streamed and not, and take
+// the result back in the next turn.
+const toolClientsScript = `
+const OpenAI = require("openai");
+const Anthropic = require("@anthropic-ai/sdk");
+const { Ollama } = require("ollama");
+const base = process.env.BASE_URL;
+const schema = { type: "object", properties: { city: { type: "string" }, days: { type: "integer", minimum: 1, maximum: 7 } }, required: ["city", "days"] };
+const user = { role: "user", content: "Weather in Paris for 3 days?" };
+(async () => {
+  const out = {};
+  const openai = new OpenAI({ baseURL: base + "/v1", apiKey: "k", maxRetries: 0, timeout: 60000 });
+  const tools = [{ type: "function", function: { name: "get_weather", description: "Weather forecast", parameters: schema } }];
+  const chat = await openai.chat.completions.create({ model: "m", messages: [user], tools });
+  const msg = chat.choices[0].message;
+  out.chat = { finish: chat.choices[0].finish_reason, content: msg.content, calls: msg.tool_calls };
+  const streamed = await openai.chat.completions.stream({ model: "m", messages: [user], tools }).finalChatCompletion();
+  out.chatStream = { finish: streamed.choices[0].finish_reason, content: streamed.choices[0].message.content, calls: streamed.choices[0].message.tool_calls };
+  const next = await openai.chat.completions.create({ model: "m", tools, messages: [user, msg,
+    { role: "tool", tool_call_id: msg.tool_calls[0].id, content: "sunny" }] });
+  out.chatNext = next.choices[0].finish_reason;
+
+  const rtools = [{ type: "function", name: "get_weather", description: "Weather forecast", parameters: schema }];
+  const resp = await openai.responses.create({ model: "m", input: "Weather in Paris for 3 days?", tools: rtools });
+  out.responses = resp.output.map((it) => it.type === "function_call" ? [it.type, it.name, it.arguments, it.call_id.slice(0, 5)] : [it.type, resp.output_text]);
+  const rs = await openai.responses.stream({ model: "m", input: "Weather in Paris for 3 days?", tools: rtools }).finalResponse();
+  out.responsesStream = rs.output.map((it) => it.type === "function_call" ? [it.type, it.name, it.arguments] : [it.type]);
+  const fc = resp.output.find((it) => it.type === "function_call");
+  const rnext = await openai.responses.create({ model: "m", tools: rtools, input: [user, fc, { type: "function_call_output", call_id: fc.call_id, output: "sunny" }] });
+  out.responsesNext = rnext.status;
+
+  const anthropic = new Anthropic({ baseURL: base, apiKey: "k", maxRetries: 0, timeout: 60000 });
+  const atools = [{ name: "get_weather", description: "Weather forecast", input_schema: schema }];
+  const am = await anthropic.messages.create({ model: "m", max_tokens: 100, messages: [user], tools: atools });
+  out.anthropic = { stop: am.stop_reason, content: am.content };
+  const as = await anthropic.messages.stream({ model: "m", max_tokens: 100, messages: [user], tools: atools }).finalMessage();
+  out.anthropicStream = { stop: as.stop_reason, content: as.content };
+  const use = am.content.find((b) => b.type === "tool_use");
+  const anext = await anthropic.messages.create({ model: "m", max_tokens: 100, tools: atools, messages: [user, { role: "assistant", content: am.content },
+    { role: "user", content: [{ type: "tool_result", tool_use_id: use.id, content: "sunny" }] }] });
+  out.anthropicNext = anext.stop_reason;
+
+  const ollama = new Ollama({ host: base });
+  const oc = await ollama.chat({ model: "m", messages: [user], tools, stream: false });
+  out.ollama = { content: oc.message.content, calls: oc.message.tool_calls };
+  const os = await ollama.chat({ model: "m", messages: [user], tools, stream: true });
+  out.ollamaStream = [];
+  for await (const part of os) for (const c of part.message.tool_calls || []) out.ollamaStream.push(c);
+  const onext = await ollama.chat({ model: "m", stream: false, tools, messages: [user, oc.message, { role: "tool", content: "sunny", tool_name: "get_weather" }] });
+  out.ollamaNext = onext.done;
+  console.log(JSON.stringify(out));
+})().catch((e) => { console.error(e); process.exit(1); });
+`
+
+// TestToolsNodeClients: the official clients read the tool calls.
+func TestToolsNodeClients(t *testing.T) {
+	_, _, url := toolServer(t, "qwen3", qwenCall)
+	out := runNodeScript(t, toolClientsScript, "BASE_URL="+url)
+	var got struct {
+		Chat, ChatStream struct {
+			Finish, Content string
+			Calls           []ToolCall
+		}
+		ChatNext                   string
+		Responses                  [][]string
+		ResponsesStream            [][]string
+		ResponsesNext              string
+		Anthropic, AnthropicStream struct {
+			Stop    string
+			Content []struct {
+				Type, Text, ID, Name string
+				Input                map[string]any
+			}
+		}
+		AnthropicNext string
+		Ollama        struct {
+			Content string
+			Calls   []OllamaToolCall
+		}
+		OllamaStream []OllamaToolCall
+		OllamaNext   bool
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	for name, c := range map[string]struct {
+		Finish, Content string
+		Calls           []ToolCall
+	}{"chat": got.Chat, "chat stream": got.ChatStream} {
+		if c.Finish != "tool_calls" || c.Content != "Let me check.\n" || len(c.Calls) != 1 || c.Calls[0].Function.Name != "get_weather" ||
+			c.Calls[0].Function.Arguments != wantArgs || !strings.HasPrefix(c.Calls[0].ID, "call_") {
+			t.Errorf("openai %s: %+v", name, c)
+		}
+	}
+	if got.ChatNext != "tool_calls" {
+		t.Errorf("openai, the next turn: %q", got.ChatNext)
+	}
+	wantResp := `[["message","Let me check.\n"],["function_call","get_weather","{\"city\": \"Paris\", \"days\": 3}","call_"]]`
+	if b, _ := json.Marshal(got.Responses); string(b) != wantResp {
+		t.Errorf("responses: %s", b)
+	}
+	wantStream := `[["message"],["function_call","get_weather","{\"city\": \"Paris\", \"days\": 3}"]]`
+	if b, _ := json.Marshal(got.ResponsesStream); string(b) != wantStream || got.ResponsesNext != "completed" {
+		t.Errorf("responses stream: %s, next turn %q", b, got.ResponsesNext)
+	}
+	for name, a := range map[string]struct {
+		Stop    string
+		Content []struct {
+			Type, Text, ID, Name string
+			Input                map[string]any
+		}
+	}{"messages": got.Anthropic, "stream": got.AnthropicStream} {
+		if a.Stop != "tool_use" || len(a.Content) != 2 || a.Content[0].Type != "text" || a.Content[0].Text != "Let me check.\n" ||
+			a.Content[1].Type != "tool_use" || a.Content[1].Name != "get_weather" || a.Content[1].Input["city"] != "Paris" || a.Content[1].Input["days"] != 3.0 {
+			t.Errorf("anthropic %s: %+v", name, a)
+		}
+	}
+	if got.AnthropicNext != "tool_use" {
+		t.Errorf("anthropic, the next turn: %q", got.AnthropicNext)
+	}
+	if got.Ollama.Content != "Let me check.\n" || len(got.Ollama.Calls) != 1 || got.Ollama.Calls[0].Function.Name != "get_weather" || !sameJSON(got.Ollama.Calls[0].Function.Arguments, wantArgs) ||
+		len(got.OllamaStream) != 1 || !sameJSON(got.OllamaStream[0].Function.Arguments, wantArgs) || !got.OllamaNext {
+		t.Errorf("ollama: %+v, stream %+v, next turn %v", got.Ollama, got.OllamaStream, got.OllamaNext)
+	}
+}
