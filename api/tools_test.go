@@ -501,3 +501,53 @@ func TestToolsNodeClients(t *testing.T) {
 		t.Errorf("ollama: %+v, stream %+v, next turn %v", got.Ollama, got.OllamaStream, got.OllamaNext)
 	}
 }
+
+// TestStructuredResponses: a forced tool on /v1/responses is a
+// function_call item whose arguments, constrained to the tool's schema,
+// parse and validate even from stories260K; streamed, they arrive as
+// function_call_arguments deltas.
+func TestStructuredResponses(t *testing.T) {
+	_, hs := newTestServer(t, Config{})
+	tools := []map[string]any{{"type": "function", "name": "get_weather", "description": "Weather forecast", "parameters": weatherSchema}}
+	ask := map[string]any{"model": "stories260K", "input": "What is the weather in Paris this week?", "temperature": 0, "max_output_tokens": 60,
+		"tools": tools, "tool_choice": map[string]any{"type": "function", "name": "get_weather"}}
+	var got ResponseObject
+	decode(t, post(t, hs.URL+"/v1/responses", "", ask), &got)
+	if len(got.Output) != 1 || got.Output[0].Type != "function_call" || got.Output[0].Name != "get_weather" || got.Output[0].Arguments == nil {
+		t.Fatalf("got %+v", got)
+	}
+	validWeather(t, "responses function_call", *got.Output[0].Arguments)
+
+	ask["stream"] = true
+	ask["tool_choice"] = "required"
+	resp := post(t, hs.URL+"/v1/responses", "", ask)
+	defer resp.Body.Close()
+	var args, done string
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var ev struct {
+			Type      string `json:"type"`
+			Delta     string `json:"delta"`
+			Arguments string `json:"arguments"`
+		}
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			t.Fatal(err)
+		}
+		switch ev.Type {
+		case "response.function_call_arguments.delta":
+			args += ev.Delta
+		case "response.function_call_arguments.done":
+			done = ev.Arguments
+		case "response.output_text.delta":
+			t.Errorf("text delta %q in a forced call", ev.Delta)
+		}
+	}
+	if args != done {
+		t.Errorf("deltas %q, done %q", args, done)
+	}
+	validWeather(t, "responses function_call, streamed", args)
+}
