@@ -220,7 +220,8 @@ func PlainChat(msgs []Message) string {
 			if content != "" {
 				content += "\n"
 			}
-			content += fmt.Sprintf(`<tool_call>{"name": %q, "arguments": %s}</tool_call>`, c.Name, c.Arguments)
+			name, _ := json.Marshal(c.Name)
+			content += fmt.Sprintf(`<tool_call>{"name": %s, "arguments": %s}</tool_call>`, name, c.Arguments)
 		}
 		fmt.Fprintf(&b, "%s: %s\n\n", role, content)
 	}

@@ -235,6 +235,13 @@ func TestToolsOllama(t *testing.T) {
 	if f := got.Message.ToolCalls[0].Function; f.Name != "get_weather" || !sameJSON(f.Arguments, wantArgs) {
 		t.Errorf("call %+v", f)
 	}
+	var show struct {
+		Capabilities []string `json:"capabilities"`
+	}
+	decode(t, post(t, url+"/api/show", "", map[string]any{"model": "m"}), &show)
+	if strings.Join(show.Capabilities, ",") != "completion,tools" {
+		t.Errorf("capabilities %v", show.Capabilities)
+	}
 	ask["stream"] = true
 	var text string
 	var calls []OllamaToolCall
@@ -550,4 +557,27 @@ func TestStructuredResponses(t *testing.T) {
 		t.Errorf("deltas %q, done %q", args, done)
 	}
 	validWeather(t, "responses function_call, streamed", args)
+}
+
+// TestToolsPlainChat: a model without a chat template (stories260K) gets
+// the tools described in a system message, and earlier calls and results
+// written into the transcript in the Hermes syntax it is asked to use.
+func TestToolsPlainChat(t *testing.T) {
+	tok := storiesEngine(t).Tokenizer
+	tools := []json.RawMessage{json.RawMessage(`{"type": "function", "function": {"name": "f"}}`)}
+	msgs := []Message{{Role: "user", Content: "x"}, {Role: "assistant", ToolCalls: []MessageCall{{ID: "1", Name: "f", Arguments: `{"a": 1}`}}}, {Role: "tool", Content: "2", ToolCallID: "1"}}
+	p, err := RenderChatTools(context.Background(), tok, msgs, tools)
+	if err != nil || p.Template {
+		t.Fatal(p, err)
+	}
+	want := "System: " + toolcall.Hermes.Instructions(tools) + "\n\nUser: x\n\nAssistant: <tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1}}</tool_call>\n\nTool: 2\n\nAssistant:"
+	if p.Text != want {
+		t.Errorf("got  %q\nwant %q", p.Text, want)
+	}
+	_, hs := newTestServer(t, Config{})
+	var got ChatCompletion
+	decode(t, post(t, hs.URL+"/v1/chat/completions", "", map[string]any{"model": "stories260K", "messages": askWeather, "tools": weatherTool, "max_tokens": 8, "temperature": 0}), &got)
+	if len(got.Choices) != 1 || got.Choices[0].FinishReason != "length" || got.Choices[0].Message.Content == "" {
+		t.Errorf("got %+v", got)
+	}
 }
