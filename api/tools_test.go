@@ -174,6 +174,10 @@ func TestToolsText(t *testing.T) {
 			if has := strings.Contains(gen.promptText(tok), "# Tools"); has != (c.choice != "none") {
 				t.Errorf("tools in the prompt: %v, with tool_choice %s", has, c.choice)
 			}
+			st := readSSE(t, post(t, url+"/v1/chat/completions", "", map[string]any{"model": "m", "messages": askWeather, "tools": weatherTool, "tool_choice": c.choice, "stream": true}))
+			if st.text != c.out || st.finish != c.finish || !st.done {
+				t.Errorf("streamed %q (%s)", st.text, st.finish)
+			}
 		})
 	}
 }
