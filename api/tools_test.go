@@ -13,7 +13,9 @@ import (
 	"testing"
 
 	"strata/actors"
+	"strata/internal/testdata"
 	"strata/runtime/engine"
+	"strata/runtime/gguf"
 	"strata/runtime/tokenizer"
 	"strata/runtime/toolcall"
 )
@@ -329,21 +331,66 @@ func sameJSON(raw json.RawMessage, want string) bool {
 	return json.Unmarshal(raw, &a) == nil && json.Unmarshal([]byte(want), &b) == nil && reflect.DeepEqual(a, b)
 }
 
-// TestToolMarkers: a marker that the vocabulary holds as a control token
-// decodes to nothing, so its text is put back for the parser.
-func TestToolMarkers(t *testing.T) {
-	u := &toolUse{family: toolcall.Kimi, markers: map[int]string{7: "<|tool_calls_section_begin|>"}}
-	for _, c := range []struct {
-		tok  engine.Token
-		want string
-	}{
-		{engine.Token{ID: 7, Text: ""}, "<|tool_calls_section_begin|>"},
-		{engine.Token{ID: 7, Text: "<|tool_calls_section_begin|>"}, "<|tool_calls_section_begin|>"},
-		{engine.Token{ID: 8, Text: "x"}, "x"},
-	} {
-		if got := u.piece(c.tok); got != c.want {
-			t.Errorf("%+v: %q, want %q", c.tok, got, c.want)
+// tokenGen answers with given tokens, as an engine delivers them.
+type tokenGen struct{ toks []engine.Token }
+
+func (g tokenGen) Generate(ctx context.Context, req actors.Request, on func(engine.Token) error) (engine.Result, error) {
+	var ids []int
+	for i, tk := range g.toks {
+		tk.Index = i
+		ids = append(ids, tk.ID)
+		if err := on(tk); err != nil {
+			return engine.Result{}, err
 		}
+	}
+	return engine.Result{PromptTokens: len(req.Tokens), Tokens: ids, FinishReason: engine.FinishStop}, nil
+}
+
+// TestToolMarkers: in a vocabulary that holds Kimi K2's markers as control
+// tokens, which decode to nothing, the syntax is found from the vocabulary
+// (the template here writes no markers) and the markers' text is put back
+// for the parser, so the call comes out.
+func TestToolMarkers(t *testing.T) {
+	f, err := gguf.Open(testdata.Path(t, "gguf/stories260K.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	md := f.Metadata().Clone()
+	toks, _ := md.Strings("tokenizer.ggml.tokens")
+	types, _ := md.Int32s("tokenizer.ggml.token_type")
+	toks, types = append([]string{}, toks...), append([]int32{}, types...)
+	markers := toolcall.Kimi.Markers()
+	first := len(toks) - len(markers) // the last pieces of the vocabulary become the markers
+	for i, m := range markers {
+		toks[first+i], types[first+i] = m, int32(tokenizer.TypeControl)
+	}
+	chatML := "{% if tools %}<|im_start|>system\n{{ tools | tojson }}<|im_end|>\n{% endif %}{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}<|im_start|>assistant\n"
+	for key, v := range map[string]any{"tokenizer.ggml.tokens": gguf.Array{Type: gguf.TypeString, Values: toks},
+		"tokenizer.ggml.token_type": gguf.Array{Type: gguf.TypeInt32, Values: types}, "tokenizer.chat_template": chatML} {
+		if err := md.Set(key, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tok, err := tokenizer.FromGGUF(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tok.IsControl(first) || tok.Piece(first) != "" || toolFamily(tok) != toolcall.Kimi {
+		t.Fatalf("control %v, piece %q, family %v", tok.IsControl(first), tok.Piece(first), toolFamily(tok))
+	}
+	text := func(s string) engine.Token { return engine.Token{ID: 5, Text: s} }
+	control := func(i int) engine.Token { return engine.Token{ID: first + i} } // Text "", as the engine gives it
+	gen := tokenGen{[]engine.Token{text("Checking."), control(0), control(2), text("functions.get_weather:0"), control(3),
+		text(`{"city": "Paris", `), text(`"days": 3}`), control(4), control(1)}}
+	_, hs := newTestServer(t, Config{Generator: gen, Models: templateModels{tok}})
+	var got ChatCompletion
+	decode(t, post(t, hs.URL+"/v1/chat/completions", "", map[string]any{"model": "m", "messages": askWeather, "tools": weatherTool}), &got)
+	if len(got.Choices) != 1 || got.Choices[0].Message.Content != "Checking." || len(got.Choices[0].Message.ToolCalls) != 1 || got.Choices[0].FinishReason != "tool_calls" {
+		t.Fatalf("got %+v", got)
+	}
+	if c := got.Choices[0].Message.ToolCalls[0]; c.ID != "functions.get_weather:0" || c.Function.Name != "get_weather" || c.Function.Arguments != wantArgs {
+		t.Errorf("call %+v", c)
 	}
 }
 
