@@ -242,10 +242,7 @@ func (p *Parser) Flush() (text string, calls []Call) {
 		}
 	}
 	p.text(&out, rest)
-	if p.calls == 0 {
-		out.WriteString(p.space)
-	}
-	p.space = ""
+	p.space = "" // whitespace after the last call: the end follows
 	return out.String(), nil
 }
 
