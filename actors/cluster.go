@@ -661,7 +661,9 @@ func (r *run) start(ctx context.Context, seq []int) (int, error) {
 		// batches as the uninterrupted run, so the KV caches come out bit
 		// for bit the same (batched and one-token kernels may round
 		// differently) and greedy output does not change. Only the last
-		// message samples.
+		// message samples. (A prompt that resumes a cached prefix starts
+		// its batches after it: it may round differently from a run
+		// without the cache.)
 		promptLen := r.info.Prompt
 		skip := r.resumeFrom(seq)
 		for i := skip; i < promptLen; i += MaxBatch {

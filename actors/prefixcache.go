@@ -135,21 +135,22 @@ func (r *run) resumeFrom(seq []int) int {
 
 // cacheFailed reports whether err, the outcome of a ring's first wait,
 // came from resuming a cached session (a stage lost it, or refused):
-// then the session runs the whole prompt on a fresh ring.
+// then the session runs the whole prompt on a fresh ring. Whatever went
+// wrong, the entry is spent: stages past the one that failed never saw
+// the Forward and still hold it, and nobody else will free it.
 func (r *run) cacheFailed(ctx context.Context, err error) bool {
-	if err == nil || r.cached == 0 || ctx.Err() != nil {
+	e := r.resumed
+	r.resumed = nil
+	if err == nil || e == nil {
 		return false
 	}
+	r.c.dropEntry(e, false)
+	r.noCache, r.cached = true, 0
 	var lost *stageLost
-	if errors.As(err, &lost) {
-		return false
+	if ctx.Err() != nil || errors.As(err, &lost) {
+		return false // a lost stage rebuilds the ring as it would without a cache
 	}
 	r.c.logf("session %s: the prompt cache could not be used (%v); running the whole prompt", r.id, err)
-	r.noCache, r.cached = true, 0
-	// Stages past the one that missed never saw the Forward and still
-	// hold the entry: nobody else will free it.
-	r.c.dropEntry(r.resumed, false)
-	r.resumed = nil
 	return true
 }
 
