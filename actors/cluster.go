@@ -183,8 +183,14 @@ func NewCluster(system *actor.ActorSystem, dir Directory, models ModelStore, opt
 	return c
 }
 
-// Close releases the model files the cluster opened.
+// Close releases the model files the cluster opened, and asks the stages
+// to drop the prompt caches this origin kept there.
 func (c *Cluster) Close() {
+	if c.prefix != nil {
+		for _, e := range c.prefix.all() {
+			c.dropEntry(e, false)
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, m := range c.local {
