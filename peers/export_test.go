@@ -1,6 +1,10 @@
 package peers
 
-import "time"
+import (
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+)
 
 // PauseHeartbeats stops (or restarts) n's heartbeats while its connections
 // stay up: to the others it looks cut off from gossip.
@@ -39,6 +43,23 @@ func Buffered(n *Node) int {
 	k := 0
 	for _, v := range b.buffered {
 		k += v
+	}
+	return k
+}
+
+// ResetVerbsStreams resets n's verbs streams to p (both directions) while
+// the connection stays up: the links end and are negotiated again, as
+// after a cut link, without the peer leaving the view. It returns how
+// many streams it reset.
+func ResetVerbsStreams(n *Node, p peer.ID) int {
+	k := 0
+	for _, c := range n.host.Network().ConnsToPeer(p) {
+		for _, s := range c.GetStreams() {
+			if s.Protocol() == VerbsProtocol {
+				s.Reset()
+				k++
+			}
+		}
 	}
 	return k
 }

@@ -234,10 +234,19 @@ type outLink struct {
 	rtt       time.Duration
 	fallbacks int
 	sent      uint64
-	acked     uint64 // written by the reader goroutine
-	faultAt   uint64 // a fault the peer reported (0: none)
 	lastAck   time.Time
-	pongs     []pong
+}
+
+// acks is what one session's reader learnt from the peer (under l.mu).
+// Every session numbers its messages from 1, and the peer's new receiver
+// expects 1: an acknowledgement or a fault of an earlier session, taken
+// for this one, would drop messages the peer never got (or fall back for
+// nothing), so each session has its own, and a reader of an ended session
+// writes only to its own.
+type acks struct {
+	acked   uint64 // every message up to it was delivered
+	faultAt uint64 // a fault the peer reported (0: none)
+	pongs   []pong
 }
 
 func (l *outLink) stop() { l.cancel() }
@@ -349,7 +358,8 @@ func (l *outLink) session() {
 
 	w := &ctlWriter{w: bufio.NewWriterSize(st, 64<<10), s: st}
 	readDone := make(chan error, 1)
-	go func() { readDone <- l.read(st) }()
+	ack := &acks{}
+	go func() { readDone <- l.read(st, ack) }()
 
 	type held struct {
 		seq  uint64
@@ -385,7 +395,7 @@ func (l *outLink) session() {
 		l.mu.Lock()
 		l.fallbacks++
 		l.transport = TransportTCP
-		acked := l.acked
+		acked := ack.acked
 		l.mu.Unlock()
 		s.log.Warn("peers: verbs side channel failed; resending over the stream", "peer", l.peer, "err", why, "resend_from", acked+1)
 		for _, h := range retained {
@@ -423,8 +433,8 @@ func (l *outLink) session() {
 		l.mu.Lock()
 		queue := l.queue
 		l.queue, l.queued = nil, 0
-		acked, faultAt := l.acked, l.faultAt
-		if pong := l.takePongs(pingSent); !pong.IsZero() {
+		acked, faultAt := ack.acked, ack.faultAt
+		if pong := l.takePongs(ack, pingSent); !pong.IsZero() {
 			lastPong = pong
 		}
 		l.mu.Unlock()
@@ -494,16 +504,16 @@ type pong struct {
 
 // takePongs turns the pongs the reader queued into an RTT; it returns
 // the time of the latest (under l.mu).
-func (l *outLink) takePongs(sent map[uint64]time.Time) time.Time {
+func (l *outLink) takePongs(a *acks, sent map[uint64]time.Time) time.Time {
 	var last time.Time
-	for _, p := range l.pongs {
+	for _, p := range a.pongs {
 		if t, ok := sent[p.nonce]; ok {
 			l.rtt = p.at.Sub(t)
 			delete(sent, p.nonce)
 			last = p.at
 		}
 	}
-	l.pongs = l.pongs[:0]
+	a.pongs = a.pongs[:0]
 	for n, t := range sent {
 		if time.Since(t) > linkDeadAfter {
 			delete(sent, n)
@@ -513,7 +523,7 @@ func (l *outLink) takePongs(sent map[uint64]time.Time) time.Time {
 }
 
 // read handles what the peer sends back: acks, faults, pongs.
-func (l *outLink) read(st network.Stream) error {
+func (l *outLink) read(st network.Stream, a *acks) error {
 	r := bufio.NewReader(st)
 	for {
 		st.SetReadDeadline(time.Now().Add(linkDeadAfter + pingEvery))
@@ -528,15 +538,15 @@ func (l *outLink) read(st network.Stream) error {
 		l.mu.Lock()
 		switch kind {
 		case ctlAck:
-			if v > l.acked {
-				l.acked, l.lastAck = v, time.Now()
+			if v > a.acked {
+				a.acked, l.lastAck = v, time.Now()
 			}
 		case ctlFault:
-			if l.faultAt == 0 {
-				l.faultAt = v
+			if a.faultAt == 0 {
+				a.faultAt = v
 			}
 		case ctlPong:
-			l.pongs = append(l.pongs, pong{v, time.Now()})
+			a.pongs = append(a.pongs, pong{v, time.Now()})
 		}
 		l.mu.Unlock()
 		l.signal()
