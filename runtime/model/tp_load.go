@@ -1,0 +1,170 @@
+package model
+
+import (
+	"fmt"
+
+	"strata/runtime/gguf"
+	"strata/runtime/tensor"
+)
+
+// TPModel is one tensor-parallel member's slice of layers [First, End) of
+// a dense model (see TPSlice). With hq = Slice.KVHeads.Len() × Heads/KVHeads
+// query heads, kvh = Slice.KVHeads.Len() KV heads and f = Slice.FFN.Len()
+// FFN columns, each Blocks[i] holds:
+//
+//	Q [hq*HeadDim × Embd]   K, V [kvh*HeadDim × Embd]   (views of the file's rows)
+//	O [Embd × hq*HeadDim]                               (its columns, copied)
+//	Gate, Up [f × Embd]                                 (views)
+//	Down [Embd × f]                                     (its columns, copied)
+//
+// Norms and the embedding are whole on every member (every member keeps
+// the same hidden state); the output head is rows Slice.Vocab.
+type TPModel struct {
+	Config
+	First, End  int
+	Slice       TPSlice
+	Embed       tensor.Matrix // [Vocab × Embd], first stage
+	Blocks      []Layer       // Blocks[i] is the slice of layer First+i
+	OutNorm     []float32     // [Embd], last stage
+	Output      tensor.Matrix // [Slice.Vocab.Len() × Embd], last stage
+	RopeFactors []float32     // as Model.RopeFactors
+
+	copied int64 // bytes of the row-parallel slices copied out of the file
+}
+
+// IsFirst reports whether the slice starts at layer 0 (takes token ids).
+func (m *TPModel) IsFirst() bool { return m.First == 0 }
+
+// IsLast reports whether the slice ends at the last layer (produces logits).
+func (m *TPModel) IsLast() bool { return m.End == m.Config.Layers }
+
+// CopiedBytes is the memory the slice holds of its own: the row-parallel
+// matrices' columns, which are not contiguous in the file and so are
+// copied at load. The other weights are views of the mapped file, of
+// which only the slice's rows are ever read.
+func (m *TPModel) CopiedBytes() int64 { return m.copied }
+
+// localHeads returns the slice's query and KV head counts.
+func (m *TPModel) localHeads() (hq, kvh int) {
+	kvh = m.Slice.KVHeads.Len()
+	return kvh * (m.Heads / m.KVHeads), kvh
+}
+
+// LoadTP builds member s's slice of layers [first, end) of the model in f
+// (see TPModel). f must stay open while the TPModel is used.
+func LoadTP(f *gguf.File, first, end int, s TPSlice) (*TPModel, error) {
+	cfg, err := ConfigOf(f.Metadata())
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.tpSupported(); err != nil {
+		return nil, err
+	}
+	if first < 0 || end > cfg.Layers || first >= end {
+		return nil, fmt.Errorf("model: layer range [%d,%d) is not inside [0,%d)", first, end, cfg.Layers)
+	}
+	if emb, ok := f.Tensor("token_embd.weight"); ok && len(emb.Dims) == 2 && emb.Dims[1] <= 1<<30 {
+		cfg.Vocab = int(emb.Dims[1])
+	} else {
+		return nil, fmt.Errorf("model: token_embd.weight is missing or not 2-D")
+	}
+	inside := func(r Range, n int) bool { return 0 <= r.Lo && r.Lo <= r.Hi && r.Hi <= n }
+	if !inside(s.KVHeads, cfg.KVHeads) || !inside(s.FFN, cfg.FFN) || !inside(s.Vocab, cfg.Vocab) {
+		return nil, fmt.Errorf("model: tensor-parallel slice (%v) is not inside %d KV heads, FFN %d, vocab %d", s, cfg.KVHeads, cfg.FFN, cfg.Vocab)
+	}
+	l := loader{f: f, c: cfg}
+	m := &TPModel{Config: cfg, First: first, End: end, Slice: s}
+	if first == 0 {
+		m.Embed = l.matrix("token_embd.weight", cfg.Vocab, cfg.Embd)
+	}
+	hd, group := cfg.HeadDim, cfg.Heads/cfg.KVHeads
+	q := Range{s.KVHeads.Lo * group * hd, s.KVHeads.Hi * group * hd} // query rows / attn_output columns
+	kv := Range{s.KVHeads.Lo * hd, s.KVHeads.Hi * hd}
+	for i := first; i < end; i++ {
+		p := fmt.Sprintf("blk.%d.", i)
+		ly := Layer{
+			Attention: Attention{
+				AttnNorm: l.vector(p+"attn_norm.weight", cfg.Embd),
+				Q:        l.rows(p+"attn_q.weight", cfg.QDim(), cfg.Embd, q),
+				K:        l.rows(p+"attn_k.weight", cfg.KVDim(), cfg.Embd, kv),
+				V:        l.rows(p+"attn_v.weight", cfg.KVDim(), cfg.Embd, kv),
+				O:        m.columns(&l, p+"attn_output.weight", cfg.Embd, cfg.QDim(), q),
+			},
+			FFNNorm: l.vector(p+"ffn_norm.weight", cfg.Embd),
+			Dense: Dense{
+				Gate: l.rows(p+"ffn_gate.weight", cfg.FFN, cfg.Embd, s.FFN),
+				Up:   l.rows(p+"ffn_up.weight", cfg.FFN, cfg.Embd, s.FFN),
+				Down: m.columns(&l, p+"ffn_down.weight", cfg.Embd, cfg.FFN, s.FFN),
+			},
+		}
+		if _, ok := f.Tensor(p + "attn_q.bias"); ok {
+			ly.Bq = sub(l.vector(p+"attn_q.bias", cfg.QDim()), q)
+			ly.Bk = sub(l.vector(p+"attn_k.bias", cfg.KVDim()), kv)
+			ly.Bv = sub(l.vector(p+"attn_v.bias", cfg.KVDim()), kv)
+		}
+		if cfg.QKNorm {
+			ly.QNorm = l.vector(p+"attn_q_norm.weight", cfg.HeadDim)
+			ly.KNorm = l.vector(p+"attn_k_norm.weight", cfg.HeadDim)
+		}
+		m.Blocks = append(m.Blocks, ly)
+	}
+	if _, ok := f.Tensor("rope_freqs.weight"); ok {
+		m.RopeFactors = l.vector("rope_freqs.weight", cfg.RopeDim/2)
+	}
+	if end == cfg.Layers {
+		m.OutNorm = l.vector("output_norm.weight", cfg.Embd)
+		name := "output.weight"
+		if _, ok := f.Tensor(name); !ok {
+			name = "token_embd.weight" // tied
+		}
+		m.Output = l.rows(name, cfg.Vocab, cfg.Embd, s.Vocab)
+	}
+	if l.err != nil {
+		return nil, l.err
+	}
+	return m, nil
+}
+
+// sub returns v[r.Lo:r.Hi] (nil when v is nil, as after a load error).
+func sub(v []float32, r Range) []float32 {
+	if v == nil {
+		return nil
+	}
+	return v[r.Lo:r.Hi:r.Hi]
+}
+
+// rows returns rows r of a rows×cols weight: a view of the file, no copy.
+func (l *loader) rows(name string, rows, cols int, r Range) tensor.Matrix {
+	w := l.matrix(name, rows, cols)
+	if l.err != nil {
+		return tensor.Matrix{}
+	}
+	return w.RowRange(r.Lo, r.Hi)
+}
+
+// columns returns columns r of every row of a rows×cols weight, copied
+// into a matrix of its own: a row-parallel slice is a run of blocks in
+// each row, not one contiguous range of the file. r must fall on block
+// boundaries of the weight's type (PlanTP's units guarantee it).
+func (m *TPModel) columns(l *loader, name string, rows, cols int, r Range) tensor.Matrix {
+	w := l.matrix(name, rows, cols)
+	if l.err != nil {
+		return tensor.Matrix{}
+	}
+	bs, bb := w.Type.BlockSize(), w.Type.BlockBytes()
+	if r.Lo%bs != 0 || r.Hi%bs != 0 {
+		l.err = fmt.Errorf("model: tensor %s: columns %v do not fall on %v block boundaries (%d)", name, r, w.Type, bs)
+		return tensor.Matrix{}
+	}
+	lo, hi := r.Lo/bs*bb, r.Hi/bs*bb
+	data := make([]byte, rows*(hi-lo))
+	for i := 0; i < rows; i++ {
+		copy(data[i*(hi-lo):(i+1)*(hi-lo)], w.Row(i)[lo:hi])
+	}
+	out, err := tensor.NewMatrix(w.Type, rows, r.Len(), data)
+	if err != nil {
+		l.err = fmt.Errorf("model: tensor %s: %w", name, err)
+	}
+	m.copied += int64(len(data))
+	return out
+}
