@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -548,5 +549,53 @@ func TestLoadTPErrors(t *testing.T) {
 		t.Error("MoE model: no error")
 	} else {
 		t.Log(err)
+	}
+}
+
+// A file's profile and its shape's agree on the decode cost inputs, and a
+// mixture-of-experts layer's active bytes count ExpertsUsed of Experts.
+func TestProfileDecodeBytes(t *testing.T) {
+	for _, name := range []string{"qwen3-tiny", "qwen3moe-tiny", "deepseek2-tiny", "llama3-tiny"} {
+		s := model.Shapes[name]
+		path := filepath.Join(t.TempDir(), "m.gguf")
+		if err := synth.WriteFile(path, s, synth.Options{Type: tensor.Q8_0, Sparse: true}); err != nil {
+			t.Fatal(err)
+		}
+		f, err := gguf.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := model.ProfileOf(f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := s.Profile(tensor.Q8_0)
+		if fmt.Sprint(got.ActiveLayerBytes, got.AttnLayerBytes, got.Embd, got.KVHeads, got.Vocab) !=
+			fmt.Sprint(want.ActiveLayerBytes, want.AttnLayerBytes, want.Embd, want.KVHeads, want.Vocab) {
+			t.Errorf("%s: file %v %v %d %d %d, shape %v %v %d %d %d", name, got.ActiveLayerBytes, got.AttnLayerBytes, got.Embd, got.KVHeads, got.Vocab,
+				want.ActiveLayerBytes, want.AttnLayerBytes, want.Embd, want.KVHeads, want.Vocab)
+		}
+		for l := range want.LayerBytes {
+			var attn, exps, other uint64
+			for _, ts := range s.Tensors(tensor.Q8_0) {
+				switch p := fmt.Sprintf("blk.%d.", l); {
+				case len(ts.Name) < len(p) || ts.Name[:len(p)] != p:
+				case strings.Contains(ts.Name, "_exps."):
+					exps += ts.Bytes()
+				case strings.Contains(ts.Name, ".attn_"):
+					attn += ts.Bytes()
+				default:
+					other += ts.Bytes()
+				}
+			}
+			active := attn + other
+			if s.Experts > 0 {
+				active += exps / uint64(s.Experts) * uint64(s.ExpertsUsed)
+			}
+			if want.ActiveLayerBytes[l] != active || want.AttnLayerBytes[l] != attn {
+				t.Errorf("%s layer %d: active %d attention %d, want %d %d", name, l, want.ActiveLayerBytes[l], want.AttnLayerBytes[l], active, attn)
+			}
+		}
 	}
 }
