@@ -518,4 +518,3 @@ func at(xs []uint64, i int) uint64 {
 
 // FormatRate prints a bandwidth such as "800 GB/s".
 func FormatRate(r float64) string { return units.Bytes(uint64(r)) + "/s" }
-
