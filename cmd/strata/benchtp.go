@@ -1,0 +1,260 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"strata/runtime/gguf"
+	"strata/runtime/model"
+	"strata/runtime/tensor"
+)
+
+func benchTPCmd() *cobra.Command {
+	var (
+		modelPath               string
+		members, threads        int
+		promptTokens, genTokens int
+		rounds                  int
+		weightList              string
+	)
+	cmd := &cobra.Command{
+		Use:   "tp --model FILE [--members 2] [--threads 1] [--gen-tokens 64] [--rounds 3]",
+		Short: "Measure tensor-parallel decode in one process against one node with the same threads",
+		Long: `bench tp splits every layer of a dense model (llama, qwen2, qwen3) across
+--members tensor-parallel members, each its own goroutine with --threads
+worker threads, all-reducing in-process (goroutines and channels: what
+the layer split and the two all-reduces per layer cost, without a
+network), and decodes --gen-tokens greedily. In the same run, alternating,
+it decodes with one node of members×threads threads (the same cores) and
+one node of --threads threads, and reports the best of --rounds for each,
+the ratios, and whether the group's greedy tokens equal one node's.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if modelPath == "" {
+				return fmt.Errorf("--model is required (a path to a .gguf file)")
+			}
+			if members < 1 || threads < 1 || promptTokens < 1 || genTokens < 1 || rounds < 1 {
+				return fmt.Errorf("--members, --threads, --prompt-tokens, --gen-tokens and --rounds must be at least 1")
+			}
+			weights := make([]uint64, members)
+			for i := range weights {
+				weights[i] = 1
+			}
+			if weightList != "" {
+				parts := strings.Split(weightList, ",")
+				if len(parts) != members {
+					return fmt.Errorf("--weights has %d entries for %d members", len(parts), members)
+				}
+				for i, p := range parts {
+					w, err := strconv.ParseUint(strings.TrimSpace(p), 10, 32)
+					if err != nil || w == 0 {
+						return fmt.Errorf("--weights: %q is not a positive integer", p)
+					}
+					weights[i] = w
+				}
+			}
+			f, err := gguf.Open(modelPath)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			return benchTP(cmd, f, weights, threads, promptTokens, genTokens, rounds)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&modelPath, "model", "", "path to a GGUF model (dense: llama, qwen2, qwen3)")
+	fl.IntVar(&members, "members", 2, "tensor-parallel members")
+	fl.IntVar(&threads, "threads", 1, "worker threads per member")
+	fl.IntVar(&promptTokens, "prompt-tokens", 16, "prompt tokens, processed as one batch before decoding")
+	fl.IntVar(&genTokens, "gen-tokens", 64, "tokens to generate, timed")
+	fl.IntVar(&rounds, "rounds", 3, "alternating rounds; the best of each is reported")
+	fl.StringVar(&weightList, "weights", "", "members' relative shares, e.g. 2,1 (default equal)")
+	return cmd
+}
+
+func benchTP(cmd *cobra.Command, f *gguf.File, weights []uint64, threads, promptTokens, genTokens, rounds int) error {
+	c, err := model.ConfigOf(f.Metadata())
+	if err != nil {
+		return err
+	}
+	whole, err := model.Load(f, 0, c.Layers)
+	if err != nil {
+		return err
+	}
+	u, err := model.TPUnitsOf(f, c, 0, c.Layers)
+	if err != nil {
+		return err
+	}
+	slices, err := model.PlanTP(c, whole.Vocab, u, weights)
+	if err != nil {
+		return err
+	}
+	var parts []*model.TPModel
+	for _, s := range slices {
+		m, err := model.LoadTP(f, 0, c.Layers, s)
+		if err != nil {
+			return err
+		}
+		parts = append(parts, m)
+	}
+	prompt := make([]int, promptTokens)
+	for i := range prompt {
+		prompt[i] = 3 + (i*7919)%max(1, whole.Vocab-3)
+	}
+	n := len(parts)
+	out := cmd.OutOrStdout()
+	fmt.Fprintf(out, "model      %s (%s kernels)\n%s", f.Paths()[0], tensor.Kernels(), model.DescribeTP(c, slices))
+	var bestTP, bestWide, bestOne tpRun
+	for r := 0; r < rounds; r++ {
+		tp, err := decodeTP(parts, threads, prompt, genTokens)
+		if err != nil {
+			return err
+		}
+		wide, err := decodeOne(whole, n*threads, prompt, genTokens)
+		if err != nil {
+			return err
+		}
+		one, err := decodeOne(whole, threads, prompt, genTokens)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "round %d    TP %.2f tok/s, 1 node × %d threads %.2f tok/s, 1 node × %d threads %.2f tok/s\n", r+1, tp.tokPerS, n*threads, wide.tokPerS, threads, one.tokPerS)
+		bestTP, bestWide, bestOne = better(bestTP, tp), better(bestWide, wide), better(bestOne, one)
+	}
+	fmt.Fprintf(out, "best of %d rounds, %d tokens decoded after a %d-token prompt:\n", rounds, genTokens, promptTokens)
+	fmt.Fprintf(out, "  TP %d members × %d thread(s), in-process all-reduce: %.2f tok/s (all-reduces: %.2f ms/token on member 0, waiting included)\n",
+		n, threads, bestTP.tokPerS, bestTP.allReduce.Seconds()*1e3/float64(genTokens))
+	fmt.Fprintf(out, "  1 node × %d thread(s): %.2f tok/s -> TP is %.2fx of it (same cores)\n", n*threads, bestWide.tokPerS, bestTP.tokPerS/bestWide.tokPerS)
+	fmt.Fprintf(out, "  1 node × %d thread(s): %.2f tok/s -> TP is %.2fx of it\n", threads, bestOne.tokPerS, bestTP.tokPerS/bestOne.tokPerS)
+	same := 0
+	for same < len(bestTP.tokens) && same < len(bestOne.tokens) && bestTP.tokens[same] == bestOne.tokens[same] {
+		same++
+	}
+	if same == len(bestOne.tokens) {
+		fmt.Fprintf(out, "  greedy tokens: the group's %d equal one node's\n", same)
+	} else {
+		fmt.Fprintf(out, "  greedy tokens: the group's first %d equal one node's; token %d is %d, one node's %d\n", same, same, bestTP.tokens[same], bestOne.tokens[same])
+	}
+	return nil
+}
+
+type tpRun struct {
+	tokPerS   float64
+	allReduce time.Duration
+	tokens    []int
+}
+
+func better(a, b tpRun) tpRun {
+	if b.tokPerS > a.tokPerS {
+		return b
+	}
+	return a
+}
+
+// decodeOne decodes greedily with the whole model on one pool of threads.
+func decodeOne(m *model.Model, threads int, prompt []int, gen int) (tpRun, error) {
+	pool := tensor.NewPool(threads)
+	defer pool.Close()
+	capacity := len(prompt) + gen + 1
+	s, c := m.NewState(pool, len(prompt), capacity), m.NewCache(capacity)
+	var r tpRun
+	tokens := prompt
+	var start time.Time
+	for i := 0; i <= gen; i++ {
+		if i == 1 { // the prompt's batch is not timed
+			start = time.Now()
+		}
+		if err := s.Embed(tokens); err != nil {
+			return r, err
+		}
+		if err := s.Forward(c, len(tokens)); err != nil {
+			return r, err
+		}
+		l, err := s.LogitsOf(len(tokens) - 1)
+		if err != nil {
+			return r, err
+		}
+		if i < gen {
+			r.tokens = append(r.tokens, argmax(l))
+			tokens = r.tokens[len(r.tokens)-1:]
+		}
+	}
+	r.tokPerS = float64(gen) / time.Since(start).Seconds()
+	return r, nil
+}
+
+// timedReducer counts the time spent in AllReduce (waiting for the
+// slowest member included).
+type timedReducer struct {
+	model.AllReducer
+	spent time.Duration
+}
+
+func (t *timedReducer) AllReduce(ctx context.Context, buf []float32) error {
+	start := time.Now()
+	err := t.AllReducer.AllReduce(ctx, buf)
+	t.spent += time.Since(start)
+	return err
+}
+
+// decodeTP decodes greedily with the group, each member its own goroutine
+// and pool; member 0's tokens are returned (every member has the same).
+func decodeTP(parts []*model.TPModel, threads int, prompt []int, gen int) (tpRun, error) {
+	ars := model.LocalGroup(len(parts))
+	timed := make([]*timedReducer, len(parts))
+	runs := make([]tpRun, len(parts))
+	errs := make([]error, len(parts))
+	var wg sync.WaitGroup
+	var start time.Time
+	var startOnce sync.Once
+	for i, m := range parts {
+		timed[i] = &timedReducer{AllReducer: ars[i]}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx := context.Background()
+			pool := tensor.NewPool(threads)
+			defer pool.Close()
+			capacity := len(prompt) + gen + 1
+			s, c := m.NewState(pool, len(prompt), capacity), m.NewCache(capacity)
+			tokens := prompt
+			for step := 0; step <= gen; step++ {
+				if step == 1 {
+					startOnce.Do(func() { start = time.Now() })
+					timed[i].spent = 0
+				}
+				if errs[i] = s.Embed(tokens); errs[i] != nil {
+					return
+				}
+				if errs[i] = s.Forward(ctx, c, len(tokens), timed[i]); errs[i] != nil {
+					return
+				}
+				l, err := s.LogitsOf(ctx, len(tokens)-1, timed[i])
+				if err != nil {
+					errs[i] = err
+					return
+				}
+				if step < gen {
+					runs[i].tokens = append(runs[i].tokens, argmax(l))
+					tokens = runs[i].tokens[len(runs[i].tokens)-1:]
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return tpRun{}, fmt.Errorf("member %d: %w", i, err)
+		}
+	}
+	r := runs[0]
+	r.tokPerS = float64(gen) / time.Since(start).Seconds()
+	r.allReduce = timed[0].spent
+	return r, nil
+}
