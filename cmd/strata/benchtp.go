@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -139,7 +140,14 @@ func benchTP(cmd *cobra.Command, f *gguf.File, weights []uint64, threads, prompt
 	if same == len(bestOne.tokens) {
 		fmt.Fprintf(out, "  greedy tokens: the group's %d equal one node's\n", same)
 	} else {
-		fmt.Fprintf(out, "  greedy tokens: the group's first %d equal one node's; token %d is %d, one node's %d\n", same, same, bestTP.tokens[same], bestOne.tokens[same])
+		l := bestOne.logits[same]
+		var scale float64
+		for _, v := range l {
+			scale = max(scale, math.Abs(float64(v)))
+		}
+		a, b := bestOne.tokens[same], bestTP.tokens[same]
+		fmt.Fprintf(out, "  greedy tokens: the group's first %d equal one node's; token %d is %d, one node's %d (one node's logits for them %.5g, %.5g: a margin of %.1e of the largest, summation order decides such near ties)\n",
+			same, same, b, a, l[b], l[a], (float64(l[a])-float64(l[b]))/scale)
 	}
 	return nil
 }
@@ -148,6 +156,7 @@ type tpRun struct {
 	tokPerS   float64
 	allReduce time.Duration
 	tokens    []int
+	logits    [][]float32 // one node's, per generated token
 }
 
 func better(a, b tpRun) tpRun {
@@ -182,6 +191,7 @@ func decodeOne(m *model.Model, threads int, prompt []int, gen int) (tpRun, error
 		}
 		if i < gen {
 			r.tokens = append(r.tokens, argmax(l))
+			r.logits = append(r.logits, append([]float32(nil), l...))
 			tokens = r.tokens[len(r.tokens)-1:]
 		}
 	}
