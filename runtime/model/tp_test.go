@@ -599,3 +599,121 @@ func TestProfileDecodeBytes(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkLocalGroup is one all-reduce of a tinyllama hidden state (2048
+// floats) across in-process members: what a TP layer pays twice.
+func BenchmarkLocalGroup(b *testing.B) {
+	for _, n := range []int{2, 3} {
+		b.Run(fmt.Sprintf("members=%d", n), func(b *testing.B) {
+			ars := model.LocalGroup(n)
+			bufs := make([][]float32, n)
+			for i := range bufs {
+				bufs[i] = make([]float32, 2048)
+			}
+			ctx := context.Background()
+			var wg sync.WaitGroup
+			for i := 1; i < n; i++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range b.N {
+						if err := ars[i].AllReduce(ctx, bufs[i]); err != nil {
+							panic(err)
+						}
+					}
+				}()
+			}
+			b.SetBytes(2048 * 4)
+			b.ReportAllocs()
+			for range b.N {
+				if err := ars[0].AllReduce(ctx, bufs[0]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			wg.Wait()
+		})
+	}
+}
+
+// A hybrid plan: layers [0,2) of stories260K on a 2-way group, [2,5) on
+// an uneven 3-way group, hidden states handed from the first group to the
+// second as a pipeline hop does. Its logits match one node's to float
+// rounding (F32 weights), position by position.
+func TestTPHybrid(t *testing.T) {
+	f := openFile(t, "gguf/stories260K.gguf")
+	c := mustConfig(t, f)
+	u, err := model.TPUnitsOf(f, c, 0, c.Layers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type stage struct {
+		members []*model.TPModel
+		states  []*model.TPState
+		caches  []*model.TPCache
+		ars     []model.AllReducer
+	}
+	ids := model.StoriesIDs(t)[:64]
+	mkStage := func(first, end int, weights []uint64) *stage {
+		slices, err := model.PlanTP(c, mustVocab(t, f), u, weights)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := &stage{ars: model.LocalGroup(len(slices))}
+		for _, s := range slices {
+			m, err := model.LoadTP(f, first, end, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st.members = append(st.members, m)
+			st.states = append(st.states, m.NewState(nil, 1, len(ids)))
+			st.caches = append(st.caches, m.NewCache(len(ids)))
+		}
+		return st
+	}
+	stages := []*stage{mkStage(0, 2, []uint64{1, 1}), mkStage(2, 5, []uint64{2, 1, 1})}
+	want := oneNode(t, f, ids, 1)
+	ctx := context.Background()
+	var got [][]float32
+	for p, id := range ids {
+		var hidden []float32
+		var logits []float32
+		for si, st := range stages {
+			var wg sync.WaitGroup
+			errs := make([]error, len(st.members))
+			for i, s := range st.states {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if si == 0 {
+						errs[i] = s.Embed([]int{id})
+					} else {
+						copy(s.X, hidden)
+					}
+					if errs[i] == nil {
+						errs[i] = s.Forward(ctx, st.caches[i], 1, st.ars[i])
+					}
+					if errs[i] == nil && si == len(stages)-1 {
+						l, err := s.LogitsOf(ctx, 0, st.ars[i])
+						if i == 0 {
+							logits = append([]float32(nil), l...)
+						}
+						errs[i] = err
+					}
+				}()
+			}
+			wg.Wait()
+			for i, err := range errs {
+				if err != nil {
+					t.Fatalf("position %d, stage %d member %d: %v", p, si, i, err)
+				}
+			}
+			hidden = append(hidden[:0], st.states[0].X[:c.Embd]...)
+		}
+		got = append(got, logits)
+	}
+	rel, first := logitDiff(want, got)
+	t.Logf("2-way then 3-way (2:1:1) stages: max relative logit difference from one node %.2e over %d positions", rel, len(ids))
+	if rel > 1e-5 || first >= 0 {
+		t.Errorf("hybrid: relative difference %.2e (bound 1e-5), first argmax difference at %d", rel, first)
+	}
+}
