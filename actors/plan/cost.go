@@ -271,7 +271,7 @@ func candidate(m Model, nodes []Node, s, g int, kvPerLayer uint64, opts Options,
 		kv := kvPerLayer * uint64(st.End-st.First)
 		for j := range grp.Members {
 			mb := &grp.Members[j]
-			b := float64(attn+kv)*mb.Heads + float64(rest)*mb.Share
+			b := float64(float64(attn+kv)*mb.Heads) + float64(float64(rest)*mb.Share) // no fused multiply-add
 			if st.Embed {
 				b += float64(m.EmbedBytes) // every member embeds the tokens
 			}
@@ -310,7 +310,9 @@ func predict(m Model, c Candidate, nodes []Node, net Network, co CostOptions) Pr
 			}
 			slowest := 0.0
 			for j, mb := range st.Members {
-				slowest = max(slowest, ((attn+kvRead)*mb.Heads+rest*mb.Share)/bw[j])
+				// float64(...) rounds each product: no fused multiply-add,
+				// so every CPU predicts (and so chooses) the same.
+				slowest = max(slowest, (float64((attn+kvRead)*mb.Heads)+float64(rest*mb.Share))/bw[j])
 			}
 			sec += slowest
 		}
