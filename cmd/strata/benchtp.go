@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"io"
 	"math"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,7 +25,7 @@ func benchTPCmd() *cobra.Command {
 		members, threads        int
 		promptTokens, genTokens int
 		rounds                  int
-		weightList              string
+		weightList, transport   string
 	)
 	cmd := &cobra.Command{
 		Use:   "tp --model FILE [--members 2] [--threads 1] [--gen-tokens 64] [--rounds 3]",
@@ -65,7 +68,10 @@ the ratios, and whether the group's greedy tokens equal one node's.`,
 				return err
 			}
 			defer f.Close()
-			return benchTP(cmd, f, weights, threads, promptTokens, genTokens, rounds)
+			if transport != "chan" && transport != "tcp" {
+				return fmt.Errorf("--transport %q: chan or tcp", transport)
+			}
+			return benchTP(cmd, f, weights, threads, promptTokens, genTokens, rounds, transport)
 		},
 	}
 	fl := cmd.Flags()
@@ -76,10 +82,11 @@ the ratios, and whether the group's greedy tokens equal one node's.`,
 	fl.IntVar(&genTokens, "gen-tokens", 64, "tokens to generate, timed")
 	fl.IntVar(&rounds, "rounds", 3, "alternating rounds; the best of each is reported")
 	fl.StringVar(&weightList, "weights", "", "members' relative shares, e.g. 2,1 (default equal)")
+	fl.StringVar(&transport, "transport", "chan", "all-reduce between members: chan (goroutines and channels) or tcp (loopback sockets)")
 	return cmd
 }
 
-func benchTP(cmd *cobra.Command, f *gguf.File, weights []uint64, threads, promptTokens, genTokens, rounds int) error {
+func benchTP(cmd *cobra.Command, f *gguf.File, weights []uint64, threads, promptTokens, genTokens, rounds int, transport string) error {
 	c, err := model.ConfigOf(f.Metadata())
 	if err != nil {
 		return err
@@ -113,7 +120,7 @@ func benchTP(cmd *cobra.Command, f *gguf.File, weights []uint64, threads, prompt
 	fmt.Fprintf(out, "model      %s (%s kernels)\n%s", f.Paths()[0], tensor.Kernels(), model.DescribeTP(c, slices))
 	var bestTP, bestWide, bestOne tpRun
 	for r := 0; r < rounds; r++ {
-		tp, err := decodeTP(parts, threads, prompt, genTokens)
+		tp, err := decodeTP(parts, threads, prompt, genTokens, transport)
 		if err != nil {
 			return err
 		}
@@ -129,8 +136,8 @@ func benchTP(cmd *cobra.Command, f *gguf.File, weights []uint64, threads, prompt
 		bestTP, bestWide, bestOne = better(bestTP, tp), better(bestWide, wide), better(bestOne, one)
 	}
 	fmt.Fprintf(out, "best of %d rounds, %d tokens decoded after a %d-token prompt:\n", rounds, genTokens, promptTokens)
-	fmt.Fprintf(out, "  TP %d members × %d thread(s), in-process all-reduce: %.2f tok/s (all-reduces: %.2f ms/token on member 0, waiting included)\n",
-		n, threads, bestTP.tokPerS, bestTP.allReduce.Seconds()*1e3/float64(genTokens))
+	fmt.Fprintf(out, "  TP %d members × %d thread(s), all-reduce over %s: %.2f tok/s (all-reduces: %.2f ms/token on member 0, waiting included)\n",
+		n, threads, transport, bestTP.tokPerS, bestTP.allReduce.Seconds()*1e3/float64(genTokens))
 	fmt.Fprintf(out, "  1 node × %d thread(s): %.2f tok/s -> TP is %.2fx of it (same cores)\n", n*threads, bestWide.tokPerS, bestTP.tokPerS/bestWide.tokPerS)
 	fmt.Fprintf(out, "  1 node × %d thread(s): %.2f tok/s -> TP is %.2fx of it\n", threads, bestOne.tokPerS, bestTP.tokPerS/bestOne.tokPerS)
 	same := 0
@@ -215,8 +222,16 @@ func (t *timedReducer) AllReduce(ctx context.Context, buf []float32) error {
 
 // decodeTP decodes greedily with the group, each member its own goroutine
 // and pool; member 0's tokens are returned (every member has the same).
-func decodeTP(parts []*model.TPModel, threads int, prompt []int, gen int) (tpRun, error) {
+func decodeTP(parts []*model.TPModel, threads int, prompt []int, gen int, transport string) (tpRun, error) {
 	ars := model.LocalGroup(len(parts))
+	if transport == "tcp" {
+		var closeAll func()
+		var err error
+		if ars, closeAll, err = tcpGroup(len(parts)); err != nil {
+			return tpRun{}, err
+		}
+		defer closeAll()
+	}
 	timed := make([]*timedReducer, len(parts))
 	runs := make([]tpRun, len(parts))
 	errs := make([]error, len(parts))
@@ -267,4 +282,108 @@ func decodeTP(parts []*model.TPModel, threads int, prompt []int, gen int) (tpRun
 	r.tokPerS = float64(gen) / time.Since(start).Seconds()
 	r.allReduce = timed[0].spent
 	return r, nil
+}
+
+// tcpGroup connects n in-process members pairwise over loopback TCP: each
+// all-reduce sends every member's buffer to every other through the
+// kernel's network stack, as members on different hosts would (without
+// the wire's latency). For bench tp --transport tcp only.
+func tcpGroup(n int) ([]model.AllReducer, func(), error) {
+	conns := make([][]net.Conn, n) // conns[i][j]: member i's end towards j
+	for i := range conns {
+		conns[i] = make([]net.Conn, n)
+	}
+	var all []net.Conn
+	closeAll := func() {
+		for _, c := range all {
+			c.Close()
+		}
+	}
+	for i := 0; i < n; i++ {
+		for j := i + 1; j < n; j++ {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				closeAll()
+				return nil, nil, err
+			}
+			accepted := make(chan net.Conn, 1)
+			go func() {
+				c, _ := ln.Accept()
+				accepted <- c
+			}()
+			a, err := net.Dial("tcp", ln.Addr().String())
+			b := <-accepted
+			ln.Close()
+			if err != nil || b == nil {
+				closeAll()
+				return nil, nil, fmt.Errorf("loopback connection: %v", err)
+			}
+			a.(*net.TCPConn).SetNoDelay(true)
+			b.(*net.TCPConn).SetNoDelay(true)
+			conns[i][j], conns[j][i] = a, b
+			all = append(all, a, b)
+		}
+	}
+	out := make([]model.AllReducer, n)
+	for i := range out {
+		out[i] = &tcpMember{id: i, conns: conns[i]}
+	}
+	return out, closeAll, nil
+}
+
+type tcpMember struct {
+	id    int
+	conns []net.Conn
+	send  []byte
+	recv  [][]byte
+	got   [][]float32
+}
+
+// AllReduce sends buf to every peer (in the background, so two members
+// writing large buffers at each other cannot both block), reads every
+// peer's, and sums all of them in member order.
+func (m *tcpMember) AllReduce(ctx context.Context, buf []float32) error {
+	n := len(m.conns)
+	if len(m.send) != 4*len(buf) {
+		m.send = make([]byte, 4*len(buf))
+		m.recv = make([][]byte, n)
+		m.got = make([][]float32, n)
+		for j := range m.recv {
+			m.recv[j] = make([]byte, 4*len(buf))
+			m.got[j] = make([]float32, len(buf))
+		}
+	}
+	for i, v := range buf {
+		binary.LittleEndian.PutUint32(m.send[4*i:], math.Float32bits(v))
+	}
+	errc := make(chan error, n)
+	for j, c := range m.conns {
+		if j != m.id {
+			go func() { _, err := c.Write(m.send); errc <- err }()
+		}
+	}
+	for j, c := range m.conns {
+		if j == m.id {
+			continue
+		}
+		if _, err := io.ReadFull(c, m.recv[j]); err != nil {
+			return err
+		}
+		for i := range m.got[j] {
+			m.got[j][i] = math.Float32frombits(binary.LittleEndian.Uint32(m.recv[j][4*i:]))
+		}
+	}
+	for j := range m.conns {
+		if j != m.id {
+			if err := <-errc; err != nil {
+				return err
+			}
+		}
+	}
+	copy(m.got[m.id], buf)
+	copy(buf, m.got[0])
+	for _, g := range m.got[1:] {
+		tensor.Add(buf, g)
+	}
+	return nil
 }

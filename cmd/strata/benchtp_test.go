@@ -21,7 +21,13 @@ func TestBenchTP(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
+	out, err = run(t, "bench", "tp", "--model", testdata.Path(t, "gguf/stories260K.gguf"), "--transport", "tcp",
+		"--gen-tokens", "32", "--prompt-tokens", "1", "--rounds", "1")
+	if err != nil || !strings.Contains(out, "all-reduce over tcp") || !strings.Contains(out, "the group's 32 equal one node's") {
+		t.Errorf("over loopback TCP: %v\n%s", err, out)
+	}
 	for _, bad := range [][]string{
+		{"bench", "tp", "--model", testdata.Path(t, "gguf/stories260K.gguf"), "--transport", "pigeon"},
 		{"bench", "tp"},
 		{"bench", "tp", "--model", testdata.Path(t, "gguf/stories260K.gguf"), "--members", "2", "--weights", "1"},
 		{"bench", "tp", "--model", testdata.Path(t, "gguf/stories260K.gguf"), "--members", "0"},
