@@ -44,6 +44,21 @@ func (m *TPModel) IsLast() bool { return m.End == m.Config.Layers }
 // which only the slice's rows are ever read.
 func (m *TPModel) CopiedBytes() int64 { return m.copied }
 
+// SliceBytes is the weight bytes of the member's slice: its rows and
+// columns of every layer's matrices and its rows of the output head. The
+// embedding is not counted: every member looks up the tokens it embeds
+// in the mapped file (one row each). Across a group's members the slices
+// add up to the stage's matrices exactly.
+func (m *TPModel) SliceBytes() int64 {
+	n := int64(len(m.Output.Data))
+	for _, b := range m.Blocks {
+		for _, w := range []tensor.Matrix{b.Q, b.K, b.V, b.O, b.Gate, b.Up, b.Down} {
+			n += int64(len(w.Data))
+		}
+	}
+	return n
+}
+
 // localHeads returns the slice's query and KV head counts.
 func (m *TPModel) localHeads() (hq, kvh int) {
 	kvh = m.Slice.KVHeads.Len()

@@ -717,3 +717,34 @@ func TestTPHybrid(t *testing.T) {
 		t.Errorf("hybrid: relative difference %.2e (bound 1e-5), first argmax difference at %d", rel, first)
 	}
 }
+
+// The members' slices partition the model: their bytes add up to every
+// layer matrix and the output head exactly, whatever the split.
+func TestTPSlicesPartition(t *testing.T) {
+	f := tpFile(t, model.Shapes["qwen3-tiny"], tensor.Q4_K, 0)
+	whole, err := model.Load(f, 0, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := int64(len(whole.Output.Data))
+	for _, b := range whole.Blocks {
+		for _, w := range []tensor.Matrix{b.Q, b.K, b.V, b.O, b.Gate, b.Up, b.Down} {
+			want += int64(len(w.Data))
+		}
+	}
+	for _, w := range [][]uint64{{1}, {1, 1}, {3, 2, 1}, {1, 1, 1, 1, 1}} {
+		ms, err := loadTP(f, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got, copied int64
+		for _, m := range ms {
+			got += m.SliceBytes()
+			copied += m.CopiedBytes()
+		}
+		if got != want {
+			t.Errorf("weights %v: slices hold %d bytes, the model %d", w, got, want)
+		}
+		t.Logf("weights %v: %d members hold %d bytes, %d of them copied (attn_output and ffn_down columns)", w, len(ms), got, copied)
+	}
+}
