@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"strata/internal/membw"
 	"strata/runtime/gguf"
 	"strata/runtime/model"
 	"strata/runtime/tensor"
@@ -132,7 +133,8 @@ func benchTP(cmd *cobra.Command, f *gguf.File, weights []uint64, threads, prompt
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "round %d    TP %.2f tok/s, 1 node × %d threads %.2f tok/s, 1 node × %d threads %.2f tok/s\n", r+1, tp.tokPerS, n*threads, wide.tokPerS, threads, one.tokPerS)
+		fmt.Fprintf(out, "round %d    TP %.2f tok/s (%v CPU/token), 1 node × %d threads %.2f tok/s (%v), 1 node × %d threads %.2f tok/s (%v)\n",
+			r+1, tp.tokPerS, tp.cpu.Round(10*time.Microsecond), n*threads, wide.tokPerS, wide.cpu.Round(10*time.Microsecond), threads, one.tokPerS, one.cpu.Round(10*time.Microsecond))
 		bestTP, bestWide, bestOne = better(bestTP, tp), better(bestWide, wide), better(bestOne, one)
 	}
 	fmt.Fprintf(out, "best of %d rounds, %d tokens decoded after a %d-token prompt:\n", rounds, genTokens, promptTokens)
@@ -161,6 +163,7 @@ func benchTP(cmd *cobra.Command, f *gguf.File, weights []uint64, threads, prompt
 
 type tpRun struct {
 	tokPerS   float64
+	cpu       time.Duration // process CPU time per generated token
 	allReduce time.Duration
 	tokens    []int
 	logits    [][]float32 // one node's, per generated token
@@ -182,9 +185,10 @@ func decodeOne(m *model.Model, threads int, prompt []int, gen int) (tpRun, error
 	var r tpRun
 	tokens := prompt
 	var start time.Time
+	var cpu0 time.Duration
 	for i := 0; i <= gen; i++ {
 		if i == 1 { // the prompt's batch is not timed
-			start = time.Now()
+			start, cpu0 = time.Now(), membw.CPUTime()
 		}
 		if err := s.Embed(tokens); err != nil {
 			return r, err
@@ -203,6 +207,7 @@ func decodeOne(m *model.Model, threads int, prompt []int, gen int) (tpRun, error
 		}
 	}
 	r.tokPerS = float64(gen) / time.Since(start).Seconds()
+	r.cpu = (membw.CPUTime() - cpu0) / time.Duration(gen)
 	return r, nil
 }
 
@@ -237,6 +242,7 @@ func decodeTP(parts []*model.TPModel, threads int, prompt []int, gen int, transp
 	errs := make([]error, len(parts))
 	var wg sync.WaitGroup
 	var start time.Time
+	var cpu0 time.Duration
 	var startOnce sync.Once
 	for i, m := range parts {
 		timed[i] = &timedReducer{AllReducer: ars[i]}
@@ -251,7 +257,7 @@ func decodeTP(parts []*model.TPModel, threads int, prompt []int, gen int, transp
 			tokens := prompt
 			for step := 0; step <= gen; step++ {
 				if step == 1 {
-					startOnce.Do(func() { start = time.Now() })
+					startOnce.Do(func() { start, cpu0 = time.Now(), membw.CPUTime() })
 					timed[i].spent = 0
 				}
 				if errs[i] = s.Embed(tokens); errs[i] != nil {
@@ -280,6 +286,7 @@ func decodeTP(parts []*model.TPModel, threads int, prompt []int, gen int, transp
 	}
 	r := runs[0]
 	r.tokPerS = float64(gen) / time.Since(start).Seconds()
+	r.cpu = (membw.CPUTime() - cpu0) / time.Duration(gen)
 	r.allReduce = timed[0].spent
 	return r, nil
 }
