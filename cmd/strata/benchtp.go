@@ -31,7 +31,7 @@ func benchTPCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "tp --model FILE [--members 2] [--threads 1] [--gen-tokens 64] [--rounds 3]",
 		Short: "Measure tensor-parallel decode in one process against one node with the same threads",
-		Long: `bench tp splits every layer of a dense model (llama, qwen2, qwen3) across
+		Long: `bench tp splits every layer of a model (llama, qwen2, qwen3, qwen3moe) across
 --members tensor-parallel members, each its own goroutine with --threads
 worker threads, all-reducing in-process (goroutines and channels: what
 the layer split and the two all-reduces per layer cost, without a
@@ -76,7 +76,7 @@ the ratios, and whether the group's greedy tokens equal one node's.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&modelPath, "model", "", "path to a GGUF model (dense: llama, qwen2, qwen3)")
+	fl.StringVar(&modelPath, "model", "", "path to a GGUF model (llama, qwen2, qwen3, qwen3moe)")
 	fl.IntVar(&members, "members", 2, "tensor-parallel members")
 	fl.IntVar(&threads, "threads", 1, "worker threads per member")
 	fl.IntVar(&promptTokens, "prompt-tokens", 16, "prompt tokens, processed as one batch before decoding")

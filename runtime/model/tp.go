@@ -56,6 +56,7 @@ type TPState struct {
 	actEmbd *tensor.Activations // [Batch × Embd]
 	actQ    *tensor.Activations // [Batch × hq*HeadDim]
 	actFFN  *tensor.Activations // [Batch × FFN slice]
+	mixer   *State              // mixture-of-experts layers' scratch (m.mixer's)
 
 	bytesRead int64
 
@@ -96,6 +97,9 @@ func (m *TPModel) NewState(pool *tensor.Pool, batch, capacity int) *TPState {
 	}
 	if m.IsLast() {
 		s.Logits = make([]float32, m.Vocab)
+	}
+	if m.mixer != nil {
+		s.mixer = m.mixer.NewState(pool, batch, 1)
 	}
 	s.swigluFn = func(lo, hi int) { tensor.SwiGLU(s.hb[lo:hi], s.hb[lo:hi], s.hb2[lo:hi]) }
 	s.attnFn = func(lo, hi int) {
@@ -177,7 +181,11 @@ func (s *TPState) layer(ctx context.Context, l int, c *TPCache, n int, ar AllRed
 		tensor.RMSNorm(xb[i*embd:(i+1)*embd], x[i*embd:(i+1)*embd], w.FFNNorm, m.RMSEps)
 	}
 	s.actEmbd.Set(xb, n)
-	s.ffn(&w.Dense, n, part)
+	if w.MoE != nil {
+		s.mixture(w.MoE, n, part)
+	} else {
+		s.ffn(&w.Dense, n, part)
+	}
 	if err := ar.AllReduce(ctx, part); err != nil {
 		return err
 	}
@@ -255,6 +263,22 @@ func (s *TPState) ffn(f *Dense, n int, out []float32) {
 	}
 	s.actFFN.Set(hb, n)
 	s.matmul(out, f.Down, s.actFFN)
+}
+
+// mixture writes this member's partial sum of a mixture-of-experts FFN
+// for n tokens (normed inputs in s.xb) into out [n × Embd]: the whole
+// router picks the same experts on every member, and the member runs its
+// columns of each.
+func (s *TPState) mixture(w *MoE, n int, out []float32) {
+	if s.m.Slice.ExpertFFN.Len() == 0 {
+		clear(out)
+		return
+	}
+	ms, xb := s.mixer, s.xb[:n*s.m.Embd]
+	ms.actEmbd.Set(xb, n)
+	before := ms.bytesRead
+	ms.mixture(w, xb, out, n)
+	s.bytesRead += ms.bytesRead - before
 }
 
 // attendHeads computes, for worker w, every (token, local head) pair t

@@ -8,7 +8,7 @@ import (
 )
 
 // TPModel is one tensor-parallel member's slice of layers [First, End) of
-// a dense model (see TPSlice). With hq = Slice.KVHeads.Len() × Heads/KVHeads
+// a model (see TPSlice). With hq = Slice.KVHeads.Len() × Heads/KVHeads
 // query heads, kvh = Slice.KVHeads.Len() KV heads and f = Slice.FFN.Len()
 // FFN columns, each Blocks[i] holds:
 //
@@ -16,6 +16,9 @@ import (
 //	O [Embd × hq*HeadDim]                               (its columns, copied)
 //	Gate, Up [f × Embd]                                 (views)
 //	Down [Embd × f]                                     (its columns, copied)
+//
+// or, in a mixture-of-experts layer, the whole router and each expert's
+// (and the shared experts') slice of Slice.ExpertFFN columns, the same way.
 //
 // Norms and the embedding are whole on every member (every member keeps
 // the same hidden state); the output head is rows Slice.Vocab.
@@ -29,7 +32,8 @@ type TPModel struct {
 	Output      tensor.Matrix // [Slice.Vocab.Len() × Embd], last stage
 	RopeFactors []float32     // as Model.RopeFactors
 
-	copied int64 // bytes of the row-parallel slices copied out of the file
+	copied int64  // bytes of the row-parallel slices copied out of the file
+	mixer  *Model // mixture-of-experts layers run on its State (see LoadTP)
 }
 
 // IsFirst reports whether the slice starts at layer 0 (takes token ids).
@@ -47,13 +51,19 @@ func (m *TPModel) CopiedBytes() int64 { return m.copied }
 // SliceBytes is the weight bytes of the member's slice: its rows and
 // columns of every layer's matrices and its rows of the output head. The
 // embedding is not counted: every member looks up the tokens it embeds
-// in the mapped file (one row each). Across a group's members the slices
-// add up to the stage's matrices exactly.
+// in the mapped file (one row each), nor is a mixture-of-experts router,
+// whole on every member. Across a group's members the slices add up to
+// the stage's other matrices exactly.
 func (m *TPModel) SliceBytes() int64 {
 	n := int64(len(m.Output.Data))
 	for _, b := range m.Blocks {
 		for _, w := range []tensor.Matrix{b.Q, b.K, b.V, b.O, b.Gate, b.Up, b.Down} {
 			n += int64(len(w.Data))
+		}
+		if b.MoE != nil {
+			for _, e := range append(b.MoE.Experts, b.MoE.Shared) {
+				n += int64(len(e.Gate.Data) + len(e.Up.Data) + len(e.Down.Data))
+			}
 		}
 	}
 	return n
@@ -106,11 +116,15 @@ func LoadTP(f *gguf.File, first, end int, s TPSlice) (*TPModel, error) {
 				O:        m.columns(&l, p+"attn_output.weight", cfg.Embd, cfg.QDim(), q),
 			},
 			FFNNorm: l.vector(p+"ffn_norm.weight", cfg.Embd),
-			Dense: Dense{
+		}
+		if cfg.IsMoE(i) {
+			ly.MoE = m.moeSlice(&l, p, s.ExpertFFN)
+		} else {
+			ly.Dense = Dense{
 				Gate: l.rows(p+"ffn_gate.weight", cfg.FFN, cfg.Embd, s.FFN),
 				Up:   l.rows(p+"ffn_up.weight", cfg.FFN, cfg.Embd, s.FFN),
 				Down: m.columns(&l, p+"ffn_down.weight", cfg.Embd, cfg.FFN, s.FFN),
-			},
+			}
 		}
 		if _, ok := f.Tensor(p + "attn_q.bias"); ok {
 			ly.Bq = sub(l.vector(p+"attn_q.bias", cfg.QDim()), q)
@@ -137,7 +151,53 @@ func LoadTP(f *gguf.File, first, end int, s TPSlice) (*TPModel, error) {
 	if l.err != nil {
 		return nil, l.err
 	}
+	if cfg.Experts > 0 {
+		// The mixture runs on a State of a Model whose experts are this
+		// member's width: routing reads the whole router, so it is the
+		// same on every member, and each expert's slice adds its share.
+		sc := cfg
+		sc.FFN, sc.ExpertFFN = s.FFN.Len(), s.ExpertFFN.Len()
+		m.mixer = &Model{Config: sc, First: first, End: first}
+	}
 	return m, nil
+}
+
+// moeSlice returns a mixture-of-experts layer's router (whole) and
+// columns r of each expert and of the shared experts (r scaled by their
+// count: any split of an FFN's columns adds up, these keep the widths
+// the mixture code expects).
+func (m *TPModel) moeSlice(l *loader, prefix string, r Range) *MoE {
+	c := l.c
+	w := &MoE{Router: l.matrix(prefix+"ffn_gate_inp.weight", c.Experts, c.Embd), Experts: make([]Dense, c.Experts)}
+	if w.Router.Type != tensor.F32 && l.err == nil {
+		l.err = fmt.Errorf("model: %sffn_gate_inp.weight is %s, expected F32", prefix, w.Router.Type)
+	}
+	gate := l.experts(prefix+"ffn_gate_exps.weight", c.ExpertFFN, c.Embd)
+	up := l.experts(prefix+"ffn_up_exps.weight", c.ExpertFFN, c.Embd)
+	down := l.experts(prefix+"ffn_down_exps.weight", c.Embd, c.ExpertFFN)
+	for e := range w.Experts {
+		if l.err != nil {
+			return w
+		}
+		w.Experts[e] = Dense{
+			Gate: gate[e].RowRange(r.Lo, r.Hi),
+			Up:   up[e].RowRange(r.Lo, r.Hi),
+			Down: m.columnsOf(l, prefix+"ffn_down_exps.weight", down[e], r),
+		}
+	}
+	if _, ok := l.f.Tensor(prefix + "exp_probs_b.bias"); ok {
+		w.Bias = l.vector(prefix+"exp_probs_b.bias", c.Experts)
+	}
+	if k := c.SharedExperts; k > 0 {
+		sr := Range{r.Lo * k, r.Hi * k}
+		width := k * c.ExpertFFN
+		w.Shared = Dense{
+			Gate: l.rows(prefix+"ffn_gate_shexp.weight", width, c.Embd, sr),
+			Up:   l.rows(prefix+"ffn_up_shexp.weight", width, c.Embd, sr),
+			Down: m.columns(l, prefix+"ffn_down_shexp.weight", c.Embd, width, sr),
+		}
+	}
+	return w
 }
 
 // sub returns v[r.Lo:r.Hi] (nil when v is nil, as after a load error).
@@ -166,6 +226,15 @@ func (m *TPModel) columns(l *loader, name string, rows, cols int, r Range) tenso
 	if l.err != nil {
 		return tensor.Matrix{}
 	}
+	return m.columnsOf(l, name, w, r)
+}
+
+// columnsOf is columns of a matrix already loaded (one expert of name).
+func (m *TPModel) columnsOf(l *loader, name string, w tensor.Matrix, r Range) tensor.Matrix {
+	if l.err != nil {
+		return tensor.Matrix{}
+	}
+	rows := w.Rows
 	bs, bb := w.Type.BlockSize(), w.Type.BlockBytes()
 	if r.Lo%bs != 0 || r.Hi%bs != 0 {
 		l.err = fmt.Errorf("model: tensor %s: columns %v do not fall on %v block boundaries (%d)", name, r, w.Type, bs)

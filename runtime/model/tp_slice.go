@@ -17,6 +17,10 @@ import (
 //     (row-parallel: the input dimension is split);
 //   - FFN columns [FFN.Lo, FFN.Hi): those rows of ffn_gate and ffn_up, and
 //     those columns of ffn_down;
+//   - in a mixture-of-experts layer, columns [ExpertFFN.Lo, ExpertFFN.Hi)
+//     of every expert (each expert split like an FFN) and the matching
+//     share of the shared experts; the router is whole on every member,
+//     so every member routes each token to the same experts;
 //   - output rows [Vocab.Lo, Vocab.Hi) of the output head.
 //
 // attn_output and ffn_down then produce partial sums that the group adds
@@ -27,9 +31,9 @@ import (
 // any member count works, and a member may hold no heads at all when
 // there are more members than head units.
 //
-// Dense layers only (llama, qwen2, qwen3): mixture-of-experts layers
-// (expert parallelism, or each expert split like an FFN) and multi-head
-// latent attention are later steps.
+// llama, qwen2, qwen3 and qwen3moe: multi-head latent attention
+// (deepseek2) and expert parallelism (whole experts per member, which
+// reads less per member only when routing spreads evenly) are later steps.
 
 // Range is the half-open interval [Lo, Hi).
 type Range struct{ Lo, Hi int }
@@ -42,13 +46,14 @@ func (r Range) String() string { return fmt.Sprintf("[%d,%d)", r.Lo, r.Hi) }
 // TPSlice is one tensor-parallel member's share of every layer of its
 // stage (see the comment above).
 type TPSlice struct {
-	KVHeads Range // KV heads; query heads [Lo*group, Hi*group)
-	FFN     Range // FFN columns
-	Vocab   Range // output head rows (last stage)
+	KVHeads   Range // KV heads; query heads [Lo*group, Hi*group)
+	FFN       Range // FFN columns of dense layers
+	ExpertFFN Range // columns of each expert of mixture-of-experts layers
+	Vocab     Range // output head rows (last stage)
 }
 
 func (s TPSlice) String() string {
-	return fmt.Sprintf("kv heads %v, ffn %v, vocab %v", s.KVHeads, s.FFN, s.Vocab)
+	return fmt.Sprintf("kv heads %v, ffn %v, expert ffn %v, vocab %v", s.KVHeads, s.FFN, s.ExpertFFN, s.Vocab)
 }
 
 // TPUnits is the granularity of tensor-parallel slices: how many KV heads
@@ -56,13 +61,13 @@ func (s TPSlice) String() string {
 // whole number of its matrix's blocks.
 type TPUnits struct {
 	KVHeads int // KV heads per unit (with their query heads)
-	FFN     int // FFN columns per unit
+	FFN     int // FFN (and expert FFN) columns per unit
 }
 
 // TPUnitsFor returns the units for a model whose attn_output matrices are
-// of type out and ffn_down matrices of type down: the fewest KV heads
-// whose query columns (heads/KV heads × HeadDim each) are whole blocks of
-// out, and one block of down.
+// of type out and ffn_down (and ffn_down_exps) matrices of type down: the
+// fewest KV heads whose query columns (heads/KV heads × HeadDim each) are
+// whole blocks of out, and one block of down.
 func TPUnitsFor(c Config, out, down tensor.Type) (TPUnits, error) {
 	if err := c.tpSupported(); err != nil {
 		return TPUnits{}, err
@@ -79,8 +84,11 @@ func TPUnitsFor(c Config, out, down tensor.Type) (TPUnits, error) {
 	if c.KVHeads%u != 0 {
 		return TPUnits{}, fmt.Errorf("model: tensor parallelism: %d KV heads of %d attn_output columns do not split into whole %v blocks of %d", c.KVHeads, cols, out, bo)
 	}
-	if c.FFN%bd != 0 {
+	if c.hasDenseFFN() && c.FFN%bd != 0 {
 		return TPUnits{}, fmt.Errorf("model: tensor parallelism: FFN width %d is not whole %v blocks of %d", c.FFN, down, bd)
+	}
+	if c.Experts > 0 && c.ExpertFFN%bd != 0 {
+		return TPUnits{}, fmt.Errorf("model: tensor parallelism: expert FFN width %d is not whole %v blocks of %d", c.ExpertFFN, down, bd)
 	}
 	return TPUnits{KVHeads: u, FFN: bd}, nil
 }
@@ -88,36 +96,44 @@ func TPUnitsFor(c Config, out, down tensor.Type) (TPUnits, error) {
 // TPUnitsOf reads the units from the types of f's layers [first, end)
 // (the coarsest block size any of them uses).
 func TPUnitsOf(f *gguf.File, c Config, first, end int) (TPUnits, error) {
-	out, down := tensor.F32, tensor.F32
+	out, dt := tensor.F32, tensor.F32
 	for i := first; i < end; i++ {
 		p := fmt.Sprintf("blk.%d.", i)
+		down := p + "ffn_down.weight"
+		if c.IsMoE(i) {
+			down = p + "ffn_down_exps.weight"
+		}
 		o, ok1 := f.Tensor(p + "attn_output.weight")
-		d, ok2 := f.Tensor(p + "ffn_down.weight")
+		d, ok2 := f.Tensor(down)
 		if !ok1 || !ok2 {
-			return TPUnits{}, fmt.Errorf("model: tensor parallelism: layer %d has no attn_output or ffn_down (dense layers only)", i)
+			return TPUnits{}, fmt.Errorf("model: tensor parallelism: layer %d has no attn_output or %s", i, down)
 		}
 		if o.Type.BlockSize() > out.BlockSize() {
 			out = o.Type
 		}
-		if d.Type.BlockSize() > down.BlockSize() {
-			down = d.Type
+		if d.Type.BlockSize() > dt.BlockSize() {
+			dt = d.Type
+		}
+		if sh, ok := f.Tensor(p + "ffn_down_shexp.weight"); ok && sh.Type.BlockSize() > dt.BlockSize() {
+			dt = sh.Type
 		}
 	}
-	return TPUnitsFor(c, out, down)
+	return TPUnitsFor(c, out, dt)
 }
 
 // tpSupported says which models the sliced forward pass runs.
 func (c Config) tpSupported() error {
 	switch {
-	case c.Experts > 0:
-		return fmt.Errorf("model: tensor parallelism of %s: mixture-of-experts layers are not sliced yet (expert parallelism is a later step)", c.Arch)
 	case c.isMLA():
 		return fmt.Errorf("model: tensor parallelism of %s: multi-head latent attention is not sliced yet", c.Arch)
-	case c.KVHeads <= 0 || c.Heads%c.KVHeads != 0 || c.HeadDim <= 0 || c.FFN <= 0:
-		return fmt.Errorf("model: tensor parallelism: %d heads over %d KV heads of %d, FFN %d is not a valid shape", c.Heads, c.KVHeads, c.HeadDim, c.FFN)
+	case c.KVHeads <= 0 || c.Heads%c.KVHeads != 0 || c.HeadDim <= 0 || c.hasDenseFFN() && c.FFN <= 0 || c.Experts > 0 && c.ExpertFFN <= 0:
+		return fmt.Errorf("model: tensor parallelism: %d heads over %d KV heads of %d, FFN %d, expert FFN %d is not a valid shape", c.Heads, c.KVHeads, c.HeadDim, c.FFN, c.ExpertFFN)
 	}
 	return nil
 }
+
+// hasDenseFFN reports whether any layer has a dense FFN.
+func (c Config) hasDenseFFN() bool { return c.Experts == 0 || c.DenseLayers > 0 }
 
 // PlanTP splits c's layers (and an output head of vocab rows) across
 // len(weights) members in proportion to their weights (compute rates as
@@ -133,8 +149,8 @@ func PlanTP(c Config, vocab int, u TPUnits, weights []uint64) ([]TPSlice, error)
 	if len(weights) == 0 {
 		return nil, fmt.Errorf("model: tensor parallelism over no members")
 	}
-	if u.KVHeads <= 0 || u.FFN <= 0 || c.KVHeads%u.KVHeads != 0 || c.FFN%u.FFN != 0 {
-		return nil, fmt.Errorf("model: tensor parallelism: units of %d KV heads and %d FFN columns do not divide %d KV heads and FFN %d", u.KVHeads, u.FFN, c.KVHeads, c.FFN)
+	if u.KVHeads <= 0 || u.FFN <= 0 || c.KVHeads%u.KVHeads != 0 || c.hasDenseFFN() && c.FFN%u.FFN != 0 || c.ExpertFFN%u.FFN != 0 {
+		return nil, fmt.Errorf("model: tensor parallelism: units of %d KV heads and %d FFN columns do not divide %d KV heads, FFN %d and expert FFN %d", u.KVHeads, u.FFN, c.KVHeads, c.FFN, c.ExpertFFN)
 	}
 	var sum uint64
 	for _, w := range weights {
@@ -144,17 +160,22 @@ func PlanTP(c Config, vocab int, u TPUnits, weights []uint64) ([]TPSlice, error)
 		sum += w
 	}
 	heads := apportion(c.KVHeads/u.KVHeads, weights, sum)
-	ffn := apportion(c.FFN/u.FFN, weights, sum)
+	ffn := make([]int, len(weights))
+	if c.hasDenseFFN() {
+		ffn = apportion(c.FFN/u.FFN, weights, sum)
+	}
+	exp := apportion(c.ExpertFFN/u.FFN, weights, sum)
 	rows := apportion(vocab, weights, sum)
 	out := make([]TPSlice, len(weights))
-	var h, f, v int
+	var h, f, e, v int
 	for i := range out {
 		out[i] = TPSlice{
-			KVHeads: Range{h, h + heads[i]*u.KVHeads},
-			FFN:     Range{f, f + ffn[i]*u.FFN},
-			Vocab:   Range{v, v + rows[i]},
+			KVHeads:   Range{h, h + heads[i]*u.KVHeads},
+			FFN:       Range{f, f + ffn[i]*u.FFN},
+			ExpertFFN: Range{e, e + exp[i]*u.FFN},
+			Vocab:     Range{v, v + rows[i]},
 		}
-		h, f, v = out[i].KVHeads.Hi, out[i].FFN.Hi, out[i].Vocab.Hi
+		h, f, e, v = out[i].KVHeads.Hi, out[i].FFN.Hi, out[i].ExpertFFN.Hi, out[i].Vocab.Hi
 	}
 	return out, nil
 }
@@ -190,8 +211,14 @@ func DescribeTP(c Config, slices []TPSlice) string {
 	var b strings.Builder
 	group := c.Heads / max(c.KVHeads, 1)
 	for i, s := range slices {
-		fmt.Fprintf(&b, "member %d: KV heads %v (query heads [%d,%d)), FFN columns %v, vocab rows %v\n",
-			i, s.KVHeads, s.KVHeads.Lo*group, s.KVHeads.Hi*group, s.FFN, s.Vocab)
+		fmt.Fprintf(&b, "member %d: KV heads %v (query heads [%d,%d)), ", i, s.KVHeads, s.KVHeads.Lo*group, s.KVHeads.Hi*group)
+		if c.hasDenseFFN() {
+			fmt.Fprintf(&b, "FFN columns %v, ", s.FFN)
+		}
+		if c.Experts > 0 {
+			fmt.Fprintf(&b, "columns %v of each expert, ", s.ExpertFFN)
+		}
+		fmt.Fprintf(&b, "vocab rows %v\n", s.Vocab)
 	}
 	return b.String()
 }

@@ -20,7 +20,7 @@ import (
 func TestPlanTP(t *testing.T) {
 	tiny := model.Config{Arch: "llama", Embd: 2048, FFN: 5632, Heads: 32, KVHeads: 4, HeadDim: 64}
 	stories := model.Config{Arch: "llama", Embd: 64, FFN: 172, Heads: 8, KVHeads: 4, HeadDim: 8}
-	qwen := model.Config{Arch: "qwen3moe", Embd: 4096, Heads: 64, KVHeads: 4, HeadDim: 128, Experts: 128}
+	qwen := model.Config{Arch: "qwen3moe", Embd: 4096, Heads: 64, KVHeads: 4, HeadDim: 128, Experts: 128, ExpertsUsed: 8, ExpertFFN: 1536}
 	tests := []struct {
 		name      string
 		c         model.Config
@@ -31,23 +31,32 @@ func TestPlanTP(t *testing.T) {
 		err       bool
 	}{
 		{"tinyllama Q8_0 2-way", tiny, tensor.Q8_0, tensor.Q8_0, 32000, []uint64{1, 1},
-			[]model.TPSlice{{model.Range{0, 2}, model.Range{0, 2816}, model.Range{0, 16000}}, {model.Range{2, 4}, model.Range{2816, 5632}, model.Range{16000, 32000}}}, false},
+			[]model.TPSlice{{KVHeads: model.Range{0, 2}, FFN: model.Range{0, 2816}, Vocab: model.Range{0, 16000}}, {KVHeads: model.Range{2, 4}, FFN: model.Range{2816, 5632}, Vocab: model.Range{16000, 32000}}}, false},
 		// 4 KV heads over 3: 2+1+1; 176 FFN blocks: 59+59+58.
 		{"tinyllama Q8_0 3-way", tiny, tensor.Q8_0, tensor.Q8_0, 32000, []uint64{1, 1, 1},
-			[]model.TPSlice{{model.Range{0, 2}, model.Range{0, 1888}, model.Range{0, 10667}}, {model.Range{2, 3}, model.Range{1888, 3776}, model.Range{10667, 21334}}, {model.Range{3, 4}, model.Range{3776, 5632}, model.Range{21334, 32000}}}, false},
+			[]model.TPSlice{{KVHeads: model.Range{0, 2}, FFN: model.Range{0, 1888}, Vocab: model.Range{0, 10667}}, {KVHeads: model.Range{2, 3}, FFN: model.Range{1888, 3776}, Vocab: model.Range{10667, 21334}}, {KVHeads: model.Range{3, 4}, FFN: model.Range{3776, 5632}, Vocab: model.Range{21334, 32000}}}, false},
 		// By compute 3:1 with Q4_K: 22 blocks of 256 → 16.5 (17) + 5.5 (5).
 		{"tinyllama Q4_K 3:1", tiny, tensor.Q4_K, tensor.Q4_K, 32000, []uint64{3, 1},
-			[]model.TPSlice{{model.Range{0, 3}, model.Range{0, 4352}, model.Range{0, 24000}}, {model.Range{3, 4}, model.Range{4352, 5632}, model.Range{24000, 32000}}}, false},
+			[]model.TPSlice{{KVHeads: model.Range{0, 3}, FFN: model.Range{0, 4352}, Vocab: model.Range{0, 24000}}, {KVHeads: model.Range{3, 4}, FFN: model.Range{4352, 5632}, Vocab: model.Range{24000, 32000}}}, false},
 		// Five members, four KV heads: one member holds no heads.
 		{"tinyllama 5-way", tiny, tensor.Q8_0, tensor.Q8_0, 10, []uint64{1, 1, 1, 1, 1},
-			[]model.TPSlice{{model.Range{0, 1}, model.Range{0, 1152}, model.Range{0, 2}}, {model.Range{1, 2}, model.Range{1152, 2272}, model.Range{2, 4}}, {model.Range{2, 3}, model.Range{2272, 3392}, model.Range{4, 6}}, {model.Range{3, 4}, model.Range{3392, 4512}, model.Range{6, 8}}, {model.Range{4, 4}, model.Range{4512, 5632}, model.Range{8, 10}}}, false},
+			[]model.TPSlice{{KVHeads: model.Range{0, 1}, FFN: model.Range{0, 1152}, Vocab: model.Range{0, 2}}, {KVHeads: model.Range{1, 2}, FFN: model.Range{1152, 2272}, Vocab: model.Range{2, 4}}, {KVHeads: model.Range{2, 3}, FFN: model.Range{2272, 3392}, Vocab: model.Range{4, 6}}, {KVHeads: model.Range{3, 4}, FFN: model.Range{3392, 4512}, Vocab: model.Range{6, 8}}, {KVHeads: model.Range{4, 4}, FFN: model.Range{4512, 5632}, Vocab: model.Range{8, 10}}}, false},
 		// F32 stories260K: attn_output columns per KV head are 16, FFN any.
 		{"stories F32 3-way", stories, tensor.F32, tensor.F32, 512, []uint64{1, 1, 1},
-			[]model.TPSlice{{model.Range{0, 2}, model.Range{0, 58}, model.Range{0, 171}}, {model.Range{2, 3}, model.Range{58, 115}, model.Range{171, 342}}, {model.Range{3, 4}, model.Range{115, 172}, model.Range{342, 512}}}, false},
+			[]model.TPSlice{{KVHeads: model.Range{0, 2}, FFN: model.Range{0, 58}, Vocab: model.Range{0, 171}}, {KVHeads: model.Range{2, 3}, FFN: model.Range{58, 115}, Vocab: model.Range{171, 342}}, {KVHeads: model.Range{3, 4}, FFN: model.Range{115, 172}, Vocab: model.Range{342, 512}}}, false},
 		// Q8_0 stories-shaped: 16 columns per KV head, so heads go in pairs;
 		// FFN 172 is no whole number of 32-blocks.
 		{"stories Q8_0", stories, tensor.Q8_0, tensor.Q8_0, 512, []uint64{1, 1}, nil, true},
-		{"moe", qwen, tensor.Q4_K, tensor.Q4_K, 151936, []uint64{1, 1}, nil, true},
+		// Qwen3-235B-A22B: 4 KV heads of 16 query heads × 128, experts of
+		// 1536 columns (6 blocks of 256) over 4 members: 2+2+1+1 blocks.
+		{"qwen3moe 4-way", qwen, tensor.Q4_K, tensor.Q4_K, 151936, []uint64{1, 1, 1, 1},
+			[]model.TPSlice{
+				{KVHeads: model.Range{0, 1}, ExpertFFN: model.Range{0, 512}, Vocab: model.Range{0, 37984}},
+				{KVHeads: model.Range{1, 2}, ExpertFFN: model.Range{512, 1024}, Vocab: model.Range{37984, 75968}},
+				{KVHeads: model.Range{2, 3}, ExpertFFN: model.Range{1024, 1280}, Vocab: model.Range{75968, 113952}},
+				{KVHeads: model.Range{3, 4}, ExpertFFN: model.Range{1280, 1536}, Vocab: model.Range{113952, 151936}}}, false},
+		{"latent attention", model.Config{Arch: "deepseek2", Embd: 7168, Heads: 64, KVHeads: 64, HeadDim: 192, Experts: 384, ExpertFFN: 2048, MLA: model.MLAConfig{KVLoraRank: 512}},
+			tensor.Q4_K, tensor.Q4_K, 163840, []uint64{1, 1}, nil, true},
 		{"zero weight", tiny, tensor.Q8_0, tensor.Q8_0, 32000, []uint64{1, 0}, nil, true},
 	}
 	for _, tc := range tests {
@@ -261,6 +270,9 @@ func TestTPMatchesOneNode(t *testing.T) {
 		{"tinyllama-shape Q8_0 2 layers", func() *gguf.File { return tpFile(t, tinyllamaTP, tensor.Q8_0, 2) }, []int{1}, false},
 		{"qwen3-tiny Q8_0", func() *gguf.File { return tpFile(t, model.Shapes["qwen3-tiny"], tensor.Q8_0, 0) }, []int{1, 16}, false},
 		{"qwen2-tiny Q4_K", func() *gguf.File { return tpFile(t, model.Shapes["qwen2-tiny"], tensor.Q4_K, 0) }, []int{1, 16}, false},
+		// Mixture of experts: every expert split by columns.
+		{"qwen3moe-tiny F32", func() *gguf.File { return tpFile(t, model.Shapes["qwen3moe-tiny"], tensor.F32, 0) }, []int{1, 16}, true},
+		{"qwen3moe-tiny Q8_0", func() *gguf.File { return tpFile(t, model.Shapes["qwen3moe-tiny"], tensor.Q8_0, 0) }, []int{1, 16}, false},
 	}
 	groups := [][]uint64{{1, 1}, {1, 1, 1}, {3, 2, 1}}
 	for _, fc := range files {
@@ -544,9 +556,9 @@ func TestLoadTPErrors(t *testing.T) {
 	} else {
 		t.Log(err)
 	}
-	moe := tpFile(t, model.Shapes["qwen3moe-tiny"], tensor.Q8_0, 0)
-	if _, err := model.LoadTP(moe, 0, 2, s); err == nil {
-		t.Error("MoE model: no error")
+	mla := tpFile(t, model.Shapes["deepseek2-tiny"], tensor.Q8_0, 0)
+	if _, err := model.LoadTP(mla, 0, 2, s); err == nil {
+		t.Error("latent attention: no error")
 	} else {
 		t.Log(err)
 	}
@@ -721,7 +733,13 @@ func TestTPHybrid(t *testing.T) {
 // The members' slices partition the model: their bytes add up to every
 // layer matrix and the output head exactly, whatever the split.
 func TestTPSlicesPartition(t *testing.T) {
-	f := tpFile(t, model.Shapes["qwen3-tiny"], tensor.Q4_K, 0)
+	for _, shape := range []string{"qwen3-tiny", "qwen3moe-tiny"} {
+		t.Run(shape, func(t *testing.T) { slicesPartition(t, shape) })
+	}
+}
+
+func slicesPartition(t *testing.T, shape string) {
+	f := tpFile(t, model.Shapes[shape], tensor.Q8_0, 0)
 	whole, err := model.Load(f, 0, 2)
 	if err != nil {
 		t.Fatal(err)
@@ -730,6 +748,11 @@ func TestTPSlicesPartition(t *testing.T) {
 	for _, b := range whole.Blocks {
 		for _, w := range []tensor.Matrix{b.Q, b.K, b.V, b.O, b.Gate, b.Up, b.Down} {
 			want += int64(len(w.Data))
+		}
+		if b.MoE != nil {
+			for _, e := range append(b.MoE.Experts, b.MoE.Shared) {
+				want += int64(len(e.Gate.Data) + len(e.Up.Data) + len(e.Down.Data))
+			}
 		}
 	}
 	for _, w := range [][]uint64{{1}, {1, 1}, {3, 2, 1}, {1, 1, 1, 1, 1}} {
