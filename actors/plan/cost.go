@@ -246,7 +246,7 @@ func candidate(m Model, nodes []Node, s, g int, kvPerLayer uint64, opts Options,
 		for j, n := range members {
 			groups[i] = append(groups[i], Member{Node: n.ID, Share: bw[j] / total, Heads: heads[j]})
 			frac := max(bw[j]/total, heads[j])
-			capacity = min(capacity, uint64(float64(usable(n, opts))/frac))
+			capacity = min(capacity, uint64(min(float64(usable(n, opts))/frac, 1e19))) // 1e19 < 2^64: the conversion stays defined
 		}
 		virtual[i] = Node{ID: members[0].ID, FreeBytes: capacity, Compute: total / 1e9}
 	}
