@@ -94,8 +94,8 @@ func LoadTP(f *gguf.File, first, end int, s TPSlice) (*TPModel, error) {
 		return nil, fmt.Errorf("model: token_embd.weight is missing or not 2-D")
 	}
 	inside := func(r Range, n int) bool { return 0 <= r.Lo && r.Lo <= r.Hi && r.Hi <= n }
-	if !inside(s.KVHeads, cfg.KVHeads) || !inside(s.FFN, cfg.FFN) || !inside(s.Vocab, cfg.Vocab) {
-		return nil, fmt.Errorf("model: tensor-parallel slice (%v) is not inside %d KV heads, FFN %d, vocab %d", s, cfg.KVHeads, cfg.FFN, cfg.Vocab)
+	if !inside(s.KVHeads, cfg.KVHeads) || !inside(s.FFN, cfg.FFN) || !inside(s.ExpertFFN, cfg.ExpertFFN) || !inside(s.Vocab, cfg.Vocab) {
+		return nil, fmt.Errorf("model: tensor-parallel slice (%v) is not inside %d KV heads, FFN %d, expert FFN %d, vocab %d", s, cfg.KVHeads, cfg.FFN, cfg.ExpertFFN, cfg.Vocab)
 	}
 	l := loader{f: f, c: cfg}
 	m := &TPModel{Config: cfg, First: first, End: end, Slice: s}

@@ -544,6 +544,7 @@ func TestLoadTPErrors(t *testing.T) {
 		{"heads past the end", model.TPSlice{KVHeads: model.Range{Lo: 2, Hi: 5}, FFN: model.Range{Hi: 10}, Vocab: model.Range{Hi: 10}}},
 		{"reversed ffn", model.TPSlice{KVHeads: model.Range{Hi: 1}, FFN: model.Range{Lo: 10, Hi: 5}, Vocab: model.Range{Hi: 10}}},
 		{"vocab past the end", model.TPSlice{KVHeads: model.Range{Hi: 1}, FFN: model.Range{Hi: 5}, Vocab: model.Range{Hi: 1 << 20}}},
+		{"experts in a dense model", model.TPSlice{KVHeads: model.Range{Hi: 1}, FFN: model.Range{Hi: 5}, ExpertFFN: model.Range{Hi: 8}, Vocab: model.Range{Hi: 10}}},
 	} {
 		if _, err := model.LoadTP(f, 0, 5, tc.s); err == nil {
 			t.Errorf("%s: no error", tc.name)
