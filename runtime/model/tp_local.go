@@ -10,7 +10,9 @@ import (
 // LocalGroup returns the AllReducers of an n-member group whose members
 // run in one process (goroutines exchanging their buffers over channels):
 // for tests, benchmarks, and members that share a host. Member i uses
-// element i and must not be shared with another goroutine.
+// element i and must not be shared with another goroutine. After an
+// AllReduce fails (its context ended) the group is out of step: make a
+// new one.
 func LocalGroup(n int) []AllReducer {
 	peers := make([]*localMember, n)
 	for i := range peers {
