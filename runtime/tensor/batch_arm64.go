@@ -88,6 +88,9 @@ func matMulBatchX8(out []float32, w Matrix, a *Activations, lo, hi int) int {
 	if !useNEON {
 		return lo
 	}
+	if useI8MM {
+		return matMulBatchMM(out, w, a, lo, hi)
+	}
 	rows, cols, n := w.Rows, w.Cols, a.n
 	rb, nb := w.RowBytes(), cols/32
 	var tile [batchKC * batchTileBlock]byte
