@@ -13,8 +13,8 @@ import (
 // the CPU; tests flip it. The one-vector dots, the four-vector dots
 // (dot4: Q8_0, Q4_K, Q6_K and the float types; dot4_arm64.s), Axpy and
 // the interleaved batch kernels for Q8_0 and Q4_0 (batch_arm64.s) and the
-// one-vector Q2_K, Q3_K and IQ4_XS dots (dot_low_arm64.s) have arm64
-// kernels; the multi-row kernels and SwiGLU run the generic Go code.
+// one- and four-vector Q2_K, Q3_K and IQ4_XS dots (dot_low_arm64.s) have
+// arm64 kernels; the multi-row kernels and SwiGLU run the generic Go code.
 var useNEON = cpu.ARM64.HasASIMDDP
 
 var hasNEON = useNEON
@@ -263,7 +263,7 @@ func dot4(t Type, row []byte, a *Activations, i, cols int, out *[4]float32) bool
 		_, _ = row[2*cols-1], a.x[(i+4)*cols-1]
 		dotBF16x4NEON(unsafe.SliceData(row), &a.x[i*cols], 4*cols, cols, &out[0])
 	default:
-		return false
+		return dot4Low(t, row, a, i, cols, out)
 	}
 	return true
 }

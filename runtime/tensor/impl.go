@@ -16,9 +16,8 @@ type impl struct {
 // AVX2 for the rest), "avx2" (AVX2+FMA+F16C
 // assembly on amd64), "neon" (NEON with the dot-product extension on
 // arm64: the one-vector dots, the four-vector dots but Q4_0/Q5_K, the
-// 8-row Q8_0/Q4_0 batch kernels, the one-vector Q2_K, Q3_K and IQ4_XS
-// dots, Axpy and the activation quantizer; SwiGLU, the multi-row kernels
-// and the four-vector Q2_K, Q3_K and IQ4_XS dots are Go), "i8mm" ("neon"
+// 8-row Q8_0/Q4_0 batch kernels, Axpy and the activation quantizer;
+// SwiGLU and the multi-row kernels are Go), "i8mm" ("neon"
 // with the Q8_0/Q4_0 batch kernels on SMMLA, arm64 with the int8 matrix
 // multiply extension: Apple M2 and later) or "generic" (pure Go: the purego build tag, a CPU without those
 // features, or another architecture).
