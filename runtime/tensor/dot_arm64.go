@@ -306,5 +306,3 @@ func swiglu(out, gate, up []float32) { swigluGeneric(out, gate, up) }
 func (a *Activations) prepareBatch(Type) {}
 func (a *Activations) allocBatch()       {}
 
-// batchKQuants is false: no K-quant batch kernels here (usesBatchForm).
-const batchKQuants = false
