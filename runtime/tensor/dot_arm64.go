@@ -305,4 +305,3 @@ func swiglu(out, gate, up []float32) { swigluGeneric(out, gate, up) }
 // prepareBatch and allocBatch have nothing to do without the VNNI kernels.
 func (a *Activations) prepareBatch(Type) {}
 func (a *Activations) allocBatch()       {}
-
