@@ -88,11 +88,11 @@ func matMulBatchX8(out []float32, w Matrix, a *Activations, lo, hi int) int {
 	if !useNEON {
 		return lo
 	}
-	if w.Type == Q4_K {
+	if w.Type == Q4_K || w.Type == Q6_K {
 		if !useI8MM {
 			return lo
 		}
-		return matMulBatchQ4KMM(out, w, a, lo, hi)
+		return matMulBatchKMM(out, w, a, lo, hi)
 	}
 	if w.Type != Q8_0 && w.Type != Q4_0 {
 		return lo

@@ -9,24 +9,31 @@ import (
 	"testing"
 )
 
-// With the row-sequential K-quant form turned on, the i8mm Q4_K batch
-// kernel equals the generic dotQ4_KSeq bit for bit: every vector count
+// With the row-sequential K-quant form turned on, the i8mm Q4_K and Q6_K
+// batch kernels equal the generic dotQ4_KSeq and dotQ6_KSeq bit for bit:
+// every vector count
 // from batchMin to 13 (odd ones repeat their last vector) and across the
 // 128-vector pass, super-block counts within a tile, at its edge and past
 // it, rows that leave a partial group of 8, and rows of random bytes
 // (every scale, min and nibble; activations at ±127).
-func TestBatchQ4KMMMatchesGeneric(t *testing.T) {
+func TestBatchKMMMatchesGeneric(t *testing.T) {
 	needI8MM(t)
 	defer func(on bool) { batchKQuants = on }(batchKQuants)
 	batchKQuants = true
+	for _, typ := range []Type{Q4_K, Q6_K} {
+		t.Run(typ.String(), func(t *testing.T) { testBatchKMM(t, typ) })
+	}
+}
+
+func testBatchKMM(t *testing.T, typ Type) {
 	type tcase struct {
 		w  Matrix
 		x  []float32
 		ns []int
 	}
 	var cases []tcase
-	for _, nb := range []int{1, 2, q4KMMKC, q4KMMKC + 1, 2*q4KMMKC + 3} {
-		w, _ := randomMatrix(t, Q4_K, 19, qkK*nb, uint64(nb)+41)
+	for _, nb := range []int{1, 2, kMMKC, kMMKC + 1, 2*kMMKC + 3} {
+		w, _ := randomMatrix(t, typ, 19, qkK*nb, uint64(nb)+41)
 		ns := []int{8, 9, 10, 11, 12, 13}
 		if nb == 2 {
 			ns = append(ns, batchVecs-1, batchVecs+3)
@@ -35,15 +42,20 @@ func TestBatchQ4KMMMatchesGeneric(t *testing.T) {
 	}
 	r := rand.New(rand.NewPCG(5, 6))
 	const rows, nb = 16, 3
-	data := make([]byte, rows*nb*q4KBytes)
+	_, bb, _ := layout(typ)
+	data := make([]byte, rows*nb*bb)
 	for i := range data {
 		data[i] = byte(r.Uint32())
 	}
 	for b := range rows * nb {
-		binary.LittleEndian.PutUint16(data[b*q4KBytes:], FP32ToFP16(0.005))
-		binary.LittleEndian.PutUint16(data[b*q4KBytes+2:], FP32ToFP16(-0.03))
+		if typ == Q6_K {
+			binary.LittleEndian.PutUint16(data[b*bb+208:], FP32ToFP16(0.002))
+			continue
+		}
+		binary.LittleEndian.PutUint16(data[b*bb:], FP32ToFP16(0.005))
+		binary.LittleEndian.PutUint16(data[b*bb+2:], FP32ToFP16(-0.03))
 	}
-	w, err := NewMatrix(Q4_K, rows, qkK*nb, data)
+	w, err := NewMatrix(typ, rows, qkK*nb, data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,22 +87,30 @@ func TestBatchQ4KMMMatchesGeneric(t *testing.T) {
 }
 
 // The generic comparison above is the row-sequential form: check that the
-// kernel did run (a wrong dispatch would compare Go with Go).
-func TestBatchQ4KMMRuns(t *testing.T) {
+// kernels did run (a wrong dispatch would compare Go with Go).
+func TestBatchKMMRuns(t *testing.T) {
 	needI8MM(t)
-	w, _ := randomMatrix(t, Q4_K, 8, qkK, 3)
-	a := NewActivations(8, qkK)
-	a.Set(testData("normal", 8*qkK, 4), 8)
-	a.prepare(Q4_K)
-	out := make([]float32, 8*8)
-	if got := matMulBatchQ4KMM(out, w, a, 0, 8); got != 8 {
-		t.Fatalf("matMulBatchQ4KMM computed rows up to %d, want 8", got)
-	}
-	for v := range 8 {
-		for r := range 8 {
-			want := dotQ4_KSeq(w.Data[r*w.RowBytes():(r+1)*w.RowBytes()], a.qK[v*qkK:(v+1)*qkK], a.dK[v:v+1], a.bsumsK[16*v:16*v+16])
-			if got := out[v*8+r]; math.Float32bits(got) != math.Float32bits(want) {
-				t.Fatalf("vector %d row %d: %g, dotQ4_KSeq %g", v, r, got, want)
+	for _, typ := range []Type{Q4_K, Q6_K} {
+		w, _ := randomMatrix(t, typ, 8, 2*qkK, 3)
+		a := NewActivations(8, 2*qkK)
+		a.Set(testData("normal", 8*2*qkK, 4), 8)
+		a.prepare(typ)
+		out := make([]float32, 8*8)
+		if got := matMulBatchKMM(out, w, a, 0, 8); got != 8 {
+			t.Fatalf("%v: matMulBatchKMM computed rows up to %d, want 8", typ, got)
+		}
+		rb, cols := w.RowBytes(), w.Cols
+		for v := range 8 {
+			x, d, bs := a.qK[v*cols:(v+1)*cols], a.dK[2*v:2*v+2], a.bsumsK[v*cols/16:(v+1)*cols/16]
+			for r := range 8 {
+				row := w.Data[r*rb : (r+1)*rb]
+				want := dotQ4_KSeq(row, x, d, bs)
+				if typ == Q6_K {
+					want = dotQ6_KSeq(row, x, d, bs)
+				}
+				if got := out[v*8+r]; math.Float32bits(got) != math.Float32bits(want) {
+					t.Fatalf("%v vector %d row %d: %g, row-sequential %g", typ, v, r, got, want)
+				}
 			}
 		}
 	}
