@@ -338,14 +338,7 @@ type anthropicStream struct {
 }
 
 func (s *anthropicStream) event(name string, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	if _, err := fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", name, b); err != nil {
-		return err
-	}
-	return s.rc.Flush()
+	return writeSSE(s.w, s.rc, name, v)
 }
 
 func (s *anthropicStream) begin() error {
@@ -353,11 +346,7 @@ func (s *anthropicStream) begin() error {
 		return nil
 	}
 	s.started = true
-	h := s.w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	s.w.WriteHeader(http.StatusOK)
+	startSSE(s.w)
 	msg := MessagesResponse{ID: s.j.id, Type: "message", Role: "assistant", Model: s.j.model, Content: []AnthropicBlock{},
 		Usage: AnthropicUsage{InputTokens: len(s.j.tokens)}}
 	if err := s.event("message_start", map[string]any{"type": "message_start", "message": msg}); err != nil {

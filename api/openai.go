@@ -650,11 +650,7 @@ func (s *sseWriter) begin() error {
 		return nil
 	}
 	s.started = true
-	h := s.w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	s.w.WriteHeader(http.StatusOK)
+	startSSE(s.w)
 	if s.j.endpoint == "chat" { // the first chunk names the role
 		return s.event(s.chatChunk(ChatDelta{Role: "assistant", Content: ""}, nil))
 	}
@@ -662,14 +658,7 @@ func (s *sseWriter) begin() error {
 }
 
 func (s *sseWriter) event(v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	if _, err := fmt.Fprintf(s.w, "data: %s\n\n", b); err != nil {
-		return err
-	}
-	return s.rc.Flush()
+	return writeSSE(s.w, s.rc, "", v)
 }
 
 func (s *sseWriter) chatChunk(d ChatDelta, reason *string) ChatChunk {

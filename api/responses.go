@@ -276,14 +276,7 @@ func (o *responsesOut) event(name string, fields map[string]any) error {
 	fields["type"] = name
 	fields["sequence_number"] = o.seq
 	o.seq++
-	b, err := json.Marshal(fields)
-	if err != nil {
-		return err
-	}
-	if _, err := fmt.Fprintf(o.w, "event: %s\ndata: %s\n\n", name, b); err != nil {
-		return err
-	}
-	return o.rc.Flush()
+	return writeSSE(o.w, o.rc, name, fields)
 }
 
 func (o *responsesOut) begin() error {
@@ -291,11 +284,7 @@ func (o *responsesOut) begin() error {
 		return nil
 	}
 	o.started = true
-	h := o.w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	o.w.WriteHeader(http.StatusOK)
+	startSSE(o.w)
 	for _, name := range []string{"response.created", "response.in_progress"} {
 		if err := o.event(name, map[string]any{"response": o.base}); err != nil {
 			return err
