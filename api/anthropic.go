@@ -105,12 +105,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, ep, e)
 		return
 	}
-	if e := s.chatPrompt(r.Context(), j, msgs, "messages"); e != nil || r.Context().Err() != nil {
-		if e != nil {
-			s.fail(w, ep, e)
-		} else {
-			s.metrics.request(ep, 499)
-		}
+	if !s.prepareChat(w, r, j, msgs, "messages") {
 		return
 	}
 	var out streamer

@@ -263,12 +263,7 @@ func (s *Server) handleOllamaChat(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, ep, e)
 		return
 	}
-	if e := s.chatPrompt(r.Context(), j, msgs, "messages"); e != nil || r.Context().Err() != nil {
-		if e != nil {
-			s.fail(w, ep, e)
-		} else {
-			s.metrics.request(ep, 499)
-		}
+	if !s.prepareChat(w, r, j, msgs, "messages") {
 		return
 	}
 	s.run(w, r, j, &ollamaOut{w: w, rc: http.NewResponseController(w), j: j, name: req.Model, chat: true, start: start}, start)
@@ -349,12 +344,7 @@ func (s *Server) handleOllamaGenerate(w http.ResponseWriter, r *http.Request) {
 			msgs = append(msgs, Message{Role: "system", Content: req.System})
 		}
 		msgs = append(msgs, Message{Role: "user", Content: req.Prompt})
-		if e := s.chatPrompt(r.Context(), j, msgs, "prompt"); e != nil || r.Context().Err() != nil {
-			if e != nil {
-				s.fail(w, ep, e)
-			} else {
-				s.metrics.request(ep, 499)
-			}
+		if !s.prepareChat(w, r, j, msgs, "prompt") {
 			return
 		}
 	}

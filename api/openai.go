@@ -400,12 +400,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, "chat", e)
 		return
 	}
-	if e := s.chatPrompt(r.Context(), j, msgs, "messages"); e != nil || r.Context().Err() != nil {
-		if e != nil {
-			s.fail(w, "chat", e)
-		} else {
-			s.metrics.request("chat", 499)
-		}
+	if !s.prepareChat(w, r, j, msgs, "messages") {
 		return
 	}
 	s.run(w, r, j, openAIOut(w, j), start)

@@ -94,6 +94,22 @@ func (s *Server) chatPrompt(ctx context.Context, j *job, msgs []Message, param s
 	return nil
 }
 
+// prepareChat is chatPrompt for a handler: when there is no prompt to
+// run, it has answered the request (the error in the surface's shape, or
+// a 499 in the metrics when the client left) and returns false.
+func (s *Server) prepareChat(w http.ResponseWriter, r *http.Request, j *job, msgs []Message, param string) bool {
+	e := s.chatPrompt(r.Context(), j, msgs, param)
+	switch {
+	case e != nil:
+		s.fail(w, j.endpoint, e)
+	case r.Context().Err() != nil:
+		s.metrics.request(j.endpoint, 499)
+	default:
+		return true
+	}
+	return false
+}
+
 // run queues j, generates, and answers through out. The generation runs
 // under the request's context: a client that goes away cancels it, and
 // so does a failed write.

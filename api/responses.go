@@ -152,12 +152,7 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 		msgs = append([]Message{{Role: "system", Content: req.Instructions}}, msgs...)
 	}
 	nameToolResults(msgs)
-	if e := s.chatPrompt(r.Context(), j, msgs, "input"); e != nil || r.Context().Err() != nil {
-		if e != nil {
-			s.fail(w, ep, e)
-		} else {
-			s.metrics.request(ep, 499)
-		}
+	if !s.prepareChat(w, r, j, msgs, "input") {
 		return
 	}
 	base := ResponseObject{ID: j.id, Object: "response", CreatedAt: j.created, Status: "in_progress", Model: req.Model, Output: []ResponseItem{},
