@@ -332,7 +332,7 @@ func (s *Server) handleOllamaGenerate(w http.ResponseWriter, r *http.Request) {
 			s.fail(w, ep, e)
 			return
 		}
-		j.tok = tok
+		j.tok, j.ctxLen = tok, info.ContextLength
 		j.tokens = append(append([]int{}, req.Context...), tok.Encode(req.Prompt, len(req.Context) == 0, false)...)
 		if e := s.fits(info, len(j.tokens)); e != nil {
 			s.fail(w, ep, e)

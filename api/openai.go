@@ -502,7 +502,7 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, "completions", badRequest("prompt", "invalid_value", "The prompt is empty and this vocabulary adds no BOS."))
 		return
 	}
-	j.tokens, j.tok = ids, tok
+	j.tokens, j.tok, j.ctxLen = ids, tok, info.ContextLength
 	if e := s.fits(info, len(ids)); e != nil {
 		e.Param = strPtr("prompt")
 		s.fail(w, "completions", e)

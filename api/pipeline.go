@@ -28,6 +28,7 @@ type job struct {
 	endpoint string // for metrics and the error shape: "chat", "completions", "messages", "ollama", "responses"
 	model    string
 	tok      *tokenizer.Tokenizer
+	ctxLen   int // the model's context length (ModelInfo.ContextLength), from the lookup that gave tok
 	tokens   []int
 	echo     string // prompt text to send before the answer (completions echo)
 	maxTok   int
@@ -72,7 +73,7 @@ func (s *Server) chatPrompt(ctx context.Context, j *job, msgs []Message, param s
 	if e != nil {
 		return e
 	}
-	j.tok = tok
+	j.tok, j.ctxLen = tok, info.ContextLength
 	prompt, err := renderJob(ctx, j, tok, msgs)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -146,8 +147,8 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job, out streame
 		req.Schema = j.schema // the cluster's last stage masks its sampling
 	} else if j.schema != nil {
 		budget := j.maxTok
-		if info, _, err := s.cfg.Models.Lookup(j.model); err == nil && info.ContextLength > 0 && (budget == 0 || info.ContextLength-len(j.tokens) < budget) {
-			budget = info.ContextLength - len(j.tokens)
+		if j.ctxLen > 0 && (budget == 0 || j.ctxLen-len(j.tokens) < budget) {
+			budget = j.ctxLen - len(j.tokens)
 		}
 		m := grammar.NewMatcher(j.schema, s.vocabs.of(j.tok), budget)
 		generate = func(ctx context.Context, req actors.Request, on func(engine.Token) error) (engine.Result, error) {
