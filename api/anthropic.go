@@ -493,19 +493,12 @@ func anthropicTools(req *MessagesRequest, j *job) *Error {
 	case "", "auto":
 		defs := make([]json.RawMessage, len(tools))
 		for i, t := range tools {
-			var ft functionTool
-			ft.Type, ft.Function.Name, ft.Function.Description, ft.Function.Parameters = "function", t.Name, t.Description, t.InputSchema
-			defs[i] = ft.raw()
+			defs[i] = functionDef(t.Name, t.Description, t.InputSchema)
 		}
 		j.tools = newToolUse(defs, "toolu_")
 		return nil
 	default:
 		return badRequest("tool_choice", "invalid_value", "tool_choice: type must be auto, any, tool or none, got %q", choice.Type)
 	}
-	sc, e := compileSchema(fmt.Sprintf("tools.%d.input_schema", pick), tools[pick].InputSchema)
-	if e != nil {
-		return e
-	}
-	j.schema, j.tool = sc, &toolCall{name: tools[pick].Name, id: "toolu_" + randomID()}
-	return nil
+	return forceTool(j, tools[pick].Name, tools[pick].InputSchema, fmt.Sprintf("tools.%d.input_schema", pick), "toolu_")
 }

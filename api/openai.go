@@ -797,39 +797,18 @@ func openAIStructured(req *ChatRequest, j *job) *Error {
 	default:
 		return badRequest("tool_choice", "invalid_value", "tool_choice must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}.")
 	}
-	pick := -1
-	switch choice {
-	case "none":
-		return nil
-	case "required":
-		if len(tools) != 1 {
-			return badRequest("tool_choice", "unsupported_value", "tool_choice required is supported with one tool; name the tool to call.")
-		}
-		pick = 0
-	case "named":
-		for i, t := range tools {
-			if t.Function.Name == named.Function.Name {
-				pick = i
-			}
-		}
-		if pick < 0 {
-			return badRequest("tool_choice", "invalid_value", "tool_choice names %q, which is not among the tools.", named.Function.Name)
-		}
-	case "auto":
-		j.tools = newToolUse(defs, "call_")
-		return nil
-	default:
-		return badRequest("tool_choice", "invalid_value", "tool_choice must be none, auto, required or a named function, got %q.", choice)
+	names := make([]string, len(tools))
+	for i, t := range tools {
+		names[i] = t.Function.Name
+	}
+	pick, e := pickTool(j, choice, named.Function.Name, names, defs)
+	if pick < 0 || e != nil {
+		return e
 	}
 	if j.schema != nil {
 		return badRequest("response_format", "unsupported_value", "response_format and a forced tool cannot be combined.")
 	}
-	sc, e := compileSchema(fmt.Sprintf("tools[%d].function.parameters", pick), tools[pick].Function.Parameters)
-	if e != nil {
-		return e
-	}
-	j.schema, j.tool = sc, &toolCall{name: tools[pick].Function.Name, id: "call_" + randomID()}
-	return nil
+	return forceTool(j, names[pick], tools[pick].Function.Parameters, fmt.Sprintf("tools[%d].function.parameters", pick), "call_")
 }
 
 // openAIMessageCalls reads the tool_calls of an assistant message:

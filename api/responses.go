@@ -468,13 +468,12 @@ func responsesTools(req *ResponsesRequest, j *job) *Error {
 		return badRequest("tools", "invalid_type", "tools must be an array of function tools.")
 	}
 	defs := make([]json.RawMessage, len(tools))
+	names := make([]string, len(tools))
 	for i, t := range tools {
 		if t.Type != "function" || t.Name == "" {
 			return badRequest(fmt.Sprintf("tools[%d]", i), "unsupported_value", "Only function tools with a name are supported.")
 		}
-		var ft functionTool
-		ft.Type, ft.Function.Name, ft.Function.Description, ft.Function.Parameters = "function", t.Name, t.Description, t.Parameters
-		defs[i] = ft.raw()
+		defs[i], names[i] = functionDef(t.Name, t.Description, t.Parameters), t.Name
 	}
 	choice := "auto"
 	var named struct {
@@ -489,34 +488,9 @@ func responsesTools(req *ResponsesRequest, j *job) *Error {
 	default:
 		return badRequest("tool_choice", "invalid_value", "tool_choice must be none, auto, required or {\"type\": \"function\", \"name\": ...}.")
 	}
-	pick := -1
-	switch choice {
-	case "none":
-		return nil
-	case "auto":
-		j.tools = newToolUse(defs, "call_")
-		return nil
-	case "required":
-		if len(tools) != 1 {
-			return badRequest("tool_choice", "unsupported_value", "tool_choice required is supported with one tool; name the tool to call.")
-		}
-		pick = 0
-	case "named":
-		for i, t := range tools {
-			if t.Name == named.Name {
-				pick = i
-			}
-		}
-		if pick < 0 {
-			return badRequest("tool_choice", "invalid_value", "tool_choice names %q, which is not among the tools.", named.Name)
-		}
-	default:
-		return badRequest("tool_choice", "invalid_value", "tool_choice must be none, auto, required or a named function, got %q.", choice)
-	}
-	sc, e := compileSchema(fmt.Sprintf("tools[%d].parameters", pick), tools[pick].Parameters)
-	if e != nil {
+	pick, e := pickTool(j, choice, named.Name, names, defs)
+	if pick < 0 || e != nil {
 		return e
 	}
-	j.schema, j.tool = sc, &toolCall{name: tools[pick].Name, id: "call_" + randomID()}
-	return nil
+	return forceTool(j, names[pick], tools[pick].Parameters, fmt.Sprintf("tools[%d].parameters", pick), "call_")
 }
