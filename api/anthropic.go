@@ -313,8 +313,7 @@ func (c *anthropicCollector) finish(f finish) error {
 		Content:    blocks,
 		StopReason: &reason, StopSequence: seq,
 		Usage: anthropicUsage(f.usage)}
-	c.w.Header().Set("Content-Type", "application/json")
-	return json.NewEncoder(c.w).Encode(v)
+	return writeAnswer(c.w, v)
 }
 
 // anthropicStream streams an answer as Anthropic's named events. Headers

@@ -446,8 +446,7 @@ func (o *ollamaOut) finish(f finish) error {
 		}
 	}
 	if !o.j.stream {
-		o.w.Header().Set("Content-Type", "application/json")
-		return json.NewEncoder(o.w).Encode(v)
+		return writeAnswer(o.w, v)
 	}
 	return o.send(v)
 }

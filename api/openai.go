@@ -571,8 +571,7 @@ func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) writeJSON(w http.ResponseWriter, endpoint string, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(v)
+	writeAnswer(w, v)
 	s.metrics.request(endpoint, http.StatusOK)
 }
 
@@ -623,8 +622,7 @@ func (c *collector) finish(f finish) error {
 		v = Completion{ID: c.j.id, Object: "text_completion", Created: c.j.created, Model: c.j.model, Usage: &usage,
 			Choices: []CompletionChoice{{Text: c.b.String(), FinishReason: &reason}}}
 	}
-	w.Header().Set("Content-Type", "application/json")
-	return json.NewEncoder(w).Encode(v)
+	return writeAnswer(w, v)
 }
 
 // sseWriter streams an answer as server-sent events, OpenAI's way:

@@ -425,8 +425,7 @@ func (o *responsesOut) finish(f finish) error {
 		InputTokensDetails: InputTokensDetails{CachedTokens: f.usage.cached()}}
 	if !o.j.stream {
 		r.Output = o.collected(f)
-		o.w.Header().Set("Content-Type", "application/json")
-		return json.NewEncoder(o.w).Encode(r)
+		return writeAnswer(o.w, r)
 	}
 	if err := o.begin(); err != nil {
 		return err
