@@ -16,6 +16,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"strata/actors/plan"
+	"strata/actors/session"
 	"strata/messages"
 	"strata/runtime/catalog"
 	"strata/runtime/engine"
@@ -256,7 +257,7 @@ func (c *Cluster) Plan(name string) (plan.Plan, []Member, error) {
 	return c.plan(name, nil)
 }
 
-func (c *Cluster) plan(name string, excluded map[string]time.Time) (plan.Plan, []Member, error) {
+func (c *Cluster) plan(name string, excluded []string) (plan.Plan, []Member, error) {
 	m, err := c.model(name)
 	if err != nil {
 		return plan.Plan{}, nil, err
@@ -273,7 +274,7 @@ func (c *Cluster) plan(name string, excluded map[string]time.Time) (plan.Plan, [
 		available = available || partial || slices.Contains(mem.Models, name)
 	}
 	for _, mem := range all {
-		_, lost := excluded[mem.ID]
+		lost := slices.Contains(excluded, mem.ID)
 		held, holds := heldLayers(mem, name, m.prof.Layers)
 		if lost || !holds && !(mem.Fetches && available) {
 			continue
@@ -319,16 +320,9 @@ func heldLayers(mem Member, model string, layers int) ([]bool, bool) {
 // 1 Gbit/s link shared by several fetches.
 const fetchRate = 20 << 20
 
-// stage is one loaded stage of a session.
-type stage struct {
-	pid        *actor.PID
-	first, end int
-	node       string
-}
-
 // load asks every stage's host to load its shard. Nodes that do not
 // answer at all are returned apart: the caller may re-plan without them.
-func (c *Cluster) load(ctx context.Context, name string, p plan.Plan, members []Member) ([]stage, []string, error) {
+func (c *Cluster) load(name string, p plan.Plan, members []Member) ([]session.Stage, []string, error) {
 	byID := map[string]Member{}
 	for _, m := range members {
 		byID[m.ID] = m
@@ -337,7 +331,7 @@ func (c *Cluster) load(ctx context.Context, name string, p plan.Plan, members []
 	if len(p.Stages) > 0 {
 		layers = p.Stages[len(p.Stages)-1].End
 	}
-	stages := make([]stage, len(p.Stages))
+	stages := make([]session.Stage, len(p.Stages))
 	errs := make([]error, len(p.Stages))
 	silent := make([]bool, len(p.Stages))
 	var wg sync.WaitGroup
@@ -364,7 +358,7 @@ func (c *Cluster) load(ctx context.Context, name string, p plan.Plan, members []
 			case loaded.Error != "":
 				errs[i] = errors.New(loaded.Error)
 			default:
-				stages[i] = stage{pid: &actor.PID{Address: mem.Host.Address, Id: loaded.ActorId}, first: s.First, end: s.End, node: s.Node}
+				stages[i] = session.Stage{Node: s.Node, Address: mem.Host.Address, Actor: loaded.ActorId, First: s.First, End: s.End}
 			}
 		})
 	}
@@ -420,19 +414,6 @@ func (in *inbox) Receive(ctx actor.Context) {
 	}
 }
 
-// stageLost reports that a stage of the ring went away mid-session.
-type stageLost struct {
-	node  string
-	cause string
-}
-
-func (e *stageLost) Error() string {
-	if e.node == "" {
-		return "the ring stalled (" + e.cause + ")"
-	}
-	return fmt.Sprintf("node %s left the session's ring (%s)", e.node, e.cause)
-}
-
 // Generate runs one generation on the cluster, calling onToken for each
 // generated token in order, like engine.Engine.Generate.
 func (c *Cluster) Generate(ctx context.Context, req Request, onToken func(engine.Token) error) (res engine.Result, err error) {
@@ -453,23 +434,17 @@ func (c *Cluster) Generate(ctx context.Context, req Request, onToken func(engine
 	}
 	res.PromptTokens = len(prompt)
 	start := time.Now()
-	in := &inbox{ch: make(chan any, 8)}
-	self := c.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return in }))
-	info := &SessionInfo{Model: req.Model, Prompt: len(prompt), Started: start, inbox: self}
-	r := &run{c: c, lm: lm, req: req, in: in, self: self, ctxLen: ctxLen, info: info, excluded: map[string]time.Time{}}
-	defer r.close()
+	r := c.newRing(lm, req, prompt, ctxLen)
 	defer func() {
 		if r.steps > 0 {
 			c.mu.Lock()
-			c.last = StepStats{Steps: r.steps, Stages: len(r.stages), Round: r.stepTime / time.Duration(r.steps), Compute: r.stepCompute / time.Duration(r.steps), Recoveries: r.recoveries}
+			c.last = r.stats()
 			c.mu.Unlock()
 		}
+		r.finish(err)
 	}()
 
-	// seq is every token the ring has to have seen: the prompt, then each
-	// generated token once it is fed back.
-	seq := append([]int(nil), prompt...)
-	next, err := r.start(ctx, seq)
+	next, err := r.do(ctx, r.core.Step(session.Start{}))
 	if err != nil {
 		return res, err
 	}
@@ -483,7 +458,7 @@ func (c *Cluster) Generate(ctx context.Context, req Request, onToken func(engine
 		if !lm.tok.IsEOG(next) {
 			res.Tokens = append(res.Tokens, next)
 			c.mu.Lock()
-			info.Generated = len(res.Tokens)
+			r.info.Generated = len(res.Tokens)
 			c.mu.Unlock()
 		}
 		if piece != "" || !stop {
@@ -496,7 +471,7 @@ func (c *Cluster) Generate(ctx context.Context, req Request, onToken func(engine
 			res.FinishReason = engine.FinishStop
 			break
 		}
-		if (req.MaxTokens > 0 && len(res.Tokens) >= req.MaxTokens) || len(seq)+1 >= ctxLen {
+		if (req.MaxTokens > 0 && len(res.Tokens) >= req.MaxTokens) || len(r.core.Fed())+1 >= ctxLen {
 			res.FinishReason = engine.FinishLength
 			if rest := text.Flush(); rest != "" {
 				if err := onToken(engine.Token{ID: next, Index: len(res.Tokens) - 1, Text: rest}); err != nil {
@@ -506,26 +481,8 @@ func (c *Cluster) Generate(ctx context.Context, req Request, onToken func(engine
 			}
 			break
 		}
-		seq = append(seq, next)
-		stepStart := time.Now()
-		r.send(len(seq)-1, seq[len(seq)-1:], true, nil)
-		next, err = r.wait(ctx, len(seq))
-		if err == nil {
-			r.observe(time.Since(stepStart))
-		}
-		var lost *stageLost
-		if errors.As(err, &lost) {
-			// A node went away: re-plan without it and replay what the
-			// ring had seen. Greedy output is the same as without the
-			// failure; nothing streamed is repeated.
-			c.logf("session %s: %v; re-planning and replaying %d tokens", r.id, lost, len(seq))
-			if lost.node != "" {
-				r.excluded[lost.node] = time.Now()
-			}
-			r.recoveries++
-			next, err = r.start(ctx, seq)
-		}
-		if err != nil {
+		r.stepStart = time.Now()
+		if next, err = r.do(ctx, r.core.Step(session.Next{Token: next})); err != nil {
 			res.Text = text.Text()
 			return res, err
 		}
@@ -544,232 +501,199 @@ func (c *Cluster) sessionInbox() *actor.PID {
 	return nil
 }
 
-// run is one session's ring and the state needed to rebuild it.
-type run struct {
-	c          *Cluster
-	lm         *localModel
-	req        Request
-	in         *inbox
-	self       *actor.PID
-	ctxLen     int
-	info       *SessionInfo
-	id         string  // the current ring's session ID
-	stages     []stage // the current ring
-	route      []*messages.PID
-	excluded   map[string]time.Time // nodes lost during this session, and when
-	recoveries int
+// ring is the shell around one session's core (strata/actors/session):
+// it carries out the core's actions with actors, timers and the view, and
+// turns what its inbox, its timer and the caller do into events. All of
+// it runs on the goroutine that called Generate.
+type ring struct {
+	c       *Cluster
+	core    *session.Session
+	req     Request
+	in      *inbox
+	self    *actor.PID
+	ctxLen  int
+	info    *SessionInfo
+	members []Member // of the last plan: whom Load asks
+
+	// The wait for a token: its position and timer (nil: none).
+	waitPos int
+	timer   *time.Timer
 
 	// Decode step timing: round trips, and the stages' compute within them.
-	lastCompute           time.Duration
+	stepStart             time.Time
 	stepTime, stepCompute time.Duration
 	steps                 int
 }
 
-// maxRecoveries bounds how many times one session rebuilds its ring.
-const maxRecoveries = 8
+func (c *Cluster) newRing(lm *localModel, req Request, prompt []int, ctxLen int) *ring {
+	in := &inbox{ch: make(chan any, 8)}
+	self := c.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return in }))
+	info := &SessionInfo{Model: req.Model, Prompt: len(prompt), Started: time.Now(), inbox: self}
+	core := session.New(session.Config{Prompt: prompt, Context: ctxLen, MaxBatch: MaxBatch, Vocab: lm.tok.VocabSize(), StepTimeout: c.opts.StepTimeout})
+	return &ring{c: c, core: core, req: req, in: in, self: self, ctxLen: ctxLen, info: info}
+}
 
-// start plans a ring (without the excluded nodes), loads its shards,
-// feeds it seq and returns the token that follows seq.
-func (r *run) start(ctx context.Context, seq []int) (int, error) {
+// do carries out acts, and the actions the events they lead to call for,
+// until the core emits a token or is done.
+func (r *ring) do(ctx context.Context, acts []session.Action) (int, error) {
 	c := r.c
 	for {
-		if err := ctx.Err(); err != nil {
-			return 0, err
-		}
-		if r.recoveries > maxRecoveries {
-			return 0, fmt.Errorf("session lost its ring %d times; giving up", r.recoveries)
-		}
-		r.free()
-		p, members, err := c.plan(r.req.Model, r.excluded)
-		if err != nil {
-			var refusal *plan.RefusalError
-			if errors.As(err, &refusal) && r.settle(ctx) {
-				r.recoveries++
-				continue
-			}
-			return 0, err
-		}
-		stages, unreachable, err := c.load(ctx, r.req.Model, p, members)
-		if len(unreachable) > 0 {
-			c.logf("session: nodes %v did not answer LoadShard; re-planning without them", unreachable)
-			for _, n := range unreachable {
-				r.excluded[n] = time.Now()
-			}
-			r.recoveries++
-			continue
-		}
-		if err != nil {
-			return 0, err
-		}
-		r.id, r.stages = newSessionID(), stages
-		r.route = r.route[:0]
-		var pids []*actor.PID
-		for i, s := range stages {
-			pids = append(pids, s.pid)
-			if i > 0 {
-				r.route = append(r.route, fromPID(s.pid))
-			}
-		}
-		c.system.Root.Send(r.self, watchStages{pids})
-		c.mu.Lock()
-		for old, si := range c.sessions {
-			if si == r.info {
-				delete(c.sessions, old)
-			}
-		}
-		r.info.ID = sessionLabel(r.id)
-		// A fresh slice: Sessions() hands out copies that share it.
-		r.info.Stages = make([]StageInfo, 0, len(stages))
-		for _, s := range stages {
-			r.info.Stages = append(r.info.Stages, StageInfo{Node: s.node, Actor: s.pid.Id, First: s.first, End: s.end})
-		}
-		c.sessions[r.id] = r.info
-		c.mu.Unlock()
-
-		// The prompt goes in chunks of MaxBatch, and on a replay each
-		// generated token goes alone, all without waiting: the same
-		// batches as the uninterrupted run, so the KV caches come out bit
-		// for bit the same (batched and one-token kernels may round
-		// differently) and greedy output does not change. Only the last
-		// message samples.
-		promptLen := r.info.Prompt
-		for i := 0; i < promptLen; i += MaxBatch {
-			chunk := seq[i:min(i+MaxBatch, promptLen)]
-			var accept []int
-			if i == 0 {
-				accept = seq
-			}
-			r.send(i, chunk, i+len(chunk) == len(seq), accept)
-		}
-		for i := promptLen; i < len(seq); i++ {
-			r.send(i, seq[i:i+1], i+1 == len(seq), nil)
-		}
-		// One step timeout per eight messages in flight: a long replay is
-		// progress, not a stall.
-		messages := (promptLen+MaxBatch-1)/MaxBatch + len(seq) - promptLen
-		next, err := r.waitFor(ctx, len(seq), r.c.opts.StepTimeout*time.Duration(1+messages/8))
-		var lost *stageLost
-		if errors.As(err, &lost) {
-			c.logf("session %s: %v; re-planning", r.id, lost)
-			if lost.node != "" {
-				r.excluded[lost.node] = time.Now()
-			}
-			r.recoveries++
-			continue
-		}
-		return next, err
-	}
-}
-
-// settle is called when the model does not fit without the nodes this
-// session lost. A lost link is not always a lost node: a node that is
-// heard from again (a heartbeat after it was lost) within ViewSettle is
-// given back. It reports whether any came back.
-func (r *run) settle(ctx context.Context) bool {
-	if len(r.excluded) == 0 {
-		return false
-	}
-	deadline := time.Now().Add(r.c.opts.ViewSettle)
-	for {
-		back := map[string]bool{}
-		for _, m := range r.c.dir.Members() {
-			if lostAt, ok := r.excluded[m.ID]; ok && m.LastSeen.After(lostAt) {
-				back[m.ID] = true
-			}
-		}
-		if len(back) > 0 {
-			for id := range back {
-				delete(r.excluded, id)
-			}
-			r.c.logf("session: nodes %v are heard from again; trying them again", keys(back))
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-func keys(m map[string]bool) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
-// send feeds tokens at positions pos.. to the first stage. The first
-// message of a ring carries the sampler settings and accept: every token
-// before the first sampled position, for the last stage's penalties.
-func (r *run) send(pos int, tokens []int, sampleNow bool, accept []int) {
-	f := &messages.Forward{Session: r.id, Position: uint32(pos), Count: uint32(len(tokens)), Route: r.route,
-		ReplyTo: fromPID(r.self), HiddenType: r.c.opts.Hidden, Sample: sampleNow, Context: uint32(r.ctxLen)}
-	for _, t := range tokens {
-		f.Tokens = append(f.Tokens, int32(t))
-	}
-	if accept != nil {
-		f.Sampling = samplingMessage(r.req.Sampling)
-		for _, t := range accept {
-			f.Accept = append(f.Accept, int32(t))
-		}
-	}
-	r.c.system.Root.Send(r.stages[0].pid, f)
-}
-
-// wait returns the token for position pos.
-func (r *run) wait(ctx context.Context, pos int) (int, error) {
-	return r.waitFor(ctx, pos, r.c.opts.StepTimeout)
-}
-
-// waitFor is wait with a given timeout.
-func (r *run) waitFor(ctx context.Context, pos int, timeout time.Duration) (int, error) {
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-timer.C:
-			// A stage that is stuck (its node still heartbeats, so the
-			// view keeps it), or a message lost on a cut link: the stages
-			// that do not answer a probe either are left out of the next
-			// ring; then rebuild it and replay.
-			lost := &stageLost{cause: fmt.Sprintf("no token for position %d within %v", pos, timeout)}
-			if silent := r.silentStages(); len(silent) > 0 {
-				lost.node, lost.cause = silent[0], lost.cause+"; it does not answer"
-				for _, n := range silent[1:] {
-					r.excluded[n] = time.Now()
+		for len(acts) > 0 {
+			a := acts[0]
+			acts = acts[1:]
+			var ev session.Event
+			switch a := a.(type) {
+			case session.Log:
+				c.logf("%s", a.Text)
+			case session.Free:
+				r.free(a.Session, a.Stages)
+			case session.Plan:
+				if err := ctx.Err(); err != nil {
+					ev = session.Cancel{Err: err}
+					break
 				}
+				p, members, err := c.plan(r.req.Model, a.Exclude)
+				r.members = members
+				ev = session.Planned{Plan: p, Err: err}
+			case session.AwaitView:
+				back, err := r.settle(ctx, a.Lost)
+				if ev = (session.ViewBack{Nodes: back}); err != nil {
+					ev = session.Cancel{Err: err}
+				}
+			case session.Load:
+				stages, unreachable, err := c.load(r.req.Model, a.Plan, r.members)
+				ev = session.Loaded{ID: newSessionID(), Ring: stages, Unreachable: unreachable, At: time.Now(), Err: err}
+			case session.Ring:
+				r.use(a.ID, a.Stages)
+			case session.Forward:
+				r.send(a)
+			case session.Wait:
+				r.waitPos = a.Position
+				if r.timer != nil {
+					r.timer.Stop()
+				}
+				r.timer = time.NewTimer(a.Timeout)
+			case session.Probe:
+				ev = session.Probed{Silent: r.silentStages(a.Stages), At: time.Now()}
+			case session.Emit:
+				if a.Step {
+					r.observe(time.Since(r.stepStart), a.Compute)
+				}
+				return a.Token, nil
+			case session.Done:
+				return 0, a.Err
 			}
-			return 0, lost
+			if ev != nil {
+				acts = append(acts, r.core.Step(ev)...)
+			}
+		}
+		if r.core.Finished() {
+			return 0, r.core.Err()
+		}
+		acts = r.core.Step(r.await(ctx))
+	}
+}
+
+// await returns the next event of the ring: a message to the inbox, the
+// wait's timeout, or the caller's cancel.
+func (r *ring) await(ctx context.Context) session.Event {
+	var expired <-chan time.Time
+	if r.timer != nil {
+		expired = r.timer.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return session.Cancel{Err: ctx.Err()}
+		case <-expired:
+			r.timer = nil
+			return session.Timeout{Position: r.waitPos}
 		case m := <-r.in.ch:
 			switch m := m.(type) {
 			case *actor.Terminated:
-				for _, s := range r.stages {
-					if s.pid.Address == m.Who.Address && s.pid.Id == m.Who.Id {
-						return 0, &stageLost{node: s.node, cause: "its shard actor stopped or its peer disconnected"}
+				_, stages := r.core.Ring()
+				for _, s := range stages {
+					if s.Address == m.Who.Address && s.Actor == m.Who.Id {
+						return session.StageLost{Node: s.Node, Cause: "its shard actor stopped or its peer disconnected", At: time.Now()}
 					}
 				}
 			case *messages.ForwardError:
-				if m.Session == r.id {
-					return 0, fmt.Errorf("stage %s: %s", m.Stage, m.Error)
-				}
+				return session.ForwardFailed{Session: m.Session, Stage: m.Stage, Err: m.Error}
 			case *messages.Token:
-				if m.Session != r.id || int(m.Position) != pos {
-					continue // a stale answer
-				}
-				if m.Id < 0 || int(m.Id) >= r.lm.tok.VocabSize() {
-					return 0, fmt.Errorf("the last stage sent token id %d, outside the vocabulary", m.Id)
-				}
-				r.lastCompute = time.Duration(m.ComputeNs)
-				return int(m.Id), nil
+				return session.Token{Session: m.Session, Position: int(m.Position), ID: int(m.Id), Compute: time.Duration(m.ComputeNs)}
 			}
+		}
+	}
+}
+
+// use makes a new ring current: the inbox watches its stages, and the
+// session is listed under its new ID.
+func (r *ring) use(id string, stages []session.Stage) {
+	c := r.c
+	var pids []*actor.PID
+	for _, s := range stages {
+		pids = append(pids, stagePID(s))
+	}
+	c.system.Root.Send(r.self, watchStages{pids})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for old, si := range c.sessions {
+		if si == r.info {
+			delete(c.sessions, old)
+		}
+	}
+	r.info.ID = sessionLabel(id)
+	// A fresh slice: Sessions() hands out copies that share it.
+	r.info.Stages = make([]StageInfo, 0, len(stages))
+	for _, s := range stages {
+		r.info.Stages = append(r.info.Stages, StageInfo{Node: s.Node, Actor: s.Actor, First: s.First, End: s.End})
+	}
+	c.sessions[id] = r.info
+}
+
+func stagePID(s session.Stage) *actor.PID { return &actor.PID{Address: s.Address, Id: s.Actor} }
+
+// send delivers a Forward to the ring's first stage.
+func (r *ring) send(a session.Forward) {
+	_, stages := r.core.Ring()
+	var route []*messages.PID
+	for _, s := range stages[1:] {
+		route = append(route, fromPID(stagePID(s)))
+	}
+	f := &messages.Forward{Session: a.Session, Position: uint32(a.Position), Count: uint32(len(a.Tokens)), Route: route,
+		ReplyTo: fromPID(r.self), HiddenType: r.c.opts.Hidden, Sample: a.Sample, Context: uint32(r.ctxLen)}
+	for _, t := range a.Tokens {
+		f.Tokens = append(f.Tokens, int32(t))
+	}
+	if a.Open {
+		f.Sampling = samplingMessage(r.req.Sampling)
+		for _, t := range a.Accept {
+			f.Accept = append(f.Accept, int32(t))
+		}
+	}
+	r.c.system.Root.Send(stagePID(stages[0]), f)
+}
+
+// settle is the wait the core asks for when the model does not fit
+// without the nodes this session lost. A lost link is not always a lost
+// node: it returns the nodes heard from again (a heartbeat after they were
+// lost) within ViewSettle, or none.
+func (r *ring) settle(ctx context.Context, lost map[string]time.Time) ([]string, error) {
+	deadline := time.Now().Add(r.c.opts.ViewSettle)
+	for {
+		var back []string
+		for _, m := range r.c.dir.Members() {
+			if lostAt, ok := lost[m.ID]; ok && m.LastSeen.After(lostAt) {
+				back = append(back, m.ID)
+			}
+		}
+		if len(back) > 0 || time.Now().After(deadline) {
+			return back, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }
@@ -780,16 +704,16 @@ const maxProbe = 5 * time.Second
 
 // silentStages asks every stage of the ring for its stats and returns the
 // nodes of those that do not answer within min(StepTimeout, maxProbe).
-func (r *run) silentStages() []string {
+func (r *ring) silentStages(stages []session.Stage) []string {
 	wait := min(r.c.opts.StepTimeout, maxProbe)
-	futures := make([]*actor.Future, len(r.stages))
-	for i, s := range r.stages {
-		futures[i] = r.c.system.Root.RequestFuture(s.pid, &messages.ShardStats{}, wait)
+	futures := make([]*actor.Future, len(stages))
+	for i, s := range stages {
+		futures[i] = r.c.system.Root.RequestFuture(stagePID(s), &messages.ShardStats{}, wait)
 	}
 	var silent []string
 	for i, f := range futures {
-		if _, err := f.Result(); err != nil && !slices.Contains(silent, r.stages[i].node) {
-			silent = append(silent, r.stages[i].node)
+		if _, err := f.Result(); err != nil && !slices.Contains(silent, stages[i].Node) {
+			silent = append(silent, stages[i].Node)
 		}
 	}
 	return silent
@@ -797,42 +721,61 @@ func (r *run) silentStages() []string {
 
 // observe reports one decode step: its round trip, and the transport
 // share of each hop (session → stage 0 → … → last stage → session).
-func (r *run) observe(step time.Duration) {
+func (r *ring) observe(step, compute time.Duration) {
 	r.stepTime += step
-	r.stepCompute += r.lastCompute
+	r.stepCompute += compute
 	r.steps++
 	m := r.c.opts.Metrics
 	if m == nil {
 		return
 	}
 	m.ObserveStep(step)
-	hop := (step - r.lastCompute) / time.Duration(len(r.stages)+1)
-	for _, s := range r.stages {
-		m.ObserveHop(s.node, max(hop, 0))
+	_, stages := r.core.Ring()
+	hop := (step - compute) / time.Duration(len(stages)+1)
+	for _, s := range stages {
+		m.ObserveHop(s.Node, max(hop, 0))
 	}
 }
 
-// free releases the current ring's KV caches and waits (briefly) until
-// the live stages confirm, so a new ring's shards find the memory free.
-func (r *run) free() {
+// stats summarises the session's decode steps.
+func (r *ring) stats() StepStats {
+	_, stages := r.core.Ring()
+	return StepStats{Steps: r.steps, Stages: len(stages), Round: r.stepTime / time.Duration(r.steps), Compute: r.stepCompute / time.Duration(r.steps), Recoveries: r.core.Recoveries()}
+}
+
+// free releases a ring's KV caches and waits (briefly) until the live
+// stages confirm, so a new ring's shards find the memory free.
+func (r *ring) free(id string, stages []session.Stage) {
 	// Excluded nodes too: a node left out for not answering may be back
 	// in the next ring, and must not still hold this ring's KV cache. (A
 	// node that left the view fails its future at once.)
 	var futures []*actor.Future
-	for _, s := range r.stages {
-		futures = append(futures, r.c.system.Root.RequestFuture(s.pid, &messages.FreeSession{Session: r.id}, 2*time.Second))
+	for _, s := range stages {
+		futures = append(futures, r.c.system.Root.RequestFuture(stagePID(s), &messages.FreeSession{Session: id}, 2*time.Second))
 	}
 	for _, f := range futures {
 		f.Wait()
 	}
-	r.stages = nil
 }
 
-func (r *run) close() {
-	r.free()
+// finish ends the session (err: why it ended early), frees its ring and
+// stops its inbox.
+func (r *ring) finish(err error) {
+	if !r.core.Finished() {
+		ev := session.Event(session.Stop{})
+		if err != nil {
+			ev = session.Cancel{Err: err}
+		}
+		// Free and Done only: nothing here waits.
+		r.do(context.Background(), r.core.Step(ev))
+	}
+	if r.timer != nil {
+		r.timer.Stop()
+	}
+	id, _ := r.core.Ring()
 	r.c.system.Root.Stop(r.self)
 	r.c.mu.Lock()
-	delete(r.c.sessions, r.id)
+	delete(r.c.sessions, id)
 	r.c.mu.Unlock()
 }
 
