@@ -22,7 +22,6 @@ import (
 	"strata/runtime/engine"
 	"strata/runtime/gguf"
 	"strata/runtime/model"
-	"strata/runtime/sample"
 	"strata/runtime/tokenizer"
 )
 
@@ -76,11 +75,24 @@ type ClusterOptions struct {
 	// not fit without it; 0 = 4 s (the membership drops a silent node
 	// within 3 s).
 	ViewSettle time.Duration
+	// Placer computes placements; nil = plan.Place. It must be a
+	// deterministic function of its inputs (every node computes the plans
+	// of the sessions it starts), never place more than fits, and return a
+	// *plan.RefusalError when the nodes are too small: a session that lost
+	// a node then waits for the view to settle.
+	Placer Placer
+	// SenderMiddleware wraps every message the sessions started here send
+	// (to first stages, and their probes and frees); nil = none. With
+	// HostConfig.SenderMiddleware it shapes or cuts in-process links.
+	SenderMiddleware []actor.SenderMiddleware
 	// Metrics hears the timing of every decode step; nil = none.
 	Metrics Metrics
 	// Logger receives one line per recovery; nil = silent.
 	Logger *slog.Logger
 }
+
+// Placer is a placement function with plan.Place's signature.
+type Placer func(m plan.Model, nodes []plan.Node, opts plan.Options) (plan.Plan, error)
 
 // Metrics receives step timings (api.Metrics implements it).
 type Metrics interface {
@@ -95,6 +107,7 @@ type Metrics interface {
 // their shards, and drives generation.
 type Cluster struct {
 	system *actor.ActorSystem
+	root   *actor.RootContext // sends to stages, through opts.SenderMiddleware
 	dir    Directory
 	models ModelStore
 	opts   ClusterOptions
@@ -102,30 +115,6 @@ type Cluster struct {
 	mu       sync.Mutex
 	local    map[string]*localModel // tokenizer and profile by model name
 	sessions map[string]*SessionInfo
-	last     StepStats
-}
-
-// StepStats summarises the decode steps of a finished session.
-type StepStats struct {
-	Steps, Stages, Recoveries int
-	Round                     time.Duration // mean round trip of one step
-	Compute                   time.Duration // mean compute of all stages within it
-}
-
-// HopOverhead is the mean transport time per hop (a ring of k stages has
-// k+1 hops, counting the session's own).
-func (s StepStats) HopOverhead() time.Duration {
-	if s.Stages == 0 {
-		return 0
-	}
-	return (s.Round - s.Compute) / time.Duration(s.Stages+1)
-}
-
-// LastStats returns the step statistics of the last session that finished.
-func (c *Cluster) LastStats() StepStats {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.last
 }
 
 // localModel is what the origin node needs of a model: its tokenizer and profile.
@@ -166,7 +155,11 @@ func NewCluster(system *actor.ActorSystem, dir Directory, models ModelStore, opt
 	if opts.ViewSettle <= 0 {
 		opts.ViewSettle = 4 * time.Second
 	}
-	return &Cluster{system: system, dir: dir, models: models, opts: opts, local: map[string]*localModel{}, sessions: map[string]*SessionInfo{}}
+	root := system.Root
+	if len(opts.SenderMiddleware) > 0 {
+		root = actor.NewRootContext(system, nil, opts.SenderMiddleware...)
+	}
+	return &Cluster{system: system, root: root, dir: dir, models: models, opts: opts, local: map[string]*localModel{}, sessions: map[string]*SessionInfo{}}
 }
 
 // Close releases the model files the cluster opened.
@@ -179,15 +172,9 @@ func (c *Cluster) Close() {
 	c.local = map[string]*localModel{}
 }
 
-// Request is one generation across the cluster.
-type Request struct {
-	Model     string
-	Prompt    string
-	Tokens    []int // used instead of Prompt when set (no BOS added)
-	MaxTokens int   // 0 = until end of generation or a full context
-	Sampling  sample.Params
-	Stop      []string
-}
+// Request is one generation across the cluster: Model names the model.
+// Constraint is not supported on a cluster yet.
+type Request = engine.Request
 
 // Sessions lists the sessions this node drives now.
 func (c *Cluster) Sessions() []SessionInfo {
@@ -288,7 +275,11 @@ func (c *Cluster) plan(name string, excluded []string) (plan.Plan, []Member, err
 		}
 		return plan.Plan{}, nil, fmt.Errorf("no node of the cluster has model %q", name)
 	}
-	p, err := plan.Place(plan.FromProfile(name, m.prof), nodes, plan.Options{Context: c.planContext(m), Sessions: c.opts.PlanSessions})
+	place := c.opts.Placer
+	if place == nil {
+		place = plan.Place
+	}
+	p, err := place(plan.FromProfile(name, m.prof), nodes, plan.Options{Context: c.planContext(m), Sessions: c.opts.PlanSessions})
 	return p, members, err
 }
 
@@ -345,7 +336,7 @@ func (c *Cluster) load(name string, p plan.Plan, members []Member) ([]session.St
 			if held, _ := heldLayers(mem, name, layers); !slices.Equal(held[s.First:s.End], allTrue(s.End-s.First)) {
 				timeout += time.Duration(s.WeightBytes/fetchRate+1) * time.Second
 			}
-			res, err := c.system.Root.RequestFuture(mem.Host, &messages.LoadShard{Shard: spec}, timeout).Result()
+			res, err := c.root.RequestFuture(mem.Host, &messages.LoadShard{Shard: spec}, timeout).Result()
 			if err != nil {
 				errs[i] = fmt.Errorf("node %s did not load layers %d-%d of %s: %w", s.Node, s.First, s.End-1, name, err)
 				silent[i] = true
@@ -415,10 +406,13 @@ func (in *inbox) Receive(ctx actor.Context) {
 }
 
 // Generate runs one generation on the cluster, calling onToken for each
-// generated token in order, like engine.Engine.Generate.
+// generated token in order, like engine.Engine.Generate (the same loop).
 func (c *Cluster) Generate(ctx context.Context, req Request, onToken func(engine.Token) error) (res engine.Result, err error) {
 	if err := req.Sampling.Validate(); err != nil {
 		return res, err
+	}
+	if req.Constraint != nil {
+		return res, errors.New("constrained sampling does not run on a cluster yet")
 	}
 	lm, err := c.model(req.Model)
 	if err != nil {
@@ -432,63 +426,10 @@ func (c *Cluster) Generate(ctx context.Context, req Request, onToken func(engine
 	if len(prompt) == 0 || len(prompt) >= ctxLen {
 		return res, fmt.Errorf("prompt of %d tokens does not fit the context of %d", len(prompt), ctxLen)
 	}
-	res.PromptTokens = len(prompt)
-	start := time.Now()
 	r := c.newRing(lm, req, prompt, ctxLen)
-	defer func() {
-		if r.steps > 0 {
-			c.mu.Lock()
-			c.last = r.stats()
-			c.mu.Unlock()
-		}
-		r.finish(err)
-	}()
-
-	next, err := r.do(ctx, r.core.Step(session.Start{}))
-	if err != nil {
-		return res, err
-	}
-	res.PrefillDuration = time.Since(start)
-	decodeStart := time.Now()
-	defer func() { res.DecodeDuration = time.Since(decodeStart) }()
-
-	text := engine.NewTextStream(lm.tok, prompt, req.Stop)
-	for {
-		piece, stop := text.Add(next)
-		if !lm.tok.IsEOG(next) {
-			res.Tokens = append(res.Tokens, next)
-			c.mu.Lock()
-			r.info.Generated = len(res.Tokens)
-			c.mu.Unlock()
-		}
-		if piece != "" || !stop {
-			if err := onToken(engine.Token{ID: next, Index: len(res.Tokens) - 1, Text: piece}); err != nil {
-				res.Text = text.Text()
-				return res, err
-			}
-		}
-		if stop {
-			res.FinishReason = engine.FinishStop
-			break
-		}
-		if (req.MaxTokens > 0 && len(res.Tokens) >= req.MaxTokens) || len(r.core.Fed())+1 >= ctxLen {
-			res.FinishReason = engine.FinishLength
-			if rest := text.Flush(); rest != "" {
-				if err := onToken(engine.Token{ID: next, Index: len(res.Tokens) - 1, Text: rest}); err != nil {
-					res.Text = text.Text()
-					return res, err
-				}
-			}
-			break
-		}
-		r.stepStart = time.Now()
-		if next, err = r.do(ctx, r.core.Step(session.Next{Token: next})); err != nil {
-			res.Text = text.Text()
-			return res, err
-		}
-	}
-	res.Text = text.Text()
-	return res, nil
+	defer func() { r.finish(err) }()
+	// A ring keeps one of its positions free.
+	return engine.Loop(ctx, lm.tok, prompt, req, ctxLen-1, r, onToken)
 }
 
 // sessionInbox returns the inbox of one running session (tests).
@@ -509,6 +450,7 @@ type ring struct {
 	c       *Cluster
 	core    *session.Session
 	req     Request
+	tok     *tokenizer.Tokenizer
 	in      *inbox
 	self    *actor.PID
 	ctxLen  int
@@ -530,7 +472,30 @@ func (c *Cluster) newRing(lm *localModel, req Request, prompt []int, ctxLen int)
 	self := c.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return in }))
 	info := &SessionInfo{Model: req.Model, Prompt: len(prompt), Started: time.Now(), inbox: self}
 	core := session.New(session.Config{Prompt: prompt, Context: ctxLen, MaxBatch: MaxBatch, Vocab: lm.tok.VocabSize(), StepTimeout: c.opts.StepTimeout})
-	return &ring{c: c, core: core, req: req, in: in, self: self, ctxLen: ctxLen, info: info}
+	return &ring{c: c, core: core, req: req, tok: lm.tok, in: in, self: self, ctxLen: ctxLen, info: info}
+}
+
+var _ engine.Stepper = (*ring)(nil)
+
+// Prefill implements engine.Stepper: plan, load, run the prompt.
+func (r *ring) Prefill(ctx context.Context) (int, error) {
+	return r.emitted(r.do(ctx, r.core.Step(session.Start{})))
+}
+
+// Step implements engine.Stepper.
+func (r *ring) Step(ctx context.Context, fed int) (int, error) {
+	r.stepStart = time.Now()
+	return r.emitted(r.do(ctx, r.core.Step(session.Next{Token: fed})))
+}
+
+// emitted counts a generated token for the session's listing.
+func (r *ring) emitted(id int, err error) (int, error) {
+	if err == nil && !r.tok.IsEOG(id) {
+		r.c.mu.Lock()
+		r.info.Generated++
+		r.c.mu.Unlock()
+	}
+	return id, err
 }
 
 // do carries out acts, and the actions the events they lead to call for,
@@ -671,7 +636,7 @@ func (r *ring) send(a session.Forward) {
 			f.Accept = append(f.Accept, int32(t))
 		}
 	}
-	r.c.system.Root.Send(stagePID(stages[0]), f)
+	r.c.root.Send(stagePID(stages[0]), f)
 }
 
 // settle is the wait the core asks for when the model does not fit
@@ -708,7 +673,7 @@ func (r *ring) silentStages(stages []session.Stage) []string {
 	wait := min(r.c.opts.StepTimeout, maxProbe)
 	futures := make([]*actor.Future, len(stages))
 	for i, s := range stages {
-		futures[i] = r.c.system.Root.RequestFuture(stagePID(s), &messages.ShardStats{}, wait)
+		futures[i] = r.c.root.RequestFuture(stagePID(s), &messages.ShardStats{}, wait)
 	}
 	var silent []string
 	for i, f := range futures {
@@ -737,10 +702,13 @@ func (r *ring) observe(step, compute time.Duration) {
 	}
 }
 
-// stats summarises the session's decode steps.
-func (r *ring) stats() StepStats {
+// Stats implements engine.Stepper.
+func (r *ring) Stats() engine.Stats {
 	_, stages := r.core.Ring()
-	return StepStats{Steps: r.steps, Stages: len(stages), Round: r.stepTime / time.Duration(r.steps), Compute: r.stepCompute / time.Duration(r.steps), Recoveries: r.core.Recoveries()}
+	if r.steps == 0 {
+		return engine.Stats{Stages: len(stages), Recoveries: r.core.Recoveries()}
+	}
+	return engine.Stats{Steps: r.steps, Stages: len(stages), Round: r.stepTime / time.Duration(r.steps), Compute: r.stepCompute / time.Duration(r.steps), Recoveries: r.core.Recoveries()}
 }
 
 // free releases a ring's KV caches and waits (briefly) until the live
@@ -751,7 +719,7 @@ func (r *ring) free(id string, stages []session.Stage) {
 	// node that left the view fails its future at once.)
 	var futures []*actor.Future
 	for _, s := range stages {
-		futures = append(futures, r.c.system.Root.RequestFuture(stagePID(s), &messages.FreeSession{Session: id}, 2*time.Second))
+		futures = append(futures, r.c.root.RequestFuture(stagePID(s), &messages.FreeSession{Session: id}, 2*time.Second))
 	}
 	for _, f := range futures {
 		f.Wait()

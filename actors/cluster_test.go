@@ -176,6 +176,16 @@ func TestConcurrentSessionsShareShards(t *testing.T) {
 		t.Errorf("concurrent sessions differ from single node:\n%q\n%q\n%q\n%q", got.Text, want.Text, got2.Text, want2.Text)
 	}
 	p, _, _ := a.Plan("stories260K")
+	// Each session's statistics are its own: one step per token fed back.
+	for _, r := range []engine.Result{got, got2} {
+		steps := len(r.Tokens) - 1
+		if r.FinishReason == engine.FinishStop {
+			steps++ // the end-of-generation token was not kept
+		}
+		if st := r.Stats; st.Steps != steps || st.Stages != len(p.Stages) || st.Recoveries != 0 || st.Round <= 0 {
+			t.Errorf("stats %+v for %d tokens (%s) on %d stages", st, len(r.Tokens), r.FinishReason, len(p.Stages))
+		}
+	}
 	shards := 0
 	for _, h := range lc.hosts {
 		shards += len(h.Stats().Shards)
@@ -571,7 +581,6 @@ func TestNoLockAcrossModelIO(t *testing.T) {
 	go func() { _, _, err := c.Plan("stories260K"); planned <- err }()
 	<-store.entered
 	returnsWithin(t, time.Second, "Cluster.Sessions", func() { c.Sessions() })
-	returnsWithin(t, time.Second, "Cluster.LastStats", func() { c.LastStats() })
 
 	close(store.release)
 	res, err := f.Result()
@@ -620,7 +629,7 @@ func TestStuckStageExcluded(t *testing.T) {
 	if res.Text != want.Text {
 		t.Errorf("text without the stuck stage differs:\n got %q\nwant %q", res.Text, want.Text)
 	}
-	if st := cl.LastStats(); st.Recoveries == 0 || st.Recoveries > 2 {
+	if st := res.Stats; st.Recoveries == 0 || st.Recoveries > 2 {
 		t.Errorf("%d recoveries, want 1 or 2", st.Recoveries)
 	}
 }

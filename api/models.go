@@ -100,7 +100,7 @@ func (l *Local) Generate(ctx context.Context, req actors.Request, onToken func(e
 	if req.Model != l.name {
 		return engine.Result{}, fmt.Errorf("%w: %q (this node serves %q)", ErrModelNotFound, req.Model, l.name)
 	}
-	return l.e.Generate(ctx, engine.Request{Prompt: req.Prompt, Tokens: req.Tokens, MaxTokens: req.MaxTokens, Sampling: req.Sampling, Stop: req.Stop}, onToken)
+	return l.e.Generate(ctx, req, onToken)
 }
 
 // List implements Models.

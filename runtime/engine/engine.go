@@ -93,8 +93,11 @@ func (e *Engine) Close() error {
 // ContextLength is the most positions (prompt + generated) one generation holds.
 func (e *Engine) ContextLength() int { return e.ctxLen }
 
-// Request is one generation.
+// Request is one generation, on one node or across a cluster.
 type Request struct {
+	// Model names the model on a cluster (strata/actors); an Engine runs
+	// the model it opened and does not read it.
+	Model  string
 	Prompt string
 	// Tokens, when set, is used instead of encoding Prompt (no BOS is added).
 	Tokens    []int
@@ -127,6 +130,7 @@ type Result struct {
 	FinishReason    string
 	PrefillDuration time.Duration
 	DecodeDuration  time.Duration
+	Stats           Stats // this generation's decode steps
 }
 
 // Encode tokenizes a prompt the way llama.cpp and llama2.c do for the
@@ -153,7 +157,6 @@ func (e *Engine) Generate(ctx context.Context, req Request, onToken func(Token) 
 	if len(prompt) >= e.ctxLen {
 		return res, fmt.Errorf("engine: prompt of %d tokens does not fit the context of %d", len(prompt), e.ctxLen)
 	}
-	res.PromptTokens = len(prompt)
 	sampler, err := sample.New(req.Sampling, e.Model.Vocab)
 	if err != nil {
 		return res, err
@@ -166,75 +169,72 @@ func (e *Engine) Generate(ctx context.Context, req Request, onToken func(Token) 
 	}
 	m := e.Model
 	st := m.NewState(e.pool, min(e.batch, len(prompt)), e.ctxLen)
-	cache := m.NewCache(e.ctxLen)
+	steps := &localSteps{prompt: prompt, st: st, cache: m.NewCache(e.ctxLen), sampler: sampler}
+	return Loop(ctx, e.Tokenizer, prompt, req, e.ctxLen, steps, onToken)
+}
 
-	start := time.Now()
-	for i := 0; i < len(prompt); i += st.Batch {
+// localSteps runs a generation's forward passes on this node.
+type localSteps struct {
+	prompt  []int
+	st      *model.State
+	cache   *model.Cache
+	sampler *sample.Sampler
+	next    [1]int // the token fed back each step, without a new slice per token
+	steps   int
+	time    time.Duration
+}
+
+// Prefill runs the prompt in batches of st.Batch.
+func (l *localSteps) Prefill(ctx context.Context) (int, error) {
+	st := l.st
+	for i := 0; i < len(l.prompt); i += st.Batch {
 		if err := ctx.Err(); err != nil {
-			return res, err
+			return 0, err
 		}
-		chunk := prompt[i:min(i+st.Batch, len(prompt))]
+		chunk := l.prompt[i:min(i+st.Batch, len(l.prompt))]
 		if err := st.Embed(chunk); err != nil {
-			return res, err
+			return 0, err
 		}
-		if err := st.Forward(cache, len(chunk)); err != nil {
-			return res, err
+		if err := st.Forward(l.cache, len(chunk)); err != nil {
+			return 0, err
 		}
 	}
-	logits, err := st.LogitsOf((len(prompt) - 1) % st.Batch)
-	if err != nil {
-		return res, err
-	}
-	res.PrefillDuration = time.Since(start)
+	return l.sample((len(l.prompt) - 1) % st.Batch)
+}
 
-	start = time.Now()
-	defer func() { res.DecodeDuration = time.Since(start) }()
-	text := NewTextStream(e.Tokenizer, prompt, req.Stop)
-	next := make([]int, 1) // the token fed back each step, without a new slice per token
-	for {
-		if err := ctx.Err(); err != nil {
-			res.Text = text.Text()
-			return res, err
-		}
-		id := sampler.Sample(logits)
-		sampler.Accept(id)
-		piece, stop := text.Add(id)
-		if !e.Tokenizer.IsEOG(id) {
-			res.Tokens = append(res.Tokens, id)
-		}
-		if piece != "" || !stop {
-			if err := onToken(Token{ID: id, Index: len(res.Tokens) - 1, Text: piece}); err != nil {
-				res.Text = text.Text()
-				return res, err
-			}
-		}
-		if stop {
-			res.FinishReason = FinishStop
-			break
-		}
-		if (req.MaxTokens > 0 && len(res.Tokens) >= req.MaxTokens) || cache.Len >= e.ctxLen {
-			res.FinishReason = FinishLength
-			if rest := text.Flush(); rest != "" {
-				if err := onToken(Token{ID: id, Index: len(res.Tokens) - 1, Text: rest}); err != nil {
-					res.Text = text.Text()
-					return res, err
-				}
-			}
-			break
-		}
-		next[0] = id
-		if err := st.Embed(next); err != nil {
-			return res, err
-		}
-		if err := st.Forward(cache, 1); err != nil {
-			return res, err
-		}
-		if logits, err = st.LogitsOf(0); err != nil {
-			return res, err
-		}
+// Step runs one token.
+func (l *localSteps) Step(ctx context.Context, fed int) (int, error) {
+	start := time.Now()
+	l.next[0] = fed
+	if err := l.st.Embed(l.next[:]); err != nil {
+		return 0, err
 	}
-	res.Text = text.Text()
-	return res, nil
+	if err := l.st.Forward(l.cache, 1); err != nil {
+		return 0, err
+	}
+	id, err := l.sample(0)
+	l.time += time.Since(start)
+	l.steps++
+	return id, err
+}
+
+func (l *localSteps) sample(row int) (int, error) {
+	logits, err := l.st.LogitsOf(row)
+	if err != nil {
+		return 0, err
+	}
+	id := l.sampler.Sample(logits)
+	l.sampler.Accept(id)
+	return id, nil
+}
+
+// Stats implements Stepper: every step is compute.
+func (l *localSteps) Stats() Stats {
+	if l.steps == 0 {
+		return Stats{}
+	}
+	mean := l.time / time.Duration(l.steps)
+	return Stats{Steps: l.steps, Round: mean, Compute: mean}
 }
 
 // TextStream turns generated token ids into the text a user sees: pieces
