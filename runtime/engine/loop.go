@@ -47,7 +47,7 @@ func (s Stats) HopOverhead() time.Duration {
 // partial Result comes back with it.
 func Loop(ctx context.Context, tok *tokenizer.Tokenizer, prompt []int, req Request, room int, s Stepper, onToken func(Token) error) (res Result, err error) {
 	res.PromptTokens = len(prompt)
-	text := NewTextStream(tok, prompt, req.Stop)
+	text := tokenizer.NewTextStream(tok, prompt, req.Stop)
 	defer func() {
 		res.Text = text.Text()
 		res.Stats = s.Stats()
