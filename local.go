@@ -169,6 +169,7 @@ func (c *LocalCluster) startInMemory() error {
 	c.links = newLinks(len(c.cfg.Nodes), c.cfg.Links)
 	c.view = &view{}
 	files := actors.Files(c.cfg.Models)
+	var hosts []*actors.Host
 	for i, n := range c.cfg.Nodes {
 		h := actors.NewHost(actors.HostConfig{Models: files, Pool: c.pool, MemoryBytes: n.MemoryBytes, Name: fmt.Sprintf("n%d", i),
 			MaxContext: c.cfg.Context, SenderMiddleware: []actor.SenderMiddleware{c.links.middleware(i)}})
@@ -176,6 +177,7 @@ func (c *LocalCluster) startInMemory() error {
 		if err != nil {
 			return err
 		}
+		hosts = append(hosts, h)
 		c.view.members = append(c.view.members, actors.Member{ID: fmt.Sprintf("n%d", i), Host: pid, MemoryBytes: n.MemoryBytes, Models: c.models(i), LastSeen: time.Now()})
 		c.kill = append(c.kill, func() error {
 			c.links.kill(i)
@@ -183,8 +185,10 @@ func (c *LocalCluster) startInMemory() error {
 			return c.system.Root.StopFuture(pid).Wait()
 		})
 	}
-	for i := range c.cfg.Nodes {
-		c.clusters = append(c.clusters, actors.NewCluster(c.system, c.view, files, c.options(i)))
+	for i, h := range hosts {
+		o := c.options(i)
+		o.Open = h.File // each node opens each model once
+		c.clusters = append(c.clusters, actors.NewCluster(c.system, c.view, files, o))
 	}
 	return nil
 }

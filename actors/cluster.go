@@ -85,6 +85,10 @@ type ClusterOptions struct {
 	// (to first stages, and their probes and frees); nil = none. With
 	// HostConfig.SenderMiddleware it shapes or cuts in-process links.
 	SenderMiddleware []actor.SenderMiddleware
+	// Open, when set, returns a model's file owned by someone else (the
+	// node's Host.File), so a node opens each model once; nil = the
+	// Cluster opens the files itself, through its ModelStore.
+	Open func(name string) (*gguf.File, error)
 	// Metrics hears the timing of every decode step; nil = none.
 	Metrics Metrics
 	// Logger receives one line per recovery; nil = silent.
@@ -119,7 +123,7 @@ type Cluster struct {
 
 // localModel is what the origin node needs of a model: its tokenizer and profile.
 type localModel struct {
-	file *gguf.File
+	file *gguf.File // nil when opts.Open lent it
 	tok  *tokenizer.Tokenizer
 	cfg  model.Config
 	prof model.Profile
@@ -167,7 +171,7 @@ func (c *Cluster) Close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, m := range c.local {
-		m.file.Close()
+		m.close()
 	}
 	c.local = map[string]*localModel{}
 }
@@ -206,7 +210,7 @@ func (c *Cluster) model(name string) (*localModel, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if other, ok := c.local[name]; ok {
-		m.file.Close()
+		m.close()
 		return other, nil
 	}
 	c.local[name] = m
@@ -214,21 +218,37 @@ func (c *Cluster) model(name string) (*localModel, error) {
 }
 
 func (c *Cluster) open(name string) (*localModel, error) {
-	f, err := openModel(c.models, name)
+	var f *gguf.File
+	var err error
+	m := &localModel{}
+	if c.opts.Open != nil {
+		f, err = c.opts.Open(name)
+	} else {
+		f, err = openModel(c.models, name)
+		m.file = f
+	}
 	if err != nil {
 		return nil, err
 	}
-	m := &localModel{file: f}
+	// The tokenizer and profile copy what they need: the file is only
+	// read here.
 	if m.cfg, err = model.ConfigOf(f.Metadata()); err == nil {
 		if m.prof, err = model.ProfileOf(f); err == nil {
 			m.tok, err = tokenizer.FromGGUF(f.Metadata())
 		}
 	}
 	if err != nil {
-		f.Close()
+		m.close()
 		return nil, err
 	}
 	return m, nil
+}
+
+// close closes the model's file if the Cluster opened it.
+func (m *localModel) close() {
+	if m.file != nil {
+		m.file.Close()
+	}
 }
 
 // planContext is the per-session context placement reserves for m.

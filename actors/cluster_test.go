@@ -15,6 +15,7 @@ import (
 	"strata/internal/testdata"
 	"strata/messages"
 	"strata/runtime/engine"
+	"strata/runtime/gguf"
 	"strata/runtime/sample"
 	"strata/runtime/tensor"
 )
@@ -631,5 +632,34 @@ func TestStuckStageExcluded(t *testing.T) {
 	}
 	if st := res.Stats; st.Recoveries == 0 || st.Recoveries > 2 {
 		t.Errorf("%d recoveries, want 1 or 2", st.Recoveries)
+	}
+}
+
+// On a node, the Cluster reads tokenizer and profile from the file its
+// host has open for the shards (Host.File): one open file per model.
+func TestClusterBorrowsTheHostsFile(t *testing.T) {
+	lc := newLocalCluster(t, 1, 4<<20, stories(t))
+	h := lc.hosts[0]
+	var lent []*gguf.File
+	cl := NewCluster(lc.system, lc.dir, lc.store, ClusterOptions{PlanContext: 512, Open: func(name string) (*gguf.File, error) {
+		f, err := h.File(name)
+		lent = append(lent, f)
+		return f, err
+	}})
+	for range 2 {
+		if _, err := cl.Generate(context.Background(), Request{Model: "stories260K", MaxTokens: 5}, func(engine.Token) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl.Close()
+	h.mu.Lock()
+	held, files := h.files["stories260K"], len(h.files)+len(h.stale)
+	h.mu.Unlock()
+	if len(lent) != 1 || lent[0] != held || files != 1 {
+		t.Fatalf("the cluster opened the model %d times; the host holds %d files", len(lent), files)
+	}
+	// Closing the Cluster left the host's file open for its shards.
+	if _, err := cl.Generate(context.Background(), Request{Model: "stories260K", MaxTokens: 5}, func(engine.Token) error { return nil }); err != nil {
+		t.Fatal(err)
 	}
 }

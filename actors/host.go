@@ -273,9 +273,15 @@ func (h *Host) uses(model string) bool {
 	return false
 }
 
+// File returns the node's open file of a model (opening it on first use)
+// for the node's other readers: its Cluster (tokenizer and profile) and
+// its API. The host owns it: it stays open until the host stops.
+func (h *Host) File(name string) (*gguf.File, error) { return h.file(name) }
+
 // file returns the open files of a model, reopening them when the store
 // holds a new version. It takes h.mu only around the map: finding and
-// opening the files is I/O. Only the host actor calls it.
+// opening the files is I/O. Two callers that open one file at once both
+// open it; the second copy is kept with the stale ones, closed at stop.
 func (h *Host) file(name string) (*gguf.File, error) {
 	path, version := "", 0
 	var err error

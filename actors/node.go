@@ -126,6 +126,9 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 			cfg.Cluster.Logger = slog.Default()
 		}
 	}
+	if cfg.Cluster.Open == nil {
+		cfg.Cluster.Open = n.Host.File // one open file per model on this node
+	}
 	n.Cluster = NewCluster(p.ActorSystem(), viewDirectory{p}, store, cfg.Cluster)
 	return n, nil
 }

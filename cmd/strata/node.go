@@ -275,9 +275,11 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 			Help: "Side-channel faults (corrupt, missing or stalled frames) that sent activations back to the libp2p stream."}, func() float64 { return float64(node.LinkFallbacks()) }),
 	)
 
+	models := api.NewFileModels(full.Weights, func() []string { return clusterModels(cat, node) }, f.context)
+	models.Open = full.Host.File // the host's open file: one per model on this node
 	srv, err := api.NewServer(api.Config{
 		Addr: ln.Addr().String(), APIKey: f.apiKey, AllowedHosts: f.allowedHosts, Generator: full.Cluster, Metrics: metrics, Logger: log,
-		Models:    api.NewFileModels(full.Weights, func() []string { return clusterModels(cat, node) }, f.context),
+		Models:    models,
 		Cluster:   func() api.ClusterStatus { return api.ClusterStatusOf(full) },
 		MaxActive: f.parallel,
 	})
