@@ -256,7 +256,8 @@ func (c *LocalCluster) Generate(ctx context.Context, req Request, onToken func(T
 }
 
 // Cluster returns node i's session driver: Generate, Plan and Sessions
-// from that node.
+// from that node. (Over in-memory links, the shaping and cuts of messages
+// to session inboxes count them as node 0's.)
 func (c *LocalCluster) Cluster(i int) *actors.Cluster { return c.clusters[i] }
 
 // Plan is the placement of a model on the view of node 0, with NodeIndex

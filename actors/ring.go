@@ -182,19 +182,18 @@ func (r *ring) do(ctx context.Context, acts []session.Action) (int, error) {
 			case session.Forward:
 				r.send(a)
 			case session.Wait:
-				r.waitPos = a.Position
-				if r.timer != nil {
-					r.timer.Stop()
-				}
-				r.timer = time.NewTimer(a.Timeout)
+				r.stopTimer()
+				r.waitPos, r.timer = a.Position, time.NewTimer(a.Timeout)
 			case session.Probe:
 				ev = session.Probed{Silent: r.silentStages(a.Stages), At: time.Now()}
 			case session.Emit:
+				r.stopTimer()
 				if a.Step {
 					r.observe(time.Since(r.stepStart), a.Compute)
 				}
 				return a.Token, nil
 			case session.Done:
+				r.stopTimer()
 				return 0, a.Err
 			}
 			if ev != nil {
@@ -205,6 +204,15 @@ func (r *ring) do(ctx context.Context, acts []session.Action) (int, error) {
 			return 0, r.core.Err()
 		}
 		acts = r.core.Step(r.await(ctx))
+	}
+}
+
+// stopTimer ends the current wait's timer: a wait lasts from the core's
+// Wait to its token (the caller's time with a token is not the ring's).
+func (r *ring) stopTimer() {
+	if r.timer != nil {
+		r.timer.Stop()
+		r.timer = nil
 	}
 }
 
@@ -386,9 +394,7 @@ func (r *ring) finish(err error) {
 		// Free and Done only: nothing here waits.
 		r.do(context.Background(), r.core.Step(ev))
 	}
-	if r.timer != nil {
-		r.timer.Stop()
-	}
+	r.stopTimer()
 	id, _ := r.core.Ring()
 	r.c.system.Root.Stop(r.self)
 	r.c.mu.Lock()
