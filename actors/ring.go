@@ -75,7 +75,10 @@ func (c *Cluster) Generate(ctx context.Context, req Request, onToken func(engine
 	if len(prompt) == 0 || len(prompt) >= ctxLen {
 		return res, fmt.Errorf("prompt of %d tokens does not fit the context of %d", len(prompt), ctxLen)
 	}
-	r := c.newRing(lm, req, prompt, ctxLen)
+	r, err := c.newRing(lm, req, prompt, ctxLen)
+	if err != nil {
+		return res, err
+	}
 	defer func() { r.finish(err) }()
 	// A ring keeps one of its positions free.
 	return engine.Loop(ctx, lm.tok, prompt, req, ctxLen-1, r, onToken)
@@ -116,12 +119,15 @@ type ring struct {
 	steps                 int
 }
 
-func (c *Cluster) newRing(lm *localModel, req Request, prompt []int, ctxLen int) *ring {
+func (c *Cluster) newRing(lm *localModel, req Request, prompt []int, ctxLen int) (*ring, error) {
+	core, err := session.New(session.Config{Prompt: prompt, MaxBatch: MaxBatch, Vocab: lm.tok.VocabSize(), StepTimeout: c.opts.StepTimeout})
+	if err != nil {
+		return nil, err
+	}
 	in := &inbox{ch: make(chan any, 8)}
 	self := c.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return in }))
 	info := &SessionInfo{Model: req.Model, Prompt: len(prompt), Started: time.Now(), inbox: self}
-	core := session.New(session.Config{Prompt: prompt, Context: ctxLen, MaxBatch: MaxBatch, Vocab: lm.tok.VocabSize(), StepTimeout: c.opts.StepTimeout})
-	return &ring{c: c, core: core, req: req, tok: lm.tok, in: in, self: self, ctxLen: ctxLen, info: info}
+	return &ring{c: c, core: core, req: req, tok: lm.tok, in: in, self: self, ctxLen: ctxLen, info: info}, nil
 }
 
 var _ engine.Stepper = (*ring)(nil)

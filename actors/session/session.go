@@ -13,7 +13,8 @@
 // with the same batch boundaries as the uninterrupted run, so that greedy
 // output does not change.
 //
-//	s := session.New(session.Config{Prompt: prompt, Context: 512, MaxBatch: 64, StepTimeout: 30 * time.Second, Vocab: 32000})
+//	s, err := session.New(session.Config{Prompt: prompt, MaxBatch: 64, Vocab: 32000, StepTimeout: 30 * time.Second})
+//	if err != nil { ... }
 //	acts := s.Step(session.Start{})
 //	for len(acts) > 0 {
 //		a := acts[0]
@@ -42,11 +43,9 @@ import (
 // DefaultMaxRecoveries bounds how many times one session rebuilds its ring.
 const DefaultMaxRecoveries = 8
 
-// Config describes one session. Prompt, Context, MaxBatch and Vocab are
-// required.
+// Config describes one session. Prompt, MaxBatch and Vocab are required.
 type Config struct {
 	Prompt   []int // token ids of the prompt, at positions 0..len-1
-	Context  int   // KV positions each stage reserves for the session
 	MaxBatch int   // the most positions one Forward carries
 	Vocab    int   // token ids the last stage may send are 0..Vocab-1
 	// StepTimeout is how long one token may take before the ring is
@@ -264,11 +263,19 @@ type Session struct {
 }
 
 // New returns a session that has not started.
-func New(cfg Config) *Session {
+func New(cfg Config) (*Session, error) {
+	switch {
+	case len(cfg.Prompt) == 0:
+		return nil, errors.New("session: empty prompt")
+	case cfg.MaxBatch < 1:
+		return nil, fmt.Errorf("session: MaxBatch %d; at least 1", cfg.MaxBatch)
+	case cfg.Vocab < 1:
+		return nil, fmt.Errorf("session: vocabulary of %d tokens", cfg.Vocab)
+	}
 	if cfg.MaxRecoveries <= 0 {
 		cfg.MaxRecoveries = DefaultMaxRecoveries
 	}
-	return &Session{cfg: cfg, seq: slices.Clone(cfg.Prompt), excluded: map[string]time.Time{}}
+	return &Session{cfg: cfg, seq: slices.Clone(cfg.Prompt), excluded: map[string]time.Time{}}, nil
 }
 
 // Recoveries is how many times the session rebuilt its ring.

@@ -103,8 +103,13 @@ func prompt(n int) []int {
 	return p
 }
 
-func newSession(promptLen int) *Session {
-	return New(Config{Prompt: prompt(promptLen), Context: 512, MaxBatch: 4, Vocab: 100, StepTimeout: time.Second, MaxRecoveries: 3})
+func newSession(t *testing.T, promptLen int) *Session {
+	t.Helper()
+	s, err := New(Config{Prompt: prompt(promptLen), MaxBatch: 4, Vocab: 100, StepTimeout: time.Second, MaxRecoveries: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // start is the script of a session that starts on ring a (n0,n1,n2) with
@@ -273,7 +278,7 @@ func TestSessionTable(t *testing.T) {
 		}, err: errors.New("no such layers")},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s := newSession(c.prompt)
+			s := newSession(t, c.prompt)
 			for i, st := range c.steps {
 				var got []string
 				for _, a := range s.Step(st.ev) {
@@ -295,7 +300,10 @@ func TestSessionTable(t *testing.T) {
 
 // A long replay waits longer: one step timeout per eight messages.
 func TestReplayTimeoutGrows(t *testing.T) {
-	s := New(Config{Prompt: prompt(130), Context: 512, MaxBatch: 64, Vocab: 100, StepTimeout: time.Second})
+	s, err := New(Config{Prompt: prompt(130), MaxBatch: 64, Vocab: 100, StepTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
 	s.Step(Start{})
 	s.Step(Planned{Plan: ringPlan("n0")})
 	acts := s.Step(loaded("a", ringPlan("n0")))
@@ -322,5 +330,17 @@ func TestReplayTimeoutGrows(t *testing.T) {
 	}
 	if fmt.Sprint(got) != fmt.Sprint(s.Fed()) {
 		t.Errorf("replayed %v, want %v", got, s.Fed())
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	for _, cfg := range []Config{
+		{MaxBatch: 4, Vocab: 10},
+		{Prompt: []int{1}, Vocab: 10},
+		{Prompt: []int{1}, MaxBatch: 4},
+	} {
+		if _, err := New(cfg); err == nil {
+			t.Errorf("%+v accepted", cfg)
+		}
 	}
 }
