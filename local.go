@@ -62,9 +62,11 @@ type LocalConfig struct {
 	// Libp2p makes every node a real libp2p peer on 127.0.0.1 (TCP, a
 	// private network, membership by heartbeats), as separate machines
 	// would be. false = in-memory links: the nodes share one actor
-	// system, and Links, Cut and Stall shape and break them.
+	// system. Either way Links, Cut and Stall shape and break the actor
+	// messages between nodes (over libp2p, before they reach the wire;
+	// heartbeats go on, as from a node whose link or process is stuck).
 	Libp2p bool
-	Links  []Link // in-memory only; links not listed are instant
+	Links  []Link // links not listed are instant
 	Placer Placer // nil = plan.Place
 	// Context is the KV positions placement reserves per session; 0 =
 	// min(model context, 4096).
@@ -102,11 +104,8 @@ type LocalCluster struct {
 	closeOnce sync.Once
 }
 
-// Errors of a local cluster.
-var (
-	ErrNoNode      = errors.New("strata: no such node")
-	ErrNotInMemory = errors.New("strata: links are shaped and broken only in memory (LocalConfig.Libp2p is set)")
-)
+// ErrNoNode is the error for a node index out of range.
+var ErrNoNode = errors.New("strata: no such node")
 
 // NewLocalCluster starts the nodes and returns once each one sees them
 // all. Close stops them.
@@ -126,10 +125,7 @@ func NewLocalCluster(ctx context.Context, cfg LocalConfig) (*LocalCluster, error
 			return nil, fmt.Errorf("strata: link %d-%d between nodes that are not two of the %d", l.A, l.B, len(cfg.Nodes))
 		}
 	}
-	if cfg.Libp2p && len(cfg.Links) > 0 {
-		return nil, ErrNotInMemory
-	}
-	c := &LocalCluster{cfg: cfg}
+	c := &LocalCluster{cfg: cfg, links: newLinks(len(cfg.Nodes), cfg.Links, cfg.Libp2p)}
 	var err error
 	if cfg.Libp2p {
 		err = c.startPeers(ctx)
@@ -152,12 +148,8 @@ func (c *LocalCluster) models(i int) []string {
 }
 
 func (c *LocalCluster) options(i int) actors.ClusterOptions {
-	o := actors.ClusterOptions{PlanContext: c.cfg.Context, PlanSessions: c.cfg.Sessions, StepTimeout: c.cfg.StepTimeout,
-		Placer: c.cfg.Placer, Logger: c.cfg.Logger}
-	if c.links != nil {
-		o.SenderMiddleware = []actor.SenderMiddleware{c.links.middleware(i)}
-	}
-	return o
+	return actors.ClusterOptions{PlanContext: c.cfg.Context, PlanSessions: c.cfg.Sessions, StepTimeout: c.cfg.StepTimeout,
+		Placer: c.cfg.Placer, Logger: c.cfg.Logger, SenderMiddleware: []actor.SenderMiddleware{c.links.middleware(i)}}
 }
 
 // hostName is node i's host actor in the shared actor system.
@@ -166,7 +158,6 @@ func hostName(i int) string { return fmt.Sprintf("%s-%d", actors.HostName, i) }
 func (c *LocalCluster) startInMemory() error {
 	c.system = actors.NewSystem(c.cfg.Logger)
 	c.pool = tensor.NewPool(c.cfg.Threads)
-	c.links = newLinks(len(c.cfg.Nodes), c.cfg.Links)
 	c.view = &view{}
 	files := actors.Files(c.cfg.Models)
 	var hosts []*actors.Host
@@ -214,9 +205,10 @@ func (c *LocalCluster) startPeers(ctx context.Context) error {
 		cfg := actors.NodeConfig{
 			Peers: peers.Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, Secret: secret, NoMDNS: true, MemoryBytes: n.MemoryBytes,
 				Logger: c.cfg.Logger, HeartbeatInterval: 200 * time.Millisecond, MemberTimeout: time.Second},
-			Models:  catalog.Catalog{Dirs: []string{dir}},
-			Cluster: c.options(i),
-			Threads: c.cfg.Threads,
+			Models:           catalog.Catalog{Dirs: []string{dir}},
+			Cluster:          c.options(i),
+			Threads:          c.cfg.Threads,
+			SenderMiddleware: []actor.SenderMiddleware{c.links.middleware(i)},
 		}
 		if cfg.Peers.Logger == nil {
 			cfg.Peers.Logger = slog.New(slog.DiscardHandler)
@@ -231,7 +223,11 @@ func (c *LocalCluster) startPeers(ctx context.Context) error {
 		}
 		c.nodes = append(c.nodes, nd)
 		c.clusters = append(c.clusters, nd.Cluster)
-		c.kill = append(c.kill, nd.Close)
+		c.links.addPeer(nd.Peers.ID().String(), i)
+		c.kill = append(c.kill, func() error {
+			c.links.kill(i)
+			return nd.Close()
+		})
 	}
 	for _, nd := range c.nodes {
 		if _, err := nd.Peers.Membership().Wait(ctx, func(v peers.View) bool {
@@ -302,9 +298,6 @@ func (c *LocalCluster) Cut(a, b int) error { return c.setCut(a, b, true) }
 func (c *LocalCluster) Heal(a, b int) error { return c.setCut(a, b, false) }
 
 func (c *LocalCluster) setCut(a, b int, cut bool) error {
-	if c.links == nil {
-		return ErrNotInMemory
-	}
 	if a < 0 || b < 0 || a >= len(c.cfg.Nodes) || b >= len(c.cfg.Nodes) {
 		return ErrNoNode
 	}
@@ -320,9 +313,6 @@ func (c *LocalCluster) Stall(i int) error { return c.setStall(i, true) }
 func (c *LocalCluster) Resume(i int) error { return c.setStall(i, false) }
 
 func (c *LocalCluster) setStall(i int, stall bool) error {
-	if c.links == nil {
-		return ErrNotInMemory
-	}
 	if i < 0 || i >= len(c.cfg.Nodes) {
 		return ErrNoNode
 	}
@@ -345,9 +335,7 @@ func (c *LocalCluster) Close() error {
 		if c.system != nil {
 			c.system.Shutdown()
 		}
-		if c.links != nil {
-			c.links.close()
-		}
+		c.links.close()
 		if c.pool != nil {
 			c.pool.Close()
 		}
@@ -377,12 +365,15 @@ func (v *view) remove(id string) {
 	v.members = slices.DeleteFunc(v.members, func(m actors.Member) bool { return m.ID == id })
 }
 
-// links carries the in-memory cluster's messages between nodes: shaped,
-// cut or dropped. Each node's actors send through middleware(node); the
-// node of the target is read from its actor name (host-I/...), and
-// anything else (session inboxes, futures) belongs to node 0, the origin.
+// links carries the actor messages between a local cluster's nodes:
+// shaped, cut or dropped. Each node's actors send through
+// middleware(node). Over libp2p the node of a target is its PID's address
+// (a peer ID); in memory, its actor name (shards-I/...), and anything
+// else there (session inboxes, futures) belongs to node 0, the origin.
 type links struct {
 	n      int
+	libp2p bool
+	peers  map[string]int // peer ID → node, over libp2p
 	shape  map[[2]int]Link
 	mu     sync.Mutex
 	cut    map[[2]int]bool
@@ -393,8 +384,8 @@ type links struct {
 	wg     sync.WaitGroup
 }
 
-func newLinks(n int, shaped []Link) *links {
-	l := &links{n: n, shape: map[[2]int]Link{}, cut: map[[2]int]bool{}, stall: make([]bool, n), dead: make([]bool, n),
+func newLinks(n int, shaped []Link, libp2p bool) *links {
+	l := &links{n: n, libp2p: libp2p, peers: map[string]int{}, shape: map[[2]int]Link{}, cut: map[[2]int]bool{}, stall: make([]bool, n), dead: make([]bool, n),
 		queues: map[[2]int]*queue{}, done: make(chan struct{})}
 	for _, s := range shaped {
 		l.shape[[2]int{s.A, s.B}] = s
@@ -403,8 +394,22 @@ func newLinks(n int, shaped []Link) *links {
 	return l
 }
 
-// nodeOf is the node a target actor lives on.
-func (l *links) nodeOf(pid *actor.PID) int {
+func (l *links) addPeer(id string, i int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.peers[id] = i
+}
+
+// nodeOf is the node a target actor lives on; from if unknown over libp2p.
+func (l *links) nodeOf(from int, pid *actor.PID) int {
+	if l.libp2p {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if i, ok := l.peers[pid.Address]; ok {
+			return i
+		}
+		return from
+	}
 	var i int
 	if _, err := fmt.Sscanf(pid.Id, actors.HostName+"-%d", &i); err == nil && i >= 0 && i < l.n {
 		return i
@@ -415,7 +420,7 @@ func (l *links) nodeOf(pid *actor.PID) int {
 func (l *links) middleware(from int) actor.SenderMiddleware {
 	return func(next actor.SenderFunc) actor.SenderFunc {
 		return func(ctx actor.SenderContext, target *actor.PID, env *actor.MessageEnvelope) {
-			to := l.nodeOf(target)
+			to := l.nodeOf(from, target)
 			if from == to {
 				next(ctx, target, env)
 				return
