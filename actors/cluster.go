@@ -92,6 +92,11 @@ type ClusterOptions struct {
 	Metrics Metrics
 	// Logger receives one line per recovery; nil = silent.
 	Logger *slog.Logger
+	// PromptCache is how many finished sessions' KV caches this origin
+	// keeps on their stages for prompt caching (prefixcache.go); 0 = 16,
+	// negative = none. The stages drop entries sooner when they need the
+	// memory.
+	PromptCache int
 }
 
 // Placer is a placement function with plan.Place's signature.
@@ -114,6 +119,8 @@ type Cluster struct {
 	dir    Directory
 	models ModelStore
 	opts   ClusterOptions
+
+	prefix *prefixCache // retained sessions; nil = prompt caching off
 
 	mu       sync.Mutex
 	local    map[string]*localModel // tokenizer and profile by model name
@@ -162,11 +169,24 @@ func NewCluster(system *actor.ActorSystem, dir Directory, models ModelStore, opt
 	if len(opts.SenderMiddleware) > 0 {
 		root = actor.NewRootContext(system, nil, opts.SenderMiddleware...)
 	}
-	return &Cluster{system: system, root: root, dir: dir, models: models, opts: opts, local: map[string]*localModel{}, sessions: map[string]*SessionInfo{}}
+	c := &Cluster{system: system, root: root, dir: dir, models: models, opts: opts, local: map[string]*localModel{}, sessions: map[string]*SessionInfo{}}
+	if opts.PromptCache == 0 {
+		opts.PromptCache = defaultPromptCache
+	}
+	if opts.PromptCache > 0 {
+		c.prefix = &prefixCache{max: opts.PromptCache}
+	}
+	return c
 }
 
-// Close releases the model files the cluster opened.
+// Close releases the model files the cluster opened, and asks the stages
+// to drop the prompt caches this origin kept there.
 func (c *Cluster) Close() {
+	if c.prefix != nil {
+		for _, e := range c.prefix.all() {
+			c.dropEntry(e, false)
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, m := range c.local {
@@ -175,8 +195,9 @@ func (c *Cluster) Close() {
 	c.local = map[string]*localModel{}
 }
 
-// Request is one generation across the cluster: Model names the model.
-// Constraint is not supported on a cluster yet.
+// Request is one generation across the cluster: Model names the model;
+// Schema travels to the last stage, which masks its sampling. Constraint
+// (a sampler constraint in this process) does not run on a cluster.
 type Request = engine.Request
 
 // Sessions lists the sessions this node drives now.

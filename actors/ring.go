@@ -61,7 +61,7 @@ func (c *Cluster) Generate(ctx context.Context, req Request, onToken func(engine
 		return res, err
 	}
 	if req.Constraint != nil {
-		return res, errors.New("constrained sampling does not run on a cluster yet")
+		return res, errors.New("a Constraint runs in this process only; a cluster takes a Schema")
 	}
 	lm, err := c.model(req.Model)
 	if err != nil {
@@ -81,7 +81,9 @@ func (c *Cluster) Generate(ctx context.Context, req Request, onToken func(engine
 	}
 	defer func() { r.finish(err) }()
 	// A ring keeps one of its positions free.
-	return engine.Loop(ctx, lm.tok, prompt, req, ctxLen-1, r, onToken)
+	res, err = engine.Loop(ctx, lm.tok, prompt, req, ctxLen-1, r, onToken)
+	res.CachedTokens = r.cached
+	return res, err
 }
 
 // sessionInbox returns the inbox of one running session (tests).
@@ -113,6 +115,11 @@ type ring struct {
 	waitPos int
 	timer   *time.Timer
 
+	// Prompt caching (prefixcache.go): the retained session the ring
+	// resumes until its first answer, and the prompt positions reused.
+	resumed *prefixEntry
+	cached  int
+
 	// Decode step timing: round trips, and the stages' compute within them.
 	stepStart             time.Time
 	stepTime, stepCompute time.Duration
@@ -120,7 +127,8 @@ type ring struct {
 }
 
 func (c *Cluster) newRing(lm *localModel, req Request, prompt []int, ctxLen int) (*ring, error) {
-	core, err := session.New(session.Config{Prompt: prompt, MaxBatch: MaxBatch, Vocab: lm.tok.VocabSize(), StepTimeout: c.opts.StepTimeout})
+	core, err := session.New(session.Config{Prompt: prompt, MaxBatch: MaxBatch, Vocab: lm.tok.VocabSize(), StepTimeout: c.opts.StepTimeout,
+		PromptCache: c.prefix != nil})
 	if err != nil {
 		return nil, err
 	}
@@ -167,6 +175,10 @@ func (r *ring) do(ctx context.Context, acts []session.Action) (int, error) {
 				c.logf("%s", a.Text)
 			case session.Free:
 				r.free(a.Session, a.Stages)
+			case session.Retain:
+				r.retain(a.Session, a.Stages, a.Tokens)
+			case session.DropCache:
+				r.dropResumed()
 			case session.Plan:
 				if err := ctx.Err(); err != nil {
 					ev = session.Cancel{Err: err}
@@ -182,7 +194,11 @@ func (r *ring) do(ctx context.Context, acts []session.Action) (int, error) {
 				}
 			case session.Load:
 				stages, unreachable, err := c.load(r.req.Model, a.Plan, r.members)
-				ev = session.Loaded{ID: newSessionID(), Ring: stages, Unreachable: unreachable, At: time.Now(), Err: err}
+				loaded := session.Loaded{ID: newSessionID(), Ring: stages, Unreachable: unreachable, At: time.Now(), Err: err}
+				if a.Resume && err == nil {
+					loaded.Resume, loaded.Cached = r.resumable(stages)
+				}
+				ev = loaded
 			case session.Ring:
 				r.use(a.ID, a.Stages)
 			case session.Forward:
@@ -194,6 +210,7 @@ func (r *ring) do(ctx context.Context, acts []session.Action) (int, error) {
 				ev = session.Probed{Silent: r.silentStages(a.Stages), At: time.Now()}
 			case session.Emit:
 				r.stopTimer()
+				r.resumed = nil // adopted by the stages
 				if a.Step {
 					r.observe(time.Since(r.stepStart), a.Compute)
 				}
@@ -294,7 +311,9 @@ func (r *ring) send(a session.Forward) {
 		f.Tokens = append(f.Tokens, int32(t))
 	}
 	if a.Open {
+		f.Resume = a.Resume
 		f.Sampling = samplingMessage(r.req.Sampling)
+		r.constrain(f.Sampling)
 		for _, t := range a.Accept {
 			f.Accept = append(f.Accept, int32(t))
 		}

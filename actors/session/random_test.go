@@ -22,13 +22,13 @@ func TestRandomShells(t *testing.T) {
 }
 
 func randomShell(rng *rand.Rand) (err error) {
-	s, err := New(Config{Prompt: prompt(1 + rng.IntN(12)), MaxBatch: 4, Vocab: 50, MaxRecoveries: 3})
+	s, err := New(Config{Prompt: prompt(1 + rng.IntN(12)), MaxBatch: 4, Vocab: 50, MaxRecoveries: 3, PromptCache: rng.IntN(2) == 0})
 	if err != nil {
 		return err
 	}
 	freed := map[string]int{}
 	used := map[string]bool{}
-	current, rings, plans := "", 0, 0
+	current, rings, plans, drops := "", 0, 0, 0
 	nodes := []string{"n0", "n1", "n2", "n3"}
 	var pending Event // the answer the last action asked for
 	var trace []string
@@ -79,7 +79,11 @@ func randomShell(rng *rand.Rand) (err error) {
 				case 1:
 					pending = Loaded{Err: errors.New("refused")}
 				default:
-					pending = loaded(id, a.Plan)
+					ev := loaded(id, a.Plan)
+					if a.Resume && rng.IntN(2) == 0 {
+						ev.Resume, ev.Cached = "old", rng.IntN(len(s.Fed())+1)
+					}
+					pending = ev
 				}
 			case Ring:
 				if used[a.ID] {
@@ -115,6 +119,17 @@ func randomShell(rng *rand.Rand) (err error) {
 			case Free:
 				if freed[a.Session]++; freed[a.Session] > 1 {
 					return fmt.Errorf("ring %s freed twice", a.Session)
+				}
+			case Retain:
+				if freed[a.Session]++; freed[a.Session] > 1 {
+					return fmt.Errorf("ring %s freed twice", a.Session)
+				}
+				if len(a.Tokens) != len(s.Fed()) {
+					return fmt.Errorf("retained %d tokens; the ring was fed %d", len(a.Tokens), len(s.Fed()))
+				}
+			case DropCache:
+				if drops++; drops > 1 {
+					return errors.New("the cache dropped twice")
 				}
 			case Emit:
 				switch rng.IntN(10) {

@@ -54,6 +54,10 @@ type Config struct {
 	StepTimeout time.Duration
 	// MaxRecoveries bounds the ring rebuilds; 0 = DefaultMaxRecoveries.
 	MaxRecoveries int
+	// PromptCache lets the first ring resume a retained session's KV
+	// caches (Load.Resume), and retains the ring at a clean end (Retain)
+	// instead of freeing it.
+	PromptCache bool
 }
 
 // Stage is one loaded stage of a ring: the shard actor Actor on node Node
@@ -78,13 +82,17 @@ type Planned struct {
 // Loaded is the answer to a Load action. Ring is the loaded stages in
 // order and ID a fresh session ID for them (never reused: a shard keeps
 // a freed ID freed). Unreachable are the nodes that did not answer at
-// all (At: when that was seen); Err joins every failure.
+// all (At: when that was seen); Err joins every failure. When the Load
+// allowed it, Resume names a session the ring's stages retained whose KV
+// caches hold the prompt's first Cached positions.
 type Loaded struct {
 	ID          string
 	Ring        []Stage
 	Unreachable []string
 	At          time.Time
 	Err         error
+	Resume      string
+	Cached      int
 }
 
 // ViewBack is the answer to an AwaitView action: the lost nodes heard
@@ -160,7 +168,11 @@ type Plan struct{ Exclude []string }
 type AwaitView struct{ Lost map[string]time.Time }
 
 // Load asks the stages' hosts to load their shards; answer with Loaded.
-type Load struct{ Plan plan.Plan }
+// Resume allows the ring to resume a retained session (prompt caching).
+type Load struct {
+	Plan   plan.Plan
+	Resume bool
+}
 
 // Ring says a new ring is in use from now on: watch its stages (a lost
 // one is a StageLost), list it.
@@ -172,7 +184,8 @@ type Ring struct {
 // Forward sends Tokens at positions Position.. to the ring's first stage.
 // Open marks the ring's first message: it carries the sampler settings
 // and Accept, every token before the first sampled position, for the last
-// stage's penalties. Sample asks the last stage for the next token.
+// stage's penalties, and Resume, the retained session whose KV caches the
+// stages adopt. Sample asks the last stage for the next token.
 type Forward struct {
 	Session  string
 	Position int
@@ -180,6 +193,7 @@ type Forward struct {
 	Sample   bool
 	Open     bool
 	Accept   []int
+	Resume   string
 }
 
 // Wait says the session now waits for the token at Position of ring
@@ -199,6 +213,19 @@ type Free struct {
 	Session string
 	Stages  []Stage
 }
+
+// Retain ends ring Session keeping its KV caches on its stages, which hold
+// Tokens, for a later session to resume (prompt caching).
+type Retain struct {
+	Session string
+	Stages  []Stage
+	Tokens  []int
+}
+
+// DropCache says the retained session the ring tried to resume is spent
+// (a stage lost it or failed): free it on the stages that may still hold
+// it. The session goes on without a cache.
+type DropCache struct{}
 
 // Emit hands the next generated token to the caller, who answers with
 // Next (feed it back) or Stop. Step says it answers a single decode step
@@ -223,6 +250,8 @@ func (Forward) action()   {}
 func (Wait) action()      {}
 func (Probe) action()     {}
 func (Free) action()      {}
+func (Retain) action()    {}
+func (DropCache) action() {}
 func (Emit) action()      {}
 func (Log) action()       {}
 func (Done) action()      {}
@@ -260,6 +289,9 @@ type Session struct {
 	refusal    error // the plan refusal a settle may lift
 	lostLater  *StageLost
 	err        error
+	// Prompt caching: the ring resumed a retained session and has not
+	// answered yet; resuming failed once (never again this session).
+	resumed, noCache bool
 }
 
 // New returns a session that has not started.
@@ -328,7 +360,7 @@ func (s *Session) Step(ev Event) []Action {
 		}
 	case ForwardFailed:
 		if s.ring != nil && ev.Session == s.id {
-			return s.finish(fmt.Errorf("stage %s: %s", ev.Stage, ev.Err))
+			return s.failed(fmt.Errorf("stage %s: %s", ev.Stage, ev.Err))
 		}
 	case StageLost:
 		return s.stageLost(ev)
@@ -347,6 +379,13 @@ func (s *Session) Step(ev Event) []Action {
 		}
 	case Stop:
 		if s.phase == emitted {
+			if s.cfg.PromptCache && s.ring != nil {
+				// A clean end: the stages keep the KV caches, which hold
+				// every token fed, for the conversation's next turn.
+				r := Retain{Session: s.id, Stages: s.ring, Tokens: s.seq}
+				s.ring = nil
+				return append([]Action{r}, s.finish(nil)...)
+			}
 			return s.finish(nil)
 		}
 	}
@@ -377,7 +416,7 @@ func (s *Session) planned(ev Planned) []Action {
 		return s.finish(ev.Err)
 	}
 	s.phase = loading
-	return []Action{Load{Plan: ev.Plan}}
+	return []Action{Load{Plan: ev.Plan, Resume: s.cfg.PromptCache && !s.noCache && s.recoveries == 0}}
 }
 
 func (s *Session) viewBack(ev ViewBack) []Action {
@@ -415,29 +454,38 @@ func (s *Session) loaded(ev Loaded) []Action {
 	// uninterrupted run, so the KV caches come out bit for bit the same
 	// (batched and one-token kernels may round differently) and greedy
 	// output does not change. Only the last message samples.
+	//
+	// A ring that resumes a retained session starts its batches after the
+	// positions it reuses (it may round differently from a run without
+	// the cache).
 	promptLen, seq := len(s.cfg.Prompt), s.seq
-	for i := 0; i < promptLen; i += s.cfg.MaxBatch {
+	skip := 0
+	if ev.Resume != "" && ev.Cached > 0 && ev.Cached < promptLen && len(seq) == promptLen {
+		skip, s.resumed = ev.Cached, true
+	}
+	for i := skip; i < promptLen; i += s.cfg.MaxBatch {
 		end := min(i+s.cfg.MaxBatch, promptLen)
 		f := Forward{Session: s.id, Position: i, Tokens: seq[i:end], Sample: end == len(seq)}
-		if i == 0 {
+		if i == skip {
 			f.Open, f.Accept = true, seq
+			if s.resumed {
+				f.Resume = ev.Resume
+			}
 		}
 		acts = append(acts, f)
 	}
 	for i := promptLen; i < len(seq); i++ {
 		acts = append(acts, Forward{Session: s.id, Position: i, Tokens: seq[i : i+1], Sample: i+1 == len(seq)})
 	}
-	// One step timeout per eight messages in flight: a long replay is
-	// progress, not a stall.
-	n := len(acts) - 1
 	s.phase, s.pos, s.step = running, len(seq), false
-	return append(acts, Wait{Session: s.id, Position: s.pos, Timeout: s.cfg.StepTimeout * time.Duration(1+n/8)})
+	return append(acts, Wait{Session: s.id, Position: s.pos, Timeout: s.waitTimeout()})
 }
 
 func (s *Session) token(ev Token) []Action {
 	if ev.ID < 0 || ev.ID >= s.cfg.Vocab {
-		return s.finish(fmt.Errorf("the last stage sent token id %d, outside the vocabulary", ev.ID))
+		return s.failed(fmt.Errorf("the last stage sent token id %d, outside the vocabulary", ev.ID))
 	}
+	s.resumed = false // the stages adopted the retained session
 	s.phase = emitted
 	return []Action{Emit{Token: ev.ID, Compute: ev.Compute, Step: s.step}}
 }
@@ -495,6 +543,27 @@ func (s *Session) waitTimeout() time.Duration {
 	return s.cfg.StepTimeout * time.Duration(1+n/8)
 }
 
+// failed ends the session with err, unless the ring's first answer failed
+// while it resumed a retained session: then the cache is dropped and the
+// whole prompt runs on a fresh ring.
+func (s *Session) failed(err error) []Action {
+	if !s.resumed {
+		return s.finish(err)
+	}
+	acts := s.dropCache()
+	acts = append(acts, Log{Text: fmt.Sprintf("session %s: the prompt cache could not be used (%v); running the whole prompt", s.id, err)})
+	return append(acts, s.attempt()...)
+}
+
+// dropCache gives up a resumed retained session, for good.
+func (s *Session) dropCache() []Action {
+	if !s.resumed {
+		return nil
+	}
+	s.resumed, s.noCache = false, true
+	return []Action{DropCache{}}
+}
+
 // recover rebuilds the ring without node ("" when none is to blame: a
 // message lost on a cut link) and replays what the ring had seen.
 func (s *Session) recover(node, cause string, at time.Time) []Action {
@@ -504,8 +573,9 @@ func (s *Session) recover(node, cause string, at time.Time) []Action {
 		s.excluded[node] = at
 	}
 	s.recoveries++
-	log := Log{Text: fmt.Sprintf("session %s: %s; re-planning and replaying %d tokens", s.id, what, len(s.seq))}
-	return append([]Action{log}, s.attempt()...)
+	acts := s.dropCache()
+	acts = append(acts, Log{Text: fmt.Sprintf("session %s: %s; re-planning and replaying %d tokens", s.id, what, len(s.seq))})
+	return append(acts, s.attempt()...)
 }
 
 // free releases the current ring, if any.
@@ -519,7 +589,7 @@ func (s *Session) free() []Action {
 }
 
 func (s *Session) finish(err error) []Action {
-	acts := s.free()
+	acts := append(s.dropCache(), s.free()...)
 	s.phase, s.err = done, err
 	return append(acts, Done{Err: err})
 }

@@ -23,6 +23,9 @@ func brief(a Action) string {
 		}
 		return fmt.Sprintf("await %v", lost)
 	case Load:
+		if a.Resume {
+			return "load " + stagesOf(a.Plan) + " may resume"
+		}
 		return "load " + stagesOf(a.Plan)
 	case Ring:
 		var nodes []string
@@ -35,6 +38,9 @@ func brief(a Action) string {
 		if a.Open {
 			s += fmt.Sprintf(" open(%d)", len(a.Accept))
 		}
+		if a.Resume != "" {
+			s += " resume " + a.Resume
+		}
 		if a.Sample {
 			s += " sample"
 		}
@@ -45,6 +51,10 @@ func brief(a Action) string {
 		return fmt.Sprintf("probe %d", len(a.Stages))
 	case Free:
 		return "free " + a.Session
+	case Retain:
+		return fmt.Sprintf("retain %s %d", a.Session, len(a.Tokens))
+	case DropCache:
+		return "drop cache"
 	case Emit:
 		if a.Step {
 			return fmt.Sprintf("emit %d step", a.Token)
@@ -103,9 +113,9 @@ func prompt(n int) []int {
 	return p
 }
 
-func newSession(t *testing.T, promptLen int) *Session {
+func newSession(t *testing.T, promptLen int, cache bool) *Session {
 	t.Helper()
-	s, err := New(Config{Prompt: prompt(promptLen), MaxBatch: 4, Vocab: 100, StepTimeout: time.Second, MaxRecoveries: 3})
+	s, err := New(Config{Prompt: prompt(promptLen), MaxBatch: 4, Vocab: 100, StepTimeout: time.Second, MaxRecoveries: 3, PromptCache: cache})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,6 +155,7 @@ func TestSessionTable(t *testing.T) {
 		steps      []step
 		recoveries int
 		err        error
+		cache      bool // prompt caching on
 	}{
 		{name: "normal run", prompt: 10, steps: script(start, decode("a", 10, 50, 51), decode("a", 11, 51, 52), []step{
 			{Stop{}, []string{"free a", "done <nil>"}},
@@ -271,6 +282,35 @@ func TestSessionTable(t *testing.T) {
 		{name: "a token outside the vocabulary ends the session", prompt: 10, steps: script(start[:3], []step{
 			{Token{Session: "a", Position: 10, ID: 100}, []string{"free a", "done the last stage sent token id 100, outside the vocabulary"}},
 		}), err: errors.New("the last stage sent token id 100, outside the vocabulary")},
+		{name: "prompt caching: resume a prefix, retain at the end", prompt: 10, cache: true, steps: []step{
+			{Start{}, []string{"plan -[]"}},
+			{Planned{Plan: ringPlan("n0", "n1")}, []string{"load n0,n1 may resume"}},
+			// 6 positions cached: the batches start after them.
+			{Loaded{ID: "a", Ring: loaded("a", ringPlan("n0", "n1")).Ring, Resume: "old", Cached: 6}, []string{"ring a n0,n1", "fwd a 6+4 open(10) resume old sample", "wait a 10 1s"}},
+			{Token{Session: "a", Position: 10, ID: 50}, []string{"emit 50"}},
+			{Next{Token: 50}, []string{"fwd a 10+1 sample", "wait a 11 1s"}},
+			{Token{Session: "a", Position: 11, ID: 51}, []string{"emit 51 step"}},
+			{Stop{}, []string{"retain a 11", "done <nil>"}},
+		}},
+		{name: "prompt caching: a stage without the cache runs the whole prompt", prompt: 10, cache: true, steps: []step{
+			{Start{}, []string{"plan -[]"}},
+			{Planned{Plan: ringPlan("n0", "n1")}, []string{"load n0,n1 may resume"}},
+			{Loaded{ID: "a", Ring: loaded("a", ringPlan("n0", "n1")).Ring, Resume: "old", Cached: 6}, []string{"ring a n0,n1", "fwd a 6+4 open(10) resume old sample", "wait a 10 1s"}},
+			{ForwardFailed{Session: "a", Stage: "shard-n0", Err: "no retained session old"}, []string{
+				"drop cache", "log session a: the prompt cache could not be used (stage shard-n0: no retained session old); running the whole prompt",
+				"free a", "plan -[]"}},
+			// Never again this session, and not a recovery.
+			{Planned{Plan: ringPlan("n0", "n1")}, []string{"load n0,n1"}},
+			{loaded("b", ringPlan("n0", "n1")), []string{"ring b n0,n1", "fwd b 0+4 open(10)", "fwd b 4+4", "fwd b 8+2 sample", "wait b 10 1s"}},
+			{Cancel{Err: errStop}, []string{"free b", "done callback failed"}},
+		}, err: errStop},
+		{name: "prompt caching: a stage lost while resuming drops the cache and recovers", prompt: 10, cache: true, steps: []step{
+			{Start{}, []string{"plan -[]"}},
+			{Planned{Plan: ringPlan("n0", "n1")}, []string{"load n0,n1 may resume"}},
+			{Loaded{ID: "a", Ring: loaded("a", ringPlan("n0", "n1")).Ring, Resume: "old", Cached: 6}, []string{"ring a n0,n1", "fwd a 6+4 open(10) resume old sample", "wait a 10 1s"}},
+			{lostN1, []string{"drop cache", "log session a: node n1 left the session's ring (its shard actor stopped); re-planning and replaying 10 tokens", "free a", "plan -[n1]"}},
+			{Planned{Plan: ringPlan("n0", "n2")}, []string{"load n0,n2"}},
+		}, recoveries: 1},
 		{name: "a load error ends the session", prompt: 10, steps: []step{
 			{Start{}, []string{"plan -[]"}},
 			{Planned{Plan: ringPlan("n0")}, []string{"load n0"}},
@@ -278,7 +318,7 @@ func TestSessionTable(t *testing.T) {
 		}, err: errors.New("no such layers")},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s := newSession(t, c.prompt)
+			s := newSession(t, c.prompt, c.cache)
 			for i, st := range c.steps {
 				var got []string
 				for _, a := range s.Step(st.ev) {

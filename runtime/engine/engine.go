@@ -14,9 +14,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"strata/runtime/gguf"
+	"strata/runtime/grammar"
 	"strata/runtime/model"
 	"strata/runtime/sample"
 	"strata/runtime/tensor"
@@ -28,6 +31,11 @@ type Options struct {
 	Threads int // worker threads; 0 = GOMAXPROCS
 	Context int // KV cache positions per generation; 0 = the model's context_length, at most 4096
 	Batch   int // prompt tokens per prefill step; 0 = 64
+	// PromptCache is how many finished generations' KV caches are kept
+	// for prompt caching: a request whose prompt starts with what one of
+	// them holds (a conversation's next turn) reuses it and prefills only
+	// the rest. Each costs one context's KV cache; 0 = 1, negative = none.
+	PromptCache int
 }
 
 // Engine is an open model. Generate may be called from several goroutines;
@@ -39,6 +47,63 @@ type Engine struct {
 	pool      *tensor.Pool
 	ctxLen    int
 	batch     int
+
+	mu   sync.Mutex
+	kept []keptCache // prompt cache, least recently kept first
+	keep int         // its capacity
+
+	vocabOnce sync.Once
+	vocab     *grammar.Vocab // for Request.Schema
+}
+
+// keptCache is a finished generation's KV cache and the tokens it holds.
+type keptCache struct {
+	cache  *model.Cache
+	tokens []int
+}
+
+// minCachedPrefix is the shortest shared prefix worth reusing.
+const minCachedPrefix = 16
+
+// takeCached removes and returns the kept cache that shares the longest
+// prefix with prompt, truncated to that prefix (at most len(prompt)-1:
+// the last prompt token must run to give logits), and its length; nil
+// when none shares minCachedPrefix tokens. Truncation is exact: attention
+// reads only positions below Cache.Len.
+func (e *Engine) takeCached(prompt []int) (*model.Cache, int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	best, bestN := -1, 0
+	for i, k := range e.kept {
+		n := 0
+		for n < len(k.tokens) && n < len(prompt) && k.tokens[n] == prompt[n] {
+			n++
+		}
+		if n > bestN {
+			best, bestN = i, n
+		}
+	}
+	bestN = min(bestN, len(prompt)-1)
+	if best < 0 || bestN < minCachedPrefix {
+		return nil, 0
+	}
+	c := e.kept[best].cache
+	e.kept = slices.Delete(e.kept, best, best+1)
+	c.Len = bestN
+	return c, bestN
+}
+
+// keepCache keeps a finished generation's cache, which holds tokens.
+func (e *Engine) keepCache(c *model.Cache, tokens []int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.keep <= 0 {
+		return
+	}
+	if len(e.kept) >= e.keep {
+		e.kept = slices.Delete(e.kept, 0, 1)
+	}
+	e.kept = append(e.kept, keptCache{cache: c, tokens: tokens})
 }
 
 // Open memory-maps the model at path and prepares it for generation.
@@ -79,6 +144,10 @@ func New(f *gguf.File, opts Options) (*Engine, error) {
 	if e.batch <= 0 {
 		e.batch = 64
 	}
+	e.keep = opts.PromptCache
+	if e.keep == 0 {
+		e.keep = 1
+	}
 	e.pool = tensor.NewPool(opts.Threads)
 	return e, nil
 }
@@ -104,8 +173,12 @@ type Request struct {
 	Sampling  sample.Params
 	Stop      []string // generation stops before any of these strings
 	// Constraint, when set, restricts the sampled tokens (a grammar); see
-	// sample.Sampler.Constrain. It serves one generation.
+	// sample.Sampler.Constrain. It serves one generation, in this process.
 	Constraint sample.Constraint
+	// Schema, when set (and Constraint is not), constrains the output to
+	// a JSON document of this schema (structured output): on a cluster it
+	// travels to the last stage, which masks its sampling.
+	Schema *grammar.Schema
 }
 
 // Token is one generated token as delivered to the callback.
@@ -124,6 +197,7 @@ const (
 // Result summarises a finished generation.
 type Result struct {
 	PromptTokens    int
+	CachedTokens    int   // prompt tokens whose KV came from a cached earlier generation
 	Tokens          []int // generated ids
 	Text            string
 	FinishReason    string
@@ -166,15 +240,49 @@ func (e *Engine) Generate(ctx context.Context, req Request, onToken func(Token) 
 	if req.Constraint != nil {
 		sampler.Constrain(req.Constraint)
 	}
+	if req.Constraint == nil && req.Schema != nil {
+		// The document starts after the prompt; its budget is MaxTokens
+		// or what the context leaves, whichever is less.
+		budget := e.ctxLen - len(prompt)
+		if req.MaxTokens > 0 {
+			budget = min(budget, req.MaxTokens)
+		}
+		sampler.Constrain(grammar.NewMatcher(req.Schema, e.grammarVocab(), budget))
+	}
 	m := e.Model
-	st := m.NewState(e.pool, min(e.batch, len(prompt)), e.ctxLen)
-	steps := &localSteps{prompt: prompt, st: st, cache: m.NewCache(e.ctxLen), sampler: sampler}
-	return Loop(ctx, e.Tokenizer, prompt, req, e.ctxLen, steps, onToken)
+	cache, cached := e.takeCached(prompt)
+	if cache == nil {
+		cache = m.NewCache(e.ctxLen)
+	}
+	st := m.NewState(e.pool, min(e.batch, len(prompt)-cached), e.ctxLen)
+	steps := &localSteps{prompt: prompt, from: cached, st: st, cache: cache, sampler: sampler}
+	res, err = Loop(ctx, e.Tokenizer, prompt, req, e.ctxLen, steps, onToken)
+	res.CachedTokens = cached
+	if err == nil {
+		// A clean end: the next turn of the conversation may resume it.
+		e.keepCache(cache, seen(prompt, res.Tokens, cache.Len))
+	}
+	return res, err
+}
+
+// grammarVocab is the vocabulary trie structured output matches tokens
+// against, built on first use.
+func (e *Engine) grammarVocab() *grammar.Vocab {
+	e.vocabOnce.Do(func() { e.vocab = grammar.VocabOf(e.Tokenizer) })
+	return e.vocab
+}
+
+// seen is what a finished generation's KV cache holds: the prompt, then
+// every generated token fed back (all but the last one sampled; an
+// end-of-generation token is never fed).
+func seen(prompt, generated []int, n int) []int {
+	return append(append(make([]int, 0, len(prompt)+len(generated)), prompt...), generated...)[:n]
 }
 
 // localSteps runs a generation's forward passes on this node.
 type localSteps struct {
 	prompt  []int
+	from    int // prompt positions the cache already holds (prompt caching)
 	st      *model.State
 	cache   *model.Cache
 	sampler *sample.Sampler
@@ -183,10 +291,10 @@ type localSteps struct {
 	time    time.Duration
 }
 
-// Prefill runs the prompt in batches of st.Batch.
+// Prefill runs the prompt, after what the cache holds, in batches of st.Batch.
 func (l *localSteps) Prefill(ctx context.Context) (int, error) {
 	st := l.st
-	for i := 0; i < len(l.prompt); i += st.Batch {
+	for i := l.from; i < len(l.prompt); i += st.Batch {
 		if err := ctx.Err(); err != nil {
 			return 0, err
 		}
@@ -198,7 +306,7 @@ func (l *localSteps) Prefill(ctx context.Context) (int, error) {
 			return 0, err
 		}
 	}
-	return l.sample((len(l.prompt) - 1) % st.Batch)
+	return l.sample((len(l.prompt) - 1 - l.from) % st.Batch)
 }
 
 // Step runs one token.
