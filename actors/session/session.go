@@ -11,7 +11,10 @@
 // excluded from the next plan, how many times the ring was rebuilt, which
 // answers are stale, and how a new ring replays what the old one had seen
 // with the same batch boundaries as the uninterrupted run, so that greedy
-// output does not change.
+// output does not change. With prompt caching, the first ring may resume
+// a retained session's KV caches (prefill starts after the shared
+// prefix), a failed resume falls back to the whole prompt once, and a
+// clean end retains the ring instead of freeing it.
 //
 //	s, err := session.New(session.Config{Prompt: prompt, MaxBatch: 64, Vocab: 32000, StepTimeout: 30 * time.Second})
 //	if err != nil { ... }
