@@ -34,17 +34,21 @@ var quantFidelityShape = func() model.Shape {
 // Both quantize activations to 8 bits, and a last-bit difference in any
 // float step before a quantizer (the F32 products' summation order,
 // SwiGLU's exp, which ggml approximates its own way) moves a value across a
-// rounding step; the next layers' quantizers then amplify that, so with
-// two layers strata and llama.cpp differ by about as much as each differs
-// from exact (measured, 32 positions, seed 1: 3.4e-3 to 2.3e-2 max, 5.2e-4
-// to 7.8e-3 rms). The weight type does not matter here: a single Q3_K
-// ffn_down in an otherwise F32 one-layer model already moves logits by
-// 3e-4 against llama.cpp, a single Q3_K attn_q, attn_output, output or
-// token_embd by under 1e-6. (At the small shape of synth's oracle test,
-// with fewer values to flip, every K-quant and IQ4_XS matches llama.cpp to
-// float rounding.) For Q8_0 and Q4_0 llama.cpp also quantizes activations
-// a little differently (the block scale rounded to F16, 127/amax as the
-// multiplier: quantize_row_q8_0); strata keeps the scale in float32.
+// rounding step; the next layers' quantizers then amplify that. Measured
+// (32 positions, seed 1): with one layer the K-quants and IQ4_XS differ
+// from llama.cpp by 3.4e-3 to 6.5e-3 max, 5.2e-4 to 1.05e-3 rms, a tenth
+// to a fifth of their distance from exact (5.5e-3 to 7.3e-3 rms); with
+// two layers by 8.7e-3 to 1.7e-2 max, 2.9e-3 to 6.3e-3 rms, about as much
+// as each is from exact (1.4e-2 to 2.35e-2 max, 4.8e-3 to 7.8e-3 rms), for
+// every type Q8_0 to IQ4_XS. The weight type does not matter here: a
+// single Q3_K ffn_down in an otherwise F32 one-layer model already moves
+// logits by 3e-4 against llama.cpp, a single Q3_K attn_q, attn_output,
+// output or token_embd by under 1e-6. (At the small shape of synth's
+// oracle test, with fewer values to flip, every K-quant and IQ4_XS matches
+// llama.cpp to float rounding.) For Q8_0 and Q4_0 llama.cpp also quantizes
+// activations a little differently (the block scale rounded to F16,
+// 127/amax as the multiplier: quantize_row_q8_0); strata keeps the scale
+// in float32.
 // Neither is measurably more accurate: the rms errors from exact are
 // within 0.8x to 1.1x of each other for every type. What must hold is
 // that strata is not the worse one beyond that noise: its rms error from
