@@ -1,6 +1,10 @@
 package peers
 
-import "time"
+import (
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+)
 
 // PauseHeartbeats stops (or restarts) n's heartbeats while its connections
 // stay up: to the others it looks cut off from gossip.
@@ -42,3 +46,10 @@ func Buffered(n *Node) int {
 	}
 	return k
 }
+
+// GroupOut returns g's stream to member j, for tests that write bad
+// frames on it.
+func GroupOut(g *Group, j int) network.Stream { return g.out[j] }
+
+// F32ToF16 and F16ToF32 are the wire's half conversions.
+var F32ToF16, F16ToF32 = f32ToF16, f16ToF32

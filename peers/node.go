@@ -132,6 +132,8 @@ type Node struct {
 	dialing map[peer.ID]*backoff
 
 	closeOnce sync.Once
+
+	groups groups // tensor-parallel all-reduce groups (allreduce.go)
 }
 
 // New starts a node: it listens, starts discovery and membership, and
@@ -196,6 +198,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	n.system.ProcessRegistry.Address = h.ID().String()
 	n.bridge = newBridge(n.ctx, h, n.system, cfg.Types, cfg.MaxMessageBytes, cfg.Inbound, cfg.Logger)
 	n.startWeights()
+	n.startGroups()
 	n.bridge.onSent = cfg.OnSent
 	if n.side, err = newSide(n, cfg.Transport, cfg.Verbs); err != nil {
 		n.Close()
