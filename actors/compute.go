@@ -3,6 +3,7 @@ package actors
 import (
 	"time"
 
+	"strata/internal/membw"
 	"strata/runtime/tensor"
 )
 
@@ -39,4 +40,17 @@ func MeasureCompute(pool *tensor.Pool, d time.Duration) float64 {
 		total += o
 	}
 	return total / d.Seconds()
+}
+
+// MeasureMemoryBandwidth measures how fast the node reads memory, in
+// bytes/s, with threads readers over a buffer larger than any cache (256
+// MiB, the best of two passes, about a tenth of a second): what decode
+// speed is proportional to, announced for the cost model. 0 if the
+// measurement failed.
+func MeasureMemoryBandwidth(threads int) float64 {
+	gbs, err := membw.Measure(membw.Options{Threads: threads, Bytes: 256 << 20, Passes: 2, MinTime: 50 * time.Millisecond})
+	if err != nil {
+		return 0
+	}
+	return gbs * 1e9
 }

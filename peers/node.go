@@ -69,6 +69,9 @@ type Config struct {
 	// ComputeFlops is the compute rate to announce, in FLOP/s (0: not
 	// measured).
 	ComputeFlops float64
+	// MemoryBandwidth is the memory read rate to announce, in bytes/s (0:
+	// not measured).
+	MemoryBandwidth float64
 	// Version is the build version to announce.
 	Version string
 	// Logger receives the node's log lines. Nil: slog.Default().

@@ -393,7 +393,8 @@ func peersStatus(node *peers.Node) api.PeersStatus {
 		ps := api.PeerStatus{
 			PeerID: m.ID.String(), Addrs: in.Addrs, Version: in.Version,
 			MemoryBytes: in.MemoryTotalBytes, MemoryAvailableBytes: in.MemoryAvailableBytes, ComputeFlops: in.ComputeFlops,
-			Models: []api.PeerModel{}, Shards: in.Shards, LastSeenMS: now.Sub(m.LastSeen).Milliseconds(),
+			MemoryBandwidth: in.MemoryBandwidth,
+			Models:          []api.PeerModel{}, Shards: in.Shards, LastSeenMS: now.Sub(m.LastSeen).Milliseconds(),
 		}
 		if ps.Addrs == nil {
 			ps.Addrs = []string{}
@@ -406,6 +407,10 @@ func peersStatus(node *peers.Node) api.PeersStatus {
 		}
 		if m.ID == node.ID() {
 			ps.Links = linksStatus(node.Links())
+		} else {
+			for _, l := range in.Links {
+				ps.Links = append(ps.Links, api.LinkStatus{PeerID: l.PeerId, Transport: l.Transport, RTTMicros: int64(l.RttUs)})
+			}
 		}
 		st.Members = append(st.Members, ps)
 	}
