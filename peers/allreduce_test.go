@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"path/filepath"
 	"strings"
@@ -519,5 +520,40 @@ func TestAnnouncedMeasures(t *testing.T) {
 	t.Logf("b announces %g B/s, link to %s: %d µs over %s", m.Info.MemoryBandwidth, l.PeerId, l.RttUs, l.Transport)
 	if m.Info.MemoryBandwidth != 3e11 || l.PeerId != a.ID().String() || l.Transport == "" {
 		t.Errorf("b's announcement: bandwidth %g, link %v", m.Info.MemoryBandwidth, l)
+	}
+}
+
+// BenchmarkGroupAllReduce: one round between 2 members on loopback, of a
+// tinyllama-sized hidden state (2048 values, one token) and of a 16-token
+// prefill chunk, per wire format.
+func BenchmarkGroupAllReduce(b *testing.B) {
+	c := peerstest.New(b, 2)
+	for _, size := range []int{2048, 16 * 2048} {
+		for _, wire := range []peers.Wire{peers.WireF32, peers.WireF16, peers.WireQ8_0} {
+			b.Run(fmt.Sprintf("%d/%s", size, wire), func(b *testing.B) {
+				gs := formGroup(b, c.Nodes, peers.AllReduceOptions{Wire: wire})
+				bufs := [][]float32{make([]float32, size), make([]float32, size)}
+				b.SetBytes(int64(4 * size))
+				b.ReportAllocs()
+				done := make(chan error)
+				go func() {
+					var err error
+					for range b.N {
+						if err = gs[1].AllReduce(context.Background(), bufs[1]); err != nil {
+							break
+						}
+					}
+					done <- err
+				}()
+				for range b.N {
+					if err := gs[0].AllReduce(context.Background(), bufs[0]); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := <-done; err != nil {
+					b.Fatal(err)
+				}
+			})
+		}
 	}
 }
