@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"sort"
 	"strings"
 	"time"
 
@@ -259,6 +260,9 @@ func parseNodes(s string) ([]plan.Node, error) {
 	return nodes, nil
 }
 
+// short is a peer ID's last 6 characters (its first are all alike).
+func short(id string) string { return id[max(0, len(id)-6):] }
+
 // networks parses one network per --link.
 func networks(links []string) ([]plan.Network, error) {
 	var nets []plan.Network
@@ -352,6 +356,14 @@ func simulateModels(cmd *cobra.Command, ms []plan.Model, nodes []plan.Node, link
 			fmt.Fprintf(w, "; ")
 		}
 		fmt.Fprintf(w, "%s = %s", l, nets[i].Default)
+	}
+	if len(nets) > 0 && len(nets[0].Pairs) > 0 {
+		var ms []string
+		for k, l := range nets[0].Pairs {
+			ms = append(ms, fmt.Sprintf("%s-%s %v", short(k[0]), short(k[1]), l.Latency))
+		}
+		sort.Strings(ms)
+		fmt.Fprintf(w, "; measured by the nodes (half the round trip, one way), instead of --link's latency: %s", strings.Join(ms, ", "))
 	}
 	fmt.Fprintln(w, ". strata node runs pipeline plans only for now; mixture-of-experts layers are predicted with each expert split across the group.")
 	return nil
