@@ -272,14 +272,7 @@ func TestE2EClusterMatchesOneNode(t *testing.T) {
 func TestE2EOpenAIClientOnCluster(t *testing.T) {
 	bin := buildBinary(t)
 	stories := testdata.Path(t, "gguf/stories260K.gguf")
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatal("node is not installed (.ci/run needs Node.js for this test)")
-	}
-	modules, _ := filepath.Abs(filepath.Join("..", "..", ".ci", "npm", "node_modules"))
-	if _, err := os.Stat(filepath.Join(modules, "openai")); err != nil {
-		t.Fatalf("the openai npm package is missing from %s (.ci/run installs it)", modules)
-	}
+	node, modules := nodeClient(t, "openai")
 	c := newCluster(t, bin, map[string]string{"stories260K": stories}, 3, "800kB", "--context", "512", "--api-key", "cluster-key")
 	want := strings.TrimSuffix(runLocal(t, bin, stories, "Once upon a time", 40), "\n")
 	script := filepath.Join(t.TempDir(), "stream.cjs")
