@@ -16,6 +16,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
+
+	"strata/peers/verbs"
 )
 
 // AllReduceProtocol carries a tensor-parallel group's partial sums between
@@ -51,11 +53,19 @@ const (
 	arOK      byte = 0
 	arUnknown byte = 1
 	arRefused byte = 2
+	arOKShm   byte = 3 // the ring offered was opened: frames come through it
+
+	arTokenBytes = 32
 
 	arHelloBytes = 16 + 3
 	arHeadBytes  = 12
 	arOpenWait   = 10 * time.Second // an opener's hello must arrive within this
 )
+
+// arRingCaps are the shared-memory rings' limits: a decode round's
+// hidden state (up to 16K values in F32) in one frame, 8 frames of room
+// each way (1 MiB a ring).
+var arRingCaps = verbs.Caps{FrameBytes: 1 << 16, Depth: 8, Reliable: true}
 
 // Errors of the all-reduce protocol.
 var (
@@ -80,6 +90,11 @@ func (g GroupID) String() string { return hex.EncodeToString(g[:]) }
 // DefaultRoundTimeout.
 type AllReduceOptions struct {
 	Wire Wire
+	// Shm sends the partial sums through shared-memory rings (peers/verbs)
+	// to members on this host, the libp2p stream staying open as each
+	// link's liveness signal; members elsewhere, or where a ring cannot be
+	// made, use the stream.
+	Shm bool
 	// RoundTimeout bounds one AllReduce (the earlier of it and the
 	// context's deadline). Zero: DefaultRoundTimeout.
 	RoundTimeout time.Duration
@@ -100,6 +115,7 @@ type Group struct {
 	self    int
 	members []peer.ID
 	wire    Wire
+	shm     bool
 	timeout time.Duration
 
 	mu     sync.Mutex
@@ -110,10 +126,15 @@ type Group struct {
 	closed bool
 
 	out   []network.Stream // by member index
-	round uint64
-	err   error // sticky
-	enc   []byte
-	own   []float32
+	snd   []*verbs.Sender  // by member index: the ring to it, if any
+	rings []*verbs.Shm     // the rings of snd, closed by Close (under sendMu)
+	// sendMu is held while AllReduce sends and while Close closes the
+	// rings: a ring must not be unmapped under a send.
+	sendMu sync.Mutex
+	round  uint64
+	err    error // sticky
+	enc    []byte
+	own    []float32
 }
 
 // arIn is the receiving end of one peer's stream: a reader goroutine
@@ -121,6 +142,8 @@ type Group struct {
 // most one round ahead) and hands them over in order.
 type arIn struct {
 	s      network.Stream
+	rcv    *verbs.Receiver // frames come through a ring, not s
+	ring   *verbs.Shm      // rcv's ring, closed by the reader as it stops
 	frames chan arFrame
 	free   chan []float32
 	dead   chan struct{} // closed when the reader stops; err says why
@@ -172,8 +195,8 @@ func (n *Node) JoinGroup(ctx context.Context, id GroupID, members []peer.ID, opt
 	if opts.RoundTimeout <= 0 {
 		opts.RoundTimeout = DefaultRoundTimeout
 	}
-	g := &Group{n: n, id: id, self: self, members: slices.Clone(members), wire: opts.Wire, timeout: opts.RoundTimeout,
-		in: make([]*arIn, len(members)), out: make([]network.Stream, len(members)),
+	g := &Group{n: n, id: id, self: self, members: slices.Clone(members), wire: opts.Wire, shm: opts.Shm, timeout: opts.RoundTimeout,
+		in: make([]*arIn, len(members)), out: make([]network.Stream, len(members)), snd: make([]*verbs.Sender, len(members)),
 		ready: make(chan struct{}), done: make(chan struct{})}
 	if len(members) == 1 {
 		close(g.ready)
@@ -191,13 +214,13 @@ func (n *Node) JoinGroup(ctx context.Context, id GroupID, members []peer.ID, opt
 	for j, p := range members {
 		if j != self {
 			go func() {
-				s, err := g.open(ctx, p)
+				s, snd, err := g.open(ctx, p)
 				g.mu.Lock()
 				if err == nil && g.closed {
 					s.Reset()
 					err = ErrGroupClosed
 				} else if err == nil {
-					g.out[j] = s
+					g.out[j], g.snd[j] = s, snd
 				}
 				g.mu.Unlock()
 				errc <- err
@@ -225,49 +248,97 @@ func (n *Node) JoinGroup(ctx context.Context, id GroupID, members []peer.ID, opt
 }
 
 // open opens the stream to member p, asking again while p has not formed
-// the group yet.
-func (g *Group) open(ctx context.Context, p peer.ID) (network.Stream, error) {
-	hello := make([]byte, 0, arHelloBytes)
-	hello = append(hello, g.id[:]...)
-	hello = append(hello, byte(len(g.members)), byte(g.self), byte(g.wire))
+// the group yet. With Shm it offers a ring it made (its token travels on
+// the authenticated stream, so only p learns it); the sender is nil when
+// p took the stream instead.
+func (g *Group) open(ctx context.Context, p peer.ID) (network.Stream, *verbs.Sender, error) {
 	wait := 5 * time.Millisecond
 	for {
-		s, err := g.n.host.NewStream(ctx, p, AllReduceProtocol)
+		var ring *verbs.Shm
+		hello := make([]byte, 0, arHelloBytes+1+64+32)
+		hello = append(hello, g.id[:]...)
+		hello = append(hello, byte(len(g.members)), byte(g.self), byte(g.wire))
+		if g.shm {
+			token := make([]byte, arTokenBytes)
+			rand.Read(token)
+			if r, err := verbs.CreateShm(arRingCaps, token); err == nil {
+				ring = r
+				boot := bootID()
+				hello = append(hello, 1, byte(len(boot)))
+				hello = append(hello, boot...)
+				hello = append(hello, token...)
+			}
+		}
+		if ring == nil {
+			hello = append(hello, 0)
+		}
+		s, st, err := g.hello(ctx, p, hello)
+		if err != nil || st != arOKShm {
+			if ring != nil {
+				ring.Close()
+			}
+		}
 		if err != nil {
-			return nil, fmt.Errorf("peers: group %s: open a stream to %s: %w", g.id, p, err)
+			return nil, nil, err
 		}
-		if d, ok := ctx.Deadline(); ok {
-			s.SetDeadline(d)
-		} else {
-			s.SetDeadline(time.Now().Add(arOpenWait))
-		}
-		var st [1]byte
-		if _, err = s.Write(hello); err == nil {
-			_, err = io.ReadFull(s, st[:])
-		}
-		if err != nil {
-			s.Reset()
-			return nil, fmt.Errorf("peers: group %s: opening the stream to %s: %w", g.id, p, err)
-		}
-		switch st[0] {
+		switch st {
 		case arOK:
-			s.SetDeadline(time.Time{})
-			return s, nil
+			return s, nil, nil
+		case arOKShm:
+			if ring == nil {
+				s.Reset()
+				return nil, nil, fmt.Errorf("peers: group %s: %s took a ring it was not offered", g.id, p)
+			}
+			ring.Unlink() // p has mapped it: nobody else can join
+			snd, err := verbs.NewSender(ring)
+			if err != nil {
+				ring.Close()
+				s.Reset()
+				return nil, nil, err
+			}
+			snd.Stall = g.timeout
+			g.mu.Lock()
+			g.rings = append(g.rings, ring)
+			g.mu.Unlock()
+			return s, snd, nil
 		case arUnknown:
 			s.Close()
 		default:
 			s.Reset()
-			return nil, fmt.Errorf("peers: group %s: %s refused this node's stream (a different member list or wire format)", g.id, p)
+			return nil, nil, fmt.Errorf("peers: group %s: %s refused this node's stream (a different member list or wire format)", g.id, p)
 		}
 		select {
 		case <-time.After(wait):
 			wait = min(2*wait, 100*time.Millisecond)
 		case <-ctx.Done():
-			return nil, fmt.Errorf("peers: group %s: %s has not formed the group: %w", g.id, p, ctx.Err())
+			return nil, nil, fmt.Errorf("peers: group %s: %s has not formed the group: %w", g.id, p, ctx.Err())
 		case <-g.done:
-			return nil, ErrGroupClosed
+			return nil, nil, ErrGroupClosed
 		}
 	}
+}
+
+// hello opens a stream to p, sends hello and reads the status byte.
+func (g *Group) hello(ctx context.Context, p peer.ID, hello []byte) (network.Stream, byte, error) {
+	s, err := g.n.host.NewStream(ctx, p, AllReduceProtocol)
+	if err != nil {
+		return nil, 0, fmt.Errorf("peers: group %s: open a stream to %s: %w", g.id, p, err)
+	}
+	if d, ok := ctx.Deadline(); ok {
+		s.SetDeadline(d)
+	} else {
+		s.SetDeadline(time.Now().Add(arOpenWait))
+	}
+	var st [1]byte
+	if _, err = s.Write(hello); err == nil {
+		_, err = io.ReadFull(s, st[:])
+	}
+	if err != nil {
+		s.Reset()
+		return nil, 0, fmt.Errorf("peers: group %s: opening the stream to %s: %w", g.id, p, err)
+	}
+	s.SetDeadline(time.Time{})
+	return s, st[0], nil
 }
 
 // handleAllReduce takes a member's stream: it checks the hello against the
@@ -284,6 +355,34 @@ func (n *Node) handleAllReduce(s network.Stream) {
 	var id GroupID
 	copy(id[:], hello[:16])
 	count, idx, wire := int(hello[16]), int(hello[17]), Wire(hello[18])
+	var flag [1]byte
+	if _, err := io.ReadFull(s, flag[:]); err != nil {
+		s.Reset()
+		return
+	}
+	var token []byte
+	sameHost := false
+	if flag[0] == 1 { // a ring offered: boot ID (u8 length + bytes), token
+		var l [1]byte
+		if _, err := io.ReadFull(s, l[:]); err != nil || l[0] > 64 {
+			s.Reset()
+			return
+		}
+		boot := make([]byte, int(l[0]))
+		token = make([]byte, arTokenBytes)
+		if _, err := io.ReadFull(s, boot); err != nil {
+			s.Reset()
+			return
+		}
+		if _, err := io.ReadFull(s, token); err != nil {
+			s.Reset()
+			return
+		}
+		sameHost = string(boot) == bootID()
+	} else if flag[0] != 0 {
+		s.Reset()
+		return
+	}
 	n.groups.mu.Lock()
 	g := n.groups.m[id]
 	n.groups.mu.Unlock()
@@ -305,12 +404,28 @@ func (n *Node) handleAllReduce(s network.Stream) {
 	in := &arIn{s: s, frames: make(chan arFrame, 2), free: make(chan []float32, 2), dead: make(chan struct{})}
 	in.free <- nil
 	in.free <- nil
+	status := arOK
+	var ring *verbs.Shm
+	if sameHost && g.shm {
+		if r, err := verbs.OpenShm(token); err == nil {
+			if rcv, err := verbs.NewReceiver(r, 0); err == nil {
+				rcv.Stall = g.timeout
+				ring, in.rcv, in.ring, status = r, rcv, r, arOKShm
+			} else {
+				r.Close()
+			}
+		}
+	}
 	g.mu.Lock()
 	if g.closed || g.in[idx] != nil {
 		g.mu.Unlock()
+		if ring != nil {
+			ring.Close()
+		}
 		refuse("the group is closed or already has that member's stream")
 		return
 	}
+
 	g.in[idx] = in
 	g.nIn++
 	if g.nIn == len(g.members)-1 {
@@ -318,7 +433,7 @@ func (n *Node) handleAllReduce(s network.Stream) {
 	}
 	g.mu.Unlock()
 	s.SetReadDeadline(time.Time{})
-	if _, err := s.Write([]byte{arOK}); err != nil {
+	if _, err := s.Write([]byte{status}); err != nil {
 		in.err = err
 		close(in.dead)
 		s.Reset()
@@ -330,6 +445,10 @@ func (n *Node) handleAllReduce(s network.Stream) {
 // read decodes frames in round order until the stream or the group ends;
 // an error is the last thing it hands over.
 func (in *arIn) read(g *Group) {
+	if in.rcv != nil {
+		in.readRing(g)
+		return
+	}
 	r := bufio.NewReaderSize(in.s, 64<<10)
 	var payload []byte
 	fail := func(err error) {
@@ -373,6 +492,66 @@ func (in *arIn) read(g *Group) {
 			return
 		}
 		if err := g.wire.decode(buf, payload); err != nil {
+			fail(fmt.Errorf("round %d: %w", round, err))
+			return
+		}
+		in.frames <- arFrame{round: round, vals: buf}
+	}
+}
+
+// readRing is read for a link whose frames come through a ring: the
+// stream only says the member is alive, so its end (EOF or reset) stops
+// the ring's receiver.
+func (in *arIn) readRing(g *Group) {
+	defer in.ring.Close() // only here: Recv reads the mapping until this returns
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		io.Copy(io.Discard, in.s) // the member sends nothing here: returns when the stream ends
+		cancel()
+	}()
+	go func() {
+		select {
+		case <-g.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	fail := func(err error) {
+		in.s.Reset()
+		in.err = err
+		close(in.dead)
+	}
+	for round := uint64(0); ; round++ {
+		seq, msg, err := in.rcv.Recv(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				err = fmt.Errorf("the member's stream ended: %w", err)
+			}
+			fail(err)
+			return
+		}
+		if seq != round || len(msg) < arHeadBytes || binary.LittleEndian.Uint64(msg) != round {
+			fail(fmt.Errorf("frame %d of %d bytes, expected round %d", seq, len(msg), round))
+			return
+		}
+		count := int(binary.LittleEndian.Uint32(msg[8:]))
+		if count == 0 || count > MaxAllReduceValues {
+			fail(fmt.Errorf("frame of %d values (1 to %d)", count, MaxAllReduceValues))
+			return
+		}
+		var buf []float32
+		select {
+		case buf = <-in.free:
+		case <-g.done:
+			fail(ErrGroupClosed)
+			return
+		}
+		if cap(buf) < count {
+			buf = make([]float32, count)
+		}
+		buf = buf[:count]
+		if err := g.wire.decode(buf, msg[arHeadBytes:]); err != nil {
 			fail(fmt.Errorf("round %d: %w", round, err))
 			return
 		}
@@ -434,17 +613,8 @@ func (g *Group) reduce(ctx context.Context, buf []float32) error {
 	}
 	// The peers' readers always take a frame they have a credit for, so
 	// these writes finish while the peers are still computing.
-	for j, s := range g.out {
-		if j == g.self {
-			continue
-		}
-		s.SetWriteDeadline(deadline)
-		if _, err := s.Write(g.enc); err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return fmt.Errorf("sending to member %d (%s): %w", j, g.members[j], err)
-		}
+	if err := g.send(ctx, deadline); err != nil {
+		return err
 	}
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
@@ -496,6 +666,35 @@ func (g *Group) reduce(ctx context.Context, buf []float32) error {
 	return nil
 }
 
+// send writes this round's frame to every other member: through its ring
+// if it has one, else on its stream.
+func (g *Group) send(ctx context.Context, deadline time.Time) error {
+	g.sendMu.Lock()
+	defer g.sendMu.Unlock()
+	for j, s := range g.out {
+		if j == g.self {
+			continue
+		}
+		if snd := g.snd[j]; snd != nil {
+			if err := snd.Send(ctx, g.round, g.enc); err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return fmt.Errorf("sending to member %d (%s) through its ring: %w", j, g.members[j], err)
+			}
+			continue
+		}
+		s.SetWriteDeadline(deadline)
+		if _, err := s.Write(g.enc); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("sending to member %d (%s): %w", j, g.members[j], err)
+		}
+	}
+	return nil
+}
+
 func (g *Group) resetStreams() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -540,6 +739,15 @@ func (g *Group) Close() error {
 		}
 	}
 	g.mu.Unlock()
+	g.sendMu.Lock()
+	for _, r := range g.rings {
+		r.Close()
+	}
+	g.rings = nil
+	for j := range g.snd {
+		g.snd[j] = nil
+	}
+	g.sendMu.Unlock()
 	if len(g.members) > 1 {
 		g.n.groups.mu.Lock()
 		if g.n.groups.m[g.id] == g {

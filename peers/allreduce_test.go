@@ -204,8 +204,19 @@ func TestGroupTPGreedy(t *testing.T) {
 	const steps = 64
 	want := oneNodeGreedy(t, f, []int{1}, steps)
 	c := peerstest.New(t, 3)
-	for _, w := range [][]uint64{{1, 1}, {2, 1, 1}} {
-		gs := formGroup(t, c.Nodes[:len(w)], peers.AllReduceOptions{})
+	for _, tc := range []struct {
+		w   []uint64
+		shm bool
+	}{{[]uint64{1, 1}, false}, {[]uint64{2, 1, 1}, false}, {[]uint64{1, 1}, true}, {[]uint64{2, 1, 1}, true}} {
+		w := tc.w
+		gs := formGroup(t, c.Nodes[:len(w)], peers.AllReduceOptions{Shm: tc.shm})
+		if tc.shm {
+			for i, g := range gs {
+				if peers.GroupRings(g) != len(w)-1 {
+					t.Fatalf("weights %v: member %d sends through %d rings, want %d", w, i, peers.GroupRings(g), len(w)-1)
+				}
+			}
+		}
 		toks, _, errs := decode(loadTP(t, f, w), ars(gs), []int{1}, steps, nil, nil)
 		for i, err := range errs {
 			if err != nil {
@@ -291,9 +302,15 @@ func TestGroupWireError(t *testing.T) {
 // member's AllReduce fails promptly (its streams close), long before the
 // round timeout, so its caller can re-plan.
 func TestGroupMemberVanishes(t *testing.T) {
+	for _, shm := range []bool{false, true} {
+		t.Run(fmt.Sprintf("shm=%v", shm), func(t *testing.T) { memberVanishes(t, shm) })
+	}
+}
+
+func memberVanishes(t *testing.T, shm bool) {
 	f := openStories(t)
 	c := peerstest.New(t, 2)
-	gs := formGroup(t, c.Nodes, peers.AllReduceOptions{}) // DefaultRoundTimeout: 30 s
+	gs := formGroup(t, c.Nodes, peers.AllReduceOptions{Shm: shm}) // DefaultRoundTimeout: 30 s
 	var killedAt time.Time
 	var once sync.Once
 	kill := func(step int) {
@@ -341,41 +358,43 @@ func (n noteFail) AllReduce(ctx context.Context, buf []float32) error {
 // different lengths; a member whose context ends stops the round.
 func TestGroupSums(t *testing.T) {
 	c := peerstest.New(t, 4)
-	for _, n := range []int{2, 3, 4} {
-		for _, wire := range []peers.Wire{peers.WireF32, peers.WireF16, peers.WireQ8_0} {
-			gs := formGroup(t, c.Nodes[:n], peers.AllReduceOptions{Wire: wire})
-			for round, size := range []int{1, 31, 33, 1000, 300000} {
-				bufs := make([][]float32, n)
-				for i := range bufs {
-					bufs[i] = make([]float32, size)
-					for j := range bufs[i] {
-						bufs[i][j] = float32(math.Sin(float64(j*(i+1)+round))) * float32(i+1)
+	for _, shm := range []bool{false, true} {
+		for _, n := range []int{2, 3, 4} {
+			for _, wire := range []peers.Wire{peers.WireF32, peers.WireF16, peers.WireQ8_0} {
+				gs := formGroup(t, c.Nodes[:n], peers.AllReduceOptions{Wire: wire, Shm: shm})
+				for round, size := range []int{1, 31, 33, 1000, 300000} {
+					bufs := make([][]float32, n)
+					for i := range bufs {
+						bufs[i] = make([]float32, size)
+						for j := range bufs[i] {
+							bufs[i][j] = float32(math.Sin(float64(j*(i+1)+round))) * float32(i+1)
+						}
 					}
-				}
-				want := make([]float32, size)
-				for i := range bufs { // the exact sum, in member order
-					for j, v := range bufs[i] {
-						want[j] += v
+					want := make([]float32, size)
+					for i := range bufs { // the exact sum, in member order
+						for j, v := range bufs[i] {
+							want[j] += v
+						}
 					}
-				}
-				errs := make([]error, n)
-				var wg sync.WaitGroup
-				for i := range gs {
-					wg.Add(1)
-					go func() { defer wg.Done(); errs[i] = gs[i].AllReduce(context.Background(), bufs[i]) }()
-				}
-				wg.Wait()
-				if err := errors.Join(errs...); err != nil {
-					t.Fatalf("%d members, %s, %d values: %v", n, wire, size, err)
-				}
-				tol := map[peers.Wire]float64{peers.WireF32: 0, peers.WireF16: 2e-3, peers.WireQ8_0: 2e-2}[wire] * float64(n)
-				for j := range want {
-					if d := math.Abs(float64(bufs[0][j] - want[j])); d > tol {
-						t.Fatalf("%d members, %s, %d values: [%d] = %v, want %v", n, wire, size, j, bufs[0][j], want[j])
+					errs := make([]error, n)
+					var wg sync.WaitGroup
+					for i := range gs {
+						wg.Add(1)
+						go func() { defer wg.Done(); errs[i] = gs[i].AllReduce(context.Background(), bufs[i]) }()
 					}
-					for i := 1; i < n; i++ {
-						if math.Float32bits(bufs[i][j]) != math.Float32bits(bufs[0][j]) {
-							t.Fatalf("%d members, %s: member %d's [%d] = %v, member 0's %v", n, wire, i, j, bufs[i][j], bufs[0][j])
+					wg.Wait()
+					if err := errors.Join(errs...); err != nil {
+						t.Fatalf("%d members, %s, shm %v, %d values: %v", n, wire, shm, size, err)
+					}
+					tol := map[peers.Wire]float64{peers.WireF32: 0, peers.WireF16: 2e-3, peers.WireQ8_0: 2e-2}[wire] * float64(n)
+					for j := range want {
+						if d := math.Abs(float64(bufs[0][j] - want[j])); d > tol {
+							t.Fatalf("%d members, %s, %d values: [%d] = %v, want %v", n, wire, size, j, bufs[0][j], want[j])
+						}
+						for i := 1; i < n; i++ {
+							if math.Float32bits(bufs[i][j]) != math.Float32bits(bufs[0][j]) {
+								t.Fatalf("%d members, %s: member %d's [%d] = %v, member 0's %v", n, wire, i, j, bufs[i][j], bufs[0][j])
+							}
 						}
 					}
 				}
@@ -418,7 +437,7 @@ func TestGroupRefusesBadInput(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s.Write(append(id[:], byte(count), byte(idx), byte(wire)))
+			s.Write(append(id[:], byte(count), byte(idx), byte(wire), 0)) // 0: no ring offered
 			var st [1]byte
 			_, err = s.Read(st[:])
 			s.Reset()

@@ -71,15 +71,15 @@ the ratios, and whether the group's greedy tokens equal one node's.`,
 				return err
 			}
 			defer f.Close()
-			if transport != "chan" && transport != "tcp" && transport != "libp2p" {
-				return fmt.Errorf("--transport %q: chan, tcp or libp2p", transport)
+			if transport != "chan" && transport != "tcp" && transport != "libp2p" && transport != "shm" {
+				return fmt.Errorf("--transport %q: chan, tcp, libp2p or shm", transport)
 			}
 			w, err := peers.ParseWire(wire)
 			if err != nil {
 				return err
 			}
-			if w != peers.WireF32 && transport != "libp2p" {
-				return fmt.Errorf("--wire %s needs --transport libp2p", w)
+			if w != peers.WireF32 && transport != "libp2p" && transport != "shm" {
+				return fmt.Errorf("--wire %s needs --transport libp2p or shm", w)
 			}
 			return benchTP(cmd, f, weights, threads, promptTokens, genTokens, rounds, transport, w)
 		},
@@ -92,8 +92,8 @@ the ratios, and whether the group's greedy tokens equal one node's.`,
 	fl.IntVar(&genTokens, "gen-tokens", 64, "tokens to generate, timed")
 	fl.IntVar(&rounds, "rounds", 3, "alternating rounds; the best of each is reported")
 	fl.StringVar(&weightList, "weights", "", "members' relative shares, e.g. 2,1 (default equal)")
-	fl.StringVar(&transport, "transport", "chan", "all-reduce between members: chan (goroutines and channels), tcp (loopback sockets) or libp2p (strata nodes on loopback, the cluster's all-reduce protocol)")
-	fl.StringVar(&wire, "wire", "f32", "partial sums on the wire (libp2p): f32, f16 or q8_0")
+	fl.StringVar(&transport, "transport", "chan", "all-reduce between members: chan (goroutines and channels), tcp (loopback sockets), libp2p (strata nodes on loopback, the cluster's all-reduce protocol) or shm (the same through shared-memory rings)")
+	fl.StringVar(&wire, "wire", "f32", "partial sums on the wire (libp2p, shm): f32, f16 or q8_0")
 	return cmd
 }
 
@@ -149,7 +149,7 @@ func benchTP(cmd *cobra.Command, f *gguf.File, weights []uint64, threads, prompt
 	}
 	fmt.Fprintf(out, "best of %d rounds, %d tokens decoded after a %d-token prompt:\n", rounds, genTokens, promptTokens)
 	over := transport
-	if transport == "libp2p" {
+	if transport == "libp2p" || transport == "shm" {
 		over += " (" + wire.String() + " on the wire)"
 	}
 	fmt.Fprintf(out, "  TP %d members × %d thread(s), all-reduce over %s: %.2f tok/s (all-reduces: %.2f ms/token on member 0, waiting included)\n",
@@ -243,10 +243,10 @@ func (t *timedReducer) AllReduce(ctx context.Context, buf []float32) error {
 // and pool; member 0's tokens are returned (every member has the same).
 func decodeTP(parts []*model.TPModel, threads int, prompt []int, gen int, transport string, wire peers.Wire) (tpRun, error) {
 	ars := model.LocalGroup(len(parts))
-	if transport == "libp2p" {
+	if transport == "libp2p" || transport == "shm" {
 		var closeAll func()
 		var err error
-		if ars, closeAll, err = libp2pGroup(len(parts), wire); err != nil {
+		if ars, closeAll, err = libp2pGroup(len(parts), wire, transport == "shm"); err != nil {
 			return tpRun{}, err
 		}
 		defer closeAll()

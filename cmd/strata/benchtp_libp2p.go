@@ -18,8 +18,9 @@ import (
 // mDNS), tells each the others' addresses, and forms one all-reduce group
 // of them: the members' partial sums cross the same private-network,
 // Noise and yamux layers, and the same protocol, as between hosts. For
-// bench tp --transport libp2p.
-func libp2pGroup(n int, wire peers.Wire) ([]model.AllReducer, func(), error) {
+// bench tp --transport libp2p; with shm the partial sums go through
+// shared-memory rings (--transport shm).
+func libp2pGroup(n int, wire peers.Wire, shm bool) ([]model.AllReducer, func(), error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	secret := peers.NewSecret()
@@ -52,7 +53,7 @@ func libp2pGroup(n int, wire peers.Wire) ([]model.AllReducer, func(), error) {
 	errs := make(chan error, n)
 	for i, nd := range nodes {
 		go func() {
-			g, err := nd.JoinGroup(ctx, id, ids, peers.AllReduceOptions{Wire: wire})
+			g, err := nd.JoinGroup(ctx, id, ids, peers.AllReduceOptions{Wire: wire, Shm: shm})
 			out[i] = g
 			errs <- err
 		}()
