@@ -544,13 +544,21 @@ func TestAnnouncedMeasures(t *testing.T) {
 
 // BenchmarkGroupAllReduce: one round between 2 members on loopback, of a
 // tinyllama-sized hidden state (2048 values, one token) and of a 16-token
-// prefill chunk, per wire format.
+// prefill chunk, per wire format, and in F32 through shared memory.
 func BenchmarkGroupAllReduce(b *testing.B) {
 	c := peerstest.New(b, 2)
 	for _, size := range []int{2048, 16 * 2048} {
-		for _, wire := range []peers.Wire{peers.WireF32, peers.WireF16, peers.WireQ8_0} {
-			b.Run(fmt.Sprintf("%d/%s", size, wire), func(b *testing.B) {
-				gs := formGroup(b, c.Nodes, peers.AllReduceOptions{Wire: wire})
+		for _, tc := range []struct {
+			wire peers.Wire
+			shm  bool
+		}{{peers.WireF32, false}, {peers.WireF16, false}, {peers.WireQ8_0, false}, {peers.WireF32, true}} {
+			wire := tc.wire
+			name := fmt.Sprintf("%d/%s", size, wire)
+			if tc.shm {
+				name += "/shm"
+			}
+			b.Run(name, func(b *testing.B) {
+				gs := formGroup(b, c.Nodes, peers.AllReduceOptions{Wire: wire, Shm: tc.shm})
 				bufs := [][]float32{make([]float32, size), make([]float32, size)}
 				b.SetBytes(int64(4 * size))
 				b.ReportAllocs()
