@@ -507,7 +507,8 @@ func (in *arIn) readRing(g *Group) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
-		io.Copy(io.Discard, in.s) // the member sends nothing here: returns when the stream ends
+		var b [1]byte
+		in.s.Read(b[:]) // the member sends nothing here: any return is its stream's end, or a breach
 		cancel()
 	}()
 	go func() {
