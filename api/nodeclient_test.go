@@ -42,7 +42,7 @@ const ask = { model: "stories260K", messages: [{ role: "user", content: "Once up
 })().catch((e) => { console.error(e); process.exit(1); });
 `
 
-// nodeModules is where .ci/run installs the openai package
+// nodeModules is where make deps installs the openai package
 // (npm install --prefix .ci/npm); STRATA_NODE_MODULES overrides it. A
 // missing node or package fails the test: it is a broken setup.
 func nodeModules(t *testing.T) string {
@@ -56,7 +56,7 @@ func nodeModules(t *testing.T) string {
 		dir = abs
 	}
 	if _, err := os.Stat(filepath.Join(dir, "openai", "package.json")); err != nil {
-		t.Fatalf("the openai npm package is not installed in %s (.ci/run installs it): %v", dir, err)
+		t.Fatalf("the openai npm package is not installed in %s (make deps installs it): %v", dir, err)
 	}
 	return dir
 }
