@@ -1,8 +1,10 @@
 package actors
 
 import (
+	"sync"
 	"time"
 
+	"strata/internal/membw"
 	"strata/runtime/tensor"
 )
 
@@ -40,3 +42,28 @@ func MeasureCompute(pool *tensor.Pool, d time.Duration) float64 {
 	}
 	return total / d.Seconds()
 }
+
+// MeasureMemoryBandwidth measures how fast the node reads memory, in
+// bytes/s, with threads readers over a buffer larger than any cache (256
+// MiB, the best of two passes, about a tenth of a second): what decode
+// speed is proportional to, announced for the cost model. 0 if the
+// measurement failed. Nodes in one process share the machine, so the
+// first measurement for a thread count is reused (tests start many nodes).
+func MeasureMemoryBandwidth(threads int) float64 {
+	membwMu.Lock()
+	defer membwMu.Unlock()
+	if bw, ok := membwByThreads[threads]; ok {
+		return bw
+	}
+	gbs, err := membw.Measure(membw.Options{Threads: threads, Bytes: 256 << 20, Passes: 2, MinTime: 50 * time.Millisecond})
+	if err != nil {
+		return 0
+	}
+	membwByThreads[threads] = gbs * 1e9
+	return gbs * 1e9
+}
+
+var (
+	membwMu        sync.Mutex
+	membwByThreads = map[int]float64{}
+)

@@ -99,6 +99,9 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	if cfg.Peers.ComputeFlops == 0 {
 		cfg.Peers.ComputeFlops = MeasureCompute(pool, 100*time.Millisecond)
 	}
+	if cfg.Peers.MemoryBandwidth == 0 {
+		cfg.Peers.MemoryBandwidth = MeasureMemoryBandwidth(pool.Threads())
+	}
 	cfg.Peers.Inbound = append(slices.Clone(cfg.Peers.Inbound), PeerInbound()...)
 	p, err := peers.New(ctx, cfg.Peers)
 	if err != nil {

@@ -28,15 +28,19 @@ type PeerStatus struct {
 	Version string   `json:"version"`
 	// MemoryBytes is the memory the node offers (physical, or its --memory
 	// cap); MemoryAvailableBytes is what is free of it.
-	MemoryBytes          uint64      `json:"memory_bytes"`
-	MemoryAvailableBytes uint64      `json:"memory_available_bytes"`
-	ComputeFlops         float64     `json:"compute_flops"`
-	Models               []PeerModel `json:"models"`
-	Shards               []string    `json:"shards"`
+	MemoryBytes          uint64  `json:"memory_bytes"`
+	MemoryAvailableBytes uint64  `json:"memory_available_bytes"`
+	ComputeFlops         float64 `json:"compute_flops"`
+	// MemoryBandwidth is the node's measured memory read rate, bytes/s
+	// (0: not measured).
+	MemoryBandwidth float64     `json:"memory_bandwidth"`
+	Models          []PeerModel `json:"models"`
+	Shards          []string    `json:"shards"`
 	// LastSeenMS is how long ago, in milliseconds, its last heartbeat came.
 	LastSeenMS int64 `json:"last_seen_ms"`
-	// Links are the node's links to the peers it sends activations to
-	// (only the answering node knows its own: other members have none here).
+	// Links are the node's links to the peers it sends activations to: the
+	// answering node's own as they are now, every other member's as it
+	// last announced them.
 	Links []LinkStatus `json:"links,omitempty"`
 }
 

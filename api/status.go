@@ -46,7 +46,8 @@ func PeersStatusOf(node *peers.Node) PeersStatus {
 		ps := PeerStatus{
 			PeerID: m.ID.String(), Addrs: in.Addrs, Version: in.Version,
 			MemoryBytes: in.MemoryTotalBytes, MemoryAvailableBytes: in.MemoryAvailableBytes, ComputeFlops: in.ComputeFlops,
-			Models: []PeerModel{}, Shards: in.Shards, LastSeenMS: now.Sub(m.LastSeen).Milliseconds(),
+			MemoryBandwidth: in.MemoryBandwidth,
+			Models:          []PeerModel{}, Shards: in.Shards, LastSeenMS: now.Sub(m.LastSeen).Milliseconds(),
 		}
 		if ps.Addrs == nil {
 			ps.Addrs = []string{}
@@ -59,6 +60,10 @@ func PeersStatusOf(node *peers.Node) PeersStatus {
 		}
 		if m.ID == node.ID() {
 			ps.Links = linksStatus(node.Links())
+		} else {
+			for _, l := range in.Links {
+				ps.Links = append(ps.Links, LinkStatus{PeerID: l.PeerId, Transport: l.Transport, RTTMicros: int64(l.RttUs)})
+			}
 		}
 		st.Members = append(st.Members, ps)
 	}

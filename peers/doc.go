@@ -75,6 +75,14 @@
 // the remote actor stops (Why Stopped), when it does not exist (NotFound),
 // and when its node disconnects or leaves the view (AddressTerminated).
 //
+// Tensor parallelism: the members of a group each call JoinGroup with the
+// same GroupID and member list; the *Group each gets is an AllReducer
+// (runtime/model) over AllReduceProtocol streams, or shared-memory rings
+// between members on one host (AllReduceOptions.Shm):
+//
+//	g, err := node.JoinGroup(ctx, id, members, peers.AllReduceOptions{Wire: peers.WireF16})
+//	err = tpState.Forward(ctx, cache, n, g) // every member, in step
+//
 // Every node runs a PingActor that answers messages.Ping with
 // messages.Pong. The peerstest package starts clusters in one process.
 package peers

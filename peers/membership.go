@@ -56,6 +56,9 @@ func validateInfo(info *messages.NodeInfo, from peer.ID) error {
 	case !(info.ComputeFlops >= 0 && info.ComputeFlops <= maxInfoFlops): // NaN too
 		return fmt.Errorf("%w: compute rate %v", ErrBadInfo, info.ComputeFlops)
 	}
+	if err := validateMeasures(info); err != nil {
+		return err
+	}
 	for _, a := range info.Addrs {
 		if len(a) > maxInfoString {
 			return fmt.Errorf("%w: address too long", ErrBadInfo)
@@ -310,8 +313,10 @@ func (m *Membership) info() *messages.NodeInfo {
 		ComputeFlops:         n.cfg.ComputeFlops,
 		Shards:               m.shards,
 		FetchesWeights:       n.cfg.FetchesWeights,
+		MemoryBandwidth:      n.cfg.MemoryBandwidth,
 	}
 	m.mu.Unlock()
+	info.Links = n.announcedLinks()
 	for _, a := range n.host.Addrs() {
 		info.Addrs = append(info.Addrs, a.String())
 	}

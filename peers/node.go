@@ -69,6 +69,9 @@ type Config struct {
 	// ComputeFlops is the compute rate to announce, in FLOP/s (0: not
 	// measured).
 	ComputeFlops float64
+	// MemoryBandwidth is the memory read rate to announce, in bytes/s (0:
+	// not measured).
+	MemoryBandwidth float64
 	// Version is the build version to announce.
 	Version string
 	// Logger receives the node's log lines. Nil: slog.Default().
@@ -132,6 +135,8 @@ type Node struct {
 	dialing map[peer.ID]*backoff
 
 	closeOnce sync.Once
+
+	groups groups // tensor-parallel all-reduce groups (allreduce.go)
 }
 
 // New starts a node: it listens, starts discovery and membership, and
@@ -196,6 +201,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	n.system.ProcessRegistry.Address = h.ID().String()
 	n.bridge = newBridge(n.ctx, h, n.system, cfg.Types, cfg.MaxMessageBytes, cfg.Inbound, cfg.Logger)
 	n.startWeights()
+	n.startGroups()
 	n.bridge.onSent = cfg.OnSent
 	if n.side, err = newSide(n, cfg.Transport, cfg.Verbs); err != nil {
 		n.Close()

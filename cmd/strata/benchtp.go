@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"strata/internal/membw"
+	"strata/peers"
 	"strata/runtime/gguf"
 	"strata/runtime/model"
 	"strata/runtime/tensor"
@@ -27,6 +28,7 @@ func benchTPCmd() *cobra.Command {
 		promptTokens, genTokens int
 		rounds                  int
 		weightList, transport   string
+		wire                    string
 	)
 	cmd := &cobra.Command{
 		Use:   "tp --model FILE [--members 2] [--threads 1] [--gen-tokens 64] [--rounds 3]",
@@ -69,10 +71,17 @@ the ratios, and whether the group's greedy tokens equal one node's.`,
 				return err
 			}
 			defer f.Close()
-			if transport != "chan" && transport != "tcp" {
-				return fmt.Errorf("--transport %q: chan or tcp", transport)
+			if transport != "chan" && transport != "tcp" && transport != "libp2p" && transport != "shm" {
+				return fmt.Errorf("--transport %q: chan, tcp, libp2p or shm", transport)
 			}
-			return benchTP(cmd, f, weights, threads, promptTokens, genTokens, rounds, transport)
+			w, err := peers.ParseWire(wire)
+			if err != nil {
+				return err
+			}
+			if w != peers.WireF32 && transport != "libp2p" && transport != "shm" {
+				return fmt.Errorf("--wire %s needs --transport libp2p or shm", w)
+			}
+			return benchTP(cmd, f, weights, threads, promptTokens, genTokens, rounds, transport, w)
 		},
 	}
 	fl := cmd.Flags()
@@ -83,11 +92,12 @@ the ratios, and whether the group's greedy tokens equal one node's.`,
 	fl.IntVar(&genTokens, "gen-tokens", 64, "tokens to generate, timed")
 	fl.IntVar(&rounds, "rounds", 3, "alternating rounds; the best of each is reported")
 	fl.StringVar(&weightList, "weights", "", "members' relative shares, e.g. 2,1 (default equal)")
-	fl.StringVar(&transport, "transport", "chan", "all-reduce between members: chan (goroutines and channels) or tcp (loopback sockets)")
+	fl.StringVar(&transport, "transport", "chan", "all-reduce between members: chan (goroutines and channels), tcp (loopback sockets), libp2p (strata nodes on loopback, the cluster's all-reduce protocol) or shm (the same through shared-memory rings)")
+	fl.StringVar(&wire, "wire", "f32", "partial sums on the wire (libp2p, shm): f32, f16 or q8_0")
 	return cmd
 }
 
-func benchTP(cmd *cobra.Command, f *gguf.File, weights []uint64, threads, promptTokens, genTokens, rounds int, transport string) error {
+func benchTP(cmd *cobra.Command, f *gguf.File, weights []uint64, threads, promptTokens, genTokens, rounds int, transport string, wire peers.Wire) error {
 	c, err := model.ConfigOf(f.Metadata())
 	if err != nil {
 		return err
@@ -121,7 +131,7 @@ func benchTP(cmd *cobra.Command, f *gguf.File, weights []uint64, threads, prompt
 	fmt.Fprintf(out, "model      %s (%s kernels)\n%s", f.Paths()[0], tensor.Kernels(), model.DescribeTP(c, slices))
 	var bestTP, bestWide, bestOne tpRun
 	for r := 0; r < rounds; r++ {
-		tp, err := decodeTP(parts, threads, prompt, genTokens, transport)
+		tp, err := decodeTP(parts, threads, prompt, genTokens, transport, wire)
 		if err != nil {
 			return err
 		}
@@ -138,8 +148,12 @@ func benchTP(cmd *cobra.Command, f *gguf.File, weights []uint64, threads, prompt
 		bestTP, bestWide, bestOne = better(bestTP, tp), better(bestWide, wide), better(bestOne, one)
 	}
 	fmt.Fprintf(out, "best of %d rounds, %d tokens decoded after a %d-token prompt:\n", rounds, genTokens, promptTokens)
+	over := transport
+	if transport == "libp2p" || transport == "shm" {
+		over += " (" + wire.String() + " on the wire)"
+	}
 	fmt.Fprintf(out, "  TP %d members × %d thread(s), all-reduce over %s: %.2f tok/s (all-reduces: %.2f ms/token on member 0, waiting included)\n",
-		n, threads, transport, bestTP.tokPerS, bestTP.allReduce.Seconds()*1e3/float64(genTokens))
+		n, threads, over, bestTP.tokPerS, bestTP.allReduce.Seconds()*1e3/float64(genTokens))
 	fmt.Fprintf(out, "  1 node × %d thread(s): %.2f tok/s -> TP is %.2fx of it (same cores)\n", n*threads, bestWide.tokPerS, bestTP.tokPerS/bestWide.tokPerS)
 	fmt.Fprintf(out, "  1 node × %d thread(s): %.2f tok/s -> TP is %.2fx of it\n", threads, bestOne.tokPerS, bestTP.tokPerS/bestOne.tokPerS)
 	same := 0
@@ -227,8 +241,16 @@ func (t *timedReducer) AllReduce(ctx context.Context, buf []float32) error {
 
 // decodeTP decodes greedily with the group, each member its own goroutine
 // and pool; member 0's tokens are returned (every member has the same).
-func decodeTP(parts []*model.TPModel, threads int, prompt []int, gen int, transport string) (tpRun, error) {
+func decodeTP(parts []*model.TPModel, threads int, prompt []int, gen int, transport string, wire peers.Wire) (tpRun, error) {
 	ars := model.LocalGroup(len(parts))
+	if transport == "libp2p" || transport == "shm" {
+		var closeAll func()
+		var err error
+		if ars, closeAll, err = libp2pGroup(len(parts), wire, transport == "shm"); err != nil {
+			return tpRun{}, err
+		}
+		defer closeAll()
+	}
 	if transport == "tcp" {
 		var closeAll func()
 		var err error

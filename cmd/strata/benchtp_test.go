@@ -26,7 +26,16 @@ func TestBenchTP(t *testing.T) {
 	if err != nil || !strings.Contains(out, "all-reduce over tcp") || !strings.Contains(out, "the group's 32 equal one node's") {
 		t.Errorf("over loopback TCP: %v\n%s", err, out)
 	}
+	for _, tr := range []string{"libp2p", "shm"} {
+		out, err = run(t, "bench", "tp", "--model", testdata.Path(t, "gguf/stories260K.gguf"), "--members", "3", "--transport", tr,
+			"--gen-tokens", "32", "--prompt-tokens", "1", "--rounds", "1")
+		if err != nil || !strings.Contains(out, "all-reduce over "+tr+" (f32 on the wire)") || !strings.Contains(out, "the group's 32 equal one node's") {
+			t.Errorf("over %s: %v\n%s", tr, err, out)
+		}
+	}
 	for _, bad := range [][]string{
+		{"bench", "tp", "--model", testdata.Path(t, "gguf/stories260K.gguf"), "--wire", "f16"}, // chan has no wire
+		{"bench", "tp", "--model", testdata.Path(t, "gguf/stories260K.gguf"), "--transport", "libp2p", "--wire", "f8"},
 		{"bench", "tp", "--model", testdata.Path(t, "gguf/stories260K.gguf"), "--transport", "pigeon"},
 		{"bench", "tp"},
 		{"bench", "tp", "--model", testdata.Path(t, "gguf/stories260K.gguf"), "--members", "2", "--weights", "1"},

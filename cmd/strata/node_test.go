@@ -133,6 +133,11 @@ func TestNodeAndStatus(t *testing.T) {
 		if m.PeerID == st.Self {
 			self = m
 		}
+		// Every node measures and announces its memory bandwidth (the
+		// cost model's input): plausible for any machine, 0.1 to 10^4 GB/s.
+		if !(m.MemoryBandwidth > 1e8 && m.MemoryBandwidth < 1e13) {
+			t.Errorf("member %s announces a memory bandwidth of %g B/s", m.PeerID, m.MemoryBandwidth)
+		}
 	}
 	if self.MemoryBytes != 2<<30 || len(self.Models) != 1 || self.Models[0].Name != "stories" || !strings.HasPrefix(self.Models[0].Digest, "sha256-fl:") {
 		t.Errorf("node a: %+v", self)

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"sort"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -38,7 +40,10 @@ layers in proportion to each node's memory (or compute, when given as
 name=SIZE@RATE), never more than a node offers. It reads only the model's
 tensor table (--model) or a known shape (--shape; see strata synth --help).
 With --api, the nodes are the live cluster as that node sees it: the
-members that hold the model (by its name) with the memory they offer.
+members that hold the model (by its name) with the memory they offer and
+the memory bandwidth and compute they measured and announce; links whose
+round trip a member measured take half of it as their latency (the
+smaller of the two ends'), the rest --link's.
 
 It then predicts the decode speed (tokens/s of one answer) of every way
 to run the model on those nodes (a pipeline of stages, tensor-parallel
@@ -110,12 +115,13 @@ neither for Qwen3-235B-A22B and Kimi K2 (at --type, Q4_K by default).`,
 				return fmt.Errorf("--model FILE or --shape NAME is required")
 			}
 			var nodes []plan.Node
+			var measured map[[2]string]plan.Link
 			var err error
 			switch {
 			case apiURL != "" && nodeList != "":
 				return fmt.Errorf("give --nodes or --api, not both")
 			case apiURL != "":
-				nodes, err = liveNodes(cmd.Context(), apiURL, apiKey, m.Name, modelPath == "")
+				nodes, measured, err = liveNodes(cmd.Context(), apiURL, apiKey, m.Name, modelPath == "")
 			default:
 				nodes, err = parseNodes(nodeList)
 			}
@@ -128,6 +134,16 @@ neither for Qwen3-235B-A22B and Kimi K2 (at --type, Q4_K by default).`,
 			net, err := networks(links)
 			if err != nil {
 				return err
+			}
+			for i := range net {
+				// Measured round trips override --link for their pairs;
+				// throughput is not measured, so --link's is kept.
+				if len(measured) > 0 {
+					net[i].Pairs = map[[2]string]plan.Link{}
+					for k, l := range measured {
+						net[i].Pairs[k] = plan.Link{Latency: l.Latency, Throughput: net[i].Default.Throughput}
+					}
+				}
 			}
 			if err := defaultBandwidth(nodes, memBW); err != nil {
 				return err
@@ -178,26 +194,33 @@ neither for Qwen3-235B-A22B and Kimi K2 (at --type, Q4_K by default).`,
 }
 
 // liveNodes are the members of a running cluster that hold the model
-// (every member, for a shape nobody holds).
-func liveNodes(ctx context.Context, url, key, model string, anyNode bool) ([]plan.Node, error) {
+// (every member, for a shape nobody holds), with what they announce
+// (memory, compute, memory bandwidth), and the links they measured
+// between them (round trips; plan.Inputs).
+func liveNodes(ctx context.Context, url, key, model string, anyNode bool) ([]plan.Node, map[[2]string]plan.Link, error) {
 	st, _, err := api.FetchPeers(ctx, url, key)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var nodes []plan.Node
+	var members []plan.Announced
 	for _, m := range st.Members {
 		has := anyNode
 		for _, md := range m.Models {
 			has = has || md.Name == model
 		}
 		if has {
-			nodes = append(nodes, plan.Node{ID: m.PeerID, FreeBytes: m.MemoryBytes, Compute: m.ComputeFlops})
+			a := plan.Announced{ID: m.PeerID, MemoryBytes: m.MemoryBytes, Compute: m.ComputeFlops, MemBandwidth: m.MemoryBandwidth}
+			for _, l := range m.Links {
+				a.Links = append(a.Links, plan.AnnouncedLink{Peer: l.PeerID, RTT: time.Duration(l.RTTMicros) * time.Microsecond})
+			}
+			members = append(members, a)
 		}
 	}
-	if len(nodes) == 0 {
-		return nil, fmt.Errorf("no member of the cluster at %s has model %q (%d members)", url, model, len(st.Members))
+	if len(members) == 0 {
+		return nil, nil, fmt.Errorf("no member of the cluster at %s has model %q (%d members)", url, model, len(st.Members))
 	}
-	return nodes, nil
+	nodes, net := plan.Inputs(members, plan.Link{})
+	return nodes, net.Pairs, nil
 }
 
 // parseNodes reads "a=512GB,b=256GB@2.5,c=192GB:800GB/s" into plan nodes
@@ -236,6 +259,9 @@ func parseNodes(s string) ([]plan.Node, error) {
 	}
 	return nodes, nil
 }
+
+// short is a peer ID's last 6 characters (its first are all alike).
+func short(id string) string { return id[max(0, len(id)-6):] }
 
 // networks parses one network per --link.
 func networks(links []string) ([]plan.Network, error) {
@@ -330,6 +356,14 @@ func simulateModels(cmd *cobra.Command, ms []plan.Model, nodes []plan.Node, link
 			fmt.Fprintf(w, "; ")
 		}
 		fmt.Fprintf(w, "%s = %s", l, nets[i].Default)
+	}
+	if len(nets) > 0 && len(nets[0].Pairs) > 0 {
+		var ms []string
+		for k, l := range nets[0].Pairs {
+			ms = append(ms, fmt.Sprintf("%s-%s %v", short(k[0]), short(k[1]), l.Latency))
+		}
+		sort.Strings(ms)
+		fmt.Fprintf(w, "; measured by the nodes (half the round trip, one way), instead of --link's latency: %s", strings.Join(ms, ", "))
 	}
 	fmt.Fprintln(w, ". strata node runs pipeline plans only for now; mixture-of-experts layers are predicted with each expert split across the group.")
 	return nil
