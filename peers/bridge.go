@@ -70,9 +70,10 @@ type bridge struct {
 	rules       inboundRules
 	ctx         context.Context
 	onSent      func(peer string, bytes int) // may be nil
-	// side, when set, may take a message's frame body for the verbs side
-	// channel (side.send); false leaves it to the actor stream.
-	side func(p peer.ID, msg proto.Message, body []byte) bool
+	// side, when set, may take a message for the verbs side channel
+	// (side.send), before it is marshalled; false leaves it to the actor
+	// stream.
+	side func(p peer.ID, env *messages.Envelope, msg proto.Message) bool
 
 	mu        sync.Mutex
 	endpoints map[string]*endpoint // by address (peer ID string)
@@ -514,13 +515,13 @@ func (e *endpoint) send(pid *actor.PID, env *messages.Envelope, message any) {
 		e.b.log.Warn("peers: dropped message to remote actor", "pid", pid, "err", fmt.Errorf("%w: %T", ErrNotProto, message))
 		return
 	}
+	if e.b.side != nil && e.b.side(e.peer, env, msg) {
+		return
+	}
 	env.TypeName = string(msg.ProtoReflect().Descriptor().FullName())
 	frame, err := appendFrame(nil, env, msg, e.b.maxFrame)
 	if err != nil {
 		e.b.log.Warn("peers: dropped message to remote actor", "pid", pid, "err", oneLine(err))
-		return
-	}
-	if e.b.side != nil && e.b.side(e.peer, msg, frame[frameHeaderBytes:]) {
 		return
 	}
 	e.mu.Lock()

@@ -54,6 +54,10 @@ type VerbsOptions struct {
 	// Stall is how long a link may go without progress before it is
 	// declared stalled and traffic falls back to the stream. Zero: 2 s.
 	Stall time.Duration
+	// Retry is how long a link stays on the stream after a fallback
+	// before it negotiates its side channel again; it doubles with each
+	// fallback that follows soon after (up to 64×). Zero: 5 s.
+	Retry time.Duration
 }
 
 // Link is one peer link as the status API shows it.
@@ -62,6 +66,7 @@ type Link struct {
 	Transport string // "shm", "rdma" or "tcp" (the libp2p stream)
 	RTT       time.Duration
 	Fallbacks int // faults that sent traffic back to the stream
+	Returns   int // times the side channel was negotiated again after one
 	Sent      uint64
 }
 
@@ -117,6 +122,7 @@ type side struct {
 	in  map[network.Stream]*inLink
 
 	fallbacks atomic.Int64
+	returns   atomic.Int64
 }
 
 func newSide(n *Node, transport string, opts VerbsOptions) (*side, error) {
@@ -133,6 +139,9 @@ func newSide(n *Node, transport string, opts VerbsOptions) (*side, error) {
 	}
 	if opts.Stall <= 0 {
 		opts.Stall = 2 * time.Second
+	}
+	if opts.Retry <= 0 {
+		opts.Retry = 5 * time.Second
 	}
 	s := &side{n: n, b: n.bridge, log: n.log, transport: transport, opts: opts, ctx: n.ctx,
 		out: map[peer.ID]*outLink{}, in: map[network.Stream]*inLink{}}
@@ -190,15 +199,16 @@ func (s *side) link(p peer.ID) *outLink {
 	return l
 }
 
-// send is the bridge's hook: it takes an activation frame for p when the
-// link to p carries them (a side channel, or its fallback on the verbs
-// stream), and returns false to leave it to the actor stream.
-func (s *side) send(p peer.ID, msg proto.Message, body []byte) bool {
+// send is the bridge's hook: it takes an activation for p when the link
+// to p carries them (a side channel, or its fallback on the verbs stream),
+// and returns false to leave it to the actor stream. It runs in the
+// sender's goroutine, and on a working side channel sends from there.
+func (s *side) send(p peer.ID, env *messages.Envelope, msg proto.Message) bool {
 	if fw, ok := msg.(*messages.Forward); !ok || len(fw.Hidden) == 0 {
 		return false
 	}
 	l := s.link(p)
-	return l != nil && l.take(body)
+	return l != nil && l.take(env, msg)
 }
 
 // Links lists the outgoing links.
@@ -226,18 +236,32 @@ type outLink struct {
 	wake   chan struct{}
 	done   chan struct{}
 
+	// smu orders sends: a message takes its number and is sent (over the
+	// side channel, from the sender's goroutine) or queued (for the
+	// stream) under it, and the link goroutine falls back under it. Taken
+	// before mu.
+	smu      sync.Mutex
+	sender   *verbs.Sender // the side channel while it works
+	seq      uint64        // the last message number taken
+	retained []held        // sent, not acknowledged
+	sendErr  error         // the side channel failed in a direct send
+	spare    [][]byte      // acknowledged bodies, to reuse
+	queue    []held        // for the link goroutine to write on the stream
+	queued   int
+
 	mu        sync.Mutex
 	up        bool   // negotiated and alive: take accepts messages
 	transport string // what carries messages now
-	queue     [][]byte
-	queued    int
 	rtt       time.Duration
 	fallbacks int
+	returns   int // times the side channel came back after a fallback
 	sent      uint64
-	acked     uint64 // written by the reader goroutine
-	faultAt   uint64 // a fault the peer reported (0: none)
+	acks      *acks // the current session's
 	lastAck   time.Time
-	pongs     []pong
+	// fallingBack: the side channel failed and the link waits to retry
+	// it; backoff counts the retries since it last worked a good while.
+	fallingBack bool
+	backoff     int
 }
 
 func (l *outLink) stop() { l.cancel() }
@@ -248,24 +272,75 @@ func (l *outLink) status() (Link, bool) {
 	if l.transport == "" {
 		return Link{}, false
 	}
-	return Link{Peer: l.peer, Transport: l.transport, RTT: l.rtt, Fallbacks: l.fallbacks, Sent: l.sent}, true
+	return Link{Peer: l.peer, Transport: l.transport, RTT: l.rtt, Fallbacks: l.fallbacks, Returns: l.returns, Sent: l.sent}, true
 }
 
-// take queues a frame body if the link carries activations now.
-func (l *outLink) take(body []byte) bool {
+// held is a message taken by the link: sent or queued, kept until the
+// peer acknowledges it (a fault resends it over the stream).
+type held struct {
+	seq  uint64
+	body []byte // frame body, in buf
+	buf  []byte // the whole frame buffer, reused once acknowledged
+}
+
+// take sends or queues an activation if the link carries them now. On a
+// working side channel it is marshalled once into a body the link keeps
+// for resending, and written from there straight into the receive slot
+// the peer posted (verbs.Sender.Write): no hand-off to another goroutine.
+func (l *outLink) take(env *messages.Envelope, msg proto.Message) bool {
+	l.smu.Lock()
+	defer l.smu.Unlock()
 	l.mu.Lock()
-	if !l.up || l.transport == TransportTCP && l.fallbacks == 0 || l.queued+len(body) > maxRetained {
-		l.mu.Unlock()
+	ok := l.up && !(l.transport == TransportTCP && l.fallbacks == 0)
+	l.mu.Unlock()
+	if !ok || l.queued > maxRetained {
 		return false
 	}
-	l.queue = append(l.queue, body)
-	l.queued += len(body)
-	l.mu.Unlock()
-	select {
-	case l.wake <- struct{}{}:
-	default:
+	h, err := l.marshal(env, msg)
+	if err != nil {
+		return false // the actor stream will say why
 	}
+	l.seq++
+	h.seq = l.seq
+	if l.sender != nil && len(l.queue) == 0 && l.sendErr == nil {
+		l.retained = append(l.retained, h)
+		err := l.sender.Write(l.ctx, h.seq, len(h.body), func(dst []byte) { copy(dst, h.body) })
+		if err == nil {
+			l.addSent(len(h.body))
+			return true
+		}
+		// Retained: the link goroutine resends it over the stream.
+		l.sendErr = err
+		l.signal()
+		return true
+	}
+	l.queue = append(l.queue, h)
+	l.queued += len(h.body)
+	l.signal()
 	return true
+}
+
+// marshal encodes a message as a frame body (envelope and message, as on
+// the actor stream) in a buffer reused once the peer acknowledged the one
+// it was in (under smu).
+func (l *outLink) marshal(env *messages.Envelope, msg proto.Message) (held, error) {
+	var buf []byte
+	if k := len(l.spare); k > 0 {
+		buf, l.spare = l.spare[k-1][:0], l.spare[:k-1]
+	}
+	env.TypeName = string(msg.ProtoReflect().Descriptor().FullName())
+	frame, err := appendFrame(buf, env, msg, l.s.b.maxFrame)
+	if err != nil {
+		return held{}, err
+	}
+	return held{body: frame[frameHeaderBytes:], buf: frame}, nil
+}
+
+// release keeps an acknowledged message's buffer for reuse (under smu).
+func (l *outLink) release(h held) {
+	if len(l.spare) < 64 && cap(h.buf) <= 4<<20 {
+		l.spare = append(l.spare, h.buf[:0])
+	}
 }
 
 func (l *outLink) signal() {
@@ -282,9 +357,11 @@ func (l *outLink) run() {
 	defer func() {
 		l.mu.Lock()
 		l.up = false
+		l.mu.Unlock()
+		l.smu.Lock()
 		lost := len(l.queue)
 		l.queue, l.queued = nil, 0
-		l.mu.Unlock()
+		l.smu.Unlock()
 		if lost > 0 {
 			s.log.Warn("peers: verbs link closed, dropped activations", "peer", l.peer, "messages", lost)
 		}
@@ -296,11 +373,16 @@ func (l *outLink) run() {
 		close(l.done)
 	}()
 	// A link lost while the peer is still a member (a connection replaced,
-	// a dial before its addresses were known) is negotiated again.
+	// a dial before its addresses were known) is negotiated again; so is
+	// one that fell back to the stream, after a backoff, to get its side
+	// channel back.
 	for {
-		l.session()
+		retry := l.session()
 		if l.ctx.Err() != nil || !s.isMember(l.peer) {
 			return
+		}
+		if retry {
+			continue // up stays set: messages queue for the next session
 		}
 		l.mu.Lock()
 		l.up = false
@@ -322,15 +404,25 @@ func (s *side) isMember(p peer.ID) bool {
 	return false
 }
 
-// session negotiates the link and sends over it until it ends.
-func (l *outLink) session() {
+// acks is what one session's reader learnt from the peer (under l.mu).
+type acks struct {
+	acked   uint64 // every message up to it was delivered
+	faultAt uint64 // a fault the peer reported (0: none)
+	pongs   []pong
+}
+
+// session negotiates the link and sends over it until it ends. It returns
+// true to negotiate again at once: the side channel had failed, the
+// backoff has passed and the peer acknowledged everything sent, so a new
+// session (numbering from 1 again) loses and reorders nothing.
+func (l *outLink) session() (retry bool) {
 	s := l.s
 	st, conn, transport, err := l.negotiate()
 	if err != nil {
 		if s.ctx.Err() == nil {
 			s.log.Info("peers: no verbs link", "peer", l.peer, "err", oneLine(err))
 		}
-		return
+		return false
 	}
 	defer st.Reset()
 	var sender *verbs.Sender
@@ -338,33 +430,59 @@ func (l *outLink) session() {
 		defer conn.Close()
 		if sender, err = verbs.NewSender(conn); err != nil {
 			s.log.Warn("peers: verbs link", "peer", l.peer, "err", err)
-			return
+			return false
 		}
 		sender.Stall = s.opts.Stall
 	}
-	s.log.Info("peers: link", "peer", l.peer, "transport", transport)
+	ack := &acks{}
 	l.mu.Lock()
-	l.up, l.transport, l.lastAck = true, transport, time.Now()
+	returned := l.fallingBack && conn != nil
+	l.fallingBack = false
 	l.mu.Unlock()
+	if returned {
+		s.returns.Add(1)
+		s.log.Info("peers: verbs side channel back after a fallback", "peer", l.peer, "transport", transport)
+	} else {
+		s.log.Info("peers: link", "peer", l.peer, "transport", transport)
+	}
+	l.smu.Lock()
+	// Messages queued while negotiating go first, numbered for the peer's
+	// new receiver.
+	l.seq = 0
+	for i := range l.queue {
+		l.seq++
+		l.queue[i].seq = l.seq
+	}
+	l.retained = l.retained[:0]
+	l.sender, l.sendErr = sender, nil
+	l.smu.Unlock()
+	l.mu.Lock()
+	l.up, l.transport, l.lastAck, l.acks = true, transport, time.Now(), ack
+	if returned {
+		l.returns++
+	}
+	l.mu.Unlock()
+	defer func() {
+		l.smu.Lock()
+		l.sender = nil
+		l.smu.Unlock()
+	}()
+	l.signal() // send what was queued
 
 	w := &ctlWriter{w: bufio.NewWriterSize(st, 64<<10), s: st}
 	readDone := make(chan error, 1)
-	go func() { readDone <- l.read(st) }()
+	go func() { readDone <- l.read(st, ack) }()
 
-	type held struct {
-		seq  uint64
-		body []byte
-	}
 	var (
-		retained []held // sent, not acknowledged
-		seq      uint64
 		ping     = time.NewTicker(pingEvery)
 		check    = time.NewTicker(s.opts.Stall / 4)
 		lastPong = time.Now()
-		progress time.Time // last ack progress, or when retained stopped being empty
+		progress = time.Now() // last ack progress, or when nothing was unacknowledged
 		prevAck  uint64
 		nonce    uint64
 		pingSent = map[uint64]time.Time{}
+		retryAt  time.Time // when to try the side channel again
+		started  = time.Now()
 	)
 	defer ping.Stop()
 	defer check.Stop()
@@ -372,23 +490,32 @@ func (l *outLink) session() {
 	nonce++
 	pingSent[nonce] = time.Now()
 	if w.ctl(ctlPing, nonce) != nil || w.flush() != nil {
-		return
+		return false
 	}
+	// fallback moves the link to the stream (under smu): the messages
+	// the peer has not acknowledged are resent there, and all after them
+	// follow.
 	fallback := func(why error) error {
-		if sender == nil {
+		if l.sender == nil {
 			return nil
 		}
-		sender = nil
+		l.sender, l.sendErr = nil, nil
 		conn.Close()
-		conn = nil
 		s.fallbacks.Add(1)
 		l.mu.Lock()
 		l.fallbacks++
+		l.fallingBack = true
+		if time.Since(started) > 10*s.opts.Retry {
+			l.backoff = 0 // it had worked a good while: a fresh fault
+		}
+		wait := s.opts.Retry << min(l.backoff, 6)
+		l.backoff++
 		l.transport = TransportTCP
-		acked := l.acked
+		acked := ack.acked
 		l.mu.Unlock()
-		s.log.Warn("peers: verbs side channel failed; resending over the stream", "peer", l.peer, "err", why, "resend_from", acked+1)
-		for _, h := range retained {
+		retryAt = time.Now().Add(wait)
+		s.log.Warn("peers: verbs side channel failed; resending over the stream", "peer", l.peer, "err", why, "resend_from", acked+1, "retry_in", wait)
+		for _, h := range l.retained {
 			if h.seq > acked {
 				if err := w.data(h.seq, h.body); err != nil {
 					return err
@@ -400,79 +527,82 @@ func (l *outLink) session() {
 	for {
 		select {
 		case <-l.ctx.Done():
-			return
+			return false
 		case err := <-readDone:
 			if s.ctx.Err() == nil {
 				s.log.Info("peers: verbs link closed", "peer", l.peer, "err", err)
 			}
-			return
+			return false
 		case <-ping.C:
 			if time.Since(lastPong) > linkDeadAfter {
 				s.log.Warn("peers: verbs link silent, closing", "peer", l.peer)
-				return
+				return false
 			}
 			nonce++
 			pingSent[nonce] = time.Now()
 			if w.ctl(ctlPing, nonce) != nil || w.flush() != nil {
-				return
+				return false
 			}
 			continue
 		case <-check.C:
 		case <-l.wake:
 		}
 		l.mu.Lock()
-		queue := l.queue
-		l.queue, l.queued = nil, 0
-		acked, faultAt := l.acked, l.faultAt
-		if pong := l.takePongs(pingSent); !pong.IsZero() {
+		acked, faultAt := ack.acked, ack.faultAt
+		if pong := l.takePongs(ack, pingSent); !pong.IsZero() {
 			lastPong = pong
 		}
 		l.mu.Unlock()
+
+		l.smu.Lock()
 		k := 0
-		for k < len(retained) && retained[k].seq <= acked {
+		for k < len(l.retained) && l.retained[k].seq <= acked {
+			l.release(l.retained[k])
 			k++
 		}
-		retained = append(retained[:0], retained[k:]...)
-		if faultAt != 0 {
-			if err := fallback(fmt.Errorf("the peer detected a fault at message %d", faultAt)); err != nil {
-				return
-			}
+		l.retained = append(l.retained[:0], l.retained[k:]...)
+		err := error(nil)
+		switch {
+		case faultAt != 0:
+			err = fallback(fmt.Errorf("the peer detected a fault at message %d", faultAt))
+		case l.sendErr != nil:
+			err = fallback(l.sendErr)
 		}
-		if acked != prevAck {
+		if acked != prevAck || len(l.retained) == 0 {
 			prevAck, progress = acked, time.Now()
 		}
-		if sender != nil && len(retained) > 0 && time.Since(progress) > s.opts.Stall {
-			if err := fallback(fmt.Errorf("%w: no acknowledgement for %v", verbs.ErrStall, s.opts.Stall)); err != nil {
-				return
+		if err == nil && l.sender != nil && time.Since(progress) > s.opts.Stall {
+			err = fallback(fmt.Errorf("%w: no acknowledgement for %v", verbs.ErrStall, s.opts.Stall))
+		}
+		queue := l.queue
+		l.queue, l.queued = nil, 0
+		for _, h := range queue {
+			if err != nil {
+				break
+			}
+			l.retained = append(l.retained, h)
+			if l.sender != nil {
+				if e := l.sender.Send(l.ctx, h.seq, h.body); e == nil {
+					l.addSent(len(h.body))
+				} else if l.ctx.Err() != nil {
+					err = e
+				} else {
+					err = fallback(e) // resends this message too
+				}
+				continue
+			}
+			if err = w.data(h.seq, h.body); err == nil {
+				l.addSent(len(h.body))
 			}
 		}
-		for _, body := range queue {
-			if len(retained) == 0 {
-				progress = time.Now()
-			}
-			seq++
-			retained = append(retained, held{seq, body})
-			if sender != nil {
-				err := sender.Send(l.ctx, seq, body)
-				if err == nil {
-					l.addSent(len(body))
-					continue
-				}
-				if l.ctx.Err() != nil {
-					return
-				}
-				if err := fallback(err); err != nil {
-					return
-				}
-				continue // the fallback resent this message too
-			}
-			if err := w.data(seq, body); err != nil {
-				return
-			}
-			l.addSent(len(body))
+		retry = conn != nil && l.sender == nil && !retryAt.IsZero() && time.Now().After(retryAt) && len(l.retained) == 0
+		l.smu.Unlock()
+		if err != nil || w.flush() != nil {
+			return false
 		}
-		if w.flush() != nil {
-			return
+		if retry {
+			s.log.Info("peers: retrying the verbs side channel", "peer", l.peer)
+			return true
 		}
 	}
 }
@@ -494,16 +624,16 @@ type pong struct {
 
 // takePongs turns the pongs the reader queued into an RTT; it returns
 // the time of the latest (under l.mu).
-func (l *outLink) takePongs(sent map[uint64]time.Time) time.Time {
+func (l *outLink) takePongs(a *acks, sent map[uint64]time.Time) time.Time {
 	var last time.Time
-	for _, p := range l.pongs {
+	for _, p := range a.pongs {
 		if t, ok := sent[p.nonce]; ok {
 			l.rtt = p.at.Sub(t)
 			delete(sent, p.nonce)
 			last = p.at
 		}
 	}
-	l.pongs = l.pongs[:0]
+	a.pongs = a.pongs[:0]
 	for n, t := range sent {
 		if time.Since(t) > linkDeadAfter {
 			delete(sent, n)
@@ -513,7 +643,7 @@ func (l *outLink) takePongs(sent map[uint64]time.Time) time.Time {
 }
 
 // read handles what the peer sends back: acks, faults, pongs.
-func (l *outLink) read(st network.Stream) error {
+func (l *outLink) read(st network.Stream, a *acks) error {
 	r := bufio.NewReader(st)
 	for {
 		st.SetReadDeadline(time.Now().Add(linkDeadAfter + pingEvery))
@@ -528,15 +658,15 @@ func (l *outLink) read(st network.Stream) error {
 		l.mu.Lock()
 		switch kind {
 		case ctlAck:
-			if v > l.acked {
-				l.acked, l.lastAck = v, time.Now()
+			if v > a.acked {
+				a.acked, l.lastAck = v, time.Now()
 			}
 		case ctlFault:
-			if l.faultAt == 0 {
-				l.faultAt = v
+			if a.faultAt == 0 {
+				a.faultAt = v
 			}
 		case ctlPong:
-			l.pongs = append(l.pongs, pong{v, time.Now()})
+			a.pongs = append(a.pongs, pong{v, time.Now()})
 		}
 		l.mu.Unlock()
 		l.signal()
@@ -803,8 +933,16 @@ func (in *inLink) deliver(seq uint64, body []byte) error {
 	return nil
 }
 
+// ackEvery spaces acknowledgements: they only let the sender drop what
+// it keeps for resending and tell a stall, so one write per burst of
+// messages is enough, and an encrypted stream write per activation would
+// cost more than the activation's trip through shared memory.
+const ackEvery = 2 * time.Millisecond
+
 // acker acknowledges deliveries, coalescing bursts into one write.
 func (in *inLink) acker(ctx context.Context) {
+	t := time.NewTimer(0)
+	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -816,6 +954,12 @@ func (in *inLink) acker(ctx context.Context) {
 		in.mu.Unlock()
 		if in.w.ctl(ctlAck, n) != nil || in.w.flush() != nil {
 			return
+		}
+		t.Reset(ackEvery)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
 		}
 	}
 }

@@ -82,9 +82,12 @@ func sendAll(t *testing.T, c *peerstest.Cluster, n int) {
 	t.Helper()
 	a, b := c.Nodes[0], c.Nodes[1]
 	s := &sink{}
-	if _, err := b.ActorSystem().Root.SpawnNamed(actor.PropsFromFunc(s.receive), "sink"); err != nil {
+	local, err := b.ActorSystem().Root.SpawnNamed(actor.PropsFromFunc(s.receive), "sink")
+	if err != nil {
 		t.Fatal(err)
 	}
+	// The next sendAll spawns its own sink.
+	defer func() { b.ActorSystem().Root.StopFuture(local).Wait() }()
 	pid := a.PID(b.ID(), "sink")
 	for i := 0; i < n; i++ {
 		a.ActorSystem().Root.Send(pid, &messages.Forward{Session: "s", Position: uint32(i), Count: 1, Hidden: hidden(i)})
@@ -163,6 +166,58 @@ func TestSideChannelFaults(t *testing.T) {
 				}
 				waitLink(t, c.Nodes[0], c.Nodes[1].ID(), peers.TransportTCP)
 			})
+		}
+	}
+}
+
+// TestSideChannelReturns: a link whose side channel stalled falls back to
+// the stream, and once the backoff has passed and everything is
+// acknowledged it negotiates shared memory again, losing, duplicating and
+// reordering nothing on the way.
+func TestSideChannelReturns(t *testing.T) {
+	var (
+		mu       sync.Mutex
+		sessions = map[peer.ID]int{}
+	)
+	c := peerstest.New(t, 2, sinkActor, peerstest.WithConfig(func(cfg *peers.Config) {
+		cfg.Verbs.Stall = 300 * time.Millisecond
+		cfg.Verbs.Retry = 200 * time.Millisecond
+		cfg.Verbs.Faults = func(p peer.ID) func(int) verbs.Fault {
+			mu.Lock()
+			defer mu.Unlock()
+			if sessions[p]++; sessions[p] > 1 {
+				return nil // healthy again
+			}
+			return func(n int) verbs.Fault {
+				if n == 9 {
+					return verbs.Stall
+				}
+				return verbs.Deliver
+			}
+		}
+	}))
+	a, b := c.Nodes[0], c.Nodes[1]
+	waitLink(t, a, b.ID(), peers.TransportShm)
+	sendAll(t, c, 40)
+	if got := a.LinkFallbacks() + b.LinkFallbacks(); got == 0 {
+		t.Fatal("the stall went unnoticed")
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for a.LinkReturns() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the side channel did not come back; links %+v", a.Links())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	waitLink(t, a, b.ID(), peers.TransportShm)
+	fallbacks := a.LinkFallbacks() + b.LinkFallbacks()
+	sendAll(t, c, 40)
+	if got := a.LinkFallbacks() + b.LinkFallbacks(); got != fallbacks {
+		t.Fatalf("%d more fallbacks on the healthy side channel", got-fallbacks)
+	}
+	for _, l := range a.Links() {
+		if l.Peer == b.ID() && (l.Transport != peers.TransportShm || l.Returns < 1) {
+			t.Fatalf("link %+v: want shm, returned at least once", l)
 		}
 	}
 }
