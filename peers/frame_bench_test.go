@@ -14,7 +14,7 @@ import (
 func benchForward() (*messages.Envelope, *messages.Forward) {
 	env := &messages.Envelope{TargetId: "shard/abc", TypeName: "strata.Forward", Sender: &messages.PID{Address: "12D3KooWxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", Id: "session/1"}}
 	fw := &messages.Forward{Session: "s1", Position: 17, Count: 1, Hidden: make([]byte, 8<<10),
-		Route: []*messages.PID{{Address: "12D3KooWyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy", Id: "shard/def"}},
+		Route:   []*messages.PID{{Address: "12D3KooWyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy", Id: "shard/def"}},
 		ReplyTo: &messages.PID{Address: "12D3KooWxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", Id: "session/1"}, Sample: true}
 	return env, fw
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
+	"crypto/subtle"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
@@ -51,6 +52,9 @@ type VerbsOptions struct {
 	// Faults, when set, injects faults into the frames this node sends to
 	// a peer (see verbs.Faulty): for tests.
 	Faults func(p peer.ID) func(n int) verbs.Fault
+	// RDMA, when set, opens this node's RDMA queue pairs instead of the
+	// build's RDMA backend (a verbs.FakeRDMA in tests).
+	RDMA func(verbs.Caps) (verbs.RDMAConn, error)
 	// Stall is how long a link may go without progress before it is
 	// declared stalled and traffic falls back to the stream. Zero: 2 s.
 	Stall time.Duration
@@ -93,16 +97,53 @@ const (
 type hello struct {
 	Want   string `json:"want"`
 	BootID string `json:"boot_id,omitempty"`
-	// Token names the ring the opener made (shared memory) and binds it to
-	// this stream: only the peer this authenticated stream reaches learns it.
-	Token string     `json:"token,omitempty"`
-	Caps  verbs.Caps `json:"caps"`
+	// Token binds the side channel to this stream: only the peer this
+	// authenticated stream reaches learns it. It names the ring the opener
+	// made (shared memory), and is the first message on an RDMA link.
+	Token string `json:"token,omitempty"`
+	// Shm: the opener made a ring with Caps.
+	Shm  bool       `json:"shm,omitempty"`
+	Caps verbs.Caps `json:"caps"`
+	// RDMA: the opener's queue pair, when it has a device.
+	RDMA *rdmaOffer `json:"rdma,omitempty"`
+}
+
+// rdmaOffer is one end of an RDMA link: its queue pair's endpoint and the
+// caps both ends use.
+type rdmaOffer struct {
+	Caps     verbs.Caps     `json:"caps"`
+	Endpoint verbs.Endpoint `json:"endpoint"`
 }
 
 // reply is the answer: the transport chosen, and why not a better one.
 type reply struct {
 	Transport string `json:"transport"`
 	Why       string `json:"why,omitempty"`
+	// RDMA: the answerer's queue pair, connected to the opener's.
+	RDMA *rdmaOffer `json:"rdma,omitempty"`
+}
+
+// rdmaCaps are the frames of RDMA links: Apple's constraints on a Mac (or
+// when asked for), else 64 KiB frames.
+func rdmaCaps(apple bool) verbs.Caps {
+	if apple || runtime.GOOS == "darwin" {
+		return verbs.AppleCaps
+	}
+	return verbs.Caps{FrameBytes: 64 << 10, Depth: 32}
+}
+
+// checkOffer validates a peer's RDMA offer before any of it is used.
+func checkOffer(o *rdmaOffer, want verbs.Caps) error {
+	if err := o.Endpoint.Validate(); err != nil {
+		return err
+	}
+	if err := o.Caps.Validate(); err != nil {
+		return err
+	}
+	if o.Caps.FrameBytes != want.FrameBytes || o.Caps.Depth != want.Depth || o.Caps.EqualSizes != want.EqualSizes {
+		return fmt.Errorf("RDMA caps %+v, this node uses %+v", o.Caps, want)
+	}
+	return nil
 }
 
 // side runs this node's links: one outgoing link per peer it sends
@@ -123,6 +164,8 @@ type side struct {
 
 	fallbacks atomic.Int64
 	returns   atomic.Int64
+	// rdma opens a queue pair; nil when this node has no RDMA device.
+	rdma func(verbs.Caps) (verbs.RDMAConn, error)
 }
 
 func newSide(n *Node, transport string, opts VerbsOptions) (*side, error) {
@@ -131,7 +174,7 @@ func newSide(n *Node, transport string, opts VerbsOptions) (*side, error) {
 		transport = TransportAuto
 	case TransportAuto, TransportTCP, TransportShm:
 	case TransportRDMA:
-		if !verbs.RDMAAvailable() {
+		if !verbs.RDMAAvailable() && opts.RDMA == nil {
 			return nil, fmt.Errorf("--transport rdma: %s", verbs.RDMAUnavailable())
 		}
 	default:
@@ -145,6 +188,12 @@ func newSide(n *Node, transport string, opts VerbsOptions) (*side, error) {
 	}
 	s := &side{n: n, b: n.bridge, log: n.log, transport: transport, opts: opts, ctx: n.ctx,
 		out: map[peer.ID]*outLink{}, in: map[network.Stream]*inLink{}}
+	switch {
+	case opts.RDMA != nil:
+		s.rdma = opts.RDMA
+	case verbs.RDMAAvailable():
+		s.rdma = verbs.OpenRDMA
+	}
 	n.host.SetStreamHandler(VerbsProtocol, s.handle)
 	return s, nil
 }
@@ -254,7 +303,8 @@ type outLink struct {
 	transport string // what carries messages now
 	rtt       time.Duration
 	fallbacks int
-	returns   int // times the side channel came back after a fallback
+	returns   int    // times the side channel came back after a fallback
+	token     []byte // the current session's (link goroutine only)
 	sent      uint64
 	acks      *acks // the current session's
 	lastAck   time.Time
@@ -433,6 +483,14 @@ func (l *outLink) session() (retry bool) {
 			return false
 		}
 		sender.Stall = s.opts.Stall
+		if transport == TransportRDMA {
+			// Message 0 proves to the peer that this queue pair is the one
+			// its authenticated stream negotiated.
+			if err := sender.Send(l.ctx, 0, l.token); err != nil {
+				s.log.Warn("peers: verbs link", "peer", l.peer, "err", err)
+				return false
+			}
+		}
 	}
 	ack := &acks{}
 	l.mu.Lock()
@@ -684,23 +742,40 @@ func (l *outLink) negotiate() (network.Stream, verbs.Conn, string, error) {
 		return nil, nil, "", err
 	}
 	st.SetDeadline(time.Now().Add(verbsOpenTimeout))
-	h := hello{Want: s.transport, BootID: bootID()}
-	var shm *verbs.Shm
+	token := make([]byte, 32)
+	rand.Read(token)
+	h := hello{Want: s.transport, BootID: bootID(), Token: hex.EncodeToString(token)}
+	var (
+		shm *verbs.Shm
+		qp  verbs.RDMAConn
+	)
 	if s.transport == TransportAuto || s.transport == TransportShm {
-		token := make([]byte, 32)
-		rand.Read(token)
 		caps := shmCaps(s.opts.Apple)
 		if shm, err = verbs.CreateShm(caps, token); err != nil {
 			s.log.Info("peers: no shared memory for links", "err", err)
 			shm = nil
 		} else {
-			h.Token, h.Caps = hex.EncodeToString(token), caps
+			h.Shm, h.Caps = true, caps
 		}
 	}
-	fail := func(err error) (network.Stream, verbs.Conn, string, error) {
+	if (s.transport == TransportAuto || s.transport == TransportRDMA) && s.rdma != nil {
+		if qp, err = s.rdma(rdmaCaps(s.opts.Apple)); err != nil {
+			s.log.Info("peers: no RDMA queue pair for links", "err", err)
+			qp = nil
+		} else {
+			h.RDMA = &rdmaOffer{Caps: qp.Caps(), Endpoint: qp.Endpoint()}
+		}
+	}
+	closeAll := func() {
 		if shm != nil {
 			shm.Close()
 		}
+		if qp != nil {
+			qp.Close()
+		}
+	}
+	fail := func(err error) (network.Stream, verbs.Conn, string, error) {
+		closeAll()
 		st.Reset()
 		return nil, nil, "", err
 	}
@@ -724,24 +799,45 @@ func (l *outLink) negotiate() (network.Stream, verbs.Conn, string, error) {
 	if shm != nil {
 		shm.Unlink() // the peer mapped it, or never will
 	}
-	if rep.Transport != TransportShm || shm == nil {
-		if shm != nil {
-			shm.Close()
+	var (
+		conn      verbs.Conn
+		transport = TransportTCP
+	)
+	switch {
+	case rep.Transport == TransportShm && shm != nil:
+		conn, transport, shm = shm, TransportShm, nil
+	case rep.Transport == TransportRDMA && qp != nil && rep.RDMA != nil:
+		err := checkOffer(rep.RDMA, qp.Caps())
+		if err == nil {
+			err = qp.Connect(ctx, rep.RDMA.Endpoint)
 		}
+		if err != nil {
+			// The peer waits on its queue pair for the token, which never
+			// comes: the link runs on the stream.
+			rep.Why = "RDMA: " + err.Error()
+			break
+		}
+		conn, transport, qp = qp, TransportRDMA, nil
+	}
+	closeAll()
+	if conn == nil {
 		if rep.Why != "" {
 			s.log.Info("peers: link uses the stream", "peer", l.peer, "why", rep.Why)
 		}
 		return st, nil, TransportTCP, nil
 	}
-	var conn verbs.Conn = shm
+	l.token = token
 	if s.opts.Faults != nil {
 		if plan := s.opts.Faults(l.peer); plan != nil {
-			if conn, err = verbs.Faulty(shm, plan); err != nil {
+			faulty, err := verbs.Faulty(conn, plan)
+			if err != nil {
+				conn.Close()
 				return fail(err)
 			}
+			conn = faulty
 		}
 	}
-	return st, conn, TransportShm, nil
+	return st, conn, transport, nil
 }
 
 // shmCaps are the frames of shared-memory links: big enough that most
@@ -800,27 +896,11 @@ func (s *side) handle(st network.Stream) {
 	if err != nil || kind != ctlHello || json.Unmarshal(payload, &h) != nil {
 		return
 	}
-	rep := reply{Transport: TransportTCP}
-	var conn verbs.Conn
-	switch {
-	case h.Token == "":
-		rep.Why = "the peer offered no shared memory"
-	case s.transport != TransportAuto && s.transport != TransportShm:
-		rep.Why = "this node uses --transport " + s.transport
-	case h.BootID != bootID():
-		rep.Why = "not on this host"
-	default:
-		token, err := hex.DecodeString(h.Token)
-		if err != nil {
-			return
-		}
-		shm, err := verbs.OpenShm(token)
-		if err != nil {
-			rep.Why = err.Error()
-			break
-		}
-		conn, rep.Transport = shm, TransportShm
+	token, err := hex.DecodeString(h.Token)
+	if err != nil || len(token) != 32 {
+		return
 	}
+	rep, conn := s.answer(&h, token)
 	in := &inLink{s: s, from: from, st: st, w: &ctlWriter{w: bufio.NewWriterSize(st, 4096), s: st}, ack: make(chan struct{}, 1), next: 1}
 	body, _ := json.Marshal(rep)
 	if in.w.raw(ctlReply, body) != nil || in.w.flush() != nil {
@@ -834,7 +914,13 @@ func (s *side) handle(st network.Stream) {
 	defer cancel()
 	var wg sync.WaitGroup
 	if conn != nil {
-		rcv, err := verbs.NewReceiver(conn, 1)
+		// An RDMA link starts with message 0, the token (see session).
+		var proof []byte
+		first := uint64(1)
+		if rep.Transport == TransportRDMA {
+			proof, first = token, 0
+		}
+		rcv, err := verbs.NewReceiver(conn, first)
 		if err != nil {
 			conn.Close()
 			return
@@ -844,7 +930,7 @@ func (s *side) handle(st network.Stream) {
 		go func() {
 			defer wg.Done()
 			defer conn.Close()
-			in.channel(ctx, rcv)
+			in.channel(ctx, rcv, proof)
 		}()
 	}
 	wg.Add(1)
@@ -857,18 +943,79 @@ func (s *side) handle(st network.Stream) {
 	wg.Wait()
 }
 
-// channel delivers what the side channel carries until it fails.
-func (in *inLink) channel(ctx context.Context, rcv *verbs.Receiver) {
+// answer chooses the transport for a peer's hello: shared memory when
+// both allow it and share a host, else RDMA when both allow it and have a
+// device (then this node's queue pair is connected to the peer's), else
+// the stream, with why.
+func (s *side) answer(h *hello, token []byte) (reply, verbs.Conn) {
+	var why []string
+	shmOK := s.transport == TransportAuto || s.transport == TransportShm
+	rdmaOK := s.transport == TransportAuto || s.transport == TransportRDMA
+	switch {
+	case !h.Shm:
+	case !shmOK:
+		why = append(why, "this node uses --transport "+s.transport)
+	case h.BootID != bootID():
+		why = append(why, "not on this host")
+	default:
+		shm, err := verbs.OpenShm(token)
+		if err == nil {
+			return reply{Transport: TransportShm}, shm
+		}
+		why = append(why, err.Error())
+	}
+	switch {
+	case h.RDMA == nil:
+		why = append(why, "the peer offered no RDMA")
+	case !rdmaOK:
+		why = append(why, "this node uses --transport "+s.transport)
+	case s.rdma == nil:
+		why = append(why, "no RDMA device here")
+	default:
+		caps := rdmaCaps(s.opts.Apple)
+		if err := checkOffer(h.RDMA, caps); err != nil {
+			why = append(why, "RDMA: "+err.Error())
+			break
+		}
+		qp, err := s.rdma(caps)
+		if err != nil {
+			why = append(why, "RDMA: "+err.Error())
+			break
+		}
+		ctx, cancel := context.WithTimeout(s.ctx, verbsOpenTimeout)
+		err = qp.Connect(ctx, h.RDMA.Endpoint)
+		cancel()
+		if err != nil {
+			qp.Close()
+			why = append(why, "RDMA: "+err.Error())
+			break
+		}
+		return reply{Transport: TransportRDMA, RDMA: &rdmaOffer{Caps: qp.Caps(), Endpoint: qp.Endpoint()}}, qp
+	}
+	if !h.Shm && h.RDMA == nil {
+		why = []string{"the peer offered no side channel"}
+	}
+	return reply{Transport: TransportTCP, Why: strings.Join(why, "; ")}, nil
+}
+
+// channel delivers what the side channel carries until it fails. With a
+// proof, the first message must be it (message 0), or nothing is
+// delivered.
+func (in *inLink) channel(ctx context.Context, rcv *verbs.Receiver, proof []byte) {
+	if proof != nil {
+		seq, body, err := rcv.Recv(ctx)
+		if err == nil && (seq != 0 || subtle.ConstantTimeCompare(body, proof) != 1) {
+			err = &verbs.FaultError{Err: verbs.ErrCorrupt, Next: 1, What: "the side channel's first message is not this link's token"}
+		}
+		if err != nil {
+			in.fault(err)
+			return
+		}
+	}
 	for {
 		seq, body, err := rcv.Recv(ctx)
 		if err != nil {
-			var fe *verbs.FaultError
-			if errors.As(err, &fe) {
-				in.s.fallbacks.Add(1)
-				in.s.log.Warn("peers: verbs side channel fault; the peer resends over the stream", "peer", in.from, "err", err)
-				in.w.ctl(ctlFault, fe.Next)
-				in.w.flush()
-			}
+			in.fault(err)
 			return
 		}
 		if err := in.deliver(seq, body); err != nil {
@@ -876,6 +1023,18 @@ func (in *inLink) channel(ctx context.Context, rcv *verbs.Receiver) {
 			in.st.Reset()
 			return
 		}
+	}
+}
+
+// fault reports a side-channel fault to the peer, which resends over the
+// stream.
+func (in *inLink) fault(err error) {
+	var fe *verbs.FaultError
+	if errors.As(err, &fe) {
+		in.s.fallbacks.Add(1)
+		in.s.log.Warn("peers: verbs side channel fault; the peer resends over the stream", "peer", in.from, "err", err)
+		in.w.ctl(ctlFault, max(fe.Next, 1))
+		in.w.flush()
 	}
 }
 

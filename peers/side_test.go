@@ -221,3 +221,59 @@ func TestSideChannelReturns(t *testing.T) {
 		}
 	}
 }
+
+// TestSideChannelRDMA: two nodes with an RDMA device (a fake one: there is
+// none here) exchange their queue pairs' endpoints over the verbs stream,
+// connect them (the fake device refuses any endpoint but the one its
+// queue pair reported), prove the link with its token and carry
+// activations over it; its faults fall back to the stream as shared
+// memory's do; a node without a device, or one that allows only shared
+// memory, keeps the link on the stream.
+func TestSideChannelRDMA(t *testing.T) {
+	dev := verbs.NewFakeRDMA()
+	for _, tc := range []struct {
+		name      string
+		transport [2]string
+		device    [2]bool
+		apple     bool
+		fault     verbs.Fault
+		want      string
+	}{
+		{"rdma", [2]string{peers.TransportRDMA, peers.TransportRDMA}, [2]bool{true, true}, false, verbs.Deliver, peers.TransportRDMA},
+		{"apple", [2]string{peers.TransportRDMA, peers.TransportRDMA}, [2]bool{true, true}, true, verbs.Deliver, peers.TransportRDMA},
+		{"corrupt", [2]string{peers.TransportRDMA, peers.TransportRDMA}, [2]bool{true, true}, false, verbs.Corrupt, peers.TransportTCP},
+		{"no-device", [2]string{peers.TransportRDMA, peers.TransportAuto}, [2]bool{true, false}, false, verbs.Deliver, peers.TransportTCP},
+		{"shm-only", [2]string{peers.TransportRDMA, peers.TransportShm}, [2]bool{true, true}, false, verbs.Deliver, peers.TransportTCP},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := peerstest.New(t, 2, sinkActor, peerstest.ForNode(func(k int, cfg *peers.Config) {
+				cfg.Transport = tc.transport[k]
+				cfg.Verbs.Apple = tc.apple
+				cfg.Verbs.Stall = 300 * time.Millisecond
+				if tc.device[k] {
+					cfg.Verbs.RDMA = dev.Open
+				}
+				cfg.Verbs.Faults = func(peer.ID) func(int) verbs.Fault {
+					return func(n int) verbs.Fault {
+						if n == 9 {
+							return tc.fault
+						}
+						return verbs.Deliver
+					}
+				}
+			}))
+			a, b := c.Nodes[0], c.Nodes[1]
+			if tc.fault == verbs.Deliver {
+				waitLink(t, a, b.ID(), tc.want)
+			} else {
+				waitLink(t, a, b.ID(), peers.TransportRDMA)
+			}
+			sendAll(t, c, 40)
+			fallbacks := a.LinkFallbacks() + b.LinkFallbacks()
+			if tc.fault != verbs.Deliver && fallbacks == 0 || tc.fault == verbs.Deliver && fallbacks != 0 {
+				t.Fatalf("%d fallbacks with fault %v", fallbacks, tc.fault)
+			}
+			waitLink(t, a, b.ID(), tc.want)
+		})
+	}
+}
