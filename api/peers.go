@@ -35,8 +35,9 @@ type PeerStatus struct {
 	Shards               []string    `json:"shards"`
 	// LastSeenMS is how long ago, in milliseconds, its last heartbeat came.
 	LastSeenMS int64 `json:"last_seen_ms"`
-	// Links are the node's links to the peers it sends activations to
-	// (only the answering node knows its own: other members have none here).
+	// Links are the node's links to the peers it sends activations to:
+	// the answering node's own, and what each other member said of its
+	// links in its last heartbeat.
 	Links []LinkStatus `json:"links,omitempty"`
 }
 

@@ -54,8 +54,12 @@ type NodeInfo struct {
 	// fetches_weights says the node keeps layers it fetches from peers (it
 	// has a store for them), so a plan may give it layers it lacks.
 	FetchesWeights bool `protobuf:"varint,11,opt,name=fetches_weights,json=fetchesWeights,proto3" json:"fetches_weights,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// links are the node's links to the peers it sends activations to (at
+	// most 64), for status displays on every node: a peer's claim, shown,
+	// never trusted for anything else.
+	Links         []*LinkInfo `protobuf:"bytes,12,rep,name=links,proto3" json:"links,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeInfo) Reset() {
@@ -165,6 +169,77 @@ func (x *NodeInfo) GetFetchesWeights() bool {
 	return false
 }
 
+func (x *NodeInfo) GetLinks() []*LinkInfo {
+	if x != nil {
+		return x.Links
+	}
+	return nil
+}
+
+// LinkInfo is one link from a node to a peer.
+type LinkInfo struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	PeerId string                 `protobuf:"bytes,1,opt,name=peer_id,json=peerId,proto3" json:"peer_id,omitempty"`
+	// transport is what carries activations now: "shm", "rdma", or "tcp"
+	// (the libp2p stream).
+	Transport string `protobuf:"bytes,2,opt,name=transport,proto3" json:"transport,omitempty"`
+	// rtt_us is the round trip last measured on the link, in microseconds.
+	RttUs         uint32 `protobuf:"varint,3,opt,name=rtt_us,json=rttUs,proto3" json:"rtt_us,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LinkInfo) Reset() {
+	*x = LinkInfo{}
+	mi := &file_messages_node_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LinkInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LinkInfo) ProtoMessage() {}
+
+func (x *LinkInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_messages_node_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LinkInfo.ProtoReflect.Descriptor instead.
+func (*LinkInfo) Descriptor() ([]byte, []int) {
+	return file_messages_node_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *LinkInfo) GetPeerId() string {
+	if x != nil {
+		return x.PeerId
+	}
+	return ""
+}
+
+func (x *LinkInfo) GetTransport() string {
+	if x != nil {
+		return x.Transport
+	}
+	return ""
+}
+
+func (x *LinkInfo) GetRttUs() uint32 {
+	if x != nil {
+		return x.RttUs
+	}
+	return 0
+}
+
 // ModelInfo describes one model a node holds: complete (its GGUF files),
 // or in part (the layers it fetched from peers, kept in its data dir).
 type ModelInfo struct {
@@ -194,7 +269,7 @@ type ModelInfo struct {
 
 func (x *ModelInfo) Reset() {
 	*x = ModelInfo{}
-	mi := &file_messages_node_proto_msgTypes[1]
+	mi := &file_messages_node_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -206,7 +281,7 @@ func (x *ModelInfo) String() string {
 func (*ModelInfo) ProtoMessage() {}
 
 func (x *ModelInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_node_proto_msgTypes[1]
+	mi := &file_messages_node_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -219,7 +294,7 @@ func (x *ModelInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelInfo.ProtoReflect.Descriptor instead.
 func (*ModelInfo) Descriptor() ([]byte, []int) {
-	return file_messages_node_proto_rawDescGZIP(), []int{1}
+	return file_messages_node_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ModelInfo) GetName() string {
@@ -275,7 +350,7 @@ var File_messages_node_proto protoreflect.FileDescriptor
 
 const file_messages_node_proto_rawDesc = "" +
 	"\n" +
-	"\x13messages/node.proto\x12\x06strata\"\xfc\x02\n" +
+	"\x13messages/node.proto\x12\x06strata\"\xa4\x03\n" +
 	"\bNodeInfo\x12\x17\n" +
 	"\apeer_id\x18\x01 \x01(\tR\x06peerId\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\x03R\vincarnation\x12\x10\n" +
@@ -288,7 +363,12 @@ const file_messages_node_proto_rawDesc = "" +
 	"\x06models\x18\t \x03(\v2\x11.strata.ModelInfoR\x06models\x12\x16\n" +
 	"\x06shards\x18\n" +
 	" \x03(\tR\x06shards\x12'\n" +
-	"\x0ffetches_weights\x18\v \x01(\bR\x0efetchesWeights\"\xba\x01\n" +
+	"\x0ffetches_weights\x18\v \x01(\bR\x0efetchesWeights\x12&\n" +
+	"\x05links\x18\f \x03(\v2\x10.strata.LinkInfoR\x05links\"X\n" +
+	"\bLinkInfo\x12\x17\n" +
+	"\apeer_id\x18\x01 \x01(\tR\x06peerId\x12\x1c\n" +
+	"\ttransport\x18\x02 \x01(\tR\ttransport\x12\x15\n" +
+	"\x06rtt_us\x18\x03 \x01(\rR\x05rttUs\"\xba\x01\n" +
 	"\tModelInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
@@ -311,18 +391,20 @@ func file_messages_node_proto_rawDescGZIP() []byte {
 	return file_messages_node_proto_rawDescData
 }
 
-var file_messages_node_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_messages_node_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_messages_node_proto_goTypes = []any{
 	(*NodeInfo)(nil),  // 0: strata.NodeInfo
-	(*ModelInfo)(nil), // 1: strata.ModelInfo
+	(*LinkInfo)(nil),  // 1: strata.LinkInfo
+	(*ModelInfo)(nil), // 2: strata.ModelInfo
 }
 var file_messages_node_proto_depIdxs = []int32{
-	1, // 0: strata.NodeInfo.models:type_name -> strata.ModelInfo
-	1, // [1:1] is the sub-list for method output_type
-	1, // [1:1] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	2, // 0: strata.NodeInfo.models:type_name -> strata.ModelInfo
+	1, // 1: strata.NodeInfo.links:type_name -> strata.LinkInfo
+	2, // [2:2] is the sub-list for method output_type
+	2, // [2:2] is the sub-list for method input_type
+	2, // [2:2] is the sub-list for extension type_name
+	2, // [2:2] is the sub-list for extension extendee
+	0, // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_messages_node_proto_init() }
@@ -336,7 +418,7 @@ func file_messages_node_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_messages_node_proto_rawDesc), len(file_messages_node_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   3,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -136,6 +136,23 @@ func TestSideChannelDelivers(t *testing.T) {
 			if f := c.Nodes[0].LinkFallbacks() + c.Nodes[1].LinkFallbacks(); f != 0 {
 				t.Fatalf("%d fallbacks on a clean link", f)
 			}
+			// Node 0's heartbeats tell node 1 about the link.
+			a, b := c.Nodes[0], c.Nodes[1]
+			for {
+				var gossiped []*messages.LinkInfo
+				for _, m := range b.Membership().View().Members {
+					if m.ID == a.ID() {
+						gossiped = m.Info.Links
+					}
+				}
+				if len(gossiped) == 1 && gossiped[0].PeerId == b.ID().String() && gossiped[0].Transport == tc.want {
+					break
+				}
+				if time.Now().After(deadline.Add(10 * time.Second)) {
+					t.Fatalf("node 1 sees node 0's links as %v", gossiped)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
 		})
 	}
 }

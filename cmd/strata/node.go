@@ -405,6 +405,11 @@ func peersStatus(node *peers.Node) api.PeersStatus {
 		}
 		if m.ID == node.ID() {
 			ps.Links = linksStatus(node.Links())
+		} else {
+			// What the member last said of its links in its heartbeat.
+			for _, l := range in.Links {
+				ps.Links = append(ps.Links, api.LinkStatus{PeerID: l.PeerId, Transport: l.Transport, RTTMicros: int64(l.RttUs)})
+			}
 		}
 		st.Members = append(st.Members, ps)
 	}
