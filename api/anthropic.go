@@ -61,8 +61,17 @@ type AnthropicBlock struct {
 
 // AnthropicUsage counts tokens as Anthropic does.
 type AnthropicUsage struct {
-	InputTokens  int `json:"input_tokens"`
-	OutputTokens int `json:"output_tokens"`
+	// InputTokens are the prompt tokens not read from the prompt cache:
+	// the prompt is InputTokens + CacheReadInputTokens, as Anthropic counts.
+	InputTokens              int `json:"input_tokens"`
+	OutputTokens             int `json:"output_tokens"`
+	CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int `json:"cache_read_input_tokens"`
+}
+
+// anthropicUsage counts a finished answer's tokens as Anthropic does.
+func anthropicUsage(u Usage) AnthropicUsage {
+	return AnthropicUsage{InputTokens: u.PromptTokens - u.cached(), OutputTokens: u.CompletionTokens, CacheReadInputTokens: u.cached()}
 }
 
 // MessagesResponse is the answer to a non-streaming request, and (empty)
@@ -308,7 +317,7 @@ func (c *anthropicCollector) finish(f finish) error {
 	v := MessagesResponse{ID: c.j.id, Type: "message", Role: "assistant", Model: c.j.model,
 		Content:    blocks,
 		StopReason: &reason, StopSequence: seq,
-		Usage: AnthropicUsage{InputTokens: f.usage.PromptTokens, OutputTokens: f.usage.CompletionTokens}}
+		Usage: anthropicUsage(f.usage)}
 	c.w.Header().Set("Content-Type", "application/json")
 	return json.NewEncoder(c.w).Encode(v)
 }
@@ -439,7 +448,9 @@ func (s *anthropicStream) finish(f finish) error {
 	}
 	if err := s.event("message_delta", map[string]any{"type": "message_delta",
 		"delta": map[string]any{"stop_reason": reason, "stop_sequence": seq},
-		"usage": map[string]int{"output_tokens": f.usage.CompletionTokens}}); err != nil {
+		// message_start went out before the cache hit was known: the
+		// final counts, as Anthropic's message_delta carries them.
+		"usage": anthropicUsage(f.usage)}); err != nil {
 		return err
 	}
 	return s.event("message_stop", map[string]string{"type": "message_stop"})

@@ -37,11 +37,20 @@
 //
 // Structured output (response_format json_schema, forced tools, Ollama's
 // format) constrains sampling with a grammar compiled from the JSON
-// schema (package grammar); it needs a ConstrainedGenerator (Local), and
-// other generators refuse it with 400. Tools the model may call
-// (tool_choice auto) go through its chat template, and package toolcall
-// parses the calls out of its answer in its family's syntax (tools.go);
-// any Generator serves those.
+// schema (package grammar); it needs a ConstrainedGenerator (Local: the
+// engine takes the matcher) or a RemoteConstrainedGenerator (a cluster:
+// the schema travels to the last stage, which samples), and other
+// generators refuse it with 400. Tools the model may call (tool_choice
+// auto) go through its chat template, and package toolcall parses the
+// calls out of its answer in its family's syntax (tools.go); any
+// Generator serves those.
+//
+// Prompt caching: a request whose prompt begins with what an earlier one
+// left in the KV cache (a conversation's next turn) reuses it, on one
+// node or on every stage of a ring; usage reports the cached tokens
+// (OpenAI prompt_tokens_details.cached_tokens, Anthropic
+// cache_read_input_tokens, Responses input_tokens_details.cached_tokens)
+// and strata_prompt_cached_tokens_total counts them.
 //
 // Requests are validated before they queue: malformed JSON and bad
 // parameters get 400, an unknown model 404, a missing or wrong key 401, a

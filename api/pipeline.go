@@ -100,7 +100,8 @@ func (s *Server) chatPrompt(ctx context.Context, j *job, msgs []Message, param s
 func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job, out streamer, start time.Time) {
 	ctx := r.Context()
 	cg, constrained := s.cfg.Generator.(ConstrainedGenerator)
-	if j.schema != nil && !constrained {
+	_, remote := s.cfg.Generator.(RemoteConstrainedGenerator)
+	if j.schema != nil && !constrained && !remote {
 		s.fail(w, j.endpoint, noConstraints())
 		return
 	}
@@ -125,7 +126,9 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job, out streame
 	lastEOG := false
 	req := actors.Request{Model: j.model, Tokens: j.tokens, MaxTokens: j.maxTok, Sampling: j.params, Stop: j.stop}
 	generate := s.cfg.Generator.Generate
-	if j.schema != nil {
+	if j.schema != nil && !constrained {
+		req.Schema = j.schema // the cluster's last stage masks its sampling
+	} else if j.schema != nil {
 		budget := j.maxTok
 		if info, _, err := s.cfg.Models.Lookup(j.model); err == nil && info.ContextLength > 0 && (budget == 0 || info.ContextLength-len(j.tokens) < budget) {
 			budget = info.ContextLength - len(j.tokens)
@@ -152,8 +155,8 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job, out streame
 			}
 			return out.text(text)
 		})
-	s.metrics.finished(j.model, res.PromptTokens, len(res.Tokens), res.DecodeDuration)
-	usage := Usage{PromptTokens: len(j.tokens), CompletionTokens: len(res.Tokens)}
+	s.metrics.finished(j.model, res.PromptTokens, res.CachedTokens, len(res.Tokens), res.DecodeDuration)
+	usage := Usage{PromptTokens: len(j.tokens), CompletionTokens: len(res.Tokens), PromptTokensDetails: &PromptTokensDetails{CachedTokens: res.CachedTokens}}
 	usage.TotalTokens = usage.PromptTokens + usage.CompletionTokens
 	if err != nil {
 		if ctx.Err() != nil {

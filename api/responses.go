@@ -95,9 +95,16 @@ type ResponsePart struct {
 
 // ResponsesUsage counts tokens as the Responses API does.
 type ResponsesUsage struct {
-	InputTokens  int `json:"input_tokens"`
-	OutputTokens int `json:"output_tokens"`
-	TotalTokens  int `json:"total_tokens"`
+	InputTokens        int                `json:"input_tokens"`
+	InputTokensDetails InputTokensDetails `json:"input_tokens_details"`
+	OutputTokens       int                `json:"output_tokens"`
+	TotalTokens        int                `json:"total_tokens"`
+}
+
+// InputTokensDetails breaks input_tokens down (cached_tokens: read from
+// the prompt cache).
+type InputTokensDetails struct {
+	CachedTokens int `json:"cached_tokens"`
 }
 
 func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
@@ -430,7 +437,8 @@ func (o *responsesOut) finish(f finish) error {
 			Reason string `json:"reason"`
 		}{"max_output_tokens"}
 	}
-	r.Usage = &ResponsesUsage{InputTokens: f.usage.PromptTokens, OutputTokens: f.usage.CompletionTokens, TotalTokens: f.usage.TotalTokens}
+	r.Usage = &ResponsesUsage{InputTokens: f.usage.PromptTokens, OutputTokens: f.usage.CompletionTokens, TotalTokens: f.usage.TotalTokens,
+		InputTokensDetails: InputTokensDetails{CachedTokens: f.usage.cached()}}
 	if !o.j.stream {
 		r.Output = o.collected(f)
 		o.w.Header().Set("Content-Type", "application/json")

@@ -16,17 +16,39 @@ import (
 )
 
 // oracleTol is how far strata's top-5 logits may be from llama.cpp's,
-// relative to the position's largest |logit|, by weight type. F32 is
-// float rounding (measured: under 1e-5). llama.cpp rounds activations to
-// F16 before an F16 matrix product, where strata computes in F32 and
-// equals F32 arithmetic on the same weights (checked below), so F16
-// differs by llama.cpp's rounding (measured 2.6e-3 to 3.8e-3). For Q8_0
-// both quantize activations to 8 bits, and each is 5e-2 to 9e-2 from
-// exact arithmetic on the dequantized weights (dense); in a mixture of
-// experts a few positions where an activation's rounding moves a token to
-// another expert differ by 0.3 to 0.7 and are checked apart (see
+// relative to the position's largest |logit|, by weight type (measured
+// on the tiny shapes, 127 positions, seed 1, batches of 1 and 16).
+//
+// F32 is float rounding: measured at most 7.8e-7 on the tiny shapes,
+// 1.6e-6 on V2-Lite's 27-layer structure, 1.2e-6 at positions past 8192
+// with rope_freqs.
+//
+// F16: llama.cpp rounds activations to F16 before an F16 matrix product,
+// where strata computes in F32 and equals F32 arithmetic on the same
+// weights (checked below); measured 3.4e-4 to 7.2e-4.
+//
+// Q8_0: both quantize activations to 8 bits the same way (FP16 block
+// scale, multiplier 127/amax, ties to even: tensor.Activations), so the
+// logits agree to float rounding until a last-bit difference in some
+// float step before a quantizer (attention, softmax, SwiGLU, RMSNorm,
+// which each computes in its own order) moves a value across a rounding
+// step; from there on they differ by up to the 8-bit rounding itself.
+// Measured 4.2e-4 (qwen3-tiny) to 8.1e-3 (deepseek2-tiny).
+//
+// deepseek2 files in the older attn_kv_b layout are the exception:
+// llama.cpp expands K and V per position (an 8-bit matrix product of the
+// latent), strata keeps the latent and absorbs attn_kv_b into the query
+// and output (deepseek2.go), so the two round in different places and
+// differ by the 8-bit rounding everywhere: measured 4.9e-2, and 0.20 at
+// one position where strata's rounding moves a token to another expert
+// (strata 0.20 from exact F32 arithmetic on the dequantized weights
+// there, llama.cpp 0.013). Such positions are counted apart (see
 // rerouted in oracleOf).
-var oracleTol = map[tensor.Type]float64{tensor.F32: 1e-3, tensor.F16: 1e-2, tensor.Q8_0: 0.15}
+var oracleTol = map[tensor.Type]float64{tensor.F32: 1e-5, tensor.F16: 2e-3, tensor.Q8_0: 2e-2}
+
+// legacyKVBTol is oracleTol for Q8_0 in the attn_kv_b layout, and the
+// distance from exact beyond which a position counts as rerouted.
+const legacyKVBTol = 0.1
 
 const (
 	oraclePrompt = 64 // random ids, teacher-forced
@@ -88,36 +110,30 @@ func oracleOf(t *testing.T, s model.Shape, types ...tensor.Type) {
 			if typ != tensor.F32 {
 				exact = strataLogits(t, dequantized(t, m), ids, 1)
 			}
-			// With 8-bit activations neither implementation is exact, so
-			// an argmax may flip where the top two logits are closer than
-			// that rounding (tol); everywhere else it must agree.
-			nearTie := func(p int) bool {
-				return typ == tensor.Q8_0 && margin(ref.Positions[p]) < oracleTol[tensor.Q8_0]
-			}
-			// In a mixture of experts, 8-bit rounding sometimes moves a
-			// token to another expert, in strata or in llama.cpp, and that
-			// position's logits then jump: such a position is one where
-			// either implementation is further than tol from exact
-			// arithmetic on the same weights. The rerouted positions are
-			// counted and bounded; elsewhere each is within tol of exact,
-			// so they must agree within 2*tol and in the argmax.
+			// In the attn_kv_b layout strata and llama.cpp round at
+			// different places (see oracleTol), and at a few positions
+			// that rounding moves a token to another expert in one of
+			// them, which moves that position's logits by more than
+			// the rounding itself: such a position is one where either
+			// is further than legacyKVBTol from exact arithmetic on the
+			// same weights. They are counted and bounded, and their
+			// argmax must still agree.
 			rerouted := map[int]bool{}
-			if typ == tensor.Q8_0 && s.Experts > 0 {
+			if typ == tensor.Q8_0 && s.LegacyKVB {
+				tol = legacyKVBTol
 				q1 := strataLogits(t, m, ids, 1)
 				for p := range ids {
 					if relDiff(q1.Positions[p], exact.Positions[p]) > tol || relDiff(ref.Positions[p], exact.Positions[p]) > tol {
 						rerouted[p] = true
 					}
 				}
-				t.Logf("%d of %d positions rerouted by 8-bit rounding (strata or llama.cpp further than %g from exact)", len(rerouted), len(ids), tol)
-				if len(rerouted) > len(ids)/8 {
+				t.Logf("%d of %d positions rerouted (strata or llama.cpp further than %g from exact)", len(rerouted), len(ids), tol)
+				if len(rerouted) > len(ids)/32 {
 					t.Errorf("%d of %d positions rerouted", len(rerouted), len(ids))
 				}
-				tol *= 2
 			}
 			for j, tok := range gen {
-				p := oraclePrompt - 1 + j
-				if got := ref.Positions[p].Argmax; got != tok && !nearTie(p) && !rerouted[p] {
+				if got := ref.Positions[oraclePrompt-1+j].Argmax; got != tok {
 					t.Errorf("greedy token %d: strata %d, llama.cpp %d", j, tok, got)
 				}
 			}
@@ -125,10 +141,8 @@ func oracleOf(t *testing.T, s model.Shape, types ...tensor.Type) {
 				got := strataLogits(t, m, ids, batch)
 				d := llamacpp.Compare(got, ref)
 				t.Logf("%s %s batch %d vs llama.cpp: %v; min top-1 margin %.3g", shape, typ, batch, d, minMargin(ref))
-				for _, p := range d.ArgmaxMismatch {
-					if !nearTie(p) && !rerouted[p] {
-						t.Errorf("batch %d: argmax differs at position %d (top-1 margin %.3g): %v", batch, p, margin(ref.Positions[p]), d)
-					}
+				if len(d.ArgmaxMismatch) > 0 {
+					t.Errorf("batch %d: argmax differs: %v", batch, d)
 				}
 				if len(rerouted) > 0 {
 					d = llamacpp.Compare(without(got, rerouted), without(ref, rerouted))
@@ -138,7 +152,17 @@ func oracleOf(t *testing.T, s model.Shape, types ...tensor.Type) {
 					t.Errorf("batch %d: %v (tolerance %g)", batch, d, tol)
 				}
 			}
-			if typ != tensor.F32 {
+			if typ == tensor.F32 {
+				// The layers, not only the embedding's path to the head
+				// (synth's Peaked shapes), make the logits: without them
+				// the top-5 move by more than the top logit (measured:
+				// 3.2 to 8.3 times it).
+				bare := *m
+				bare.Blocks = nil
+				if d := llamacpp.Compare(strataLogits(t, &bare, ids, 16), ref); d.MaxRel < 1 {
+					t.Errorf("without its layers the model's logits are as close: %v", d)
+				}
+			} else {
 				// Against exact F32 arithmetic on the dequantized weights:
 				// strata's F16 path is exact; llama.cpp's error is logged
 				// beside strata's for Q8_0.
@@ -363,8 +387,10 @@ func oracleRope(t *testing.T, n, from int) {
 	if len(d.ArgmaxMismatch) > 0 || d.MaxRel > oracleTol[tensor.F32] {
 		t.Errorf("%v (tolerance %g)", d, oracleTol[tensor.F32])
 	}
+	// Without them the logits are far off: measured 1.7e-3 over positions
+	// 0..63, where the agreement is under 1e-6.
 	m.RopeFactors = nil
-	if d := llamacpp.Compare(tail(strataLogits(t, m, ids, 512)), tail(ref)); d.MaxRel < 10*oracleTol[tensor.F32] {
+	if d := llamacpp.Compare(tail(strataLogits(t, m, ids, 512)), tail(ref)); d.MaxRel < 100*oracleTol[tensor.F32] {
 		t.Errorf("without rope_freqs the logits are as close: %v", d)
 	}
 }

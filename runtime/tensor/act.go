@@ -12,8 +12,9 @@ import (
 // on first use and reused until the next Set, the same values quantized to
 // 8 bits for integer dot products:
 //
-//   - blocks of 32 with a float32 scale, for Q8_0 and Q4_0 weights
-//     (element = q * d, q = round-to-even(x / d), d = max|x| / 127);
+//   - blocks of 32 with an FP16 scale (kept as float32), for Q8_0 and
+//     Q4_0 weights: element = q * d, d = max|x|/127 rounded to FP16,
+//     q = round-to-even(x * 127/max|x|), as llama.cpp's quantize_row_q8_0;
 //   - blocks of 256 (ggml's Q8_K: float32 scale, the element of largest
 //     magnitude maps to -127, plus sums of each 16 quants), for the
 //     K-quant (Q2_K to Q6_K) and IQ4_XS weights.
@@ -142,9 +143,14 @@ func (a *Activations) prepare(t Type) {
 	}
 }
 
-// quantizeQ32Generic quantizes x into blocks of 32: d = max|x|/127 and
-// q = round-to-even(x * (1/d)), computed in float32. It is the reference
-// for the assembly version (which rounds the same way, by cvtps2dq).
+// quantizeQ32Generic quantizes x into blocks of 32 as llama.cpp does at
+// run time (ggml-cpu's x86 quantize_row_q8_0), so that both round the same
+// activations to the same quants: with amax = max|x|, the scale is
+// d = amax/127 rounded to FP16 (block_q8_0 stores it so, and the dot
+// products multiply it back as float32), and q = round-to-even(x * (127/amax))
+// with the multiplier from amax itself, not 1/d. All in float32. It is the
+// reference for the assembly versions (which round the same way:
+// cvtps2dq, FCVTNS, and the hardware's FP16 conversion).
 func quantizeQ32Generic(x []float32, q []int8, d []float32) {
 	for b := range d {
 		xb := x[32*b : 32*b+32]
@@ -153,12 +159,11 @@ func quantizeQ32Generic(x []float32, q []int8, d []float32) {
 		for _, v := range xb {
 			amax = max(amax, abs32(v))
 		}
-		db := amax / 127
+		d[b] = FP16ToFP32(FP32ToFP16(amax / 127))
 		var id float32
-		if db != 0 {
-			id = 1 / db
+		if amax != 0 {
+			id = 127 / amax
 		}
-		d[b] = db
 		for j, v := range xb {
 			qb[j] = int8(math.RoundToEven(float64(float32(v * id))))
 		}

@@ -995,7 +995,6 @@ TEXT ·quantizeQ32AVX2(SB), NOSPLIT, $0-32
 	MOVQ nb+24(FP), CX
 	BCAST($0x7fffffff, X15, Y15)
 	BCAST($0x42fe0000, X13, X13) // 127.0
-	BCAST($0x3f800000, X12, X12) // 1.0
 	VXORPS  X14, X14, X14
 	VMOVDQU permQ32<>(SB), Y11
 
@@ -1018,9 +1017,11 @@ qloop:
 	VMOVSHDUP X4, X5
 	VMAXSS  X5, X4, X4
 	VDIVSS  X13, X4, X5      // d = amax / 127
+	VCVTPS2PH $0, X5, X5     // rounded to FP16 (to nearest, ties to even)
+	VCVTPH2PS X5, X5
 	VMOVSS  X5, (DX)
-	VDIVSS  X5, X12, X6      // 1/d
-	VCMPSS  $4, X14, X5, X7  // d != 0
+	VDIVSS  X4, X13, X6      // id = 127 / amax
+	VCMPSS  $4, X14, X4, X7  // amax != 0
 	VANDPS  X7, X6, X6
 	VBROADCASTSS X6, Y6
 	VMULPS  Y6, Y0, Y0

@@ -91,8 +91,9 @@ func dotF16NEON(w *byte, x *float32, n int) float32
 func dotBF16NEON(w *byte, x *float32, n int) float32
 
 // quantizeQ32NEON is quantizeQ32Generic over nb > 0 blocks: FMAXV of
-// FABS for amax, the same float32 divisions, FMUL, and FCVTNS (round to
-// nearest, ties to even) narrowed to bytes.
+// FABS for amax, the same float32 divisions, the scale rounded to FP16 and
+// back by FCVT, FMUL, and FCVTNS (round to nearest, ties to even) narrowed
+// to bytes.
 //
 //go:noescape
 func quantizeQ32NEON(x *float32, q *int8, d *float32, nb int)

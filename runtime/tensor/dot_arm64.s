@@ -963,7 +963,6 @@ TEXT ·quantizeQ32NEON(SB), NOSPLIT, $0-32
 	MOVW  $0x42fe0000, R5
 	FMOVS R5, F30
 	// 127
-	FMOVS $(1.0), F31
 
 q32loop:
 	VLD1.P 64(R0), [V0.S4, V1.S4, V2.S4, V3.S4]
@@ -985,13 +984,15 @@ q32loop:
 	WORD  $0x4e34f610 // FMAX V16.4S, V16.4S, V20.4S
 	WORD  $0x6e30fa10 // FMAXV S16, V16.4S  (amax)
 	FDIVS F30, F16, F17
-	// d = amax / 127
+	// d = amax / 127, rounded to FP16 (to nearest, ties to even)
+	FCVTSH F17, F17
+	FCVTHS F17, F17
 	FMOVS.P F17, 4(R2)
 	VEOR  V18.B16, V18.B16, V18.B16
-	FCMPS $(0.0), F17
+	FCMPS $(0.0), F16
 	BEQ   q32zero
-	FDIVS F17, F31, F18
-	// id = 1 / d
+	FDIVS F16, F30, F18
+	// id = 127 / amax
 
 q32zero:
 	VDUP  V18.S[0], V18.S4

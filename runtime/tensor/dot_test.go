@@ -194,8 +194,16 @@ func TestFloatDotImplementations(t *testing.T) {
 // The 32-block activation quantizer: every implementation matches the
 // generic one exactly, on every distribution (zero blocks included).
 func TestQuantizeQ32Implementations(t *testing.T) {
-	for _, dist := range []string{"uniform", "normal", "sparse", "zero", "positive", "negative", "constant"} {
+	for _, dist := range []string{"uniform", "normal", "sparse", "zero", "positive", "negative", "constant", "magnitudes"} {
 		x := testData(dist, 32*37, 17)
+		// Blocks from 1e-7 to 1e3 in size: scales from FP16 subnormals
+		// (amax/127 under 6.1e-5) to large normals.
+		if dist == "magnitudes" {
+			x = testData("uniform", 32*37, 17)
+			for i := range x {
+				x[i] *= float32(math.Pow(10, -7+10*float64(i/32)/36))
+			}
+		}
 		// Halfway cases: values that scale to k+0.5 exactly.
 		if dist == "constant" {
 			for i := range 32 {
@@ -204,9 +212,22 @@ func TestQuantizeQ32Implementations(t *testing.T) {
 		}
 		wq, wd := make([]int8, len(x)), make([]float32, len(x)/32)
 		quantizeQ32Generic(x, wq, wd)
-		for j, q := range wq {
-			if d := math.Abs(float64(q)*float64(wd[j/32]) - float64(x[j])); d > float64(wd[j/32])*0.5000001 {
-				t.Fatalf("%s: element %d = %g, quantized %d * %g", dist, j, x[j], q, wd[j/32])
+		// The quants are x in steps of amax/127, rounded to nearest; the
+		// scale is that step within FP16's relative precision (2^-11,
+		// or a subnormal's absolute 2^-25).
+		for b := range wd {
+			var amax float64
+			for _, v := range x[32*b : 32*b+32] {
+				amax = math.Max(amax, math.Abs(float64(v)))
+			}
+			step := amax / 127
+			if e := math.Abs(float64(wd[b]) - step); e > step/2048+0x1p-25 {
+				t.Fatalf("%s: block %d scale %g, step %g", dist, b, wd[b], step)
+			}
+			for j := 32 * b; j < 32*b+32; j++ {
+				if d := math.Abs(float64(wq[j])*step - float64(x[j])); d > step*0.5000001 {
+					t.Fatalf("%s: element %d = %g, quantized %d * %g", dist, j, x[j], wq[j], step)
+				}
 			}
 		}
 		t.Run(dist, func(t *testing.T) {
