@@ -50,17 +50,21 @@ func TestE2ESideChannel(t *testing.T) {
 			fallbacks := 0
 			for _, p := range c.nodes {
 				st := clusterStatusOf(t, p.api)
-				links := 0
+				own, all := 0, 0
 				for _, m := range st.Members {
 					for _, l := range m.Links {
-						links++
+						all++
+						if m.PeerID == st.Self {
+							own++
+						}
 						if l.Transport != tc.link && !(tc.fallback && l.Transport == "shm") {
-							t.Errorf("%s: link to %s is %s, want %s", p.name, l.PeerID, l.Transport, tc.link)
+							t.Errorf("%s: link from %s to %s is %s, want %s", p.name, m.PeerID, l.PeerID, l.Transport, tc.link)
 						}
 					}
 				}
-				if links != 2 {
-					t.Errorf("%s shows %d links, want 2: %+v", p.name, links, st.Members)
+				// Its own two, and the others' from their heartbeats.
+				if own != 2 || all != 6 {
+					t.Errorf("%s shows %d links of its own and %d in all, want 2 and 6: %+v", p.name, own, all, st.Members)
 				}
 				resp, err := http.Get("http://" + p.api + "/metrics")
 				if err != nil {
