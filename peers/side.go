@@ -93,6 +93,10 @@ const (
 	maxRetained      = 256 << 20
 )
 
+// mangleProof, in tests, changes the token an RDMA link's opener sends as
+// its first message.
+var mangleProof atomic.Pointer[func([]byte) []byte]
+
 // hello is what the opening side offers.
 type hello struct {
 	Want   string `json:"want"`
@@ -486,7 +490,11 @@ func (l *outLink) session() (retry bool) {
 		if transport == TransportRDMA {
 			// Message 0 proves to the peer that this queue pair is the one
 			// its authenticated stream negotiated.
-			if err := sender.Send(l.ctx, 0, l.token); err != nil {
+			proof := l.token
+			if f := mangleProof.Load(); f != nil {
+				proof = (*f)(proof)
+			}
+			if err := sender.Send(l.ctx, 0, proof); err != nil {
 				s.log.Warn("peers: verbs link", "peer", l.peer, "err", err)
 				return false
 			}

@@ -261,8 +261,20 @@ func TestSideChannelRDMA(t *testing.T) {
 		{"corrupt", [2]string{peers.TransportRDMA, peers.TransportRDMA}, [2]bool{true, true}, false, verbs.Corrupt, peers.TransportTCP},
 		{"no-device", [2]string{peers.TransportRDMA, peers.TransportAuto}, [2]bool{true, false}, false, verbs.Deliver, peers.TransportTCP},
 		{"shm-only", [2]string{peers.TransportRDMA, peers.TransportShm}, [2]bool{true, true}, false, verbs.Deliver, peers.TransportTCP},
+		// A queue pair whose first message is not the link's token: nothing
+		// it carries is delivered, and the link falls back.
+		{"wrong-token", [2]string{peers.TransportRDMA, peers.TransportRDMA}, [2]bool{true, true}, false, verbs.Fault(255), peers.TransportTCP},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.fault == verbs.Fault(255) {
+				tc.fault = verbs.Deliver
+				peers.MangleProof(func(b []byte) []byte {
+					w := bytes.Clone(b)
+					w[0] ^= 1
+					return w
+				})
+				defer peers.MangleProof(nil)
+			}
 			c := peerstest.New(t, 2, sinkActor, peerstest.ForNode(func(k int, cfg *peers.Config) {
 				cfg.Transport = tc.transport[k]
 				cfg.Verbs.Apple = tc.apple
@@ -280,15 +292,18 @@ func TestSideChannelRDMA(t *testing.T) {
 				}
 			}))
 			a, b := c.Nodes[0], c.Nodes[1]
-			if tc.fault == verbs.Deliver {
-				waitLink(t, a, b.ID(), tc.want)
-			} else {
+			faulty := tc.fault != verbs.Deliver || tc.name == "wrong-token"
+			switch {
+			case tc.name == "wrong-token":
+				waitLink(t, a, b.ID(), peers.TransportTCP) // it falls back at once
+			case faulty:
 				waitLink(t, a, b.ID(), peers.TransportRDMA)
+			default:
+				waitLink(t, a, b.ID(), tc.want)
 			}
 			sendAll(t, c, 40)
-			fallbacks := a.LinkFallbacks() + b.LinkFallbacks()
-			if tc.fault != verbs.Deliver && fallbacks == 0 || tc.fault == verbs.Deliver && fallbacks != 0 {
-				t.Fatalf("%d fallbacks with fault %v", fallbacks, tc.fault)
+			if fallbacks := a.LinkFallbacks() + b.LinkFallbacks(); faulty != (fallbacks > 0) {
+				t.Fatalf("%d fallbacks (a fault: %v)", fallbacks, faulty)
 			}
 			waitLink(t, a, b.ID(), tc.want)
 		})
