@@ -678,7 +678,7 @@ func (l *outLink) addSent(n int) {
 	l.sent++
 	l.mu.Unlock()
 	if f := l.s.b.onSent; f != nil {
-		f(l.peer.String(), n)
+		f(l.s.b.name(l.peer), n)
 	}
 }
 
