@@ -19,7 +19,7 @@ type MemberStatus struct {
 	MemoryBytes uint64        `json:"memory_bytes"`
 	Models      []string      `json:"models,omitempty"`
 	Shards      []ShardStatus `json:"shards"`
-	// Links: the answering node's own links (see PeerStatus.Links).
+	// Links: the member's links (see PeerStatus.Links).
 	Links []LinkStatus `json:"links,omitempty"`
 }
 

@@ -5,9 +5,15 @@ import (
 	"math"
 )
 
-// RMSNorm sets out = x / sqrt(mean(x²) + eps) * weight elementwise. The sum
-// of squares is accumulated in float64. out may alias x; all three slices
-// must have the same length.
+// RMSNorm sets out = x / sqrt(mean(x²) + eps) * weight elementwise. out may
+// alias x; all three slices must have the same length.
+//
+// It rounds as ggml's rms_norm does (llama.cpp's is the reference): each
+// square in float32, summed in float64, the mean narrowed to float32 and
+// the scale 1/sqrt(mean+eps) taken in float32, then x*scale*weight. An ulp
+// of the scale matters: the next matrix product quantizes this output to 8
+// bits, and where values sit exactly half a step apart (a row of a Q3_K or
+// IQ4_XS embedding) the ulp picks the rounding.
 func RMSNorm(out, x, weight []float32, eps float32) {
 	if len(out) != len(x) || len(weight) != len(x) {
 		panic(fmt.Sprintf("tensor: RMSNorm: len(out)=%d len(x)=%d len(weight)=%d", len(out), len(x), len(weight)))
@@ -17,9 +23,10 @@ func RMSNorm(out, x, weight []float32, eps float32) {
 	}
 	var ss float64
 	for _, v := range x {
-		ss += float64(v) * float64(v)
+		ss += float64(float32(v * v))
 	}
-	scale := float32(1 / math.Sqrt(ss/float64(len(x))+float64(eps)))
+	mean := float32(ss / float64(len(x)))
+	scale := 1 / float32(math.Sqrt(float64(mean+eps)))
 	for i, v := range x {
 		out[i] = v * scale * weight[i]
 	}

@@ -32,6 +32,47 @@ func TestRMSNorm(t *testing.T) {
 	}
 }
 
+// TestRMSNormRoundsAsGGML pins RMSNorm's scale to the roundings of ggml's
+// rms_norm (ggml-cpu ops.cpp): each square rounded to float32 and summed in
+// float64, the mean narrowed to float32, then sqrt and reciprocal in
+// float32; out = x*scale*weight, multiplied in that order. Computing the
+// scale in float64 throughout is as accurate but lands an ulp away for
+// some vectors, and the next matrix product quantizes its input to 8 bits:
+// where the input has exact ties at half a step (a row of a Q3_K or IQ4_XS
+// embedding does), an ulp decides the rounding, and whole-model logits of
+// such a model moved by 2% against llama.cpp's.
+func TestRMSNormRoundsAsGGML(t *testing.T) {
+	const eps = 1e-5
+	differs := 0 // vectors where the all-float64 scale is another float32
+	for seed := range uint64(200) {
+		n := 256
+		x := testData("uniform", n, 1000+seed)
+		w := testData("positive", n, 2000+seed)
+		var ss, ss64 float64
+		for _, v := range x {
+			ss += float64(float32(v * v))
+			ss64 += float64(v) * float64(v)
+		}
+		mean := float32(ss / float64(n))
+		scale := 1 / float32(math.Sqrt(float64(mean+eps)))
+		if float32(1/math.Sqrt(ss64/float64(n)+eps)) != scale {
+			differs++
+		}
+		out := make([]float32, n)
+		RMSNorm(out, x, w, eps)
+		for i := range x {
+			if want := x[i] * scale * w[i]; out[i] != want {
+				t.Fatalf("seed %d: out[%d] = %g, want %g (ggml's roundings)", seed, i, out[i], want)
+			}
+		}
+	}
+	// Without such vectors this test could not tell the two apart.
+	if differs == 0 {
+		t.Fatal("no vector where the roundings matter: the test checks nothing")
+	}
+	t.Logf("%d of 200 vectors have another scale in all-float64 arithmetic", differs)
+}
+
 func TestSoftmax(t *testing.T) {
 	tests := []struct {
 		name string
