@@ -17,8 +17,9 @@ import (
 const (
 	// maxInfoBandwidth (1 PB/s) is far above any machine's memory.
 	maxInfoBandwidth = 1e15
-	// maxInfoLinks is the most links one NodeInfo may list.
-	maxInfoLinks = 256
+	// maxInfoLinks is the most links one NodeInfo may list (it bounds the
+	// heartbeat's size).
+	maxInfoLinks = 64
 	// maxInfoRTT (60 s) is far above any link a plan could use.
 	maxInfoRTT = 60_000_000
 	// maxInfoTransport bounds a link's transport name.

@@ -123,3 +123,84 @@ func BenchmarkThroughput(b *testing.B) {
 		<-got
 	}
 }
+
+// BenchmarkForwardRoundTrip bounces an 8 KiB activation (a 2048-wide F32
+// hidden state) between an actor on each of two nodes, over each
+// transport, the way pipeline stages pass activations: shard actor to
+// bridge to link to the peer's actor mailbox. Half a round trip is the
+// one-way time including both actor hand-offs.
+//
+//	go test ./peers -run '^$' -bench ForwardRoundTrip -benchtime 5000x
+func BenchmarkForwardRoundTrip(b *testing.B) {
+	for _, transport := range []string{peers.TransportShm, peers.TransportTCP} {
+		b.Run(transport, func(b *testing.B) {
+			c := peerstest.New(b, 2, peerstest.WithConfig(func(cfg *peers.Config) {
+				cfg.Transport = transport
+				cfg.Inbound = []peers.Inbound{{Actor: "bounce", Types: []string{"strata.Forward"}}}
+			}))
+			x, y := c.Nodes[0], c.Nodes[1]
+			waitLinks(b, x, y, transport)
+			const warm = 100
+			rtts := make([]time.Duration, 0, b.N)
+			done := make(chan struct{})
+			var t0 time.Time
+			n := 0
+			hidden := make([]byte, 8<<10)
+			toX, toY := y.PID(x.ID(), "bounce"), x.PID(y.ID(), "bounce")
+			if _, err := y.ActorSystem().Root.SpawnNamed(actor.PropsFromFunc(func(ctx actor.Context) {
+				if fw, ok := ctx.Message().(*messages.Forward); ok {
+					ctx.Send(toX, fw)
+				}
+			}), "bounce"); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := x.ActorSystem().Root.SpawnNamed(actor.PropsFromFunc(func(ctx actor.Context) {
+				switch ctx.Message().(type) {
+				case *actor.Started:
+					t0 = time.Now()
+					ctx.Send(toY, &messages.Forward{Session: "s", Count: 1, Hidden: hidden})
+				case *messages.Forward:
+					if n++; n > warm {
+						rtts = append(rtts, time.Since(t0))
+					}
+					if n == warm {
+						b.ResetTimer()
+					}
+					if len(rtts) == b.N {
+						close(done)
+						return
+					}
+					t0 = time.Now()
+					ctx.Send(toY, &messages.Forward{Session: "s", Position: uint32(n), Count: 1, Hidden: hidden})
+				}
+			}), "bounce"); err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(int64(len(hidden)))
+			b.ReportAllocs()
+			select {
+			case <-done:
+			case <-time.After(2 * time.Minute):
+				b.Fatalf("only %d round trips in two minutes", len(rtts))
+			}
+			b.StopTimer()
+			reportLatency(b, rtts)
+		})
+	}
+}
+
+// waitLinks waits until both nodes' links to each other use transport.
+func waitLinks(b *testing.B, x, y *peers.Node, transport string) {
+	deadline := time.Now().Add(20 * time.Second)
+	for _, p := range [][2]*peers.Node{{x, y}, {y, x}} {
+		for ok := false; !ok; {
+			for _, l := range p[0].Links() {
+				ok = ok || l.Peer == p[1].ID() && l.Transport == transport
+			}
+			if time.Now().After(deadline) {
+				b.Fatalf("no %s link from %s to %s: %+v", transport, p[0].ID(), p[1].ID(), p[0].Links())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}

@@ -70,9 +70,10 @@ type bridge struct {
 	rules       inboundRules
 	ctx         context.Context
 	onSent      func(peer string, bytes int) // may be nil
-	// side, when set, may take a message's frame body for the verbs side
-	// channel (side.send); false leaves it to the actor stream.
-	side func(p peer.ID, msg proto.Message, body []byte) bool
+	// side, when set, may take a message for the verbs side channel
+	// (side.send), before it is marshalled; false leaves it to the actor
+	// stream.
+	side func(p peer.ID, env *messages.Envelope, msg proto.Message) bool
 
 	mu        sync.Mutex
 	endpoints map[string]*endpoint // by address (peer ID string)
@@ -86,6 +87,19 @@ type bridge struct {
 	futureScan map[peer.ID]int // size at which futures[p] is next swept
 	closed     bool
 	wg         sync.WaitGroup
+	// names caches peer IDs' text form (base58, costly on every message)
+	// for the peers messages come from; dropped when a peer goes down.
+	names sync.Map
+}
+
+// name is p's text form.
+func (b *bridge) name(p peer.ID) string {
+	if v, ok := b.names.Load(p); ok {
+		return v.(string)
+	}
+	s := p.String()
+	b.names.Store(p, s)
+	return s
 }
 
 type watchKey struct{ watchee, watcher string }
@@ -146,6 +160,7 @@ func (b *bridge) close() {
 // waiting for p's answer (ErrDeadLetter, at once rather than at its
 // timeout): p disconnected, left the view, or could not be reached.
 func (b *bridge) peerDown(p peer.ID) {
+	b.names.Delete(p)
 	b.mu.Lock()
 	ws := b.watches[p]
 	delete(b.watches, p)
@@ -377,7 +392,7 @@ func (b *bridge) deliver(from peer.ID, env *messages.Envelope, msg proto.Message
 	}
 	sender := pidFromWire(env.Sender)
 	if sender != nil && (sender.Address == "" || sender.Address == nonhost) {
-		sender.Address = from.String()
+		sender.Address = b.name(from)
 	}
 	if sender == nil && len(env.Header) == 0 {
 		ref.SendUserMessage(target, msg)
@@ -395,7 +410,7 @@ var errDrop = errors.New("peers: dropped")
 // admit decides whether peer from may send msg as env says: nil to
 // deliver, errDrop to drop it quietly, else why the stream is closed.
 func (b *bridge) admit(from peer.ID, env *messages.Envelope, msg proto.Message) error {
-	self := from.String()
+	self := b.name(from)
 	if env.System {
 		switch m := msg.(type) {
 		case *actor.Terminated:
@@ -514,13 +529,13 @@ func (e *endpoint) send(pid *actor.PID, env *messages.Envelope, message any) {
 		e.b.log.Warn("peers: dropped message to remote actor", "pid", pid, "err", fmt.Errorf("%w: %T", ErrNotProto, message))
 		return
 	}
+	if e.b.side != nil && e.b.side(e.peer, env, msg) {
+		return
+	}
 	env.TypeName = string(msg.ProtoReflect().Descriptor().FullName())
 	frame, err := appendFrame(nil, env, msg, e.b.maxFrame)
 	if err != nil {
 		e.b.log.Warn("peers: dropped message to remote actor", "pid", pid, "err", oneLine(err))
-		return
-	}
-	if e.b.side != nil && e.b.side(e.peer, msg, frame[frameHeaderBytes:]) {
 		return
 	}
 	e.mu.Lock()

@@ -457,6 +457,10 @@ func (n *Node) Links() []Link { return n.side.links() }
 // libp2p stream, on both ends of this node's links.
 func (n *Node) LinkFallbacks() int64 { return n.side.fallbacks.Load() }
 
+// LinkReturns counts the times an outgoing link got its side channel back
+// after a fallback (VerbsOptions.Retry).
+func (n *Node) LinkReturns() int64 { return n.side.returns.Load() }
+
 // Membership returns the node's membership view.
 func (n *Node) Membership() *Membership { return n.member }
 

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
+	"crypto/subtle"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
@@ -51,9 +52,16 @@ type VerbsOptions struct {
 	// Faults, when set, injects faults into the frames this node sends to
 	// a peer (see verbs.Faulty): for tests.
 	Faults func(p peer.ID) func(n int) verbs.Fault
+	// RDMA, when set, opens this node's RDMA queue pairs instead of the
+	// build's RDMA backend (a verbs.FakeRDMA in tests).
+	RDMA func(verbs.Caps) (verbs.RDMAConn, error)
 	// Stall is how long a link may go without progress before it is
 	// declared stalled and traffic falls back to the stream. Zero: 2 s.
 	Stall time.Duration
+	// Retry is how long a link stays on the stream after a fallback
+	// before it negotiates its side channel again; it doubles with each
+	// fallback that follows soon after (up to 64×). Zero: 5 s.
+	Retry time.Duration
 }
 
 // Link is one peer link as the status API shows it.
@@ -62,6 +70,7 @@ type Link struct {
 	Transport string // "shm", "rdma" or "tcp" (the libp2p stream)
 	RTT       time.Duration
 	Fallbacks int // faults that sent traffic back to the stream
+	Returns   int // times the side channel was negotiated again after one
 	Sent      uint64
 }
 
@@ -84,20 +93,61 @@ const (
 	maxRetained      = 256 << 20
 )
 
+// mangleProof, in tests, changes the token an RDMA link's opener sends as
+// its first message.
+var mangleProof atomic.Pointer[func([]byte) []byte]
+
 // hello is what the opening side offers.
 type hello struct {
 	Want   string `json:"want"`
 	BootID string `json:"boot_id,omitempty"`
-	// Token names the ring the opener made (shared memory) and binds it to
-	// this stream: only the peer this authenticated stream reaches learns it.
-	Token string     `json:"token,omitempty"`
-	Caps  verbs.Caps `json:"caps"`
+	// Token binds the side channel to this stream: only the peer this
+	// authenticated stream reaches learns it. It names the ring the opener
+	// made (shared memory), and is the first message on an RDMA link.
+	Token string `json:"token,omitempty"`
+	// Shm: the opener made a ring with Caps.
+	Shm  bool       `json:"shm,omitempty"`
+	Caps verbs.Caps `json:"caps"`
+	// RDMA: the opener's queue pair, when it has a device.
+	RDMA *rdmaOffer `json:"rdma,omitempty"`
+}
+
+// rdmaOffer is one end of an RDMA link: its queue pair's endpoint and the
+// caps both ends use.
+type rdmaOffer struct {
+	Caps     verbs.Caps     `json:"caps"`
+	Endpoint verbs.Endpoint `json:"endpoint"`
 }
 
 // reply is the answer: the transport chosen, and why not a better one.
 type reply struct {
 	Transport string `json:"transport"`
 	Why       string `json:"why,omitempty"`
+	// RDMA: the answerer's queue pair, connected to the opener's.
+	RDMA *rdmaOffer `json:"rdma,omitempty"`
+}
+
+// rdmaCaps are the frames of RDMA links: Apple's constraints on a Mac (or
+// when asked for), else 64 KiB frames.
+func rdmaCaps(apple bool) verbs.Caps {
+	if apple || runtime.GOOS == "darwin" {
+		return verbs.AppleCaps
+	}
+	return verbs.Caps{FrameBytes: 64 << 10, Depth: 32}
+}
+
+// checkOffer validates a peer's RDMA offer before any of it is used.
+func checkOffer(o *rdmaOffer, want verbs.Caps) error {
+	if err := o.Endpoint.Validate(); err != nil {
+		return err
+	}
+	if err := o.Caps.Validate(); err != nil {
+		return err
+	}
+	if o.Caps.FrameBytes != want.FrameBytes || o.Caps.Depth != want.Depth || o.Caps.EqualSizes != want.EqualSizes {
+		return fmt.Errorf("RDMA caps %+v, this node uses %+v", o.Caps, want)
+	}
+	return nil
 }
 
 // side runs this node's links: one outgoing link per peer it sends
@@ -117,6 +167,9 @@ type side struct {
 	in  map[network.Stream]*inLink
 
 	fallbacks atomic.Int64
+	returns   atomic.Int64
+	// rdma opens a queue pair; nil when this node has no RDMA device.
+	rdma func(verbs.Caps) (verbs.RDMAConn, error)
 }
 
 func newSide(n *Node, transport string, opts VerbsOptions) (*side, error) {
@@ -125,7 +178,7 @@ func newSide(n *Node, transport string, opts VerbsOptions) (*side, error) {
 		transport = TransportAuto
 	case TransportAuto, TransportTCP, TransportShm:
 	case TransportRDMA:
-		if !verbs.RDMAAvailable() {
+		if !verbs.RDMAAvailable() && opts.RDMA == nil {
 			return nil, fmt.Errorf("--transport rdma: %s", verbs.RDMAUnavailable())
 		}
 	default:
@@ -134,8 +187,17 @@ func newSide(n *Node, transport string, opts VerbsOptions) (*side, error) {
 	if opts.Stall <= 0 {
 		opts.Stall = 2 * time.Second
 	}
+	if opts.Retry <= 0 {
+		opts.Retry = 5 * time.Second
+	}
 	s := &side{n: n, b: n.bridge, log: n.log, transport: transport, opts: opts, ctx: n.ctx,
 		out: map[peer.ID]*outLink{}, in: map[network.Stream]*inLink{}}
+	switch {
+	case opts.RDMA != nil:
+		s.rdma = opts.RDMA
+	case verbs.RDMAAvailable():
+		s.rdma = verbs.OpenRDMA
+	}
 	n.host.SetStreamHandler(VerbsProtocol, s.handle)
 	return s, nil
 }
@@ -190,15 +252,16 @@ func (s *side) link(p peer.ID) *outLink {
 	return l
 }
 
-// send is the bridge's hook: it takes an activation frame for p when the
-// link to p carries them (a side channel, or its fallback on the verbs
-// stream), and returns false to leave it to the actor stream.
-func (s *side) send(p peer.ID, msg proto.Message, body []byte) bool {
+// send is the bridge's hook: it takes an activation for p when the link
+// to p carries them (a side channel, or its fallback on the verbs stream),
+// and returns false to leave it to the actor stream. It runs in the
+// sender's goroutine, and on a working side channel sends from there.
+func (s *side) send(p peer.ID, env *messages.Envelope, msg proto.Message) bool {
 	if fw, ok := msg.(*messages.Forward); !ok || len(fw.Hidden) == 0 {
 		return false
 	}
 	l := s.link(p)
-	return l != nil && l.take(body)
+	return l != nil && l.take(env, msg)
 }
 
 // Links lists the outgoing links.
@@ -226,27 +289,33 @@ type outLink struct {
 	wake   chan struct{}
 	done   chan struct{}
 
+	// smu orders sends: a message takes its number and is sent (over the
+	// side channel, from the sender's goroutine) or queued (for the
+	// stream) under it, and the link goroutine falls back under it. Taken
+	// before mu.
+	smu      sync.Mutex
+	sender   *verbs.Sender // the side channel while it works
+	seq      uint64        // the last message number taken
+	retained []held        // sent, not acknowledged
+	sendErr  error         // the side channel failed in a direct send
+	spare    [][]byte      // acknowledged bodies, to reuse
+	queue    []held        // for the link goroutine to write on the stream
+	queued   int
+
 	mu        sync.Mutex
 	up        bool   // negotiated and alive: take accepts messages
 	transport string // what carries messages now
-	queue     [][]byte
-	queued    int
 	rtt       time.Duration
 	fallbacks int
+	returns   int    // times the side channel came back after a fallback
+	token     []byte // the current session's (link goroutine only)
 	sent      uint64
+	acks      *acks // the current session's
 	lastAck   time.Time
-}
-
-// acks is what one session's reader learnt from the peer (under l.mu).
-// Every session numbers its messages from 1, and the peer's new receiver
-// expects 1: an acknowledgement or a fault of an earlier session, taken
-// for this one, would drop messages the peer never got (or fall back for
-// nothing), so each session has its own, and a reader of an ended session
-// writes only to its own.
-type acks struct {
-	acked   uint64 // every message up to it was delivered
-	faultAt uint64 // a fault the peer reported (0: none)
-	pongs   []pong
+	// fallingBack: the side channel failed and the link waits to retry
+	// it; backoff counts the retries since it last worked a good while.
+	fallingBack bool
+	backoff     int
 }
 
 func (l *outLink) stop() { l.cancel() }
@@ -257,24 +326,75 @@ func (l *outLink) status() (Link, bool) {
 	if l.transport == "" {
 		return Link{}, false
 	}
-	return Link{Peer: l.peer, Transport: l.transport, RTT: l.rtt, Fallbacks: l.fallbacks, Sent: l.sent}, true
+	return Link{Peer: l.peer, Transport: l.transport, RTT: l.rtt, Fallbacks: l.fallbacks, Returns: l.returns, Sent: l.sent}, true
 }
 
-// take queues a frame body if the link carries activations now.
-func (l *outLink) take(body []byte) bool {
+// held is a message taken by the link: sent or queued, kept until the
+// peer acknowledges it (a fault resends it over the stream).
+type held struct {
+	seq  uint64
+	body []byte // frame body, in buf
+	buf  []byte // the whole frame buffer, reused once acknowledged
+}
+
+// take sends or queues an activation if the link carries them now. On a
+// working side channel it is marshalled once into a body the link keeps
+// for resending, and written from there straight into the receive slot
+// the peer posted (verbs.Sender.Write): no hand-off to another goroutine.
+func (l *outLink) take(env *messages.Envelope, msg proto.Message) bool {
+	l.smu.Lock()
+	defer l.smu.Unlock()
 	l.mu.Lock()
-	if !l.up || l.transport == TransportTCP && l.fallbacks == 0 || l.queued+len(body) > maxRetained {
-		l.mu.Unlock()
+	ok := l.up && !(l.transport == TransportTCP && l.fallbacks == 0)
+	l.mu.Unlock()
+	if !ok || l.queued > maxRetained {
 		return false
 	}
-	l.queue = append(l.queue, body)
-	l.queued += len(body)
-	l.mu.Unlock()
-	select {
-	case l.wake <- struct{}{}:
-	default:
+	h, err := l.marshal(env, msg)
+	if err != nil {
+		return false // the actor stream will say why
 	}
+	l.seq++
+	h.seq = l.seq
+	if l.sender != nil && len(l.queue) == 0 && l.sendErr == nil {
+		l.retained = append(l.retained, h)
+		err := l.sender.Write(l.ctx, h.seq, len(h.body), func(dst []byte) { copy(dst, h.body) })
+		if err == nil {
+			l.addSent(len(h.body))
+			return true
+		}
+		// Retained: the link goroutine resends it over the stream.
+		l.sendErr = err
+		l.signal()
+		return true
+	}
+	l.queue = append(l.queue, h)
+	l.queued += len(h.body)
+	l.signal()
 	return true
+}
+
+// marshal encodes a message as a frame body (envelope and message, as on
+// the actor stream) in a buffer reused once the peer acknowledged the one
+// it was in (under smu).
+func (l *outLink) marshal(env *messages.Envelope, msg proto.Message) (held, error) {
+	var buf []byte
+	if k := len(l.spare); k > 0 {
+		buf, l.spare = l.spare[k-1][:0], l.spare[:k-1]
+	}
+	env.TypeName = string(msg.ProtoReflect().Descriptor().FullName())
+	frame, err := appendFrame(buf, env, msg, l.s.b.maxFrame)
+	if err != nil {
+		return held{}, err
+	}
+	return held{body: frame[frameHeaderBytes:], buf: frame}, nil
+}
+
+// release keeps an acknowledged message's buffer for reuse (under smu).
+func (l *outLink) release(h held) {
+	if len(l.spare) < 64 && cap(h.buf) <= 4<<20 {
+		l.spare = append(l.spare, h.buf[:0])
+	}
 }
 
 func (l *outLink) signal() {
@@ -291,9 +411,11 @@ func (l *outLink) run() {
 	defer func() {
 		l.mu.Lock()
 		l.up = false
+		l.mu.Unlock()
+		l.smu.Lock()
 		lost := len(l.queue)
 		l.queue, l.queued = nil, 0
-		l.mu.Unlock()
+		l.smu.Unlock()
 		if lost > 0 {
 			s.log.Warn("peers: verbs link closed, dropped activations", "peer", l.peer, "messages", lost)
 		}
@@ -305,11 +427,16 @@ func (l *outLink) run() {
 		close(l.done)
 	}()
 	// A link lost while the peer is still a member (a connection replaced,
-	// a dial before its addresses were known) is negotiated again.
+	// a dial before its addresses were known) is negotiated again; so is
+	// one that fell back to the stream, after a backoff, to get its side
+	// channel back.
 	for {
-		l.session()
+		retry := l.session()
 		if l.ctx.Err() != nil || !s.isMember(l.peer) {
 			return
+		}
+		if retry {
+			continue // up stays set: messages queue for the next session
 		}
 		l.mu.Lock()
 		l.up = false
@@ -331,15 +458,25 @@ func (s *side) isMember(p peer.ID) bool {
 	return false
 }
 
-// session negotiates the link and sends over it until it ends.
-func (l *outLink) session() {
+// acks is what one session's reader learnt from the peer (under l.mu).
+type acks struct {
+	acked   uint64 // every message up to it was delivered
+	faultAt uint64 // a fault the peer reported (0: none)
+	pongs   []pong
+}
+
+// session negotiates the link and sends over it until it ends. It returns
+// true to negotiate again at once: the side channel had failed, the
+// backoff has passed and the peer acknowledged everything sent, so a new
+// session (numbering from 1 again) loses and reorders nothing.
+func (l *outLink) session() (retry bool) {
 	s := l.s
 	st, conn, transport, err := l.negotiate()
 	if err != nil {
 		if s.ctx.Err() == nil {
 			s.log.Info("peers: no verbs link", "peer", l.peer, "err", oneLine(err))
 		}
-		return
+		return false
 	}
 	defer st.Reset()
 	var sender *verbs.Sender
@@ -347,34 +484,71 @@ func (l *outLink) session() {
 		defer conn.Close()
 		if sender, err = verbs.NewSender(conn); err != nil {
 			s.log.Warn("peers: verbs link", "peer", l.peer, "err", err)
-			return
+			return false
 		}
 		sender.Stall = s.opts.Stall
+		if transport == TransportRDMA {
+			// Message 0 proves to the peer that this queue pair is the one
+			// its authenticated stream negotiated.
+			proof := l.token
+			if f := mangleProof.Load(); f != nil {
+				proof = (*f)(proof)
+			}
+			if err := sender.Send(l.ctx, 0, proof); err != nil {
+				s.log.Warn("peers: verbs link", "peer", l.peer, "err", err)
+				return false
+			}
+		}
 	}
-	s.log.Info("peers: link", "peer", l.peer, "transport", transport)
+	ack := &acks{}
 	l.mu.Lock()
-	l.up, l.transport, l.lastAck = true, transport, time.Now()
+	returned := l.fallingBack && conn != nil
+	l.fallingBack = false
 	l.mu.Unlock()
+	if returned {
+		s.returns.Add(1)
+		s.log.Info("peers: verbs side channel back after a fallback", "peer", l.peer, "transport", transport)
+	} else {
+		s.log.Info("peers: link", "peer", l.peer, "transport", transport)
+	}
+	l.smu.Lock()
+	// Messages queued while negotiating go first, numbered for the peer's
+	// new receiver.
+	l.seq = 0
+	for i := range l.queue {
+		l.seq++
+		l.queue[i].seq = l.seq
+	}
+	l.retained = l.retained[:0]
+	l.sender, l.sendErr = sender, nil
+	l.smu.Unlock()
+	l.mu.Lock()
+	l.up, l.transport, l.lastAck, l.acks = true, transport, time.Now(), ack
+	if returned {
+		l.returns++
+	}
+	l.mu.Unlock()
+	defer func() {
+		l.smu.Lock()
+		l.sender = nil
+		l.smu.Unlock()
+	}()
+	l.signal() // send what was queued
 
 	w := &ctlWriter{w: bufio.NewWriterSize(st, 64<<10), s: st}
 	readDone := make(chan error, 1)
-	ack := &acks{}
 	go func() { readDone <- l.read(st, ack) }()
 
-	type held struct {
-		seq  uint64
-		body []byte
-	}
 	var (
-		retained []held // sent, not acknowledged
-		seq      uint64
 		ping     = time.NewTicker(pingEvery)
 		check    = time.NewTicker(s.opts.Stall / 4)
 		lastPong = time.Now()
-		progress time.Time // last ack progress, or when retained stopped being empty
+		progress = time.Now() // last ack progress, or when nothing was unacknowledged
 		prevAck  uint64
 		nonce    uint64
 		pingSent = map[uint64]time.Time{}
+		retryAt  time.Time // when to try the side channel again
+		started  = time.Now()
 	)
 	defer ping.Stop()
 	defer check.Stop()
@@ -382,23 +556,32 @@ func (l *outLink) session() {
 	nonce++
 	pingSent[nonce] = time.Now()
 	if w.ctl(ctlPing, nonce) != nil || w.flush() != nil {
-		return
+		return false
 	}
+	// fallback moves the link to the stream (under smu): the messages
+	// the peer has not acknowledged are resent there, and all after them
+	// follow.
 	fallback := func(why error) error {
-		if sender == nil {
+		if l.sender == nil {
 			return nil
 		}
-		sender = nil
+		l.sender, l.sendErr = nil, nil
 		conn.Close()
-		conn = nil
 		s.fallbacks.Add(1)
 		l.mu.Lock()
 		l.fallbacks++
+		l.fallingBack = true
+		if time.Since(started) > 10*s.opts.Retry {
+			l.backoff = 0 // it had worked a good while: a fresh fault
+		}
+		wait := s.opts.Retry << min(l.backoff, 6)
+		l.backoff++
 		l.transport = TransportTCP
 		acked := ack.acked
 		l.mu.Unlock()
-		s.log.Warn("peers: verbs side channel failed; resending over the stream", "peer", l.peer, "err", why, "resend_from", acked+1)
-		for _, h := range retained {
+		retryAt = time.Now().Add(wait)
+		s.log.Warn("peers: verbs side channel failed; resending over the stream", "peer", l.peer, "err", why, "resend_from", acked+1, "retry_in", wait)
+		for _, h := range l.retained {
 			if h.seq > acked {
 				if err := w.data(h.seq, h.body); err != nil {
 					return err
@@ -410,79 +593,82 @@ func (l *outLink) session() {
 	for {
 		select {
 		case <-l.ctx.Done():
-			return
+			return false
 		case err := <-readDone:
 			if s.ctx.Err() == nil {
 				s.log.Info("peers: verbs link closed", "peer", l.peer, "err", err)
 			}
-			return
+			return false
 		case <-ping.C:
 			if time.Since(lastPong) > linkDeadAfter {
 				s.log.Warn("peers: verbs link silent, closing", "peer", l.peer)
-				return
+				return false
 			}
 			nonce++
 			pingSent[nonce] = time.Now()
 			if w.ctl(ctlPing, nonce) != nil || w.flush() != nil {
-				return
+				return false
 			}
 			continue
 		case <-check.C:
 		case <-l.wake:
 		}
 		l.mu.Lock()
-		queue := l.queue
-		l.queue, l.queued = nil, 0
 		acked, faultAt := ack.acked, ack.faultAt
 		if pong := l.takePongs(ack, pingSent); !pong.IsZero() {
 			lastPong = pong
 		}
 		l.mu.Unlock()
+
+		l.smu.Lock()
 		k := 0
-		for k < len(retained) && retained[k].seq <= acked {
+		for k < len(l.retained) && l.retained[k].seq <= acked {
+			l.release(l.retained[k])
 			k++
 		}
-		retained = append(retained[:0], retained[k:]...)
-		if faultAt != 0 {
-			if err := fallback(fmt.Errorf("the peer detected a fault at message %d", faultAt)); err != nil {
-				return
-			}
+		l.retained = append(l.retained[:0], l.retained[k:]...)
+		err := error(nil)
+		switch {
+		case faultAt != 0:
+			err = fallback(fmt.Errorf("the peer detected a fault at message %d", faultAt))
+		case l.sendErr != nil:
+			err = fallback(l.sendErr)
 		}
-		if acked != prevAck {
+		if acked != prevAck || len(l.retained) == 0 {
 			prevAck, progress = acked, time.Now()
 		}
-		if sender != nil && len(retained) > 0 && time.Since(progress) > s.opts.Stall {
-			if err := fallback(fmt.Errorf("%w: no acknowledgement for %v", verbs.ErrStall, s.opts.Stall)); err != nil {
-				return
+		if err == nil && l.sender != nil && time.Since(progress) > s.opts.Stall {
+			err = fallback(fmt.Errorf("%w: no acknowledgement for %v", verbs.ErrStall, s.opts.Stall))
+		}
+		queue := l.queue
+		l.queue, l.queued = nil, 0
+		for _, h := range queue {
+			if err != nil {
+				break
+			}
+			l.retained = append(l.retained, h)
+			if l.sender != nil {
+				if e := l.sender.Send(l.ctx, h.seq, h.body); e == nil {
+					l.addSent(len(h.body))
+				} else if l.ctx.Err() != nil {
+					err = e
+				} else {
+					err = fallback(e) // resends this message too
+				}
+				continue
+			}
+			if err = w.data(h.seq, h.body); err == nil {
+				l.addSent(len(h.body))
 			}
 		}
-		for _, body := range queue {
-			if len(retained) == 0 {
-				progress = time.Now()
-			}
-			seq++
-			retained = append(retained, held{seq, body})
-			if sender != nil {
-				err := sender.Send(l.ctx, seq, body)
-				if err == nil {
-					l.addSent(len(body))
-					continue
-				}
-				if l.ctx.Err() != nil {
-					return
-				}
-				if err := fallback(err); err != nil {
-					return
-				}
-				continue // the fallback resent this message too
-			}
-			if err := w.data(seq, body); err != nil {
-				return
-			}
-			l.addSent(len(body))
+		retry = conn != nil && l.sender == nil && !retryAt.IsZero() && time.Now().After(retryAt) && len(l.retained) == 0
+		l.smu.Unlock()
+		if err != nil || w.flush() != nil {
+			return false
 		}
-		if w.flush() != nil {
-			return
+		if retry {
+			s.log.Info("peers: retrying the verbs side channel", "peer", l.peer)
+			return true
 		}
 	}
 }
@@ -492,7 +678,7 @@ func (l *outLink) addSent(n int) {
 	l.sent++
 	l.mu.Unlock()
 	if f := l.s.b.onSent; f != nil {
-		f(l.peer.String(), n)
+		f(l.s.b.name(l.peer), n)
 	}
 }
 
@@ -564,23 +750,40 @@ func (l *outLink) negotiate() (network.Stream, verbs.Conn, string, error) {
 		return nil, nil, "", err
 	}
 	st.SetDeadline(time.Now().Add(verbsOpenTimeout))
-	h := hello{Want: s.transport, BootID: bootID()}
-	var shm *verbs.Shm
+	token := make([]byte, 32)
+	rand.Read(token)
+	h := hello{Want: s.transport, BootID: bootID(), Token: hex.EncodeToString(token)}
+	var (
+		shm *verbs.Shm
+		qp  verbs.RDMAConn
+	)
 	if s.transport == TransportAuto || s.transport == TransportShm {
-		token := make([]byte, 32)
-		rand.Read(token)
 		caps := shmCaps(s.opts.Apple)
 		if shm, err = verbs.CreateShm(caps, token); err != nil {
 			s.log.Info("peers: no shared memory for links", "err", err)
 			shm = nil
 		} else {
-			h.Token, h.Caps = hex.EncodeToString(token), caps
+			h.Shm, h.Caps = true, caps
 		}
 	}
-	fail := func(err error) (network.Stream, verbs.Conn, string, error) {
+	if (s.transport == TransportAuto || s.transport == TransportRDMA) && s.rdma != nil {
+		if qp, err = s.rdma(rdmaCaps(s.opts.Apple)); err != nil {
+			s.log.Info("peers: no RDMA queue pair for links", "err", err)
+			qp = nil
+		} else {
+			h.RDMA = &rdmaOffer{Caps: qp.Caps(), Endpoint: qp.Endpoint()}
+		}
+	}
+	closeAll := func() {
 		if shm != nil {
 			shm.Close()
 		}
+		if qp != nil {
+			qp.Close()
+		}
+	}
+	fail := func(err error) (network.Stream, verbs.Conn, string, error) {
+		closeAll()
 		st.Reset()
 		return nil, nil, "", err
 	}
@@ -604,24 +807,45 @@ func (l *outLink) negotiate() (network.Stream, verbs.Conn, string, error) {
 	if shm != nil {
 		shm.Unlink() // the peer mapped it, or never will
 	}
-	if rep.Transport != TransportShm || shm == nil {
-		if shm != nil {
-			shm.Close()
+	var (
+		conn      verbs.Conn
+		transport = TransportTCP
+	)
+	switch {
+	case rep.Transport == TransportShm && shm != nil:
+		conn, transport, shm = shm, TransportShm, nil
+	case rep.Transport == TransportRDMA && qp != nil && rep.RDMA != nil:
+		err := checkOffer(rep.RDMA, qp.Caps())
+		if err == nil {
+			err = qp.Connect(ctx, rep.RDMA.Endpoint)
 		}
+		if err != nil {
+			// The peer waits on its queue pair for the token, which never
+			// comes: the link runs on the stream.
+			rep.Why = "RDMA: " + err.Error()
+			break
+		}
+		conn, transport, qp = qp, TransportRDMA, nil
+	}
+	closeAll()
+	if conn == nil {
 		if rep.Why != "" {
 			s.log.Info("peers: link uses the stream", "peer", l.peer, "why", rep.Why)
 		}
 		return st, nil, TransportTCP, nil
 	}
-	var conn verbs.Conn = shm
+	l.token = token
 	if s.opts.Faults != nil {
 		if plan := s.opts.Faults(l.peer); plan != nil {
-			if conn, err = verbs.Faulty(shm, plan); err != nil {
+			faulty, err := verbs.Faulty(conn, plan)
+			if err != nil {
+				conn.Close()
 				return fail(err)
 			}
+			conn = faulty
 		}
 	}
-	return st, conn, TransportShm, nil
+	return st, conn, transport, nil
 }
 
 // shmCaps are the frames of shared-memory links: big enough that most
@@ -680,27 +904,11 @@ func (s *side) handle(st network.Stream) {
 	if err != nil || kind != ctlHello || json.Unmarshal(payload, &h) != nil {
 		return
 	}
-	rep := reply{Transport: TransportTCP}
-	var conn verbs.Conn
-	switch {
-	case h.Token == "":
-		rep.Why = "the peer offered no shared memory"
-	case s.transport != TransportAuto && s.transport != TransportShm:
-		rep.Why = "this node uses --transport " + s.transport
-	case h.BootID != bootID():
-		rep.Why = "not on this host"
-	default:
-		token, err := hex.DecodeString(h.Token)
-		if err != nil {
-			return
-		}
-		shm, err := verbs.OpenShm(token)
-		if err != nil {
-			rep.Why = err.Error()
-			break
-		}
-		conn, rep.Transport = shm, TransportShm
+	token, err := hex.DecodeString(h.Token)
+	if err != nil || len(token) != 32 {
+		return
 	}
+	rep, conn := s.answer(&h, token)
 	in := &inLink{s: s, from: from, st: st, w: &ctlWriter{w: bufio.NewWriterSize(st, 4096), s: st}, ack: make(chan struct{}, 1), next: 1}
 	body, _ := json.Marshal(rep)
 	if in.w.raw(ctlReply, body) != nil || in.w.flush() != nil {
@@ -714,7 +922,13 @@ func (s *side) handle(st network.Stream) {
 	defer cancel()
 	var wg sync.WaitGroup
 	if conn != nil {
-		rcv, err := verbs.NewReceiver(conn, 1)
+		// An RDMA link starts with message 0, the token (see session).
+		var proof []byte
+		first := uint64(1)
+		if rep.Transport == TransportRDMA {
+			proof, first = token, 0
+		}
+		rcv, err := verbs.NewReceiver(conn, first)
 		if err != nil {
 			conn.Close()
 			return
@@ -724,7 +938,7 @@ func (s *side) handle(st network.Stream) {
 		go func() {
 			defer wg.Done()
 			defer conn.Close()
-			in.channel(ctx, rcv)
+			in.channel(ctx, rcv, proof)
 		}()
 	}
 	wg.Add(1)
@@ -737,18 +951,79 @@ func (s *side) handle(st network.Stream) {
 	wg.Wait()
 }
 
-// channel delivers what the side channel carries until it fails.
-func (in *inLink) channel(ctx context.Context, rcv *verbs.Receiver) {
+// answer chooses the transport for a peer's hello: shared memory when
+// both allow it and share a host, else RDMA when both allow it and have a
+// device (then this node's queue pair is connected to the peer's), else
+// the stream, with why.
+func (s *side) answer(h *hello, token []byte) (reply, verbs.Conn) {
+	var why []string
+	shmOK := s.transport == TransportAuto || s.transport == TransportShm
+	rdmaOK := s.transport == TransportAuto || s.transport == TransportRDMA
+	switch {
+	case !h.Shm:
+	case !shmOK:
+		why = append(why, "this node uses --transport "+s.transport)
+	case h.BootID != bootID():
+		why = append(why, "not on this host")
+	default:
+		shm, err := verbs.OpenShm(token)
+		if err == nil {
+			return reply{Transport: TransportShm}, shm
+		}
+		why = append(why, err.Error())
+	}
+	switch {
+	case h.RDMA == nil:
+		why = append(why, "the peer offered no RDMA")
+	case !rdmaOK:
+		why = append(why, "this node uses --transport "+s.transport)
+	case s.rdma == nil:
+		why = append(why, "no RDMA device here")
+	default:
+		caps := rdmaCaps(s.opts.Apple)
+		if err := checkOffer(h.RDMA, caps); err != nil {
+			why = append(why, "RDMA: "+err.Error())
+			break
+		}
+		qp, err := s.rdma(caps)
+		if err != nil {
+			why = append(why, "RDMA: "+err.Error())
+			break
+		}
+		ctx, cancel := context.WithTimeout(s.ctx, verbsOpenTimeout)
+		err = qp.Connect(ctx, h.RDMA.Endpoint)
+		cancel()
+		if err != nil {
+			qp.Close()
+			why = append(why, "RDMA: "+err.Error())
+			break
+		}
+		return reply{Transport: TransportRDMA, RDMA: &rdmaOffer{Caps: qp.Caps(), Endpoint: qp.Endpoint()}}, qp
+	}
+	if !h.Shm && h.RDMA == nil {
+		why = []string{"the peer offered no side channel"}
+	}
+	return reply{Transport: TransportTCP, Why: strings.Join(why, "; ")}, nil
+}
+
+// channel delivers what the side channel carries until it fails. With a
+// proof, the first message must be it (message 0), or nothing is
+// delivered.
+func (in *inLink) channel(ctx context.Context, rcv *verbs.Receiver, proof []byte) {
+	if proof != nil {
+		seq, body, err := rcv.Recv(ctx)
+		if err == nil && (seq != 0 || subtle.ConstantTimeCompare(body, proof) != 1) {
+			err = &verbs.FaultError{Err: verbs.ErrCorrupt, Next: 1, What: "the side channel's first message is not this link's token"}
+		}
+		if err != nil {
+			in.fault(err)
+			return
+		}
+	}
 	for {
 		seq, body, err := rcv.Recv(ctx)
 		if err != nil {
-			var fe *verbs.FaultError
-			if errors.As(err, &fe) {
-				in.s.fallbacks.Add(1)
-				in.s.log.Warn("peers: verbs side channel fault; the peer resends over the stream", "peer", in.from, "err", err)
-				in.w.ctl(ctlFault, fe.Next)
-				in.w.flush()
-			}
+			in.fault(err)
 			return
 		}
 		if err := in.deliver(seq, body); err != nil {
@@ -756,6 +1031,18 @@ func (in *inLink) channel(ctx context.Context, rcv *verbs.Receiver) {
 			in.st.Reset()
 			return
 		}
+	}
+}
+
+// fault reports a side-channel fault to the peer, which resends over the
+// stream.
+func (in *inLink) fault(err error) {
+	var fe *verbs.FaultError
+	if errors.As(err, &fe) {
+		in.s.fallbacks.Add(1)
+		in.s.log.Warn("peers: verbs side channel fault; the peer resends over the stream", "peer", in.from, "err", err)
+		in.w.ctl(ctlFault, max(fe.Next, 1))
+		in.w.flush()
 	}
 }
 
@@ -813,8 +1100,16 @@ func (in *inLink) deliver(seq uint64, body []byte) error {
 	return nil
 }
 
+// ackEvery spaces acknowledgements: they only let the sender drop what
+// it keeps for resending and tell a stall, so one write per burst of
+// messages is enough, and an encrypted stream write per activation would
+// cost more than the activation's trip through shared memory.
+const ackEvery = 2 * time.Millisecond
+
 // acker acknowledges deliveries, coalescing bursts into one write.
 func (in *inLink) acker(ctx context.Context) {
+	t := time.NewTimer(0)
+	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -826,6 +1121,12 @@ func (in *inLink) acker(ctx context.Context) {
 		in.mu.Unlock()
 		if in.w.ctl(ctlAck, n) != nil || in.w.flush() != nil {
 			return
+		}
+		t.Reset(ackEvery)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
 		}
 	}
 }

@@ -82,9 +82,12 @@ func sendAll(t *testing.T, c *peerstest.Cluster, n int) {
 	t.Helper()
 	a, b := c.Nodes[0], c.Nodes[1]
 	s := &sink{}
-	if _, err := b.ActorSystem().Root.SpawnNamed(actor.PropsFromFunc(s.receive), "sink"); err != nil {
+	local, err := b.ActorSystem().Root.SpawnNamed(actor.PropsFromFunc(s.receive), "sink")
+	if err != nil {
 		t.Fatal(err)
 	}
+	// The next sendAll spawns its own sink.
+	defer func() { b.ActorSystem().Root.StopFuture(local).Wait() }()
 	pid := a.PID(b.ID(), "sink")
 	for i := 0; i < n; i++ {
 		a.ActorSystem().Root.Send(pid, &messages.Forward{Session: "s", Position: uint32(i), Count: 1, Hidden: hidden(i)})
@@ -133,6 +136,23 @@ func TestSideChannelDelivers(t *testing.T) {
 			if f := c.Nodes[0].LinkFallbacks() + c.Nodes[1].LinkFallbacks(); f != 0 {
 				t.Fatalf("%d fallbacks on a clean link", f)
 			}
+			// Node 0's heartbeats tell node 1 about the link.
+			a, b := c.Nodes[0], c.Nodes[1]
+			for {
+				var gossiped []*messages.LinkInfo
+				for _, m := range b.Membership().View().Members {
+					if m.ID == a.ID() {
+						gossiped = m.Info.Links
+					}
+				}
+				if len(gossiped) == 1 && gossiped[0].PeerId == b.ID().String() && gossiped[0].Transport == tc.want {
+					break
+				}
+				if time.Now().After(deadline.Add(10 * time.Second)) {
+					t.Fatalf("node 1 sees node 0's links as %v", gossiped)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
 		})
 	}
 }
@@ -164,5 +184,128 @@ func TestSideChannelFaults(t *testing.T) {
 				waitLink(t, c.Nodes[0], c.Nodes[1].ID(), peers.TransportTCP)
 			})
 		}
+	}
+}
+
+// TestSideChannelReturns: a link whose side channel stalled falls back to
+// the stream, and once the backoff has passed and everything is
+// acknowledged it negotiates shared memory again, losing, duplicating and
+// reordering nothing on the way.
+func TestSideChannelReturns(t *testing.T) {
+	var (
+		mu       sync.Mutex
+		sessions = map[peer.ID]int{}
+	)
+	c := peerstest.New(t, 2, sinkActor, peerstest.WithConfig(func(cfg *peers.Config) {
+		cfg.Verbs.Stall = 300 * time.Millisecond
+		cfg.Verbs.Retry = 200 * time.Millisecond
+		cfg.Verbs.Faults = func(p peer.ID) func(int) verbs.Fault {
+			mu.Lock()
+			defer mu.Unlock()
+			if sessions[p]++; sessions[p] > 1 {
+				return nil // healthy again
+			}
+			return func(n int) verbs.Fault {
+				if n == 9 {
+					return verbs.Stall
+				}
+				return verbs.Deliver
+			}
+		}
+	}))
+	a, b := c.Nodes[0], c.Nodes[1]
+	waitLink(t, a, b.ID(), peers.TransportShm)
+	sendAll(t, c, 40)
+	if got := a.LinkFallbacks() + b.LinkFallbacks(); got == 0 {
+		t.Fatal("the stall went unnoticed")
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for a.LinkReturns() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the side channel did not come back; links %+v", a.Links())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	waitLink(t, a, b.ID(), peers.TransportShm)
+	fallbacks := a.LinkFallbacks() + b.LinkFallbacks()
+	sendAll(t, c, 40)
+	if got := a.LinkFallbacks() + b.LinkFallbacks(); got != fallbacks {
+		t.Fatalf("%d more fallbacks on the healthy side channel", got-fallbacks)
+	}
+	for _, l := range a.Links() {
+		if l.Peer == b.ID() && (l.Transport != peers.TransportShm || l.Returns < 1) {
+			t.Fatalf("link %+v: want shm, returned at least once", l)
+		}
+	}
+}
+
+// TestSideChannelRDMA: two nodes with an RDMA device (a fake one: there is
+// none here) exchange their queue pairs' endpoints over the verbs stream,
+// connect them (the fake device refuses any endpoint but the one its
+// queue pair reported), prove the link with its token and carry
+// activations over it; its faults fall back to the stream as shared
+// memory's do; a node without a device, or one that allows only shared
+// memory, keeps the link on the stream.
+func TestSideChannelRDMA(t *testing.T) {
+	dev := verbs.NewFakeRDMA()
+	for _, tc := range []struct {
+		name      string
+		transport [2]string
+		device    [2]bool
+		apple     bool
+		fault     verbs.Fault
+		want      string
+	}{
+		{"rdma", [2]string{peers.TransportRDMA, peers.TransportRDMA}, [2]bool{true, true}, false, verbs.Deliver, peers.TransportRDMA},
+		{"apple", [2]string{peers.TransportRDMA, peers.TransportRDMA}, [2]bool{true, true}, true, verbs.Deliver, peers.TransportRDMA},
+		{"corrupt", [2]string{peers.TransportRDMA, peers.TransportRDMA}, [2]bool{true, true}, false, verbs.Corrupt, peers.TransportTCP},
+		{"no-device", [2]string{peers.TransportRDMA, peers.TransportAuto}, [2]bool{true, false}, false, verbs.Deliver, peers.TransportTCP},
+		{"shm-only", [2]string{peers.TransportRDMA, peers.TransportShm}, [2]bool{true, true}, false, verbs.Deliver, peers.TransportTCP},
+		// A queue pair whose first message is not the link's token: nothing
+		// it carries is delivered, and the link falls back.
+		{"wrong-token", [2]string{peers.TransportRDMA, peers.TransportRDMA}, [2]bool{true, true}, false, verbs.Fault(255), peers.TransportTCP},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.fault == verbs.Fault(255) {
+				tc.fault = verbs.Deliver
+				peers.MangleProof(func(b []byte) []byte {
+					w := bytes.Clone(b)
+					w[0] ^= 1
+					return w
+				})
+				defer peers.MangleProof(nil)
+			}
+			c := peerstest.New(t, 2, sinkActor, peerstest.ForNode(func(k int, cfg *peers.Config) {
+				cfg.Transport = tc.transport[k]
+				cfg.Verbs.Apple = tc.apple
+				cfg.Verbs.Stall = 300 * time.Millisecond
+				if tc.device[k] {
+					cfg.Verbs.RDMA = dev.Open
+				}
+				cfg.Verbs.Faults = func(peer.ID) func(int) verbs.Fault {
+					return func(n int) verbs.Fault {
+						if n == 9 {
+							return tc.fault
+						}
+						return verbs.Deliver
+					}
+				}
+			}))
+			a, b := c.Nodes[0], c.Nodes[1]
+			faulty := tc.fault != verbs.Deliver || tc.name == "wrong-token"
+			switch {
+			case tc.name == "wrong-token":
+				waitLink(t, a, b.ID(), peers.TransportTCP) // it falls back at once
+			case faulty:
+				waitLink(t, a, b.ID(), peers.TransportRDMA)
+			default:
+				waitLink(t, a, b.ID(), tc.want)
+			}
+			sendAll(t, c, 40)
+			if fallbacks := a.LinkFallbacks() + b.LinkFallbacks(); faulty != (fallbacks > 0) {
+				t.Fatalf("%d fallbacks (a fault: %v)", fallbacks, faulty)
+			}
+			waitLink(t, a, b.ID(), tc.want)
+		})
 	}
 }

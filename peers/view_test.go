@@ -151,7 +151,8 @@ func TestValidateInfo(t *testing.T) {
 	id, other := newID(t), newID(t)
 	ok := func() *messages.NodeInfo {
 		return &messages.NodeInfo{PeerId: id.String(), Seq: 1, Addrs: []string{"/ip4/127.0.0.1/tcp/1"}, MemoryTotalBytes: 2, MemoryAvailableBytes: 1,
-			Models: []*messages.ModelInfo{{Name: "m", SizeBytes: 1, Digest: "d"}}}
+			Models: []*messages.ModelInfo{{Name: "m", SizeBytes: 1, Digest: "d"}},
+			Links:  []*messages.LinkInfo{{PeerId: other.String(), Transport: TransportShm, RttUs: 40}}}
 	}
 	if err := validateInfo(ok(), id); err != nil {
 		t.Fatal(err)
@@ -168,7 +169,15 @@ func TestValidateInfo(t *testing.T) {
 		"absurd memory": func(i *messages.NodeInfo) {
 			i.MemoryTotalBytes, i.MemoryAvailableBytes = math.MaxUint64, math.MaxUint64
 		},
-		"unnamed model": func(i *messages.NodeInfo) { i.Models[0].Name = "" },
+		"unnamed model":  func(i *messages.NodeInfo) { i.Models[0].Name = "" },
+		"link transport": func(i *messages.NodeInfo) { i.Links[0].Transport = "carrier-pigeon" },
+		"link peer":      func(i *messages.NodeInfo) { i.Links[0].PeerId = "not-a-peer" },
+		"link rtt":       func(i *messages.NodeInfo) { i.Links[0].RttUs = math.MaxUint32 },
+		"too many links": func(i *messages.NodeInfo) {
+			for range maxInfoLinks {
+				i.Links = append(i.Links, i.Links[0])
+			}
+		},
 	} {
 		info := ok()
 		mut(info)

@@ -53,7 +53,8 @@ activations travel between nodes:
   tcp: a libp2p stream over TCP, with the private-network key, Noise and
        yamux, exactly as nodes connect (the fallback of every link);
   shm: the verbs side channel over shared memory (rings in /dev/shm, frames
-       with sequence, length and CRC-32C, futex wake-ups).
+       with sequence, length and CRC-32C written straight into the peer's
+       receive slot, spin then futex wake-ups).
 
 Latency: M messages of N bytes, each echoed back before the next; p50 and
 p99 are of the one-way time (half the round trip). Throughput: M messages
@@ -220,7 +221,7 @@ func newShmEnd(tx, rx verbs.Conn) (*shmEnd, error) {
 func (e *shmEnd) roundTrip(ctx context.Context, msg []byte) error {
 	msg[0] = benchEcho
 	e.seq++
-	if err := e.tx.Send(ctx, e.seq, msg); err != nil {
+	if err := e.tx.Write(ctx, e.seq, len(msg), func(dst []byte) { copy(dst, msg) }); err != nil {
 		return err
 	}
 	_, got, err := e.rx.Recv(ctx)
@@ -237,7 +238,7 @@ func (e *shmEnd) stream(ctx context.Context, msg []byte, n int) error {
 			msg[0] = benchLast
 		}
 		e.seq++
-		if err := e.tx.Send(ctx, e.seq, msg); err != nil {
+		if err := e.tx.Write(ctx, e.seq, len(msg), func(dst []byte) { copy(dst, msg) }); err != nil {
 			return err
 		}
 	}
@@ -378,7 +379,7 @@ func linkChild(ctx context.Context, transport, arg string, size int) error {
 			switch msg[0] {
 			case benchEcho:
 				seq++
-				err = tx.Send(ctx, seq, msg)
+				err = tx.Write(ctx, seq, len(msg), func(dst []byte) { copy(dst, msg) })
 			case benchLast:
 				seq++
 				err = tx.Send(ctx, seq, ack)

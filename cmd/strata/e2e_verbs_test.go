@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -50,20 +53,24 @@ func TestE2ESideChannel(t *testing.T) {
 			fallbacks := 0
 			for _, p := range c.nodes {
 				st := clusterStatusOf(t, p.api)
-				links := 0
+				own, all := 0, 0
 				for _, m := range st.Members {
 					if m.PeerID != st.Self {
 						continue // the others' links as they announced them
 					}
 					for _, l := range m.Links {
-						links++
+						all++
+						if m.PeerID == st.Self {
+							own++
+						}
 						if l.Transport != tc.link && !(tc.fallback && l.Transport == "shm") {
-							t.Errorf("%s: link to %s is %s, want %s", p.name, l.PeerID, l.Transport, tc.link)
+							t.Errorf("%s: link from %s to %s is %s, want %s", p.name, m.PeerID, l.PeerID, l.Transport, tc.link)
 						}
 					}
 				}
-				if links != 2 {
-					t.Errorf("%s shows %d links, want 2: %+v", p.name, links, st.Members)
+				// Its own two, and the others' from their heartbeats.
+				if own != 2 || all != 6 {
+					t.Errorf("%s shows %d links of its own and %d in all, want 2 and 6: %+v", p.name, own, all, st.Members)
 				}
 				resp, err := http.Get("http://" + p.api + "/metrics")
 				if err != nil {
@@ -81,6 +88,44 @@ func TestE2ESideChannel(t *testing.T) {
 			if tc.fallback != (fallbacks > 0) {
 				t.Errorf("%d fallbacks counted (a fault injected: %v)", fallbacks, tc.fallback)
 			}
+		})
+	}
+}
+
+// A synthetic tinyllama-1.1b cut to 6 layers (its full width: 8 KiB
+// activations) on 3 processes: the greedy text over shared memory and
+// over tcp equals one node's; tokens/s over each is logged.
+func TestE2ESideChannelTinyllama(t *testing.T) {
+	bin := buildBinary(t)
+	model := filepath.Join(os.TempDir(), "strata-e2e-tinyllama-1.1b-6layers-q8_0-seed1.gguf")
+	if _, err := os.Stat(model); err != nil {
+		out, err := exec.Command(bin, "synth", "--shape", "tinyllama-1.1b", "--layers", "6", "--type", "Q8_0", "--seed", "1", "-o", model).CombinedOutput()
+		if err != nil {
+			t.Fatalf("synth: %v\n%s", err, out)
+		}
+	}
+	const n = 48
+	want := runLocal(t, bin, model, "hello world", n)
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"auto", nil},
+		{"tcp", []string{"--transport", "tcp"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t, bin, map[string]string{"tinyllama": model}, 3, "200MB", append([]string{"--context", "256"}, tc.args...)...)
+			for _, p := range c.nodes {
+				c.waitMembers(p, 3)
+			}
+			runViaAPI(t, bin, c.nodes[2].api, "tinyllama", "hello world", 4) // loads the shards
+			start := time.Now()
+			got := runViaAPI(t, bin, c.nodes[2].api, "tinyllama", "hello world", n)
+			took := time.Since(start)
+			if got != want {
+				t.Fatalf("got %q\nwant %q", got, want)
+			}
+			t.Logf("%s: %d tokens in %v, %.1f tokens/s (3 processes, tinyllama-1.1b 6 layers Q8_0)", tc.name, n, took, n/took.Seconds())
 		})
 	}
 }

@@ -274,6 +274,8 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 			Help: "Bytes of model weights this node sent to peers."}, func() float64 { return float64(node.WeightsServed()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "strata_link_fallbacks_total",
 			Help: "Side-channel faults (corrupt, missing or stalled frames) that sent activations back to the libp2p stream."}, func() float64 { return float64(node.LinkFallbacks()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "strata_link_returns_total",
+			Help: "Links that negotiated their side channel again after a fallback, once the backoff had passed."}, func() float64 { return float64(node.LinkReturns()) }),
 	)
 
 	models := api.NewFileModels(full.Weights, func() []string { return clusterModels(cat, node) }, f.context)

@@ -116,10 +116,10 @@ func printStatus(out io.Writer, st api.PeersStatus) {
 	}
 	w.Flush()
 	for _, m := range st.Members {
-		if m.PeerID != st.Self || len(m.Links) == 0 {
+		if len(m.Links) == 0 {
 			continue
 		}
-		fmt.Fprintf(out, "links from %s (activations):\n", st.Self)
+		fmt.Fprintf(out, "links from %s (activations):\n", m.PeerID)
 		w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(w, "  PEER ID\tTRANSPORT\tRTT")
 		for _, l := range m.Links {

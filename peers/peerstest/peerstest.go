@@ -43,16 +43,25 @@ type Cluster struct {
 	base   peers.Config
 	mu     sync.Mutex
 	killed map[int]bool
-	logs   []*bytes.Buffer
-	logMu  []*sync.Mutex
+	// forNode are the ForNode options.
+	forNode []func(int, *peers.Config)
+	logs    []*bytes.Buffer
+	logMu   []*sync.Mutex
 }
 
-// Option changes the configuration of every node of a cluster (setting
+// Option changes the configuration of the nodes of a cluster (setting
 // Secret to nil makes an open network).
-type Option func(*peers.Config)
+type Option struct {
+	all  func(*peers.Config)
+	node func(int, *peers.Config)
+}
 
 // WithConfig applies f to each node's configuration before it starts.
-func WithConfig(f func(*peers.Config)) Option { return Option(f) }
+func WithConfig(f func(*peers.Config)) Option { return Option{all: f} }
+
+// ForNode applies f to node i's configuration (i in start order) before
+// it starts, after the WithConfig options.
+func ForNode(f func(i int, cfg *peers.Config)) Option { return Option{node: f} }
 
 // New starts n nodes and waits until every node's view holds all n.
 func New(t testing.TB, n int, opts ...Option) *Cluster {
@@ -74,7 +83,12 @@ func Start(t testing.TB, n int, opts ...Option) *Cluster {
 		Secret: peers.NewSecret(),
 	}
 	for _, o := range opts {
-		o(&c.base)
+		if o.all != nil {
+			o.all(&c.base)
+		}
+		if o.node != nil {
+			c.forNode = append(c.forNode, o.node)
+		}
 	}
 	c.Secret = c.base.Secret
 	t.Cleanup(func() {
@@ -100,6 +114,9 @@ func (c *Cluster) Add() *peers.Node {
 	var mu sync.Mutex
 	cfg.Logger = slog.New(slog.NewTextHandler(&lockedWriter{&mu, &buf}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	c.mu.Lock()
+	for _, f := range c.forNode {
+		f(len(c.Nodes), &cfg)
+	}
 	for i, nd := range c.Nodes {
 		if !c.killed[i] {
 			cfg.Join = []string{nd.Addrs()[0].String()}

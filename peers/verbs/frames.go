@@ -60,6 +60,8 @@ type Sender struct {
 	region *Region
 	free   []int // indexes of free frame buffers in region
 	cs     []Completion
+	// scratch holds a message Write could not write in place.
+	scratch []byte
 	// Stall is how long a send may wait for credits before it fails with
 	// ErrStall. Zero: 2 s.
 	Stall time.Duration
@@ -141,7 +143,7 @@ func (s *Sender) sendFrame(ctx context.Context, seq uint64, msgLen, index, count
 func (s *Sender) reap() error {
 	n, err := s.conn.Poll(s.cs)
 	for _, c := range s.cs[:n] {
-		if c.Op == OpSend {
+		if c.Op == OpSend && c.WR != inPlaceWR {
 			s.free = append(s.free, int(c.WR))
 		}
 	}
@@ -173,28 +175,79 @@ func (s *Sender) wait(ctx context.Context, deadline *time.Time, seq uint64) erro
 
 // putFrame writes a frame into buf and returns its length.
 func putFrame(buf []byte, seq uint64, msgLen, index, count int, part []byte) int {
+	copy(buf[frameHeader:], part)
+	return putHeader(buf, seq, msgLen, index, count, len(part))
+}
+
+// putHeader writes the header of a frame whose n payload bytes are in
+// place after it, and returns the frame's length.
+func putHeader(buf []byte, seq uint64, msgLen, index, count, n int) int {
 	binary.LittleEndian.PutUint32(buf[0:], frameMagic)
 	binary.LittleEndian.PutUint64(buf[8:], seq)
 	binary.LittleEndian.PutUint32(buf[16:], uint32(msgLen))
 	binary.LittleEndian.PutUint32(buf[20:], uint32(index))
 	binary.LittleEndian.PutUint32(buf[24:], uint32(count))
-	binary.LittleEndian.PutUint32(buf[28:], uint32(len(part)))
-	copy(buf[frameHeader:], part)
-	n := frameHeader + len(part)
+	binary.LittleEndian.PutUint32(buf[28:], uint32(n))
+	n += frameHeader
 	binary.LittleEndian.PutUint32(buf[4:], crc32.Checksum(buf[8:n], castagnoli))
 	return n
+}
+
+// inPlaceWR marks the completion of a send written in place (no buffer
+// of the Sender's to free).
+const inPlaceWR = ^uint64(0)
+
+// Write sends message seq of n bytes that fill writes. On an InPlace Conn
+// a message of one frame is written once, straight into the receive slot
+// the peer posted (where its Receiver reads it in place); otherwise fill
+// writes into a buffer the Sender keeps and Send frames it. fill must
+// write all n bytes and must not keep dst.
+func (s *Sender) Write(ctx context.Context, seq uint64, n int, fill func(dst []byte)) error {
+	ip, ok := s.conn.(InPlace)
+	if !ok || n == 0 || n > s.caps.FrameBytes-frameHeader {
+		if cap(s.scratch) < n {
+			s.scratch = make([]byte, n)
+		}
+		b := s.scratch[:n]
+		fill(b)
+		return s.Send(ctx, seq, b)
+	}
+	var deadline time.Time
+	for {
+		dst, err := ip.SendSlot()
+		if err == nil {
+			fill(dst[frameHeader : frameHeader+n])
+			m := putHeader(dst, seq, n, 0, 1, n)
+			if s.caps.EqualSizes {
+				clear(dst[m:])
+				m = len(dst)
+				binary.LittleEndian.PutUint32(dst[4:], crc32.Checksum(dst[8:m], castagnoli))
+			}
+			return ip.PostSendSlot(inPlaceWR, m)
+		}
+		if !errors.Is(err, ErrNoCredit) && !errors.Is(err, ErrQueueFull) {
+			return err
+		}
+		if err := s.reap(); err != nil {
+			return err
+		}
+		if err := s.wait(ctx, &deadline, seq); err != nil {
+			return err
+		}
+	}
 }
 
 // Receiver posts every receive slot of a Conn and hands out whole, checked
 // messages in order.
 type Receiver struct {
-	conn Conn
-	caps Caps
-	cs   []Completion
-	got  []Completion // polled, not yet consumed
-	next uint64       // the message expected
-	hold int          // slot handed out by the last Recv, -1 if none
-	asm  []byte       // a message of several frames being put together
+	conn  Conn
+	caps  Caps
+	cs    []Completion
+	got   []Completion // polled (in cs), consumed up to gotAt
+	gotAt int
+	next  uint64 // the message expected
+	hold  int    // slot handed out by the last Recv, -1 if none
+	asm   []byte // a message of several frames being put together
 	// Stall is how long a message may stay incomplete before Recv fails
 	// with ErrStall. Zero: 2 s.
 	Stall time.Duration
@@ -293,19 +346,20 @@ func (r *Receiver) Recv(ctx context.Context) (seq uint64, msg []byte, err error)
 // message (partial), waiting longer than Stall is a fault.
 func (r *Receiver) take(ctx context.Context, partial bool, deadline *time.Time) (Completion, error) {
 	for {
-		for len(r.got) > 0 {
-			c := r.got[0]
-			r.got = r.got[1:]
+		for r.gotAt < len(r.got) {
+			c := r.got[r.gotAt]
+			r.gotAt++
 			if c.Op == OpRecv {
 				return c, nil
 			}
 		}
+		// Poll into got itself (its own array: no copy, no allocation).
 		n, err := r.conn.Poll(r.cs)
 		if err != nil {
 			return Completion{}, err
 		}
 		if n > 0 {
-			r.got = append(r.got[:0], r.cs[:n]...)
+			r.got, r.gotAt = r.cs[:n], 0
 			continue
 		}
 		wctx := ctx

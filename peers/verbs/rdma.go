@@ -1,15 +1,37 @@
 package verbs
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
 // Endpoint is what two RDMA ends exchange over the negotiation stream to
-// connect their queue pairs.
+// connect their queue pairs: the queue pair's number and first packet
+// sequence number, the port's LID (InfiniBand) and GID (RoCE, Thunderbolt),
+// and the key and address of the receive slots' memory region. SEND/RECV
+// needs no remote key; it is exchanged so that a peer whose Caps say Write
+// can write into the slots one day.
 type Endpoint struct {
 	QPN  uint32   `json:"qpn"`
 	PSN  uint32   `json:"psn"`
 	LID  uint16   `json:"lid"`
 	GID  [16]byte `json:"gid"`
 	Port uint8    `json:"port"`
+	RKey uint32   `json:"rkey"`
+	Addr uint64   `json:"addr"`
+}
+
+// Validate reports an endpoint a peer could not have sent honestly.
+func (e Endpoint) Validate() error {
+	switch {
+	case e.QPN == 0 || e.QPN >= 1<<24:
+		return fmt.Errorf("verbs: queue pair number %d (want 1..2^24-1)", e.QPN)
+	case e.PSN >= 1<<24:
+		return fmt.Errorf("verbs: packet sequence number %d (want < 2^24)", e.PSN)
+	case e.Port == 0:
+		return fmt.Errorf("verbs: port 0")
+	}
+	return nil
 }
 
 // RDMAConn is a Conn over an RDMA queue pair, connected once both ends

@@ -61,7 +61,7 @@ func (ibBackend) open(c Caps) (RDMAConn, error) {
 	var psn [4]byte
 	rand.Read(psn[:])
 	q.local = Endpoint{QPN: uint32(C.shim_qpn(q.h)), PSN: binary.LittleEndian.Uint32(psn[:]) & 0xffffff,
-		LID: uint16(C.shim_lid(q.h)), Port: 1}
+		LID: uint16(C.shim_lid(q.h)), Port: 1, RKey: uint32(C.shim_rkey(q.h)), Addr: uint64(C.shim_addr(q.h))}
 	C.shim_gid(q.h, (*C.uint8_t)(unsafe.Pointer(&q.local.GID[0])))
 	// The credit slots are posted by the Conn itself, now.
 	for i := c.Depth; i < slots; i++ {

@@ -85,6 +85,8 @@ static shim_qp *shim_open(int nslots, int frame) {
 static uint32_t shim_qpn(shim_qp *q) { return q->qp->qp_num; }
 static uint16_t shim_lid(shim_qp *q) { return q->port.lid; }
 static void shim_gid(shim_qp *q, uint8_t *out) { memcpy(out, q->gid.raw, 16); }
+static uint32_t shim_rkey(shim_qp *q) { return q->slots_mr->rkey; }
+static uint64_t shim_addr(shim_qp *q) { return (uint64_t)(uintptr_t)q->slots; }
 
 static int shim_connect(shim_qp *q, uint32_t qpn, uint32_t rpsn, uint32_t lpsn, uint16_t lid, uint8_t *gid) {
 	struct ibv_qp_attr a = {0};

@@ -26,7 +26,10 @@ type Shm struct {
 	creator bool
 }
 
-var _ Conn = (*Shm)(nil)
+var (
+	_ Conn    = (*Shm)(nil)
+	_ InPlace = (*Shm)(nil)
+)
 
 // ShmPath is where a ring for token lives.
 func ShmPath(token []byte) string {

@@ -136,3 +136,18 @@ func checkSend(c Caps, r *Region, off, n int) error {
 	}
 	return nil
 }
+
+// InPlace is a Conn whose sends can be written straight into the receive
+// slot the peer posted (shared memory): the sender writes a frame once,
+// where the receiver reads it, with no registered buffer and no copy.
+// Backends that move frames between separate memories (RDMA, the fault
+// backend) do not implement it.
+type InPlace interface {
+	// SendSlot is the memory of the peer's receive slot the next send lands
+	// in (ErrNoCredit: none posted; ErrQueueFull: poll first). It stays
+	// the next send's until PostSendSlot.
+	SendSlot() ([]byte, error)
+	// PostSendSlot sends the first n bytes written into SendSlot's memory,
+	// with work request id wr.
+	PostSendSlot(wr uint64, n int) error
+}
