@@ -90,7 +90,9 @@ func (a *Activations) prepareQ4KBatch() {
 // and IQ4_XS's) batch kernels and returns the first
 // row it did not compute.
 func matMulBatchK(out []float32, w Matrix, a *Activations, lo, hi int) int {
-	if (w.Type == Q4_K || w.Type == Q5_K) && batchK16 {
+	if w.Type == Q4_K && batchK16 {
+		lo = matMulBatchQ4K16i(out, w, a, lo, hi)
+	} else if w.Type == Q5_K && batchK16 {
 		lo = matMulBatchQ4K16(out, w, a, lo, hi)
 	}
 	rows, cols, n := w.Rows, w.Cols, a.n
@@ -440,6 +442,76 @@ func matMulBatchQ4K16(out []float32, w Matrix, a *Activations, lo, hi int) int {
 				o := out[v*rows+r : v*rows+r+16]
 				for i := range o {
 					o[i] = acc[v-v0][i] - acc[v-v0][16+i]
+				}
+			}
+		}
+	}
+	return r
+}
+
+// repackQ4_Kx8iAsm is repackQ4_Kx8iGo in assembly (batch_amd64.s).
+//
+//go:noescape
+func repackQ4_Kx8iAsm(dst *byte, w *byte, rs int, nb int)
+
+// repackQ4_Kx8iGo writes the 8-row Q4_K tile of repackQ4_Kx8Go into half of
+// an interleaved 16-row tile: each 32-byte piece at twice its offset (the
+// other half, rows 8-15, goes 32 bytes further). The reference for
+// repackQ4_Kx8iAsm.
+func repackQ4_Kx8iGo(dst, w []byte, rs, nb int) {
+	t := make([]byte, q4KTileSB)
+	for b := range nb {
+		repackQ4_Kx8Go(t, w[b*q4KBytes:], rs, 1)
+		for i := 0; i < q4KTileSB; i += 32 {
+			copy(dst[2*b*q4KTileSB+2*i:2*b*q4KTileSB+2*i+32], t[i:i+32])
+		}
+	}
+}
+
+// batchQ4Kx16ix4 is batchQ4Kx16x4 on an interleaved tile (repackQ4_Kx8iAsm).
+//
+//go:noescape
+func batchQ4Kx16ix4(tile *byte, x *int8, xs int, d *float32, ds int, b2 *int16, bs int, nb int, acc *float32)
+
+// batchQ4Kx16ix1 is batchQ4Kx16ix4 for one vector.
+//
+//go:noescape
+func batchQ4Kx16ix1(tile *byte, x *int8, d *float32, b2 *int16, nb int, acc *float32)
+
+// matMulBatchQ4K16i is matMulBatchQ4K16 for Q4_K with the interleaved tile:
+// the two 8-row repacks write one 16-row tile and each weight group is one
+// 64-byte load.
+func matMulBatchQ4K16i(out []float32, w Matrix, a *Activations, lo, hi int) int {
+	rows, cols, n := w.Rows, w.Cols, a.n
+	rb, nk := w.RowBytes(), cols/qkK
+	_, _, _ = a.qK[n*cols-1], a.dK[n*nk-1], a.bK2[n*cols/32-1]
+	var tile [2 * kBatchKC * q4KTileSB]byte
+	var acc [batchVecs][32]float32
+	r := lo
+	for ; r+16 <= hi; r += 16 {
+		for v0 := 0; v0 < n; v0 += batchVecs {
+			nv := min(batchVecs, n-v0)
+			clear(acc[:nv])
+			for k0 := 0; k0 < nk; k0 += kBatchKC {
+				kc := min(kBatchKC, nk-k0)
+				_ = tile[2*kc*q4KTileSB-1]
+				for h := range 2 {
+					src := w.Data[(r+8*h)*rb+k0*q4KBytes : (r+8*h+7)*rb+(k0+kc)*q4KBytes]
+					repackQ4_Kx8iAsm(&tile[32*h], &src[0], rb, kc)
+				}
+				v := v0
+				for ; v+4 <= v0+nv; v += 4 {
+					batchQ4Kx16ix4(&tile[0], &a.qK[v*cols+qkK*k0], cols, &a.dK[v*nk+k0], 4*nk,
+						&a.bK2[v*cols/32+8*k0], 2*(cols/32), kc, &acc[v-v0][0])
+				}
+				for ; v < v0+nv; v++ {
+					batchQ4Kx16ix1(&tile[0], &a.qK[v*cols+qkK*k0], &a.dK[v*nk+k0], &a.bK2[v*cols/32+8*k0], kc, &acc[v-v0][0])
+				}
+			}
+			for v := v0; v < v0+nv; v++ {
+				o, c := out[v*rows+r:v*rows+r+16], &acc[v-v0]
+				for i := range o {
+					o[i] = c[i] - c[16+i]
 				}
 			}
 		}

@@ -655,3 +655,164 @@ bq4kz4loop:
 	VMOVUPS Z23, 448(AX)
 	VZEROUPPER
 	RET
+
+// The interleaved 16-row Q4_K kernels: batchQ4Kx16x4's arithmetic on a
+// tile written by repackQ4_Kx8iAsm, where each 32-byte piece of rows 0-7
+// is followed by that of rows 8-15, so one 64-byte load reads the 16
+// rows' group (no VINSERTI64X4: about a tenth faster, measured on
+// Sapphire Rapids). Offsets are twice the 8-row tile's: quants at
+// 512j+64g, scales at 4096+64j, min pairs at 4608+64k, d at 4864, dmin at
+// 4928; 4992 bytes per super-block.
+
+#define KIG4(j, g) \
+	VMOVDQU64     (512*j+64*g)(SI), Z8             \
+	VPDPBUSD.BCST (32*j+4*g)(DI), Z8, Z4           \
+	VPDPBUSD.BCST (32*j+4*g)(DI)(R8*1), Z8, Z5     \
+	VPDPBUSD.BCST (32*j+4*g)(DI)(R8*2), Z8, Z6     \
+	VPDPBUSD.BCST (32*j+4*g)(DI)(R9*1), Z8, Z7
+
+#define KISUB4(j) \
+	VPXORD  Z4, Z4, Z4        \
+	VPXORD  Z5, Z5, Z5        \
+	VPXORD  Z6, Z6, Z6        \
+	VPXORD  Z7, Z7, Z7        \
+	KIG4(j, 0)                \
+	KIG4(j, 1)                \
+	KIG4(j, 2)                \
+	KIG4(j, 3)                \
+	KIG4(j, 4)                \
+	KIG4(j, 5)                \
+	KIG4(j, 6)                \
+	KIG4(j, 7)                \
+	VMOVDQU64 (4096+64*j)(SI), Z9 \
+	VPMULLD Z9, Z4, Z4        \
+	VPMULLD Z9, Z5, Z5        \
+	VPMULLD Z9, Z6, Z6        \
+	VPMULLD Z9, Z7, Z7        \
+	VPADDD  Z4, Z0, Z0        \
+	VPADDD  Z5, Z1, Z1        \
+	VPADDD  Z6, Z2, Z2        \
+	VPADDD  Z7, Z3, Z3
+
+// KIMINS: Z10-Z13 the tile's min pairs, Z14 its d, Z15 its dmin.
+#define KIMINS \
+	VMOVDQU64 4608(SI), Z10 \
+	VMOVDQU64 4672(SI), Z11 \
+	VMOVDQU64 4736(SI), Z12 \
+	VMOVDQU64 4800(SI), Z13 \
+	VMOVUPS   4864(SI), Z14 \
+	VMOVUPS   4928(SI), Z15
+
+// func batchQ4Kx16ix4(tile *byte, x *int8, xs int, d *float32, ds int, b2 *int16, bs int, nb int, acc *float32)
+TEXT ·batchQ4Kx16ix4(SB), NOSPLIT, $0-72
+	MOVQ tile+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ xs+16(FP), R8
+	LEAQ (R8)(R8*2), R9
+	MOVQ d+24(FP), DX
+	MOVQ ds+32(FP), R10
+	LEAQ (R10)(R10*2), R11
+	MOVQ b2+40(FP), BX
+	MOVQ bs+48(FP), R12
+	LEAQ (R12)(R12*2), R13
+	MOVQ nb+56(FP), CX
+	MOVQ acc+64(FP), AX
+	VMOVUPS 0(AX), Z16
+	VMOVUPS 64(AX), Z20
+	VMOVUPS 128(AX), Z17
+	VMOVUPS 192(AX), Z21
+	VMOVUPS 256(AX), Z18
+	VMOVUPS 320(AX), Z22
+	VMOVUPS 384(AX), Z19
+	VMOVUPS 448(AX), Z23
+
+bq4kiz4loop:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	KISUB4(0)
+	KISUB4(1)
+	KISUB4(2)
+	KISUB4(3)
+	KISUB4(4)
+	KISUB4(5)
+	KISUB4(6)
+	KISUB4(7)
+	KIMINS
+	KZMINS1(Z4, 0(BX), 4(BX), 8(BX), 12(BX))
+	KZMINS1(Z5, 0(BX)(R12*1), 4(BX)(R12*1), 8(BX)(R12*1), 12(BX)(R12*1))
+	KZMINS1(Z6, 0(BX)(R12*2), 4(BX)(R12*2), 8(BX)(R12*2), 12(BX)(R12*2))
+	KZMINS1(Z7, 0(BX)(R13*1), 4(BX)(R13*1), 8(BX)(R13*1), 12(BX)(R13*1))
+	KZFOLD1((DX), Z0, Z4, Z16, Z20)
+	KZFOLD1((DX)(R10*1), Z1, Z5, Z17, Z21)
+	KZFOLD1((DX)(R10*2), Z2, Z6, Z18, Z22)
+	KZFOLD1((DX)(R11*1), Z3, Z7, Z19, Z23)
+	ADDQ $4992, SI
+	ADDQ $256, DI
+	ADDQ $4, DX
+	ADDQ $16, BX
+	DECQ CX
+	JNZ  bq4kiz4loop
+	VMOVUPS Z16, 0(AX)
+	VMOVUPS Z20, 64(AX)
+	VMOVUPS Z17, 128(AX)
+	VMOVUPS Z21, 192(AX)
+	VMOVUPS Z18, 256(AX)
+	VMOVUPS Z22, 320(AX)
+	VMOVUPS Z19, 384(AX)
+	VMOVUPS Z23, 448(AX)
+	VZEROUPPER
+	RET
+
+#define KIG1(j, g) \
+	VMOVDQU64     (512*j+64*g)(SI), Z8 \
+	VPDPBUSD.BCST (32*j+4*g)(DI), Z8, Z4
+
+#define KISUB1(j) \
+	VPXORD  Z4, Z4, Z4              \
+	KIG1(j, 0)                      \
+	KIG1(j, 1)                      \
+	KIG1(j, 2)                      \
+	KIG1(j, 3)                      \
+	KIG1(j, 4)                      \
+	KIG1(j, 5)                      \
+	KIG1(j, 6)                      \
+	KIG1(j, 7)                      \
+	VPMULLD (4096+64*j)(SI), Z4, Z4 \
+	VPADDD  Z4, Z0, Z0
+
+// func batchQ4Kx16ix1(tile *byte, x *int8, d *float32, b2 *int16, nb int, acc *float32)
+TEXT ·batchQ4Kx16ix1(SB), NOSPLIT, $0-48
+	MOVQ tile+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ d+16(FP), DX
+	MOVQ b2+24(FP), BX
+	MOVQ nb+32(FP), CX
+	MOVQ acc+40(FP), AX
+	VMOVUPS 0(AX), Z16
+	VMOVUPS 64(AX), Z20
+
+bq4kiz1loop:
+	VPXORD Z0, Z0, Z0
+	KISUB1(0)
+	KISUB1(1)
+	KISUB1(2)
+	KISUB1(3)
+	KISUB1(4)
+	KISUB1(5)
+	KISUB1(6)
+	KISUB1(7)
+	KIMINS
+	KZMINS1(Z4, 0(BX), 4(BX), 8(BX), 12(BX))
+	KZFOLD1((DX), Z0, Z4, Z16, Z20)
+	ADDQ $4992, SI
+	ADDQ $256, DI
+	ADDQ $4, DX
+	ADDQ $16, BX
+	DECQ CX
+	JNZ  bq4kiz1loop
+	VMOVUPS Z16, 0(AX)
+	VMOVUPS Z20, 64(AX)
+	VZEROUPPER
+	RET

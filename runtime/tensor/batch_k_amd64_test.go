@@ -32,6 +32,7 @@ func TestRepackKx8(t *testing.T) {
 		{IQ4_XS, iq4XSBytes, q6KTileSB, []int{0}, repackIQ4_XSx8Asm, repackIQ4_XSx8Go},
 		{Q3_K, q3KBytes, q6KTileSB, []int{108}, repackQ3_Kx8Asm, repackQ3_Kx8Go},
 		{Q2_K, q2KBytes, q2KTileSB, []int{80, 82}, repackQ2_Kx8Asm, repackQ2_Kx8Go},
+		{Q4_K, q4KBytes, 2 * q4KTileSB, []int{0, 2}, repackQ4_Kx8iAsm, repackQ4_Kx8iGo}, // half of a 16-row tile
 	} {
 		for _, nb := range []int{1, 2, 5, 8} {
 			const rows, extra = 8, 3 // rows further apart than a row's blocks
