@@ -472,15 +472,19 @@ func repackQ4_Kx8iGo(dst, w []byte, rs, nb int) {
 	}
 }
 
-// batchQ4Kx16ix4 is batchQ4Kx16x4 on an interleaved tile (repackQ4_Kx8iAsm).
+// batchQ4Kx16ix4 is batchQ4Kx16x4 on an interleaved tile (repackQ4_Kx8iAsm);
+// where out is not nil it writes vector t's 16 results (accumulator minus
+// mins accumulator) to out + t*os bytes instead of acc: the last
+// super-blocks of the rows, without a pass of Go over acc (which cost a
+// quarter of the kernel's time, measured).
 //
 //go:noescape
-func batchQ4Kx16ix4(tile *byte, x *int8, xs int, d *float32, ds int, b2 *int16, bs int, nb int, acc *float32)
+func batchQ4Kx16ix4(tile *byte, x *int8, xs int, d *float32, ds int, b2 *int16, bs int, nb int, acc *float32, out *float32, os int)
 
 // batchQ4Kx16ix1 is batchQ4Kx16ix4 for one vector.
 //
 //go:noescape
-func batchQ4Kx16ix1(tile *byte, x *int8, d *float32, b2 *int16, nb int, acc *float32)
+func batchQ4Kx16ix1(tile *byte, x *int8, d *float32, b2 *int16, nb int, acc *float32, out *float32)
 
 // matMulBatchQ4K16i is matMulBatchQ4K16 for Q4_K with the interleaved tile:
 // the two 8-row repacks write one 16-row tile and each weight group is one
@@ -503,19 +507,24 @@ func matMulBatchQ4K16i(out []float32, w Matrix, a *Activations, lo, hi int) int 
 					src := w.Data[(r+8*h)*rb+k0*q4KBytes : (r+8*h+7)*rb+(k0+kc)*q4KBytes]
 					repackQ4_Kx8iAsm(&tile[32*h], &src[0], rb, kc)
 				}
+				last := k0+kc == nk
 				v := v0
 				for ; v+4 <= v0+nv; v += 4 {
+					var o *float32
+					if last {
+						_ = out[(v+3)*rows+r+15]
+						o = &out[v*rows+r]
+					}
 					batchQ4Kx16ix4(&tile[0], &a.qK[v*cols+qkK*k0], cols, &a.dK[v*nk+k0], 4*nk,
-						&a.bK2[v*cols/32+8*k0], 2*(cols/32), kc, &acc[v-v0][0])
+						&a.bK2[v*cols/32+8*k0], 2*(cols/32), kc, &acc[v-v0][0], o, 4*rows)
 				}
 				for ; v < v0+nv; v++ {
-					batchQ4Kx16ix1(&tile[0], &a.qK[v*cols+qkK*k0], &a.dK[v*nk+k0], &a.bK2[v*cols/32+8*k0], kc, &acc[v-v0][0])
-				}
-			}
-			for v := v0; v < v0+nv; v++ {
-				o, c := out[v*rows+r:v*rows+r+16], &acc[v-v0]
-				for i := range o {
-					o[i] = c[i] - c[16+i]
+					var o *float32
+					if last {
+						_ = out[v*rows+r+15]
+						o = &out[v*rows+r]
+					}
+					batchQ4Kx16ix1(&tile[0], &a.qK[v*cols+qkK*k0], &a.dK[v*nk+k0], &a.bK2[v*cols/32+8*k0], kc, &acc[v-v0][0], o)
 				}
 			}
 		}

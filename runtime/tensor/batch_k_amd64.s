@@ -662,7 +662,9 @@ bq4kz4loop:
 // rows' group (no VINSERTI64X4: about a tenth faster, measured on
 // Sapphire Rapids). Offsets are twice the 8-row tile's: quants at
 // 512j+64g, scales at 4096+64j, min pairs at 4608+64k, d at 4864, dmin at
-// 4928; 4992 bytes per super-block.
+// 4928; 4992 bytes per super-block. On the last super-blocks of a row
+// (out not nil) they write the 16 results, accumulator minus mins
+// accumulator, to out (vector t at out + t*os bytes) instead of acc.
 
 #define KIG4(j, g) \
 	VMOVDQU64     (512*j+64*g)(SI), Z8             \
@@ -703,8 +705,8 @@ bq4kz4loop:
 	VMOVUPS   4864(SI), Z14 \
 	VMOVUPS   4928(SI), Z15
 
-// func batchQ4Kx16ix4(tile *byte, x *int8, xs int, d *float32, ds int, b2 *int16, bs int, nb int, acc *float32)
-TEXT ·batchQ4Kx16ix4(SB), NOSPLIT, $0-72
+// func batchQ4Kx16ix4(tile *byte, x *int8, xs int, d *float32, ds int, b2 *int16, bs int, nb int, acc *float32, out *float32, os int)
+TEXT ·batchQ4Kx16ix4(SB), NOSPLIT, $0-88
 	MOVQ tile+0(FP), SI
 	MOVQ x+8(FP), DI
 	MOVQ xs+16(FP), R8
@@ -754,6 +756,23 @@ bq4kiz4loop:
 	ADDQ $16, BX
 	DECQ CX
 	JNZ  bq4kiz4loop
+	MOVQ out+72(FP), DI
+	TESTQ DI, DI
+	JZ   bq4kiz4acc
+	MOVQ os+80(FP), R8
+	LEAQ (R8)(R8*2), R9
+	VSUBPS  Z20, Z16, Z16
+	VSUBPS  Z21, Z17, Z17
+	VSUBPS  Z22, Z18, Z18
+	VSUBPS  Z23, Z19, Z19
+	VMOVUPS Z16, (DI)
+	VMOVUPS Z17, (DI)(R8*1)
+	VMOVUPS Z18, (DI)(R8*2)
+	VMOVUPS Z19, (DI)(R9*1)
+	VZEROUPPER
+	RET
+
+bq4kiz4acc:
 	VMOVUPS Z16, 0(AX)
 	VMOVUPS Z20, 64(AX)
 	VMOVUPS Z17, 128(AX)
@@ -782,8 +801,8 @@ bq4kiz4loop:
 	VPMULLD (4096+64*j)(SI), Z4, Z4 \
 	VPADDD  Z4, Z0, Z0
 
-// func batchQ4Kx16ix1(tile *byte, x *int8, d *float32, b2 *int16, nb int, acc *float32)
-TEXT ·batchQ4Kx16ix1(SB), NOSPLIT, $0-48
+// func batchQ4Kx16ix1(tile *byte, x *int8, d *float32, b2 *int16, nb int, acc *float32, out *float32)
+TEXT ·batchQ4Kx16ix1(SB), NOSPLIT, $0-56
 	MOVQ tile+0(FP), SI
 	MOVQ x+8(FP), DI
 	MOVQ d+16(FP), DX
@@ -812,6 +831,15 @@ bq4kiz1loop:
 	ADDQ $16, BX
 	DECQ CX
 	JNZ  bq4kiz1loop
+	MOVQ out+48(FP), DI
+	TESTQ DI, DI
+	JZ   bq4kiz1acc
+	VSUBPS  Z20, Z16, Z16
+	VMOVUPS Z16, (DI)
+	VZEROUPPER
+	RET
+
+bq4kiz1acc:
 	VMOVUPS Z16, 0(AX)
 	VMOVUPS Z20, 64(AX)
 	VZEROUPPER
