@@ -7,7 +7,7 @@ TESTDATA ?= $(or $(STRATA_TESTDATA),$(abspath ../shared/testdata))
 FUZZTIME ?= 1m
 PROTOC_GEN_GO_VERSION := v1.36.12
 
-.PHONY: all build test test-arm64 test-long demo bench bench-vs-llamacpp fuzz proto vet clean
+.PHONY: all build deps test test-arm64 test-long demo bench bench-vs-llamacpp fuzz proto vet clean
 
 all: build
 
@@ -17,12 +17,19 @@ build:
 vet:
 	$(GO) vet ./...
 	GOARCH=arm64 $(GO) vet ./...
+	$(GO) build -tags ibverbs ./...
 
-# The test command CI runs (.ci/run). The arm64 kernel tests run under qemu
-# (about 35 s on 2 cores with a cold build cache); unit tests run with the
+# What the tests need beyond Go (chromium, libibverbs-dev, qemu-user-static,
+# the pinned npm packages in .ci/npm), each installed only when missing.
+deps:
+	./scripts/deps.sh
+
+# The test command CI runs (.ci/run); on a fresh machine it first installs
+# what it needs (deps). The arm64 kernel tests run under qemu
+# (a few minutes on 2 cores); unit tests run with the
 # race detector; the comparisons with llama.cpp and the end-to-end tests
 # (real strata node processes, a synthetic 1.1B model) run without it.
-test: vet test-arm64
+test: deps vet test-arm64
 	STRATA_TESTDATA=$(TESTDATA) $(GO) test -race -count=1 -timeout 30m -skip '$(ORACLE_TESTS)' ./...
 	STRATA_TESTDATA=$(TESTDATA) $(GO) test -count=1 -timeout 30m -run '$(ORACLE_TESTS)' ./...
 	STRATA_TESTDATA=$(TESTDATA) $(GO) test -tags e2e -count=1 -timeout 30m -run E2E ./...
@@ -34,9 +41,16 @@ test: vet test-arm64
 ORACLE_TESTS := Oracle|Fidelity|LlamaCpp
 
 # The arm64 kernels (NEON, the Macs' path) against the generic ones, under
-# qemu user-mode emulation (qemu-user-static; .ci/run installs it).
+# qemu user-mode emulation (qemu-user-static; make deps installs it). -cpu
+# max emulates every extension, i8mm (SMMLA) included, and
+# STRATA_WANT_I8MM makes its tests fail rather than skip if it is missing;
+# the SDOT-only kernels run there too, as the "neon" kernel set.
+# The tensor-parallel tests (TestTP*) check the slicing and all-reduce
+# arithmetic, not kernels, and run tens of forward passes of a 2048-wide
+# model: under emulation they would cost minutes for nothing the native run
+# does not already check.
 test-arm64:
-	GOARCH=arm64 STRATA_TESTDATA=$(TESTDATA) $(GO) test -count=1 -exec qemu-aarch64-static -skip '$(ORACLE_TESTS)' ./runtime/tensor/ ./runtime/model/
+	GOARCH=arm64 STRATA_WANT_I8MM=1 STRATA_TESTDATA=$(TESTDATA) $(GO) test -count=1 -exec 'qemu-aarch64-static -cpu max' -skip '$(ORACLE_TESTS)|^TestTP' ./runtime/tensor/ ./runtime/model/
 
 # A small local cluster on the tiny real model: three nodes on 127.0.0.1
 # split stories260K, a prompt goes to the third, the story and the layer

@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -16,13 +15,12 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"strata/actors/plan"
+	"strata/actors/session"
 	"strata/messages"
 	"strata/runtime/catalog"
 	"strata/runtime/engine"
 	"strata/runtime/gguf"
-	"strata/runtime/grammar"
 	"strata/runtime/model"
-	"strata/runtime/sample"
 	"strata/runtime/tokenizer"
 )
 
@@ -76,6 +74,20 @@ type ClusterOptions struct {
 	// not fit without it; 0 = 4 s (the membership drops a silent node
 	// within 3 s).
 	ViewSettle time.Duration
+	// Placer computes placements; nil = plan.Place. It must be a
+	// deterministic function of its inputs (every node computes the plans
+	// of the sessions it starts), never place more than fits, and return a
+	// *plan.RefusalError when the nodes are too small: a session that lost
+	// a node then waits for the view to settle.
+	Placer Placer
+	// SenderMiddleware wraps every message the sessions started here send
+	// (to first stages, and their probes and frees); nil = none. With
+	// HostConfig.SenderMiddleware it shapes or cuts in-process links.
+	SenderMiddleware []actor.SenderMiddleware
+	// Open, when set, returns a model's file owned by someone else (the
+	// node's Host.File), so a node opens each model once; nil = the
+	// Cluster opens the files itself, through its ModelStore.
+	Open func(name string) (*gguf.File, error)
 	// Metrics hears the timing of every decode step; nil = none.
 	Metrics Metrics
 	// Logger receives one line per recovery; nil = silent.
@@ -86,6 +98,9 @@ type ClusterOptions struct {
 	// memory.
 	PromptCache int
 }
+
+// Placer is a placement function with plan.Place's signature.
+type Placer func(m plan.Model, nodes []plan.Node, opts plan.Options) (plan.Plan, error)
 
 // Metrics receives step timings (api.Metrics implements it).
 type Metrics interface {
@@ -100,6 +115,7 @@ type Metrics interface {
 // their shards, and drives generation.
 type Cluster struct {
 	system *actor.ActorSystem
+	root   *actor.RootContext // sends to stages, through opts.SenderMiddleware
 	dir    Directory
 	models ModelStore
 	opts   ClusterOptions
@@ -109,35 +125,11 @@ type Cluster struct {
 	mu       sync.Mutex
 	local    map[string]*localModel // tokenizer and profile by model name
 	sessions map[string]*SessionInfo
-	last     StepStats
-}
-
-// StepStats summarises the decode steps of a finished session.
-type StepStats struct {
-	Steps, Stages, Recoveries int
-	Round                     time.Duration // mean round trip of one step
-	Compute                   time.Duration // mean compute of all stages within it
-}
-
-// HopOverhead is the mean transport time per hop (a ring of k stages has
-// k+1 hops, counting the session's own).
-func (s StepStats) HopOverhead() time.Duration {
-	if s.Stages == 0 {
-		return 0
-	}
-	return (s.Round - s.Compute) / time.Duration(s.Stages+1)
-}
-
-// LastStats returns the step statistics of the last session that finished.
-func (c *Cluster) LastStats() StepStats {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.last
 }
 
 // localModel is what the origin node needs of a model: its tokenizer and profile.
 type localModel struct {
-	file *gguf.File
+	file *gguf.File // nil when opts.Open lent it
 	tok  *tokenizer.Tokenizer
 	cfg  model.Config
 	prof model.Profile
@@ -173,7 +165,11 @@ func NewCluster(system *actor.ActorSystem, dir Directory, models ModelStore, opt
 	if opts.ViewSettle <= 0 {
 		opts.ViewSettle = 4 * time.Second
 	}
-	c := &Cluster{system: system, dir: dir, models: models, opts: opts, local: map[string]*localModel{}, sessions: map[string]*SessionInfo{}}
+	root := system.Root
+	if len(opts.SenderMiddleware) > 0 {
+		root = actor.NewRootContext(system, nil, opts.SenderMiddleware...)
+	}
+	c := &Cluster{system: system, root: root, dir: dir, models: models, opts: opts, local: map[string]*localModel{}, sessions: map[string]*SessionInfo{}}
 	if opts.PromptCache == 0 {
 		opts.PromptCache = defaultPromptCache
 	}
@@ -194,23 +190,15 @@ func (c *Cluster) Close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, m := range c.local {
-		m.file.Close()
+		m.close()
 	}
 	c.local = map[string]*localModel{}
 }
 
-// Request is one generation across the cluster.
-type Request struct {
-	Model     string
-	Prompt    string
-	Tokens    []int // used instead of Prompt when set (no BOS added)
-	MaxTokens int   // 0 = until end of generation or a full context
-	Sampling  sample.Params
-	Stop      []string
-	// Schema, when set, constrains the output to a JSON document of this
-	// schema (structured output): the last stage masks its sampling.
-	Schema *grammar.Schema
-}
+// Request is one generation across the cluster: Model names the model;
+// Schema travels to the last stage, which masks its sampling. Constraint
+// (a sampler constraint in this process) does not run on a cluster.
+type Request = engine.Request
 
 // Sessions lists the sessions this node drives now.
 func (c *Cluster) Sessions() []SessionInfo {
@@ -242,7 +230,7 @@ func (c *Cluster) model(name string) (*localModel, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if other, ok := c.local[name]; ok {
-		m.file.Close()
+		m.close()
 		return other, nil
 	}
 	c.local[name] = m
@@ -250,21 +238,37 @@ func (c *Cluster) model(name string) (*localModel, error) {
 }
 
 func (c *Cluster) open(name string) (*localModel, error) {
-	f, err := openModel(c.models, name)
+	var f *gguf.File
+	var err error
+	m := &localModel{}
+	if c.opts.Open != nil {
+		f, err = c.opts.Open(name)
+	} else {
+		f, err = openModel(c.models, name)
+		m.file = f
+	}
 	if err != nil {
 		return nil, err
 	}
-	m := &localModel{file: f}
+	// The tokenizer and profile copy what they need: the file is only
+	// read here.
 	if m.cfg, err = model.ConfigOf(f.Metadata()); err == nil {
 		if m.prof, err = model.ProfileOf(f); err == nil {
 			m.tok, err = tokenizer.FromGGUF(f.Metadata())
 		}
 	}
 	if err != nil {
-		f.Close()
+		m.close()
 		return nil, err
 	}
 	return m, nil
+}
+
+// close closes the model's file if the Cluster opened it.
+func (m *localModel) close() {
+	if m.file != nil {
+		m.file.Close()
+	}
 }
 
 // planContext is the per-session context placement reserves for m.
@@ -280,7 +284,7 @@ func (c *Cluster) Plan(name string) (plan.Plan, []Member, error) {
 	return c.plan(name, nil)
 }
 
-func (c *Cluster) plan(name string, excluded map[string]time.Time) (plan.Plan, []Member, error) {
+func (c *Cluster) plan(name string, excluded []string) (plan.Plan, []Member, error) {
 	m, err := c.model(name)
 	if err != nil {
 		return plan.Plan{}, nil, err
@@ -297,7 +301,7 @@ func (c *Cluster) plan(name string, excluded map[string]time.Time) (plan.Plan, [
 		available = available || partial || slices.Contains(mem.Models, name)
 	}
 	for _, mem := range all {
-		_, lost := excluded[mem.ID]
+		lost := slices.Contains(excluded, mem.ID)
 		held, holds := heldLayers(mem, name, m.prof.Layers)
 		if lost || !holds && !(mem.Fetches && available) {
 			continue
@@ -311,7 +315,11 @@ func (c *Cluster) plan(name string, excluded map[string]time.Time) (plan.Plan, [
 		}
 		return plan.Plan{}, nil, fmt.Errorf("no node of the cluster has model %q", name)
 	}
-	p, err := plan.Place(plan.FromProfile(name, m.prof), nodes, plan.Options{Context: c.planContext(m), Sessions: c.opts.PlanSessions})
+	place := c.opts.Placer
+	if place == nil {
+		place = plan.Place
+	}
+	p, err := place(plan.FromProfile(name, m.prof), nodes, plan.Options{Context: c.planContext(m), Sessions: c.opts.PlanSessions})
 	return p, members, err
 }
 
@@ -343,16 +351,9 @@ func heldLayers(mem Member, model string, layers int) ([]bool, bool) {
 // 1 Gbit/s link shared by several fetches.
 const fetchRate = 20 << 20
 
-// stage is one loaded stage of a session.
-type stage struct {
-	pid        *actor.PID
-	first, end int
-	node       string
-}
-
 // load asks every stage's host to load its shard. Nodes that do not
 // answer at all are returned apart: the caller may re-plan without them.
-func (c *Cluster) load(ctx context.Context, name string, p plan.Plan, members []Member) ([]stage, []string, error) {
+func (c *Cluster) load(name string, p plan.Plan, members []Member) ([]session.Stage, []string, error) {
 	byID := map[string]Member{}
 	for _, m := range members {
 		byID[m.ID] = m
@@ -361,7 +362,7 @@ func (c *Cluster) load(ctx context.Context, name string, p plan.Plan, members []
 	if len(p.Stages) > 0 {
 		layers = p.Stages[len(p.Stages)-1].End
 	}
-	stages := make([]stage, len(p.Stages))
+	stages := make([]session.Stage, len(p.Stages))
 	errs := make([]error, len(p.Stages))
 	silent := make([]bool, len(p.Stages))
 	var wg sync.WaitGroup
@@ -375,7 +376,7 @@ func (c *Cluster) load(ctx context.Context, name string, p plan.Plan, members []
 			if held, _ := heldLayers(mem, name, layers); !slices.Equal(held[s.First:s.End], allTrue(s.End-s.First)) {
 				timeout += time.Duration(s.WeightBytes/fetchRate+1) * time.Second
 			}
-			res, err := c.system.Root.RequestFuture(mem.Host, &messages.LoadShard{Shard: spec}, timeout).Result()
+			res, err := c.root.RequestFuture(mem.Host, &messages.LoadShard{Shard: spec}, timeout).Result()
 			if err != nil {
 				errs[i] = fmt.Errorf("node %s did not load layers %d-%d of %s: %w", s.Node, s.First, s.End-1, name, err)
 				silent[i] = true
@@ -388,7 +389,7 @@ func (c *Cluster) load(ctx context.Context, name string, p plan.Plan, members []
 			case loaded.Error != "":
 				errs[i] = errors.New(loaded.Error)
 			default:
-				stages[i] = stage{pid: &actor.PID{Address: mem.Host.Address, Id: loaded.ActorId}, first: s.First, end: s.End, node: s.Node}
+				stages[i] = session.Stage{Node: s.Node, Address: mem.Host.Address, Actor: loaded.ActorId, First: s.First, End: s.End}
 			}
 		})
 	}
@@ -408,480 +409,6 @@ func allTrue(n int) []bool {
 		b[i] = true
 	}
 	return b
-}
-
-// inbox is the session's actor: it watches the stages and hands Token,
-// ForwardError and Terminated messages to the goroutine that drives the
-// session.
-type inbox struct {
-	ch      chan any
-	watched []*actor.PID // touched only by Receive
-}
-
-// watchStages asks the inbox to watch a ring's stage actors.
-type watchStages struct{ pids []*actor.PID }
-
-func (in *inbox) Receive(ctx actor.Context) {
-	switch m := ctx.Message().(type) {
-	case watchStages:
-		for _, p := range in.watched {
-			ctx.Unwatch(p)
-		}
-		in.watched = m.pids
-		for _, p := range m.pids {
-			ctx.Watch(p)
-		}
-	case *actor.Stopping:
-		// Long-lived shards would otherwise collect a dead watcher per session.
-		for _, p := range in.watched {
-			ctx.Unwatch(p)
-		}
-	case *messages.Token, *messages.ForwardError, *actor.Terminated:
-		select {
-		case in.ch <- m:
-		default: // a stage sent more than one answer per step: drop it
-		}
-	}
-}
-
-// stageLost reports that a stage of the ring went away mid-session.
-type stageLost struct {
-	node  string
-	cause string
-}
-
-func (e *stageLost) Error() string {
-	if e.node == "" {
-		return "the ring stalled (" + e.cause + ")"
-	}
-	return fmt.Sprintf("node %s left the session's ring (%s)", e.node, e.cause)
-}
-
-// Generate runs one generation on the cluster, calling onToken for each
-// generated token in order, like engine.Engine.Generate.
-func (c *Cluster) Generate(ctx context.Context, req Request, onToken func(engine.Token) error) (res engine.Result, err error) {
-	if err := req.Sampling.Validate(); err != nil {
-		return res, err
-	}
-	lm, err := c.model(req.Model)
-	if err != nil {
-		return res, err
-	}
-	prompt := req.Tokens
-	if prompt == nil {
-		prompt = lm.tok.Encode(req.Prompt, true, false)
-	}
-	ctxLen := c.planContext(lm)
-	if len(prompt) == 0 || len(prompt) >= ctxLen {
-		return res, fmt.Errorf("prompt of %d tokens does not fit the context of %d", len(prompt), ctxLen)
-	}
-	res.PromptTokens = len(prompt)
-	start := time.Now()
-	in := &inbox{ch: make(chan any, 8)}
-	self := c.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return in }))
-	info := &SessionInfo{Model: req.Model, Prompt: len(prompt), Started: start, inbox: self}
-	r := &run{c: c, lm: lm, req: req, in: in, self: self, ctxLen: ctxLen, info: info, excluded: map[string]time.Time{}}
-	defer r.close()
-	defer func() {
-		if r.steps > 0 {
-			c.mu.Lock()
-			c.last = StepStats{Steps: r.steps, Stages: len(r.stages), Round: r.stepTime / time.Duration(r.steps), Compute: r.stepCompute / time.Duration(r.steps), Recoveries: r.recoveries}
-			c.mu.Unlock()
-		}
-	}()
-
-	// seq is every token the ring has to have seen: the prompt, then each
-	// generated token once it is fed back.
-	seq := append([]int(nil), prompt...)
-	next, err := r.start(ctx, seq)
-	if err != nil {
-		return res, err
-	}
-	res.PrefillDuration = time.Since(start)
-	res.CachedTokens = r.cached
-	decodeStart := time.Now()
-	defer func() { res.DecodeDuration = time.Since(decodeStart) }()
-
-	text := engine.NewTextStream(lm.tok, prompt, req.Stop)
-	for {
-		piece, stop := text.Add(next)
-		if !lm.tok.IsEOG(next) {
-			res.Tokens = append(res.Tokens, next)
-			c.mu.Lock()
-			info.Generated = len(res.Tokens)
-			c.mu.Unlock()
-		}
-		if piece != "" || !stop {
-			if err := onToken(engine.Token{ID: next, Index: len(res.Tokens) - 1, Text: piece}); err != nil {
-				res.Text = text.Text()
-				return res, err
-			}
-		}
-		if stop {
-			res.FinishReason = engine.FinishStop
-			r.keep = seq
-			break
-		}
-		if (req.MaxTokens > 0 && len(res.Tokens) >= req.MaxTokens) || len(seq)+1 >= ctxLen {
-			res.FinishReason = engine.FinishLength
-			r.keep = seq
-			if rest := text.Flush(); rest != "" {
-				if err := onToken(engine.Token{ID: next, Index: len(res.Tokens) - 1, Text: rest}); err != nil {
-					res.Text = text.Text()
-					return res, err
-				}
-			}
-			break
-		}
-		seq = append(seq, next)
-		stepStart := time.Now()
-		r.send(len(seq)-1, seq[len(seq)-1:], true, nil)
-		next, err = r.wait(ctx, len(seq))
-		if err == nil {
-			r.observe(time.Since(stepStart))
-		}
-		var lost *stageLost
-		if errors.As(err, &lost) {
-			// A node went away: re-plan without it and replay what the
-			// ring had seen. Greedy output is the same as without the
-			// failure; nothing streamed is repeated.
-			c.logf("session %s: %v; re-planning and replaying %d tokens", r.id, lost, len(seq))
-			if lost.node != "" {
-				r.excluded[lost.node] = time.Now()
-			}
-			r.recoveries++
-			next, err = r.start(ctx, seq)
-		}
-		if err != nil {
-			res.Text = text.Text()
-			return res, err
-		}
-	}
-	res.Text = text.Text()
-	return res, nil
-}
-
-// sessionInbox returns the inbox of one running session (tests).
-func (c *Cluster) sessionInbox() *actor.PID {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, s := range c.sessions {
-		return s.inbox
-	}
-	return nil
-}
-
-// run is one session's ring and the state needed to rebuild it.
-type run struct {
-	c          *Cluster
-	lm         *localModel
-	req        Request
-	in         *inbox
-	self       *actor.PID
-	ctxLen     int
-	info       *SessionInfo
-	id         string  // the current ring's session ID
-	stages     []stage // the current ring
-	route      []*messages.PID
-	excluded   map[string]time.Time // nodes lost during this session, and when
-	recoveries int
-
-	// Decode step timing: round trips, and the stages' compute within them.
-	lastCompute           time.Duration
-	stepTime, stepCompute time.Duration
-	steps                 int
-
-	// Prompt caching (prefixcache.go): the retained session the first
-	// Forward resumes, the positions it covers, whether resuming failed
-	// once, and the tokens the KV caches hold at a clean end.
-	resume  string
-	resumed *prefixEntry
-	cached  int
-	noCache bool
-	keep    []int
-}
-
-// maxRecoveries bounds how many times one session rebuilds its ring.
-const maxRecoveries = 8
-
-// start plans a ring (without the excluded nodes), loads its shards,
-// feeds it seq and returns the token that follows seq.
-func (r *run) start(ctx context.Context, seq []int) (int, error) {
-	c := r.c
-	for {
-		if err := ctx.Err(); err != nil {
-			return 0, err
-		}
-		if r.recoveries > maxRecoveries {
-			return 0, fmt.Errorf("session lost its ring %d times; giving up", r.recoveries)
-		}
-		r.free()
-		p, members, err := c.plan(r.req.Model, r.excluded)
-		if err != nil {
-			var refusal *plan.RefusalError
-			if errors.As(err, &refusal) && r.settle(ctx) {
-				r.recoveries++
-				continue
-			}
-			return 0, err
-		}
-		stages, unreachable, err := c.load(ctx, r.req.Model, p, members)
-		if len(unreachable) > 0 {
-			c.logf("session: nodes %v did not answer LoadShard; re-planning without them", unreachable)
-			for _, n := range unreachable {
-				r.excluded[n] = time.Now()
-			}
-			r.recoveries++
-			continue
-		}
-		if err != nil {
-			return 0, err
-		}
-		r.id, r.stages = newSessionID(), stages
-		r.route = r.route[:0]
-		var pids []*actor.PID
-		for i, s := range stages {
-			pids = append(pids, s.pid)
-			if i > 0 {
-				r.route = append(r.route, fromPID(s.pid))
-			}
-		}
-		c.system.Root.Send(r.self, watchStages{pids})
-		c.mu.Lock()
-		for old, si := range c.sessions {
-			if si == r.info {
-				delete(c.sessions, old)
-			}
-		}
-		r.info.ID = sessionLabel(r.id)
-		// A fresh slice: Sessions() hands out copies that share it.
-		r.info.Stages = make([]StageInfo, 0, len(stages))
-		for _, s := range stages {
-			r.info.Stages = append(r.info.Stages, StageInfo{Node: s.node, Actor: s.pid.Id, First: s.first, End: s.end})
-		}
-		c.sessions[r.id] = r.info
-		c.mu.Unlock()
-
-		// The prompt goes in chunks of MaxBatch, and on a replay each
-		// generated token goes alone, all without waiting: the same
-		// batches as the uninterrupted run, so the KV caches come out bit
-		// for bit the same (batched and one-token kernels may round
-		// differently) and greedy output does not change. Only the last
-		// message samples. (A prompt that resumes a cached prefix starts
-		// its batches after it: it may round differently from a run
-		// without the cache.)
-		promptLen := r.info.Prompt
-		skip := r.resumeFrom(seq)
-		for i := skip; i < promptLen; i += MaxBatch {
-			chunk := seq[i:min(i+MaxBatch, promptLen)]
-			var accept []int
-			if i == skip {
-				accept = seq
-			}
-			r.send(i, chunk, i+len(chunk) == len(seq), accept)
-		}
-		for i := promptLen; i < len(seq); i++ {
-			r.send(i, seq[i:i+1], i+1 == len(seq), nil)
-		}
-		// One step timeout per eight messages in flight: a long replay is
-		// progress, not a stall.
-		messages := (promptLen+MaxBatch-1)/MaxBatch + len(seq) - promptLen
-		next, err := r.waitFor(ctx, len(seq), r.c.opts.StepTimeout*time.Duration(1+messages/8))
-		if r.cacheFailed(ctx, err) {
-			continue
-		}
-		var lost *stageLost
-		if errors.As(err, &lost) {
-			c.logf("session %s: %v; re-planning", r.id, lost)
-			if lost.node != "" {
-				r.excluded[lost.node] = time.Now()
-			}
-			r.recoveries++
-			continue
-		}
-		return next, err
-	}
-}
-
-// settle is called when the model does not fit without the nodes this
-// session lost. A lost link is not always a lost node: a node that is
-// heard from again (a heartbeat after it was lost) within ViewSettle is
-// given back. It reports whether any came back.
-func (r *run) settle(ctx context.Context) bool {
-	if len(r.excluded) == 0 {
-		return false
-	}
-	deadline := time.Now().Add(r.c.opts.ViewSettle)
-	for {
-		back := map[string]bool{}
-		for _, m := range r.c.dir.Members() {
-			if lostAt, ok := r.excluded[m.ID]; ok && m.LastSeen.After(lostAt) {
-				back[m.ID] = true
-			}
-		}
-		if len(back) > 0 {
-			for id := range back {
-				delete(r.excluded, id)
-			}
-			r.c.logf("session: nodes %v are heard from again; trying them again", keys(back))
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-func keys(m map[string]bool) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
-// send feeds tokens at positions pos.. to the first stage. The first
-// message of a ring carries the sampler settings and accept: every token
-// before the first sampled position, for the last stage's penalties.
-func (r *run) send(pos int, tokens []int, sampleNow bool, accept []int) {
-	f := &messages.Forward{Session: r.id, Position: uint32(pos), Count: uint32(len(tokens)), Route: r.route,
-		ReplyTo: fromPID(r.self), HiddenType: r.c.opts.Hidden, Sample: sampleNow, Context: uint32(r.ctxLen)}
-	for _, t := range tokens {
-		f.Tokens = append(f.Tokens, int32(t))
-	}
-	if accept != nil {
-		f.Resume, r.resume = r.resume, ""
-		f.Sampling = samplingMessage(r.req.Sampling)
-		r.constrain(f.Sampling)
-		for _, t := range accept {
-			f.Accept = append(f.Accept, int32(t))
-		}
-	}
-	r.c.system.Root.Send(r.stages[0].pid, f)
-}
-
-// wait returns the token for position pos.
-func (r *run) wait(ctx context.Context, pos int) (int, error) {
-	return r.waitFor(ctx, pos, r.c.opts.StepTimeout)
-}
-
-// waitFor is wait with a given timeout.
-func (r *run) waitFor(ctx context.Context, pos int, timeout time.Duration) (int, error) {
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-timer.C:
-			// A stage that is stuck (its node still heartbeats, so the
-			// view keeps it), or a message lost on a cut link: the stages
-			// that do not answer a probe either are left out of the next
-			// ring; then rebuild it and replay.
-			lost := &stageLost{cause: fmt.Sprintf("no token for position %d within %v", pos, timeout)}
-			if silent := r.silentStages(); len(silent) > 0 {
-				lost.node, lost.cause = silent[0], lost.cause+"; it does not answer"
-				for _, n := range silent[1:] {
-					r.excluded[n] = time.Now()
-				}
-			}
-			return 0, lost
-		case m := <-r.in.ch:
-			switch m := m.(type) {
-			case *actor.Terminated:
-				for _, s := range r.stages {
-					if s.pid.Address == m.Who.Address && s.pid.Id == m.Who.Id {
-						return 0, &stageLost{node: s.node, cause: "its shard actor stopped or its peer disconnected"}
-					}
-				}
-			case *messages.ForwardError:
-				if m.Session == r.id {
-					return 0, fmt.Errorf("stage %s: %s", m.Stage, m.Error)
-				}
-			case *messages.Token:
-				if m.Session != r.id || int(m.Position) != pos {
-					continue // a stale answer
-				}
-				if m.Id < 0 || int(m.Id) >= r.lm.tok.VocabSize() {
-					return 0, fmt.Errorf("the last stage sent token id %d, outside the vocabulary", m.Id)
-				}
-				r.lastCompute = time.Duration(m.ComputeNs)
-				return int(m.Id), nil
-			}
-		}
-	}
-}
-
-// maxProbe bounds the wait for a stage's answer to a probe after a step
-// timed out.
-const maxProbe = 5 * time.Second
-
-// silentStages asks every stage of the ring for its stats and returns the
-// nodes of those that do not answer within min(StepTimeout, maxProbe).
-func (r *run) silentStages() []string {
-	wait := min(r.c.opts.StepTimeout, maxProbe)
-	futures := make([]*actor.Future, len(r.stages))
-	for i, s := range r.stages {
-		futures[i] = r.c.system.Root.RequestFuture(s.pid, &messages.ShardStats{}, wait)
-	}
-	var silent []string
-	for i, f := range futures {
-		if _, err := f.Result(); err != nil && !slices.Contains(silent, r.stages[i].node) {
-			silent = append(silent, r.stages[i].node)
-		}
-	}
-	return silent
-}
-
-// observe reports one decode step: its round trip, and the transport
-// share of each hop (session → stage 0 → … → last stage → session).
-func (r *run) observe(step time.Duration) {
-	r.stepTime += step
-	r.stepCompute += r.lastCompute
-	r.steps++
-	m := r.c.opts.Metrics
-	if m == nil {
-		return
-	}
-	m.ObserveStep(step)
-	hop := (step - r.lastCompute) / time.Duration(len(r.stages)+1)
-	for _, s := range r.stages {
-		m.ObserveHop(s.node, max(hop, 0))
-	}
-}
-
-// free releases the current ring's KV caches and waits (briefly) until
-// the live stages confirm, so a new ring's shards find the memory free.
-func (r *run) free() {
-	// Excluded nodes too: a node left out for not answering may be back
-	// in the next ring, and must not still hold this ring's KV cache. (A
-	// node that left the view fails its future at once.)
-	var futures []*actor.Future
-	for _, s := range r.stages {
-		futures = append(futures, r.c.system.Root.RequestFuture(s.pid, &messages.FreeSession{Session: r.id}, 2*time.Second))
-	}
-	for _, f := range futures {
-		f.Wait()
-	}
-	r.stages = nil
-}
-
-func (r *run) close() {
-	if r.keep != nil && r.c.prefix != nil && len(r.stages) > 0 {
-		r.retain(r.keep)
-	} else {
-		r.free()
-	}
-	r.c.system.Root.Stop(r.self)
-	r.c.mu.Lock()
-	delete(r.c.sessions, r.id)
-	r.c.mu.Unlock()
 }
 
 func (c *Cluster) logf(format string, args ...any) {

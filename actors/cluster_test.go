@@ -15,6 +15,7 @@ import (
 	"strata/internal/testdata"
 	"strata/messages"
 	"strata/runtime/engine"
+	"strata/runtime/gguf"
 	"strata/runtime/sample"
 	"strata/runtime/tensor"
 )
@@ -176,6 +177,16 @@ func TestConcurrentSessionsShareShards(t *testing.T) {
 		t.Errorf("concurrent sessions differ from single node:\n%q\n%q\n%q\n%q", got.Text, want.Text, got2.Text, want2.Text)
 	}
 	p, _, _ := a.Plan("stories260K")
+	// Each session's statistics are its own: one step per token fed back.
+	for _, r := range []engine.Result{got, got2} {
+		steps := len(r.Tokens) - 1
+		if r.FinishReason == engine.FinishStop {
+			steps++ // the end-of-generation token was not kept
+		}
+		if st := r.Stats; st.Steps != steps || st.Stages != len(p.Stages) || st.Recoveries != 0 || st.Round <= 0 {
+			t.Errorf("stats %+v for %d tokens (%s) on %d stages", st, len(r.Tokens), r.FinishReason, len(p.Stages))
+		}
+	}
 	shards := 0
 	for _, h := range lc.hosts {
 		shards += len(h.Stats().Shards)
@@ -571,7 +582,6 @@ func TestNoLockAcrossModelIO(t *testing.T) {
 	go func() { _, _, err := c.Plan("stories260K"); planned <- err }()
 	<-store.entered
 	returnsWithin(t, time.Second, "Cluster.Sessions", func() { c.Sessions() })
-	returnsWithin(t, time.Second, "Cluster.LastStats", func() { c.LastStats() })
 
 	close(store.release)
 	res, err := f.Result()
@@ -620,7 +630,36 @@ func TestStuckStageExcluded(t *testing.T) {
 	if res.Text != want.Text {
 		t.Errorf("text without the stuck stage differs:\n got %q\nwant %q", res.Text, want.Text)
 	}
-	if st := cl.LastStats(); st.Recoveries == 0 || st.Recoveries > 2 {
+	if st := res.Stats; st.Recoveries == 0 || st.Recoveries > 2 {
 		t.Errorf("%d recoveries, want 1 or 2", st.Recoveries)
+	}
+}
+
+// On a node, the Cluster reads tokenizer and profile from the file its
+// host has open for the shards (Host.File): one open file per model.
+func TestClusterBorrowsTheHostsFile(t *testing.T) {
+	lc := newLocalCluster(t, 1, 4<<20, stories(t))
+	h := lc.hosts[0]
+	var lent []*gguf.File
+	cl := NewCluster(lc.system, lc.dir, lc.store, ClusterOptions{PlanContext: 512, Open: func(name string) (*gguf.File, error) {
+		f, err := h.File(name)
+		lent = append(lent, f)
+		return f, err
+	}})
+	for range 2 {
+		if _, err := cl.Generate(context.Background(), Request{Model: "stories260K", MaxTokens: 5}, func(engine.Token) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl.Close()
+	h.mu.Lock()
+	held, files := h.files["stories260K"], len(h.files)+len(h.stale)
+	h.mu.Unlock()
+	if len(lent) != 1 || lent[0] != held || files != 1 {
+		t.Fatalf("the cluster opened the model %d times; the host holds %d files", len(lent), files)
+	}
+	// Closing the Cluster left the host's file open for its shards.
+	if _, err := cl.Generate(context.Background(), Request{Model: "stories260K", MaxTokens: 5}, func(engine.Token) error { return nil }); err != nil {
+		t.Fatal(err)
 	}
 }

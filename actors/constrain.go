@@ -71,7 +71,7 @@ func (s *shard) constrain(ss *shardSession, sp *sample.Sampler, p *messages.Samp
 // constrain puts the session's schema, if any, into the Sampling of its
 // first Forward. The document starts after the prompt; its token budget
 // is MaxTokens or what the context leaves, whichever is less.
-func (r *run) constrain(p *messages.Sampling) {
+func (r *ring) constrain(p *messages.Sampling) {
 	if r.req.Schema == nil {
 		return
 	}

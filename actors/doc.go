@@ -11,12 +11,13 @@
 // last stage samples and sends the Token back to the session, which
 // streams it and feeds it to the first stage for the next step.
 //
+// A session's logic — planning, loading, replaying after a loss, timing
+// out, cancelling — is the pure state machine of strata/actors/session;
+// Cluster is its shell, and the generation loop is engine.Loop, shared
+// with the one-node engine.
+//
 // PIDs are location-transparent: a PID whose Address is another node's
 // peer ID is delivered over libp2p by strata/peers, so this package never
-// touches the network itself.
-//
-//	host := actors.NewHost(actors.HostConfig{Models: actors.Dir("models")})
-//	system.Root.SpawnNamed(host.Props(), actors.HostName)
-//	c := actors.NewCluster(system, directory, actors.Dir("models"))
-//	res, err := c.Generate(ctx, actors.Request{Model: "stories260K", Prompt: "Once"}, onToken)
+// touches the network itself. Example shows two hosts and a Cluster in
+// one actor system; strata.NewLocalCluster starts any number of nodes.
 package actors

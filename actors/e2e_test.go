@@ -87,7 +87,7 @@ func TestE2ETinyllamaThreePeersSpeed(t *testing.T) {
 	if fmt.Sprint(res.Tokens) != fmt.Sprint(want.Tokens) {
 		t.Fatalf("3 peers:\n got %v\nwant %v", res.Tokens, want.Tokens)
 	}
-	st := nodes[0].Cluster.LastStats()
+	st := res.Stats
 	t.Logf("tinyllama-1.1b Q8_0 decode: 1 node %.2f tok/s; 3 libp2p nodes on loopback %.2f tok/s (round trip %v, compute %v, transport per hop %v over %d hops)",
 		float64(len(want.Tokens)-1)/oneDecode.Seconds(), float64(len(res.Tokens)-1)/res.DecodeDuration.Seconds(),
 		st.Round, st.Compute, st.HopOverhead(), st.Stages+1)

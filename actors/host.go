@@ -25,7 +25,8 @@ const MaxBatch = 64
 // HostConfig configures a Host. Zero values pick the defaults noted.
 type HostConfig struct {
 	Models ModelStore
-	// Pool runs the kernels of every shard on the node; nil = a new pool of GOMAXPROCS threads.
+	// Pool runs the kernels of every shard on the node; nil = a pool of
+	// GOMAXPROCS threads of the host's own, closed when the host stops.
 	Pool *tensor.Pool
 	// MemoryBytes caps the weights + KV caches the node holds; 0 = no cap.
 	MemoryBytes uint64
@@ -34,12 +35,17 @@ type HostConfig struct {
 	// MaxContext caps the KV positions one session may reserve on a shard
 	// (a peer asking for more is refused); 0 = the model's context length.
 	MaxContext int
+	// SenderMiddleware wraps every message the host and its shards send
+	// (activations to the next stage, tokens, answers); nil = none. An
+	// in-process cluster shapes and cuts its links with it.
+	SenderMiddleware []actor.SenderMiddleware
 }
 
 // Host loads shards on request and keeps them: one per (model, layer
 // range), shared by every session that uses it.
 type Host struct {
-	cfg HostConfig
+	cfg     HostConfig
+	ownPool *tensor.Pool // the pool NewHost made (nil: the caller's)
 
 	// stop ends fetches in flight when the host stops.
 	stop   context.Context
@@ -64,11 +70,13 @@ type Host struct {
 
 // NewHost returns a Host; spawn it with Props under HostName.
 func NewHost(cfg HostConfig) *Host {
+	var own *tensor.Pool
 	if cfg.Pool == nil {
-		cfg.Pool = tensor.NewPool(0)
+		own = tensor.NewPool(0)
+		cfg.Pool = own
 	}
 	stop, cancel := context.WithCancel(context.Background())
-	return &Host{cfg: cfg, stop: stop, cancel: cancel, files: map[string]*gguf.File{}, fileKeys: map[string]string{}, shards: map[string]*shard{}}
+	return &Host{cfg: cfg, ownPool: own, stop: stop, cancel: cancel, files: map[string]*gguf.File{}, fileKeys: map[string]string{}, shards: map[string]*shard{}}
 }
 
 // fetchTimeout bounds fetching one shard's layers from peers.
@@ -92,7 +100,7 @@ type fetched struct {
 
 // Props returns the actor props of the host.
 func (h *Host) Props() *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor { return h })
+	return actor.PropsFromProducer(func() actor.Actor { return h }, actor.WithSenderMiddleware(h.cfg.SenderMiddleware...))
 }
 
 // ShardID is the actor name of a shard: stable, so every node names the
@@ -231,7 +239,7 @@ func (h *Host) load(ctx actor.Context, spec *messages.ShardSpec) *messages.Shard
 	h.spawns++
 	name := fmt.Sprintf("%s#%d", id, h.spawns)
 	s.pid = actor.NewPID(ctx.Self().Address, ctx.Self().Id+"/"+name)
-	pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return s }), name)
+	pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return s }, actor.WithSenderMiddleware(h.cfg.SenderMiddleware...)), name)
 	if err != nil {
 		h.used -= bytes
 		return fail("spawn %s: %v", id, err)
@@ -265,9 +273,15 @@ func (h *Host) uses(model string) bool {
 	return false
 }
 
+// File returns the node's open file of a model (opening it on first use)
+// for the node's other readers: its Cluster (tokenizer and profile) and
+// its API. The host owns it: it stays open until the host stops.
+func (h *Host) File(name string) (*gguf.File, error) { return h.file(name) }
+
 // file returns the open files of a model, reopening them when the store
 // holds a new version. It takes h.mu only around the map: finding and
-// opening the files is I/O. Only the host actor calls it.
+// opening the files is I/O. Two callers that open one file at once both
+// open it; the second copy is kept with the stale ones, closed at stop.
 func (h *Host) file(name string) (*gguf.File, error) {
 	path, version := "", 0
 	var err error
@@ -413,4 +427,8 @@ func (h *Host) close() {
 		f.Close()
 	}
 	h.files, h.fileKeys, h.stale = map[string]*gguf.File{}, map[string]string{}, nil
+	if h.ownPool != nil {
+		// The shards, children of the host, have stopped before it.
+		h.ownPool.Close()
+	}
 }

@@ -42,6 +42,11 @@ type NodeConfig struct {
 	DiskBytes int64
 	// Threads for the kernels; 0 = GOMAXPROCS.
 	Threads int
+	// SenderMiddleware wraps every actor message the node's shard host,
+	// shards and sessions send (HostConfig.SenderMiddleware; and
+	// Cluster.SenderMiddleware unless set); nil = none. An in-process
+	// cluster shapes and breaks its links with it.
+	SenderMiddleware []actor.SenderMiddleware
 }
 
 // Node is one strata node: a libp2p peer whose shard host serves the
@@ -109,7 +114,7 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	if maxCtx <= 0 {
 		maxCtx = 4096
 	}
-	n.Host = NewHost(HostConfig{Models: store, Pool: n.pool, MemoryBytes: p.MemoryOffered(), Name: shortID(p.ID().String()), MaxContext: maxCtx})
+	n.Host = NewHost(HostConfig{Models: store, Pool: n.pool, MemoryBytes: p.MemoryOffered(), Name: shortID(p.ID().String()), MaxContext: maxCtx, SenderMiddleware: cfg.SenderMiddleware})
 	host.Store(n.Host)
 	weights.busy = n.Host.uses
 	n.Host.onChange = func(shards []string) { p.Membership().SetShards(shards) }
@@ -125,6 +130,12 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 		if cfg.Cluster.Logger == nil {
 			cfg.Cluster.Logger = slog.Default()
 		}
+	}
+	if cfg.Cluster.SenderMiddleware == nil {
+		cfg.Cluster.SenderMiddleware = cfg.SenderMiddleware
+	}
+	if cfg.Cluster.Open == nil {
+		cfg.Cluster.Open = n.Host.File // one open file per model on this node
 	}
 	n.Cluster = NewCluster(p.ActorSystem(), viewDirectory{p}, store, cfg.Cluster)
 	return n, nil

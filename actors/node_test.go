@@ -112,7 +112,7 @@ func TestNodesOverLibp2p(t *testing.T) {
 	if res.Text != want.Text {
 		t.Fatalf("3 peers:\n got %q\nwant %q", res.Text, want.Text)
 	}
-	st := nodes[2].Cluster.LastStats()
+	st := res.Stats
 	t.Logf("3 peers over loopback: %d steps, mean round trip %v, compute %v, transport per hop %v", st.Steps, st.Round, st.Compute, st.HopOverhead())
 	if st.Steps != 99 || st.Stages != 3 || st.Round <= 0 {
 		t.Errorf("step stats %+v", st)

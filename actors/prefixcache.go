@@ -1,14 +1,13 @@
 package actors
 
 import (
-	"context"
-	"errors"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"strata/actors/session"
 	"strata/messages"
 )
 
@@ -114,60 +113,49 @@ func commonPrefix(a, b []int) int {
 	return n
 }
 
-// resumeFrom picks the retained session r's first ring may resume for
-// seq (the prompt; never on a replay) and returns how many positions it
-// covers; r.resume is then set for the first Forward.
-func (r *run) resumeFrom(seq []int) int {
-	if r.c.prefix == nil || r.recoveries > 0 || r.noCache || len(seq) != r.info.Prompt {
-		return 0
+// resumable finds the retained session a session's first ring may resume
+// for its prompt and returns its name on the stages and how many
+// positions it covers ("", 0: none); r.resumed holds it until the ring's
+// first answer says whether the stages adopted it.
+func (r *ring) resumable(stages []session.Stage) (string, int) {
+	if r.c.prefix == nil {
+		return "", 0
 	}
-	ring := make([]*actor.PID, len(r.stages))
-	for i, s := range r.stages {
-		ring[i] = s.pid
+	ring := make([]*actor.PID, len(stages))
+	for i, s := range stages {
+		ring[i] = stagePID(s)
 	}
-	e, n := r.c.prefix.take(r.req.Model, ring, r.ctxLen, seq)
+	e, n := r.c.prefix.take(r.req.Model, ring, r.ctxLen, r.core.Fed())
 	if e == nil {
-		return 0
+		return "", 0
 	}
-	r.resume, r.resumed, r.cached = e.session, e, n
-	return n
+	r.resumed, r.cached = e, n
+	return e.session, n
 }
 
-// cacheFailed reports whether err, the outcome of a ring's first wait,
-// came from resuming a cached session (a stage lost it, or refused):
-// then the session runs the whole prompt on a fresh ring. Whatever went
-// wrong, the entry is spent: stages past the one that failed never saw
-// the Forward and still hold it, and nobody else will free it.
-func (r *run) cacheFailed(ctx context.Context, err error) bool {
-	e := r.resumed
-	r.resumed = nil
-	if err == nil || e == nil {
-		return false
+// dropResumed frees the retained session the ring tried to resume. Whatever
+// went wrong, the entry is spent: stages past the one that failed never
+// saw the Forward and still hold it, and nobody else will free it.
+func (r *ring) dropResumed() {
+	if r.resumed != nil {
+		r.c.dropEntry(r.resumed, false)
 	}
-	r.c.dropEntry(e, false)
-	r.noCache, r.cached = true, 0
-	var lost *stageLost
-	if ctx.Err() != nil || errors.As(err, &lost) {
-		return false // a lost stage rebuilds the ring as it would without a cache
-	}
-	r.c.logf("session %s: the prompt cache could not be used (%v); running the whole prompt", r.id, err)
-	return true
+	r.resumed, r.cached = nil, 0
 }
 
-// retain ends the session keeping its KV caches as a prompt-cache entry
-// holding seq, instead of freeing them.
-func (r *run) retain(seq []int) {
-	futures := make([]*actor.Future, len(r.stages))
-	ring := make([]*actor.PID, len(r.stages))
-	for i, s := range r.stages {
-		ring[i] = s.pid
-		futures[i] = r.c.system.Root.RequestFuture(s.pid, &messages.FreeSession{Session: r.id, Retain: true}, 2*time.Second)
+// retain ends ring id keeping its KV caches as a prompt-cache entry
+// holding tokens, instead of freeing them.
+func (r *ring) retain(id string, stages []session.Stage, tokens []int) {
+	futures := make([]*actor.Future, len(stages))
+	ring := make([]*actor.PID, len(stages))
+	for i, s := range stages {
+		ring[i] = stagePID(s)
+		futures[i] = r.c.root.RequestFuture(ring[i], &messages.FreeSession{Session: id, Retain: true}, 2*time.Second)
 	}
 	for _, f := range futures {
 		f.Wait()
 	}
-	r.stages = nil
-	e := &prefixEntry{model: r.req.Model, ring: ring, ctxLen: r.ctxLen, session: r.id, tokens: seq, usedAt: time.Now()}
+	e := &prefixEntry{model: r.req.Model, ring: ring, ctxLen: r.ctxLen, session: id, tokens: slices.Clone(tokens), usedAt: time.Now()}
 	for _, old := range r.c.prefix.put(e) {
 		r.c.dropEntry(old, false)
 	}
@@ -178,7 +166,7 @@ func (r *run) retain(seq []int) {
 func (c *Cluster) dropEntry(e *prefixEntry, wait bool) {
 	var futures []*actor.Future
 	for _, pid := range e.ring {
-		futures = append(futures, c.system.Root.RequestFuture(pid, &messages.FreeSession{Session: e.session}, 2*time.Second))
+		futures = append(futures, c.root.RequestFuture(pid, &messages.FreeSession{Session: e.session}, 2*time.Second))
 	}
 	for _, f := range futures {
 		if wait {

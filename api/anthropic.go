@@ -105,12 +105,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, ep, e)
 		return
 	}
-	if e := s.chatPrompt(r.Context(), j, msgs, "messages"); e != nil || r.Context().Err() != nil {
-		if e != nil {
-			s.fail(w, ep, e)
-		} else {
-			s.metrics.request(ep, 499)
-		}
+	if !s.prepareChat(w, r, j, msgs, "messages") {
 		return
 	}
 	var out streamer
@@ -318,8 +313,7 @@ func (c *anthropicCollector) finish(f finish) error {
 		Content:    blocks,
 		StopReason: &reason, StopSequence: seq,
 		Usage: anthropicUsage(f.usage)}
-	c.w.Header().Set("Content-Type", "application/json")
-	return json.NewEncoder(c.w).Encode(v)
+	return writeAnswer(c.w, v)
 }
 
 // anthropicStream streams an answer as Anthropic's named events. Headers
@@ -338,14 +332,7 @@ type anthropicStream struct {
 }
 
 func (s *anthropicStream) event(name string, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	if _, err := fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", name, b); err != nil {
-		return err
-	}
-	return s.rc.Flush()
+	return writeSSE(s.w, s.rc, name, v)
 }
 
 func (s *anthropicStream) begin() error {
@@ -353,11 +340,7 @@ func (s *anthropicStream) begin() error {
 		return nil
 	}
 	s.started = true
-	h := s.w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	s.w.WriteHeader(http.StatusOK)
+	startSSE(s.w)
 	msg := MessagesResponse{ID: s.j.id, Type: "message", Role: "assistant", Model: s.j.model, Content: []AnthropicBlock{},
 		Usage: AnthropicUsage{InputTokens: len(s.j.tokens)}}
 	if err := s.event("message_start", map[string]any{"type": "message_start", "message": msg}); err != nil {
@@ -509,19 +492,12 @@ func anthropicTools(req *MessagesRequest, j *job) *Error {
 	case "", "auto":
 		defs := make([]json.RawMessage, len(tools))
 		for i, t := range tools {
-			var ft functionTool
-			ft.Type, ft.Function.Name, ft.Function.Description, ft.Function.Parameters = "function", t.Name, t.Description, t.InputSchema
-			defs[i] = ft.raw()
+			defs[i] = functionDef(t.Name, t.Description, t.InputSchema)
 		}
 		j.tools = newToolUse(defs, "toolu_")
 		return nil
 	default:
 		return badRequest("tool_choice", "invalid_value", "tool_choice: type must be auto, any, tool or none, got %q", choice.Type)
 	}
-	sc, e := compileSchema(fmt.Sprintf("tools.%d.input_schema", pick), tools[pick].InputSchema)
-	if e != nil {
-		return e
-	}
-	j.schema, j.tool = sc, &toolCall{name: tools[pick].Name, id: "toolu_" + randomID()}
-	return nil
+	return forceTool(j, tools[pick].Name, tools[pick].InputSchema, fmt.Sprintf("tools.%d.input_schema", pick), "toolu_")
 }

@@ -2,15 +2,10 @@ package api
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // anthropicEvent is one named server-sent event of a Messages stream.
@@ -174,34 +169,6 @@ const ask = { model: "stories260K", max_tokens: 24, temperature: 0, messages: [{
   console.log(JSON.stringify(out));
 })().catch((e) => { console.error(e); process.exit(1); });
 `
-
-// runNodeScript runs a Node script with the npm packages of .ci/npm and
-// returns what it printed.
-func runNodeScript(t *testing.T, script string, env ...string) []byte {
-	t.Helper()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatal("node is not installed (Node.js 20 or later is needed for the client tests)")
-	}
-	modules := nodeModules(t)
-	path := filepath.Join(t.TempDir(), "client.cjs")
-	if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, path)
-	cmd.Env = append(append(os.Environ(), "NODE_PATH="+modules, "ANTHROPIC_API_KEY=", "ANTHROPIC_BASE_URL=", "OPENAI_BASE_URL=", "OPENAI_API_KEY=", "OLLAMA_HOST="), env...)
-	out, err := cmd.Output()
-	if err != nil {
-		var stderr []byte
-		if ee, ok := err.(*exec.ExitError); ok {
-			stderr = ee.Stderr
-		}
-		t.Fatalf("node: %v\n%s\n%s", err, out, stderr)
-	}
-	return out
-}
 
 // TestAnthropicNodeClient: the official Anthropic SDK streams a message
 // from a single-node server (the 3-node version runs in cmd/strata).

@@ -13,7 +13,7 @@ import (
 )
 
 // chromiumPath finds Debian's chromium. A missing browser fails the test:
-// .ci/run installs it, so its absence is a broken setup.
+// make deps installs it, so its absence is a broken setup.
 func chromiumPath(t *testing.T) string {
 	t.Helper()
 	for _, name := range []string{"chromium", "chromium-browser"} {
@@ -21,7 +21,7 @@ func chromiumPath(t *testing.T) string {
 			return p
 		}
 	}
-	t.Fatal("chromium is not installed: apt-get install chromium (.ci/run does)")
+	t.Fatal("chromium is not installed: apt-get install chromium (make deps does)")
 	return ""
 }
 

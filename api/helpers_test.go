@@ -182,6 +182,28 @@ func readSSE(t testing.TB, resp *http.Response) sseResult {
 	return out
 }
 
+// eachEvent decodes the data of each event of a stream into a T and
+// hands it to f as it comes; "[DONE]" and lines other than data are
+// passed over.
+func eachEvent[T any](t testing.TB, body io.Reader, f func(T)) {
+	t.Helper()
+	sc := bufio.NewScanner(body)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		var v T
+		if err := json.Unmarshal([]byte(data), &v); err != nil {
+			t.Fatalf("event %q: %v", data, err)
+		}
+		f(v)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // storiesWithTemplate writes a copy of stories260K whose metadata carries
 // a chat template, and returns its path.
 func storiesWithTemplate(t testing.TB, template string) string {

@@ -100,7 +100,7 @@ func (l *Local) Generate(ctx context.Context, req actors.Request, onToken func(e
 	if req.Model != l.name {
 		return engine.Result{}, fmt.Errorf("%w: %q (this node serves %q)", ErrModelNotFound, req.Model, l.name)
 	}
-	return l.e.Generate(ctx, engine.Request{Prompt: req.Prompt, Tokens: req.Tokens, MaxTokens: req.MaxTokens, Sampling: req.Sampling, Stop: req.Stop}, onToken)
+	return l.e.Generate(ctx, req, onToken)
 }
 
 // List implements Models.
@@ -129,6 +129,11 @@ func (l *Local) Status() ClusterStatus {
 // closed on first use; what was read is kept, by the file's resolved path
 // (names that reach one file share it), for the few models used last.
 type FileModels struct {
+	// Open, when set, returns a model's file owned by someone else (the
+	// node's actors.Host.File): read, never closed here, so a node opens
+	// each model once. Nil: FileModels opens and closes the file itself.
+	Open func(name string) (*gguf.File, error)
+
 	store   actors.ModelStore
 	names   func() []string
 	context int
@@ -209,12 +214,14 @@ func (m *FileModels) Lookup(name string) (ModelInfo, *tokenizer.Tokenizer, error
 	}
 	m.mu.Unlock()
 
-	f, err := gguf.Open(path)
+	f, err := m.open(name, path)
 	if err != nil {
 		return ModelInfo{}, nil, err
 	}
 	info, tok, err := infoOf(name, f, m.context)
-	f.Close() // the tokenizer and info hold copies of what they need
+	if m.Open == nil {
+		f.Close() // the tokenizer and info hold copies of what they need
+	}
 	if err != nil {
 		return ModelInfo{}, nil, err
 	}
@@ -232,6 +239,13 @@ func (m *FileModels) Lookup(name string) (ModelInfo, *tokenizer.Tokenizer, error
 		delete(m.byPath, oldest)
 	}
 	return info, tok, nil
+}
+
+func (m *FileModels) open(name, path string) (*gguf.File, error) {
+	if m.Open != nil {
+		return m.Open(name)
+	}
+	return gguf.Open(path)
 }
 
 // held is how many models' tokenizers are kept now.

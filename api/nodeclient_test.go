@@ -42,7 +42,7 @@ const ask = { model: "stories260K", messages: [{ role: "user", content: "Once up
 })().catch((e) => { console.error(e); process.exit(1); });
 `
 
-// nodeModules is where .ci/run installs the openai package
+// nodeModules is where make deps installs the openai package
 // (npm install --prefix .ci/npm); STRATA_NODE_MODULES overrides it. A
 // missing node or package fails the test: it is a broken setup.
 func nodeModules(t *testing.T) string {
@@ -56,32 +56,28 @@ func nodeModules(t *testing.T) string {
 		dir = abs
 	}
 	if _, err := os.Stat(filepath.Join(dir, "openai", "package.json")); err != nil {
-		t.Fatalf("the openai npm package is not installed in %s (.ci/run installs it): %v", dir, err)
+		t.Fatalf("the openai npm package is not installed in %s (make deps installs it): %v", dir, err)
 	}
 	return dir
 }
 
-// TestOpenAINodeClient: the official OpenAI Node client streams a chat
-// completion from a single-node server (the 3-node version of this test
-// runs against a cluster).
-func TestOpenAINodeClient(t *testing.T) {
+// runNodeScript runs a Node script with the npm packages of .ci/npm and
+// returns what it printed.
+func runNodeScript(t *testing.T, script string, env ...string) []byte {
+	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Fatal("node is not installed (Node.js 20 or later is needed for the OpenAI client test)")
+		t.Fatal("node is not installed (Node.js 20 or later is needed for the client tests)")
 	}
 	modules := nodeModules(t)
-	_, hs := newTestServer(t, Config{APIKey: "node-key"})
-	tok := storiesEngine(t).Tokenizer
-	want := expected(t, tok.Encode("Once upon a time", true, false), 24, nil).Text
-
-	script := filepath.Join(t.TempDir(), "client.cjs")
-	if err := os.WriteFile(script, []byte(openAIClientScript), 0o644); err != nil {
+	path := filepath.Join(t.TempDir(), "client.cjs")
+	if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, script)
-	cmd.Env = append(os.Environ(), "NODE_PATH="+modules, "BASE_URL="+hs.URL, "KEY=node-key", "OPENAI_BASE_URL=", "OPENAI_API_KEY=")
+	cmd := exec.CommandContext(ctx, node, path)
+	cmd.Env = append(append(os.Environ(), "NODE_PATH="+modules, "ANTHROPIC_API_KEY=", "ANTHROPIC_BASE_URL=", "OPENAI_BASE_URL=", "OPENAI_API_KEY=", "OLLAMA_HOST="), env...)
 	out, err := cmd.Output()
 	if err != nil {
 		var stderr []byte
@@ -90,6 +86,17 @@ func TestOpenAINodeClient(t *testing.T) {
 		}
 		t.Fatalf("node: %v\n%s\n%s", err, out, stderr)
 	}
+	return out
+}
+
+// TestOpenAINodeClient: the official OpenAI Node client streams a chat
+// completion from a single-node server (the 3-node version of this test
+// runs against a cluster).
+func TestOpenAINodeClient(t *testing.T) {
+	_, hs := newTestServer(t, Config{APIKey: "node-key"})
+	tok := storiesEngine(t).Tokenizer
+	want := expected(t, tok.Encode("Once upon a time", true, false), 24, nil).Text
+	out := runNodeScript(t, openAIClientScript, "BASE_URL="+hs.URL, "KEY=node-key")
 	var got struct {
 		Text, Finish, Plain, PlainFinish, Completion string
 		Chunks                                       int

@@ -263,12 +263,7 @@ func (s *Server) handleOllamaChat(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, ep, e)
 		return
 	}
-	if e := s.chatPrompt(r.Context(), j, msgs, "messages"); e != nil || r.Context().Err() != nil {
-		if e != nil {
-			s.fail(w, ep, e)
-		} else {
-			s.metrics.request(ep, 499)
-		}
+	if !s.prepareChat(w, r, j, msgs, "messages") {
 		return
 	}
 	s.run(w, r, j, &ollamaOut{w: w, rc: http.NewResponseController(w), j: j, name: req.Model, chat: true, start: start}, start)
@@ -337,7 +332,7 @@ func (s *Server) handleOllamaGenerate(w http.ResponseWriter, r *http.Request) {
 			s.fail(w, ep, e)
 			return
 		}
-		j.tok = tok
+		j.tok, j.ctxLen = tok, info.ContextLength
 		j.tokens = append(append([]int{}, req.Context...), tok.Encode(req.Prompt, len(req.Context) == 0, false)...)
 		if e := s.fits(info, len(j.tokens)); e != nil {
 			s.fail(w, ep, e)
@@ -349,12 +344,7 @@ func (s *Server) handleOllamaGenerate(w http.ResponseWriter, r *http.Request) {
 			msgs = append(msgs, Message{Role: "system", Content: req.System})
 		}
 		msgs = append(msgs, Message{Role: "user", Content: req.Prompt})
-		if e := s.chatPrompt(r.Context(), j, msgs, "prompt"); e != nil || r.Context().Err() != nil {
-			if e != nil {
-				s.fail(w, ep, e)
-			} else {
-				s.metrics.request(ep, 499)
-			}
+		if !s.prepareChat(w, r, j, msgs, "prompt") {
 			return
 		}
 	}
@@ -456,8 +446,7 @@ func (o *ollamaOut) finish(f finish) error {
 		}
 	}
 	if !o.j.stream {
-		o.w.Header().Set("Content-Type", "application/json")
-		return json.NewEncoder(o.w).Encode(v)
+		return writeAnswer(o.w, v)
 	}
 	return o.send(v)
 }

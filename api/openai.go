@@ -400,12 +400,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, "chat", e)
 		return
 	}
-	if e := s.chatPrompt(r.Context(), j, msgs, "messages"); e != nil || r.Context().Err() != nil {
-		if e != nil {
-			s.fail(w, "chat", e)
-		} else {
-			s.metrics.request("chat", 499)
-		}
+	if !s.prepareChat(w, r, j, msgs, "messages") {
 		return
 	}
 	s.run(w, r, j, openAIOut(w, j), start)
@@ -507,7 +502,7 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, "completions", badRequest("prompt", "invalid_value", "The prompt is empty and this vocabulary adds no BOS."))
 		return
 	}
-	j.tokens, j.tok = ids, tok
+	j.tokens, j.tok, j.ctxLen = ids, tok, info.ContextLength
 	if e := s.fits(info, len(ids)); e != nil {
 		e.Param = strPtr("prompt")
 		s.fail(w, "completions", e)
@@ -576,8 +571,7 @@ func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) writeJSON(w http.ResponseWriter, endpoint string, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(v)
+	writeAnswer(w, v)
 	s.metrics.request(endpoint, http.StatusOK)
 }
 
@@ -628,8 +622,7 @@ func (c *collector) finish(f finish) error {
 		v = Completion{ID: c.j.id, Object: "text_completion", Created: c.j.created, Model: c.j.model, Usage: &usage,
 			Choices: []CompletionChoice{{Text: c.b.String(), FinishReason: &reason}}}
 	}
-	w.Header().Set("Content-Type", "application/json")
-	return json.NewEncoder(w).Encode(v)
+	return writeAnswer(w, v)
 }
 
 // sseWriter streams an answer as server-sent events, OpenAI's way:
@@ -650,11 +643,7 @@ func (s *sseWriter) begin() error {
 		return nil
 	}
 	s.started = true
-	h := s.w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	s.w.WriteHeader(http.StatusOK)
+	startSSE(s.w)
 	if s.j.endpoint == "chat" { // the first chunk names the role
 		return s.event(s.chatChunk(ChatDelta{Role: "assistant", Content: ""}, nil))
 	}
@@ -662,14 +651,7 @@ func (s *sseWriter) begin() error {
 }
 
 func (s *sseWriter) event(v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	if _, err := fmt.Fprintf(s.w, "data: %s\n\n", b); err != nil {
-		return err
-	}
-	return s.rc.Flush()
+	return writeSSE(s.w, s.rc, "", v)
 }
 
 func (s *sseWriter) chatChunk(d ChatDelta, reason *string) ChatChunk {
@@ -813,39 +795,18 @@ func openAIStructured(req *ChatRequest, j *job) *Error {
 	default:
 		return badRequest("tool_choice", "invalid_value", "tool_choice must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}.")
 	}
-	pick := -1
-	switch choice {
-	case "none":
-		return nil
-	case "required":
-		if len(tools) != 1 {
-			return badRequest("tool_choice", "unsupported_value", "tool_choice required is supported with one tool; name the tool to call.")
-		}
-		pick = 0
-	case "named":
-		for i, t := range tools {
-			if t.Function.Name == named.Function.Name {
-				pick = i
-			}
-		}
-		if pick < 0 {
-			return badRequest("tool_choice", "invalid_value", "tool_choice names %q, which is not among the tools.", named.Function.Name)
-		}
-	case "auto":
-		j.tools = newToolUse(defs, "call_")
-		return nil
-	default:
-		return badRequest("tool_choice", "invalid_value", "tool_choice must be none, auto, required or a named function, got %q.", choice)
+	names := make([]string, len(tools))
+	for i, t := range tools {
+		names[i] = t.Function.Name
+	}
+	pick, e := pickTool(j, choice, named.Function.Name, names, defs)
+	if pick < 0 || e != nil {
+		return e
 	}
 	if j.schema != nil {
 		return badRequest("response_format", "unsupported_value", "response_format and a forced tool cannot be combined.")
 	}
-	sc, e := compileSchema(fmt.Sprintf("tools[%d].function.parameters", pick), tools[pick].Function.Parameters)
-	if e != nil {
-		return e
-	}
-	j.schema, j.tool = sc, &toolCall{name: tools[pick].Function.Name, id: "call_" + randomID()}
-	return nil
+	return forceTool(j, names[pick], tools[pick].Function.Parameters, fmt.Sprintf("tools[%d].function.parameters", pick), "call_")
 }
 
 // openAIMessageCalls reads the tool_calls of an assistant message:

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -28,6 +29,7 @@ type job struct {
 	endpoint string // for metrics and the error shape: "chat", "completions", "messages", "ollama", "responses"
 	model    string
 	tok      *tokenizer.Tokenizer
+	ctxLen   int // the model's context length (ModelInfo.ContextLength), from the lookup that gave tok
 	tokens   []int
 	echo     string // prompt text to send before the answer (completions echo)
 	maxTok   int
@@ -64,6 +66,13 @@ type streamer interface {
 	failed(e *Error) bool
 }
 
+// writeAnswer sends v as a JSON answer (status 200), as every surface
+// sends what it does not stream.
+func writeAnswer(w http.ResponseWriter, v any) error {
+	w.Header().Set("Content-Type", "application/json")
+	return json.NewEncoder(w).Encode(v)
+}
+
 // chatPrompt renders msgs for j's model into j.tokens (and j.tok),
 // bounded by bytes before tokenizing and by tokens after. A nil *Error
 // with ctx done means the client left.
@@ -72,7 +81,7 @@ func (s *Server) chatPrompt(ctx context.Context, j *job, msgs []Message, param s
 	if e != nil {
 		return e
 	}
-	j.tok = tok
+	j.tok, j.ctxLen = tok, info.ContextLength
 	prompt, err := renderJob(ctx, j, tok, msgs)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -92,6 +101,22 @@ func (s *Server) chatPrompt(ctx context.Context, j *job, msgs []Message, param s
 		return e
 	}
 	return nil
+}
+
+// prepareChat is chatPrompt for a handler: when there is no prompt to
+// run, it has answered the request (the error in the surface's shape, or
+// a 499 in the metrics when the client left) and returns false.
+func (s *Server) prepareChat(w http.ResponseWriter, r *http.Request, j *job, msgs []Message, param string) bool {
+	e := s.chatPrompt(r.Context(), j, msgs, param)
+	switch {
+	case e != nil:
+		s.fail(w, j.endpoint, e)
+	case r.Context().Err() != nil:
+		s.metrics.request(j.endpoint, 499)
+	default:
+		return true
+	}
+	return false
 }
 
 // run queues j, generates, and answers through out. The generation runs
@@ -130,8 +155,8 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job, out streame
 		req.Schema = j.schema // the cluster's last stage masks its sampling
 	} else if j.schema != nil {
 		budget := j.maxTok
-		if info, _, err := s.cfg.Models.Lookup(j.model); err == nil && info.ContextLength > 0 && (budget == 0 || info.ContextLength-len(j.tokens) < budget) {
-			budget = info.ContextLength - len(j.tokens)
+		if j.ctxLen > 0 && (budget == 0 || j.ctxLen-len(j.tokens) < budget) {
+			budget = j.ctxLen - len(j.tokens)
 		}
 		m := grammar.NewMatcher(j.schema, s.vocabs.of(j.tok), budget)
 		generate = func(ctx context.Context, req actors.Request, on func(engine.Token) error) (engine.Result, error) {

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -115,16 +114,7 @@ func streamChat(t *testing.T, url string, body map[string]any) (time.Duration, s
 	var ttft time.Duration
 	var text strings.Builder
 	var usage Usage
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		data, ok := strings.CutPrefix(sc.Text(), "data: ")
-		if !ok || data == "[DONE]" {
-			continue
-		}
-		var c ChatChunk
-		if err := json.Unmarshal([]byte(data), &c); err != nil {
-			t.Fatal(err)
-		}
+	eachEvent(t, resp.Body, func(c ChatChunk) {
 		if c.Usage != nil {
 			usage = *c.Usage
 		}
@@ -134,7 +124,7 @@ func streamChat(t *testing.T, url string, body map[string]any) (time.Duration, s
 			}
 			text.WriteString(ch.Delta.Content)
 		}
-	}
+	})
 	return ttft, text.String(), usage
 }
 

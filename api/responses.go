@@ -152,12 +152,7 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 		msgs = append([]Message{{Role: "system", Content: req.Instructions}}, msgs...)
 	}
 	nameToolResults(msgs)
-	if e := s.chatPrompt(r.Context(), j, msgs, "input"); e != nil || r.Context().Err() != nil {
-		if e != nil {
-			s.fail(w, ep, e)
-		} else {
-			s.metrics.request(ep, 499)
-		}
+	if !s.prepareChat(w, r, j, msgs, "input") {
 		return
 	}
 	base := ResponseObject{ID: j.id, Object: "response", CreatedAt: j.created, Status: "in_progress", Model: req.Model, Output: []ResponseItem{},
@@ -276,14 +271,7 @@ func (o *responsesOut) event(name string, fields map[string]any) error {
 	fields["type"] = name
 	fields["sequence_number"] = o.seq
 	o.seq++
-	b, err := json.Marshal(fields)
-	if err != nil {
-		return err
-	}
-	if _, err := fmt.Fprintf(o.w, "event: %s\ndata: %s\n\n", name, b); err != nil {
-		return err
-	}
-	return o.rc.Flush()
+	return writeSSE(o.w, o.rc, name, fields)
 }
 
 func (o *responsesOut) begin() error {
@@ -291,11 +279,7 @@ func (o *responsesOut) begin() error {
 		return nil
 	}
 	o.started = true
-	h := o.w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	o.w.WriteHeader(http.StatusOK)
+	startSSE(o.w)
 	for _, name := range []string{"response.created", "response.in_progress"} {
 		if err := o.event(name, map[string]any{"response": o.base}); err != nil {
 			return err
@@ -441,8 +425,7 @@ func (o *responsesOut) finish(f finish) error {
 		InputTokensDetails: InputTokensDetails{CachedTokens: f.usage.cached()}}
 	if !o.j.stream {
 		r.Output = o.collected(f)
-		o.w.Header().Set("Content-Type", "application/json")
-		return json.NewEncoder(o.w).Encode(r)
+		return writeAnswer(o.w, r)
 	}
 	if err := o.begin(); err != nil {
 		return err
@@ -484,13 +467,12 @@ func responsesTools(req *ResponsesRequest, j *job) *Error {
 		return badRequest("tools", "invalid_type", "tools must be an array of function tools.")
 	}
 	defs := make([]json.RawMessage, len(tools))
+	names := make([]string, len(tools))
 	for i, t := range tools {
 		if t.Type != "function" || t.Name == "" {
 			return badRequest(fmt.Sprintf("tools[%d]", i), "unsupported_value", "Only function tools with a name are supported.")
 		}
-		var ft functionTool
-		ft.Type, ft.Function.Name, ft.Function.Description, ft.Function.Parameters = "function", t.Name, t.Description, t.Parameters
-		defs[i] = ft.raw()
+		defs[i], names[i] = functionDef(t.Name, t.Description, t.Parameters), t.Name
 	}
 	choice := "auto"
 	var named struct {
@@ -505,34 +487,9 @@ func responsesTools(req *ResponsesRequest, j *job) *Error {
 	default:
 		return badRequest("tool_choice", "invalid_value", "tool_choice must be none, auto, required or {\"type\": \"function\", \"name\": ...}.")
 	}
-	pick := -1
-	switch choice {
-	case "none":
-		return nil
-	case "auto":
-		j.tools = newToolUse(defs, "call_")
-		return nil
-	case "required":
-		if len(tools) != 1 {
-			return badRequest("tool_choice", "unsupported_value", "tool_choice required is supported with one tool; name the tool to call.")
-		}
-		pick = 0
-	case "named":
-		for i, t := range tools {
-			if t.Name == named.Name {
-				pick = i
-			}
-		}
-		if pick < 0 {
-			return badRequest("tool_choice", "invalid_value", "tool_choice names %q, which is not among the tools.", named.Name)
-		}
-	default:
-		return badRequest("tool_choice", "invalid_value", "tool_choice must be none, auto, required or a named function, got %q.", choice)
-	}
-	sc, e := compileSchema(fmt.Sprintf("tools[%d].parameters", pick), tools[pick].Parameters)
-	if e != nil {
+	pick, e := pickTool(j, choice, named.Name, names, defs)
+	if pick < 0 || e != nil {
 		return e
 	}
-	j.schema, j.tool = sc, &toolCall{name: tools[pick].Name, id: "call_" + randomID()}
-	return nil
+	return forceTool(j, names[pick], tools[pick].Parameters, fmt.Sprintf("tools[%d].parameters", pick), "call_")
 }

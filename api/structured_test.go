@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bufio"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -58,16 +57,7 @@ func TestStructuredOpenAI(t *testing.T) {
 	defer resp.Body.Close()
 	var args, name, finish string
 	pieces := 0
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		data, ok := strings.CutPrefix(sc.Text(), "data: ")
-		if !ok || data == "[DONE]" {
-			continue
-		}
-		var c ChatChunk
-		if err := json.Unmarshal([]byte(data), &c); err != nil {
-			t.Fatal(err)
-		}
+	eachEvent(t, resp.Body, func(c ChatChunk) {
 		for _, ch := range c.Choices {
 			for _, tc := range ch.Delta.ToolCalls {
 				name += tc.Function.Name
@@ -78,7 +68,7 @@ func TestStructuredOpenAI(t *testing.T) {
 				finish = *ch.FinishReason
 			}
 		}
-	}
+	})
 	if name != "get_weather" || pieces < 3 || finish != "tool_calls" {
 		t.Errorf("stream: name %q, %d pieces, finish %q", name, pieces, finish)
 	}

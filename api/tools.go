@@ -139,6 +139,54 @@ func (t functionTool) raw() json.RawMessage {
 	return b
 }
 
+// functionDef is the template's definition of a tool that an API
+// describes flat (Anthropic's, the Responses API's).
+func functionDef(name, description string, parameters json.RawMessage) json.RawMessage {
+	var ft functionTool
+	ft.Type, ft.Function.Name, ft.Function.Description, ft.Function.Parameters = "function", name, description, parameters
+	return ft.raw()
+}
+
+// pickTool carries out an OpenAI tool_choice (chat completions' and the
+// Responses API's), read into choice: "none", "auto", "required", or
+// "named" for the tool called name. It returns the index of the tool to
+// force, or -1 when none is forced: with auto, j.tools lets the model
+// call any of them.
+func pickTool(j *job, choice, name string, names []string, defs []json.RawMessage) (int, *Error) {
+	switch choice {
+	case "none":
+		return -1, nil
+	case "auto":
+		j.tools = newToolUse(defs, "call_")
+		return -1, nil
+	case "required":
+		if len(names) != 1 {
+			return -1, badRequest("tool_choice", "unsupported_value", "tool_choice required is supported with one tool; name the tool to call.")
+		}
+		return 0, nil
+	case "named":
+		for i := len(names) - 1; i >= 0; i-- { // the last, when names repeat
+			if names[i] == name {
+				return i, nil
+			}
+		}
+		return -1, badRequest("tool_choice", "invalid_value", "tool_choice names %q, which is not among the tools.", name)
+	}
+	return -1, badRequest("tool_choice", "invalid_value", "tool_choice must be none, auto, required or a named function, got %q.", choice)
+}
+
+// forceTool makes j's answer a call of the tool called name: its input
+// is constrained to schema (param says where the schema stands in the
+// request, for errors), and the call's id is idPrefix and a random part.
+func forceTool(j *job, name string, schema json.RawMessage, param, idPrefix string) *Error {
+	sc, e := compileSchema(param, schema)
+	if e != nil {
+		return e
+	}
+	j.schema, j.tool = sc, &toolCall{name: name, id: idPrefix + randomID()}
+	return nil
+}
+
 // openAITools reads OpenAI's (and Ollama's) tools: function tools
 // {"type": "function", "function": {"name", "description", "parameters"}},
 // passed to the template as the client wrote them.

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -125,16 +124,7 @@ func TestToolsOpenAIChat(t *testing.T) {
 			defer resp.Body.Close()
 			var text, finish string
 			var calls []ToolCall
-			sc := bufio.NewScanner(resp.Body)
-			for sc.Scan() {
-				data, ok := strings.CutPrefix(sc.Text(), "data: ")
-				if !ok || data == "[DONE]" {
-					continue
-				}
-				var ch ChatChunk
-				if err := json.Unmarshal([]byte(data), &ch); err != nil {
-					t.Fatal(err)
-				}
+			eachEvent(t, resp.Body, func(ch ChatChunk) {
 				for _, cc := range ch.Choices {
 					if len(calls) > 0 && cc.Delta.Content != "" {
 						t.Errorf("text %q after the call", cc.Delta.Content)
@@ -145,7 +135,7 @@ func TestToolsOpenAIChat(t *testing.T) {
 						finish = *cc.FinishReason
 					}
 				}
-			}
+			})
 			if text != fam.text || finish != "tool_calls" || len(calls) != 1 || calls[0].Index == nil || *calls[0].Index != 0 ||
 				calls[0].Function.Name != "get_weather" || calls[0].Function.Arguments != wantArgs || !strings.HasPrefix(calls[0].ID, fam.id) {
 				t.Errorf("stream: text %q, finish %q, calls %+v", text, finish, calls)
@@ -283,22 +273,14 @@ func TestToolsResponses(t *testing.T) {
 	var names []string
 	var args string
 	var final ResponseObject
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		data, ok := strings.CutPrefix(sc.Text(), "data: ")
-		if !ok {
-			continue
-		}
-		var ev struct {
-			Type        string          `json:"type"`
-			OutputIndex int             `json:"output_index"`
-			Delta       string          `json:"delta"`
-			Item        *ResponseItem   `json:"item"`
-			Response    *ResponseObject `json:"response"`
-		}
-		if err := json.Unmarshal([]byte(data), &ev); err != nil {
-			t.Fatal(err)
-		}
+	type event struct {
+		Type        string          `json:"type"`
+		OutputIndex int             `json:"output_index"`
+		Delta       string          `json:"delta"`
+		Item        *ResponseItem   `json:"item"`
+		Response    *ResponseObject `json:"response"`
+	}
+	eachEvent(t, resp.Body, func(ev event) {
 		name := ev.Type
 		if ev.Item != nil {
 			name += ":" + ev.Item.Type
@@ -315,7 +297,7 @@ func TestToolsResponses(t *testing.T) {
 		if ev.Type == "response.completed" {
 			final = *ev.Response
 		}
-	}
+	})
 	want := "response.created,response.in_progress,response.output_item.added:message,response.content_part.added,response.output_text.delta," +
 		"response.output_text.done,response.content_part.done,response.output_item.done:message," +
 		"response.output_item.added:function_call,response.function_call_arguments.delta,response.function_call_arguments.done,response.output_item.done:function_call,response.completed"
@@ -581,20 +563,12 @@ func TestStructuredResponses(t *testing.T) {
 	resp := post(t, hs.URL+"/v1/responses", "", ask)
 	defer resp.Body.Close()
 	var args, done string
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		data, ok := strings.CutPrefix(sc.Text(), "data: ")
-		if !ok {
-			continue
-		}
-		var ev struct {
-			Type      string `json:"type"`
-			Delta     string `json:"delta"`
-			Arguments string `json:"arguments"`
-		}
-		if err := json.Unmarshal([]byte(data), &ev); err != nil {
-			t.Fatal(err)
-		}
+	type event struct {
+		Type      string `json:"type"`
+		Delta     string `json:"delta"`
+		Arguments string `json:"arguments"`
+	}
+	eachEvent(t, resp.Body, func(ev event) {
 		switch ev.Type {
 		case "response.function_call_arguments.delta":
 			args += ev.Delta
@@ -603,7 +577,7 @@ func TestStructuredResponses(t *testing.T) {
 		case "response.output_text.delta":
 			t.Errorf("text delta %q in a forced call", ev.Delta)
 		}
-	}
+	})
 	if args != done {
 		t.Errorf("deltas %q, done %q", args, done)
 	}

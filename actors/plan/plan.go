@@ -32,11 +32,18 @@ type Model struct {
 	// stage; with a tied output it includes the embedding matrix again.
 	HeadBytes       uint64
 	KVBytesPerToken uint64 // all layers; split evenly per layer
+
+	// The decode cost model's inputs (Predict); zero values fall back to
+	// LayerBytes and a model without attention or vocabulary to split.
+	Embd, KVHeads, Vocab int
+	ActiveLayerBytes     []uint64 // bytes one decoded token reads of each layer
+	AttnLayerBytes       []uint64 // the attention part of ActiveLayerBytes
 }
 
 // FromProfile converts a model profile (see model.ProfileOf).
 func FromProfile(name string, p model.Profile) Model {
-	m := Model{Name: name, LayerBytes: p.LayerBytes, EmbedBytes: p.EmbedBytes + p.OtherBytes, HeadBytes: p.HeadBytes, KVBytesPerToken: p.KVBytesPerToken}
+	m := Model{Name: name, LayerBytes: p.LayerBytes, EmbedBytes: p.EmbedBytes + p.OtherBytes, HeadBytes: p.HeadBytes, KVBytesPerToken: p.KVBytesPerToken,
+		Embd: p.Embd, KVHeads: p.KVHeads, Vocab: p.Vocab, ActiveLayerBytes: p.ActiveLayerBytes, AttnLayerBytes: p.AttnLayerBytes}
 	if p.TiedOutput {
 		m.HeadBytes += p.EmbedBytes
 	}
@@ -60,6 +67,10 @@ type Node struct {
 	ID        string
 	FreeBytes uint64  // memory the node offers
 	Compute   float64 // relative compute rate; 0 = unknown (memory is used instead)
+	// MemBandwidth is the rate, in bytes/s, at which the node's forward
+	// pass reads weights (measured: strata bench); 0 = unknown. Decode
+	// reads every active weight once per token, so this sets its speed.
+	MemBandwidth float64
 	// Held marks the layers whose weights the node already has on disk
 	// (index = layer; nil = none): between nodes that cost the same, the
 	// plan picks the one that need not fetch.

@@ -117,6 +117,7 @@ counts); peak RSS covers the model run, not the bandwidth buffer.`,
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
 	f.IntVar(&bufMiB, "bandwidth-mib", 1024, "size of the bandwidth buffer in MiB (keep it far above the L3 cache)")
 	cmd.AddCommand(benchLinkCmd())
+	cmd.AddCommand(benchTPCmd())
 	return cmd
 }
 

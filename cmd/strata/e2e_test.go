@@ -272,14 +272,7 @@ func TestE2EClusterMatchesOneNode(t *testing.T) {
 func TestE2EOpenAIClientOnCluster(t *testing.T) {
 	bin := buildBinary(t)
 	stories := testdata.Path(t, "gguf/stories260K.gguf")
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatal("node is not installed (.ci/run needs Node.js for this test)")
-	}
-	modules, _ := filepath.Abs(filepath.Join("..", "..", ".ci", "npm", "node_modules"))
-	if _, err := os.Stat(filepath.Join(modules, "openai")); err != nil {
-		t.Fatalf("the openai npm package is missing from %s (.ci/run installs it)", modules)
-	}
+	node, modules := nodeClient(t, "openai")
 	c := newCluster(t, bin, map[string]string{"stories260K": stories}, 3, "800kB", "--context", "512", "--api-key", "cluster-key")
 	want := strings.TrimSuffix(runLocal(t, bin, stories, "Once upon a time", 40), "\n")
 	script := filepath.Join(t.TempDir(), "stream.cjs")
@@ -360,20 +353,20 @@ const client = new Anthropic({ baseURL: process.env.BASE_URL, apiKey: "cluster-k
 	}
 }
 
-// nodeClient finds node and the .ci/npm node_modules holding pkg (.ci/run
+// nodeClient finds node and the .ci/npm node_modules holding pkg (make deps
 // installs it); STRATA_NODE_MODULES overrides the folder.
 func nodeClient(t *testing.T, pkg string) (node, modules string) {
 	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Fatal("node is not installed (.ci/run needs Node.js for this test)")
+		t.Fatal("node is not installed (make deps installs Node.js for this test)")
 	}
 	modules = os.Getenv("STRATA_NODE_MODULES")
 	if modules == "" {
 		modules, _ = filepath.Abs(filepath.Join("..", "..", ".ci", "npm", "node_modules"))
 	}
 	if _, err := os.Stat(filepath.Join(modules, pkg, "package.json")); err != nil {
-		t.Fatalf("the %s npm package is missing from %s (.ci/run installs it)", pkg, modules)
+		t.Fatalf("the %s npm package is missing from %s (make deps installs it)", pkg, modules)
 	}
 	return node, modules
 }

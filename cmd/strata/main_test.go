@@ -95,8 +95,24 @@ func TestPlan(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &p); err != nil || len(p.Stages) != 2 || p.Stages[1].End != 5 {
 		t.Errorf("json plan %v: %s", err, out)
 	}
+	// The seeds' cluster (issue 15): the cost model's table, RDMA and TCP.
+	out, err = run(t, "plan", "--simulate", "--nodes", "a=512GB:800GB/s,b=512GB:800GB/s,c=512GB:800GB/s,d=512GB:800GB/s", "--link", "rdma", "--link", "tcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| qwen3-235b-a22b Q4_K | rdma | 4 | TP 4-way |", "| kimi-k2 Q4_K | rdma | 1 | does not fit |", "| qwen3-235b-a22b Q4_K | tcp | 4 | 1 node |"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("simulate output lacks %q:\n%s", want, out)
+		}
+	}
+	out, err = run(t, "plan", "--shape", "tinyllama-1.1b", "--nodes", "a=2GB,b=2GB", "--membw", "20GB/s", "--link", "20us,5GB/s")
+	if err != nil || !strings.Contains(out, "chose TP 2-way") || !strings.Contains(out, "1 stage(s)") {
+		t.Errorf("plan with the cost model: %v\n%s", err, out)
+	}
 	for _, bad := range [][]string{
 		{"plan", "--shape", "kimi-k2", "--nodes", "a=1TB"},
+		{"plan", "--simulate", "--nodes", "a=1TB", "--link", "fast"},
+		{"plan", "--simulate", "--nodes", "a=1TB:lots"},
 		{"plan", "--shape", "nope", "--nodes", "a=1TB"},
 		{"plan", "--shape", "kimi-k2", "--nodes", "a"},
 		{"plan", "--shape", "kimi-k2", "--nodes", "a=lots"},

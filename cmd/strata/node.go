@@ -276,16 +276,18 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 			Help: "Side-channel faults (corrupt, missing or stalled frames) that sent activations back to the libp2p stream."}, func() float64 { return float64(node.LinkFallbacks()) }),
 	)
 
+	models := api.NewFileModels(full.Weights, func() []string { return clusterModels(cat, node) }, f.context)
+	models.Open = full.Host.File // the host's open file: one per model on this node
 	srv, err := api.NewServer(api.Config{
 		Addr: ln.Addr().String(), APIKey: f.apiKey, AllowedHosts: f.allowedHosts, Generator: full.Cluster, Metrics: metrics, Logger: log,
-		Models:    api.NewFileModels(full.Weights, func() []string { return clusterModels(cat, node) }, f.context),
-		Cluster:   func() api.ClusterStatus { return clusterStatus(full) },
+		Models:    models,
+		Cluster:   func() api.ClusterStatus { return api.ClusterStatusOf(full) },
 		MaxActive: f.parallel,
 	})
 	if err != nil {
 		return err
 	}
-	srv.Handle("GET /api/peers", api.PeersHandler(func() api.PeersStatus { return peersStatus(node) }))
+	srv.Handle("GET /api/peers", api.PeersHandler(func() api.PeersStatus { return api.PeersStatusOf(node) }))
 	served := make(chan error, 1)
 	serveCtx, stopServe := context.WithCancel(context.Background())
 	defer stopServe()
@@ -354,72 +356,6 @@ func joinAddr(addrs []ma.Multiaddr) string {
 		return addrs[0].String()
 	}
 	return ""
-}
-
-// clusterStatus is GET /api/cluster: the members this node sees, the
-// shards each announces, and the sessions this node drives.
-func clusterStatus(n *actors.Node) api.ClusterStatus {
-	st := peersStatus(n.Peers)
-	cs := api.ClusterStatus{Self: st.Self, Members: []api.MemberStatus{}, Sessions: []api.SessionStatus{}}
-	for _, m := range st.Members {
-		ms := api.MemberStatus{PeerID: m.PeerID, Addrs: m.Addrs, MemoryBytes: m.MemoryBytes, Shards: []api.ShardStatus{}, Links: m.Links}
-		for _, md := range m.Models {
-			ms.Models = append(ms.Models, md.Name)
-		}
-		for _, sh := range m.Shards {
-			if model, first, end, ok := actors.ParseShard(sh); ok {
-				ms.Shards = append(ms.Shards, api.ShardStatus{Model: model, Layers: [2]int{first, end}})
-			}
-		}
-		cs.Members = append(cs.Members, ms)
-	}
-	for _, s := range n.Cluster.Sessions() {
-		ss := api.SessionStatus{ID: s.ID, Model: s.Model, Prompt: s.Prompt, Generated: s.Generated, Stages: []api.StageStatus{}}
-		for _, stg := range s.Stages {
-			ss.Stages = append(ss.Stages, api.StageStatus{PeerID: stg.Node, Layers: [2]int{stg.First, stg.End}})
-		}
-		cs.Sessions = append(cs.Sessions, ss)
-	}
-	return cs
-}
-
-// peersStatus is the node's view in the status API's form.
-func peersStatus(node *peers.Node) api.PeersStatus {
-	v := node.Membership().View()
-	st := api.PeersStatus{Self: node.ID().String(), ViewVersion: v.Version, Members: []api.PeerStatus{}}
-	now := time.Now()
-	for _, m := range v.Members {
-		in := m.Info
-		ps := api.PeerStatus{
-			PeerID: m.ID.String(), Addrs: in.Addrs, Version: in.Version,
-			MemoryBytes: in.MemoryTotalBytes, MemoryAvailableBytes: in.MemoryAvailableBytes, ComputeFlops: in.ComputeFlops,
-			Models: []api.PeerModel{}, Shards: in.Shards, LastSeenMS: now.Sub(m.LastSeen).Milliseconds(),
-		}
-		if ps.Addrs == nil {
-			ps.Addrs = []string{}
-		}
-		if ps.Shards == nil {
-			ps.Shards = []string{}
-		}
-		for _, md := range in.Models {
-			ps.Models = append(ps.Models, api.PeerModel{Name: md.Name, SizeBytes: md.SizeBytes, Digest: md.Digest})
-		}
-		if m.ID == node.ID() {
-			ps.Links = linksStatus(node.Links())
-		}
-		st.Members = append(st.Members, ps)
-	}
-	return st
-}
-
-// linksStatus is a node's links in the status API's form, by peer ID.
-func linksStatus(links []peers.Link) []api.LinkStatus {
-	out := []api.LinkStatus{}
-	for _, l := range links {
-		out = append(out, api.LinkStatus{PeerID: l.Peer.String(), Transport: l.Transport, RTTMicros: l.RTT.Microseconds()})
-	}
-	slices.SortFunc(out, func(a, b api.LinkStatus) int { return strings.Compare(a.PeerID, b.PeerID) })
-	return out
 }
 
 // parseVerbsFaults reads --verbs-faults: KIND@FRAME, the frame (counted

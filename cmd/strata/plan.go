@@ -25,20 +25,63 @@ func planCmd() *cobra.Command {
 		modelPath, shape, typeName, nodeList string
 		apiURL, apiKey                       string
 		opts                                 plan.Options
-		asJSON                               bool
+		asJSON, simulate                     bool
+		links                                []string
+		memBW                                string
+		cost                                 plan.CostOptions
 	)
 	cmd := &cobra.Command{
-		Use:   "plan (--model FILE | --shape NAME [--type T]) (--nodes \"a=512GB,b=256GB\" | --api URL)",
+		Use:   "plan (--model FILE | --shape NAME [--type T]) (--nodes \"a=512GB,b=256GB\" | --api URL) [--simulate]",
 		Short: "Show where each layer of a model would run on a cluster, without loading weights",
 		Long: `plan computes the placement strata would use: the fewest stages that fit,
 layers in proportion to each node's memory (or compute, when given as
 name=SIZE@RATE), never more than a node offers. It reads only the model's
 tensor table (--model) or a known shape (--shape; see strata synth --help).
 With --api, the nodes are the live cluster as that node sees it: the
-members that hold the model (by its name) with the memory they offer.`,
+members that hold the model (by its name) with the memory they offer.
+
+It then predicts the decode speed (tokens/s of one answer) of every way
+to run the model on those nodes (a pipeline of stages, tensor-parallel
+groups, or tensor-parallel groups inside pipeline stages) from a cost
+model: each node's memory bandwidth (name=SIZE:800GB/s, or --membw) and
+the links between them (--link rdma, --link tcp, or --link 5us,9GB/s),
+and says which it would choose and why. strata node runs pipeline plans;
+tensor-parallel plans are predicted only, for now.
+
+--simulate projects the decode speed on the first 1, 2, ... N of the
+nodes, for each --link given, as a table: for --model/--shape, or with
+neither for Qwen3-235B-A22B and Kimi K2 (at --type, Q4_K by default).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var m plan.Model
+			if simulate && modelPath == "" && shape == "" {
+				if !cmd.Flags().Changed("type") {
+					typeName = "Q4_K"
+				}
+				if len(links) == 0 {
+					links = []string{"tcp"}
+				}
+				nodes, err := parseNodes(nodeList)
+				if err != nil {
+					return err
+				}
+				net, err := networks(links)
+				if err != nil {
+					return err
+				}
+				if err := defaultBandwidth(nodes, memBW); err != nil {
+					return err
+				}
+				t, err := tensor.ParseType(typeName)
+				if err != nil {
+					return err
+				}
+				var ms []plan.Model
+				for _, name := range []string{"qwen3-235b-a22b", "kimi-k2"} {
+					ms = append(ms, plan.FromProfile(name+" "+t.String(), model.Shapes[name].Profile(t)))
+				}
+				return simulateModels(cmd, ms, nodes, links, net, opts, cost)
+			}
 			switch {
 			case modelPath != "" && shape != "":
 				return fmt.Errorf("give --model or --shape, not both")
@@ -79,6 +122,19 @@ members that hold the model (by its name) with the memory they offer.`,
 			if err != nil {
 				return err
 			}
+			if len(links) == 0 {
+				links = []string{"tcp"}
+			}
+			net, err := networks(links)
+			if err != nil {
+				return err
+			}
+			if err := defaultBandwidth(nodes, memBW); err != nil {
+				return err
+			}
+			if simulate {
+				return simulateModels(cmd, []plan.Model{m}, nodes, links, net, opts, cost)
+			}
 			p, err := plan.Place(m, nodes, opts)
 			if err != nil {
 				return err
@@ -89,6 +145,17 @@ members that hold the model (by its name) with the memory they offer.`,
 				return enc.Encode(p)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%sweights %s in all, KV %s per token\n", p, units.Bytes(m.WeightBytes()), units.Bytes(m.KVBytesPerToken))
+			cands, err := plan.Candidates(m, nodes, net[0], opts, cost)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "\npredicted decode speed (cost model; links %s = %s):\n%s", links[0], net[0].Default, plan.Table(cands))
+			if best, ok := plan.Best(cands); ok {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s\n", plan.Explain(best, cands))
+				if best.Kind() != "single node" && best.Kind() != "pipeline" {
+					fmt.Fprintln(cmd.OutOrStdout(), "(strata node runs pipeline plans only for now: the plan above)")
+				}
+			}
 			return nil
 		},
 	}
@@ -102,6 +169,11 @@ members that hold the model (by its name) with the memory they offer.`,
 	f.IntVar(&opts.Context, "context", 4096, "KV cache positions to reserve per session")
 	f.IntVar(&opts.Sessions, "sessions", 1, "concurrent sessions to reserve KV for")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
+	f.BoolVar(&simulate, "simulate", false, "project decode tokens/s on 1..N of the nodes for each --link (see above)")
+	f.StringArrayVar(&links, "link", nil, "links between nodes: rdma, tcp, or LATENCY,THROUGHPUT such as 5us,9GB/s (repeatable with --simulate; default tcp)")
+	f.StringVar(&memBW, "membw", "100GB/s", "memory bandwidth of nodes that do not give one (name=SIZE:800GB/s)")
+	f.IntVar(&cost.ActBytes, "act-bytes", 4, "bytes per activation on the wire (4: f32, 2: f16)")
+	f.IntVar(&cost.Position, "at-position", 0, "context position of the decoded token (its KV cache reads)")
 	return cmd
 }
 
@@ -128,7 +200,8 @@ func liveNodes(ctx context.Context, url, key, model string, anyNode bool) ([]pla
 	return nodes, nil
 }
 
-// parseNodes reads "a=512GB,b=256GB@2.5" into plan nodes.
+// parseNodes reads "a=512GB,b=256GB@2.5,c=192GB:800GB/s" into plan nodes
+// (memory, then optionally @relative compute, :memory bandwidth).
 func parseNodes(s string) ([]plan.Node, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, fmt.Errorf(`--nodes is required, e.g. --nodes "a=512GB,b=256GB"`)
@@ -140,6 +213,14 @@ func parseNodes(s string) ([]plan.Node, error) {
 			return nil, fmt.Errorf("--nodes: %q is not name=SIZE", item)
 		}
 		n := plan.Node{ID: name}
+		if sz, bw, ok := strings.Cut(size, ":"); ok {
+			size = sz
+			r, err := plan.ParseRate(bw)
+			if err != nil {
+				return nil, fmt.Errorf("--nodes: memory bandwidth of %s: %w", name, err)
+			}
+			n.MemBandwidth = r
+		}
 		if sz, rate, ok := strings.Cut(size, "@"); ok {
 			size = sz
 			if _, err := fmt.Sscanf(rate, "%g", &n.Compute); err != nil || n.Compute <= 0 {
@@ -154,4 +235,102 @@ func parseNodes(s string) ([]plan.Node, error) {
 		nodes = append(nodes, n)
 	}
 	return nodes, nil
+}
+
+// networks parses one network per --link.
+func networks(links []string) ([]plan.Network, error) {
+	var nets []plan.Network
+	for _, l := range links {
+		ln, err := plan.ParseLink(l)
+		if err != nil {
+			return nil, fmt.Errorf("--link: %w", err)
+		}
+		nets = append(nets, plan.Network{Default: ln})
+	}
+	return nets, nil
+}
+
+// defaultBandwidth gives nodes that announce no memory bandwidth --membw's.
+func defaultBandwidth(nodes []plan.Node, memBW string) error {
+	bw, err := plan.ParseRate(memBW)
+	if err != nil {
+		return fmt.Errorf("--membw: %w", err)
+	}
+	for i := range nodes {
+		if nodes[i].MemBandwidth == 0 {
+			nodes[i].MemBandwidth = bw
+		}
+	}
+	return nil
+}
+
+// simulateModels prints, for each model and link, the predicted decode
+// speed on the first 1..N nodes: the best plan overall, the best with
+// whole layers per node (one node or a pipeline), and the best with
+// tensor parallelism.
+func simulateModels(cmd *cobra.Command, ms []plan.Model, nodes []plan.Node, links []string, nets []plan.Network, opts plan.Options, cost plan.CostOptions) error {
+	w := cmd.OutOrStdout()
+	var ids []string
+	for _, n := range nodes {
+		ids = append(ids, fmt.Sprintf("%s %s at %s", n.ID, units.Bytes(n.FreeBytes), plan.FormatRate(n.MemBandwidth)))
+	}
+	act := cost.ActBytes
+	if act <= 0 {
+		act = 4
+	}
+	fmt.Fprintf(w, "Predicted decode speed of one answer (strata's cost model, not a measurement).\nNodes: %s. Activations %d bytes each on the wire; KV cache read at position %d.\n\n",
+		strings.Join(ids, ", "), act, cost.Position)
+	fmt.Fprintf(w, "| model | link | nodes | best plan | tok/s | vs 1 node | layers only (pipeline) | tensor-parallel |\n|---|---|---|---|---|---|---|---|\n")
+	for _, m := range ms {
+		for li, net := range nets {
+			var one float64
+			for n := 1; n <= len(nodes); n++ {
+				cands, err := plan.Candidates(m, nodes[:n], net, opts, cost)
+				if err != nil {
+					return err
+				}
+				best, ok := plan.Best(cands)
+				var pipe, tp plan.Candidate
+				for _, c := range cands {
+					if c.Refusal != "" || c.Nodes() != n && c.Kind() != "single node" {
+						continue
+					}
+					if k := c.Kind(); k == "single node" || k == "pipeline" {
+						if c.TokensPerSecond > pipe.TokensPerSecond {
+							pipe = c
+						}
+					} else if c.TokensPerSecond > tp.TokensPerSecond {
+						tp = c
+					}
+				}
+				cell := func(c plan.Candidate) string {
+					if c.Stages == nil {
+						return "-"
+					}
+					return fmt.Sprintf("%.1f (%s)", c.TokensPerSecond, c.Name())
+				}
+				if !ok {
+					fmt.Fprintf(w, "| %s | %s | %d | does not fit | - | - | - | - |\n", m.Name, links[li], n)
+					continue
+				}
+				if n == 1 {
+					one = best.TokensPerSecond
+				}
+				vs := "-"
+				if one > 0 {
+					vs = fmt.Sprintf("%.2fx", best.TokensPerSecond/one)
+				}
+				fmt.Fprintf(w, "| %s | %s | %d | %s | %.1f | %s | %s | %s |\n", m.Name, links[li], n, best.Name(), best.TokensPerSecond, vs, cell(pipe), cell(tp))
+			}
+		}
+	}
+	fmt.Fprintf(w, "\nLinks: ")
+	for i, l := range links {
+		if i > 0 {
+			fmt.Fprintf(w, "; ")
+		}
+		fmt.Fprintf(w, "%s = %s", l, nets[i].Default)
+	}
+	fmt.Fprintln(w, ". strata node runs pipeline plans only for now; mixture-of-experts layers are predicted with each expert split across the group.")
+	return nil
 }

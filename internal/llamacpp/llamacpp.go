@@ -3,7 +3,7 @@
 // driven by the scripts in ../shared/bench (llamacpp-logits.mjs prints
 // teacher-forced top-K logits for a token sequence on any GGUF).
 //
-// node-llama-cpp is installed by .ci/run into .ci/npm/node_modules;
+// node-llama-cpp is installed by make deps (scripts/deps.sh) into .ci/npm/node_modules;
 // STRATA_NODE_MODULES overrides that location. The scripts live beside
 // the shared test data (../shared/bench); STRATA_BENCH overrides that.
 // A missing oracle is an error, never a silent pass.
@@ -102,7 +102,7 @@ func NodeModules() (string, error) {
 		return "", err
 	}
 	if _, err := os.Stat(filepath.Join(dir, "node-llama-cpp", "package.json")); err != nil {
-		return "", fmt.Errorf("llamacpp: node-llama-cpp is not installed in %s (run .ci/run, or npm install --prefix .ci/npm node-llama-cpp@3.22.1; STRATA_NODE_MODULES overrides the place)", dir)
+		return "", fmt.Errorf("llamacpp: node-llama-cpp is not installed in %s (run make deps, or npm install --prefix .ci/npm node-llama-cpp@3.22.1; STRATA_NODE_MODULES overrides the place)", dir)
 	}
 	return dir, nil
 }

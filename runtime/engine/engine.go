@@ -15,11 +15,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"strata/runtime/gguf"
+	"strata/runtime/grammar"
 	"strata/runtime/model"
 	"strata/runtime/sample"
 	"strata/runtime/tensor"
@@ -51,6 +51,9 @@ type Engine struct {
 	mu   sync.Mutex
 	kept []keptCache // prompt cache, least recently kept first
 	keep int         // its capacity
+
+	vocabOnce sync.Once
+	vocab     *grammar.Vocab // for Request.Schema
 }
 
 // keptCache is a finished generation's KV cache and the tokens it holds.
@@ -158,8 +161,11 @@ func (e *Engine) Close() error {
 // ContextLength is the most positions (prompt + generated) one generation holds.
 func (e *Engine) ContextLength() int { return e.ctxLen }
 
-// Request is one generation.
+// Request is one generation, on one node or across a cluster.
 type Request struct {
+	// Model names the model on a cluster (strata/actors); an Engine runs
+	// the model it opened and does not read it.
+	Model  string
 	Prompt string
 	// Tokens, when set, is used instead of encoding Prompt (no BOS is added).
 	Tokens    []int
@@ -167,8 +173,12 @@ type Request struct {
 	Sampling  sample.Params
 	Stop      []string // generation stops before any of these strings
 	// Constraint, when set, restricts the sampled tokens (a grammar); see
-	// sample.Sampler.Constrain. It serves one generation.
+	// sample.Sampler.Constrain. It serves one generation, in this process.
 	Constraint sample.Constraint
+	// Schema, when set (and Constraint is not), constrains the output to
+	// a JSON document of this schema (structured output): on a cluster it
+	// travels to the last stage, which masks its sampling.
+	Schema *grammar.Schema
 }
 
 // Token is one generated token as delivered to the callback.
@@ -193,6 +203,7 @@ type Result struct {
 	FinishReason    string
 	PrefillDuration time.Duration
 	DecodeDuration  time.Duration
+	Stats           Stats // this generation's decode steps
 }
 
 // Encode tokenizes a prompt the way llama.cpp and llama2.c do for the
@@ -219,7 +230,6 @@ func (e *Engine) Generate(ctx context.Context, req Request, onToken func(Token) 
 	if len(prompt) >= e.ctxLen {
 		return res, fmt.Errorf("engine: prompt of %d tokens does not fit the context of %d", len(prompt), e.ctxLen)
 	}
-	res.PromptTokens = len(prompt)
 	sampler, err := sample.New(req.Sampling, e.Model.Vocab)
 	if err != nil {
 		return res, err
@@ -230,83 +240,36 @@ func (e *Engine) Generate(ctx context.Context, req Request, onToken func(Token) 
 	if req.Constraint != nil {
 		sampler.Constrain(req.Constraint)
 	}
+	if req.Constraint == nil && req.Schema != nil {
+		// The document starts after the prompt; its budget is MaxTokens
+		// or what the context leaves, whichever is less.
+		budget := e.ctxLen - len(prompt)
+		if req.MaxTokens > 0 {
+			budget = min(budget, req.MaxTokens)
+		}
+		sampler.Constrain(grammar.NewMatcher(req.Schema, e.grammarVocab(), budget))
+	}
 	m := e.Model
 	cache, cached := e.takeCached(prompt)
 	if cache == nil {
 		cache = m.NewCache(e.ctxLen)
 	}
-	res.CachedTokens = cached
 	st := m.NewState(e.pool, min(e.batch, len(prompt)-cached), e.ctxLen)
+	steps := &localSteps{prompt: prompt, from: cached, st: st, cache: cache, sampler: sampler}
+	res, err = Loop(ctx, e.Tokenizer, prompt, req, e.ctxLen, steps, onToken)
+	res.CachedTokens = cached
+	if err == nil {
+		// A clean end: the next turn of the conversation may resume it.
+		e.keepCache(cache, seen(prompt, res.Tokens, cache.Len))
+	}
+	return res, err
+}
 
-	start := time.Now()
-	for i := cached; i < len(prompt); i += st.Batch {
-		if err := ctx.Err(); err != nil {
-			return res, err
-		}
-		chunk := prompt[i:min(i+st.Batch, len(prompt))]
-		if err := st.Embed(chunk); err != nil {
-			return res, err
-		}
-		if err := st.Forward(cache, len(chunk)); err != nil {
-			return res, err
-		}
-	}
-	logits, err := st.LogitsOf((len(prompt) - 1 - cached) % st.Batch)
-	if err != nil {
-		return res, err
-	}
-	res.PrefillDuration = time.Since(start)
-
-	start = time.Now()
-	defer func() { res.DecodeDuration = time.Since(start) }()
-	text := NewTextStream(e.Tokenizer, prompt, req.Stop)
-	next := make([]int, 1) // the token fed back each step, without a new slice per token
-	for {
-		if err := ctx.Err(); err != nil {
-			res.Text = text.Text()
-			return res, err
-		}
-		id := sampler.Sample(logits)
-		sampler.Accept(id)
-		piece, stop := text.Add(id)
-		if !e.Tokenizer.IsEOG(id) {
-			res.Tokens = append(res.Tokens, id)
-		}
-		if piece != "" || !stop {
-			if err := onToken(Token{ID: id, Index: len(res.Tokens) - 1, Text: piece}); err != nil {
-				res.Text = text.Text()
-				return res, err
-			}
-		}
-		if stop {
-			res.FinishReason = FinishStop
-			e.keepCache(cache, seen(prompt, res.Tokens, cache.Len))
-			break
-		}
-		if (req.MaxTokens > 0 && len(res.Tokens) >= req.MaxTokens) || cache.Len >= e.ctxLen {
-			res.FinishReason = FinishLength
-			e.keepCache(cache, seen(prompt, res.Tokens, cache.Len))
-			if rest := text.Flush(); rest != "" {
-				if err := onToken(Token{ID: id, Index: len(res.Tokens) - 1, Text: rest}); err != nil {
-					res.Text = text.Text()
-					return res, err
-				}
-			}
-			break
-		}
-		next[0] = id
-		if err := st.Embed(next); err != nil {
-			return res, err
-		}
-		if err := st.Forward(cache, 1); err != nil {
-			return res, err
-		}
-		if logits, err = st.LogitsOf(0); err != nil {
-			return res, err
-		}
-	}
-	res.Text = text.Text()
-	return res, nil
+// grammarVocab is the vocabulary trie structured output matches tokens
+// against, built on first use.
+func (e *Engine) grammarVocab() *grammar.Vocab {
+	e.vocabOnce.Do(func() { e.vocab = grammar.VocabOf(e.Tokenizer) })
+	return e.vocab
 }
 
 // seen is what a finished generation's KV cache holds: the prompt, then
@@ -316,87 +279,67 @@ func seen(prompt, generated []int, n int) []int {
 	return append(append(make([]int, 0, len(prompt)+len(generated)), prompt...), generated...)[:n]
 }
 
-// TextStream turns generated token ids into the text a user sees: pieces
-// decoded without splitting UTF-8 characters, the dummy-prefix space
-// after BOS dropped (as llama.cpp and llama2.c print it), and text that
-// might begin a stop string held back until it is known not to.
-type TextStream struct {
-	tok        *tokenizer.Tokenizer
-	dec        *tokenizer.Decoder
-	stripSpace bool
-	stops      []string
-	pending    string
-	done       bool
-	text       strings.Builder
+// localSteps runs a generation's forward passes on this node.
+type localSteps struct {
+	prompt  []int
+	from    int // prompt positions the cache already holds (prompt caching)
+	st      *model.State
+	cache   *model.Cache
+	sampler *sample.Sampler
+	next    [1]int // the token fed back each step, without a new slice per token
+	steps   int
+	time    time.Duration
 }
 
-// NewTextStream starts a stream for a generation that follows prompt.
-func NewTextStream(tok *tokenizer.Tokenizer, prompt []int, stops []string) *TextStream {
-	s := &TextStream{tok: tok, dec: tok.NewDecoder()}
-	s.stripSpace = len(prompt) > 0 && prompt[len(prompt)-1] == tok.BOS()
-	for _, x := range stops {
-		if x != "" {
-			s.stops = append(s.stops, x)
+// Prefill runs the prompt, after what the cache holds, in batches of st.Batch.
+func (l *localSteps) Prefill(ctx context.Context) (int, error) {
+	st := l.st
+	for i := l.from; i < len(l.prompt); i += st.Batch {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		chunk := l.prompt[i:min(i+st.Batch, len(l.prompt))]
+		if err := st.Embed(chunk); err != nil {
+			return 0, err
+		}
+		if err := st.Forward(l.cache, len(chunk)); err != nil {
+			return 0, err
 		}
 	}
-	return s
+	return l.sample((len(l.prompt) - 1 - l.from) % st.Batch)
 }
 
-// Add takes the next generated id and returns the text now safe to show,
-// and whether generation must stop (an end-of-generation token, whose text
-// is not shown, or a stop string, cut off with everything after it).
-func (s *TextStream) Add(id int) (string, bool) {
-	if s.done {
-		return "", true
+// Step runs one token.
+func (l *localSteps) Step(ctx context.Context, fed int) (int, error) {
+	start := time.Now()
+	l.next[0] = fed
+	if err := l.st.Embed(l.next[:]); err != nil {
+		return 0, err
 	}
-	if s.tok.IsEOG(id) {
-		s.done = true
-		out := s.pending + s.dec.Flush()
-		s.pending = ""
-		s.text.WriteString(out)
-		return out, true
+	if err := l.st.Forward(l.cache, 1); err != nil {
+		return 0, err
 	}
-	piece := s.dec.Add(id)
-	if s.stripSpace && piece != "" {
-		piece = strings.TrimPrefix(piece, " ")
-		s.stripSpace = false
-	}
-	s.pending += piece
-	for _, x := range s.stops {
-		if i := strings.Index(s.pending, x); i >= 0 {
-			out := s.pending[:i]
-			s.pending, s.done = "", true
-			s.text.WriteString(out)
-			return out, true
-		}
-	}
-	// Keep the longest suffix that is a prefix of some stop string.
-	keep := 0
-	for _, x := range s.stops {
-		for k := min(len(x)-1, len(s.pending)); k > keep; k-- {
-			if strings.HasSuffix(s.pending, x[:k]) {
-				keep = k
-				break
-			}
-		}
-	}
-	out := s.pending[:len(s.pending)-keep]
-	s.pending = s.pending[len(s.pending)-keep:]
-	s.text.WriteString(out)
-	return out, false
+	id, err := l.sample(0)
+	l.time += time.Since(start)
+	l.steps++
+	return id, err
 }
 
-// Flush returns what is still held back (at the end of a generation that
-// did not stop by itself).
-func (s *TextStream) Flush() string {
-	if s.done {
-		return ""
+func (l *localSteps) sample(row int) (int, error) {
+	logits, err := l.st.LogitsOf(row)
+	if err != nil {
+		return 0, err
 	}
-	out := s.pending + s.dec.Flush()
-	s.pending = ""
-	s.text.WriteString(out)
-	return out
+	id := l.sampler.Sample(logits)
+	l.sampler.Accept(id)
+	return id, nil
 }
 
-// Text is everything returned so far.
-func (s *TextStream) Text() string { return s.text.String() }
+// Stats implements Stepper: every step is compute.
+func (l *localSteps) Stats() Stats {
+	if l.steps == 0 {
+		return Stats{}
+	}
+	mean := l.time / time.Duration(l.steps)
+	return Stats{Steps: l.steps, Round: mean, Compute: mean}
+}

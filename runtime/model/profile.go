@@ -24,6 +24,16 @@ type Profile struct {
 	// (for deepseek2, the MLA latent and rope key).
 	KVBytesPerToken uint64
 	TiedOutput      bool
+
+	// What a decode cost model needs beyond placement (see decode.go).
+	// KVHeads is the heads tensor parallelism splits whole: KV heads, or
+	// every head with multi-head latent attention.
+	Embd, KVHeads, Vocab int
+	// ActiveLayerBytes is the weight bytes of each layer that one decoded
+	// token reads: a mixture-of-experts layer reads ExpertsUsed of its
+	// Experts (on average); AttnLayerBytes is the part of it in attention
+	// weights (attn_*), which tensor parallelism splits by KV heads.
+	ActiveLayerBytes, AttnLayerBytes []uint64
 }
 
 // TotalBytes is the weight bytes of the whole model.
@@ -47,6 +57,7 @@ func ProfileOf(f *gguf.File) (Profile, error) {
 	}
 	p.Layers = int(layers)
 	p.LayerBytes = make([]uint64, p.Layers)
+	d := newDecodeCounter(&p, md.ArchUint("expert_used_count", 0), md.ArchUint("expert_count", 0))
 	_, hasOutput := f.Tensor("output.weight")
 	p.TiedOutput = !hasOutput
 	for _, t := range f.Tensors() {
@@ -56,16 +67,27 @@ func ProfileOf(f *gguf.File) (Profile, error) {
 				return p, fmt.Errorf("model: tensor %s names layer %s, but the model has %d", t.Name, m[1], p.Layers)
 			}
 			p.LayerBytes[n] += t.Size
+			d.add(n, t.Name, t.Size)
 			continue
 		}
 		switch t.Name {
 		case "token_embd.weight":
 			p.EmbedBytes += t.Size
+			if len(t.Dims) == 2 && t.Dims[1] <= 1<<30 {
+				p.Vocab = int(t.Dims[1])
+			}
 		case "output_norm.weight", "output.weight":
 			p.HeadBytes += t.Size
 		default:
 			p.OtherBytes += t.Size
 		}
+	}
+	kvh := md.ArchUint("attention.head_count_kv", md.ArchUint("attention.head_count", 0))
+	if p.Arch == "deepseek2" { // latent attention: every head has its own keys from the shared latent
+		kvh = md.ArchUint("attention.head_count", 0)
+	}
+	if embd := md.ArchUint("embedding_length", 0); embd <= 1<<30 && kvh <= 1<<30 {
+		p.Embd, p.KVHeads = int(embd), int(kvh)
 	}
 	if kvl := md.ArchUint("attention.kv_lora_rank", 0); p.Arch == "deepseek2" && kvl > 0 {
 		// Multi-head latent attention caches one latent and one rope key

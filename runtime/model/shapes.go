@@ -250,11 +250,17 @@ func (s Shape) KVBytesPerToken() uint64 {
 
 // Profile is the placement profile of the shape in weight type wt.
 func (s Shape) Profile(wt tensor.Type) Profile {
-	p := Profile{Arch: s.Arch, Layers: s.Layers, LayerBytes: make([]uint64, s.Layers), TiedOutput: s.TiedEmbed, KVBytesPerToken: s.KVBytesPerToken()}
+	p := Profile{Arch: s.Arch, Layers: s.Layers, LayerBytes: make([]uint64, s.Layers), TiedOutput: s.TiedEmbed, KVBytesPerToken: s.KVBytesPerToken(),
+		Embd: s.Embd, KVHeads: s.KVHeads, Vocab: s.Vocab}
+	if s.Arch == "deepseek2" {
+		p.KVHeads = s.Heads
+	}
+	d := newDecodeCounter(&p, uint64(s.ExpertsUsed), uint64(s.Experts))
 	for _, t := range s.Tensors(wt) {
 		var layer int
 		if _, err := fmt.Sscanf(t.Name, "blk.%d.", &layer); err == nil {
 			p.LayerBytes[layer] += t.Bytes()
+			d.add(layer, t.Name, t.Bytes())
 			continue
 		}
 		switch t.Name {

@@ -88,6 +88,18 @@ func matMulBatchX8(out []float32, w Matrix, a *Activations, lo, hi int) int {
 	if !useNEON {
 		return lo
 	}
+	if w.Type == Q4_K || w.Type == Q6_K {
+		if !useI8MM {
+			return lo
+		}
+		return matMulBatchKMM(out, w, a, lo, hi)
+	}
+	if w.Type != Q8_0 && w.Type != Q4_0 {
+		return lo
+	}
+	if useI8MM {
+		return matMulBatchMM(out, w, a, lo, hi)
+	}
 	rows, cols, n := w.Rows, w.Cols, a.n
 	rb, nb := w.RowBytes(), cols/32
 	var tile [batchKC * batchTileBlock]byte

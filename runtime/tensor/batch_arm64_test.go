@@ -7,10 +7,12 @@ import (
 	"testing"
 )
 
-// The NEON interleaved batch kernels (one-vector and four-vector, each
-// alone) equal the generic row-sequential form bit for bit, for block
-// counts within one tile, at its edge and past it, batches of 8 to 13
-// vectors and a partial group of rows.
+// The NEON interleaved batch kernels (SDOT: one-vector and four-vector,
+// each alone; i8mm: SMMLA, four vectors at a time) equal the generic
+// row-sequential form bit for bit, for block counts within one tile, at
+// its edge and past it, batches of 8 to 13 vectors and a partial group of
+// rows. Each kernel set runs (eachImpl): on a CPU with i8mm the SDOT
+// kernels are still tested as "neon".
 func TestBatchX8Implementations(t *testing.T) {
 	if !hasNEON {
 		t.Skip("no NEON dot-product instructions")
@@ -23,24 +25,30 @@ func TestBatchX8Implementations(t *testing.T) {
 			w, _ := randomMatrix(t, typ, rows, cols, uint64(nb)+11)
 			x := testData("normal", maxN*cols, uint64(nb)+5)
 			a := NewActivations(maxN, cols)
+			wants := make([][]float32, maxN+1)
 			for n := batchMin; n <= maxN; n++ {
-				want := make([]float32, n*rows)
+				wants[n] = make([]float32, n*rows)
 				withGeneric(func() {
 					a.Set(x[:n*cols], n)
-					MatMulAct(nil, want, w, a)
+					MatMulAct(nil, wants[n], w, a)
 				})
-				for _, x4 := range []bool{false, true} {
-					batchX4 = x4
-					a.Set(x[:n*cols], n)
-					got := make([]float32, n*rows)
-					MatMulAct(nil, got, w, a)
-					for i := range got {
-						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-							t.Fatalf("%v nb=%d n=%d x4=%v: out[%d] = %g, generic %g", typ, nb, n, x4, i, got[i], want[i])
+			}
+			eachImpl(t, func(t *testing.T) {
+				for n := batchMin; n <= maxN; n++ {
+					want := wants[n]
+					for _, x4 := range []bool{false, true} {
+						batchX4 = x4
+						a.Set(x[:n*cols], n)
+						got := make([]float32, n*rows)
+						MatMulAct(nil, got, w, a)
+						for i := range got {
+							if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+								t.Fatalf("%v nb=%d n=%d x4=%v: out[%d] = %g, generic %g", typ, nb, n, x4, i, got[i], want[i])
+							}
 						}
 					}
 				}
-			}
+			})
 		}
 	}
 }

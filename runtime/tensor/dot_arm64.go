@@ -12,22 +12,43 @@ import (
 // (SDOT, ARMv8.2; every Apple Silicon core has them). It is read once from
 // the CPU; tests flip it. The one-vector dots, the four-vector dots
 // (dot4: Q8_0, Q4_K, Q6_K and the float types; dot4_arm64.s), Axpy and
-// the interleaved batch kernels for Q8_0 and Q4_0 (batch_arm64.s) have
+// the interleaved batch kernels for Q8_0 and Q4_0 (batch_arm64.s) and the
+// one- and four-vector Q2_K, Q3_K and IQ4_XS dots (dot_low_arm64.s) have
 // arm64 kernels; the multi-row kernels and SwiGLU run the generic Go code.
 var useNEON = cpu.ARM64.HasASIMDDP
 
 var hasNEON = useNEON
 
-// implementations lists the kernel sets this CPU can run.
+// useI8MM selects, on top of the NEON kernels, the batch kernels with the
+// int8 matrix multiply-accumulate (SMMLA, ARMv8.6: Apple M2 and later;
+// batch_i8mm_arm64.go). They compute exactly what the SDOT batch kernels
+// compute, so the choice changes speed, never results. Tests flip it.
+var useI8MM = hasI8MM
+
+var hasI8MM = hasNEON && cpu.ARM64.HasI8MM
+
+// implementations lists the kernel sets this CPU can run: "neon" is the
+// SDOT kernels alone (the i8mm ones off, as on an M1), "i8mm" both.
 var implementations = func() []impl {
-	list := []impl{{"generic", func(on bool) { useNEON = !on && hasNEON }}}
+	list := []impl{{"generic", func(on bool) { useNEON, useI8MM = !on && hasNEON, !on && hasI8MM }}}
 	if hasNEON {
-		list = append(list, impl{"neon", func(on bool) { useNEON = hasNEON }})
+		list = append(list, impl{"neon", func(on bool) { useNEON, useI8MM = hasNEON, !on && hasI8MM }})
+	}
+	if hasI8MM {
+		list = append(list, impl{"i8mm", func(on bool) { useNEON, useI8MM = hasNEON, hasI8MM }})
 	}
 	return list
 }()
 
-func kernelsActive(name string) bool { return name == "neon" && useNEON }
+func kernelsActive(name string) bool {
+	switch name {
+	case "neon":
+		return useNEON && !useI8MM
+	case "i8mm":
+		return useNEON && useI8MM
+	}
+	return false
+}
 
 // The assembly kernels take raw pointers and block counts; the Go wrappers
 // below have checked the lengths. Each computes exactly what the generic
@@ -243,7 +264,7 @@ func dot4(t Type, row []byte, a *Activations, i, cols int, out *[4]float32) bool
 		_, _ = row[2*cols-1], a.x[(i+4)*cols-1]
 		dotBF16x4NEON(unsafe.SliceData(row), &a.x[i*cols], 4*cols, cols, &out[0])
 	default:
-		return false
+		return dot4Low(t, row, a, i, cols, out)
 	}
 	return true
 }
@@ -285,9 +306,6 @@ func swiglu(out, gate, up []float32) { swigluGeneric(out, gate, up) }
 // prepareBatch and allocBatch have nothing to do without the VNNI kernels.
 func (a *Activations) prepareBatch(Type) {}
 func (a *Activations) allocBatch()       {}
-
-// batchKQuants is false: no K-quant batch kernels here (usesBatchForm).
-const batchKQuants = false
 
 func quantizeQ8K(x []float32, q []int8, d []float32, bsums []int16) {
 	quantizeQ8KGeneric(x, q, d, bsums)

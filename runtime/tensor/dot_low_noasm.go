@@ -1,8 +1,8 @@
-//go:build purego || !amd64
+//go:build purego || !(amd64 || arm64)
 
 package tensor
 
-// Without amd64 assembly (the purego tag, arm64, or another architecture)
+// Without amd64 or arm64 assembly (the purego tag, or another architecture)
 // the Q2_K, Q3_K and IQ4_XS dots are the generic ones.
 
 func dotQ2_K(w []byte, x []int8, d []float32, bsums []int16) float32 {

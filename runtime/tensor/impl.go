@@ -17,9 +17,10 @@ type impl struct {
 // assembly on amd64), "neon" (NEON with the dot-product extension on
 // arm64: the one-vector dots, the four-vector dots but Q4_0/Q5_K, the
 // 8-row Q8_0/Q4_0 batch kernels, Axpy and the activation quantizer;
-// SwiGLU, the multi-row kernels and every Q2_K, Q3_K and IQ4_XS dot are
-// Go) or "generic" (pure Go: the purego build tag, a CPU without those
-// features, or another architecture).
+// SwiGLU and the multi-row kernels are Go), "i8mm" ("neon" with the
+// Q8_0/Q4_0 batch kernels on SMMLA, arm64 with the int8 matrix multiply
+// extension: Apple M2 and later) or "generic" (pure Go: the purego build
+// tag, a CPU without those features, or another architecture).
 func Kernels() string {
 	for _, im := range implementations[1:] {
 		if kernelsActive(im.name) {

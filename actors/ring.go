@@ -1,0 +1,428 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"strata/actors/session"
+	"strata/messages"
+	"strata/runtime/engine"
+	"strata/runtime/tokenizer"
+)
+
+// The session shell: one generation's core (strata/actors/session) driven
+// with actors, timers and the membership view. The shell decides nothing
+// about recovery or replay; it carries out the core's actions and turns
+// what happens into the core's events.
+
+// inbox is the session's actor: it watches the stages and hands Token,
+// ForwardError and Terminated messages to the goroutine that drives the
+// session.
+type inbox struct {
+	ch      chan any
+	watched []*actor.PID // touched only by Receive
+}
+
+// watchStages asks the inbox to watch a ring's stage actors.
+type watchStages struct{ pids []*actor.PID }
+
+func (in *inbox) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case watchStages:
+		for _, p := range in.watched {
+			ctx.Unwatch(p)
+		}
+		in.watched = m.pids
+		for _, p := range m.pids {
+			ctx.Watch(p)
+		}
+	case *actor.Stopping:
+		// Long-lived shards would otherwise collect a dead watcher per session.
+		for _, p := range in.watched {
+			ctx.Unwatch(p)
+		}
+	case *messages.Token, *messages.ForwardError, *actor.Terminated:
+		select {
+		case in.ch <- m:
+		default: // a stage sent more than one answer per step: drop it
+		}
+	}
+}
+
+// Generate runs one generation on the cluster, calling onToken for each
+// generated token in order, like engine.Engine.Generate (the same loop).
+func (c *Cluster) Generate(ctx context.Context, req Request, onToken func(engine.Token) error) (res engine.Result, err error) {
+	if err := req.Sampling.Validate(); err != nil {
+		return res, err
+	}
+	if req.Constraint != nil {
+		return res, errors.New("a Constraint runs in this process only; a cluster takes a Schema")
+	}
+	lm, err := c.model(req.Model)
+	if err != nil {
+		return res, err
+	}
+	prompt := req.Tokens
+	if prompt == nil {
+		prompt = lm.tok.Encode(req.Prompt, true, false)
+	}
+	ctxLen := c.planContext(lm)
+	if len(prompt) == 0 || len(prompt) >= ctxLen {
+		return res, fmt.Errorf("prompt of %d tokens does not fit the context of %d", len(prompt), ctxLen)
+	}
+	r, err := c.newRing(lm, req, prompt, ctxLen)
+	if err != nil {
+		return res, err
+	}
+	defer func() { r.finish(err) }()
+	// A ring keeps one of its positions free.
+	res, err = engine.Loop(ctx, lm.tok, prompt, req, ctxLen-1, r, onToken)
+	res.CachedTokens = r.cached
+	return res, err
+}
+
+// sessionInbox returns the inbox of one running session (tests).
+func (c *Cluster) sessionInbox() *actor.PID {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range c.sessions {
+		return s.inbox
+	}
+	return nil
+}
+
+// ring is the shell around one session's core (strata/actors/session):
+// it carries out the core's actions with actors, timers and the view, and
+// turns what its inbox, its timer and the caller do into events. All of
+// it runs on the goroutine that called Generate.
+type ring struct {
+	c       *Cluster
+	core    *session.Session
+	req     Request
+	tok     *tokenizer.Tokenizer
+	in      *inbox
+	self    *actor.PID
+	ctxLen  int
+	info    *SessionInfo
+	members []Member // of the last plan: whom Load asks
+
+	// The wait for a token: its position and timer (nil: none).
+	waitPos int
+	timer   *time.Timer
+
+	// Prompt caching (prefixcache.go): the retained session the ring
+	// resumes until its first answer, and the prompt positions reused.
+	resumed *prefixEntry
+	cached  int
+
+	// Decode step timing: round trips, and the stages' compute within them.
+	stepStart             time.Time
+	stepTime, stepCompute time.Duration
+	steps                 int
+}
+
+func (c *Cluster) newRing(lm *localModel, req Request, prompt []int, ctxLen int) (*ring, error) {
+	core, err := session.New(session.Config{Prompt: prompt, MaxBatch: MaxBatch, Vocab: lm.tok.VocabSize(), StepTimeout: c.opts.StepTimeout,
+		PromptCache: c.prefix != nil})
+	if err != nil {
+		return nil, err
+	}
+	in := &inbox{ch: make(chan any, 8)}
+	self := c.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return in }))
+	info := &SessionInfo{Model: req.Model, Prompt: len(prompt), Started: time.Now(), inbox: self}
+	return &ring{c: c, core: core, req: req, tok: lm.tok, in: in, self: self, ctxLen: ctxLen, info: info}, nil
+}
+
+var _ engine.Stepper = (*ring)(nil)
+
+// Prefill implements engine.Stepper: plan, load, run the prompt.
+func (r *ring) Prefill(ctx context.Context) (int, error) {
+	return r.emitted(r.do(ctx, r.core.Step(session.Start{})))
+}
+
+// Step implements engine.Stepper.
+func (r *ring) Step(ctx context.Context, fed int) (int, error) {
+	r.stepStart = time.Now()
+	return r.emitted(r.do(ctx, r.core.Step(session.Next{Token: fed})))
+}
+
+// emitted counts a generated token for the session's listing.
+func (r *ring) emitted(id int, err error) (int, error) {
+	if err == nil && !r.tok.IsEOG(id) {
+		r.c.mu.Lock()
+		r.info.Generated++
+		r.c.mu.Unlock()
+	}
+	return id, err
+}
+
+// do carries out acts, and the actions the events they lead to call for,
+// until the core emits a token or is done.
+func (r *ring) do(ctx context.Context, acts []session.Action) (int, error) {
+	c := r.c
+	for {
+		for len(acts) > 0 {
+			a := acts[0]
+			acts = acts[1:]
+			var ev session.Event
+			switch a := a.(type) {
+			case session.Log:
+				c.logf("%s", a.Text)
+			case session.Free:
+				r.free(a.Session, a.Stages)
+			case session.Retain:
+				r.retain(a.Session, a.Stages, a.Tokens)
+			case session.DropCache:
+				r.dropResumed()
+			case session.Plan:
+				if err := ctx.Err(); err != nil {
+					ev = session.Cancel{Err: err}
+					break
+				}
+				p, members, err := c.plan(r.req.Model, a.Exclude)
+				r.members = members
+				ev = session.Planned{Plan: p, Err: err}
+			case session.AwaitView:
+				back, err := r.settle(ctx, a.Lost)
+				if ev = (session.ViewBack{Nodes: back}); err != nil {
+					ev = session.Cancel{Err: err}
+				}
+			case session.Load:
+				stages, unreachable, err := c.load(r.req.Model, a.Plan, r.members)
+				loaded := session.Loaded{ID: newSessionID(), Ring: stages, Unreachable: unreachable, At: time.Now(), Err: err}
+				if a.Resume && err == nil {
+					loaded.Resume, loaded.Cached = r.resumable(stages)
+				}
+				ev = loaded
+			case session.Ring:
+				r.use(a.ID, a.Stages)
+			case session.Forward:
+				r.send(a)
+			case session.Wait:
+				r.stopTimer()
+				r.waitPos, r.timer = a.Position, time.NewTimer(a.Timeout)
+			case session.Probe:
+				ev = session.Probed{Silent: r.silentStages(a.Stages), At: time.Now()}
+			case session.Emit:
+				r.stopTimer()
+				r.resumed = nil // adopted by the stages
+				if a.Step {
+					r.observe(time.Since(r.stepStart), a.Compute)
+				}
+				return a.Token, nil
+			case session.Done:
+				r.stopTimer()
+				return 0, a.Err
+			}
+			if ev != nil {
+				acts = append(acts, r.core.Step(ev)...)
+			}
+		}
+		if r.core.Finished() {
+			return 0, r.core.Err()
+		}
+		acts = r.core.Step(r.await(ctx))
+	}
+}
+
+// stopTimer ends the current wait's timer: a wait lasts from the core's
+// Wait to its token (the caller's time with a token is not the ring's).
+func (r *ring) stopTimer() {
+	if r.timer != nil {
+		r.timer.Stop()
+		r.timer = nil
+	}
+}
+
+// await returns the next event of the ring: a message to the inbox, the
+// wait's timeout, or the caller's cancel.
+func (r *ring) await(ctx context.Context) session.Event {
+	var expired <-chan time.Time
+	if r.timer != nil {
+		expired = r.timer.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return session.Cancel{Err: ctx.Err()}
+		case <-expired:
+			r.timer = nil
+			return session.Timeout{Position: r.waitPos}
+		case m := <-r.in.ch:
+			switch m := m.(type) {
+			case *actor.Terminated:
+				_, stages := r.core.Ring()
+				for _, s := range stages {
+					if s.Address == m.Who.Address && s.Actor == m.Who.Id {
+						return session.StageLost{Node: s.Node, Cause: "its shard actor stopped or its peer disconnected", At: time.Now()}
+					}
+				}
+			case *messages.ForwardError:
+				return session.ForwardFailed{Session: m.Session, Stage: m.Stage, Err: m.Error}
+			case *messages.Token:
+				return session.Token{Session: m.Session, Position: int(m.Position), ID: int(m.Id), Compute: time.Duration(m.ComputeNs)}
+			}
+		}
+	}
+}
+
+// use makes a new ring current: the inbox watches its stages, and the
+// session is listed under its new ID.
+func (r *ring) use(id string, stages []session.Stage) {
+	c := r.c
+	var pids []*actor.PID
+	for _, s := range stages {
+		pids = append(pids, stagePID(s))
+	}
+	c.system.Root.Send(r.self, watchStages{pids})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for old, si := range c.sessions {
+		if si == r.info {
+			delete(c.sessions, old)
+		}
+	}
+	r.info.ID = sessionLabel(id)
+	// A fresh slice: Sessions() hands out copies that share it.
+	r.info.Stages = make([]StageInfo, 0, len(stages))
+	for _, s := range stages {
+		r.info.Stages = append(r.info.Stages, StageInfo{Node: s.Node, Actor: s.Actor, First: s.First, End: s.End})
+	}
+	c.sessions[id] = r.info
+}
+
+func stagePID(s session.Stage) *actor.PID { return &actor.PID{Address: s.Address, Id: s.Actor} }
+
+// send delivers a Forward to the ring's first stage.
+func (r *ring) send(a session.Forward) {
+	_, stages := r.core.Ring()
+	var route []*messages.PID
+	for _, s := range stages[1:] {
+		route = append(route, fromPID(stagePID(s)))
+	}
+	f := &messages.Forward{Session: a.Session, Position: uint32(a.Position), Count: uint32(len(a.Tokens)), Route: route,
+		ReplyTo: fromPID(r.self), HiddenType: r.c.opts.Hidden, Sample: a.Sample, Context: uint32(r.ctxLen)}
+	for _, t := range a.Tokens {
+		f.Tokens = append(f.Tokens, int32(t))
+	}
+	if a.Open {
+		f.Resume = a.Resume
+		f.Sampling = samplingMessage(r.req.Sampling)
+		r.constrain(f.Sampling)
+		for _, t := range a.Accept {
+			f.Accept = append(f.Accept, int32(t))
+		}
+	}
+	r.c.root.Send(stagePID(stages[0]), f)
+}
+
+// settle is the wait the core asks for when the model does not fit
+// without the nodes this session lost. A lost link is not always a lost
+// node: it returns the nodes heard from again (a heartbeat after they were
+// lost) within ViewSettle, or none.
+func (r *ring) settle(ctx context.Context, lost map[string]time.Time) ([]string, error) {
+	deadline := time.Now().Add(r.c.opts.ViewSettle)
+	for {
+		var back []string
+		for _, m := range r.c.dir.Members() {
+			if lostAt, ok := lost[m.ID]; ok && m.LastSeen.After(lostAt) {
+				back = append(back, m.ID)
+			}
+		}
+		if len(back) > 0 || time.Now().After(deadline) {
+			return back, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// maxProbe bounds the wait for a stage's answer to a probe after a step
+// timed out.
+const maxProbe = 5 * time.Second
+
+// silentStages asks every stage of the ring for its stats and returns the
+// nodes of those that do not answer within min(StepTimeout, maxProbe).
+func (r *ring) silentStages(stages []session.Stage) []string {
+	wait := min(r.c.opts.StepTimeout, maxProbe)
+	futures := make([]*actor.Future, len(stages))
+	for i, s := range stages {
+		futures[i] = r.c.root.RequestFuture(stagePID(s), &messages.ShardStats{}, wait)
+	}
+	var silent []string
+	for i, f := range futures {
+		if _, err := f.Result(); err != nil && !slices.Contains(silent, stages[i].Node) {
+			silent = append(silent, stages[i].Node)
+		}
+	}
+	return silent
+}
+
+// observe reports one decode step: its round trip, and the transport
+// share of each hop (session → stage 0 → … → last stage → session).
+func (r *ring) observe(step, compute time.Duration) {
+	r.stepTime += step
+	r.stepCompute += compute
+	r.steps++
+	m := r.c.opts.Metrics
+	if m == nil {
+		return
+	}
+	m.ObserveStep(step)
+	_, stages := r.core.Ring()
+	hop := (step - compute) / time.Duration(len(stages)+1)
+	for _, s := range stages {
+		m.ObserveHop(s.Node, max(hop, 0))
+	}
+}
+
+// Stats implements engine.Stepper.
+func (r *ring) Stats() engine.Stats {
+	_, stages := r.core.Ring()
+	if r.steps == 0 {
+		return engine.Stats{Stages: len(stages), Recoveries: r.core.Recoveries()}
+	}
+	return engine.Stats{Steps: r.steps, Stages: len(stages), Round: r.stepTime / time.Duration(r.steps), Compute: r.stepCompute / time.Duration(r.steps), Recoveries: r.core.Recoveries()}
+}
+
+// free releases a ring's KV caches and waits (briefly) until the live
+// stages confirm, so a new ring's shards find the memory free.
+func (r *ring) free(id string, stages []session.Stage) {
+	// Excluded nodes too: a node left out for not answering may be back
+	// in the next ring, and must not still hold this ring's KV cache. (A
+	// node that left the view fails its future at once.)
+	var futures []*actor.Future
+	for _, s := range stages {
+		futures = append(futures, r.c.root.RequestFuture(stagePID(s), &messages.FreeSession{Session: id}, 2*time.Second))
+	}
+	for _, f := range futures {
+		f.Wait()
+	}
+}
+
+// finish ends the session (err: why it ended early), frees its ring and
+// stops its inbox.
+func (r *ring) finish(err error) {
+	if !r.core.Finished() {
+		ev := session.Event(session.Stop{})
+		if err != nil {
+			ev = session.Cancel{Err: err}
+		}
+		// Free and Done only: nothing here waits.
+		r.do(context.Background(), r.core.Step(ev))
+	}
+	r.stopTimer()
+	id, _ := r.core.Ring()
+	r.c.system.Root.Stop(r.self)
+	r.c.mu.Lock()
+	delete(r.c.sessions, id)
+	r.c.mu.Unlock()
+}

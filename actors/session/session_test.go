@@ -1,0 +1,386 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"strata/actors/plan"
+)
+
+// brief writes an action as one short line, for tables.
+func brief(a Action) string {
+	switch a := a.(type) {
+	case Plan:
+		return fmt.Sprintf("plan -%v", a.Exclude)
+	case AwaitView:
+		var lost []string
+		for n := range a.Lost {
+			lost = append(lost, n)
+		}
+		return fmt.Sprintf("await %v", lost)
+	case Load:
+		if a.Resume {
+			return "load " + stagesOf(a.Plan) + " may resume"
+		}
+		return "load " + stagesOf(a.Plan)
+	case Ring:
+		var nodes []string
+		for _, s := range a.Stages {
+			nodes = append(nodes, s.Node)
+		}
+		return fmt.Sprintf("ring %s %s", a.ID, strings.Join(nodes, ","))
+	case Forward:
+		s := fmt.Sprintf("fwd %s %d+%d", a.Session, a.Position, len(a.Tokens))
+		if a.Open {
+			s += fmt.Sprintf(" open(%d)", len(a.Accept))
+		}
+		if a.Resume != "" {
+			s += " resume " + a.Resume
+		}
+		if a.Sample {
+			s += " sample"
+		}
+		return s
+	case Wait:
+		return fmt.Sprintf("wait %s %d %v", a.Session, a.Position, a.Timeout)
+	case Probe:
+		return fmt.Sprintf("probe %d", len(a.Stages))
+	case Free:
+		return "free " + a.Session
+	case Retain:
+		return fmt.Sprintf("retain %s %d", a.Session, len(a.Tokens))
+	case DropCache:
+		return "drop cache"
+	case Emit:
+		if a.Step {
+			return fmt.Sprintf("emit %d step", a.Token)
+		}
+		return fmt.Sprintf("emit %d", a.Token)
+	case Log:
+		return "log " + a.Text
+	case Done:
+		return fmt.Sprintf("done %v", a.Err)
+	}
+	return fmt.Sprintf("%T", a)
+}
+
+func stagesOf(p plan.Plan) string {
+	var nodes []string
+	for _, s := range p.Stages {
+		nodes = append(nodes, s.Node)
+	}
+	return strings.Join(nodes, ",")
+}
+
+// ring3 is a plan of three stages over five layers.
+func ringPlan(nodes ...string) plan.Plan {
+	var p plan.Plan
+	for i, n := range nodes {
+		p.Stages = append(p.Stages, plan.Stage{Node: n, First: i, End: i + 1})
+	}
+	return p
+}
+
+func loaded(id string, p plan.Plan) Loaded {
+	ev := Loaded{ID: id}
+	for _, s := range p.Stages {
+		ev.Ring = append(ev.Ring, Stage{Node: s.Node, Address: "addr-" + s.Node, Actor: "shard-" + s.Node, First: s.First, End: s.End})
+	}
+	return ev
+}
+
+var (
+	t0      = time.Unix(1000, 0)
+	errStop = errors.New("callback failed")
+	refusal = &plan.RefusalError{Model: "m", WeightBytes: 10, OfferedBytes: 5, Nodes: 2, Context: 512, Sessions: 1}
+)
+
+// step is one line of a script: an event, and the actions it must cause.
+type step struct {
+	ev   Event
+	want []string
+}
+
+func prompt(n int) []int {
+	p := make([]int, n)
+	for i := range p {
+		p[i] = 1 + i%7
+	}
+	return p
+}
+
+func newSession(t *testing.T, promptLen int, cache bool) *Session {
+	t.Helper()
+	s, err := New(Config{Prompt: prompt(promptLen), MaxBatch: 4, Vocab: 100, StepTimeout: time.Second, MaxRecoveries: 3, PromptCache: cache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// start is the script of a session that starts on ring a (n0,n1,n2) with
+// a prompt of 10 tokens and gets its first token, 50.
+var start = []step{
+	{Start{}, []string{"plan -[]"}},
+	{Planned{Plan: ringPlan("n0", "n1", "n2")}, []string{"load n0,n1,n2"}},
+	{loaded("a", ringPlan("n0", "n1", "n2")), []string{"ring a n0,n1,n2", "fwd a 0+4 open(10)", "fwd a 4+4", "fwd a 8+2 sample", "wait a 10 1s"}},
+	{Token{Session: "a", Position: 10, ID: 50}, []string{"emit 50"}},
+}
+
+// decode feeds back token and gets next, on ring id at position pos.
+func decode(id string, pos, token, next int) []step {
+	return []step{
+		{Next{Token: token}, []string{fmt.Sprintf("fwd %s %d+1 sample", id, pos), fmt.Sprintf("wait %s %d 1s", id, pos+1)}},
+		{Token{Session: id, Position: pos + 1, ID: next}, []string{fmt.Sprintf("emit %d step", next)}},
+	}
+}
+
+func script(parts ...[]step) []step {
+	var out []step
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+func TestSessionTable(t *testing.T) {
+	lostN1 := StageLost{Node: "n1", Cause: "its shard actor stopped", At: t0}
+	for _, c := range []struct {
+		name       string
+		prompt     int
+		steps      []step
+		recoveries int
+		err        error
+		cache      bool // prompt caching on
+	}{
+		{name: "normal run", prompt: 10, steps: script(start, decode("a", 10, 50, 51), decode("a", 11, 51, 52), []step{
+			{Stop{}, []string{"free a", "done <nil>"}},
+		})},
+		{name: "stale answers are ignored", prompt: 10, steps: script(start, []step{
+			{Next{Token: 50}, []string{"fwd a 10+1 sample", "wait a 11 1s"}},
+			{Token{Session: "a", Position: 10, ID: 7}, nil},     // an earlier position
+			{Token{Session: "old", Position: 11, ID: 7}, nil},   // another ring
+			{Timeout{Position: 10}, nil},                        // an earlier wait's timer
+			{StageLost{Node: "n9", Cause: "gone", At: t0}, nil}, // not in the ring
+			{ForwardFailed{Session: "old", Stage: "x", Err: "e"}, nil},
+			{Planned{Plan: ringPlan("n3")}, nil}, // nobody asked
+			{Token{Session: "a", Position: 11, ID: 51}, []string{"emit 51 step"}},
+			{Token{Session: "a", Position: 11, ID: 52}, nil}, // a second answer
+			{Stop{}, []string{"free a", "done <nil>"}},
+		})},
+		{name: "stage lost during prefill", prompt: 10, steps: script(start[:3], []step{
+			{lostN1, []string{
+				"log session a: node n1 left the session's ring (its shard actor stopped); re-planning and replaying 10 tokens",
+				"free a", "plan -[n1]"}},
+			{Planned{Plan: ringPlan("n0", "n3", "n2")}, []string{"load n0,n3,n2"}},
+			{loaded("b", ringPlan("n0", "n3", "n2")), []string{"ring b n0,n3,n2", "fwd b 0+4 open(10)", "fwd b 4+4", "fwd b 8+2 sample", "wait b 10 1s"}},
+			{Token{Session: "a", Position: 10, ID: 50}, nil}, // the lost ring's late answer
+			{Token{Session: "b", Position: 10, ID: 50}, []string{"emit 50"}},
+			{Stop{}, []string{"free b", "done <nil>"}},
+		}), recoveries: 1},
+		{name: "stage lost during decode replays with the prompt's batches", prompt: 10, steps: script(start, decode("a", 10, 50, 51), []step{
+			{Next{Token: 51}, []string{"fwd a 11+1 sample", "wait a 12 1s"}},
+			{lostN1, []string{
+				"log session a: node n1 left the session's ring (its shard actor stopped); re-planning and replaying 12 tokens",
+				"free a", "plan -[n1]"}},
+			{Planned{Plan: ringPlan("n0", "n3", "n2")}, []string{"load n0,n3,n2"}},
+			// The prompt in its batches of 4, then each fed-back token alone.
+			{loaded("b", ringPlan("n0", "n3", "n2")), []string{"ring b n0,n3,n2", "fwd b 0+4 open(12)", "fwd b 4+4", "fwd b 8+2", "fwd b 10+1", "fwd b 11+1 sample", "wait b 12 1s"}},
+			{Token{Session: "b", Position: 12, ID: 52}, []string{"emit 52"}},
+		}, decode("b", 12, 52, 53), []step{
+			{Stop{}, []string{"free b", "done <nil>"}},
+		}), recoveries: 1},
+		{name: "stage lost while the caller holds a token", prompt: 10, steps: script(start, []step{
+			{lostN1, nil},
+			{Next{Token: 50}, []string{
+				"log session a: node n1 left the session's ring (its shard actor stopped); re-planning and replaying 11 tokens",
+				"free a", "plan -[n1]"}},
+			{Planned{Plan: ringPlan("n0", "n2")}, []string{"load n0,n2"}},
+			{loaded("b", ringPlan("n0", "n2")), []string{"ring b n0,n2", "fwd b 0+4 open(11)", "fwd b 4+4", "fwd b 8+2", "fwd b 10+1 sample", "wait b 11 1s"}},
+		}), recoveries: 1},
+		{name: "stage lost during replay", prompt: 10, steps: script(start, decode("a", 10, 50, 51), []step{
+			{Next{Token: 51}, []string{"fwd a 11+1 sample", "wait a 12 1s"}},
+			{lostN1, []string{"log session a: node n1 left the session's ring (its shard actor stopped); re-planning and replaying 12 tokens", "free a", "plan -[n1]"}},
+			{Planned{Plan: ringPlan("n0", "n3", "n2")}, []string{"load n0,n3,n2"}},
+			{loaded("b", ringPlan("n0", "n3", "n2")), []string{"ring b n0,n3,n2", "fwd b 0+4 open(12)", "fwd b 4+4", "fwd b 8+2", "fwd b 10+1", "fwd b 11+1 sample", "wait b 12 1s"}},
+			{StageLost{Node: "n3", Cause: "its peer disconnected", At: t0}, []string{
+				"log session b: node n3 left the session's ring (its peer disconnected); re-planning and replaying 12 tokens",
+				"free b", "plan -[n1 n3]"}},
+			{Planned{Plan: ringPlan("n0", "n2")}, []string{"load n0,n2"}},
+			{loaded("c", ringPlan("n0", "n2")), []string{"ring c n0,n2", "fwd c 0+4 open(12)", "fwd c 4+4", "fwd c 8+2", "fwd c 10+1", "fwd c 11+1 sample", "wait c 12 1s"}},
+			{Token{Session: "c", Position: 12, ID: 52}, []string{"emit 52"}},
+		}), recoveries: 2},
+		{name: "two losses in a row, then too many", prompt: 3, steps: []step{
+			{Start{}, []string{"plan -[]"}},
+			{Planned{Plan: ringPlan("n0", "n1")}, []string{"load n0,n1"}},
+			{loaded("a", ringPlan("n0", "n1")), []string{"ring a n0,n1", "fwd a 0+3 open(3) sample", "wait a 3 1s"}},
+			{StageLost{Node: "n0", Cause: "x", At: t0}, []string{"log session a: node n0 left the session's ring (x); re-planning and replaying 3 tokens", "free a", "plan -[n0]"}},
+			{Planned{Plan: ringPlan("n1", "n2")}, []string{"load n1,n2"}},
+			{loaded("b", ringPlan("n1", "n2")), []string{"ring b n1,n2", "fwd b 0+3 open(3) sample", "wait b 3 1s"}},
+			{StageLost{Node: "n1", Cause: "x", At: t0}, []string{"log session b: node n1 left the session's ring (x); re-planning and replaying 3 tokens", "free b", "plan -[n0 n1]"}},
+			{Planned{Plan: ringPlan("n2", "n3")}, []string{"load n2,n3"}},
+			// Unreachable at load: left out, a third recovery.
+			{Loaded{Unreachable: []string{"n3"}, At: t0, Err: errors.New("n3 did not load")}, []string{"log session: nodes [n3] did not answer LoadShard; re-planning without them", "plan -[n0 n1 n3]"}},
+			{Planned{Plan: ringPlan("n2", "n4")}, []string{"load n2,n4"}},
+			{loaded("d", ringPlan("n2", "n4")), []string{"ring d n2,n4", "fwd d 0+3 open(3) sample", "wait d 3 1s"}},
+			// The fourth loss is more than MaxRecoveries (3).
+			{StageLost{Node: "n4", Cause: "x", At: t0}, []string{"log session d: node n4 left the session's ring (x); re-planning and replaying 3 tokens", "free d", "done session lost its ring 4 times; giving up"}},
+		}, recoveries: 4, err: errors.New("session lost its ring 4 times; giving up")},
+		{name: "cancel during recovery", prompt: 10, steps: script(start, []step{
+			{Next{Token: 50}, []string{"fwd a 10+1 sample", "wait a 11 1s"}},
+			{lostN1, []string{"log session a: node n1 left the session's ring (its shard actor stopped); re-planning and replaying 11 tokens", "free a", "plan -[n1]"}},
+			{Planned{Plan: ringPlan("n0", "n2")}, []string{"load n0,n2"}},
+			// The ring is freed already: nothing more to free.
+			{Cancel{Err: context.Canceled}, []string{"done context canceled"}},
+			{loaded("b", ringPlan("n0", "n2")), nil},
+			{Token{Session: "b", Position: 11, ID: 1}, nil},
+		}), recoveries: 1, err: context.Canceled},
+		{name: "cancel while running frees the ring", prompt: 10, steps: script(start, []step{
+			{Next{Token: 50}, []string{"fwd a 10+1 sample", "wait a 11 1s"}},
+			{Cancel{Err: errStop}, []string{"free a", "done callback failed"}},
+			{Stop{}, nil},
+		}), err: errStop},
+		{name: "survivors too small", prompt: 10, steps: script(start, []step{
+			{Next{Token: 50}, []string{"fwd a 10+1 sample", "wait a 11 1s"}},
+			{lostN1, []string{"log session a: node n1 left the session's ring (its shard actor stopped); re-planning and replaying 11 tokens", "free a", "plan -[n1]"}},
+			{Planned{Err: refusal}, []string{"await [n1]"}},
+			{ViewBack{}, []string{"done " + refusal.Error()}},
+		}), recoveries: 1, err: refusal},
+		{name: "a lost node heard from again is tried again", prompt: 10, steps: script(start, []step{
+			{Next{Token: 50}, []string{"fwd a 10+1 sample", "wait a 11 1s"}},
+			{lostN1, []string{"log session a: node n1 left the session's ring (its shard actor stopped); re-planning and replaying 11 tokens", "free a", "plan -[n1]"}},
+			{Planned{Err: refusal}, []string{"await [n1]"}},
+			{ViewBack{Nodes: []string{"n1"}}, []string{"log session: nodes [n1] are heard from again; trying them again", "plan -[]"}},
+			{Planned{Plan: ringPlan("n0", "n1", "n2")}, []string{"load n0,n1,n2"}},
+		}), recoveries: 2},
+		{name: "a too small cluster is refused at once", prompt: 10, steps: []step{
+			{Start{}, []string{"plan -[]"}},
+			{Planned{Err: refusal}, []string{"done " + refusal.Error()}},
+		}, err: refusal},
+		{name: "a stuck stage is probed and left out", prompt: 10, steps: script(start, []step{
+			{Next{Token: 50}, []string{"fwd a 10+1 sample", "wait a 11 1s"}},
+			{Timeout{Position: 11}, []string{"probe 3"}},
+			{Token{Session: "a", Position: 11, ID: 51}, nil}, // too late: the probe decides
+			{Probed{Silent: []string{"n2", "n0"}, At: t0}, []string{
+				"log session a: node n2 left the session's ring (no token for position 11 within 1s; it does not answer); re-planning and replaying 11 tokens",
+				"free a", "plan -[n0 n2]"}},
+		}), recoveries: 1},
+		{name: "a message lost on a cut link rebuilds the same ring", prompt: 10, steps: script(start[:3], []step{
+			{Timeout{Position: 10}, []string{"probe 3"}},
+			{Probed{At: t0}, []string{
+				"log session a: the ring stalled (no token for position 10 within 1s); re-planning and replaying 10 tokens",
+				"free a", "plan -[]"}},
+		}), recoveries: 1},
+		{name: "a stage's error ends the session", prompt: 10, steps: script(start, []step{
+			{Next{Token: 50}, []string{"fwd a 10+1 sample", "wait a 11 1s"}},
+			{ForwardFailed{Session: "a", Stage: "shard-n2", Err: "out of memory"}, []string{"free a", "done stage shard-n2: out of memory"}},
+		}), err: errors.New("stage shard-n2: out of memory")},
+		{name: "a token outside the vocabulary ends the session", prompt: 10, steps: script(start[:3], []step{
+			{Token{Session: "a", Position: 10, ID: 100}, []string{"free a", "done the last stage sent token id 100, outside the vocabulary"}},
+		}), err: errors.New("the last stage sent token id 100, outside the vocabulary")},
+		{name: "prompt caching: resume a prefix, retain at the end", prompt: 10, cache: true, steps: []step{
+			{Start{}, []string{"plan -[]"}},
+			{Planned{Plan: ringPlan("n0", "n1")}, []string{"load n0,n1 may resume"}},
+			// 6 positions cached: the batches start after them.
+			{Loaded{ID: "a", Ring: loaded("a", ringPlan("n0", "n1")).Ring, Resume: "old", Cached: 6}, []string{"ring a n0,n1", "fwd a 6+4 open(10) resume old sample", "wait a 10 1s"}},
+			{Token{Session: "a", Position: 10, ID: 50}, []string{"emit 50"}},
+			{Next{Token: 50}, []string{"fwd a 10+1 sample", "wait a 11 1s"}},
+			{Token{Session: "a", Position: 11, ID: 51}, []string{"emit 51 step"}},
+			{Stop{}, []string{"retain a 11", "done <nil>"}},
+		}},
+		{name: "prompt caching: a stage without the cache runs the whole prompt", prompt: 10, cache: true, steps: []step{
+			{Start{}, []string{"plan -[]"}},
+			{Planned{Plan: ringPlan("n0", "n1")}, []string{"load n0,n1 may resume"}},
+			{Loaded{ID: "a", Ring: loaded("a", ringPlan("n0", "n1")).Ring, Resume: "old", Cached: 6}, []string{"ring a n0,n1", "fwd a 6+4 open(10) resume old sample", "wait a 10 1s"}},
+			{ForwardFailed{Session: "a", Stage: "shard-n0", Err: "no retained session old"}, []string{
+				"drop cache", "log session a: the prompt cache could not be used (stage shard-n0: no retained session old); running the whole prompt",
+				"free a", "plan -[]"}},
+			// Never again this session, and not a recovery.
+			{Planned{Plan: ringPlan("n0", "n1")}, []string{"load n0,n1"}},
+			{loaded("b", ringPlan("n0", "n1")), []string{"ring b n0,n1", "fwd b 0+4 open(10)", "fwd b 4+4", "fwd b 8+2 sample", "wait b 10 1s"}},
+			{Cancel{Err: errStop}, []string{"free b", "done callback failed"}},
+		}, err: errStop},
+		{name: "prompt caching: a stage lost while resuming drops the cache and recovers", prompt: 10, cache: true, steps: []step{
+			{Start{}, []string{"plan -[]"}},
+			{Planned{Plan: ringPlan("n0", "n1")}, []string{"load n0,n1 may resume"}},
+			{Loaded{ID: "a", Ring: loaded("a", ringPlan("n0", "n1")).Ring, Resume: "old", Cached: 6}, []string{"ring a n0,n1", "fwd a 6+4 open(10) resume old sample", "wait a 10 1s"}},
+			{lostN1, []string{"drop cache", "log session a: node n1 left the session's ring (its shard actor stopped); re-planning and replaying 10 tokens", "free a", "plan -[n1]"}},
+			{Planned{Plan: ringPlan("n0", "n2")}, []string{"load n0,n2"}},
+		}, recoveries: 1},
+		{name: "a load error ends the session", prompt: 10, steps: []step{
+			{Start{}, []string{"plan -[]"}},
+			{Planned{Plan: ringPlan("n0")}, []string{"load n0"}},
+			{Loaded{Err: errors.New("no such layers")}, []string{"done no such layers"}},
+		}, err: errors.New("no such layers")},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newSession(t, c.prompt, c.cache)
+			for i, st := range c.steps {
+				var got []string
+				for _, a := range s.Step(st.ev) {
+					got = append(got, brief(a))
+				}
+				if strings.Join(got, "\n") != strings.Join(st.want, "\n") {
+					t.Fatalf("step %d (%T %+v):\n got %q\nwant %q", i, st.ev, st.ev, got, st.want)
+				}
+			}
+			if s.Recoveries() != c.recoveries {
+				t.Errorf("%d recoveries, want %d", s.Recoveries(), c.recoveries)
+			}
+			if fmt.Sprint(s.Err()) != fmt.Sprint(c.err) {
+				t.Errorf("err %v, want %v", s.Err(), c.err)
+			}
+		})
+	}
+}
+
+// A long replay waits longer: one step timeout per eight messages.
+func TestReplayTimeoutGrows(t *testing.T) {
+	s, err := New(Config{Prompt: prompt(130), MaxBatch: 64, Vocab: 100, StepTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Step(Start{})
+	s.Step(Planned{Plan: ringPlan("n0")})
+	acts := s.Step(loaded("a", ringPlan("n0")))
+	// 3 prompt chunks: 64, 64, 2.
+	if w := acts[len(acts)-1].(Wait); w.Timeout != time.Second || w.Position != 130 {
+		t.Fatalf("%+v", w)
+	}
+	for i := range 20 {
+		s.Step(Token{Session: s.id, Position: s.pos, ID: 1})
+		s.Step(Next{Token: 1 + i})
+	}
+	s.Step(StageLost{Node: "n0", At: t0})
+	s.Step(Planned{Plan: ringPlan("n1")})
+	acts = s.Step(loaded("b", ringPlan("n1")))
+	// 3 chunks and 20 single tokens: 23 messages, 1+23/8 = 3 timeouts.
+	if w := acts[len(acts)-1].(Wait); w.Timeout != 3*time.Second || w.Position != 150 {
+		t.Fatalf("%+v", w)
+	}
+	var got []int
+	for _, a := range acts {
+		if f, ok := a.(Forward); ok {
+			got = append(got, f.Tokens...)
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(s.Fed()) {
+		t.Errorf("replayed %v, want %v", got, s.Fed())
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	for _, cfg := range []Config{
+		{MaxBatch: 4, Vocab: 10},
+		{Prompt: []int{1}, Vocab: 10},
+		{Prompt: []int{1}, MaxBatch: 4},
+	} {
+		if _, err := New(cfg); err == nil {
+			t.Errorf("%+v accepted", cfg)
+		}
+	}
+}

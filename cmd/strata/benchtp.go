@@ -1,0 +1,396 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"strata/internal/membw"
+	"strata/runtime/gguf"
+	"strata/runtime/model"
+	"strata/runtime/tensor"
+)
+
+func benchTPCmd() *cobra.Command {
+	var (
+		modelPath               string
+		members, threads        int
+		promptTokens, genTokens int
+		rounds                  int
+		weightList, transport   string
+	)
+	cmd := &cobra.Command{
+		Use:   "tp --model FILE [--members 2] [--threads 1] [--gen-tokens 64] [--rounds 3]",
+		Short: "Measure tensor-parallel decode in one process against one node with the same threads",
+		Long: `bench tp splits every layer of a model (llama, qwen2, qwen3, qwen3moe) across
+--members tensor-parallel members, each its own goroutine with --threads
+worker threads, all-reducing in-process (goroutines and channels: what
+the layer split and the two all-reduces per layer cost, without a
+network), and decodes --gen-tokens greedily. In the same run, alternating,
+it decodes with one node of members×threads threads (the same cores) and
+one node of --threads threads, and reports the best of --rounds for each,
+the ratios, and whether the group's greedy tokens equal one node's.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if modelPath == "" {
+				return fmt.Errorf("--model is required (a path to a .gguf file)")
+			}
+			if members < 1 || threads < 1 || promptTokens < 1 || genTokens < 1 || rounds < 1 {
+				return fmt.Errorf("--members, --threads, --prompt-tokens, --gen-tokens and --rounds must be at least 1")
+			}
+			weights := make([]uint64, members)
+			for i := range weights {
+				weights[i] = 1
+			}
+			if weightList != "" {
+				parts := strings.Split(weightList, ",")
+				if len(parts) != members {
+					return fmt.Errorf("--weights has %d entries for %d members", len(parts), members)
+				}
+				for i, p := range parts {
+					w, err := strconv.ParseUint(strings.TrimSpace(p), 10, 32)
+					if err != nil || w == 0 {
+						return fmt.Errorf("--weights: %q is not a positive integer", p)
+					}
+					weights[i] = w
+				}
+			}
+			f, err := gguf.Open(modelPath)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			if transport != "chan" && transport != "tcp" {
+				return fmt.Errorf("--transport %q: chan or tcp", transport)
+			}
+			return benchTP(cmd, f, weights, threads, promptTokens, genTokens, rounds, transport)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&modelPath, "model", "", "path to a GGUF model (llama, qwen2, qwen3, qwen3moe)")
+	fl.IntVar(&members, "members", 2, "tensor-parallel members")
+	fl.IntVar(&threads, "threads", 1, "worker threads per member")
+	fl.IntVar(&promptTokens, "prompt-tokens", 16, "prompt tokens, processed as one batch before decoding")
+	fl.IntVar(&genTokens, "gen-tokens", 64, "tokens to generate, timed")
+	fl.IntVar(&rounds, "rounds", 3, "alternating rounds; the best of each is reported")
+	fl.StringVar(&weightList, "weights", "", "members' relative shares, e.g. 2,1 (default equal)")
+	fl.StringVar(&transport, "transport", "chan", "all-reduce between members: chan (goroutines and channels) or tcp (loopback sockets)")
+	return cmd
+}
+
+func benchTP(cmd *cobra.Command, f *gguf.File, weights []uint64, threads, promptTokens, genTokens, rounds int, transport string) error {
+	c, err := model.ConfigOf(f.Metadata())
+	if err != nil {
+		return err
+	}
+	whole, err := model.Load(f, 0, c.Layers)
+	if err != nil {
+		return err
+	}
+	u, err := model.TPUnitsOf(f, c, 0, c.Layers)
+	if err != nil {
+		return err
+	}
+	slices, err := model.PlanTP(c, whole.Vocab, u, weights)
+	if err != nil {
+		return err
+	}
+	var parts []*model.TPModel
+	for _, s := range slices {
+		m, err := model.LoadTP(f, 0, c.Layers, s)
+		if err != nil {
+			return err
+		}
+		parts = append(parts, m)
+	}
+	prompt := make([]int, promptTokens)
+	for i := range prompt {
+		prompt[i] = 3 + (i*7919)%max(1, whole.Vocab-3)
+	}
+	n := len(parts)
+	out := cmd.OutOrStdout()
+	fmt.Fprintf(out, "model      %s (%s kernels)\n%s", f.Paths()[0], tensor.Kernels(), model.DescribeTP(c, slices))
+	var bestTP, bestWide, bestOne tpRun
+	for r := 0; r < rounds; r++ {
+		tp, err := decodeTP(parts, threads, prompt, genTokens, transport)
+		if err != nil {
+			return err
+		}
+		wide, err := decodeOne(whole, n*threads, prompt, genTokens)
+		if err != nil {
+			return err
+		}
+		one, err := decodeOne(whole, threads, prompt, genTokens)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "round %d    TP %.2f tok/s (%v CPU/token), 1 node × %d threads %.2f tok/s (%v), 1 node × %d threads %.2f tok/s (%v)\n",
+			r+1, tp.tokPerS, tp.cpu.Round(10*time.Microsecond), n*threads, wide.tokPerS, wide.cpu.Round(10*time.Microsecond), threads, one.tokPerS, one.cpu.Round(10*time.Microsecond))
+		bestTP, bestWide, bestOne = better(bestTP, tp), better(bestWide, wide), better(bestOne, one)
+	}
+	fmt.Fprintf(out, "best of %d rounds, %d tokens decoded after a %d-token prompt:\n", rounds, genTokens, promptTokens)
+	fmt.Fprintf(out, "  TP %d members × %d thread(s), all-reduce over %s: %.2f tok/s (all-reduces: %.2f ms/token on member 0, waiting included)\n",
+		n, threads, transport, bestTP.tokPerS, bestTP.allReduce.Seconds()*1e3/float64(genTokens))
+	fmt.Fprintf(out, "  1 node × %d thread(s): %.2f tok/s -> TP is %.2fx of it (same cores)\n", n*threads, bestWide.tokPerS, bestTP.tokPerS/bestWide.tokPerS)
+	fmt.Fprintf(out, "  1 node × %d thread(s): %.2f tok/s -> TP is %.2fx of it\n", threads, bestOne.tokPerS, bestTP.tokPerS/bestOne.tokPerS)
+	same := 0
+	for same < len(bestTP.tokens) && same < len(bestOne.tokens) && bestTP.tokens[same] == bestOne.tokens[same] {
+		same++
+	}
+	if same == len(bestOne.tokens) {
+		fmt.Fprintf(out, "  greedy tokens: the group's %d equal one node's\n", same)
+	} else {
+		l := bestOne.logits[same]
+		var scale float64
+		for _, v := range l {
+			scale = max(scale, math.Abs(float64(v)))
+		}
+		a, b := bestOne.tokens[same], bestTP.tokens[same]
+		fmt.Fprintf(out, "  greedy tokens: the group's first %d equal one node's; token %d is %d, one node's %d (one node's logits for them %.5g, %.5g: a margin of %.1e of the largest, summation order decides such near ties)\n",
+			same, same, b, a, l[b], l[a], (float64(l[a])-float64(l[b]))/scale)
+	}
+	return nil
+}
+
+type tpRun struct {
+	tokPerS   float64
+	cpu       time.Duration // process CPU time per generated token
+	allReduce time.Duration
+	tokens    []int
+	logits    [][]float32 // one node's, per generated token
+}
+
+func better(a, b tpRun) tpRun {
+	if b.tokPerS > a.tokPerS {
+		return b
+	}
+	return a
+}
+
+// decodeOne decodes greedily with the whole model on one pool of threads.
+func decodeOne(m *model.Model, threads int, prompt []int, gen int) (tpRun, error) {
+	pool := tensor.NewPool(threads)
+	defer pool.Close()
+	capacity := len(prompt) + gen + 1
+	s, c := m.NewState(pool, len(prompt), capacity), m.NewCache(capacity)
+	var r tpRun
+	tokens := prompt
+	var start time.Time
+	var cpu0 time.Duration
+	for i := 0; i <= gen; i++ {
+		if i == 1 { // the prompt's batch is not timed
+			start, cpu0 = time.Now(), membw.CPUTime()
+		}
+		if err := s.Embed(tokens); err != nil {
+			return r, err
+		}
+		if err := s.Forward(c, len(tokens)); err != nil {
+			return r, err
+		}
+		l, err := s.LogitsOf(len(tokens) - 1)
+		if err != nil {
+			return r, err
+		}
+		if i < gen {
+			r.tokens = append(r.tokens, argmax(l))
+			r.logits = append(r.logits, append([]float32(nil), l...))
+			tokens = r.tokens[len(r.tokens)-1:]
+		}
+	}
+	r.tokPerS = float64(gen) / time.Since(start).Seconds()
+	r.cpu = (membw.CPUTime() - cpu0) / time.Duration(gen)
+	return r, nil
+}
+
+// timedReducer counts the time spent in AllReduce (waiting for the
+// slowest member included).
+type timedReducer struct {
+	model.AllReducer
+	spent time.Duration
+}
+
+func (t *timedReducer) AllReduce(ctx context.Context, buf []float32) error {
+	start := time.Now()
+	err := t.AllReducer.AllReduce(ctx, buf)
+	t.spent += time.Since(start)
+	return err
+}
+
+// decodeTP decodes greedily with the group, each member its own goroutine
+// and pool; member 0's tokens are returned (every member has the same).
+func decodeTP(parts []*model.TPModel, threads int, prompt []int, gen int, transport string) (tpRun, error) {
+	ars := model.LocalGroup(len(parts))
+	if transport == "tcp" {
+		var closeAll func()
+		var err error
+		if ars, closeAll, err = tcpGroup(len(parts)); err != nil {
+			return tpRun{}, err
+		}
+		defer closeAll()
+	}
+	timed := make([]*timedReducer, len(parts))
+	runs := make([]tpRun, len(parts))
+	errs := make([]error, len(parts))
+	var wg sync.WaitGroup
+	var start time.Time
+	var cpu0 time.Duration
+	var startOnce sync.Once
+	for i, m := range parts {
+		timed[i] = &timedReducer{AllReducer: ars[i]}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx := context.Background()
+			pool := tensor.NewPool(threads)
+			defer pool.Close()
+			capacity := len(prompt) + gen + 1
+			s, c := m.NewState(pool, len(prompt), capacity), m.NewCache(capacity)
+			tokens := prompt
+			for step := 0; step <= gen; step++ {
+				if step == 1 {
+					startOnce.Do(func() { start, cpu0 = time.Now(), membw.CPUTime() })
+					timed[i].spent = 0
+				}
+				if errs[i] = s.Embed(tokens); errs[i] != nil {
+					return
+				}
+				if errs[i] = s.Forward(ctx, c, len(tokens), timed[i]); errs[i] != nil {
+					return
+				}
+				l, err := s.LogitsOf(ctx, len(tokens)-1, timed[i])
+				if err != nil {
+					errs[i] = err
+					return
+				}
+				if step < gen {
+					runs[i].tokens = append(runs[i].tokens, argmax(l))
+					tokens = runs[i].tokens[len(runs[i].tokens)-1:]
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return tpRun{}, fmt.Errorf("member %d: %w", i, err)
+		}
+	}
+	r := runs[0]
+	r.tokPerS = float64(gen) / time.Since(start).Seconds()
+	r.cpu = (membw.CPUTime() - cpu0) / time.Duration(gen)
+	r.allReduce = timed[0].spent
+	return r, nil
+}
+
+// tcpGroup connects n in-process members pairwise over loopback TCP: each
+// all-reduce sends every member's buffer to every other through the
+// kernel's network stack, as members on different hosts would (without
+// the wire's latency). For bench tp --transport tcp only.
+func tcpGroup(n int) ([]model.AllReducer, func(), error) {
+	conns := make([][]net.Conn, n) // conns[i][j]: member i's end towards j
+	for i := range conns {
+		conns[i] = make([]net.Conn, n)
+	}
+	var all []net.Conn
+	closeAll := func() {
+		for _, c := range all {
+			c.Close()
+		}
+	}
+	for i := 0; i < n; i++ {
+		for j := i + 1; j < n; j++ {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				closeAll()
+				return nil, nil, err
+			}
+			accepted := make(chan net.Conn, 1)
+			go func() {
+				c, _ := ln.Accept()
+				accepted <- c
+			}()
+			a, err := net.Dial("tcp", ln.Addr().String())
+			b := <-accepted
+			ln.Close()
+			if err != nil || b == nil {
+				closeAll()
+				return nil, nil, fmt.Errorf("loopback connection: %v", err)
+			}
+			a.(*net.TCPConn).SetNoDelay(true)
+			b.(*net.TCPConn).SetNoDelay(true)
+			conns[i][j], conns[j][i] = a, b
+			all = append(all, a, b)
+		}
+	}
+	out := make([]model.AllReducer, n)
+	for i := range out {
+		out[i] = &tcpMember{id: i, conns: conns[i]}
+	}
+	return out, closeAll, nil
+}
+
+type tcpMember struct {
+	id    int
+	conns []net.Conn
+	send  []byte
+	recv  [][]byte
+	got   [][]float32
+}
+
+// AllReduce sends buf to every peer (in the background, so two members
+// writing large buffers at each other cannot both block), reads every
+// peer's, and sums all of them in member order.
+func (m *tcpMember) AllReduce(ctx context.Context, buf []float32) error {
+	n := len(m.conns)
+	if len(m.send) != 4*len(buf) {
+		m.send = make([]byte, 4*len(buf))
+		m.recv = make([][]byte, n)
+		m.got = make([][]float32, n)
+		for j := range m.recv {
+			m.recv[j] = make([]byte, 4*len(buf))
+			m.got[j] = make([]float32, len(buf))
+		}
+	}
+	for i, v := range buf {
+		binary.LittleEndian.PutUint32(m.send[4*i:], math.Float32bits(v))
+	}
+	errc := make(chan error, n)
+	for j, c := range m.conns {
+		if j != m.id {
+			go func() { _, err := c.Write(m.send); errc <- err }()
+		}
+	}
+	for j, c := range m.conns {
+		if j == m.id {
+			continue
+		}
+		if _, err := io.ReadFull(c, m.recv[j]); err != nil {
+			return err
+		}
+		for i := range m.got[j] {
+			m.got[j][i] = math.Float32frombits(binary.LittleEndian.Uint32(m.recv[j][4*i:]))
+		}
+	}
+	for j := range m.conns {
+		if j != m.id {
+			if err := <-errc; err != nil {
+				return err
+			}
+		}
+	}
+	copy(m.got[m.id], buf)
+	copy(buf, m.got[0])
+	for _, g := range m.got[1:] {
+		tensor.Add(buf, g)
+	}
+	return nil
+}

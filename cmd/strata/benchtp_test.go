@@ -1,0 +1,39 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"strata/internal/testdata"
+)
+
+// bench tp runs a 3-member uneven group on stories260K and reports that
+// its greedy tokens are one node's (llama2.c's published sample starts
+// the same way, see runtime/model's tests).
+func TestBenchTP(t *testing.T) {
+	out, err := run(t, "bench", "tp", "--model", testdata.Path(t, "gguf/stories260K.gguf"), "--members", "3", "--weights", "3,2,1",
+		"--gen-tokens", "32", "--prompt-tokens", "1", "--rounds", "1")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{"member 2: KV heads [3,4)", "TP 3 members × 1 thread(s)", "greedy tokens: the group's 32 equal one node's"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	out, err = run(t, "bench", "tp", "--model", testdata.Path(t, "gguf/stories260K.gguf"), "--transport", "tcp",
+		"--gen-tokens", "32", "--prompt-tokens", "1", "--rounds", "1")
+	if err != nil || !strings.Contains(out, "all-reduce over tcp") || !strings.Contains(out, "the group's 32 equal one node's") {
+		t.Errorf("over loopback TCP: %v\n%s", err, out)
+	}
+	for _, bad := range [][]string{
+		{"bench", "tp", "--model", testdata.Path(t, "gguf/stories260K.gguf"), "--transport", "pigeon"},
+		{"bench", "tp"},
+		{"bench", "tp", "--model", testdata.Path(t, "gguf/stories260K.gguf"), "--members", "2", "--weights", "1"},
+		{"bench", "tp", "--model", testdata.Path(t, "gguf/stories260K.gguf"), "--members", "0"},
+	} {
+		if _, err := run(t, bad...); err == nil {
+			t.Errorf("%v: no error", bad)
+		}
+	}
+}

@@ -1,0 +1,224 @@
+package model
+
+import (
+	"fmt"
+	"strings"
+
+	"strata/runtime/gguf"
+	"strata/runtime/tensor"
+)
+
+// Tensor parallelism splits every layer of a stage across the members of
+// a group instead of giving each member whole layers. A member holds:
+//
+//   - whole KV heads [KVHeads.Lo, KVHeads.Hi) with their query heads: its
+//     rows of attn_q, attn_k, attn_v (column-parallel: the output
+//     dimension is split) and the matching columns of attn_output
+//     (row-parallel: the input dimension is split);
+//   - FFN columns [FFN.Lo, FFN.Hi): those rows of ffn_gate and ffn_up, and
+//     those columns of ffn_down;
+//   - in a mixture-of-experts layer, columns [ExpertFFN.Lo, ExpertFFN.Hi)
+//     of every expert (each expert split like an FFN) and the matching
+//     share of the shared experts; the router is whole on every member,
+//     so every member routes each token to the same experts;
+//   - output rows [Vocab.Lo, Vocab.Hi) of the output head.
+//
+// attn_output and ffn_down then produce partial sums that the group adds
+// up (two all-reduces per layer); the logits slices are gathered the same
+// way. Boundaries in a row-parallel matrix's input dimension must fall on
+// its type's block boundaries (32 elements for Q8_0, 256 for the
+// K-quants), so slices are counted in units (TPUnits) and may be uneven:
+// any member count works, and a member may hold no heads at all when
+// there are more members than head units.
+//
+// llama, qwen2, qwen3 and qwen3moe: multi-head latent attention
+// (deepseek2) and expert parallelism (whole experts per member, which
+// reads less per member only when routing spreads evenly) are later steps.
+
+// Range is the half-open interval [Lo, Hi).
+type Range struct{ Lo, Hi int }
+
+// Len is Hi - Lo.
+func (r Range) Len() int { return r.Hi - r.Lo }
+
+func (r Range) String() string { return fmt.Sprintf("[%d,%d)", r.Lo, r.Hi) }
+
+// TPSlice is one tensor-parallel member's share of every layer of its
+// stage (see the comment above).
+type TPSlice struct {
+	KVHeads   Range // KV heads; query heads [Lo*group, Hi*group)
+	FFN       Range // FFN columns of dense layers
+	ExpertFFN Range // columns of each expert of mixture-of-experts layers
+	Vocab     Range // output head rows (last stage)
+}
+
+func (s TPSlice) String() string {
+	return fmt.Sprintf("kv heads %v, ffn %v, expert ffn %v, vocab %v", s.KVHeads, s.FFN, s.ExpertFFN, s.Vocab)
+}
+
+// TPUnits is the granularity of tensor-parallel slices: how many KV heads
+// and FFN columns move together, so that every row-parallel slice is a
+// whole number of its matrix's blocks.
+type TPUnits struct {
+	KVHeads int // KV heads per unit (with their query heads)
+	FFN     int // FFN (and expert FFN) columns per unit
+}
+
+// TPUnitsFor returns the units for a model whose attn_output matrices are
+// of type out and ffn_down (and ffn_down_exps) matrices of type down: the
+// fewest KV heads whose query columns (heads/KV heads × HeadDim each) are
+// whole blocks of out, and one block of down.
+func TPUnitsFor(c Config, out, down tensor.Type) (TPUnits, error) {
+	if err := c.tpSupported(); err != nil {
+		return TPUnits{}, err
+	}
+	bo, bd := out.BlockSize(), down.BlockSize()
+	if bo <= 0 || bd <= 0 {
+		return TPUnits{}, fmt.Errorf("model: tensor parallelism: unknown weight types %v, %v", out, down)
+	}
+	cols := c.Heads / c.KVHeads * c.HeadDim // attn_output columns per KV head
+	u := 1
+	for (u*cols)%bo != 0 {
+		u++
+	}
+	if c.KVHeads%u != 0 {
+		return TPUnits{}, fmt.Errorf("model: tensor parallelism: %d KV heads of %d attn_output columns do not split into whole %v blocks of %d", c.KVHeads, cols, out, bo)
+	}
+	if c.hasDenseFFN() && c.FFN%bd != 0 {
+		return TPUnits{}, fmt.Errorf("model: tensor parallelism: FFN width %d is not whole %v blocks of %d", c.FFN, down, bd)
+	}
+	if c.Experts > 0 && c.ExpertFFN%bd != 0 {
+		return TPUnits{}, fmt.Errorf("model: tensor parallelism: expert FFN width %d is not whole %v blocks of %d", c.ExpertFFN, down, bd)
+	}
+	return TPUnits{KVHeads: u, FFN: bd}, nil
+}
+
+// TPUnitsOf reads the units from the types of f's layers [first, end)
+// (the coarsest block size any of them uses).
+func TPUnitsOf(f *gguf.File, c Config, first, end int) (TPUnits, error) {
+	out, dt := tensor.F32, tensor.F32
+	for i := first; i < end; i++ {
+		p := fmt.Sprintf("blk.%d.", i)
+		down := p + "ffn_down.weight"
+		if c.IsMoE(i) {
+			down = p + "ffn_down_exps.weight"
+		}
+		o, ok1 := f.Tensor(p + "attn_output.weight")
+		d, ok2 := f.Tensor(down)
+		if !ok1 || !ok2 {
+			return TPUnits{}, fmt.Errorf("model: tensor parallelism: layer %d has no attn_output or %s", i, down)
+		}
+		if o.Type.BlockSize() > out.BlockSize() {
+			out = o.Type
+		}
+		if d.Type.BlockSize() > dt.BlockSize() {
+			dt = d.Type
+		}
+		if sh, ok := f.Tensor(p + "ffn_down_shexp.weight"); ok && sh.Type.BlockSize() > dt.BlockSize() {
+			dt = sh.Type
+		}
+	}
+	return TPUnitsFor(c, out, dt)
+}
+
+// tpSupported says which models the sliced forward pass runs.
+func (c Config) tpSupported() error {
+	switch {
+	case c.isMLA():
+		return fmt.Errorf("model: tensor parallelism of %s: multi-head latent attention is not sliced yet", c.Arch)
+	case c.KVHeads <= 0 || c.Heads%c.KVHeads != 0 || c.HeadDim <= 0 || c.hasDenseFFN() && c.FFN <= 0 || c.Experts > 0 && c.ExpertFFN <= 0:
+		return fmt.Errorf("model: tensor parallelism: %d heads over %d KV heads of %d, FFN %d, expert FFN %d is not a valid shape", c.Heads, c.KVHeads, c.HeadDim, c.FFN, c.ExpertFFN)
+	}
+	return nil
+}
+
+// hasDenseFFN reports whether any layer has a dense FFN.
+func (c Config) hasDenseFFN() bool { return c.Experts == 0 || c.DenseLayers > 0 }
+
+// PlanTP splits c's layers (and an output head of vocab rows) across
+// len(weights) members in proportion to their weights (compute rates as
+// integers, so every node computes the same split): each member's share of
+// KV-head units, FFN units and vocabulary rows is its weight's share,
+// rounded by largest remainder (ties to the earlier member). A member may
+// get no KV heads when the group is larger than the number of head units;
+// it then only adds the FFN's partial sums.
+func PlanTP(c Config, vocab int, u TPUnits, weights []uint64) ([]TPSlice, error) {
+	if err := c.tpSupported(); err != nil {
+		return nil, err
+	}
+	if len(weights) == 0 {
+		return nil, fmt.Errorf("model: tensor parallelism over no members")
+	}
+	if u.KVHeads <= 0 || u.FFN <= 0 || c.KVHeads%u.KVHeads != 0 || c.hasDenseFFN() && c.FFN%u.FFN != 0 || c.ExpertFFN%u.FFN != 0 {
+		return nil, fmt.Errorf("model: tensor parallelism: units of %d KV heads and %d FFN columns do not divide %d KV heads, FFN %d and expert FFN %d", u.KVHeads, u.FFN, c.KVHeads, c.FFN, c.ExpertFFN)
+	}
+	var sum uint64
+	for _, w := range weights {
+		if w == 0 || w > 1<<40 {
+			return nil, fmt.Errorf("model: tensor parallelism: member weight %d is not in 1..2^40", w)
+		}
+		sum += w
+	}
+	heads := apportion(c.KVHeads/u.KVHeads, weights, sum)
+	ffn := make([]int, len(weights))
+	if c.hasDenseFFN() {
+		ffn = apportion(c.FFN/u.FFN, weights, sum)
+	}
+	exp := apportion(c.ExpertFFN/u.FFN, weights, sum)
+	rows := apportion(vocab, weights, sum)
+	out := make([]TPSlice, len(weights))
+	var h, f, e, v int
+	for i := range out {
+		out[i] = TPSlice{
+			KVHeads:   Range{h, h + heads[i]*u.KVHeads},
+			FFN:       Range{f, f + ffn[i]*u.FFN},
+			ExpertFFN: Range{e, e + exp[i]*u.FFN},
+			Vocab:     Range{v, v + rows[i]},
+		}
+		h, f, e, v = out[i].KVHeads.Hi, out[i].FFN.Hi, out[i].ExpertFFN.Hi, out[i].Vocab.Hi
+	}
+	return out, nil
+}
+
+// apportion splits n units in proportion to weights (summing to sum):
+// floors first, then the remaining units one each to the largest
+// remainders, earlier members first among equals. Integer arithmetic only.
+func apportion(n int, weights []uint64, sum uint64) []int {
+	counts := make([]int, len(weights))
+	rem := make([]uint64, len(weights))
+	given := 0
+	for i, w := range weights {
+		q := uint64(n) * w
+		counts[i] = int(q / sum)
+		rem[i] = q % sum
+		given += counts[i]
+	}
+	for ; given < n; given++ {
+		best := 0
+		for i := range rem {
+			if rem[i] > rem[best] {
+				best = i
+			}
+		}
+		counts[best]++
+		rem[best] = 0
+	}
+	return counts
+}
+
+// DescribeTP renders a split, one member a line.
+func DescribeTP(c Config, slices []TPSlice) string {
+	var b strings.Builder
+	group := c.Heads / max(c.KVHeads, 1)
+	for i, s := range slices {
+		fmt.Fprintf(&b, "member %d: KV heads %v (query heads [%d,%d)), ", i, s.KVHeads, s.KVHeads.Lo*group, s.KVHeads.Hi*group)
+		if c.hasDenseFFN() {
+			fmt.Fprintf(&b, "FFN columns %v, ", s.FFN)
+		}
+		if c.Experts > 0 {
+			fmt.Fprintf(&b, "columns %v of each expert, ", s.ExpertFFN)
+		}
+		fmt.Fprintf(&b, "vocab rows %v\n", s.Vocab)
+	}
+	return b.String()
+}

@@ -1,0 +1,92 @@
+//go:build !purego
+
+package tensor
+
+import "unsafe"
+
+// The NEON kernels of dot_low_arm64.s take raw pointers and super-block
+// counts; the Go wrappers below have checked the lengths. Each computes
+// exactly what the generic function of the same name computes (dot_low.go);
+// the four-vector ones (dot4Low) what it computes for each of four vectors.
+
+// dotQ2_KNEON is dotQ2_KGeneric over nb > 0 super-blocks.
+//
+//go:noescape
+func dotQ2_KNEON(w *byte, x *int8, d *float32, bsums *int16, nb int) float32
+
+// dotQ3_KNEON is dotQ3_KGeneric over nb > 0 super-blocks.
+//
+//go:noescape
+func dotQ3_KNEON(w *byte, x *int8, d *float32, nb int) float32
+
+// dotIQ4_XSNEON is dotIQ4_XSGeneric over nb > 0 super-blocks; tab is
+// iq4nlValues.
+//
+//go:noescape
+func dotIQ4_XSNEON(w *byte, x *int8, d *float32, tab *int8, nb int) float32
+
+func dotQ2_K(w []byte, x []int8, d []float32, bsums []int16) float32 {
+	if !useNEON || len(d) == 0 {
+		return dotQ2_KGeneric(w, x, d, bsums)
+	}
+	nb := len(d)
+	_, _, _ = w[nb*q2KBytes-1], x[nb*qkK-1], bsums[nb*16-1]
+	return dotQ2_KNEON(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), unsafe.SliceData(bsums), nb)
+}
+
+func dotQ3_K(w []byte, x []int8, d []float32) float32 {
+	if !useNEON || len(d) == 0 {
+		return dotQ3_KGeneric(w, x, d)
+	}
+	nb := len(d)
+	_, _ = w[nb*q3KBytes-1], x[nb*qkK-1]
+	return dotQ3_KNEON(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), nb)
+}
+
+func dotIQ4_XS(w []byte, x []int8, d []float32) float32 {
+	if !useNEON || len(d) == 0 {
+		return dotIQ4_XSGeneric(w, x, d)
+	}
+	nb := len(d)
+	_, _ = w[nb*iq4XSBytes-1], x[nb*qkK-1]
+	return dotIQ4_XSNEON(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), &iq4nlValues[0], nb)
+}
+
+// dotQ2_Kx4NEON sets out[t] = dotQ2_KNEON of the row with vector t (quants
+// x + t*xs, scales d + t*ds, 16-sums bsums + t*bs; byte strides) for
+// t = 0..3, unpacking each super-block once.
+//
+//go:noescape
+func dotQ2_Kx4NEON(w *byte, x *int8, d *float32, bsums *int16, nb, xs, ds, bs int, out *float32)
+
+// dotQ3_Kx4NEON sets out[t] = dotQ3_KNEON of the row with vector t (quants
+// x + t*xs, scales d + t*ds; byte strides) for t = 0..3.
+//
+//go:noescape
+func dotQ3_Kx4NEON(w *byte, x *int8, d *float32, nb, xs, ds int, out *float32)
+
+// dotIQ4_XSx4NEON sets out[t] = dotIQ4_XSNEON of the row with vector t
+// (quants x + t*xs, scales d + t*ds; byte strides) for t = 0..3.
+//
+//go:noescape
+func dotIQ4_XSx4NEON(w *byte, x *int8, d *float32, tab *int8, nb, xs, ds int, out *float32)
+
+// dot4Low is dot4 for Q2_K, Q3_K and IQ4_XS (useNEON, cols > 0 and i%4 == 0
+// already checked by dot4); it reports whether t is one of them.
+func dot4Low(t Type, row []byte, a *Activations, i, cols int, out *[4]float32) bool {
+	nk := cols / qkK
+	switch t {
+	case Q2_K:
+		_, _, _, _ = row[nk*q2KBytes-1], a.qK[(i+4)*cols-1], a.dK[(i+4)*nk-1], a.bsumsK[(i+4)*cols/16-1]
+		dotQ2_Kx4NEON(unsafe.SliceData(row), &a.qK[i*cols], &a.dK[i*nk], &a.bsumsK[i*cols/16], nk, cols, 4*nk, 2*(cols/16), &out[0])
+	case Q3_K:
+		_, _, _ = row[nk*q3KBytes-1], a.qK[(i+4)*cols-1], a.dK[(i+4)*nk-1]
+		dotQ3_Kx4NEON(unsafe.SliceData(row), &a.qK[i*cols], &a.dK[i*nk], nk, cols, 4*nk, &out[0])
+	case IQ4_XS:
+		_, _, _ = row[nk*iq4XSBytes-1], a.qK[(i+4)*cols-1], a.dK[(i+4)*nk-1]
+		dotIQ4_XSx4NEON(unsafe.SliceData(row), &a.qK[i*cols], &a.dK[i*nk], &iq4nlValues[0], nk, cols, 4*nk, &out[0])
+	default:
+		return false
+	}
+	return true
+}
