@@ -975,6 +975,38 @@ rq4kiloop:
 	VZEROUPPER
 	RET
 
+// func repackQ4_Kx8qAsm(dst *byte, w *byte, rs int, nb int)
+//
+// repackQ4_Kx8qAsm is repackQ4_Kx8Asm into a quarter of an interleaved
+// 32-row tile: each 32-byte piece at four times its offset, dst + 32q
+// taking rows 8q..8q+7 (9984 bytes per super-block).
+TEXT ·repackQ4_Kx8qAsm(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ w+8(FP), SI
+	MOVQ rs+16(FP), R8
+	MOVQ nb+24(FP), CX
+	LEAQ (R8)(R8*2), R9
+	LEAQ (SI)(R8*4), R10
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Y16
+	VPBROADCASTD AX, X25
+	MOVL         $0x3f3f3f3f, AX
+	VPBROADCASTD AX, X24
+	MOVL         $0x03030303, AX
+	VPBROADCASTD AX, X26
+	MOVQ         $0x0000000400000000, AX
+	VMOVQ        AX, X27
+
+rq4kqloop:
+	RQ4KBODY(4)
+	ADDQ $144, SI
+	ADDQ $144, R10
+	ADDQ $9984, DI
+	DECQ CX
+	JNZ  rq4kqloop
+	VZEROUPPER
+	RET
+
 // The AVX-VNNI batch kernels (useAVXVNNI: the VEX-encoded 32-byte
 // VPDPBUSD of CPUs without AVX-512, such as Intel's client cores): the
 // AVX-512 batch kernels with the quants broadcast into registers

@@ -15,6 +15,10 @@ var batchKQuants = hasAVX512
 // Q4_0, Q4_K, Q5_K) before the 8-row ones; tests turn it off to run both.
 var batchK16 = true
 
+// batchK32 selects the 32-row Q4_K kernels before the 16-row ones (with
+// batchK16); tests turn it off to run both.
+var batchK32 = true
+
 const (
 	q4KTileSB = 2496 // bytes per super-block of 8 rows in a Q4_K tile
 	q6KTileSB = 2592 // and in a Q6_K tile
@@ -95,6 +99,9 @@ func (a *Activations) prepareQ4KBatch() {
 // row it did not compute.
 func matMulBatchK(out []float32, w Matrix, a *Activations, lo, hi int) int {
 	if w.Type == Q4_K && batchK16 {
+		if batchK32 {
+			lo = matMulBatchQ4K32i(out, w, a, lo, hi)
+		}
 		lo = matMulBatchQ4K16i(out, w, a, lo, hi)
 	} else if w.Type == Q5_K && batchK16 {
 		lo = matMulBatchQ4K16(out, w, a, lo, hi)
@@ -462,12 +469,18 @@ func repackQ4_Kx8iAsm(dst *byte, w *byte, rs int, nb int)
 // an interleaved 16-row tile: each 32-byte piece at twice its offset (the
 // other half, rows 8-15, goes 32 bytes further). The reference for
 // repackQ4_Kx8iAsm.
-func repackQ4_Kx8iGo(dst, w []byte, rs, nb int) {
+func repackQ4_Kx8iGo(dst, w []byte, rs, nb int) { repackQ4_Kx8mGo(dst, w, rs, nb, 2) }
+
+// repackQ4_Kx8qGo is repackQ4_Kx8iGo for a quarter of a 32-row tile (each
+// piece at four times its offset): the reference for repackQ4_Kx8qAsm.
+func repackQ4_Kx8qGo(dst, w []byte, rs, nb int) { repackQ4_Kx8mGo(dst, w, rs, nb, 4) }
+
+func repackQ4_Kx8mGo(dst, w []byte, rs, nb, m int) {
 	t := make([]byte, q4KTileSB)
 	for b := range nb {
 		repackQ4_Kx8Go(t, w[b*q4KBytes:], rs, 1)
 		for i := 0; i < q4KTileSB; i += 32 {
-			copy(dst[2*b*q4KTileSB+2*i:2*b*q4KTileSB+2*i+32], t[i:i+32])
+			copy(dst[m*(b*q4KTileSB+i):m*(b*q4KTileSB+i)+32], t[i:i+32])
 		}
 	}
 }
@@ -485,6 +498,69 @@ func batchQ4Kx16ix4(tile *byte, x *int8, xs int, d *float32, ds int, b2 *int16, 
 //
 //go:noescape
 func batchQ4Kx16ix1(tile *byte, x *int8, d *float32, b2 *int16, nb int, acc *float32, out *float32)
+
+// repackQ4_Kx8qAsm is repackQ4_Kx8qGo in assembly (batch_amd64.s).
+//
+//go:noescape
+func repackQ4_Kx8qAsm(dst *byte, w *byte, rs int, nb int)
+
+// batchQ4Kx32ix4 is batchQ4Kx16ix4 for 32 rows (a tile of repackQ4_Kx8qAsm):
+// acc holds per vector 32 row accumulators, then 32 mins accumulators.
+//
+//go:noescape
+func batchQ4Kx32ix4(tile *byte, x *int8, xs int, d *float32, ds int, b2 *int16, bs int, nb int, acc *float32, out *float32, os int)
+
+// batchQ4Kx32ix1 is batchQ4Kx32ix4 for one vector.
+//
+//go:noescape
+func batchQ4Kx32ix1(tile *byte, x *int8, d *float32, b2 *int16, nb int, acc *float32, out *float32)
+
+// matMulBatchQ4K32i computes the whole groups of 32 rows from lo up to hi
+// of a Q4_K matrix with the 32-row kernels and returns the first row it
+// did not compute.
+func matMulBatchQ4K32i(out []float32, w Matrix, a *Activations, lo, hi int) int {
+	rows, cols, n := w.Rows, w.Cols, a.n
+	rb, nk := w.RowBytes(), cols/qkK
+	_, _, _ = a.qK[n*cols-1], a.dK[n*nk-1], a.bK2[n*cols/32-1]
+	const kc32 = kBatchKC16 / 2 // 20 KB of tile again
+	var tile [4 * kc32 * q4KTileSB]byte
+	var acc [batchVecs][64]float32
+	r := lo
+	for ; r+32 <= hi; r += 32 {
+		for v0 := 0; v0 < n; v0 += batchVecs {
+			nv := min(batchVecs, n-v0)
+			clear(acc[:nv])
+			for k0 := 0; k0 < nk; k0 += kc32 {
+				kc := min(kc32, nk-k0)
+				_ = tile[4*kc*q4KTileSB-1]
+				for h := range 4 {
+					src := w.Data[(r+8*h)*rb+k0*q4KBytes : (r+8*h+7)*rb+(k0+kc)*q4KBytes]
+					repackQ4_Kx8qAsm(&tile[32*h], &src[0], rb, kc)
+				}
+				last := k0+kc == nk
+				v := v0
+				for ; v+4 <= v0+nv; v += 4 {
+					var o *float32
+					if last {
+						_ = out[(v+3)*rows+r+31]
+						o = &out[v*rows+r]
+					}
+					batchQ4Kx32ix4(&tile[0], &a.qK[v*cols+qkK*k0], cols, &a.dK[v*nk+k0], 4*nk,
+						&a.bK2[v*cols/32+8*k0], 2*(cols/32), kc, &acc[v-v0][0], o, 4*rows)
+				}
+				for ; v < v0+nv; v++ {
+					var o *float32
+					if last {
+						_ = out[v*rows+r+31]
+						o = &out[v*rows+r]
+					}
+					batchQ4Kx32ix1(&tile[0], &a.qK[v*cols+qkK*k0], &a.dK[v*nk+k0], &a.bK2[v*cols/32+8*k0], kc, &acc[v-v0][0], o)
+				}
+			}
+		}
+	}
+	return r
+}
 
 // matMulBatchQ4K16i is matMulBatchQ4K16 for Q4_K with the interleaved tile:
 // the two 8-row repacks write one 16-row tile and each weight group is one
