@@ -515,6 +515,12 @@ func batchQ4Kx32ix4(tile *byte, x *int8, xs int, d *float32, ds int, b2 *int16, 
 //go:noescape
 func batchQ4Kx32ix1(tile *byte, x *int8, d *float32, b2 *int16, nb int, acc *float32, out *float32)
 
+// prefetchRows asks for the cache lines of n bytes (n > 0) at p, p+stride,
+// ... (rows > 0 rows): hints, no loads.
+//
+//go:noescape
+func prefetchRows(p *byte, stride int, rows int, n int)
+
 // matMulBatchQ4K32i computes the whole groups of 32 rows from lo up to hi
 // of a Q4_K matrix with the 32-row kernels and returns the first row it
 // did not compute.
@@ -536,6 +542,16 @@ func matMulBatchQ4K32i(out []float32, w Matrix, a *Activations, lo, hi int) int 
 				for h := range 4 {
 					src := w.Data[(r+8*h)*rb+k0*q4KBytes : (r+8*h+7)*rb+(k0+kc)*q4KBytes]
 					repackQ4_Kx8qAsm(&tile[32*h], &src[0], rb, kc)
+				}
+				// The next tile's weights come from memory while this one
+				// is used (the repack otherwise waits for them).
+				if k0n, rn := k0+kc, r; k0n < nk || r+64 <= hi {
+					if k0n >= nk {
+						k0n, rn = 0, r+32
+					}
+					kcn := min(kc32, nk-k0n)
+					_ = w.Data[(rn+31)*rb+(k0n+kcn)*q4KBytes-1]
+					prefetchRows(&w.Data[rn*rb+k0n*q4KBytes], rb, 32, kcn*q4KBytes)
 				}
 				last := k0+kc == nk
 				v := v0
