@@ -170,9 +170,9 @@ func quantizeQ32Generic(x []float32, q []int8, d []float32) {
 	}
 }
 
-// quantizeQ8K quantizes x into Q8_K blocks of 256 exactly as encodeQ8_K
+// quantizeQ8KGeneric quantizes x into Q8_K blocks of 256 exactly as encodeQ8_K
 // (ggml's quantize_row_q8_K_ref), into separate arrays.
-func quantizeQ8K(x []float32, q []int8, d []float32, bsums []int16) {
+func quantizeQ8KGeneric(x []float32, q []int8, d []float32, bsums []int16) {
 	for b := range d {
 		xb := x[qkK*b : qkK*b+qkK]
 		qb := q[qkK*b : qkK*b+qkK]

@@ -819,15 +819,23 @@ bu8x1loop:
 // K4NIB(p, G, g): group vector G (group g of the pair p of sub-blocks) as
 // the low nibbles (sub-block 2p) and high nibbles (2p+1) into the tile at
 // DI. Y16 = 0x0f bytes; clobbers Y4, Y5.
-#define K4NIB(p, G, g) \
-	VPANDD  Y16, G, Y4                  \
-	VMOVDQU Y4, (256*(2*p)+32*g)(DI)    \
-	VPSRLW  $4, G, Y5                   \
-	VPANDD  Y16, Y5, Y5                 \
-	VMOVDQU Y5, (256*(2*p+1)+32*g)(DI)
+#define K4NIB(p, G, g) K4NIBM(p, G, g, 1)
+
+// K4NIBM(p, G, g, M): K4NIB into a tile whose 32-byte pieces lie M*32
+// bytes apart (M = 2: the interleaved 16-row tile, see repackQ4_Kx8iAsm).
+#define K4NIBM(p, G, g, M) \
+	VPANDD  Y16, G, Y4                      \
+	VMOVDQU Y4, (M*(256*(2*p)+32*g))(DI)    \
+	VPSRLW  $4, G, Y5                       \
+	VPANDD  Y16, Y5, Y5                     \
+	VMOVDQU Y5, (M*(256*(2*p+1)+32*g))(DI)
 
 // K4PAIR8(p): the pair p of sub-blocks of the 8 rows into the tile.
-#define K4PAIR8(p) \
+#define K4PAIR8(p) K4PAIR8M(p, 1)
+
+// K4PAIR8M(p, M): the pair p of sub-blocks of the 8 rows into the tile
+// (pieces M*32 bytes apart, as K4NIBM).
+#define K4PAIR8M(p, M) \
 	VMOVDQU (16+32*p)(SI), Y0        \
 	VMOVDQU (16+32*p)(SI)(R8*1), Y1  \
 	VMOVDQU (16+32*p)(SI)(R8*2), Y2  \
@@ -837,14 +845,14 @@ bu8x1loop:
 	VMOVDQU (16+32*p)(R10)(R8*2), Y6 \
 	VMOVDQU (16+32*p)(R10)(R9*1), Y7 \
 	TRANSPOSE8                       \
-	K4NIB(p, Y0, 0)                  \
-	K4NIB(p, Y2, 1)                  \
-	K4NIB(p, Y12, 2)                 \
-	K4NIB(p, Y14, 3)                 \
-	K4NIB(p, Y1, 4)                  \
-	K4NIB(p, Y3, 5)                  \
-	K4NIB(p, Y13, 6)                 \
-	K4NIB(p, Y15, 7)
+	K4NIBM(p, Y0, 0, M)                  \
+	K4NIBM(p, Y2, 1, M)                  \
+	K4NIBM(p, Y12, 2, M)                 \
+	K4NIBM(p, Y14, 3, M)                 \
+	K4NIBM(p, Y1, 4, M)                  \
+	K4NIBM(p, Y3, 5, M)                  \
+	K4NIBM(p, Y13, 6, M)                 \
+	K4NIBM(p, Y15, 7, M)
 
 // GATHER16(off, X): the fp16 at offset off of the 8 rows' blocks as 8
 // float32 in Y (X its low half).
@@ -859,6 +867,48 @@ bu8x1loop:
 	VPINSRW   $6, off(R10)(R8*2), X, X      \
 	VPINSRW   $7, off(R10)(R9*1), X, X      \
 	VCVTPH2PS X, Y
+
+// RQ4KBODY(M): one super-block of the 8 rows at SI (rows 4-7 at R10) into
+// the tile at DI, its 32-byte pieces M*32 bytes apart.
+#define RQ4KBODY(M) \
+	K4PAIR8M(0, M) \
+	K4PAIR8M(1, M) \
+	K4PAIR8M(2, M) \
+	K4PAIR8M(3, M) \
+	K4ROWSC(4(SI), Y0, X17) \
+	K4ROWSC(4(SI)(R8*1), Y1, X18) \
+	K4ROWSC(4(SI)(R8*2), Y2, X19) \
+	K4ROWSC(4(SI)(R9*1), Y3, X20) \
+	K4ROWSC(4(R10), Y4, X21) \
+	K4ROWSC(4(R10)(R8*1), Y5, X22) \
+	K4ROWSC(4(R10)(R8*2), Y6, X23) \
+	K4ROWSC(4(R10)(R9*1), Y7, X28) \
+	TRANSPOSE8 \
+	VMOVDQU Y0, (M*2048)(DI) \
+	VMOVDQU Y2, (M*2080)(DI) \
+	VMOVDQU Y12, (M*2112)(DI) \
+	VMOVDQU Y14, (M*2144)(DI) \
+	VMOVDQU Y1, (M*2176)(DI) \
+	VMOVDQU Y3, (M*2208)(DI) \
+	VMOVDQU Y13, (M*2240)(DI) \
+	VMOVDQU Y15, (M*2272)(DI) \
+	VMOVDQA64 Y17, Y0 \
+	VMOVDQA64 Y18, Y1 \
+	VMOVDQA64 Y19, Y2 \
+	VMOVDQA64 Y20, Y3 \
+	VMOVDQA64 Y21, Y4 \
+	VMOVDQA64 Y22, Y5 \
+	VMOVDQA64 Y23, Y6 \
+	VMOVDQA64 Y28, Y7 \
+	TRANSPOSE8 \
+	VMOVDQU Y0, (M*2304)(DI) \
+	VMOVDQU Y2, (M*2336)(DI) \
+	VMOVDQU Y12, (M*2368)(DI) \
+	VMOVDQU Y14, (M*2400)(DI) \
+	GATHER16(0, X0, Y0) \
+	VMOVUPS Y0, (M*2432)(DI) \
+	GATHER16(2, X1, Y1) \
+	VMOVUPS Y1, (M*2464)(DI)
 
 // func repackQ4_Kx8Asm(dst *byte, w *byte, rs int, nb int)
 //
@@ -883,49 +933,77 @@ TEXT ·repackQ4_Kx8Asm(SB), NOSPLIT, $0-32
 	VMOVQ        AX, X27
 
 rq4kloop:
-	K4PAIR8(0)
-	K4PAIR8(1)
-	K4PAIR8(2)
-	K4PAIR8(3)
-	K4ROWSC(4(SI), Y0, X17)
-	K4ROWSC(4(SI)(R8*1), Y1, X18)
-	K4ROWSC(4(SI)(R8*2), Y2, X19)
-	K4ROWSC(4(SI)(R9*1), Y3, X20)
-	K4ROWSC(4(R10), Y4, X21)
-	K4ROWSC(4(R10)(R8*1), Y5, X22)
-	K4ROWSC(4(R10)(R8*2), Y6, X23)
-	K4ROWSC(4(R10)(R9*1), Y7, X28)
-	TRANSPOSE8
-	VMOVDQU Y0, 2048(DI)
-	VMOVDQU Y2, 2080(DI)
-	VMOVDQU Y12, 2112(DI)
-	VMOVDQU Y14, 2144(DI)
-	VMOVDQU Y1, 2176(DI)
-	VMOVDQU Y3, 2208(DI)
-	VMOVDQU Y13, 2240(DI)
-	VMOVDQU Y15, 2272(DI)
-	VMOVDQA64 Y17, Y0
-	VMOVDQA64 Y18, Y1
-	VMOVDQA64 Y19, Y2
-	VMOVDQA64 Y20, Y3
-	VMOVDQA64 Y21, Y4
-	VMOVDQA64 Y22, Y5
-	VMOVDQA64 Y23, Y6
-	VMOVDQA64 Y28, Y7
-	TRANSPOSE8
-	VMOVDQU Y0, 2304(DI)
-	VMOVDQU Y2, 2336(DI)
-	VMOVDQU Y12, 2368(DI)
-	VMOVDQU Y14, 2400(DI)
-	GATHER16(0, X0, Y0)
-	VMOVUPS Y0, 2432(DI)
-	GATHER16(2, X1, Y1)
-	VMOVUPS Y1, 2464(DI)
+	RQ4KBODY(1)
 	ADDQ $144, SI
 	ADDQ $144, R10
 	ADDQ $2496, DI
 	DECQ CX
 	JNZ  rq4kloop
+	VZEROUPPER
+	RET
+
+// func repackQ4_Kx8iAsm(dst *byte, w *byte, rs int, nb int)
+//
+// repackQ4_Kx8iAsm is repackQ4_Kx8Asm into half of an interleaved 16-row
+// tile: each 32-byte piece of the 8-row tile at twice its offset, so that
+// dst and dst+32 take rows 0-7 and 8-15 and a 64-byte load reads one piece
+// of all 16 (4992 bytes per super-block).
+TEXT ·repackQ4_Kx8iAsm(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ w+8(FP), SI
+	MOVQ rs+16(FP), R8
+	MOVQ nb+24(FP), CX
+	LEAQ (R8)(R8*2), R9
+	LEAQ (SI)(R8*4), R10
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Y16
+	VPBROADCASTD AX, X25
+	MOVL         $0x3f3f3f3f, AX
+	VPBROADCASTD AX, X24
+	MOVL         $0x03030303, AX
+	VPBROADCASTD AX, X26
+	MOVQ         $0x0000000400000000, AX
+	VMOVQ        AX, X27
+
+rq4kiloop:
+	RQ4KBODY(2)
+	ADDQ $144, SI
+	ADDQ $144, R10
+	ADDQ $4992, DI
+	DECQ CX
+	JNZ  rq4kiloop
+	VZEROUPPER
+	RET
+
+// func repackQ4_Kx8qAsm(dst *byte, w *byte, rs int, nb int)
+//
+// repackQ4_Kx8qAsm is repackQ4_Kx8Asm into a quarter of an interleaved
+// 32-row tile: each 32-byte piece at four times its offset, dst + 32q
+// taking rows 8q..8q+7 (9984 bytes per super-block).
+TEXT ·repackQ4_Kx8qAsm(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ w+8(FP), SI
+	MOVQ rs+16(FP), R8
+	MOVQ nb+24(FP), CX
+	LEAQ (R8)(R8*2), R9
+	LEAQ (SI)(R8*4), R10
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Y16
+	VPBROADCASTD AX, X25
+	MOVL         $0x3f3f3f3f, AX
+	VPBROADCASTD AX, X24
+	MOVL         $0x03030303, AX
+	VPBROADCASTD AX, X26
+	MOVQ         $0x0000000400000000, AX
+	VMOVQ        AX, X27
+
+rq4kqloop:
+	RQ4KBODY(4)
+	ADDQ $144, SI
+	ADDQ $144, R10
+	ADDQ $9984, DI
+	DECQ CX
+	JNZ  rq4kqloop
 	VZEROUPPER
 	RET
 

@@ -15,11 +15,19 @@ var batchKQuants = hasAVX512
 // Q4_0, Q4_K, Q5_K) before the 8-row ones; tests turn it off to run both.
 var batchK16 = true
 
+// batchK32 selects the 32-row Q4_K kernels before the 16-row ones (with
+// batchK16); tests turn it off to run both.
+var batchK32 = true
+
 const (
 	q4KTileSB = 2496 // bytes per super-block of 8 rows in a Q4_K tile
 	q6KTileSB = 2592 // and in a Q6_K tile
 	q2KTileSB = 2880 // and in a Q2_K tile
 	kBatchKC  = 8    // super-blocks per tile: about 20 KB, in L1
+	// kBatchKC16: super-blocks per 16-row tile: 20 KB again. With 8 (40 KB)
+	// the tile and the four vectors' quants overflowed the 48 KB L1 and
+	// products with 5632 columns took ~20% more CPU time (measured).
+	kBatchKC16 = 4
 )
 
 // batchQ4Kx8x4 adds to acc[t] (t = 0..3; 16 float32 each: the 8 rows'
@@ -90,7 +98,12 @@ func (a *Activations) prepareQ4KBatch() {
 // and IQ4_XS's) batch kernels and returns the first
 // row it did not compute.
 func matMulBatchK(out []float32, w Matrix, a *Activations, lo, hi int) int {
-	if (w.Type == Q4_K || w.Type == Q5_K) && batchK16 {
+	if w.Type == Q4_K && batchK16 {
+		if batchK32 {
+			lo = matMulBatchQ4K32i(out, w, a, lo, hi)
+		}
+		lo = matMulBatchQ4K16i(out, w, a, lo, hi)
+	} else if w.Type == Q5_K && batchK16 {
 		lo = matMulBatchQ4K16(out, w, a, lo, hi)
 	}
 	rows, cols, n := w.Rows, w.Cols, a.n
@@ -399,7 +412,7 @@ func matMulBatchQ4K16(out []float32, w Matrix, a *Activations, lo, hi int) int {
 		bb = q5KBytes
 	}
 	_, _, _ = a.qK[n*cols-1], a.dK[n*nk-1], a.bK2[n*cols/32-1]
-	const half = kBatchKC * q4KTileSB
+	const half = kBatchKC16 * q4KTileSB
 	var tile [2 * half]byte
 	var acc [batchVecs][32]float32
 	var acc1 [16]float32
@@ -408,8 +421,8 @@ func matMulBatchQ4K16(out []float32, w Matrix, a *Activations, lo, hi int) int {
 		for v0 := 0; v0 < n; v0 += batchVecs {
 			nv := min(batchVecs, n-v0)
 			clear(acc[:nv])
-			for k0 := 0; k0 < nk; k0 += kBatchKC {
-				kc := min(kBatchKC, nk-k0)
+			for k0 := 0; k0 < nk; k0 += kBatchKC16 {
+				kc := min(kBatchKC16, nk-k0)
 				for h := range 2 {
 					src := w.Data[(r+8*h)*rb+k0*bb : (r+8*h+7)*rb+(k0+kc)*bb]
 					_ = tile[h*half+kc*q4KTileSB-1]
@@ -440,6 +453,170 @@ func matMulBatchQ4K16(out []float32, w Matrix, a *Activations, lo, hi int) int {
 				o := out[v*rows+r : v*rows+r+16]
 				for i := range o {
 					o[i] = acc[v-v0][i] - acc[v-v0][16+i]
+				}
+			}
+		}
+	}
+	return r
+}
+
+// repackQ4_Kx8iAsm is repackQ4_Kx8iGo in assembly (batch_amd64.s).
+//
+//go:noescape
+func repackQ4_Kx8iAsm(dst *byte, w *byte, rs int, nb int)
+
+// repackQ4_Kx8iGo writes the 8-row Q4_K tile of repackQ4_Kx8Go into half of
+// an interleaved 16-row tile: each 32-byte piece at twice its offset (the
+// other half, rows 8-15, goes 32 bytes further). The reference for
+// repackQ4_Kx8iAsm.
+func repackQ4_Kx8iGo(dst, w []byte, rs, nb int) { repackQ4_Kx8mGo(dst, w, rs, nb, 2) }
+
+// repackQ4_Kx8qGo is repackQ4_Kx8iGo for a quarter of a 32-row tile (each
+// piece at four times its offset): the reference for repackQ4_Kx8qAsm.
+func repackQ4_Kx8qGo(dst, w []byte, rs, nb int) { repackQ4_Kx8mGo(dst, w, rs, nb, 4) }
+
+func repackQ4_Kx8mGo(dst, w []byte, rs, nb, m int) {
+	t := make([]byte, q4KTileSB)
+	for b := range nb {
+		repackQ4_Kx8Go(t, w[b*q4KBytes:], rs, 1)
+		for i := 0; i < q4KTileSB; i += 32 {
+			copy(dst[m*(b*q4KTileSB+i):m*(b*q4KTileSB+i)+32], t[i:i+32])
+		}
+	}
+}
+
+// batchQ4Kx16ix4 is batchQ4Kx16x4 on an interleaved tile (repackQ4_Kx8iAsm);
+// where out is not nil it writes vector t's 16 results (accumulator minus
+// mins accumulator) to out + t*os bytes instead of acc: the last
+// super-blocks of the rows, without a pass of Go over acc (which cost a
+// quarter of the kernel's time, measured).
+//
+//go:noescape
+func batchQ4Kx16ix4(tile *byte, x *int8, xs int, d *float32, ds int, b2 *int16, bs int, nb int, acc *float32, out *float32, os int)
+
+// batchQ4Kx16ix1 is batchQ4Kx16ix4 for one vector.
+//
+//go:noescape
+func batchQ4Kx16ix1(tile *byte, x *int8, d *float32, b2 *int16, nb int, acc *float32, out *float32)
+
+// repackQ4_Kx8qAsm is repackQ4_Kx8qGo in assembly (batch_amd64.s).
+//
+//go:noescape
+func repackQ4_Kx8qAsm(dst *byte, w *byte, rs int, nb int)
+
+// batchQ4Kx32ix4 is batchQ4Kx16ix4 for 32 rows (a tile of repackQ4_Kx8qAsm):
+// acc holds per vector 32 row accumulators, then 32 mins accumulators.
+//
+//go:noescape
+func batchQ4Kx32ix4(tile *byte, x *int8, xs int, d *float32, ds int, b2 *int16, bs int, nb int, acc *float32, out *float32, os int)
+
+// batchQ4Kx32ix1 is batchQ4Kx32ix4 for one vector.
+//
+//go:noescape
+func batchQ4Kx32ix1(tile *byte, x *int8, d *float32, b2 *int16, nb int, acc *float32, out *float32)
+
+// prefetchRows asks for the cache lines of n bytes (n > 0) at p, p+stride,
+// ... (rows > 0 rows): hints, no loads.
+//
+//go:noescape
+func prefetchRows(p *byte, stride int, rows int, n int)
+
+// matMulBatchQ4K32i computes the whole groups of 32 rows from lo up to hi
+// of a Q4_K matrix with the 32-row kernels and returns the first row it
+// did not compute.
+func matMulBatchQ4K32i(out []float32, w Matrix, a *Activations, lo, hi int) int {
+	rows, cols, n := w.Rows, w.Cols, a.n
+	rb, nk := w.RowBytes(), cols/qkK
+	_, _, _ = a.qK[n*cols-1], a.dK[n*nk-1], a.bK2[n*cols/32-1]
+	const kc32 = kBatchKC16 / 2 // 20 KB of tile again
+	var tile [4 * kc32 * q4KTileSB]byte
+	var acc [batchVecs][64]float32
+	r := lo
+	for ; r+32 <= hi; r += 32 {
+		for v0 := 0; v0 < n; v0 += batchVecs {
+			nv := min(batchVecs, n-v0)
+			clear(acc[:nv])
+			for k0 := 0; k0 < nk; k0 += kc32 {
+				kc := min(kc32, nk-k0)
+				_ = tile[4*kc*q4KTileSB-1]
+				for h := range 4 {
+					src := w.Data[(r+8*h)*rb+k0*q4KBytes : (r+8*h+7)*rb+(k0+kc)*q4KBytes]
+					repackQ4_Kx8qAsm(&tile[32*h], &src[0], rb, kc)
+				}
+				// The next tile's weights come from memory while this one
+				// is used (the repack otherwise waits for them).
+				if k0n, rn := k0+kc, r; k0n < nk || r+64 <= hi {
+					if k0n >= nk {
+						k0n, rn = 0, r+32
+					}
+					kcn := min(kc32, nk-k0n)
+					_ = w.Data[(rn+31)*rb+(k0n+kcn)*q4KBytes-1]
+					prefetchRows(&w.Data[rn*rb+k0n*q4KBytes], rb, 32, kcn*q4KBytes)
+				}
+				last := k0+kc == nk
+				v := v0
+				for ; v+4 <= v0+nv; v += 4 {
+					var o *float32
+					if last {
+						_ = out[(v+3)*rows+r+31]
+						o = &out[v*rows+r]
+					}
+					batchQ4Kx32ix4(&tile[0], &a.qK[v*cols+qkK*k0], cols, &a.dK[v*nk+k0], 4*nk,
+						&a.bK2[v*cols/32+8*k0], 2*(cols/32), kc, &acc[v-v0][0], o, 4*rows)
+				}
+				for ; v < v0+nv; v++ {
+					var o *float32
+					if last {
+						_ = out[v*rows+r+31]
+						o = &out[v*rows+r]
+					}
+					batchQ4Kx32ix1(&tile[0], &a.qK[v*cols+qkK*k0], &a.dK[v*nk+k0], &a.bK2[v*cols/32+8*k0], kc, &acc[v-v0][0], o)
+				}
+			}
+		}
+	}
+	return r
+}
+
+// matMulBatchQ4K16i is matMulBatchQ4K16 for Q4_K with the interleaved tile:
+// the two 8-row repacks write one 16-row tile and each weight group is one
+// 64-byte load.
+func matMulBatchQ4K16i(out []float32, w Matrix, a *Activations, lo, hi int) int {
+	rows, cols, n := w.Rows, w.Cols, a.n
+	rb, nk := w.RowBytes(), cols/qkK
+	_, _, _ = a.qK[n*cols-1], a.dK[n*nk-1], a.bK2[n*cols/32-1]
+	var tile [2 * kBatchKC16 * q4KTileSB]byte
+	var acc [batchVecs][32]float32
+	r := lo
+	for ; r+16 <= hi; r += 16 {
+		for v0 := 0; v0 < n; v0 += batchVecs {
+			nv := min(batchVecs, n-v0)
+			clear(acc[:nv])
+			for k0 := 0; k0 < nk; k0 += kBatchKC16 {
+				kc := min(kBatchKC16, nk-k0)
+				_ = tile[2*kc*q4KTileSB-1]
+				for h := range 2 {
+					src := w.Data[(r+8*h)*rb+k0*q4KBytes : (r+8*h+7)*rb+(k0+kc)*q4KBytes]
+					repackQ4_Kx8iAsm(&tile[32*h], &src[0], rb, kc)
+				}
+				last := k0+kc == nk
+				v := v0
+				for ; v+4 <= v0+nv; v += 4 {
+					var o *float32
+					if last {
+						_ = out[(v+3)*rows+r+15]
+						o = &out[v*rows+r]
+					}
+					batchQ4Kx16ix4(&tile[0], &a.qK[v*cols+qkK*k0], cols, &a.dK[v*nk+k0], 4*nk,
+						&a.bK2[v*cols/32+8*k0], 2*(cols/32), kc, &acc[v-v0][0], o, 4*rows)
+				}
+				for ; v < v0+nv; v++ {
+					var o *float32
+					if last {
+						_ = out[v*rows+r+15]
+						o = &out[v*rows+r]
+					}
+					batchQ4Kx16ix1(&tile[0], &a.qK[v*cols+qkK*k0], &a.dK[v*nk+k0], &a.bK2[v*cols/32+8*k0], kc, &acc[v-v0][0], o)
 				}
 			}
 		}

@@ -32,6 +32,8 @@ func TestRepackKx8(t *testing.T) {
 		{IQ4_XS, iq4XSBytes, q6KTileSB, []int{0}, repackIQ4_XSx8Asm, repackIQ4_XSx8Go},
 		{Q3_K, q3KBytes, q6KTileSB, []int{108}, repackQ3_Kx8Asm, repackQ3_Kx8Go},
 		{Q2_K, q2KBytes, q2KTileSB, []int{80, 82}, repackQ2_Kx8Asm, repackQ2_Kx8Go},
+		{Q4_K, q4KBytes, 2 * q4KTileSB, []int{0, 2}, repackQ4_Kx8iAsm, repackQ4_Kx8iGo}, // half of a 16-row tile
+		{Q4_K, q4KBytes, 4 * q4KTileSB, []int{0, 2}, repackQ4_Kx8qAsm, repackQ4_Kx8qGo}, // a quarter of a 32-row tile
 	} {
 		for _, nb := range []int{1, 2, 5, 8} {
 			const rows, extra = 8, 3 // rows further apart than a row's blocks
@@ -68,17 +70,17 @@ func firstDiff(a, b []byte) int {
 	return len(a)
 }
 
-// The 16-row batch kernels and the 8-row ones (batchK16 off) both equal
-// the generic batch form bit for bit, on rows of random bytes (40 rows:
-// two groups of 16 and one of 8) against 13 vectors (groups of four or
-// eight and the rest alone).
+// The 32-row (Q4_K), 16-row and 8-row batch kernels (batchK32, batchK16
+// off) all equal the generic batch form bit for bit, on rows of random
+// bytes (56 rows: 32, 16 and 8, or three groups of 16 and one of 8)
+// against 13 vectors (groups of four or eight and the rest alone).
 func TestBatchK16(t *testing.T) {
 	if !hasAVX512 {
 		t.Log("no AVX-512 here: the K-quant batch kernels not run")
 		return
 	}
-	defer func() { batchK16 = true }()
-	const rows, n, nb = 40, 13, 9 // nb super-blocks: 2304 columns
+	defer func() { batchK16, batchK32 = true, true }()
+	const rows, n, nb = 56, 13, 9 // nb super-blocks: 2304 columns
 	r := rand.New(rand.NewPCG(5, 6))
 	for _, typ := range []Type{Q8_0, Q4_0, Q4_K, Q5_K} {
 		bs, bb, _ := layout(typ)
@@ -102,14 +104,15 @@ func TestBatchK16(t *testing.T) {
 			a.Set(x, n)
 			MatMulAct(nil, want, w, a)
 		})
-		for _, k16 := range []bool{true, false} {
-			batchK16 = k16
+		for _, k := range [][2]bool{{true, true}, {true, false}, {false, false}} {
+			batchK16, batchK32 = k[0], k[1]
+			k16 := k
 			a.Set(x, n)
 			got := make([]float32, n*rows)
 			MatMulAct(nil, got, w, a)
 			for i := range got {
 				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-					t.Fatalf("%v, 16 rows %v: out[%d] = %g, generic %g", typ, k16, i, got[i], want[i])
+					t.Fatalf("%v, (16, 32 rows) %v: out[%d] = %g, generic %g", typ, k16, i, got[i], want[i])
 				}
 			}
 		}

@@ -306,3 +306,7 @@ func swiglu(out, gate, up []float32) { swigluGeneric(out, gate, up) }
 // prepareBatch and allocBatch have nothing to do without the VNNI kernels.
 func (a *Activations) prepareBatch(Type) {}
 func (a *Activations) allocBatch()       {}
+
+func quantizeQ8K(x []float32, q []int8, d []float32, bsums []int16) {
+	quantizeQ8KGeneric(x, q, d, bsums)
+}

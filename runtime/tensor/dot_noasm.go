@@ -39,3 +39,7 @@ func (a *Activations) allocBatch()       {}
 
 // batchKQuants is false: no K-quant batch kernels here (usesBatchForm).
 const batchKQuants = false
+
+func quantizeQ8K(x []float32, q []int8, d []float32, bsums []int16) {
+	quantizeQ8KGeneric(x, q, d, bsums)
+}
