@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"strata/actors"
+	"strata/runtime/chattemplate"
 	"strata/runtime/engine"
 )
 
@@ -342,10 +343,10 @@ func TestOpenAIClientDisconnectCancels(t *testing.T) {
 // prompt; one with a template gets it rendered, special tokens parsed and
 // one BOS.
 func TestFallbackAndTemplate(t *testing.T) {
-	if got := PlainChat([]Message{{Role: "user", Content: "Once upon a time"}}); got != "Once upon a time" {
+	if got := chattemplate.PlainChat([]Message{{Role: "user", Content: "Once upon a time"}}); got != "Once upon a time" {
 		t.Errorf("plain single: %q", got)
 	}
-	if got := PlainChat([]Message{{Role: "system", Content: "Be kind."}, {Role: "user", Content: "Hi"}}); got != "System: Be kind.\n\nUser: Hi\n\nAssistant:" {
+	if got := chattemplate.PlainChat([]Message{{Role: "system", Content: "Be kind."}, {Role: "user", Content: "Hi"}}); got != "System: Be kind.\n\nUser: Hi\n\nAssistant:" {
 		t.Errorf("plain conversation: %q", got)
 	}
 
@@ -364,7 +365,7 @@ func TestFallbackAndTemplate(t *testing.T) {
 		t.Error("ChatTemplate not reported")
 	}
 	msgs := []Message{{Role: "system", Content: "Lily"}, {Role: "user", Content: "Tell a story"}, {Role: "assistant", Content: "Once"}, {Role: "user", Content: "More"}}
-	prompt, err := RenderChat(context.Background(), e.Tokenizer, msgs)
+	prompt, err := chattemplate.RenderChat(context.Background(), e.Tokenizer, msgs)
 	if err != nil || !prompt.Template {
 		t.Fatal(err, prompt.Fallback)
 	}

@@ -92,7 +92,7 @@ func (s *Server) chatPrompt(ctx context.Context, j *job, msgs []Message, param s
 	if prompt.Fallback != nil {
 		warnFallback(s.cfg.Logger, j.model, tok.ChatTemplate(), prompt.Fallback)
 	}
-	if e := s.fitsBytes(info, tok, prompt.textBytes(), param); e != nil {
+	if e := s.fitsBytes(info, tok, prompt.TextBytes(), param); e != nil {
 		return e
 	}
 	j.tokens = prompt.Encode(tok)

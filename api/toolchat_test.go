@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"strata/runtime/chattemplate"
 	"strata/runtime/gguf"
 	"strata/runtime/tokenizer"
 )
@@ -159,7 +160,7 @@ func TestToolChatGolden(t *testing.T) {
 				if !strings.Contains(string(src), "tools") {
 					tools = nil
 				}
-				p, err := RenderChatTools(context.Background(), tok, msgs, tools)
+				p, err := chattemplate.RenderChatTools(context.Background(), tok, msgs, tools)
 				if err != nil || !p.Template {
 					t.Fatalf("template %v, %v (fallback %v)", p.Template, err, p.Fallback)
 				}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"strata/runtime/chattemplate"
 	"strata/runtime/engine"
 	"strata/runtime/tokenizer"
 	"strata/runtime/toolcall"
@@ -37,7 +38,7 @@ func newToolUse(defs []json.RawMessage, idPrefix string) *toolUse {
 
 // bind chooses the syntax for the model's tokenizer.
 func (u *toolUse) bind(tok *tokenizer.Tokenizer) {
-	u.family = toolFamily(tok)
+	u.family = chattemplate.ToolFamily(tok)
 	u.markers = map[int]string{}
 	for _, m := range u.family.Markers() {
 		if id, ok := tok.TokenID(m); ok && tok.IsControl(id) {
@@ -54,19 +55,13 @@ func (u *toolUse) piece(t engine.Token) string {
 	return t.Text
 }
 
-// toolFamily is the tool-call syntax of a model: from the markers its
-// chat template writes, else from its vocabulary.
-func toolFamily(tok *tokenizer.Tokenizer) toolcall.Family {
-	return toolcall.Detect(tok.ChatTemplate(), func(s string) bool { _, ok := tok.TokenID(s); return ok })
-}
-
 // renderJob renders msgs for j, with its tools when the model may call them.
 func renderJob(ctx context.Context, j *job, tok *tokenizer.Tokenizer, msgs []Message) (ChatPrompt, error) {
 	if j.tools == nil {
-		return RenderChat(ctx, tok, msgs)
+		return chattemplate.RenderChat(ctx, tok, msgs)
 	}
 	j.tools.bind(tok)
-	return RenderChatTools(ctx, tok, msgs, j.tools.defs)
+	return chattemplate.RenderChatTools(ctx, tok, msgs, j.tools.defs)
 }
 
 // callWriter is a streamer that writes tool calls as they are parsed

@@ -13,6 +13,7 @@ import (
 
 	"strata/actors"
 	"strata/internal/testdata"
+	"strata/runtime/chattemplate"
 	"strata/runtime/engine"
 	"strata/runtime/gguf"
 	"strata/runtime/tokenizer"
@@ -358,8 +359,8 @@ func TestToolMarkers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !tok.IsControl(first) || tok.Piece(first) != "" || toolFamily(tok) != toolcall.Kimi {
-		t.Fatalf("control %v, piece %q, family %v", tok.IsControl(first), tok.Piece(first), toolFamily(tok))
+	if !tok.IsControl(first) || tok.Piece(first) != "" || chattemplate.ToolFamily(tok) != toolcall.Kimi {
+		t.Fatalf("control %v, piece %q, family %v", tok.IsControl(first), tok.Piece(first), chattemplate.ToolFamily(tok))
 	}
 	text := func(s string) engine.Token { return engine.Token{ID: 5, Text: s} }
 	control := func(i int) engine.Token { return engine.Token{ID: first + i} } // Text "", as the engine gives it
@@ -591,7 +592,7 @@ func TestToolsPlainChat(t *testing.T) {
 	tok := storiesEngine(t).Tokenizer
 	tools := []json.RawMessage{json.RawMessage(`{"type": "function", "function": {"name": "f"}}`)}
 	msgs := []Message{{Role: "user", Content: "x"}, {Role: "assistant", ToolCalls: []MessageCall{{ID: "1", Name: "f", Arguments: `{"a": 1}`}}}, {Role: "tool", Content: "2", ToolCallID: "1"}}
-	p, err := RenderChatTools(context.Background(), tok, msgs, tools)
+	p, err := chattemplate.RenderChatTools(context.Background(), tok, msgs, tools)
 	if err != nil || p.Template {
 		t.Fatal(p, err)
 	}
