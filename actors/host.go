@@ -34,6 +34,10 @@ type HostConfig struct {
 	// MaxContext caps the KV positions one session may reserve on a shard
 	// (a peer asking for more is refused); 0 = the model's context length.
 	MaxContext int
+	// KVType is the element type of the shards' KV caches (the zero value
+	// is f16, the default). Every node of a cluster should use the same:
+	// the cache's rounding is part of the model's output.
+	KVType model.KVType
 }
 
 // Host loads shards on request and keeps them: one per (model, layer
@@ -194,6 +198,9 @@ func (h *Host) load(ctx actor.Context, spec *messages.ShardSpec) *messages.Shard
 	}
 	m, err := model.Load(f, int(spec.First), int(spec.End))
 	if err != nil {
+		return fail("%v", err)
+	}
+	if err := m.SetKVType(h.cfg.KVType); err != nil {
 		return fail("%v", err)
 	}
 	prof, err := model.ProfileOf(f)

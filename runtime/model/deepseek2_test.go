@@ -243,3 +243,37 @@ func TestMoEForwardNoAlloc(t *testing.T) {
 		pool.Close()
 	}
 }
+
+// The cache takes what CacheBytes and the profile (placement's count)
+// say, in every cache type: half of f32 in f16, 34/32 bytes a value in q8_0.
+func TestKVBytesAccounting(t *testing.T) {
+	for _, name := range []string{"llama3-tiny", "deepseek2-tiny"} {
+		s := model.Shapes[name]
+		m, path := dsLoad(t, s, tensor.F32)
+		f, err := gguf.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := model.ProfileOf(f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.KVBytesPerToken != p.KVBytesPerTokenOf(model.KVF16) || p.KVValuesPerToken != s.KVValuesPerToken() {
+			t.Errorf("%s: profile %d bytes (f16) of %d values per token, shape %d values", name, p.KVBytesPerToken, p.KVValuesPerToken, s.KVValuesPerToken())
+		}
+		for _, c := range []struct {
+			typ   model.KVType
+			per32 uint64 // bytes per 32 values
+		}{{model.KVF16, 64}, {model.KVQ8_0, 34}, {model.KVF32, 128}} {
+			if err := m.SetKVType(c.typ); err != nil {
+				t.Fatal(err)
+			}
+			const capacity = 10
+			want := capacity * p.KVValuesPerToken / 32 * c.per32
+			if got := uint64(m.NewCache(capacity).Bytes()); got != want || m.CacheBytes(capacity) != want || capacity*p.KVBytesPerTokenOf(c.typ) != want {
+				t.Errorf("%s %v: cache %d bytes, CacheBytes %d, profile %d, want %d", name, c.typ, got, m.CacheBytes(capacity), capacity*p.KVBytesPerTokenOf(c.typ), want)
+			}
+		}
+	}
+}
