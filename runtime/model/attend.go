@@ -17,8 +17,10 @@ import "strata/runtime/tensor"
 const attnBlockValues = 4096
 
 // attnQueries bounds the (token, head) queries of one unit of work, whose
-// score rows are the worker's scratch.
-const attnQueries = 16
+// score rows are the worker's scratch (512 KiB at 4096 positions): in a
+// prompt, the tokens of a tile share each decoded block, so a larger tile
+// converts the cache fewer times.
+const attnQueries = 32
 
 // attnWorker is one worker's scratch.
 type attnWorker struct {

@@ -25,6 +25,9 @@
 //
 // out[r] = dotVecGeneric(q[:n], row r) for r < nrows (> 0), rows stride
 // bytes apart: dotF32AVX2's steps for each row.
+//
+// A head of 64 keeps the query in registers (Y8-Y15) and reads each row
+// once.
 TEXT ·dotRowsAVX2(SB), NOSPLIT, $0-48
 	MOVQ out+0(FP), BX
 	MOVQ q+8(FP), R8
@@ -32,6 +35,41 @@ TEXT ·dotRowsAVX2(SB), NOSPLIT, $0-48
 	MOVQ n+24(FP), R10
 	MOVQ nrows+32(FP), R11
 	MOVQ stride+40(FP), R12
+	CMPQ R10, $64
+	JNE  drrow
+	VMOVUPS 0(R8), Y8
+	VMOVUPS 32(R8), Y9
+	VMOVUPS 64(R8), Y10
+	VMOVUPS 96(R8), Y11
+	VMOVUPS 128(R8), Y12
+	VMOVUPS 160(R8), Y13
+	VMOVUPS 192(R8), Y14
+	VMOVUPS 224(R8), Y15
+
+dq64row:
+	VXORPS      Y0, Y0, Y0
+	VXORPS      Y1, Y1, Y1
+	VXORPS      Y2, Y2, Y2
+	VXORPS      Y3, Y3, Y3
+	VFMADD231PS 0(R9), Y8, Y0
+	VFMADD231PS 32(R9), Y9, Y1
+	VFMADD231PS 64(R9), Y10, Y2
+	VFMADD231PS 96(R9), Y11, Y3
+	VFMADD231PS 128(R9), Y12, Y0
+	VFMADD231PS 160(R9), Y13, Y1
+	VFMADD231PS 192(R9), Y14, Y2
+	VFMADD231PS 224(R9), Y15, Y3
+	VADDPS      Y2, Y0, Y0
+	VADDPS      Y3, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	HSUM(Y0, X0, X1)
+	VMOVSS      X0, (BX)
+	ADDQ        $4, BX
+	ADDQ        R12, R9
+	DECQ        R11
+	JNZ         dq64row
+	VZEROUPPER
+	RET
 
 drrow:
 	MOVQ   R9, SI
@@ -201,6 +239,9 @@ ardone:
 // dotRowsAVX2 in 64-byte registers: Z0 holds accumulators 0 and 1 of the
 // generic's four (lanes 0-7, 8-15), Z2 accumulators 2 and 3, so Z0+Z2 is
 // acc0+acc2 | acc1+acc3 and adding its halves is the generic's fold.
+//
+// Heads of 64 and 128 (the common ones) keep the query in registers
+// (Z16-Z23) and read each row once.
 TEXT ·dotRowsAVX512(SB), NOSPLIT, $0-48
 	MOVQ out+0(FP), BX
 	MOVQ q+8(FP), R8
@@ -208,6 +249,69 @@ TEXT ·dotRowsAVX512(SB), NOSPLIT, $0-48
 	MOVQ n+24(FP), R10
 	MOVQ nrows+32(FP), R11
 	MOVQ stride+40(FP), R12
+	CMPQ R10, $64
+	JEQ  zq64
+	CMPQ R10, $128
+	JEQ  zq128
+	JMP  zrrow
+
+zq64:
+	VMOVUPS 0(R8), Z16
+	VMOVUPS 64(R8), Z17
+	VMOVUPS 128(R8), Z18
+	VMOVUPS 192(R8), Z19
+
+zq64row:
+	VPXORD        Z0, Z0, Z0 // (a product into +0, not VMULPS: -0 products must add to +0 as the generic's do)
+	VPXORD        Z2, Z2, Z2
+	VFMADD231PS   0(R9), Z16, Z0
+	VFMADD231PS   64(R9), Z17, Z2
+	VFMADD231PS   128(R9), Z18, Z0
+	VFMADD231PS   192(R9), Z19, Z2
+	VADDPS        Z2, Z0, Z0
+	VEXTRACTF32X8 $1, Z0, Y1
+	VADDPS        Y1, Y0, Y0
+	HSUM(Y0, X0, X1)
+	VMOVSS        X0, (BX)
+	ADDQ          $4, BX
+	ADDQ          R12, R9
+	DECQ          R11
+	JNZ           zq64row
+	VZEROUPPER
+	RET
+
+zq128:
+	VMOVUPS 0(R8), Z16
+	VMOVUPS 64(R8), Z17
+	VMOVUPS 128(R8), Z18
+	VMOVUPS 192(R8), Z19
+	VMOVUPS 256(R8), Z20
+	VMOVUPS 320(R8), Z21
+	VMOVUPS 384(R8), Z22
+	VMOVUPS 448(R8), Z23
+
+zq128row:
+	VPXORD        Z0, Z0, Z0 // (a product into +0, not VMULPS: -0 products must add to +0 as the generic's do)
+	VPXORD        Z2, Z2, Z2
+	VFMADD231PS   0(R9), Z16, Z0
+	VFMADD231PS   64(R9), Z17, Z2
+	VFMADD231PS   128(R9), Z18, Z0
+	VFMADD231PS   192(R9), Z19, Z2
+	VFMADD231PS   256(R9), Z20, Z0
+	VFMADD231PS   320(R9), Z21, Z2
+	VFMADD231PS   384(R9), Z22, Z0
+	VFMADD231PS   448(R9), Z23, Z2
+	VADDPS        Z2, Z0, Z0
+	VEXTRACTF32X8 $1, Z0, Y1
+	VADDPS        Y1, Y0, Y0
+	HSUM(Y0, X0, X1)
+	VMOVSS        X0, (BX)
+	ADDQ          $4, BX
+	ADDQ          R12, R9
+	DECQ          R11
+	JNZ           zq128row
+	VZEROUPPER
+	RET
 
 zrrow:
 	MOVQ    R9, SI
