@@ -20,6 +20,7 @@ import (
 	"strata/runtime/catalog"
 	"strata/runtime/engine"
 	"strata/runtime/gguf"
+	"strata/runtime/grammar"
 	"strata/runtime/model"
 	"strata/runtime/sample"
 	"strata/runtime/tokenizer"
@@ -83,6 +84,11 @@ type ClusterOptions struct {
 	Metrics Metrics
 	// Logger receives one line per recovery; nil = silent.
 	Logger *slog.Logger
+	// PromptCache is how many finished sessions' KV caches this origin
+	// keeps on their stages for prompt caching (prefixcache.go); 0 = 16,
+	// negative = none. The stages drop entries sooner when they need the
+	// memory.
+	PromptCache int
 }
 
 // Metrics receives step timings (api.Metrics implements it).
@@ -101,6 +107,8 @@ type Cluster struct {
 	dir    Directory
 	models ModelStore
 	opts   ClusterOptions
+
+	prefix *prefixCache // retained sessions; nil = prompt caching off
 
 	mu       sync.Mutex
 	local    map[string]*localModel // tokenizer and profile by model name
@@ -169,11 +177,24 @@ func NewCluster(system *actor.ActorSystem, dir Directory, models ModelStore, opt
 	if opts.ViewSettle <= 0 {
 		opts.ViewSettle = 4 * time.Second
 	}
-	return &Cluster{system: system, dir: dir, models: models, opts: opts, local: map[string]*localModel{}, sessions: map[string]*SessionInfo{}}
+	c := &Cluster{system: system, dir: dir, models: models, opts: opts, local: map[string]*localModel{}, sessions: map[string]*SessionInfo{}}
+	if opts.PromptCache == 0 {
+		opts.PromptCache = defaultPromptCache
+	}
+	if opts.PromptCache > 0 {
+		c.prefix = &prefixCache{max: opts.PromptCache}
+	}
+	return c
 }
 
-// Close releases the model files the cluster opened.
+// Close releases the model files the cluster opened, and asks the stages
+// to drop the prompt caches this origin kept there.
 func (c *Cluster) Close() {
+	if c.prefix != nil {
+		for _, e := range c.prefix.all() {
+			c.dropEntry(e, false)
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, m := range c.local {
@@ -190,6 +211,9 @@ type Request struct {
 	MaxTokens int   // 0 = until end of generation or a full context
 	Sampling  sample.Params
 	Stop      []string
+	// Schema, when set, constrains the output to a JSON document of this
+	// schema (structured output): the last stage masks its sampling.
+	Schema *grammar.Schema
 }
 
 // Sessions lists the sessions this node drives now.
@@ -480,6 +504,7 @@ func (c *Cluster) Generate(ctx context.Context, req Request, onToken func(engine
 		return res, err
 	}
 	res.PrefillDuration = time.Since(start)
+	res.CachedTokens = r.cached
 	decodeStart := time.Now()
 	defer func() { res.DecodeDuration = time.Since(decodeStart) }()
 
@@ -500,10 +525,12 @@ func (c *Cluster) Generate(ctx context.Context, req Request, onToken func(engine
 		}
 		if stop {
 			res.FinishReason = engine.FinishStop
+			r.keep = seq
 			break
 		}
 		if (req.MaxTokens > 0 && len(res.Tokens) >= req.MaxTokens) || len(seq)+1 >= ctxLen {
 			res.FinishReason = engine.FinishLength
+			r.keep = seq
 			if rest := text.Flush(); rest != "" {
 				if err := onToken(engine.Token{ID: next, Index: len(res.Tokens) - 1, Text: rest}); err != nil {
 					res.Text = text.Text()
@@ -569,6 +596,15 @@ type run struct {
 	lastCompute           time.Duration
 	stepTime, stepCompute time.Duration
 	steps                 int
+
+	// Prompt caching (prefixcache.go): the retained session the first
+	// Forward resumes, the positions it covers, whether resuming failed
+	// once, and the tokens the KV caches hold at a clean end.
+	resume  string
+	resumed *prefixEntry
+	cached  int
+	noCache bool
+	keep    []int
 }
 
 // maxRecoveries bounds how many times one session rebuilds its ring.
@@ -637,12 +673,15 @@ func (r *run) start(ctx context.Context, seq []int) (int, error) {
 		// batches as the uninterrupted run, so the KV caches come out bit
 		// for bit the same (batched and one-token kernels may round
 		// differently) and greedy output does not change. Only the last
-		// message samples.
+		// message samples. (A prompt that resumes a cached prefix starts
+		// its batches after it: it may round differently from a run
+		// without the cache.)
 		promptLen := r.info.Prompt
-		for i := 0; i < promptLen; i += MaxBatch {
+		skip := r.resumeFrom(seq)
+		for i := skip; i < promptLen; i += MaxBatch {
 			chunk := seq[i:min(i+MaxBatch, promptLen)]
 			var accept []int
-			if i == 0 {
+			if i == skip {
 				accept = seq
 			}
 			r.send(i, chunk, i+len(chunk) == len(seq), accept)
@@ -654,6 +693,9 @@ func (r *run) start(ctx context.Context, seq []int) (int, error) {
 		// progress, not a stall.
 		messages := (promptLen+MaxBatch-1)/MaxBatch + len(seq) - promptLen
 		next, err := r.waitFor(ctx, len(seq), r.c.opts.StepTimeout*time.Duration(1+messages/8))
+		if r.cacheFailed(ctx, err) {
+			continue
+		}
 		var lost *stageLost
 		if errors.As(err, &lost) {
 			c.logf("session %s: %v; re-planning", r.id, lost)
@@ -720,7 +762,9 @@ func (r *run) send(pos int, tokens []int, sampleNow bool, accept []int) {
 		f.Tokens = append(f.Tokens, int32(t))
 	}
 	if accept != nil {
+		f.Resume, r.resume = r.resume, ""
 		f.Sampling = samplingMessage(r.req.Sampling)
+		r.constrain(f.Sampling)
 		for _, t := range accept {
 			f.Accept = append(f.Accept, int32(t))
 		}
@@ -835,7 +879,11 @@ func (r *run) free() {
 }
 
 func (r *run) close() {
-	r.free()
+	if r.keep != nil && r.c.prefix != nil && len(r.stages) > 0 {
+		r.retain(r.keep)
+	} else {
+		r.free()
+	}
 	r.c.system.Root.Stop(r.self)
 	r.c.mu.Lock()
 	delete(r.c.sessions, r.id)

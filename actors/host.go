@@ -229,7 +229,7 @@ func (h *Host) load(ctx actor.Context, spec *messages.ShardSpec) *messages.Shard
 	if h.cfg.MaxContext > 0 {
 		maxCtx = min(maxCtx, h.cfg.MaxContext)
 	}
-	s := &shard{host: h, spec: spec, m: m, weightBytes: bytes, maxContext: maxCtx, sessions: map[string]*shardSession{}}
+	s := &shard{host: h, spec: spec, m: m, file: f, weightBytes: bytes, maxContext: maxCtx, sessions: map[string]*shardSession{}}
 	h.clock++
 	s.lastUse.Store(h.clock)
 	s.pin()
@@ -332,6 +332,11 @@ func (h *Host) label() string {
 // keep (may be nil) is the shard asking, which is never evicted.
 func (h *Host) reserveLocked(n uint64, what string, keep *shard) error {
 	if h.cfg.MemoryBytes > 0 && h.used+n > h.cfg.MemoryBytes {
+		// Retained prompt caches go first: they cost one prefill to
+		// rebuild, an unloaded shard a load.
+		h.evictCachedLocked(h.used + n - h.cfg.MemoryBytes)
+	}
+	if h.cfg.MemoryBytes > 0 && h.used+n > h.cfg.MemoryBytes {
 		h.evictLocked(h.used+n-h.cfg.MemoryBytes, keep)
 	}
 	if h.cfg.MemoryBytes > 0 && h.used+n > h.cfg.MemoryBytes {
@@ -357,8 +362,9 @@ func (h *Host) evictLocked(need uint64, keep *shard) {
 			break
 		}
 		delete(h.shards, ShardID(s.spec))
-		h.used -= min(s.weightBytes, h.used)
-		freed += s.weightBytes
+		n := s.weightBytes + s.dropAllCached() // an idle shard's KV memory is its cache entries
+		h.used -= min(n, h.used)
+		freed += n
 		if h.system != nil {
 			h.system.Root.Stop(s.pid)
 		}

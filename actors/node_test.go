@@ -117,6 +117,20 @@ func TestNodesOverLibp2p(t *testing.T) {
 	if st.Steps != 99 || st.Stages != 3 || st.Round <= 0 {
 		t.Errorf("step stats %+v", st)
 	}
+	// The conversation's next turn resumes the KV caches the stages
+	// retained, across peers: everything the first turn saw is cached.
+	lm, err := nodes[2].Cluster.model("stories260K")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := append(lm.tok.Encode("Lily wanted a cat.", true, false), res.Tokens[:len(res.Tokens)-1]...)
+	next := append(append([]int(nil), seen...), lm.tok.Encode(" Then", false, false)...)
+	wantNext := singleNode(t, path, engine.Request{Tokens: next, MaxTokens: 20})
+	res2, err := nodes[2].Cluster.Generate(context.Background(), Request{Model: "stories260K", Tokens: next, MaxTokens: 20}, func(engine.Token) error { return nil })
+	if err != nil || res2.CachedTokens != len(seen) || res2.Text != wantNext.Text {
+		t.Errorf("next turn over 3 peers: %v, %d tokens cached (want %d), %q (want %q)", err, res2.CachedTokens, len(seen), res2.Text, wantNext.Text)
+	}
+
 	// Every node announces the shard it holds.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -163,7 +177,7 @@ func waitNoKV(t *testing.T, nodes []*Node) {
 		left := ""
 		for i, nd := range nodes {
 			for _, s := range nd.Host.Stats().Shards {
-				if s.Sessions != 0 || s.KvBytes != 0 {
+				if s.Sessions != 0 || s.KvBytes != s.CachedKvBytes { // retained prompt caches are kept on purpose
 					left = fmt.Sprintf("node %d %s: %d sessions, %d bytes", i, s.ActorId, s.Sessions, s.KvBytes)
 				}
 			}

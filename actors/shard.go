@@ -12,6 +12,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"strata/messages"
+	"strata/runtime/gguf"
+	"strata/runtime/grammar"
 	"strata/runtime/model"
 	"strata/runtime/sample"
 	"strata/runtime/tensor"
@@ -40,6 +42,14 @@ type shard struct {
 	// when its session ended must not bring it back.
 	freed     map[string]bool
 	freedList []string
+	// cached holds retained sessions' KV caches (prompt caching,
+	// kvcache.go), by the ID of the session that filled them.
+	cached map[string]*cachedKV
+
+	// Structured output on the last stage (constrain.go): the model's
+	// file, for its tokenizer; built on first use, on the actor's goroutine.
+	file *gguf.File
+	gram grammars
 }
 
 // maxFreed bounds the freed-session memory.
@@ -50,7 +60,11 @@ type shardSession struct {
 	origin  *actor.PID // the session's inbox: when it goes, so does the session
 	cache   *model.Cache
 	sampler *sample.Sampler // last stage only
-	kvBytes uint64
+	// matcher constrains the sampler (structured output), last stage
+	// only; it follows the tokens from position schemaFrom on.
+	matcher    *grammar.Matcher
+	schemaFrom int
+	kvBytes    uint64
 }
 
 // errSessionFreed marks a Forward for a session that has ended: dropped quietly.
@@ -61,10 +75,15 @@ func (s *shard) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *messages.Forward:
 		if err := s.forward(ctx, m); err != nil && err != errSessionFreed && m.ReplyTo != nil {
-			ctx.Send(toPID(m.ReplyTo), &messages.ForwardError{Session: m.Session, Stage: s.pid.Id, Error: s.host.label() + err.Error()})
+			ctx.Send(toPID(m.ReplyTo), &messages.ForwardError{Session: m.Session, Stage: s.pid.Id, Error: s.host.label() + err.Error(),
+				CacheMiss: errors.Is(err, errCacheMiss)})
 		}
 	case *messages.FreeSession:
-		if s.mayFree(m.Session, ctx.Sender()) {
+		switch {
+		case !s.mayFree(m.Session, ctx.Sender()):
+		case m.Retain && s.retain(m.Session):
+		case s.dropCached(m.Session, ctx.Sender()):
+		default:
 			s.free(m.Session)
 		}
 		if ctx.Sender() != nil {
@@ -82,6 +101,7 @@ func (s *shard) Receive(ctx actor.Context) {
 		for id := range s.sessions {
 			s.free(id)
 		}
+		s.host.release(s.dropAllCached())
 	}
 }
 
@@ -106,6 +126,9 @@ func (s *shard) kvBytes() uint64 {
 	var n uint64
 	for _, ss := range s.sessions {
 		n += ss.kvBytes
+	}
+	for _, e := range s.cached {
+		n += e.ss.kvBytes
 	}
 	return n
 }
@@ -142,6 +165,11 @@ func (s *shard) stats() *messages.ShardState {
 	for _, ss := range s.sessions {
 		st.KvBytes += ss.kvBytes
 	}
+	for _, e := range s.cached {
+		st.KvBytes += e.ss.kvBytes
+		st.CachedKvBytes += e.ss.kvBytes
+	}
+	st.Cached = uint32(len(s.cached))
 	return st
 }
 
@@ -149,6 +177,15 @@ func (s *shard) free(session string) {
 	s.mu.Lock()
 	ss, ok := s.sessions[session]
 	delete(s.sessions, session)
+	s.markFreedLocked(session)
+	s.mu.Unlock()
+	if ok {
+		s.host.release(ss.kvBytes)
+	}
+}
+
+// markFreedLocked remembers that a session ended (s.mu held).
+func (s *shard) markFreedLocked(session string) {
 	if !s.freed[session] {
 		if s.freed == nil {
 			s.freed = map[string]bool{}
@@ -159,10 +196,6 @@ func (s *shard) free(session string) {
 			delete(s.freed, s.freedList[0])
 			s.freedList = s.freedList[1:]
 		}
-	}
-	s.mu.Unlock()
-	if ok {
-		s.host.release(ss.kvBytes)
 	}
 }
 
@@ -183,6 +216,13 @@ func (s *shard) session(ctx actor.Context, m *messages.Forward) (*shardSession, 
 		return nil, fmt.Errorf("forward without a session")
 	case freed:
 		return nil, errSessionFreed
+	case m.ReplyTo != nil && m.Resume != "":
+		// Prompt caching: the session starts from a retained one.
+		ss, err := s.adopt(m)
+		if err != nil {
+			return nil, err
+		}
+		return s.open(ctx, m, ss)
 	case m.Position != 0:
 		return nil, fmt.Errorf("session %s is not open here (a session starts at position 0)", m.Session)
 	case m.ReplyTo == nil:
@@ -196,13 +236,22 @@ func (s *shard) session(ctx actor.Context, m *messages.Forward) (*shardSession, 
 	if err := s.host.reserve(kv, fmt.Sprintf("the KV cache of session %s on %s", m.Session, s.pid.Id), s); err != nil {
 		return nil, err
 	}
-	ss = &shardSession{cache: s.m.NewCache(ctxLen), kvBytes: kv, origin: toPID(m.ReplyTo)}
+	return s.open(ctx, m, &shardSession{cache: s.m.NewCache(ctxLen), kvBytes: kv, origin: toPID(m.ReplyTo)})
+}
+
+// open makes ss (whose KV memory is reserved) the session m starts: its
+// sampler on the last stage, and the watch on its origin. On error the
+// memory is released.
+func (s *shard) open(ctx actor.Context, m *messages.Forward, ss *shardSession) (*shardSession, error) {
 	ctx.Watch(ss.origin)
 	s.pinnedUntil.Store(0)
 	if s.m.IsLast() {
 		sp, err := sample.New(samplingParams(m.Sampling), s.m.Vocab)
+		if err == nil && m.Sampling.GetConstrained() {
+			err = s.constrain(ss, sp, m.Sampling)
+		}
 		if err != nil {
-			s.host.release(kv)
+			s.host.release(ss.kvBytes)
 			return nil, err
 		}
 		ss.sampler = sp
@@ -258,13 +307,19 @@ func (s *shard) forward(ctx actor.Context, m *messages.Forward) error {
 			Hidden: encodeHidden(st.X[:n*embd], m.HiddenType), HiddenType: m.HiddenType,
 			Route: m.Route[1:], ReplyTo: m.ReplyTo, Context: m.Context, Sampling: m.Sampling,
 			Accept: m.Accept, Sample: m.Sample, ComputeNs: m.ComputeNs + time.Since(start).Nanoseconds(),
+			Resume: m.Resume,
 		}
 		ctx.Send(toPID(m.Route[0]), next)
 		return nil
 	}
-	for _, t := range m.Accept {
+	for i, t := range m.Accept {
 		if t >= 0 && int(t) < s.m.Vocab {
 			ss.sampler.Accept(int(t))
+			// Accept lists the sequence from position 0: on a replay, the
+			// tokens from schemaFrom on are the document so far.
+			if ss.matcher != nil && i >= ss.schemaFrom {
+				ss.matcher.Accept(int(t))
+			}
 		}
 	}
 	if !m.Sample {

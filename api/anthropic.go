@@ -12,6 +12,7 @@ import (
 
 	"strata/runtime/engine"
 	"strata/runtime/sample"
+	"strata/runtime/toolcall"
 )
 
 // The Anthropic Messages API: POST /v1/messages, as Claude clients and
@@ -51,12 +52,26 @@ type AnthropicBlock struct {
 	ID    string          `json:"id,omitempty"`    // tool_use
 	Name  string          `json:"name,omitempty"`  // tool_use
 	Input json.RawMessage `json:"input,omitempty"` // tool_use: the tool's input
+	// tool_result (in a user message): the call it answers, and its
+	// content, a string or an array of text blocks.
+	ToolUseID string          `json:"tool_use_id,omitempty"`
+	Content   json.RawMessage `json:"content,omitempty"`
+	IsError   bool            `json:"is_error,omitempty"`
 }
 
 // AnthropicUsage counts tokens as Anthropic does.
 type AnthropicUsage struct {
-	InputTokens  int `json:"input_tokens"`
-	OutputTokens int `json:"output_tokens"`
+	// InputTokens are the prompt tokens not read from the prompt cache:
+	// the prompt is InputTokens + CacheReadInputTokens, as Anthropic counts.
+	InputTokens              int `json:"input_tokens"`
+	OutputTokens             int `json:"output_tokens"`
+	CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int `json:"cache_read_input_tokens"`
+}
+
+// anthropicUsage counts a finished answer's tokens as Anthropic does.
+func anthropicUsage(u Usage) AnthropicUsage {
+	return AnthropicUsage{InputTokens: u.PromptTokens - u.cached(), OutputTokens: u.CompletionTokens, CacheReadInputTokens: u.cached()}
 }
 
 // MessagesResponse is the answer to a non-streaming request, and (empty)
@@ -170,13 +185,67 @@ func anthropicMessages(req *MessagesRequest) ([]Message, *Error) {
 		if m.Role != "user" && m.Role != "assistant" {
 			return nil, badRequest(param+".role", "invalid_value", "%s.role: Input should be 'user' or 'assistant', got %q", param, m.Role)
 		}
-		text, e := anthropicText(param+".content", m.Content)
+		turn, e := anthropicTurn(param+".content", m.Role, m.Content)
 		if e != nil {
 			return nil, e
 		}
-		msgs = append(msgs, Message{Role: m.Role, Content: text})
+		msgs = append(msgs, turn...)
 	}
+	nameToolResults(msgs)
 	return msgs, nil
+}
+
+// anthropicTurn reads one turn into chat messages: an assistant's text
+// and tool_use blocks become one message with tool calls; a user's
+// tool_result blocks become "tool" messages (as chat templates take
+// results), followed by the user's text if there is any.
+func anthropicTurn(param, role string, raw json.RawMessage) ([]Message, *Error) {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return []Message{{Role: role, Content: s}}, nil
+	}
+	var blocks []AnthropicBlock
+	if err := json.Unmarshal(raw, &blocks); err != nil {
+		return nil, badRequest(param, "invalid_type", "%s: must be a string or an array of content blocks", param)
+	}
+	var out []Message
+	var text strings.Builder
+	var calls []MessageCall
+	for i, bl := range blocks {
+		bp := fmt.Sprintf("%s.%d", param, i)
+		switch {
+		case bl.Type == "text":
+			if text.Len() > 0 {
+				text.WriteString("\n")
+			}
+			text.WriteString(bl.Text)
+		case bl.Type == "tool_use" && role == "assistant":
+			args, ok := argumentsText(bl.Input)
+			if bl.Name == "" || !ok {
+				return nil, badRequest(bp, "invalid_value", "%s: a tool_use block needs a name and an input object", bp)
+			}
+			calls = append(calls, MessageCall{ID: bl.ID, Name: bl.Name, Arguments: args})
+		case bl.Type == "tool_result" && role == "user":
+			content := ""
+			if !empty(bl.Content) {
+				c, e := anthropicText(bp+".content", bl.Content)
+				if e != nil {
+					return nil, e
+				}
+				content = c
+			}
+			out = append(out, Message{Role: "tool", Content: content, ToolCallID: bl.ToolUseID})
+		case bl.Type == "thinking" || bl.Type == "redacted_thinking":
+			// Claude clients send their earlier thinking back; a chat
+			// template has no place for another model's.
+		default:
+			return nil, badRequest(bp, "unsupported_value", "%s: content blocks of type %q are not supported in %s messages", bp, bl.Type, role)
+		}
+	}
+	if text.Len() > 0 || len(calls) > 0 || len(out) == 0 {
+		out = append(out, Message{Role: role, Content: text.String(), ToolCalls: calls})
+	}
+	return out, nil
 }
 
 // anthropicText joins a string or an array of text blocks.
@@ -230,18 +299,25 @@ func (c *anthropicCollector) text(s string) error { c.b.WriteString(s); return n
 func (c *anthropicCollector) failed(*Error) bool { return false }
 
 func (c *anthropicCollector) finish(f finish) error {
-	reason, seq := anthropicStop(f, c.j.tool != nil)
-	block := AnthropicBlock{Type: "text", Text: c.b.String()}
+	reason, seq := anthropicStop(f, c.j.tool != nil || len(f.calls) > 0)
+	blocks := []AnthropicBlock{{Type: "text", Text: c.b.String()}}
 	if t := c.j.tool; t != nil {
-		block = AnthropicBlock{Type: "tool_use", ID: t.id, Name: t.name, Input: json.RawMessage(c.b.String())}
+		block := AnthropicBlock{Type: "tool_use", ID: t.id, Name: t.name, Input: json.RawMessage(c.b.String())}
 		if !json.Valid(block.Input) { // cut short: Anthropic's clients parse input
 			block.Input = json.RawMessage("{}")
 		}
+		blocks = []AnthropicBlock{block}
+	}
+	if len(f.calls) > 0 && c.b.Len() == 0 {
+		blocks = nil // no empty text block before the calls
+	}
+	for _, call := range f.calls {
+		blocks = append(blocks, AnthropicBlock{Type: "tool_use", ID: call.ID, Name: call.Name, Input: json.RawMessage(call.Arguments)})
 	}
 	v := MessagesResponse{ID: c.j.id, Type: "message", Role: "assistant", Model: c.j.model,
-		Content:    []AnthropicBlock{block},
+		Content:    blocks,
 		StopReason: &reason, StopSequence: seq,
-		Usage: AnthropicUsage{InputTokens: f.usage.PromptTokens, OutputTokens: f.usage.CompletionTokens}}
+		Usage: anthropicUsage(f.usage)}
 	c.w.Header().Set("Content-Type", "application/json")
 	return json.NewEncoder(c.w).Encode(v)
 }
@@ -254,6 +330,11 @@ type anthropicStream struct {
 	rc      *http.ResponseController
 	j       *job
 	started bool
+	// index is the content block being written (or the next one, when
+	// none is open). With tools the model may call, a text block opens
+	// at the first text, and each call is a block of its own.
+	index int
+	open  bool
 }
 
 func (s *anthropicStream) event(name string, v any) error {
@@ -282,25 +363,64 @@ func (s *anthropicStream) begin() error {
 	if err := s.event("message_start", map[string]any{"type": "message_start", "message": msg}); err != nil {
 		return err
 	}
-	block := map[string]any{"type": "text", "text": ""}
 	if t := s.j.tool; t != nil {
-		block = map[string]any{"type": "tool_use", "id": t.id, "name": t.name, "input": map[string]any{}}
-	}
-	if err := s.event("content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": block}); err != nil {
-		return err
+		if err := s.startBlock(map[string]any{"type": "tool_use", "id": t.id, "name": t.name, "input": map[string]any{}}); err != nil {
+			return err
+		}
+	} else if s.j.tools == nil {
+		if err := s.startBlock(map[string]any{"type": "text", "text": ""}); err != nil {
+			return err
+		}
 	}
 	return s.event("ping", map[string]string{"type": "ping"})
+}
+
+func (s *anthropicStream) startBlock(block map[string]any) error {
+	s.open = true
+	return s.event("content_block_start", map[string]any{"type": "content_block_start", "index": s.index, "content_block": block})
+}
+
+func (s *anthropicStream) stopBlock() error {
+	s.open = false
+	s.index++
+	return s.event("content_block_stop", map[string]any{"type": "content_block_stop", "index": s.index - 1})
 }
 
 func (s *anthropicStream) text(t string) error {
 	if err := s.begin(); err != nil {
 		return err
 	}
+	if !s.open {
+		if err := s.startBlock(map[string]any{"type": "text", "text": ""}); err != nil {
+			return err
+		}
+	}
 	delta := map[string]string{"type": "text_delta", "text": t}
 	if s.j.tool != nil {
 		delta = map[string]string{"type": "input_json_delta", "partial_json": t}
 	}
-	return s.event("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0, "delta": delta})
+	return s.event("content_block_delta", map[string]any{"type": "content_block_delta", "index": s.index, "delta": delta})
+}
+
+// call writes a parsed tool call as a tool_use block: its input arrives
+// whole, in one input_json_delta.
+func (s *anthropicStream) call(_ int, c toolcall.Call) error {
+	if err := s.begin(); err != nil {
+		return err
+	}
+	if s.open {
+		if err := s.stopBlock(); err != nil {
+			return err
+		}
+	}
+	if err := s.startBlock(map[string]any{"type": "tool_use", "id": c.ID, "name": c.Name, "input": map[string]any{}}); err != nil {
+		return err
+	}
+	if err := s.event("content_block_delta", map[string]any{"type": "content_block_delta", "index": s.index,
+		"delta": map[string]string{"type": "input_json_delta", "partial_json": c.Arguments}}); err != nil {
+		return err
+	}
+	return s.stopBlock()
 }
 
 func (s *anthropicStream) failed(e *Error) bool {
@@ -315,13 +435,22 @@ func (s *anthropicStream) finish(f finish) error {
 	if err := s.begin(); err != nil {
 		return err
 	}
-	reason, seq := anthropicStop(f, s.j.tool != nil)
-	if err := s.event("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0}); err != nil {
-		return err
+	reason, seq := anthropicStop(f, s.j.tool != nil || len(f.calls) > 0)
+	if !s.open && s.index == 0 { // nothing at all: an empty text block, as before
+		if err := s.startBlock(map[string]any{"type": "text", "text": ""}); err != nil {
+			return err
+		}
+	}
+	if s.open {
+		if err := s.stopBlock(); err != nil {
+			return err
+		}
 	}
 	if err := s.event("message_delta", map[string]any{"type": "message_delta",
 		"delta": map[string]any{"stop_reason": reason, "stop_sequence": seq},
-		"usage": map[string]int{"output_tokens": f.usage.CompletionTokens}}); err != nil {
+		// message_start went out before the cache hit was known: the
+		// final counts, as Anthropic's message_delta carries them.
+		"usage": anthropicUsage(f.usage)}); err != nil {
 		return err
 	}
 	return s.event("message_stop", map[string]string{"type": "message_stop"})
@@ -329,19 +458,26 @@ func (s *anthropicStream) finish(f finish) error {
 
 // anthropicTools reads tools and tool_choice: a forced tool ({"type":
 // "tool", "name"}, or "any" with one tool) constrains the answer to the
-// tool's input_schema and answers with a tool_use block. Tools the model
-// may choose to call ("auto") are refused: the model's own tool-call
-// format is not parsed yet.
+// tool's input_schema and answers with a tool_use block; tools the model
+// may choose to call ("auto", the default) go into its chat template and
+// come back as tool_use blocks when it calls them (tools.go).
 func anthropicTools(req *MessagesRequest, j *job) *Error {
 	if empty(req.Tools) {
 		return nil
 	}
 	var tools []struct {
+		Type        string          `json:"type"`
 		Name        string          `json:"name"`
+		Description string          `json:"description"`
 		InputSchema json.RawMessage `json:"input_schema"`
 	}
 	if err := json.Unmarshal(req.Tools, &tools); err != nil {
 		return badRequest("tools", "invalid_type", "tools: must be an array of tools with a name and an input_schema")
+	}
+	for i, t := range tools {
+		if (t.Type != "" && t.Type != "custom") || t.Name == "" {
+			return badRequest(fmt.Sprintf("tools.%d", i), "unsupported_value", "tools.%d: only client tools with a name and an input_schema are supported (not %q)", i, t.Type)
+		}
 	}
 	var choice struct {
 		Type string `json:"type"`
@@ -370,8 +506,17 @@ func anthropicTools(req *MessagesRequest, j *job) *Error {
 		if pick < 0 {
 			return badRequest("tool_choice", "invalid_value", "tool_choice: names %q, which is not among the tools", choice.Name)
 		}
+	case "", "auto":
+		defs := make([]json.RawMessage, len(tools))
+		for i, t := range tools {
+			var ft functionTool
+			ft.Type, ft.Function.Name, ft.Function.Description, ft.Function.Parameters = "function", t.Name, t.Description, t.InputSchema
+			defs[i] = ft.raw()
+		}
+		j.tools = newToolUse(defs, "toolu_")
+		return nil
 	default:
-		return badRequest("tool_choice", "unsupported_value", "tool_choice: tool use chosen by the model (auto) is not supported yet; force a tool with {\"type\": \"tool\", \"name\": ...}")
+		return badRequest("tool_choice", "invalid_value", "tool_choice: type must be auto, any, tool or none, got %q", choice.Type)
 	}
 	sc, e := compileSchema(fmt.Sprintf("tools.%d.input_schema", pick), tools[pick].InputSchema)
 	if e != nil {

@@ -4,7 +4,7 @@
 //
 //	POST /v1/chat/completions  chat, rendered with the model's GGUF chat template (SSE with "stream": true)
 //	POST /v1/completions       plain continuation of a prompt (SSE with "stream": true)
-//	POST /v1/responses         OpenAI Responses API, text (named SSE events with "stream": true)
+//	POST /v1/responses         OpenAI Responses API, text and function calls (named SSE events with "stream": true)
 //	POST /v1/messages          Anthropic Messages API (named SSE events with "stream": true)
 //	GET  /v1/models            the models this node can serve, readable by OpenAI's and Anthropic's clients; GET /v1/models/{id} one of them
 //	POST /api/chat             Ollama's chat (NDJSON stream unless "stream": false)
@@ -37,8 +37,20 @@
 //
 // Structured output (response_format json_schema, forced tools, Ollama's
 // format) constrains sampling with a grammar compiled from the JSON
-// schema (package grammar); it needs a ConstrainedGenerator (Local), and
-// other generators refuse it with 400.
+// schema (package grammar); it needs a ConstrainedGenerator (Local: the
+// engine takes the matcher) or a RemoteConstrainedGenerator (a cluster:
+// the schema travels to the last stage, which samples), and other
+// generators refuse it with 400. Tools the model may call (tool_choice
+// auto) go through its chat template, and package toolcall parses the
+// calls out of its answer in its family's syntax (tools.go); any
+// Generator serves those.
+//
+// Prompt caching: a request whose prompt begins with what an earlier one
+// left in the KV cache (a conversation's next turn) reuses it, on one
+// node or on every stage of a ring; usage reports the cached tokens
+// (OpenAI prompt_tokens_details.cached_tokens, Anthropic
+// cache_read_input_tokens, Responses input_tokens_details.cached_tokens)
+// and strata_prompt_cached_tokens_total counts them.
 //
 // Requests are validated before they queue: malformed JSON and bad
 // parameters get 400, an unknown model 404, a missing or wrong key 401, a

@@ -32,6 +32,7 @@ type Metrics struct {
 	requests  *prometheus.CounterVec   // endpoint, code
 	generated *prometheus.CounterVec   // model
 	prompt    *prometheus.CounterVec   // model
+	cached    *prometheus.CounterVec   // model
 	ttft      prometheus.Histogram     // seconds from request arrival to the first token
 	decode    prometheus.Histogram     // tokens/s of each finished generation's decode
 	hop       *prometheus.HistogramVec // peer
@@ -59,6 +60,7 @@ func NewMetrics() *Metrics {
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_api_requests_total", Help: "API requests answered, by endpoint and HTTP status code."}, []string{"endpoint", "code"})
 	m.generated = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_generated_tokens_total", Help: "Tokens generated through the API."}, []string{"model"})
 	m.prompt = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_prompt_tokens_total", Help: "Prompt tokens processed through the API."}, []string{"model"})
+	m.cached = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_prompt_cached_tokens_total", Help: "Prompt tokens whose KV cache was reused from an earlier request (prompt caching) instead of prefilled."}, []string{"model"})
 	m.ttft = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "strata_time_to_first_token_seconds", Help: "Time from a request's arrival (queueing included) to its first generated token.",
 		Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)})
 	m.decode = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "strata_decode_tokens_per_second", Help: "Decode speed of each finished generation.",
@@ -72,7 +74,7 @@ func NewMetrics() *Metrics {
 	m.waiting = prometheus.NewGauge(prometheus.GaugeOpts{Name: "strata_api_queue_depth", Help: "Generation requests waiting in the queue now."})
 	tps := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "strata_tokens_per_second", Help: "Tokens generated per second over the last few seconds, all requests together."},
 		func() float64 { return m.rate.rate(time.Now()) })
-	for _, c := range []prometheus.Collector{m.requests, m.generated, m.prompt, m.ttft, m.decode, m.hop, m.step, m.sent, m.active, m.waiting, tps,
+	for _, c := range []prometheus.Collector{m.requests, m.generated, m.prompt, m.cached, m.ttft, m.decode, m.hop, m.step, m.sent, m.active, m.waiting, tps,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
 	}
@@ -156,11 +158,12 @@ func (m *Metrics) token(model string) {
 }
 
 // finished records a generation's prompt size and decode speed.
-func (m *Metrics) finished(model string, promptTokens, generated int, decode time.Duration) {
+func (m *Metrics) finished(model string, promptTokens, cached, generated int, decode time.Duration) {
 	if m == nil {
 		return
 	}
 	m.prompt.WithLabelValues(model).Add(float64(promptTokens))
+	m.cached.WithLabelValues(model).Add(float64(cached))
 	if generated > 1 && decode > 0 {
 		m.decode.Observe(float64(generated) / decode.Seconds())
 	}

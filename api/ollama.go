@@ -12,6 +12,7 @@ import (
 
 	"strata/runtime/engine"
 	"strata/runtime/sample"
+	"strata/runtime/toolcall"
 )
 
 // The Ollama API, as Open WebUI, the ollama clients and many apps speak
@@ -47,10 +48,25 @@ type OllamaOptions struct {
 	Stop             []string `json:"stop"`
 }
 
-// OllamaMessage is one chat message.
+// OllamaMessage is one chat message: an assistant's may carry tool
+// calls, and a "tool" message is a call's result (tool_name says whose).
 type OllamaMessage struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
+	Role       string           `json:"role"`
+	Content    string           `json:"content"`
+	ToolCalls  []OllamaToolCall `json:"tool_calls,omitempty"`
+	ToolName   string           `json:"tool_name,omitempty"`
+	ToolCallID string           `json:"tool_call_id,omitempty"`
+}
+
+// OllamaToolCall is a call of a function tool; Arguments is a JSON object
+// (not a string, as in OpenAI's shape).
+type OllamaToolCall struct {
+	ID       string `json:"id,omitempty"`
+	Function struct {
+		Index     int             `json:"index"`
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	} `json:"function"`
 }
 
 // OllamaChatRequest is the body of POST /api/chat.
@@ -175,12 +191,21 @@ func ollamaSettings(o OllamaOptions, j *job) *Error {
 	return nil
 }
 
-// ollamaFormat reads format ("json", or a JSON schema) into j, and
-// refuses tools: Ollama has no way to force one, and the model's own
-// tool-call format is not parsed yet.
+// ollamaFormat reads format ("json", or a JSON schema) and tools into j.
+// Tools are the model's to call (Ollama has no way to force one); they
+// cannot be combined with a format, which would leave the model no way
+// to write a call.
 func ollamaFormat(format, tools json.RawMessage, j *job) *Error {
 	if !empty(tools) {
-		return badRequest("tools", "unsupported_value", "tools are not supported yet")
+		if !empty(format) {
+			return badRequest("format", "unsupported_value", "format and tools cannot be combined")
+		}
+		_, defs, e := openAITools("tools", tools)
+		if e != nil {
+			return e
+		}
+		j.tools = newToolUse(defs, "call_")
+		return nil
 	}
 	if empty(format) {
 		return nil
@@ -233,13 +258,10 @@ func (s *Server) handleOllamaChat(w http.ResponseWriter, r *http.Request) {
 			Message: &OllamaMessage{Role: "assistant"}, Done: true, DoneReason: "load"})
 		return
 	}
-	msgs := make([]Message, len(req.Messages))
-	for i, m := range req.Messages {
-		if !roles[m.Role] || m.Role == "developer" {
-			s.fail(w, ep, badRequest("messages", "invalid_value", "messages[%d]: invalid role %q (system, user, assistant or tool)", i, m.Role))
-			return
-		}
-		msgs[i] = Message{Role: m.Role, Content: m.Content}
+	msgs, e := ollamaMessages(req.Messages)
+	if e != nil {
+		s.fail(w, ep, e)
+		return
 	}
 	if e := s.chatPrompt(r.Context(), j, msgs, "messages"); e != nil || r.Context().Err() != nil {
 		if e != nil {
@@ -250,6 +272,27 @@ func (s *Server) handleOllamaChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.run(w, r, j, &ollamaOut{w: w, rc: http.NewResponseController(w), j: j, name: req.Model, chat: true, start: start}, start)
+}
+
+// ollamaMessages reads a chat's messages: text, the tool calls of
+// assistant messages (arguments as objects), and tool results.
+func ollamaMessages(list []OllamaMessage) ([]Message, *Error) {
+	msgs := make([]Message, len(list))
+	for i, m := range list {
+		if !roles[m.Role] || m.Role == "developer" {
+			return nil, badRequest("messages", "invalid_value", "messages[%d]: invalid role %q (system, user, assistant or tool)", i, m.Role)
+		}
+		msgs[i] = Message{Role: m.Role, Content: m.Content, Name: m.ToolName, ToolCallID: m.ToolCallID}
+		for k, c := range m.ToolCalls {
+			args, ok := argumentsText(c.Function.Arguments)
+			if c.Function.Name == "" || !ok {
+				return nil, badRequest("messages", "invalid_value", "messages[%d].tool_calls[%d]: a call needs a function name and arguments that are a JSON object", i, k)
+			}
+			msgs[i].ToolCalls = append(msgs[i].ToolCalls, MessageCall{ID: c.ID, Name: c.Function.Name, Arguments: args})
+		}
+	}
+	nameToolResults(msgs)
+	return msgs, nil
 }
 
 func (s *Server) handleOllamaGenerate(w http.ResponseWriter, r *http.Request) {
@@ -369,6 +412,22 @@ func (o *ollamaOut) text(t string) error {
 	return o.send(o.line(t))
 }
 
+// call streams a parsed tool call as a line of its own.
+func (o *ollamaOut) call(i int, c toolcall.Call) error {
+	if !o.j.stream {
+		return nil // finish writes them
+	}
+	v := o.line("")
+	v.Message.ToolCalls = []OllamaToolCall{ollamaCall(i, c)}
+	return o.send(v)
+}
+
+func ollamaCall(i int, c toolcall.Call) OllamaToolCall {
+	tc := OllamaToolCall{ID: c.ID}
+	tc.Function.Index, tc.Function.Name, tc.Function.Arguments = i, c.Name, json.RawMessage(c.Arguments)
+	return tc
+}
+
 func (o *ollamaOut) failed(e *Error) bool {
 	if !o.started {
 		return false
@@ -390,6 +449,11 @@ func (o *ollamaOut) finish(f finish) error {
 	v.EvalDuration = (total - o.first).Nanoseconds()
 	if !o.chat {
 		v.Context = append(append([]int{}, o.j.tokens...), f.tokens...)
+	}
+	if !o.j.stream && o.chat {
+		for i, c := range f.calls {
+			v.Message.ToolCalls = append(v.Message.ToolCalls, ollamaCall(i, c))
+		}
 	}
 	if !o.j.stream {
 		o.w.Header().Set("Content-Type", "application/json")
@@ -456,6 +520,9 @@ func (s *Server) handleOllamaShow(w http.ResponseWriter, r *http.Request) {
 	}
 	arch := info.Architecture
 	caps := []string{"completion"}
+	if strings.Contains(tok.ChatTemplate(), "tools") {
+		caps = append(caps, "tools")
+	}
 	s.writeJSON(w, "ollama", map[string]any{
 		"modelfile":  "",
 		"parameters": "",

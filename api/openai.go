@@ -18,6 +18,7 @@ import (
 	"strata/runtime/engine"
 	"strata/runtime/sample"
 	"strata/runtime/tokenizer"
+	"strata/runtime/toolcall"
 )
 
 // ChatRequest is the body of POST /v1/chat/completions: the fields of
@@ -32,10 +33,15 @@ type ChatRequest struct {
 }
 
 // ChatMessage is one message. Content is a string, an array of content
-// parts of which only {"type": "text"} is supported, or null.
+// parts of which only {"type": "text"} is supported, or null. An
+// assistant message may carry the tool calls it made; a "tool" message
+// answers one of them (tool_call_id).
 type ChatMessage struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	ToolCalls  json.RawMessage `json:"tool_calls"`
+	ToolCallID string          `json:"tool_call_id"`
+	Name       string          `json:"name"`
 }
 
 // CompletionRequest is the body of POST /v1/completions. Prompt is a
@@ -74,9 +80,25 @@ type StreamOptions struct {
 
 // Usage counts tokens as OpenAI does.
 type Usage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	TotalTokens      int `json:"total_tokens"`
+	PromptTokens        int                  `json:"prompt_tokens"`
+	CompletionTokens    int                  `json:"completion_tokens"`
+	TotalTokens         int                  `json:"total_tokens"`
+	PromptTokensDetails *PromptTokensDetails `json:"prompt_tokens_details,omitempty"`
+}
+
+// PromptTokensDetails breaks prompt_tokens down: cached_tokens are those
+// whose KV cache an earlier request left (prompt caching), so that
+// prefill did not run them.
+type PromptTokensDetails struct {
+	CachedTokens int `json:"cached_tokens"`
+}
+
+// cached is the number of prompt tokens read from the prompt cache.
+func (u Usage) cached() int {
+	if u.PromptTokensDetails == nil {
+		return 0
+	}
+	return u.PromptTokensDetails.CachedTokens
 }
 
 // ChatCompletion is the answer to a non-streaming chat request.
@@ -373,18 +395,10 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, "chat", badRequest("messages", "invalid_value", "messages must hold at least one message."))
 		return
 	}
-	msgs := make([]Message, len(req.Messages))
-	for i, m := range req.Messages {
-		text, e := messageText(i, m)
-		if e != nil {
-			s.fail(w, "chat", e)
-			return
-		}
-		role := m.Role
-		if role == "developer" {
-			role = "system"
-		}
-		msgs[i] = Message{Role: role, Content: text}
+	msgs, e := openAIMessages(req.Messages)
+	if e != nil {
+		s.fail(w, "chat", e)
+		return
 	}
 	if e := s.chatPrompt(r.Context(), j, msgs, "messages"); e != nil || r.Context().Err() != nil {
 		if e != nil {
@@ -395,6 +409,32 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.run(w, r, j, openAIOut(w, j), start)
+}
+
+// openAIMessages reads a chat's messages: text, the tool calls of
+// assistant messages, and tool results.
+func openAIMessages(list []ChatMessage) ([]Message, *Error) {
+	msgs := make([]Message, len(list))
+	for i, m := range list {
+		text, e := messageText(i, m)
+		if e != nil {
+			return nil, e
+		}
+		role := m.Role
+		if role == "developer" {
+			role = "system"
+		}
+		msgs[i] = Message{Role: role, Content: text, ToolCallID: m.ToolCallID, Name: m.Name}
+		if m.Role == "assistant" && !empty(m.ToolCalls) {
+			calls, e := openAIMessageCalls(i, m.ToolCalls)
+			if e != nil {
+				return nil, e
+			}
+			msgs[i].ToolCalls = calls
+		}
+	}
+	nameToolResults(msgs)
+	return msgs, nil
 }
 
 var roles = map[string]bool{"system": true, "developer": true, "user": true, "assistant": true, "tool": true}
@@ -576,6 +616,12 @@ func (c *collector) finish(f finish) error {
 				reason = "tool_calls"
 			}
 		}
+		for _, call := range f.calls {
+			msg.ToolCalls = append(msg.ToolCalls, ToolCall{ID: call.ID, Type: "function", Function: FunctionCall{Name: call.Name, Arguments: call.Arguments}})
+			if reason == engine.FinishStop {
+				reason = "tool_calls"
+			}
+		}
 		v = ChatCompletion{ID: c.j.id, Object: "chat.completion", Created: c.j.created, Model: c.j.model, Usage: usage,
 			Choices: []ChatChoice{{Message: msg, FinishReason: reason}}}
 	} else {
@@ -655,6 +701,15 @@ func (s *sseWriter) text(t string) error {
 	return s.event(s.completionChunk(t, nil))
 }
 
+// call streams a parsed tool call whole, as one delta.
+func (s *sseWriter) call(i int, c toolcall.Call) error {
+	if err := s.begin(); err != nil {
+		return err
+	}
+	return s.event(s.chatChunk(ChatDelta{ToolCalls: []ToolCall{{Index: &i, ID: c.ID, Type: "function",
+		Function: FunctionCall{Name: c.Name, Arguments: c.Arguments}}}}, nil))
+}
+
 func (s *sseWriter) failed(e *Error) bool {
 	if !s.started {
 		return false
@@ -665,7 +720,7 @@ func (s *sseWriter) failed(e *Error) bool {
 
 func (s *sseWriter) finish(f finish) error {
 	reason, usage := f.reason, f.usage
-	if s.j.tool != nil && reason == engine.FinishStop {
+	if (s.j.tool != nil || len(f.calls) > 0) && reason == engine.FinishStop {
 		reason = "tool_calls"
 	}
 	if err := s.begin(); err != nil {
@@ -704,8 +759,8 @@ func randomID() string {
 
 // openAIStructured reads response_format, tools and tool_choice into j:
 // a json_schema (or json_object) format, or a forced function tool,
-// becomes the schema sampling is constrained to. Tools without a forced
-// choice are refused: the model's own tool-call format is not parsed yet.
+// becomes the schema sampling is constrained to; tools the model may
+// call (auto, the default) go into its chat template (tools.go).
 func openAIStructured(req *ChatRequest, j *job) *Error {
 	if !empty(req.ResponseFormat) {
 		var rf struct {
@@ -738,20 +793,9 @@ func openAIStructured(req *ChatRequest, j *job) *Error {
 	if empty(req.Tools) {
 		return nil
 	}
-	var tools []struct {
-		Type     string `json:"type"`
-		Function struct {
-			Name       string          `json:"name"`
-			Parameters json.RawMessage `json:"parameters"`
-		} `json:"function"`
-	}
-	if err := json.Unmarshal(req.Tools, &tools); err != nil {
-		return badRequest("tools", "invalid_type", "tools must be an array of function tools.")
-	}
-	for i, t := range tools {
-		if t.Type != "function" || t.Function.Name == "" {
-			return badRequest(fmt.Sprintf("tools[%d]", i), "invalid_value", "Only function tools with a name are supported.")
-		}
+	tools, defs, e := openAITools("tools", req.Tools)
+	if e != nil {
+		return e
 	}
 	var choice string
 	var named struct {
@@ -787,8 +831,11 @@ func openAIStructured(req *ChatRequest, j *job) *Error {
 		if pick < 0 {
 			return badRequest("tool_choice", "invalid_value", "tool_choice names %q, which is not among the tools.", named.Function.Name)
 		}
+	case "auto":
+		j.tools = newToolUse(defs, "call_")
+		return nil
 	default:
-		return badRequest("tool_choice", "unsupported_value", "Tool calls chosen by the model (tool_choice %q) are not supported yet; force a tool with tool_choice required or a named function.", choice)
+		return badRequest("tool_choice", "invalid_value", "tool_choice must be none, auto, required or a named function, got %q.", choice)
 	}
 	if j.schema != nil {
 		return badRequest("response_format", "unsupported_value", "response_format and a forced tool cannot be combined.")
@@ -799,4 +846,30 @@ func openAIStructured(req *ChatRequest, j *job) *Error {
 	}
 	j.schema, j.tool = sc, &toolCall{name: tools[pick].Function.Name, id: "call_" + randomID()}
 	return nil
+}
+
+// openAIMessageCalls reads the tool_calls of an assistant message:
+// [{"id", "type": "function", "function": {"name", "arguments"}}], the
+// arguments a string holding a JSON object.
+func openAIMessageCalls(i int, raw json.RawMessage) ([]MessageCall, *Error) {
+	param := fmt.Sprintf("messages[%d].tool_calls", i)
+	var calls []struct {
+		ID       string `json:"id"`
+		Function struct {
+			Name      string          `json:"name"`
+			Arguments json.RawMessage `json:"arguments"`
+		} `json:"function"`
+	}
+	if err := json.Unmarshal(raw, &calls); err != nil {
+		return nil, badRequest(param, "invalid_type", "tool_calls must be an array of function calls.")
+	}
+	out := make([]MessageCall, len(calls))
+	for k, c := range calls {
+		args, ok := argumentsText(c.Function.Arguments)
+		if c.Function.Name == "" || !ok {
+			return nil, badRequest(fmt.Sprintf("%s[%d]", param, k), "invalid_value", "A tool call needs a function name and arguments that are a JSON object.")
+		}
+		out[k] = MessageCall{ID: c.ID, Name: c.Function.Name, Arguments: args}
+	}
+	return out, nil
 }

@@ -207,7 +207,7 @@ func TestGreedyMatchesEngine(t *testing.T) {
 			var c ChatCompletion
 			decode(t, post(t, hs.URL+"/v1/chat/completions", "k", chatBody), &c)
 			if len(c.Choices) != 1 || c.Choices[0].Message.Content != want.Text || c.Choices[0].FinishReason != "length" ||
-				c.Usage != (Usage{len(ids), 24, len(ids) + 24}) || c.Object != "chat.completion" || c.Choices[0].Message.Role != "assistant" {
+				(c.Usage.PromptTokens != len(ids) || c.Usage.CompletionTokens != 24 || c.Usage.TotalTokens != len(ids)+24 || c.Usage.PromptTokensDetails == nil) || c.Object != "chat.completion" || c.Choices[0].Message.Role != "assistant" {
 				t.Errorf("chat: %+v, want %q", c, want.Text)
 			}
 			var p Completion
@@ -342,10 +342,10 @@ func TestOpenAIClientDisconnectCancels(t *testing.T) {
 // prompt; one with a template gets it rendered, special tokens parsed and
 // one BOS.
 func TestFallbackAndTemplate(t *testing.T) {
-	if got := PlainChat([]Message{{"user", "Once upon a time"}}); got != "Once upon a time" {
+	if got := PlainChat([]Message{{Role: "user", Content: "Once upon a time"}}); got != "Once upon a time" {
 		t.Errorf("plain single: %q", got)
 	}
-	if got := PlainChat([]Message{{"system", "Be kind."}, {"user", "Hi"}}); got != "System: Be kind.\n\nUser: Hi\n\nAssistant:" {
+	if got := PlainChat([]Message{{Role: "system", Content: "Be kind."}, {Role: "user", Content: "Hi"}}); got != "System: Be kind.\n\nUser: Hi\n\nAssistant:" {
 		t.Errorf("plain conversation: %q", got)
 	}
 
@@ -363,7 +363,7 @@ func TestFallbackAndTemplate(t *testing.T) {
 	if !l.List()[0].ChatTemplate {
 		t.Error("ChatTemplate not reported")
 	}
-	msgs := []Message{{"system", "Lily"}, {"user", "Tell a story"}, {"assistant", "Once"}, {"user", "More"}}
+	msgs := []Message{{Role: "system", Content: "Lily"}, {Role: "user", Content: "Tell a story"}, {Role: "assistant", Content: "Once"}, {Role: "user", Content: "More"}}
 	prompt, err := RenderChat(context.Background(), e.Tokenizer, msgs)
 	if err != nil || !prompt.Template {
 		t.Fatal(err, prompt.Fallback)

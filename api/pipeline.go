@@ -12,6 +12,7 @@ import (
 	"strata/runtime/grammar"
 	"strata/runtime/sample"
 	"strata/runtime/tokenizer"
+	"strata/runtime/toolcall"
 )
 
 // The request pipeline every surface shares. A surface (openai.go,
@@ -38,6 +39,7 @@ type job struct {
 	created  int64
 	schema   *grammar.Schema // structured output: the document must match it
 	tool     *toolCall       // a forced tool: the document is its input
+	tools    *toolUse        // tools the model may call (tool_choice auto)
 }
 
 // finish is how a generation ended, in the terms every surface needs.
@@ -45,7 +47,8 @@ type finish struct {
 	reason  string // engine.FinishStop or engine.FinishLength
 	stopSeq string // the stop string that ended it, if one did
 	usage   Usage
-	tokens  []int // the generated ids
+	tokens  []int           // the generated ids
+	calls   []toolcall.Call // the tool calls parsed out of the answer (tools.go)
 }
 
 // streamer receives the answer as it is generated and writes it in one
@@ -70,7 +73,7 @@ func (s *Server) chatPrompt(ctx context.Context, j *job, msgs []Message, param s
 		return e
 	}
 	j.tok = tok
-	prompt, err := RenderChat(ctx, tok, msgs)
+	prompt, err := renderJob(ctx, j, tok, msgs)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -97,7 +100,8 @@ func (s *Server) chatPrompt(ctx context.Context, j *job, msgs []Message, param s
 func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job, out streamer, start time.Time) {
 	ctx := r.Context()
 	cg, constrained := s.cfg.Generator.(ConstrainedGenerator)
-	if j.schema != nil && !constrained {
+	_, remote := s.cfg.Generator.(RemoteConstrainedGenerator)
+	if j.schema != nil && !constrained && !remote {
 		s.fail(w, j.endpoint, noConstraints())
 		return
 	}
@@ -115,11 +119,16 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job, out streame
 	if j.echo != "" {
 		out.text(j.echo)
 	}
+	if j.tools != nil {
+		out = newToolOut(j.tools, out)
+	}
 	first := true
 	lastEOG := false
 	req := actors.Request{Model: j.model, Tokens: j.tokens, MaxTokens: j.maxTok, Sampling: j.params, Stop: j.stop}
 	generate := s.cfg.Generator.Generate
-	if j.schema != nil {
+	if j.schema != nil && !constrained {
+		req.Schema = j.schema // the cluster's last stage masks its sampling
+	} else if j.schema != nil {
 		budget := j.maxTok
 		if info, _, err := s.cfg.Models.Lookup(j.model); err == nil && info.ContextLength > 0 && (budget == 0 || info.ContextLength-len(j.tokens) < budget) {
 			budget = info.ContextLength - len(j.tokens)
@@ -137,13 +146,17 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job, out streame
 			}
 			s.metrics.token(j.model)
 			lastEOG = j.tok != nil && j.tok.IsEOG(t.ID)
-			if t.Text == "" {
+			text := t.Text
+			if j.tools != nil {
+				text = j.tools.piece(t)
+			}
+			if text == "" {
 				return nil
 			}
-			return out.text(t.Text)
+			return out.text(text)
 		})
-	s.metrics.finished(j.model, res.PromptTokens, len(res.Tokens), res.DecodeDuration)
-	usage := Usage{PromptTokens: len(j.tokens), CompletionTokens: len(res.Tokens)}
+	s.metrics.finished(j.model, res.PromptTokens, res.CachedTokens, len(res.Tokens), res.DecodeDuration)
+	usage := Usage{PromptTokens: len(j.tokens), CompletionTokens: len(res.Tokens), PromptTokensDetails: &PromptTokensDetails{CachedTokens: res.CachedTokens}}
 	usage.TotalTokens = usage.PromptTokens + usage.CompletionTokens
 	if err != nil {
 		if ctx.Err() != nil {

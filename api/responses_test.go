@@ -21,7 +21,8 @@ func TestResponses(t *testing.T) {
 		param string
 	}{
 		{map[string]any{"model": "stories260K", "input": "x", "previous_response_id": "resp_1"}, "previous_response_id"},
-		{map[string]any{"model": "stories260K", "input": []map[string]any{{"type": "function_call_output"}}}, "input[0].type"},
+		{map[string]any{"model": "stories260K", "input": []map[string]any{{"type": "image_generation_call"}}}, "input[0].type"},
+		{map[string]any{"model": "stories260K", "input": []map[string]any{{"type": "function_call_output", "output": "x"}}}, "input[0].call_id"},
 		{map[string]any{"model": "stories260K", "input": "x", "max_output_tokens": 0}, "max_output_tokens"},
 	} {
 		resp := post(t, hs.URL+"/v1/responses", "", c.body)

@@ -18,7 +18,8 @@ import (
 // masks, at every sampling step, the tokens that cannot continue a valid
 // document (package grammar). The sampler runs where the last layer runs,
 // so the generator must take the constraint: the single-node engine
-// (Local) does; a cluster's remote last stage does not yet.
+// (Local) takes a Matcher; a cluster (RemoteConstrainedGenerator) takes
+// the schema, which its last stage compiles and applies.
 
 // ConstrainedGenerator is a Generator that can restrict its sampling to
 // a constraint (one per generation).
@@ -27,6 +28,16 @@ type ConstrainedGenerator interface {
 }
 
 var _ ConstrainedGenerator = (*Local)(nil)
+
+// RemoteConstrainedGenerator is a Generator whose Generate honours
+// actors.Request.Schema: the schema travels to wherever sampling runs (a
+// cluster's last stage). actors.Cluster is one.
+type RemoteConstrainedGenerator interface {
+	Generator
+	ConstrainsRemotely()
+}
+
+var _ RemoteConstrainedGenerator = (*actors.Cluster)(nil)
 
 // GenerateConstrained implements ConstrainedGenerator on the engine.
 func (l *Local) GenerateConstrained(ctx context.Context, req actors.Request, c sample.Constraint, onToken func(engine.Token) error) (engine.Result, error) {
@@ -79,5 +90,5 @@ func (v *vocabs) of(tok *tokenizer.Tokenizer) *grammar.Vocab {
 // noConstraints refuses structured output on a generator that cannot
 // constrain its sampling.
 func noConstraints() *Error {
-	return badRequest("", "unsupported_value", "Structured output and forced tool calls need constrained sampling, which this node's generator (a cluster, whose last stage samples remotely) does not offer yet.")
+	return badRequest("", "unsupported_value", "Structured output and forced tool calls need constrained sampling, which this node's generator does not offer.")
 }

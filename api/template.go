@@ -2,9 +2,11 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"strings"
 	"sync"
 
@@ -16,6 +18,18 @@ import (
 type Message struct {
 	Role    string
 	Content string
+	// ToolCalls are the calls an assistant message made.
+	ToolCalls []MessageCall
+	// ToolCallID and Name say, on a "tool" message, which call it answers.
+	ToolCallID string
+	Name       string
+}
+
+// MessageCall is a tool call of an earlier assistant message.
+type MessageCall struct {
+	ID        string
+	Name      string
+	Arguments string // a JSON object
 }
 
 // ChatPrompt is a chat rendered into the text of a prompt.
@@ -41,22 +55,57 @@ type ChatPrompt struct {
 // error is the template's own refusal of these messages
 // (chattemplate.ErrRefused), or ctx's.
 func RenderChat(ctx context.Context, tok *tokenizer.Tokenizer, msgs []Message) (ChatPrompt, error) {
+	return RenderChatTools(ctx, tok, msgs, nil)
+}
+
+// RenderChatTools is RenderChat with tools the model may call, each a
+// JSON object {"type": "function", "function": {"name", "description",
+// "parameters"}} as Hugging Face templates take them (in the "tools"
+// variable). A template that does not render tools gets them described
+// in a system message instead, in the syntax of the model's family
+// (package toolcall).
+func RenderChatTools(ctx context.Context, tok *tokenizer.Tokenizer, msgs []Message, tools []json.RawMessage) (ChatPrompt, error) {
 	src := tok.ChatTemplate()
+	if len(tools) > 0 && !strings.Contains(src, "tools") {
+		msgs = withToolInstructions(msgs, toolFamily(tok).Instructions(tools))
+		tools = nil
+	}
 	if src == "" {
 		return ChatPrompt{Text: PlainChat(msgs)}, nil
 	}
-	list := make([]any, len(msgs))
+	objectArgs := argumentsAsObject(src)
+	list := make([]templateMessage, len(msgs))
 	for i, m := range msgs {
 		// Only the template's own text may hold special tokens; what the
 		// user typed stays text however it looks.
-		list[i] = map[string]any{"role": m.Role, "content": tok.EscapeSpecial(m.Content)}
+		tm := templateMessage{Role: m.Role, Content: tok.EscapeSpecial(m.Content),
+			ToolCallID: tok.EscapeSpecial(m.ToolCallID), Name: tok.EscapeSpecial(m.Name)}
+		for _, c := range m.ToolCalls {
+			tc := templateCall{ID: tok.EscapeSpecial(c.ID), Type: "function"}
+			tc.Function.Name = tok.EscapeSpecial(c.Name)
+			args := tok.EscapeSpecial(c.Arguments)
+			tc.Function.Arguments = args
+			if objectArgs && json.Valid([]byte(args)) {
+				tc.Function.Arguments = json.RawMessage(args)
+			}
+			tm.ToolCalls = append(tm.ToolCalls, tc)
+		}
+		list[i] = tm
 	}
-	out, err := chattemplate.Render(ctx, src, map[string]any{
+	vars := map[string]any{
 		"messages":              list,
 		"add_generation_prompt": true,
 		"bos_token":             tokenText(tok, tok.BOS()),
 		"eos_token":             tokenText(tok, tok.EOS()),
-	})
+	}
+	if len(tools) > 0 {
+		esc := make([]json.RawMessage, len(tools))
+		for i, t := range tools {
+			esc[i] = json.RawMessage(tok.EscapeSpecial(string(t)))
+		}
+		vars["tools"] = esc
+	}
+	out, err := chattemplate.Render(ctx, src, vars)
 	switch {
 	case err == nil:
 		return ChatPrompt{Text: out, Template: true}, nil
@@ -107,6 +156,44 @@ func warnFallback(log *slog.Logger, model, src string, err error) {
 	log.Warn("the model's chat template cannot be used; prompts are plain transcripts", "model", model, "template", key, "err", err)
 }
 
+// templateMessage is a message as Hugging Face chat templates read it
+// (the order of the fields is the order tojson prints them in).
+type templateMessage struct {
+	Role       string         `json:"role"`
+	Content    string         `json:"content"`
+	ToolCalls  []templateCall `json:"tool_calls,omitempty"`
+	ToolCallID string         `json:"tool_call_id,omitempty"`
+	Name       string         `json:"name,omitempty"`
+}
+
+type templateCall struct {
+	ID       string `json:"id,omitempty"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments any    `json:"arguments"` // a string, or the object itself
+	} `json:"function"`
+}
+
+// argumentsAsObject says whether a template prints a call's arguments
+// with tojson, as Hugging Face's documentation has them (an object): Qwen3
+// and Kimi K2 do, and print a string as it is. DeepSeek's concatenate
+// them as a string.
+var argumentsTojson = regexp.MustCompile(`arguments['"]?\]?\s*\|\s*tojson`)
+
+func argumentsAsObject(src string) bool { return argumentsTojson.MatchString(src) }
+
+// withToolInstructions puts instructions at the head of the system
+// message, or in a system message of their own.
+func withToolInstructions(msgs []Message, instr string) []Message {
+	out := append([]Message{}, msgs...)
+	if len(out) > 0 && out[0].Role == "system" {
+		out[0].Content = instr + "\n\n" + out[0].Content
+		return out
+	}
+	return append([]Message{{Role: "system", Content: instr}}, out...)
+}
+
 func tokenText(tok *tokenizer.Tokenizer, id int) string {
 	if id < 0 || id >= tok.VocabSize() {
 		return ""
@@ -128,7 +215,15 @@ func PlainChat(msgs []Message) string {
 		if role != "" {
 			role = strings.ToUpper(role[:1]) + role[1:]
 		}
-		fmt.Fprintf(&b, "%s: %s\n\n", role, m.Content)
+		content := m.Content
+		for _, c := range m.ToolCalls {
+			if content != "" {
+				content += "\n"
+			}
+			name, _ := json.Marshal(c.Name)
+			content += fmt.Sprintf(`<tool_call>{"name": %s, "arguments": %s}</tool_call>`, name, c.Arguments)
+		}
+		fmt.Fprintf(&b, "%s: %s\n\n", role, content)
 	}
 	b.WriteString("Assistant:")
 	return b.String()

@@ -269,8 +269,18 @@ type Sampling struct {
 	FrequencyPenalty float32                `protobuf:"fixed32,7,opt,name=frequency_penalty,json=frequencyPenalty,proto3" json:"frequency_penalty,omitempty"`
 	PenaltyLastN     int32                  `protobuf:"varint,8,opt,name=penalty_last_n,json=penaltyLastN,proto3" json:"penalty_last_n,omitempty"`
 	Seed             uint64                 `protobuf:"varint,9,opt,name=seed,proto3" json:"seed,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Structured output: when constrained, the last stage masks every
+	// sampled token with a grammar compiled from json_schema (a JSON
+	// schema's text; empty = any JSON value). The document starts at
+	// position schema_from: accepted tokens from there on (a replay) are
+	// already part of it. schema_budget (> 0) is the generation's token
+	// budget, which the document must fit.
+	Constrained   bool   `protobuf:"varint,10,opt,name=constrained,proto3" json:"constrained,omitempty"`
+	JsonSchema    string `protobuf:"bytes,11,opt,name=json_schema,json=jsonSchema,proto3" json:"json_schema,omitempty"`
+	SchemaFrom    uint32 `protobuf:"varint,12,opt,name=schema_from,json=schemaFrom,proto3" json:"schema_from,omitempty"`
+	SchemaBudget  uint32 `protobuf:"varint,13,opt,name=schema_budget,json=schemaBudget,proto3" json:"schema_budget,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Sampling) Reset() {
@@ -366,6 +376,34 @@ func (x *Sampling) GetSeed() uint64 {
 	return 0
 }
 
+func (x *Sampling) GetConstrained() bool {
+	if x != nil {
+		return x.Constrained
+	}
+	return false
+}
+
+func (x *Sampling) GetJsonSchema() string {
+	if x != nil {
+		return x.JsonSchema
+	}
+	return ""
+}
+
+func (x *Sampling) GetSchemaFrom() uint32 {
+	if x != nil {
+		return x.SchemaFrom
+	}
+	return 0
+}
+
+func (x *Sampling) GetSchemaBudget() uint32 {
+	if x != nil {
+		return x.SchemaBudget
+	}
+	return 0
+}
+
 // Forward runs `count` positions starting at `position` through a stage.
 // The first stage gets token ids, the others hidden states.
 type Forward struct {
@@ -392,7 +430,13 @@ type Forward struct {
 	Sample bool `protobuf:"varint,12,opt,name=sample,proto3" json:"sample,omitempty"`
 	// compute_ns is the time the stages so far spent computing this step;
 	// each stage adds its own, so the session can tell compute from transport.
-	ComputeNs     int64 `protobuf:"varint,13,opt,name=compute_ns,json=computeNs,proto3" json:"compute_ns,omitempty"`
+	ComputeNs int64 `protobuf:"varint,13,opt,name=compute_ns,json=computeNs,proto3" json:"compute_ns,omitempty"`
+	// Prompt caching. resume names a finished session of the same origin
+	// whose KV cache this stage retained: the first Forward of a new
+	// session (at position > 0) adopts it, truncated to `position`
+	// positions, instead of starting empty. A stage that no longer holds it
+	// answers ForwardError with cache_miss set.
+	Resume        string `protobuf:"bytes,14,opt,name=resume,proto3" json:"resume,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -518,6 +562,13 @@ func (x *Forward) GetComputeNs() int64 {
 	return 0
 }
 
+func (x *Forward) GetResume() string {
+	if x != nil {
+		return x.Resume
+	}
+	return ""
+}
+
 // Token is the token sampled at `position` (the position it will occupy).
 type Token struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
@@ -599,10 +650,14 @@ func (x *Token) GetComputeNs() int64 {
 
 // ForwardError reports a failed step to the session.
 type ForwardError struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
-	Stage         string                 `protobuf:"bytes,2,opt,name=stage,proto3" json:"stage,omitempty"`
-	Error         string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Session string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	Stage   string                 `protobuf:"bytes,2,opt,name=stage,proto3" json:"stage,omitempty"`
+	Error   string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	// cache_miss: the stage did not hold the cached session a Forward
+	// asked to resume (evicted, or the node restarted); the origin runs the
+	// whole prompt again.
+	CacheMiss     bool `protobuf:"varint,4,opt,name=cache_miss,json=cacheMiss,proto3" json:"cache_miss,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -658,10 +713,22 @@ func (x *ForwardError) GetError() string {
 	return ""
 }
 
+func (x *ForwardError) GetCacheMiss() bool {
+	if x != nil {
+		return x.CacheMiss
+	}
+	return false
+}
+
 // FreeSession drops a session's KV cache and sampler on a shard.
 type FreeSession struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Session string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	// retain: keep the KV cache as a prompt-cache entry that a later
+	// session of the same origin may resume (Forward.resume), until the
+	// node needs the memory (least recently used first) or the origin
+	// frees it (FreeSession without retain).
+	Retain        bool `protobuf:"varint,2,opt,name=retain,proto3" json:"retain,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -701,6 +768,13 @@ func (x *FreeSession) GetSession() string {
 		return x.Session
 	}
 	return ""
+}
+
+func (x *FreeSession) GetRetain() bool {
+	if x != nil {
+		return x.Retain
+	}
+	return false
 }
 
 // ShardStats asks a shard (or a node's shard host) what it holds; the reply is ShardStatsReply.
@@ -785,12 +859,16 @@ func (x *ShardStatsReply) GetShards() []*ShardState {
 }
 
 type ShardState struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Shard         *ShardSpec             `protobuf:"bytes,1,opt,name=shard,proto3" json:"shard,omitempty"`
-	ActorId       string                 `protobuf:"bytes,2,opt,name=actor_id,json=actorId,proto3" json:"actor_id,omitempty"`
-	Sessions      uint32                 `protobuf:"varint,3,opt,name=sessions,proto3" json:"sessions,omitempty"`
-	KvBytes       uint64                 `protobuf:"varint,4,opt,name=kv_bytes,json=kvBytes,proto3" json:"kv_bytes,omitempty"`
-	WeightBytes   uint64                 `protobuf:"varint,5,opt,name=weight_bytes,json=weightBytes,proto3" json:"weight_bytes,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Shard       *ShardSpec             `protobuf:"bytes,1,opt,name=shard,proto3" json:"shard,omitempty"`
+	ActorId     string                 `protobuf:"bytes,2,opt,name=actor_id,json=actorId,proto3" json:"actor_id,omitempty"`
+	Sessions    uint32                 `protobuf:"varint,3,opt,name=sessions,proto3" json:"sessions,omitempty"`
+	KvBytes     uint64                 `protobuf:"varint,4,opt,name=kv_bytes,json=kvBytes,proto3" json:"kv_bytes,omitempty"`
+	WeightBytes uint64                 `protobuf:"varint,5,opt,name=weight_bytes,json=weightBytes,proto3" json:"weight_bytes,omitempty"`
+	// cached: retained prompt-cache entries; cached_kv_bytes: their KV
+	// memory (a part of kv_bytes).
+	Cached        uint32 `protobuf:"varint,6,opt,name=cached,proto3" json:"cached,omitempty"`
+	CachedKvBytes uint64 `protobuf:"varint,7,opt,name=cached_kv_bytes,json=cachedKvBytes,proto3" json:"cached_kv_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -860,6 +938,20 @@ func (x *ShardState) GetWeightBytes() uint64 {
 	return 0
 }
 
+func (x *ShardState) GetCached() uint32 {
+	if x != nil {
+		return x.Cached
+	}
+	return 0
+}
+
+func (x *ShardState) GetCachedKvBytes() uint64 {
+	if x != nil {
+		return x.CachedKvBytes
+	}
+	return 0
+}
+
 var File_messages_inference_proto protoreflect.FileDescriptor
 
 const file_messages_inference_proto_rawDesc = "" +
@@ -876,7 +968,7 @@ const file_messages_inference_proto_rawDesc = "" +
 	"\x05shard\x18\x01 \x01(\v2\x11.strata.ShardSpecR\x05shard\x12\x19\n" +
 	"\bactor_id\x18\x02 \x01(\tR\aactorId\x12\x14\n" +
 	"\x05error\x18\x03 \x01(\tR\x05error\x12\x14\n" +
-	"\x05bytes\x18\x04 \x01(\x04R\x05bytes\"\xa4\x02\n" +
+	"\x05bytes\x18\x04 \x01(\x04R\x05bytes\"\xad\x03\n" +
 	"\bSampling\x12 \n" +
 	"\vtemperature\x18\x01 \x01(\x02R\vtemperature\x12\x13\n" +
 	"\x05top_k\x18\x02 \x01(\x05R\x04topK\x12\x13\n" +
@@ -886,7 +978,14 @@ const file_messages_inference_proto_rawDesc = "" +
 	"\x10presence_penalty\x18\x06 \x01(\x02R\x0fpresencePenalty\x12+\n" +
 	"\x11frequency_penalty\x18\a \x01(\x02R\x10frequencyPenalty\x12$\n" +
 	"\x0epenalty_last_n\x18\b \x01(\x05R\fpenaltyLastN\x12\x12\n" +
-	"\x04seed\x18\t \x01(\x04R\x04seed\"\x9c\x03\n" +
+	"\x04seed\x18\t \x01(\x04R\x04seed\x12 \n" +
+	"\vconstrained\x18\n" +
+	" \x01(\bR\vconstrained\x12\x1f\n" +
+	"\vjson_schema\x18\v \x01(\tR\n" +
+	"jsonSchema\x12\x1f\n" +
+	"\vschema_from\x18\f \x01(\rR\n" +
+	"schemaFrom\x12#\n" +
+	"\rschema_budget\x18\r \x01(\rR\fschemaBudget\"\xb4\x03\n" +
 	"\aForward\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x1a\n" +
 	"\bposition\x18\x02 \x01(\rR\bposition\x12\x14\n" +
@@ -903,7 +1002,8 @@ const file_messages_inference_proto_rawDesc = "" +
 	"\x06accept\x18\v \x03(\x05R\x06accept\x12\x16\n" +
 	"\x06sample\x18\f \x01(\bR\x06sample\x12\x1d\n" +
 	"\n" +
-	"compute_ns\x18\r \x01(\x03R\tcomputeNs\"\x8b\x01\n" +
+	"compute_ns\x18\r \x01(\x03R\tcomputeNs\x12\x16\n" +
+	"\x06resume\x18\x0e \x01(\tR\x06resume\"\x8b\x01\n" +
 	"\x05Token\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x1a\n" +
 	"\bposition\x18\x02 \x01(\rR\bposition\x12\x0e\n" +
@@ -911,24 +1011,29 @@ const file_messages_inference_proto_rawDesc = "" +
 	"\n" +
 	"elapsed_ns\x18\x04 \x01(\x03R\telapsedNs\x12\x1d\n" +
 	"\n" +
-	"compute_ns\x18\x05 \x01(\x03R\tcomputeNs\"T\n" +
+	"compute_ns\x18\x05 \x01(\x03R\tcomputeNs\"s\n" +
 	"\fForwardError\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x14\n" +
 	"\x05stage\x18\x02 \x01(\tR\x05stage\x12\x14\n" +
-	"\x05error\x18\x03 \x01(\tR\x05error\"'\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\x12\x1d\n" +
+	"\n" +
+	"cache_miss\x18\x04 \x01(\bR\tcacheMiss\"?\n" +
 	"\vFreeSession\x12\x18\n" +
-	"\asession\x18\x01 \x01(\tR\asession\"\f\n" +
+	"\asession\x18\x01 \x01(\tR\asession\x12\x16\n" +
+	"\x06retain\x18\x02 \x01(\bR\x06retain\"\f\n" +
 	"\n" +
 	"ShardStats\"=\n" +
 	"\x0fShardStatsReply\x12*\n" +
-	"\x06shards\x18\x01 \x03(\v2\x12.strata.ShardStateR\x06shards\"\xaa\x01\n" +
+	"\x06shards\x18\x01 \x03(\v2\x12.strata.ShardStateR\x06shards\"\xea\x01\n" +
 	"\n" +
 	"ShardState\x12'\n" +
 	"\x05shard\x18\x01 \x01(\v2\x11.strata.ShardSpecR\x05shard\x12\x19\n" +
 	"\bactor_id\x18\x02 \x01(\tR\aactorId\x12\x1a\n" +
 	"\bsessions\x18\x03 \x01(\rR\bsessions\x12\x19\n" +
 	"\bkv_bytes\x18\x04 \x01(\x04R\akvBytes\x12!\n" +
-	"\fweight_bytes\x18\x05 \x01(\x04R\vweightBytes*,\n" +
+	"\fweight_bytes\x18\x05 \x01(\x04R\vweightBytes\x12\x16\n" +
+	"\x06cached\x18\x06 \x01(\rR\x06cached\x12&\n" +
+	"\x0fcached_kv_bytes\x18\a \x01(\x04R\rcachedKvBytes*,\n" +
 	"\n" +
 	"HiddenType\x12\x0e\n" +
 	"\n" +

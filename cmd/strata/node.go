@@ -44,7 +44,7 @@ type nodeFlags struct {
 	stores                                                       string
 	listen, join, allowedHosts                                   []string
 	noMDNS, f16, verbsApple                                      bool
-	context, parallel, threads                                   int
+	context, parallel, threads, promptCache                      int
 	stepTimeout                                                  time.Duration
 }
 
@@ -97,6 +97,7 @@ others too, and strata models lists them.`,
 	fl.BoolVar(&f.noMDNS, "no-mdns", false, "do not look for peers on the LAN")
 	fl.IntVar(&f.context, "context", 4096, "KV cache positions per session (at most the model's context length)")
 	fl.IntVar(&f.parallel, "parallel", 4, "sessions run at once; placement reserves KV memory for this many")
+	fl.IntVar(&f.promptCache, "prompt-cache", 0, "finished sessions whose KV caches are kept for prompt caching (a conversation's next turn reuses them; they give way when memory is needed); 0 = 16, -1 = off")
 	fl.IntVar(&f.threads, "threads", 0, "worker threads for the kernels (0: all cores)")
 	fl.DurationVar(&f.stepTimeout, "step-timeout", 30*time.Second, "wait for one token before a session leaves out the stages that do not answer and replays")
 	fl.StringVar(&f.transport, "transport", peers.TransportAuto, "what activations travel on between nodes: auto (shared memory with nodes on this host, else the libp2p stream), tcp, shm or rdma")
@@ -259,7 +260,7 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 			Transport: f.transport,
 			Verbs:     peers.VerbsOptions{Apple: f.verbsApple, Faults: faults},
 		},
-		Cluster: actors.ClusterOptions{PlanContext: f.context, PlanSessions: f.parallel, StepTimeout: f.stepTimeout, Metrics: metrics, Logger: log, Hidden: hiddenType(f.f16), KVType: kv},
+		Cluster: actors.ClusterOptions{PlanContext: f.context, PlanSessions: f.parallel, PromptCache: f.promptCache, StepTimeout: f.stepTimeout, Metrics: metrics, Logger: log, Hidden: hiddenType(f.f16), KVType: kv},
 		Models:  cat,
 		Hub:     hfhub.FromEnv(),
 		Threads: f.threads,

@@ -102,7 +102,11 @@ func Render(ctx context.Context, src string, vars map[string]any) (string, error
 }
 
 // Render renders src with vars (JSON values: maps, slices, strings,
-// numbers, booleans). It returns ErrRefused when the template raised an
+// numbers, booleans, and json.RawMessage). Objects keep the order of
+// their keys as written in JSON, as Python's dicts do for Hugging Face's
+// renderer: a map's keys are sorted (encoding/json), so a value whose
+// order matters to the template's tojson (tools, a call's arguments)
+// is best passed as json.RawMessage or a struct. It returns ErrRefused when the template raised an
 // error, ErrCompile when it does not compile, ErrLimit when it broke a
 // limit (or crashed its worker), ErrWorker when no worker could run it,
 // or ctx.Err().
@@ -119,7 +123,11 @@ func (r *Renderer) Render(ctx context.Context, src string, vars map[string]any) 
 	if len(src) > lim.MaxSource {
 		return "", fmt.Errorf("%w: the source has %d bytes, more than %d", ErrLimit, len(src), lim.MaxSource)
 	}
-	req, err := json.Marshal(request{Source: src, Vars: vars, MaxOutput: lim.MaxOutput, MaxMemory: lim.MaxMemory, MaxStack: lim.MaxStack})
+	vb, err := json.Marshal(vars)
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", ErrWorker, err)
+	}
+	req, err := json.Marshal(request{Source: src, Vars: vb, MaxOutput: lim.MaxOutput, MaxMemory: lim.MaxMemory, MaxStack: lim.MaxStack})
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", ErrWorker, err)
 	}
@@ -179,11 +187,11 @@ const (
 )
 
 type request struct {
-	Source    string         `json:"source"`
-	Vars      map[string]any `json:"vars"`
-	MaxOutput int            `json:"max_output"`
-	MaxMemory uint64         `json:"max_memory"`
-	MaxStack  int            `json:"max_stack"`
+	Source    string          `json:"source"`
+	Vars      json.RawMessage `json:"vars"` // an object
+	MaxOutput int             `json:"max_output"`
+	MaxMemory uint64          `json:"max_memory"`
+	MaxStack  int             `json:"max_stack"`
 }
 
 type response struct {

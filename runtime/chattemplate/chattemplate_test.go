@@ -2,6 +2,7 @@ package chattemplate
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -82,5 +83,22 @@ func TestTemplateErrors(t *testing.T) {
 	cancel()
 	if _, err := Render(ctx, chatML, chat); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled: %v", err)
+	}
+}
+
+// TestJSONOrder: objects keep their keys' order and integers stay
+// integers, as Hugging Face's renderer (Python dicts, json.dumps) prints
+// them with tojson; maps, whose order Go does not keep, come sorted.
+func TestJSONOrder(t *testing.T) {
+	out, err := Render(context.Background(), `{{ tool | tojson }}|{{ m | tojson }}|{{ tool.function.parameters.days + 1 }}`, map[string]any{
+		"tool": json.RawMessage(`{"type": "function", "function": {"name": "get_weather", "parameters": {"days": 3, "city": "Paris", "x": 2.5}}}`),
+		"m":    map[string]any{"b": 1, "a": "<é>"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"type": "function", "function": {"name": "get_weather", "parameters": {"days": 3, "city": "Paris", "x": 2.5}}}|{"a": "<é>", "b": 1}|4`
+	if out != want {
+		t.Errorf("got  %s\nwant %s", out, want)
 	}
 }

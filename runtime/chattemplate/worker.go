@@ -1,7 +1,9 @@
 package chattemplate
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"runtime/debug"
@@ -82,7 +84,11 @@ func renderOne(compiled map[string]*jinja.Template, req request) (resp response)
 		}
 		compiled[req.Source] = t
 	}
-	out, err := t.Render(req.Vars)
+	vars, err := decodeVars(req.Vars)
+	if err != nil {
+		return response{Kind: kindRefused, Error: err.Error()}
+	}
+	out, err := t.RenderValues(vars)
 	if err != nil {
 		return response{Kind: kindRefused, Error: err.Error()}
 	}
@@ -90,4 +96,68 @@ func renderOne(compiled map[string]*jinja.Template, req request) (resp response)
 		return response{Kind: kindLimit, Error: fmt.Sprintf("the output has %d bytes, more than %d", len(out), req.MaxOutput)}
 	}
 	return response{Output: out}
+}
+
+// decodeVars reads the variables of a render, keeping the order of each
+// object's keys (Python's json.loads does, and templates print objects
+// with tojson) and integers apart from floats (3, not 3.0).
+func decodeVars(raw json.RawMessage) (map[string]jinja.Value, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	v, err := decodeValue(dec)
+	if err != nil {
+		return nil, fmt.Errorf("the variables: %w", err)
+	}
+	if !v.IsDict() {
+		return nil, errors.New("the variables are not an object")
+	}
+	d := v.AsDict()
+	out := make(map[string]jinja.Value, d.Len())
+	for _, k := range d.Keys {
+		out[k] = d.Data[k]
+	}
+	return out, nil
+}
+
+func decodeValue(dec *json.Decoder) (jinja.Value, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return jinja.Undefined(), err
+	}
+	switch t := tok.(type) {
+	case json.Delim:
+		switch t {
+		case '{':
+			v := jinja.NewDict()
+			d := v.AsDict()
+			for dec.More() {
+				k, err := dec.Token()
+				if err != nil {
+					return v, err
+				}
+				key, _ := k.(string)
+				item, err := decodeValue(dec)
+				if err != nil {
+					return v, err
+				}
+				d.Set(key, item)
+			}
+			_, err := dec.Token() // '}'
+			return v, err
+		case '[':
+			var items []jinja.Value
+			for dec.More() {
+				item, err := decodeValue(dec)
+				if err != nil {
+					return jinja.Undefined(), err
+				}
+				items = append(items, item)
+			}
+			_, err := dec.Token() // ']'
+			return jinja.NewList(items), err
+		}
+		return jinja.Undefined(), fmt.Errorf("unexpected %v", t)
+	default:
+		return jinja.FromGoValue(t), nil // nil, bool, json.Number, string
+	}
 }

@@ -14,7 +14,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"strata/runtime/gguf"
@@ -32,6 +34,11 @@ type Options struct {
 	// KVType is the KV cache's element type; the zero value is f16 (the
 	// default), model.KVQ8_0 halves it again, model.KVF32 keeps every bit.
 	KVType model.KVType
+	// PromptCache is how many finished generations' KV caches are kept
+	// for prompt caching: a request whose prompt starts with what one of
+	// them holds (a conversation's next turn) reuses it and prefills only
+	// the rest. Each costs one context's KV cache; 0 = 1, negative = none.
+	PromptCache int
 }
 
 // Engine is an open model. Generate may be called from several goroutines;
@@ -43,6 +50,60 @@ type Engine struct {
 	pool      *tensor.Pool
 	ctxLen    int
 	batch     int
+
+	mu   sync.Mutex
+	kept []keptCache // prompt cache, least recently kept first
+	keep int         // its capacity
+}
+
+// keptCache is a finished generation's KV cache and the tokens it holds.
+type keptCache struct {
+	cache  *model.Cache
+	tokens []int
+}
+
+// minCachedPrefix is the shortest shared prefix worth reusing.
+const minCachedPrefix = 16
+
+// takeCached removes and returns the kept cache that shares the longest
+// prefix with prompt, truncated to that prefix (at most len(prompt)-1:
+// the last prompt token must run to give logits), and its length; nil
+// when none shares minCachedPrefix tokens. Truncation is exact: attention
+// reads only positions below Cache.Len.
+func (e *Engine) takeCached(prompt []int) (*model.Cache, int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	best, bestN := -1, 0
+	for i, k := range e.kept {
+		n := 0
+		for n < len(k.tokens) && n < len(prompt) && k.tokens[n] == prompt[n] {
+			n++
+		}
+		if n > bestN {
+			best, bestN = i, n
+		}
+	}
+	bestN = min(bestN, len(prompt)-1)
+	if best < 0 || bestN < minCachedPrefix {
+		return nil, 0
+	}
+	c := e.kept[best].cache
+	e.kept = slices.Delete(e.kept, best, best+1)
+	c.Len = bestN
+	return c, bestN
+}
+
+// keepCache keeps a finished generation's cache, which holds tokens.
+func (e *Engine) keepCache(c *model.Cache, tokens []int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.keep <= 0 {
+		return
+	}
+	if len(e.kept) >= e.keep {
+		e.kept = slices.Delete(e.kept, 0, 1)
+	}
+	e.kept = append(e.kept, keptCache{cache: c, tokens: tokens})
 }
 
 // Open memory-maps the model at path and prepares it for generation.
@@ -86,6 +147,10 @@ func New(f *gguf.File, opts Options) (*Engine, error) {
 	if e.batch <= 0 {
 		e.batch = 64
 	}
+	e.keep = opts.PromptCache
+	if e.keep == 0 {
+		e.keep = 1
+	}
 	e.pool = tensor.NewPool(opts.Threads)
 	return e, nil
 }
@@ -128,6 +193,7 @@ const (
 // Result summarises a finished generation.
 type Result struct {
 	PromptTokens    int
+	CachedTokens    int   // prompt tokens whose KV came from a cached earlier generation
 	Tokens          []int // generated ids
 	Text            string
 	FinishReason    string
@@ -171,11 +237,15 @@ func (e *Engine) Generate(ctx context.Context, req Request, onToken func(Token) 
 		sampler.Constrain(req.Constraint)
 	}
 	m := e.Model
-	st := m.NewState(e.pool, min(e.batch, len(prompt)), e.ctxLen)
-	cache := m.NewCache(e.ctxLen)
+	cache, cached := e.takeCached(prompt)
+	if cache == nil {
+		cache = m.NewCache(e.ctxLen)
+	}
+	res.CachedTokens = cached
+	st := m.NewState(e.pool, min(e.batch, len(prompt)-cached), e.ctxLen)
 
 	start := time.Now()
-	for i := 0; i < len(prompt); i += st.Batch {
+	for i := cached; i < len(prompt); i += st.Batch {
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
@@ -187,7 +257,7 @@ func (e *Engine) Generate(ctx context.Context, req Request, onToken func(Token) 
 			return res, err
 		}
 	}
-	logits, err := st.LogitsOf((len(prompt) - 1) % st.Batch)
+	logits, err := st.LogitsOf((len(prompt) - 1 - cached) % st.Batch)
 	if err != nil {
 		return res, err
 	}
@@ -216,10 +286,12 @@ func (e *Engine) Generate(ctx context.Context, req Request, onToken func(Token) 
 		}
 		if stop {
 			res.FinishReason = FinishStop
+			e.keepCache(cache, seen(prompt, res.Tokens, cache.Len))
 			break
 		}
 		if (req.MaxTokens > 0 && len(res.Tokens) >= req.MaxTokens) || cache.Len >= e.ctxLen {
 			res.FinishReason = FinishLength
+			e.keepCache(cache, seen(prompt, res.Tokens, cache.Len))
 			if rest := text.Flush(); rest != "" {
 				if err := onToken(Token{ID: id, Index: len(res.Tokens) - 1, Text: rest}); err != nil {
 					res.Text = text.Text()
@@ -241,6 +313,13 @@ func (e *Engine) Generate(ctx context.Context, req Request, onToken func(Token) 
 	}
 	res.Text = text.Text()
 	return res, nil
+}
+
+// seen is what a finished generation's KV cache holds: the prompt, then
+// every generated token fed back (all but the last one sampled; an
+// end-of-generation token is never fed).
+func seen(prompt, generated []int, n int) []int {
+	return append(append(make([]int, 0, len(prompt)+len(generated)), prompt...), generated...)[:n]
 }
 
 // TextStream turns generated token ids into the text a user sees: pieces

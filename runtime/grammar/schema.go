@@ -95,7 +95,12 @@ const (
 type Schema struct {
 	root  *node
 	nodes int
+	src   []byte // the JSON text compiled; nil for AnyJSON
 }
+
+// Source is the JSON text s was compiled from (nil for AnyJSON): what
+// travels to a remote sampler, which compiles it again.
+func (s *Schema) Source() []byte { return s.src }
 
 // Generic nodes for "any JSON value".
 var (
@@ -116,7 +121,7 @@ func Compile(schema []byte) (*Schema, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: not JSON: %v", ErrSchema, err)
 	}
-	s := &Schema{}
+	s := &Schema{src: bytes.Clone(schema)}
 	root, err := s.compile(v, 0, "")
 	if err != nil {
 		return nil, err

@@ -1,0 +1,88 @@
+package actors
+
+import (
+	"fmt"
+
+	"strata/messages"
+	"strata/runtime/grammar"
+	"strata/runtime/sample"
+	"strata/runtime/tokenizer"
+)
+
+// Structured output on a cluster: the sampler runs on the last stage, so
+// the JSON schema travels there in Sampling (as text: a peer's schema is
+// untrusted input, compiled here under grammar's limits and a size cap),
+// and the last stage masks every sampled token with the grammar. The
+// origin sees the tokens as usual.
+
+// maxSchemaBytes bounds the schema text one session may send.
+const maxSchemaBytes = 64 << 10
+
+// maxSchemas bounds the compiled schemas a shard keeps (agents send the
+// same few tool schemas turn after turn).
+const maxSchemas = 32
+
+// grammars is a last stage's structured-output state: the vocabulary
+// trie (built once, from the model file's tokenizer) and compiled
+// schemas by text. Touched only on the shard actor's goroutine.
+type grammars struct {
+	vocab   *grammar.Vocab
+	schemas map[string]*grammar.Schema
+}
+
+// constrain attaches a matcher for the session's schema to its sampler.
+func (s *shard) constrain(ss *shardSession, sp *sample.Sampler, p *messages.Sampling) error {
+	text := p.GetJsonSchema()
+	if len(text) > maxSchemaBytes {
+		return fmt.Errorf("a JSON schema of %d bytes; at most %d allowed", len(text), maxSchemaBytes)
+	}
+	var sc *grammar.Schema
+	if text == "" {
+		sc = grammar.AnyJSON()
+	} else if sc = s.gram.schemas[text]; sc == nil {
+		var err error
+		if sc, err = grammar.Compile([]byte(text)); err != nil {
+			return err
+		}
+		if s.gram.schemas == nil || len(s.gram.schemas) >= maxSchemas {
+			s.gram.schemas = map[string]*grammar.Schema{}
+		}
+		s.gram.schemas[text] = sc
+	}
+	if s.gram.vocab == nil {
+		if s.file == nil {
+			return fmt.Errorf("structured output: stage %s has no tokenizer", s.pid.Id)
+		}
+		tok, err := tokenizer.FromGGUF(s.file.Metadata())
+		if err != nil {
+			return fmt.Errorf("structured output: %w", err)
+		}
+		if tok.VocabSize() > s.m.Vocab {
+			return fmt.Errorf("structured output: the tokenizer has %d tokens, the output head only %d", tok.VocabSize(), s.m.Vocab)
+		}
+		s.gram.vocab = grammar.VocabOf(tok)
+	}
+	ss.matcher = grammar.NewMatcher(sc, s.gram.vocab, int(p.GetSchemaBudget()))
+	ss.schemaFrom = int(p.GetSchemaFrom())
+	sp.Constrain(ss.matcher)
+	return nil
+}
+
+// constrain puts the session's schema, if any, into the Sampling of its
+// first Forward. The document starts after the prompt; its token budget
+// is MaxTokens or what the context leaves, whichever is less.
+func (r *run) constrain(p *messages.Sampling) {
+	if r.req.Schema == nil {
+		return
+	}
+	budget := r.ctxLen - r.info.Prompt
+	if r.req.MaxTokens > 0 {
+		budget = min(budget, r.req.MaxTokens)
+	}
+	p.Constrained, p.JsonSchema = true, string(r.req.Schema.Source())
+	p.SchemaFrom, p.SchemaBudget = uint32(r.info.Prompt), uint32(max(budget, 0))
+}
+
+// ConstrainsRemotely marks Cluster as a generator that honours
+// Request.Schema (the api package asks for it before it sends a schema).
+func (c *Cluster) ConstrainsRemotely() {}

@@ -1,0 +1,198 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"strata/messages"
+)
+
+// Prompt caching, origin side. Agents resend a long, growing
+// conversation every turn; when a session ends cleanly its stages retain
+// its KV cache (kvcache.go) and the origin remembers here which tokens
+// that cache holds and on which ring. A later request of the same model
+// whose prompt shares a prefix with a retained session, planned onto the
+// same ring (the same shard actors, so the same layers and files), asks
+// its stages to adopt that cache truncated to the shared prefix, and
+// prefill runs only the rest. A stage that lost the entry answers so; the
+// session then runs the whole prompt, as without a cache.
+
+// minCachedPrefix is the shortest shared prefix worth resuming: below it
+// prefill is cheap and the entry is better kept for a longer match.
+const minCachedPrefix = 16
+
+// defaultPromptCache is ClusterOptions.PromptCache's default.
+const defaultPromptCache = 16
+
+// prefixEntry is one retained session as its origin knows it.
+type prefixEntry struct {
+	model   string
+	ring    []*actor.PID // the stages that retain it, in order
+	ctxLen  int
+	session string // the retained session's ID (the entry's name on the stages)
+	tokens  []int  // what its KV cache holds, position by position
+	usedAt  time.Time
+}
+
+// prefixCache is the origin's table of retained sessions.
+type prefixCache struct {
+	mu      sync.Mutex
+	max     int
+	entries []*prefixEntry
+}
+
+// take finds the entry for (model, ring, ctxLen) that shares the longest
+// prefix with prompt, removes it (the new session adopts it) and returns
+// it with the number of positions to reuse: at most len(prompt)-1, since
+// the last prompt token must run to give logits. nil when no entry
+// shares minCachedPrefix tokens.
+func (p *prefixCache) take(model string, ring []*actor.PID, ctxLen int, prompt []int) (*prefixEntry, int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	best, bestN := -1, 0
+	for i, e := range p.entries {
+		if e.model != model || e.ctxLen != ctxLen || !sameRing(e.ring, ring) {
+			continue
+		}
+		n := commonPrefix(e.tokens, prompt)
+		if n > bestN {
+			best, bestN = i, n
+		}
+	}
+	bestN = min(bestN, len(prompt)-1)
+	if best < 0 || bestN < minCachedPrefix {
+		return nil, 0
+	}
+	e := p.entries[best]
+	p.entries = slices.Delete(p.entries, best, best+1)
+	return e, bestN
+}
+
+// put records a retained session and returns the entries it pushed out
+// (least recently used first), which the caller frees on their stages.
+func (p *prefixCache) put(e *prefixEntry) []*prefixEntry {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.entries = append(p.entries, e)
+	var out []*prefixEntry
+	for len(p.entries) > p.max {
+		oldest := 0
+		for i, x := range p.entries {
+			if x.usedAt.Before(p.entries[oldest].usedAt) {
+				oldest = i
+			}
+		}
+		out = append(out, p.entries[oldest])
+		p.entries = slices.Delete(p.entries, oldest, oldest+1)
+	}
+	return out
+}
+
+// all removes and returns every entry.
+func (p *prefixCache) all() []*prefixEntry {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := p.entries
+	p.entries = nil
+	return out
+}
+
+func sameRing(a, b []*actor.PID) bool {
+	return slices.EqualFunc(a, b, func(x, y *actor.PID) bool { return x.Address == y.Address && x.Id == y.Id })
+}
+
+func commonPrefix(a, b []int) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return n
+}
+
+// resumeFrom picks the retained session r's first ring may resume for
+// seq (the prompt; never on a replay) and returns how many positions it
+// covers; r.resume is then set for the first Forward.
+func (r *run) resumeFrom(seq []int) int {
+	if r.c.prefix == nil || r.recoveries > 0 || r.noCache || len(seq) != r.info.Prompt {
+		return 0
+	}
+	ring := make([]*actor.PID, len(r.stages))
+	for i, s := range r.stages {
+		ring[i] = s.pid
+	}
+	e, n := r.c.prefix.take(r.req.Model, ring, r.ctxLen, seq)
+	if e == nil {
+		return 0
+	}
+	r.resume, r.resumed, r.cached = e.session, e, n
+	return n
+}
+
+// cacheFailed reports whether err, the outcome of a ring's first wait,
+// came from resuming a cached session (a stage lost it, or refused):
+// then the session runs the whole prompt on a fresh ring. Whatever went
+// wrong, the entry is spent: stages past the one that failed never saw
+// the Forward and still hold it, and nobody else will free it.
+func (r *run) cacheFailed(ctx context.Context, err error) bool {
+	e := r.resumed
+	r.resumed = nil
+	if err == nil || e == nil {
+		return false
+	}
+	r.c.dropEntry(e, false)
+	r.noCache, r.cached = true, 0
+	var lost *stageLost
+	if ctx.Err() != nil || errors.As(err, &lost) {
+		return false // a lost stage rebuilds the ring as it would without a cache
+	}
+	r.c.logf("session %s: the prompt cache could not be used (%v); running the whole prompt", r.id, err)
+	return true
+}
+
+// retain ends the session keeping its KV caches as a prompt-cache entry
+// holding seq, instead of freeing them.
+func (r *run) retain(seq []int) {
+	futures := make([]*actor.Future, len(r.stages))
+	ring := make([]*actor.PID, len(r.stages))
+	for i, s := range r.stages {
+		ring[i] = s.pid
+		futures[i] = r.c.system.Root.RequestFuture(s.pid, &messages.FreeSession{Session: r.id, Retain: true}, 2*time.Second)
+	}
+	for _, f := range futures {
+		f.Wait()
+	}
+	r.stages = nil
+	e := &prefixEntry{model: r.req.Model, ring: ring, ctxLen: r.ctxLen, session: r.id, tokens: seq, usedAt: time.Now()}
+	for _, old := range r.c.prefix.put(e) {
+		r.c.dropEntry(old, false)
+	}
+}
+
+// dropEntry frees a retained session on its stages, waiting for their
+// answers (briefly) when wait is set.
+func (c *Cluster) dropEntry(e *prefixEntry, wait bool) {
+	var futures []*actor.Future
+	for _, pid := range e.ring {
+		futures = append(futures, c.system.Root.RequestFuture(pid, &messages.FreeSession{Session: e.session}, 2*time.Second))
+	}
+	for _, f := range futures {
+		if wait {
+			f.Wait()
+		}
+	}
+}
+
+// DropPromptCache frees every retained session of this origin on its stages.
+func (c *Cluster) DropPromptCache() {
+	if c.prefix == nil {
+		return
+	}
+	for _, e := range c.prefix.all() {
+		c.dropEntry(e, true)
+	}
+}
