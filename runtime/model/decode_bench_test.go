@@ -21,7 +21,7 @@ func BenchmarkDecodeAt(b *testing.B) {
 	path := os.Getenv("STRATA_BENCH_MODEL")
 	if path == "" {
 		path = filepath.Join(b.TempDir(), "llama3-tiny.gguf")
-		if err := synth.WriteFile(path, model.Shapes["llama3-tiny"], synth.Options{Type: tensor.Q4_K, Seed: 1}); err != nil {
+		if err := synth.WriteFile(path, model.Shapes["llama3-tiny"], synth.Options{Type: tensor.Q8_0, Seed: 1}); err != nil {
 			b.Fatal(err)
 		}
 	}
