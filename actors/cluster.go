@@ -69,6 +69,10 @@ type ClusterOptions struct {
 	StepTimeout time.Duration
 	// Hidden is the activation encoding between stages (F32 default, F16 halves the bytes).
 	Hidden messages.HiddenType
+	// KVType is the KV cache element type placement counts (the zero
+	// value is f16, the default); the node's shards use the same
+	// (NodeConfig passes it to its Host).
+	KVType model.KVType
 	// ViewSettle is how long a session that lost a node waits for the
 	// view to show whether the node is really gone, when the model does
 	// not fit without it; 0 = 4 s (the membership drops a silent node
@@ -319,7 +323,9 @@ func (c *Cluster) plan(name string, excluded []string) (plan.Plan, []Member, err
 	if place == nil {
 		place = plan.Place
 	}
-	p, err := place(plan.FromProfile(name, m.prof), nodes, plan.Options{Context: c.planContext(m), Sessions: c.opts.PlanSessions})
+	pm := plan.FromProfile(name, m.prof)
+	pm.KVBytesPerToken = m.prof.KVBytesPerTokenOf(c.opts.KVType)
+	p, err := place(pm, nodes, plan.Options{Context: c.planContext(m), Sessions: c.opts.PlanSessions})
 	return p, members, err
 }
 

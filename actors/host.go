@@ -39,6 +39,10 @@ type HostConfig struct {
 	// (activations to the next stage, tokens, answers); nil = none. An
 	// in-process cluster shapes and cuts its links with it.
 	SenderMiddleware []actor.SenderMiddleware
+	// KVType is the element type of the shards' KV caches (the zero value
+	// is f16, the default). Every node of a cluster should use the same:
+	// the cache's rounding is part of the model's output.
+	KVType model.KVType
 }
 
 // Host loads shards on request and keeps them: one per (model, layer
@@ -202,6 +206,9 @@ func (h *Host) load(ctx actor.Context, spec *messages.ShardSpec) *messages.Shard
 	}
 	m, err := model.Load(f, int(spec.First), int(spec.End))
 	if err != nil {
+		return fail("%v", err)
+	}
+	if err := m.SetKVType(h.cfg.KVType); err != nil {
 		return fail("%v", err)
 	}
 	prof, err := model.ProfileOf(f)

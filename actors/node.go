@@ -117,7 +117,7 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	if maxCtx <= 0 {
 		maxCtx = 4096
 	}
-	n.Host = NewHost(HostConfig{Models: store, Pool: n.pool, MemoryBytes: p.MemoryOffered(), Name: shortID(p.ID().String()), MaxContext: maxCtx, SenderMiddleware: cfg.SenderMiddleware})
+	n.Host = NewHost(HostConfig{Models: store, Pool: n.pool, MemoryBytes: p.MemoryOffered(), Name: shortID(p.ID().String()), MaxContext: maxCtx, SenderMiddleware: cfg.SenderMiddleware, KVType: cfg.Cluster.KVType})
 	host.Store(n.Host)
 	weights.busy = n.Host.uses
 	n.Host.onChange = func(shards []string) { p.Membership().SetShards(shards) }

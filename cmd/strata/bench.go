@@ -22,6 +22,7 @@ func init() { extraCommands = append(extraCommands, benchCmd) }
 type benchReport struct {
 	Model        string `json:"model"`
 	Kernels      string `json:"kernels"`
+	KVType       string `json:"kv_type"`
 	Threads      int    `json:"threads"`
 	PromptTokens int    `json:"prompt_tokens"`
 	GenTokens    int    `json:"gen_tokens"`
@@ -52,9 +53,10 @@ func benchCmd() *cobra.Command {
 		asJSON       bool
 		bufMiB       int
 		cpuProfile   string
+		kvType       string
 	)
 	cmd := &cobra.Command{
-		Use:   "bench --model FILE [--threads N] [--prompt-tokens P] [--gen-tokens G] [--json]",
+		Use:   "bench --model FILE [--threads N] [--prompt-tokens P] [--gen-tokens G] [--kv-type T] [--json]",
 		Short: "Measure prompt processing and generation speed against this machine's memory bandwidth",
 		Long: `bench loads a GGUF model, processes a prompt of P tokens as one batch, then
 generates G tokens one at a time (greedy), and measures this machine's memory
@@ -76,6 +78,10 @@ counts); peak RSS covers the model run, not the bandwidth buffer.`,
 			if threads <= 0 {
 				threads = runtime.GOMAXPROCS(0)
 			}
+			kv, err := model.ParseKVType(kvType)
+			if err != nil {
+				return fmt.Errorf("--kv-type: %w", err)
+			}
 			if cpuProfile != "" {
 				pf, err := os.Create(cpuProfile)
 				if err != nil {
@@ -87,7 +93,7 @@ counts); peak RSS covers the model run, not the bandwidth buffer.`,
 				}
 				defer pprof.StopCPUProfile()
 			}
-			r, err := runBench(modelPath, threads, promptTokens, genTokens, bufMiB)
+			r, err := runBench(modelPath, threads, promptTokens, genTokens, bufMiB, kv)
 			if err != nil {
 				return err
 			}
@@ -97,7 +103,7 @@ counts); peak RSS covers the model run, not the bandwidth buffer.`,
 				enc.SetIndent("", "  ")
 				return enc.Encode(r)
 			}
-			fmt.Fprintf(out, "model      %s (%s kernels, %d threads)\n", r.Model, r.Kernels, r.Threads)
+			fmt.Fprintf(out, "model      %s (%s kernels, %d threads, %s KV cache)\n", r.Model, r.Kernels, r.Threads, r.KVType)
 			fmt.Fprintf(out, "prefill    %d tokens in %.3fs: %.1f tokens/s\n", r.PromptTokens, r.PrefillSeconds, r.PrefillTokensPerS)
 			fmt.Fprintf(out, "decode     %d tokens in %.3fs: %.2f tokens/s (%.1f GB/s of weights)\n", r.GenTokens, r.DecodeSeconds, r.DecodeTokensPerS, r.DecodeWeightGBs)
 			fmt.Fprintf(out, "bandwidth  %.1f GB/s read (%d threads, %d MiB buffer)\n", r.BandwidthGBs, r.Threads, r.BandwidthBufferMiB)
@@ -115,13 +121,14 @@ counts); peak RSS covers the model run, not the bandwidth buffer.`,
 	f.IntVar(&genTokens, "gen-tokens", 64, "tokens to generate")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
+	f.StringVar(&kvType, "kv-type", "f16", "KV cache type: "+model.KVTypes)
 	f.IntVar(&bufMiB, "bandwidth-mib", 1024, "size of the bandwidth buffer in MiB (keep it far above the L3 cache)")
 	cmd.AddCommand(benchLinkCmd())
 	cmd.AddCommand(benchTPCmd())
 	return cmd
 }
 
-func runBench(path string, threads, promptTokens, genTokens, bufMiB int) (*benchReport, error) {
+func runBench(path string, threads, promptTokens, genTokens, bufMiB int, kv model.KVType) (*benchReport, error) {
 	f, err := gguf.Open(path)
 	if err != nil {
 		return nil, err
@@ -135,6 +142,9 @@ func runBench(path string, threads, promptTokens, genTokens, bufMiB int) (*bench
 	if err != nil {
 		return nil, err
 	}
+	if err := m.SetKVType(kv); err != nil {
+		return nil, err
+	}
 	prof, err := model.ProfileOf(f)
 	if err != nil {
 		return nil, err
@@ -144,7 +154,7 @@ func runBench(path string, threads, promptTokens, genTokens, bufMiB int) (*bench
 	capacity := promptTokens + genTokens + 1
 	st := m.NewState(pool, promptTokens, capacity)
 	cache := m.NewCache(capacity)
-	r := &benchReport{Model: path, Kernels: tensor.Kernels(), Threads: threads, PromptTokens: promptTokens,
+	r := &benchReport{Model: path, Kernels: tensor.Kernels(), KVType: kv.String(), Threads: threads, PromptTokens: promptTokens,
 		GenTokens: genTokens, ModelWeightBytes: int64(prof.TotalBytes()), BandwidthBufferMiB: bufMiB}
 
 	// A deterministic prompt of ordinary token ids (past the specials).

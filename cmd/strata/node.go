@@ -29,6 +29,7 @@ import (
 	"strata/peers"
 	"strata/peers/verbs"
 	"strata/runtime/catalog"
+	"strata/runtime/model"
 )
 
 func init() { extraCommands = append(extraCommands, nodeCmd) }
@@ -39,7 +40,7 @@ const defaultListen = "/ip4/0.0.0.0/tcp/7341"
 // nodeFlags are the flags of `strata node`.
 type nodeFlags struct {
 	dataDir, secret, secretFile, memory, models, apiAddr, apiKey string
-	disk, transport, verbsFaults                                 string
+	disk, transport, verbsFaults, kvType                         string
 	stores                                                       string
 	listen, join, allowedHosts                                   []string
 	noMDNS, f16, verbsApple                                      bool
@@ -104,6 +105,7 @@ others too, and strata models lists them.`,
 	fl.StringVar(&f.verbsFaults, "verbs-faults", "", "inject a fault into the side channel: KIND@FRAME (drop, truncate, corrupt, reorder, stall), for tests")
 	fl.MarkHidden("verbs-apple")
 	fl.MarkHidden("verbs-faults")
+	fl.StringVar(&f.kvType, "kv-type", "f16", "KV cache type of this node's shards and of its plans: "+model.KVTypes+" (use the same on every node: it rounds the model's output)")
 	fl.BoolVar(&f.f16, "f16-activations", false, "send activations between nodes as f16 (half the bytes; output may differ slightly from one node)")
 
 	cmd.AddCommand(&cobra.Command{
@@ -231,6 +233,10 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 	if f.context == 0 {
 		f.context = 4096
 	}
+	kv, err := model.ParseKVType(f.kvType)
+	if err != nil {
+		return fmt.Errorf("--kv-type: %w", err)
+	}
 	cat, err := (&storeFlags{dataDir: f.dataDir, models: f.models, stores: f.stores}).catalog()
 	if err != nil {
 		return err
@@ -254,7 +260,7 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 			Transport: f.transport,
 			Verbs:     peers.VerbsOptions{Apple: f.verbsApple, Faults: faults},
 		},
-		Cluster: actors.ClusterOptions{PlanContext: f.context, PlanSessions: f.parallel, PromptCache: f.promptCache, StepTimeout: f.stepTimeout, Metrics: metrics, Logger: log, Hidden: hiddenType(f.f16)},
+		Cluster: actors.ClusterOptions{PlanContext: f.context, PlanSessions: f.parallel, PromptCache: f.promptCache, StepTimeout: f.stepTimeout, Metrics: metrics, Logger: log, Hidden: hiddenType(f.f16), KVType: kv},
 		Models:  cat,
 		Hub:     hfhub.FromEnv(),
 		Threads: f.threads,

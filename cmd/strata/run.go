@@ -15,6 +15,7 @@ import (
 	"strata/actors"
 	"strata/api"
 	"strata/runtime/engine"
+	"strata/runtime/model"
 	"strata/runtime/sample"
 )
 
@@ -29,6 +30,7 @@ func runCmd() *cobra.Command {
 		maxTokens int
 		threads   int
 		ctxLen    int
+		kvType    string
 		seed      int64
 		stops     []string
 		params    sample.Params
@@ -61,8 +63,12 @@ decides which nodes run which layers.`,
 					TopP: params.TopP, TopK: params.TopK, MinP: params.MinP, RepeatPenalty: params.RepeatPenalty, Seed: params.Seed, Stop: stops,
 				})
 			}
+			kv, err := model.ParseKVType(kvType)
+			if err != nil {
+				return fmt.Errorf("--kv-type: %w", err)
+			}
 			loadStart := time.Now()
-			e, err := engine.Open(modelPath, engine.Options{Threads: threads, Context: ctxLen})
+			e, err := engine.Open(modelPath, engine.Options{Threads: threads, Context: ctxLen, KVType: kv})
 			if err != nil {
 				return err
 			}
@@ -105,6 +111,7 @@ decides which nodes run which layers.`,
 	f.StringArrayVar(&stops, "stop", nil, "stop before this string (repeatable)")
 	f.IntVar(&threads, "threads", 0, "worker threads (0: all cores)")
 	f.IntVar(&ctxLen, "ctx", 0, "context length (0: the model's, at most 4096)")
+	f.StringVar(&kvType, "kv-type", "f16", "KV cache type: "+model.KVTypes+" (local runs; a node's is set by strata node --kv-type)")
 	return cmd
 }
 

@@ -31,6 +31,9 @@ type Options struct {
 	Threads int // worker threads; 0 = GOMAXPROCS
 	Context int // KV cache positions per generation; 0 = the model's context_length, at most 4096
 	Batch   int // prompt tokens per prefill step; 0 = 64
+	// KVType is the KV cache's element type; the zero value is f16 (the
+	// default), model.KVQ8_0 halves it again, model.KVF32 keeps every bit.
+	KVType model.KVType
 	// PromptCache is how many finished generations' KV caches are kept
 	// for prompt caching: a request whose prompt starts with what one of
 	// them holds (a conversation's next turn) reuses it and prefills only
@@ -128,6 +131,9 @@ func New(f *gguf.File, opts Options) (*Engine, error) {
 	}
 	m, err := model.Load(f, 0, cfg.Layers)
 	if err != nil {
+		return nil, err
+	}
+	if err := m.SetKVType(opts.KVType); err != nil {
 		return nil, err
 	}
 	tok, err := tokenizer.FromGGUF(f.Metadata())

@@ -342,7 +342,7 @@ func newMLAState(c Config, batch, workers int) *mlaState {
 // positions c.Len.. into s.xb2 [n × Embd]: O(MLA(RMSNorm(x))), caching
 // each token's latent and rope key.
 func (s *State) attentionMLA(l int, c *Cache, n int) {
-	m, w, p, ms := s.m, &s.m.Blocks[l], s.pool, s.mla
+	m, w, ms := s.m, &s.m.Blocks[l], s.mla
 	a := m.MLA
 	embd, hd, H, kvl, rd := m.Embd, m.HeadDim, m.Heads, a.KVLoraRank, m.RopeDim
 	cw := m.mlaCacheDim()
@@ -368,15 +368,14 @@ func (s *State) attentionMLA(l int, c *Cache, n int) {
 
 	// Cache each token's normed latent and rotated rope key.
 	half := rd / 2
-	K := c.K[l]
 	for i := range n {
 		pos := c.Len + i
 		cs, sn := ms.cs[i*half:(i+1)*half], ms.sn[i*half:(i+1)*half]
 		a.Yarn.angles(cs, sn, pos, m.RopeBase)
-		row := K[pos*cw : (pos+1)*cw]
-		tensor.RMSNorm(row[:kvl], kv[i*cw:i*cw+kvl], w.MLA.KVANorm, m.RMSEps)
-		copy(row[kvl:], kv[i*cw+kvl:(i+1)*cw])
+		row := kv[i*cw : (i+1)*cw]
+		tensor.RMSNorm(row[:kvl], row[:kvl], w.MLA.KVANorm, m.RMSEps)
 		rotate(row[kvl:], cs, sn)
+		c.put(c.k[l], 0, pos, row)
 	}
 
 	// Queries: the rope part rotated, the nope part absorbed into the
@@ -391,12 +390,11 @@ func (s *State) attentionMLA(l int, c *Cache, n int) {
 	}
 	s.perHead(w.MLA, n, false)
 
-	s.attnLayer, s.attnN, s.attnPos, s.attnCache = l, n, c.Len, c
-	if p == nil {
-		s.mlaFn(0, len(s.scores))
-	} else {
-		p.Run(len(s.scores), s.mlaFn)
-	}
+	// One KV "head" (the latent) shared by every query head.
+	s.job = attnJob{c: c, k: c.k[l], v: c.k[l], n: n, pos0: c.Len, groups: 1, group: H,
+		q: ms.qf, qTok: H * cw, qHead: cw, out: ms.lat, oTok: H * kvl, oHead: kvl, vw: kvl,
+		scale: a.KQScale, capacity: s.capacity}
+	s.runAttention()
 
 	s.perHead(w.MLA, n, true)
 	ms.actV.Set(ms.vo[:n*H*a.VDim], n)
@@ -484,31 +482,6 @@ func (s *State) absorbQuery(wk *mlaWorker, h int) {
 		row := uk[j*kvl : (j+1)*kvl]
 		for i := range n {
 			tensor.Axpy(ms.qf[(i*H+h)*cw:(i*H+h)*cw+kvl], s.q[i*H*hd+h*hd+j], row)
-		}
-	}
-}
-
-// attendLatent computes, for worker w, every (token, head) pair t with
-// t % workers == w: causal softmax attention of the absorbed query over the
-// cached latents and rope keys, written into mla.lat.
-func (s *State) attendLatent(w int) {
-	m, ms := s.m, s.mla
-	c, l, n, pos0 := s.attnCache, s.attnLayer, s.attnN, s.attnPos
-	H, kvl, cw := m.Heads, m.MLA.KVLoraRank, m.mlaCacheDim()
-	K := c.K[l]
-	for t := w; t < n*H; t += len(s.scores) {
-		i, h := t/H, t%H
-		span := pos0 + i + 1
-		q := ms.qf[(i*H+h)*cw : (i*H+h+1)*cw]
-		sc := s.scores[w][:span]
-		for p := range span {
-			sc[p] = tensor.Dot(q, K[p*cw:(p+1)*cw]) * m.MLA.KQScale
-		}
-		tensor.Softmax(sc)
-		out := ms.lat[(i*H+h)*kvl : (i*H+h+1)*kvl]
-		clear(out)
-		for p, a := range sc {
-			tensor.Axpy(out, a, K[p*cw:p*cw+kvl])
 		}
 	}
 }

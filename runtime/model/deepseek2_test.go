@@ -87,7 +87,7 @@ func TestDeepseek2CacheIsLatent(t *testing.T) {
 	s := model.Shapes["deepseek2-tiny"]
 	m, path := dsLoad(t, s, tensor.F32)
 	c := m.NewCache(10)
-	want := int64(10 * (s.KVLoraRank + s.RopeHeadDim) * 4 * s.Layers)
+	want := int64(10 * (s.KVLoraRank + s.RopeHeadDim) * 2 * s.Layers) // f16
 	if c.Bytes() != want || m.CacheBytes(10) != uint64(want) {
 		t.Errorf("cache %d bytes, CacheBytes %d, want %d", c.Bytes(), m.CacheBytes(10), want)
 	}
@@ -111,6 +111,9 @@ func TestDeepseek2CacheIsLatent(t *testing.T) {
 func TestDeepseek2BatchesAndShards(t *testing.T) {
 	s := model.Shapes["deepseek2-tiny"]
 	m, path := dsLoad(t, s, tensor.F32)
+	if err := m.SetKVType(model.KVF32); err != nil { // f16 would round the batches' differences
+		t.Fatal(err)
+	}
 	ids := dsRandomIDs(24, s.Vocab, 2)
 	ref := dsTeacherForced(t, m, nil, ids, 1, 5)
 	pool := tensor.NewPool(3)
@@ -134,6 +137,9 @@ func TestDeepseek2BatchesAndShards(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if a.SetKVType(model.KVF32) != nil || b.SetKVType(model.KVF32) != nil {
+		t.Fatal("SetKVType(f32) refused")
+	}
 	sa, sb := a.NewState(nil, 1, len(ids)), b.NewState(nil, 1, len(ids))
 	ca, cb := a.NewCache(len(ids)), b.NewCache(len(ids))
 	for i, tok := range ids {
@@ -144,6 +150,42 @@ func TestDeepseek2BatchesAndShards(t *testing.T) {
 		l, _ := sb.LogitsOf(0)
 		if got := llamacpp.TopOf(l, 5); got.Argmax != ref.Positions[i].Argmax || got.Top[0].Logit != ref.Positions[i].Top[0].Logit {
 			t.Fatalf("position %d: shards %v, whole %v", i, got, ref.Positions[i])
+		}
+	}
+}
+
+// The f16 and q8_0 caches give nearly the f32 cache's logits, on a
+// latent (deepseek2) and a grouped-query (llama) model: the same argmax at
+// every position in f16, and top logits within the rounding of the keys
+// and values (q8_0's 8 bits move these random-weight models' near-tied
+// logits by a few percent, enough to swap a near tie, so only the size of
+// the change is checked there).
+func TestKVTypesNearF32(t *testing.T) {
+	for _, c := range []struct {
+		shape    string
+		f16, q80 float64 // largest relative difference of the top logits
+	}{{"deepseek2-tiny", 5e-3, 0.1}, {"llama3-tiny", 5e-3, 0.1}} {
+		s := model.Shapes[c.shape]
+		m, _ := dsLoad(t, s, tensor.F32)
+		ids := dsRandomIDs(40, s.Vocab, 4)
+		if err := m.SetKVType(model.KVF32); err != nil {
+			t.Fatal(err)
+		}
+		ref := dsTeacherForced(t, m, nil, ids, 1, 5)
+		pool := tensor.NewPool(2)
+		defer pool.Close()
+		for _, kv := range []struct {
+			typ model.KVType
+			tol float64
+		}{{model.KVF16, c.f16}, {model.KVQ8_0, c.q80}} {
+			if err := m.SetKVType(kv.typ); err != nil {
+				t.Fatal(err)
+			}
+			d := llamacpp.Compare(dsTeacherForced(t, m, pool, ids, 7, 5), ref)
+			t.Logf("%s, %v cache vs f32: %v", c.shape, kv.typ, d)
+			if kv.typ == model.KVF16 && len(d.ArgmaxMismatch) > 0 || d.MaxRel > kv.tol {
+				t.Errorf("%s, %v cache vs f32: %v (tolerance %g)", c.shape, kv.typ, d, kv.tol)
+			}
 		}
 	}
 }
@@ -199,5 +241,39 @@ func TestMoEForwardNoAlloc(t *testing.T) {
 			t.Errorf("%s (kv_b %v): %v allocations per step", s.Name, s.LegacyKVB, a)
 		}
 		pool.Close()
+	}
+}
+
+// The cache takes what CacheBytes and the profile (placement's count)
+// say, in every cache type: half of f32 in f16, 34/32 bytes a value in q8_0.
+func TestKVBytesAccounting(t *testing.T) {
+	for _, name := range []string{"llama3-tiny", "deepseek2-tiny"} {
+		s := model.Shapes[name]
+		m, path := dsLoad(t, s, tensor.F32)
+		f, err := gguf.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := model.ProfileOf(f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.KVBytesPerToken != p.KVBytesPerTokenOf(model.KVF16) || p.KVValuesPerToken != s.KVValuesPerToken() {
+			t.Errorf("%s: profile %d bytes (f16) of %d values per token, shape %d values", name, p.KVBytesPerToken, p.KVValuesPerToken, s.KVValuesPerToken())
+		}
+		for _, c := range []struct {
+			typ   model.KVType
+			per32 uint64 // bytes per 32 values
+		}{{model.KVF16, 64}, {model.KVQ8_0, 34}, {model.KVF32, 128}} {
+			if err := m.SetKVType(c.typ); err != nil {
+				t.Fatal(err)
+			}
+			const capacity = 10
+			want := capacity * p.KVValuesPerToken / 32 * c.per32
+			if got := uint64(m.NewCache(capacity).Bytes()); got != want || m.CacheBytes(capacity) != want || capacity*p.KVBytesPerTokenOf(c.typ) != want {
+				t.Errorf("%s %v: cache %d bytes, CacheBytes %d, profile %d, want %d", name, c.typ, got, m.CacheBytes(capacity), capacity*p.KVBytesPerTokenOf(c.typ), want)
+			}
+		}
 	}
 }

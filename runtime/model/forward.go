@@ -7,49 +7,6 @@ import (
 	"strata/runtime/tensor"
 )
 
-// Cache is one sequence's KV cache for the layers of a shard,
-// preallocated for Capacity positions. With multi-head latent attention
-// (deepseek2) K holds each position's latent and rope key
-// ([pos*(KVLoraRank+RopeDim) + j]) and V is nil: keys and values are both
-// computed from the latent.
-type Cache struct {
-	K, V     [][]float32 // [layer-First][pos*KVDim + j]
-	Capacity int
-	Len      int // positions filled; the next token goes at Len
-}
-
-// NewCache allocates a KV cache of capacity positions for m's layers.
-func (m *Model) NewCache(capacity int) *Cache {
-	c := &Cache{Capacity: capacity, K: make([][]float32, len(m.Blocks)), V: make([][]float32, len(m.Blocks))}
-	for i := range m.Blocks {
-		if m.isMLA() {
-			c.K[i] = make([]float32, capacity*m.mlaCacheDim())
-			continue
-		}
-		c.K[i] = make([]float32, capacity*m.KVDim())
-		c.V[i] = make([]float32, capacity*m.KVDim())
-	}
-	return c
-}
-
-// CacheBytes is the memory NewCache(capacity) takes.
-func (m *Model) CacheBytes(capacity int) uint64 {
-	per := 2 * m.KVDim()
-	if m.isMLA() {
-		per = m.mlaCacheDim()
-	}
-	return uint64(capacity) * uint64(per) * 4 * uint64(len(m.Blocks))
-}
-
-// Bytes is the memory the cache holds.
-func (c *Cache) Bytes() int64 {
-	var n int64
-	for i := range c.K {
-		n += int64(len(c.K[i])+len(c.V[i])) * 4
-	}
-	return n
-}
-
 // State is the scratch memory of one forward pass of up to Batch tokens.
 // It is allocated once; Forward then allocates nothing.
 type State struct {
@@ -63,8 +20,10 @@ type State struct {
 	k, v   []float32 // [Batch × KVDim]
 	hb     []float32 // [Batch × widest FFN] (dense, expert or shared)
 	hb2    []float32 // [Batch × widest FFN]
-	scores [][]float32
 	Logits []float32 // [Vocab], last shard only
+
+	capacity int          // the longest attention span, in positions
+	attn     []attnWorker // one per worker: attention splits its work over them
 
 	// The inputs of the matrix products, quantized once per use for the
 	// integer kernels (Q, K and V share one; gate and up share one).
@@ -80,13 +39,11 @@ type State struct {
 
 	// The attention task's parameters, set before each pool.Run so the
 	// closure is built once (a fresh closure per call would allocate).
-	attnLayer, attnN, attnPos int
-	attnCache                 *Cache
-	attnFn                    func(lo, hi int)
-	mla                       *mlaState        // multi-head latent attention scratch (deepseek2)
-	mlaFn                     func(lo, hi int) // attendLatent over workers [lo, hi)
-	mlaHeadsFn                func(lo, hi int) // heads over workers [lo, hi)
-	swigluFn                  func(lo, hi int) // SwiGLU over hb[lo:hi], hb2[lo:hi]
+	job        attnJob
+	attnFn     func(lo, hi int) // attend over workers [lo, hi)
+	mla        *mlaState        // multi-head latent attention scratch (deepseek2)
+	mlaHeadsFn func(lo, hi int) // heads over workers [lo, hi)
+	swigluFn   func(lo, hi int) // SwiGLU over hb[lo:hi], hb2[lo:hi]
 }
 
 // NewState allocates scratch for batches of up to batch tokens with
@@ -95,7 +52,7 @@ func (m *Model) NewState(pool *tensor.Pool, batch, capacity int) *State {
 	c := m.Config
 	width := max(c.FFN, c.ExpertFFN, c.SharedExperts*c.ExpertFFN)
 	s := &State{
-		m: m, pool: pool, Batch: batch,
+		m: m, pool: pool, Batch: batch, capacity: capacity,
 		X:   make([]float32, batch*c.Embd),
 		xb:  make([]float32, batch*max(c.Embd, c.QDim())),
 		xb2: make([]float32, batch*c.Embd),
@@ -109,7 +66,6 @@ func (m *Model) NewState(pool *tensor.Pool, batch, capacity int) *State {
 		actQ:    tensor.NewActivations(batch, c.QDim()),
 		actFFN:  tensor.NewActivations(batch, c.FFN),
 	}
-	// One score row per worker: attention splits (token, head) pairs over workers.
 	workers := 1
 	if pool != nil {
 		workers = pool.Threads()
@@ -117,9 +73,10 @@ func (m *Model) NewState(pool *tensor.Pool, batch, capacity int) *State {
 	if c.Experts > 0 {
 		s.moe = newMoEState(c, batch, workers)
 	}
-	s.scores = make([][]float32, workers)
-	for i := range s.scores {
-		s.scores[i] = make([]float32, capacity)
+	_, kw := m.kvShape()
+	s.attn = make([]attnWorker, workers)
+	for i := range s.attn {
+		s.attn[i] = newAttnWorker(capacity, kw)
 	}
 	if m.IsLast() {
 		s.Logits = make([]float32, m.Vocab)
@@ -127,7 +84,7 @@ func (m *Model) NewState(pool *tensor.Pool, batch, capacity int) *State {
 	s.swigluFn = func(lo, hi int) { tensor.SwiGLU(s.hb[lo:hi], s.hb[lo:hi], s.hb2[lo:hi]) }
 	s.attnFn = func(lo, hi int) {
 		for w := lo; w < hi; w++ {
-			s.attendHeads(w)
+			s.attend(w)
 		}
 	}
 	if c.isMLA() {
@@ -135,11 +92,6 @@ func (m *Model) NewState(pool *tensor.Pool, batch, capacity int) *State {
 		s.mlaHeadsFn = func(lo, hi int) {
 			for w := lo; w < hi; w++ {
 				s.heads(w)
-			}
-		}
-		s.mlaFn = func(lo, hi int) {
-			for w := lo; w < hi; w++ {
-				s.attendLatent(w)
 			}
 		}
 	}
@@ -185,8 +137,8 @@ func (s *State) Forward(c *Cache, n int) error {
 	if n < 1 || n > s.Batch {
 		return fmt.Errorf("model: batch of %d tokens, the state holds 1..%d", n, s.Batch)
 	}
-	if c.Len+n > c.Capacity || c.Len+n > len(s.scores[0]) {
-		return fmt.Errorf("model: context full: %d + %d positions exceed %d", c.Len, n, min(c.Capacity, len(s.scores[0])))
+	if c.Len+n > c.Capacity || c.Len+n > s.capacity {
+		return fmt.Errorf("model: context full: %d + %d positions exceed %d", c.Len, n, min(c.Capacity, s.capacity))
 	}
 	for l := range s.m.Blocks {
 		s.layer(l, c, n)
@@ -255,16 +207,15 @@ func (s *State) attention(l int, c *Cache, n int) {
 		pos := c.Len + i
 		m.rope(qi, m.Heads, pos)
 		m.rope(ki, m.KVHeads, pos)
-		copy(c.K[l][pos*kvd:(pos+1)*kvd], ki)
-		copy(c.V[l][pos*kvd:(pos+1)*kvd], vi)
+		for h := range m.KVHeads {
+			c.put(c.k[l], h, pos, ki[h*m.HeadDim:])
+			c.put(c.v[l], h, pos, vi[h*m.HeadDim:])
+		}
 	}
-	s.attnLayer, s.attnN, s.attnPos, s.attnCache = l, n, c.Len, c
-	workers := len(s.scores)
-	if s.pool == nil {
-		s.attnFn(0, workers)
-	} else {
-		s.pool.Run(workers, s.attnFn)
-	}
+	s.job = attnJob{c: c, k: c.k[l], v: c.v[l], n: n, pos0: c.Len, groups: m.KVHeads, group: m.Heads / m.KVHeads,
+		q: q, qTok: qd, qHead: m.HeadDim, out: s.xb, oTok: qd, oHead: m.HeadDim, vw: m.HeadDim,
+		scale: float32(1 / math.Sqrt(float64(m.HeadDim))), capacity: s.capacity}
+	s.runAttention()
 	att := s.xb[:n*qd] // attention output, [n × QDim]
 	s.actQ.Set(att, n)
 	s.matmul(s.xb2[:n*embd], w.O, s.actQ)
@@ -284,34 +235,6 @@ func (s *State) swiglu(f *Dense, in, act *tensor.Activations, out []float32, n i
 	}
 	act.Set(hb, n)
 	s.matmul(out, f.Down, act)
-}
-
-// attendHeads computes, for worker w, every (token, head) pair t with
-// t % workers == w: causal softmax attention of the query over the cached
-// keys, written into s.xb as [n × QDim].
-func (s *State) attendHeads(w int) {
-	m := s.m
-	c, l, n, pos0 := s.attnCache, s.attnLayer, s.attnN, s.attnPos
-	hd, qd, kvd := m.HeadDim, m.QDim(), m.KVDim()
-	group := m.Heads / m.KVHeads
-	scale := float32(1 / math.Sqrt(float64(hd)))
-	K, V := c.K[l], c.V[l]
-	for t := w; t < n*m.Heads; t += len(s.scores) {
-		i, h := t/m.Heads, t%m.Heads
-		span := pos0 + i + 1 // positions 0..pos0+i are visible
-		q := s.q[i*qd+h*hd : i*qd+(h+1)*hd]
-		kvOff := (h / group) * hd
-		sc := s.scores[w][:span]
-		for p := 0; p < span; p++ {
-			sc[p] = tensor.Dot(q, K[p*kvd+kvOff:p*kvd+kvOff+hd]) * scale
-		}
-		tensor.Softmax(sc)
-		out := s.xb[i*qd+h*hd : i*qd+(h+1)*hd]
-		clear(out)
-		for p, a := range sc {
-			tensor.Axpy(out, a, V[p*kvd+kvOff:p*kvd+kvOff+hd])
-		}
-	}
 }
 
 // LogitsOf computes the output logits of hidden row i of s.X into s.Logits

@@ -20,10 +20,13 @@ type Profile struct {
 	EmbedBytes uint64   // token_embd.weight (first stage)
 	HeadBytes  uint64   // output_norm + output.weight (last stage; 0 extra when tied)
 	OtherBytes uint64   // tensors that belong to no layer and are not embedding/head
-	// KVBytesPerToken is the f32 KV cache of one token across all layers
-	// (for deepseek2, the MLA latent and rope key).
-	KVBytesPerToken uint64
-	TiedOutput      bool
+	// KVValuesPerToken is the values the KV cache holds per token across
+	// all layers (for deepseek2, the MLA latent and rope key), and
+	// KVBytesPerToken their size in the default cache type (f16); see
+	// KVBytesPerTokenOf for the others.
+	KVValuesPerToken uint64
+	KVBytesPerToken  uint64
+	TiedOutput       bool
 
 	// What a decode cost model needs beyond placement (see decode.go).
 	// KVHeads is the heads tensor parallelism splits whole: KV heads, or
@@ -35,6 +38,10 @@ type Profile struct {
 	// weights (attn_*), which tensor parallelism splits by KV heads.
 	ActiveLayerBytes, AttnLayerBytes []uint64
 }
+
+// KVBytesPerTokenOf is the KV cache of one token across all layers in a
+// cache of type t.
+func (p Profile) KVBytesPerTokenOf(t KVType) uint64 { return t.bytesFor(p.KVValuesPerToken) }
 
 // TotalBytes is the weight bytes of the whole model.
 func (p Profile) TotalBytes() uint64 {
@@ -96,7 +103,7 @@ func ProfileOf(f *gguf.File) (Profile, error) {
 		if !ok {
 			return p, fmt.Errorf("model: the KV cache of one token (%d layers, kv_lora_rank %d) does not fit in 64 bits", layers, kvl)
 		}
-		p.KVBytesPerToken = kv
+		p.setKV(kv / 4)
 		return p, nil
 	}
 	heads := md.ArchUint("attention.head_count", 0)
@@ -109,7 +116,7 @@ func ProfileOf(f *gguf.File) (Profile, error) {
 		if !ok {
 			return p, fmt.Errorf("model: the KV cache of one token (%d layers, kv_lora_rank %d) does not fit in 64 bits", layers, kvRank)
 		}
-		p.KVBytesPerToken = kv
+		p.setKV(kv / 4)
 	} else if heads > 0 {
 		headDim := md.ArchUint("attention.key_length", embd/heads)
 		valDim := md.ArchUint("attention.value_length", embd/heads)
@@ -117,9 +124,16 @@ func ProfileOf(f *gguf.File) (Profile, error) {
 		if !ok {
 			return p, fmt.Errorf("model: the KV cache of one token (%d layers, %d KV heads of %d+%d) does not fit in 64 bits", layers, kvHeads, headDim, valDim)
 		}
-		p.KVBytesPerToken = kv
+		p.setKV(kv / 4)
 	}
 	return p, nil
+}
+
+// setKV sets the cache's values per token and their size in f16. (The
+// sizes were checked to fit in 63 bits as f32.)
+func (p *Profile) setKV(values uint64) {
+	p.KVValuesPerToken = values
+	p.KVBytesPerToken = KVF16.bytesFor(values)
 }
 
 // mulSizes multiplies sizes read from a file; ok is false when the

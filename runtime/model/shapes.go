@@ -239,18 +239,24 @@ func (s Shape) Tensors(wt tensor.Type) []TensorSpec {
 	return ts
 }
 
-// KVBytesPerToken is the f32 KV cache of one token across all layers
-// (deepseek2 caches the compressed latent and the rope key, as llama.cpp does).
-func (s Shape) KVBytesPerToken() uint64 {
+// KVValuesPerToken is the values the KV cache holds per token across all
+// layers (deepseek2 caches the compressed latent and the rope key, as
+// llama.cpp does).
+func (s Shape) KVValuesPerToken() uint64 {
 	if s.Arch == "deepseek2" {
-		return uint64(s.Layers) * uint64(s.KVLoraRank+s.RopeHeadDim) * 4
+		return uint64(s.Layers) * uint64(s.KVLoraRank+s.RopeHeadDim)
 	}
-	return uint64(s.Layers) * uint64(s.KVHeads) * uint64(s.headDim()) * 2 * 4
+	return uint64(s.Layers) * uint64(s.KVHeads) * uint64(s.headDim()) * 2
 }
+
+// KVBytesPerToken is the default (f16) KV cache of one token across all
+// layers.
+func (s Shape) KVBytesPerToken() uint64 { return KVF16.bytesFor(s.KVValuesPerToken()) }
 
 // Profile is the placement profile of the shape in weight type wt.
 func (s Shape) Profile(wt tensor.Type) Profile {
-	p := Profile{Arch: s.Arch, Layers: s.Layers, LayerBytes: make([]uint64, s.Layers), TiedOutput: s.TiedEmbed, KVBytesPerToken: s.KVBytesPerToken(),
+	p := Profile{Arch: s.Arch, Layers: s.Layers, LayerBytes: make([]uint64, s.Layers), TiedOutput: s.TiedEmbed,
+		KVValuesPerToken: s.KVValuesPerToken(), KVBytesPerToken: s.KVBytesPerToken(),
 		Embd: s.Embd, KVHeads: s.KVHeads, Vocab: s.Vocab}
 	if s.Arch == "deepseek2" {
 		p.KVHeads = s.Heads

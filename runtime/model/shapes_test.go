@@ -39,7 +39,7 @@ func TestShapeParameterCounts(t *testing.T) {
 func TestShapeProfile(t *testing.T) {
 	s := Shapes["tinyllama-1.1b"]
 	p := s.Profile(tensor.Q8_0)
-	if p.Layers != 22 || p.LayerBytes[0] != p.LayerBytes[21] || p.KVBytesPerToken != 22*4*64*2*4 {
+	if p.Layers != 22 || p.LayerBytes[0] != p.LayerBytes[21] || p.KVBytesPerToken != 22*4*64*2*2 {
 		t.Errorf("profile %+v", p)
 	}
 	// Q8_0 stores 34 bytes per 32 weights.

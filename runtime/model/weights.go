@@ -66,6 +66,8 @@ type Model struct {
 	// RopeFactors (rope_freqs.weight, Llama 3.1+) divide each rotated
 	// pair's frequency, as llama.cpp's freq_factors; nil means all 1.
 	RopeFactors []float32 // [RopeDim/2]
+
+	kvType KVType // of the caches NewCache makes (SetKVType)
 }
 
 // IsFirst reports whether the shard starts at layer 0 (takes token ids).

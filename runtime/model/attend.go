@@ -1,0 +1,133 @@
+package model
+
+import "strata/runtime/tensor"
+
+// Attention over the cache, for standard (grouped-query) and multi-head
+// latent attention alike: the query heads that share a KV head score the
+// same cached keys, so the keys are decoded from the cache a block at a
+// time into float32 scratch and every such query (and, in a prompt, every
+// token of a small tile) reads them there; then each query's softmax; then
+// the values, decoded the same way, summed with those weights. A query's
+// result never depends on how the work is split (each of its dots and
+// its weighted sum is one kernel chain in position order), so any thread
+// count, and any node, gives the same bits.
+
+// attnBlockValues is the float32 scratch one block of decoded rows fills
+// (16 KiB): small enough to stay in L1 while the queries read it.
+const attnBlockValues = 4096
+
+// attnQueries bounds the (token, head) queries of one unit of work, whose
+// score rows are the worker's scratch (512 KiB at 4096 positions): in a
+// prompt, the tokens of a tile share each decoded block, so a larger tile
+// converts the cache fewer times.
+const attnQueries = 32
+
+// attnWorker is one worker's scratch.
+type attnWorker struct {
+	scores []float32 // [attnQueries × capacity] score rows
+	buf    []float32 // a block of decoded rows
+}
+
+func newAttnWorker(capacity, width int) attnWorker {
+	return attnWorker{scores: make([]float32, attnQueries*capacity), buf: make([]float32, max(attnBlockValues, width))}
+}
+
+// attnJob is one layer's attention over a batch, set before pool.Run (so
+// the closure is built once). Query (i, h) is q[i*qTok + h*qHead:] (the
+// cache's width), its output out[i*oTok + h*oHead:] (vw values: the first
+// vw of each value row).
+type attnJob struct {
+	c        *Cache
+	k, v     []byte // the layer's key and value rows (the same with MLA)
+	n, pos0  int    // tokens, and the position of the first
+	groups   int    // KV heads
+	group    int    // query heads per KV head
+	sub      int    // query heads per unit of work (≤ group)
+	tile     int    // tokens per unit of work
+	q        []float32
+	qTok     int
+	qHead    int
+	out      []float32
+	oTok     int
+	oHead    int
+	vw       int
+	scale    float32
+	capacity int // score row stride
+}
+
+// plan splits the job into units of tile tokens × sub query heads of one
+// KV head: as many queries per unit as the scratch holds, and at least
+// one unit per worker where the batch allows (a decoded token with few KV
+// heads splits each head's group of queries instead).
+func (j *attnJob) plan(workers int) {
+	j.sub = min(j.group, attnQueries)
+	for j.sub > 1 && j.units(max(1, attnQueries/j.sub)) < workers {
+		j.sub = (j.sub + 1) / 2
+	}
+	j.tile = max(1, attnQueries/j.sub)
+}
+
+func (j *attnJob) units(tile int) int {
+	return (j.n + tile - 1) / tile * j.groups * ((j.group + j.sub - 1) / j.sub)
+}
+
+// attend does worker w's units: w, w+workers, ...
+func (s *State) attend(w int) {
+	j := &s.job
+	for u := w; u < j.units(j.tile); u += len(s.attn) {
+		s.attendUnit(&s.attn[w], u)
+	}
+}
+
+// attendUnit computes the causal softmax attention of unit u's queries.
+func (s *State) attendUnit(wk *attnWorker, u int) {
+	j := &s.job
+	c := j.c
+	subs := (j.group + j.sub - 1) / j.sub
+	tile, rest := u/(j.groups*subs), u%(j.groups*subs)
+	g, sg := rest/subs, rest%subs
+	i0, i1 := tile*j.tile, min(j.n, (tile+1)*j.tile)
+	h0, h1 := g*j.group+sg*j.sub, g*j.group+min(j.group, (sg+1)*j.sub)
+	nh := h1 - h0
+	score := func(i, h int) []float32 { // positions 0..pos0+i are visible
+		return wk.scores[((i-i0)*nh+h-h0)*j.capacity:][:j.pos0+i+1]
+	}
+	end := j.pos0 + i1
+	block := max(1, attnBlockValues/c.width)
+	for p0 := 0; p0 < end; p0 += block {
+		p1 := min(end, p0+block)
+		keys := c.rows(j.k, g, p0, p1, wk.buf)
+		for i := max(i0, p0-j.pos0); i < i1; i++ {
+			e := min(p1, j.pos0+i+1)
+			for h := h0; h < h1; h++ {
+				tensor.DotRows(score(i, h)[p0:e], j.q[i*j.qTok+h*j.qHead:][:c.width], keys, c.width)
+			}
+		}
+	}
+	for i := i0; i < i1; i++ {
+		for h := h0; h < h1; h++ {
+			tensor.SoftmaxScaled(score(i, h), j.scale)
+			clear(j.out[i*j.oTok+h*j.oHead:][:j.vw])
+		}
+	}
+	for p0 := 0; p0 < end; p0 += block {
+		p1 := min(end, p0+block)
+		vals := c.rows(j.v, g, p0, p1, wk.buf)
+		for i := max(i0, p0-j.pos0); i < i1; i++ {
+			e := min(p1, j.pos0+i+1)
+			for h := h0; h < h1; h++ {
+				tensor.AxpyRows(j.out[i*j.oTok+h*j.oHead:][:j.vw], score(i, h)[p0:e], vals, c.width)
+			}
+		}
+	}
+}
+
+// runAttention runs the job set in s.job over the workers.
+func (s *State) runAttention() {
+	s.job.plan(len(s.attn))
+	if s.pool == nil {
+		s.attnFn(0, len(s.attn))
+	} else {
+		s.pool.Run(len(s.attn), s.attnFn)
+	}
+}

@@ -1,0 +1,667 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// The attention kernels (attn.go) in AVX2+FMA+F16C, and AVX-512 forms of
+// the two float kernels. Each computes exactly what its generic namesake
+// computes, lane for lane and in the same float32 order.
+
+// HSUM(Y, X, T): X[0] = hsum8 of Y's lanes (halves, pairs, the last two);
+// T is clobbered.
+#define HSUM(Y, X, T) \
+	VEXTRACTF128 $1, Y, T \
+	VADDPS       T, X, X  \
+	VMOVHLPS     X, X, T  \
+	VADDPS       T, X, X  \
+	VMOVSHDUP    X, T     \
+	VADDSS       T, X, X
+
+#define BCAST(val, X, Y) \
+	MOVL         val, AX \
+	VMOVD        AX, X   \
+	VPBROADCASTD X, Y
+
+// func dotRowsAVX2(out, q, rows *float32, n, nrows, stride int)
+//
+// out[r] = dotVecGeneric(q[:n], row r) for r < nrows (> 0), rows stride
+// bytes apart: dotF32AVX2's steps for each row.
+//
+// A head of 64 keeps the query in registers (Y8-Y15) and reads each row
+// once.
+TEXT ·dotRowsAVX2(SB), NOSPLIT, $0-48
+	MOVQ out+0(FP), BX
+	MOVQ q+8(FP), R8
+	MOVQ rows+16(FP), R9
+	MOVQ n+24(FP), R10
+	MOVQ nrows+32(FP), R11
+	MOVQ stride+40(FP), R12
+	CMPQ R10, $64
+	JNE  drrow
+	VMOVUPS 0(R8), Y8
+	VMOVUPS 32(R8), Y9
+	VMOVUPS 64(R8), Y10
+	VMOVUPS 96(R8), Y11
+	VMOVUPS 128(R8), Y12
+	VMOVUPS 160(R8), Y13
+	VMOVUPS 192(R8), Y14
+	VMOVUPS 224(R8), Y15
+
+dq64row:
+	VXORPS      Y0, Y0, Y0
+	VXORPS      Y1, Y1, Y1
+	VXORPS      Y2, Y2, Y2
+	VXORPS      Y3, Y3, Y3
+	VFMADD231PS 0(R9), Y8, Y0
+	VFMADD231PS 32(R9), Y9, Y1
+	VFMADD231PS 64(R9), Y10, Y2
+	VFMADD231PS 96(R9), Y11, Y3
+	VFMADD231PS 128(R9), Y12, Y0
+	VFMADD231PS 160(R9), Y13, Y1
+	VFMADD231PS 192(R9), Y14, Y2
+	VFMADD231PS 224(R9), Y15, Y3
+	VADDPS      Y2, Y0, Y0
+	VADDPS      Y3, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	HSUM(Y0, X0, X1)
+	VMOVSS      X0, (BX)
+	ADDQ        $4, BX
+	ADDQ        R12, R9
+	DECQ        R11
+	JNZ         dq64row
+	VZEROUPPER
+	RET
+
+drrow:
+	MOVQ   R9, SI
+	MOVQ   R8, DI
+	MOVQ   R10, CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+dr32:
+	CMPQ        CX, $32
+	JLT         drfold
+	VMOVUPS     0(SI), Y4
+	VMOVUPS     32(SI), Y5
+	VMOVUPS     64(SI), Y6
+	VMOVUPS     96(SI), Y7
+	VFMADD231PS (DI), Y4, Y0
+	VFMADD231PS 32(DI), Y5, Y1
+	VFMADD231PS 64(DI), Y6, Y2
+	VFMADD231PS 96(DI), Y7, Y3
+	ADDQ        $128, SI
+	ADDQ        $128, DI
+	SUBQ        $32, CX
+	JMP         dr32
+
+drfold:
+	VADDPS Y2, Y0, Y0
+	VADDPS Y3, Y1, Y1
+	VADDPS Y1, Y0, Y0
+
+dr8:
+	CMPQ        CX, $8
+	JLT         drtail
+	VMOVUPS     0(SI), Y4
+	VFMADD231PS (DI), Y4, Y0
+	ADDQ        $32, SI
+	ADDQ        $32, DI
+	SUBQ        $8, CX
+	JMP         dr8
+
+drtail:
+	HSUM(Y0, X0, X1)
+	TESTQ CX, CX
+	JZ    drstore
+
+dr1:
+	VMOVSS      (SI), X4
+	VFMADD231SS (DI), X4, X0
+	ADDQ        $4, SI
+	ADDQ        $4, DI
+	DECQ        CX
+	JNZ         dr1
+
+drstore:
+	VMOVSS X0, (BX)
+	ADDQ   $4, BX
+	ADDQ   R12, R9
+	DECQ   R11
+	JNZ    drrow
+	VZEROUPPER
+	RET
+
+// func axpyRowsAVX2(dst, alpha, rows *float32, n, nrows, stride int)
+//
+// For r < nrows (> 0): dst[:n] = fma(alpha[r], row r, dst), rows stride
+// bytes apart. dst stays in registers 64 elements at a time while the rows
+// stream past; each element's chain of FMAs is in row order.
+TEXT ·axpyRowsAVX2(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ alpha+8(FP), R8
+	MOVQ rows+16(FP), R9
+	MOVQ n+24(FP), CX
+	MOVQ nrows+32(FP), R11
+	MOVQ stride+40(FP), R12
+
+ar64:
+	CMPQ    CX, $64
+	JLT     ar8
+	VMOVUPS 0(DI), Y0
+	VMOVUPS 32(DI), Y1
+	VMOVUPS 64(DI), Y2
+	VMOVUPS 96(DI), Y3
+	VMOVUPS 128(DI), Y4
+	VMOVUPS 160(DI), Y5
+	VMOVUPS 192(DI), Y6
+	VMOVUPS 224(DI), Y7
+	MOVQ    R8, AX
+	MOVQ    R9, SI
+	MOVQ    R11, DX
+
+ar64row:
+	VBROADCASTSS (AX), Y8
+	VFMADD231PS  0(SI), Y8, Y0
+	VFMADD231PS  32(SI), Y8, Y1
+	VFMADD231PS  64(SI), Y8, Y2
+	VFMADD231PS  96(SI), Y8, Y3
+	VFMADD231PS  128(SI), Y8, Y4
+	VFMADD231PS  160(SI), Y8, Y5
+	VFMADD231PS  192(SI), Y8, Y6
+	VFMADD231PS  224(SI), Y8, Y7
+	ADDQ         $4, AX
+	ADDQ         R12, SI
+	DECQ         DX
+	JNZ          ar64row
+	VMOVUPS      Y0, 0(DI)
+	VMOVUPS      Y1, 32(DI)
+	VMOVUPS      Y2, 64(DI)
+	VMOVUPS      Y3, 96(DI)
+	VMOVUPS      Y4, 128(DI)
+	VMOVUPS      Y5, 160(DI)
+	VMOVUPS      Y6, 192(DI)
+	VMOVUPS      Y7, 224(DI)
+	ADDQ         $256, DI
+	ADDQ         $256, R9
+	SUBQ         $64, CX
+	JMP          ar64
+
+ar8:
+	CMPQ    CX, $8
+	JLT     ar1
+	VMOVUPS (DI), Y0
+	MOVQ    R8, AX
+	MOVQ    R9, SI
+	MOVQ    R11, DX
+
+ar8row:
+	VBROADCASTSS (AX), Y8
+	VFMADD231PS  (SI), Y8, Y0
+	ADDQ         $4, AX
+	ADDQ         R12, SI
+	DECQ         DX
+	JNZ          ar8row
+	VMOVUPS      Y0, (DI)
+	ADDQ         $32, DI
+	ADDQ         $32, R9
+	SUBQ         $8, CX
+	JMP          ar8
+
+ar1:
+	TESTQ  CX, CX
+	JZ     ardone
+	VMOVSS (DI), X0
+	MOVQ   R8, AX
+	MOVQ   R9, SI
+	MOVQ   R11, DX
+
+ar1row:
+	VMOVSS      (AX), X8
+	VFMADD231SS (SI), X8, X0
+	ADDQ        $4, AX
+	ADDQ        R12, SI
+	DECQ        DX
+	JNZ         ar1row
+	VMOVSS      X0, (DI)
+	ADDQ        $4, DI
+	ADDQ        $4, R9
+	DECQ        CX
+	JMP         ar1
+
+ardone:
+	VZEROUPPER
+	RET
+
+// func dotRowsAVX512(out, q, rows *float32, n, nrows, stride int)
+//
+// dotRowsAVX2 in 64-byte registers: Z0 holds accumulators 0 and 1 of the
+// generic's four (lanes 0-7, 8-15), Z2 accumulators 2 and 3, so Z0+Z2 is
+// acc0+acc2 | acc1+acc3 and adding its halves is the generic's fold.
+//
+// Heads of 64 and 128 (the common ones) keep the query in registers
+// (Z16-Z23) and read each row once.
+TEXT ·dotRowsAVX512(SB), NOSPLIT, $0-48
+	MOVQ out+0(FP), BX
+	MOVQ q+8(FP), R8
+	MOVQ rows+16(FP), R9
+	MOVQ n+24(FP), R10
+	MOVQ nrows+32(FP), R11
+	MOVQ stride+40(FP), R12
+	CMPQ R10, $64
+	JEQ  zq64
+	CMPQ R10, $128
+	JEQ  zq128
+	JMP  zrrow
+
+zq64:
+	VMOVUPS 0(R8), Z16
+	VMOVUPS 64(R8), Z17
+	VMOVUPS 128(R8), Z18
+	VMOVUPS 192(R8), Z19
+
+zq64row:
+	VPXORD        Z0, Z0, Z0 // (a product into +0, not VMULPS: -0 products must add to +0 as the generic's do)
+	VPXORD        Z2, Z2, Z2
+	VFMADD231PS   0(R9), Z16, Z0
+	VFMADD231PS   64(R9), Z17, Z2
+	VFMADD231PS   128(R9), Z18, Z0
+	VFMADD231PS   192(R9), Z19, Z2
+	VADDPS        Z2, Z0, Z0
+	VEXTRACTF32X8 $1, Z0, Y1
+	VADDPS        Y1, Y0, Y0
+	HSUM(Y0, X0, X1)
+	VMOVSS        X0, (BX)
+	ADDQ          $4, BX
+	ADDQ          R12, R9
+	DECQ          R11
+	JNZ           zq64row
+	VZEROUPPER
+	RET
+
+zq128:
+	VMOVUPS 0(R8), Z16
+	VMOVUPS 64(R8), Z17
+	VMOVUPS 128(R8), Z18
+	VMOVUPS 192(R8), Z19
+	VMOVUPS 256(R8), Z20
+	VMOVUPS 320(R8), Z21
+	VMOVUPS 384(R8), Z22
+	VMOVUPS 448(R8), Z23
+
+zq128row:
+	VPXORD        Z0, Z0, Z0 // (a product into +0, not VMULPS: -0 products must add to +0 as the generic's do)
+	VPXORD        Z2, Z2, Z2
+	VFMADD231PS   0(R9), Z16, Z0
+	VFMADD231PS   64(R9), Z17, Z2
+	VFMADD231PS   128(R9), Z18, Z0
+	VFMADD231PS   192(R9), Z19, Z2
+	VFMADD231PS   256(R9), Z20, Z0
+	VFMADD231PS   320(R9), Z21, Z2
+	VFMADD231PS   384(R9), Z22, Z0
+	VFMADD231PS   448(R9), Z23, Z2
+	VADDPS        Z2, Z0, Z0
+	VEXTRACTF32X8 $1, Z0, Y1
+	VADDPS        Y1, Y0, Y0
+	HSUM(Y0, X0, X1)
+	VMOVSS        X0, (BX)
+	ADDQ          $4, BX
+	ADDQ          R12, R9
+	DECQ          R11
+	JNZ           zq128row
+	VZEROUPPER
+	RET
+
+zrrow:
+	MOVQ    R9, SI
+	MOVQ    R8, DI
+	MOVQ    R10, CX
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z2, Z2, Z2
+
+zr32:
+	CMPQ        CX, $32
+	JLT         zrfold
+	VMOVUPS     0(SI), Z4
+	VMOVUPS     64(SI), Z6
+	VFMADD231PS (DI), Z4, Z0
+	VFMADD231PS 64(DI), Z6, Z2
+	ADDQ        $128, SI
+	ADDQ        $128, DI
+	SUBQ        $32, CX
+	JMP         zr32
+
+zrfold:
+	VADDPS        Z2, Z0, Z0
+	VEXTRACTF32X8 $1, Z0, Y1
+	VADDPS        Y1, Y0, Y0
+
+zr8:
+	CMPQ        CX, $8
+	JLT         zrtail
+	VMOVUPS     0(SI), Y4
+	VFMADD231PS (DI), Y4, Y0
+	ADDQ        $32, SI
+	ADDQ        $32, DI
+	SUBQ        $8, CX
+	JMP         zr8
+
+zrtail:
+	HSUM(Y0, X0, X1)
+	TESTQ CX, CX
+	JZ    zrstore
+
+zr1:
+	VMOVSS      (SI), X4
+	VFMADD231SS (DI), X4, X0
+	ADDQ        $4, SI
+	ADDQ        $4, DI
+	DECQ        CX
+	JNZ         zr1
+
+zrstore:
+	VMOVSS X0, (BX)
+	ADDQ   $4, BX
+	ADDQ   R12, R9
+	DECQ   R11
+	JNZ    zrrow
+	VZEROUPPER
+	RET
+
+// func axpyRowsAVX512(dst, alpha, rows *float32, n, nrows, stride int)
+//
+// axpyRowsAVX2 with dst held 128 elements at a time in eight 64-byte
+// registers (a 64-wide head in four); the 8- and 1-element tails as there.
+TEXT ·axpyRowsAVX512(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ alpha+8(FP), R8
+	MOVQ rows+16(FP), R9
+	MOVQ n+24(FP), CX
+	MOVQ nrows+32(FP), R11
+	MOVQ stride+40(FP), R12
+
+zr128:
+	CMPQ    CX, $128
+	JLT     zr64
+	VMOVUPS 0(DI), Z0
+	VMOVUPS 64(DI), Z1
+	VMOVUPS 128(DI), Z2
+	VMOVUPS 192(DI), Z3
+	VMOVUPS 256(DI), Z4
+	VMOVUPS 320(DI), Z5
+	VMOVUPS 384(DI), Z6
+	VMOVUPS 448(DI), Z7
+	MOVQ    R8, AX
+	MOVQ    R9, SI
+	MOVQ    R11, DX
+
+zr128row:
+	VBROADCASTSS (AX), Z8
+	VFMADD231PS  0(SI), Z8, Z0
+	VFMADD231PS  64(SI), Z8, Z1
+	VFMADD231PS  128(SI), Z8, Z2
+	VFMADD231PS  192(SI), Z8, Z3
+	VFMADD231PS  256(SI), Z8, Z4
+	VFMADD231PS  320(SI), Z8, Z5
+	VFMADD231PS  384(SI), Z8, Z6
+	VFMADD231PS  448(SI), Z8, Z7
+	ADDQ         $4, AX
+	ADDQ         R12, SI
+	DECQ         DX
+	JNZ          zr128row
+	VMOVUPS      Z0, 0(DI)
+	VMOVUPS      Z1, 64(DI)
+	VMOVUPS      Z2, 128(DI)
+	VMOVUPS      Z3, 192(DI)
+	VMOVUPS      Z4, 256(DI)
+	VMOVUPS      Z5, 320(DI)
+	VMOVUPS      Z6, 384(DI)
+	VMOVUPS      Z7, 448(DI)
+	ADDQ         $512, DI
+	ADDQ         $512, R9
+	SUBQ         $128, CX
+	JMP          zr128
+
+zr64:
+	CMPQ    CX, $64
+	JLT     zr8
+	VMOVUPS 0(DI), Z0
+	VMOVUPS 64(DI), Z1
+	VMOVUPS 128(DI), Z2
+	VMOVUPS 192(DI), Z3
+	MOVQ    R8, AX
+	MOVQ    R9, SI
+	MOVQ    R11, DX
+
+zr64row:
+	VBROADCASTSS (AX), Z8
+	VFMADD231PS  0(SI), Z8, Z0
+	VFMADD231PS  64(SI), Z8, Z1
+	VFMADD231PS  128(SI), Z8, Z2
+	VFMADD231PS  192(SI), Z8, Z3
+	ADDQ         $4, AX
+	ADDQ         R12, SI
+	DECQ         DX
+	JNZ          zr64row
+	VMOVUPS      Z0, 0(DI)
+	VMOVUPS      Z1, 64(DI)
+	VMOVUPS      Z2, 128(DI)
+	VMOVUPS      Z3, 192(DI)
+	ADDQ         $256, DI
+	ADDQ         $256, R9
+	SUBQ         $64, CX
+
+zr8:
+	CMPQ    CX, $8
+	JLT     zr1
+	VMOVUPS (DI), Y0
+	MOVQ    R8, AX
+	MOVQ    R9, SI
+	MOVQ    R11, DX
+
+zr8row:
+	VBROADCASTSS (AX), Y8
+	VFMADD231PS  (SI), Y8, Y0
+	ADDQ         $4, AX
+	ADDQ         R12, SI
+	DECQ         DX
+	JNZ          zr8row
+	VMOVUPS      Y0, (DI)
+	ADDQ         $32, DI
+	ADDQ         $32, R9
+	SUBQ         $8, CX
+	JMP          zr8
+
+zr1:
+	TESTQ  CX, CX
+	JZ     zrdone
+	VMOVSS (DI), X0
+	MOVQ   R8, AX
+	MOVQ   R9, SI
+	MOVQ   R11, DX
+
+zr1row:
+	VMOVSS      (AX), X8
+	VFMADD231SS (SI), X8, X0
+	ADDQ        $4, AX
+	ADDQ        R12, SI
+	DECQ        DX
+	JNZ         zr1row
+	VMOVSS      X0, (DI)
+	ADDQ        $4, DI
+	ADDQ        $4, R9
+	DECQ        CX
+	JMP         zr1
+
+zrdone:
+	VZEROUPPER
+	RET
+
+// func decodeF16AVX2(dst *float32, src *uint16, n int)
+//
+// dst[i] = the half src[i] for n (a positive multiple of 8) elements.
+TEXT ·decodeF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+
+h32:
+	CMPQ      CX, $32
+	JLT       h8
+	VCVTPH2PS 0(SI), Y0
+	VCVTPH2PS 16(SI), Y1
+	VCVTPH2PS 32(SI), Y2
+	VCVTPH2PS 48(SI), Y3
+	VMOVUPS   Y0, 0(DI)
+	VMOVUPS   Y1, 32(DI)
+	VMOVUPS   Y2, 64(DI)
+	VMOVUPS   Y3, 96(DI)
+	ADDQ      $64, SI
+	ADDQ      $128, DI
+	SUBQ      $32, CX
+	JMP       h32
+
+h8:
+	TESTQ     CX, CX
+	JZ        hdone
+	VCVTPH2PS (SI), Y0
+	VMOVUPS   Y0, (DI)
+	ADDQ      $16, SI
+	ADDQ      $32, DI
+	SUBQ      $8, CX
+	JMP       h8
+
+hdone:
+	VZEROUPPER
+	RET
+
+// func encodeF16AVX2(dst *uint16, src *float32, n int)
+//
+// dst[i] = FP32ToFP16(src[i]) for n (a positive multiple of 8) elements:
+// VCVTPS2PH with rounding mode 0 rounds to nearest even, overflows to
+// ±Inf, keeps subnormals and quiets NaNs keeping the top payload bits, as
+// FP32ToFP16 does.
+TEXT ·encodeF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+
+e8:
+	VMOVUPS   (SI), Y0
+	VCVTPS2PH $0, Y0, (DI)
+	ADDQ      $32, SI
+	ADDQ      $16, DI
+	SUBQ      $8, CX
+	JNZ       e8
+	VZEROUPPER
+	RET
+
+// func scaleMaxAVX2(x *float32, scale float32, n int) float32
+//
+// x[i] *= scale for n (a positive multiple of 8) elements; returns their
+// largest (VMAXPS lanes, then the halves, pairs and last two).
+TEXT ·scaleMaxAVX2(SB), NOSPLIT, $0-28
+	MOVQ         x+0(FP), DI
+	VBROADCASTSS scale+8(FP), Y1
+	MOVQ         n+16(FP), CX
+	VMULPS       (DI), Y1, Y0
+	VMOVUPS      Y0, (DI)
+	ADDQ         $32, DI
+	SUBQ         $8, CX
+	JZ           smreduce
+
+smloop:
+	VMULPS  (DI), Y1, Y2
+	VMOVUPS Y2, (DI)
+	VMAXPS  Y2, Y0, Y0
+	ADDQ    $32, DI
+	SUBQ    $8, CX
+	JNZ     smloop
+
+smreduce:
+	VEXTRACTF128 $1, Y0, X1
+	VMAXPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VMAXPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VMAXSS       X1, X0, X0
+	VZEROUPPER
+	MOVSS        X0, ret+24(FP)
+	RET
+
+// func expSubAVX2(x *float32, mx float32, n int) float32
+//
+// x[i] = expf32(x[i] - mx) for n (a positive multiple of 8) elements;
+// returns the sum of the results: lane l of eight float32 accumulators
+// sums elements l, l+8, ..., then hsum8. The exponential is swigluAVX2's,
+// step for step.
+TEXT ·expSubAVX2(SB), NOSPLIT, $0-28
+	MOVQ         x+0(FP), DI
+	VBROADCASTSS mx+8(FP), Y9
+	MOVQ         n+16(FP), CX
+	BCAST($0x42b0c0a5, X15, Y15) // 88.3762626647949
+	BCAST($0x3fb8aa3b, X14, Y14) // log2(e)
+	BCAST($0x3f000000, X13, Y13) // 0.5
+	BCAST($0x3f318000, X12, Y12) // C1 = 0.693359375
+	BCAST($0xb95e8083, X11, Y11) // C2 = -2.12194440e-4
+	BCAST($0x3f800000, X10, Y10) // 1.0
+	VXORPS Y8, Y8, Y8            // the sums
+	VXORPS Y7, Y7, Y7
+	VSUBPS Y15, Y7, Y7           // -88.376
+
+exloop:
+	VMOVUPS (DI), Y1
+	VSUBPS  Y9, Y1, Y1         // x - mx
+	VMINPS  Y15, Y1, Y1
+	VMAXPS  Y7, Y1, Y1
+	VMOVAPS Y13, Y2
+	VFMADD231PS Y14, Y1, Y2    // fx = x*log2e + 0.5
+	VROUNDPS $1, Y2, Y2        // floor
+	VFNMADD231PS Y12, Y2, Y1   // x -= fx*C1
+	VFNMADD231PS Y11, Y2, Y1   // x -= fx*C2
+	VMULPS  Y1, Y1, Y3         // z = x*x
+	BCAST($0x39506967, X4, Y4) // p0 = 1.9875691500e-4
+	BCAST($0x3ab743ce, X5, Y5) // p1 = 1.3981999507e-3
+	VFMADD213PS Y5, Y1, Y4     // y = y*x + p1
+	BCAST($0x3c088908, X5, Y5) // p2 = 8.3334519073e-3
+	VFMADD213PS Y5, Y1, Y4
+	BCAST($0x3d2aa9c1, X5, Y5) // p3 = 4.1665795894e-2
+	VFMADD213PS Y5, Y1, Y4
+	BCAST($0x3e2aaaaa, X5, Y5) // p4 = 1.6666665459e-1
+	VFMADD213PS Y5, Y1, Y4
+	BCAST($0x3f000000, X5, Y5) // p5 = 5.0000001201e-1
+	VFMADD213PS Y5, Y1, Y4
+	VFMADD213PS Y1, Y3, Y4     // y = y*z + x
+	VADDPS  Y10, Y4, Y4        // + 1
+	VCVTPS2DQ Y2, Y2           // n (fx is integral)
+	BCAST($0x0000007f, X5, Y5)
+	VPADDD  Y5, Y2, Y2
+	VPSLLD  $23, Y2, Y2        // 2^n
+	VMULPS  Y2, Y4, Y4
+	VMOVUPS Y4, (DI)
+	VADDPS  Y4, Y8, Y8
+	ADDQ    $32, DI
+	SUBQ    $8, CX
+	JNZ     exloop
+	HSUM(Y8, X8, X1)
+	VZEROUPPER
+	MOVSS   X8, ret+24(FP)
+	RET
+
+// func scaleAVX2(x *float32, s float32, n int)
+//
+// x[i] *= s for n (a positive multiple of 8) elements.
+TEXT ·scaleAVX2(SB), NOSPLIT, $0-24
+	MOVQ         x+0(FP), DI
+	VBROADCASTSS s+8(FP), Y1
+	MOVQ         n+16(FP), CX
+
+scloop:
+	VMULPS  (DI), Y1, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ    $32, DI
+	SUBQ    $8, CX
+	JNZ     scloop
+	VZEROUPPER
+	RET

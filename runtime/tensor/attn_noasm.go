@@ -1,0 +1,13 @@
+//go:build purego || !(amd64 || arm64)
+
+package tensor
+
+// Without assembly the attention kernels are the generic ones.
+
+func dotRowsF32(out, q, rows []float32, stride int)   { dotRowsGeneric(out, q, rows, stride) }
+func axpyRows(dst, alpha, rows []float32, stride int) { axpyRowsGeneric(dst, alpha, rows, stride) }
+func decodeF16Vec(dst []float32, src []uint16)        { decodeF16Generic(dst, src) }
+func encodeF16Vec(dst []uint16, src []float32)        { encodeF16Generic(dst, src) }
+func scaleMax(x []float32, scale float32) float32     { return scaleMaxGeneric(x, scale) }
+func expSub(x []float32, mx float32) float32          { return expSubGeneric(x, mx) }
+func scaleVec(x []float32, s float32)                 { scaleGeneric(x, s) }

@@ -1,0 +1,197 @@
+package tensor
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// The attention kernels must give the generic reference's bits in every
+// implementation: over head widths 0..N (every tail of the 64-, 32-, 8-
+// and 1-element steps), row counts with and without padding between rows.
+
+func randVec(r *rand.Rand, n int, scale float32) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = (r.Float32()*2 - 1) * scale
+	}
+	return x
+}
+
+func sameBits(t *testing.T, what string, got, want []float32) {
+	t.Helper()
+	for i := range want {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("%s: [%d] = %v (%#x), want %v (%#x)", what, i, got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
+		}
+	}
+}
+
+func TestDotRows(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	eachImpl(t, func(t *testing.T) {
+		for n := 0; n <= 200; n++ {
+			for _, rows := range []int{1, 3, 17} {
+				for _, pad := range []int{0, 5} {
+					stride := n + pad
+					q := randVec(r, n, 1)
+					kv := randVec(r, rows*stride, 2)
+					if rows == 3 { // zero products, and sums of only signed zeros
+						clear(q[:n/2])
+						for i := range kv[:stride] {
+							kv[i] = float32(math.Copysign(0, -1))
+						}
+					}
+					got := make([]float32, rows)
+					DotRows(got, q, kv, stride)
+					want := make([]float32, rows)
+					dotRowsGeneric(want, q, kv, stride)
+					sameBits(t, fmt.Sprintf("n=%d rows=%d stride=%d", n, rows, stride), got, want)
+					for i := range rows { // and each is Dot's answer
+						if d := Dot(q, kv[i*stride:i*stride+n]); math.Float32bits(d) != math.Float32bits(got[i]) {
+							t.Fatalf("n=%d row %d: DotRows %v, Dot %v", n, i, got[i], d)
+						}
+					}
+				}
+			}
+		}
+	})
+}
+
+func TestAxpyRows(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	eachImpl(t, func(t *testing.T) {
+		for n := 0; n <= 210; n++ { // 128 + 64 + 8 + 7 reaches every step
+			for _, rows := range []int{1, 2, 33} {
+				for _, pad := range []int{0, 3} {
+					stride := n + pad
+					alpha := randVec(r, rows, 1)
+					kv := randVec(r, rows*stride, 2)
+					dst := randVec(r, n, 1)
+					want := append([]float32(nil), dst...)
+					AxpyRows(dst, alpha, kv, stride)
+					for i, a := range alpha { // row after row, as Axpy would
+						axpyGeneric(want, a, kv[i*stride:i*stride+n])
+					}
+					sameBits(t, fmt.Sprintf("n=%d rows=%d stride=%d", n, rows, stride), dst, want)
+				}
+			}
+		}
+	})
+}
+
+// TestF16Vec checks the vector conversions against FP16ToFP32 and
+// FP32ToFP16 over every half value and over floats around every rounding
+// boundary class: normals, subnormals, overflow, infinities and NaNs.
+func TestF16Vec(t *testing.T) {
+	halves := make([]uint16, 1<<16)
+	for i := range halves {
+		halves[i] = uint16(i)
+	}
+	r := rand.New(rand.NewPCG(7, 8))
+	floats := []float32{0, float32(math.Copysign(0, -1)), 1, -1, 65504, 65519.99, 65520, -65520, 1e-8, -3e-8, 6e-8, 5.96e-8, 2.98e-8, 2.99e-8,
+		float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), math.Float32frombits(0x7f800001), math.Float32frombits(0xffc12345), 1e-40}
+	for range 5000 {
+		floats = append(floats, math.Float32frombits(r.Uint32()))
+		floats = append(floats, (r.Float32()*2-1)*float32(math.Pow(2, float64(r.IntN(40)-25))))
+	}
+	eachImpl(t, func(t *testing.T) {
+		for _, n := range []int{0, 1, 7, 8, 9, 31, 32, 33, 100, len(halves)} {
+			dst := make([]float32, n)
+			DecodeF16(dst, halves[:n])
+			for i, h := range halves[:n] {
+				want := FP16ToFP32(h)
+				if h&0x7c00 == 0x7c00 && h&0x3ff != 0 {
+					want = FP16ToFP32(h | 0x200) // signalling NaNs come back quiet
+				}
+				if math.Float32bits(dst[i]) != math.Float32bits(want) {
+					t.Fatalf("DecodeF16(%#04x) = %#x, want %#x", h, math.Float32bits(dst[i]), math.Float32bits(want))
+				}
+			}
+		}
+		for _, n := range []int{0, 1, 7, 8, 15, 40, len(floats)} {
+			dst := make([]uint16, n)
+			EncodeF16(dst, floats[:n])
+			for i, f := range floats[:n] {
+				if want := FP32ToFP16(f); dst[i] != want {
+					t.Fatalf("EncodeF16(%v = %#x) = %#04x, want %#04x", f, math.Float32bits(f), dst[i], want)
+				}
+			}
+		}
+	})
+}
+
+func TestSoftmaxScaled(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	eachImpl(t, func(t *testing.T) {
+		for n := 1; n <= 300; n++ {
+			x := randVec(r, n, 30)
+			if n > 3 {
+				x[n/2] = float32(math.Inf(-1)) // a masked position
+			}
+			got := append([]float32(nil), x...)
+			SoftmaxScaled(got, 0.125)
+			want := append([]float32(nil), x...)
+			mx := scaleMaxGeneric(want, 0.125)
+			scaleGeneric(want, 1/expSubGeneric(want, mx))
+			sameBits(t, fmt.Sprintf("n=%d", n), got, want)
+
+			// And it is a softmax: within float32 rounding of the float64 one.
+			ref := make([]float64, n)
+			var m, sum float64 = math.Inf(-1), 0
+			for i, v := range x {
+				ref[i] = float64(v * 0.125)
+				m = math.Max(m, ref[i])
+			}
+			for i := range ref {
+				ref[i] = math.Exp(ref[i] - m)
+				sum += ref[i]
+			}
+			for i := range ref {
+				if d := math.Abs(float64(got[i]) - ref[i]/sum); d > 1e-6*(ref[i]/sum)+1e-9 {
+					t.Fatalf("n=%d [%d]: %v, exact %v", n, i, got[i], ref[i]/sum)
+				}
+			}
+		}
+	})
+}
+
+func BenchmarkAttnKernels(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 1))
+	const hd, rows = 64, 64
+	q, kv, out := randVec(r, hd, 1), randVec(r, rows*hd, 1), make([]float32, rows)
+	half := make([]uint16, rows*hd)
+	EncodeF16(half, kv)
+	for _, im := range implementations {
+		im.use(true)
+		b.Run("DotRows/"+im.name, func(b *testing.B) {
+			b.SetBytes(rows * hd * 4)
+			for b.Loop() {
+				DotRows(out, q, kv, hd)
+			}
+		})
+		b.Run("AxpyRows/"+im.name, func(b *testing.B) {
+			b.SetBytes(rows * hd * 4)
+			for b.Loop() {
+				AxpyRows(q, out, kv, hd)
+			}
+		})
+		b.Run("DecodeF16/"+im.name, func(b *testing.B) {
+			b.SetBytes(rows * hd * 2)
+			for b.Loop() {
+				DecodeF16(kv, half)
+			}
+		})
+		b.Run("Softmax4096/"+im.name, func(b *testing.B) {
+			x := randVec(r, 4096, 10)
+			y := make([]float32, len(x))
+			b.SetBytes(4096 * 4)
+			for b.Loop() {
+				copy(y, x)
+				SoftmaxScaled(y, 0.125)
+			}
+		})
+		im.use(false)
+	}
+}
