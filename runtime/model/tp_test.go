@@ -176,7 +176,7 @@ func loadTP(f *gguf.File, weights []uint64) ([]*model.TPModel, error) {
 // oneNode is the teacher-forced logits of ids through the whole model.
 func oneNode(t testing.TB, f *gguf.File, ids []int, batch int) [][]float32 {
 	t.Helper()
-	m, err := model.Load(f, 0, mustConfig(t, f).Layers)
+	m, err := loadF32Cache(t, f, 0, mustConfig(t, f).Layers)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +285,7 @@ func TestTPMatchesOneNode(t *testing.T) {
 			}
 			var exact [][]float32
 			if !fc.f32 {
-				m, err := model.Load(f, 0, mustConfig(t, f).Layers)
+				m, err := loadF32Cache(t, f, 0, mustConfig(t, f).Layers)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -402,7 +402,7 @@ func TestTPGreedy(t *testing.T) {
 	stories := openFile(t, "gguf/stories260K.gguf")
 	want := model.StoriesIDs(t)
 	tiny := tpFile(t, tinyllamaTP, tensor.Q8_0, 2)
-	tm, err := model.Load(tiny, 0, 2)
+	tm, err := loadF32Cache(t, tiny, 0, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -741,7 +741,7 @@ func TestTPSlicesPartition(t *testing.T) {
 
 func slicesPartition(t *testing.T, shape string) {
 	f := tpFile(t, model.Shapes[shape], tensor.Q8_0, 0)
-	whole, err := model.Load(f, 0, 2)
+	whole, err := loadF32Cache(t, f, 0, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -771,4 +771,17 @@ func slicesPartition(t *testing.T, shape string) {
 		}
 		t.Logf("weights %v: %d members hold %d bytes, %d of them copied (attn_output and ffn_down columns)", w, len(ms), got, copied)
 	}
+}
+
+// loadF32Cache loads layers [first, end) of f as one node with an f32 KV
+// cache: a tensor-parallel member's cache (TPCache) is f32, and the one-node
+// reference must round its keys and values the same way to be compared
+// within float-order tolerances.
+func loadF32Cache(t testing.TB, f *gguf.File, first, end int) (*model.Model, error) {
+	t.Helper()
+	m, err := model.Load(f, first, end)
+	if err != nil {
+		return nil, err
+	}
+	return m, m.SetKVType(model.KVF32)
 }
