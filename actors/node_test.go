@@ -98,7 +98,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 // Three real peers over loopback: a prompt sent to the third node runs
 // across all three and matches one node token for token.
 func TestNodesOverLibp2p(t *testing.T) {
-	nodes := startNodes(t, 3, 1100e3, 2)
+	nodes := startNodes(t, 3, 900e3, 2)
 	path := testdata.Path(t, "gguf/stories260K.gguf")
 	want := singleNode(t, path, engine.Request{Prompt: "Lily wanted a cat.", MaxTokens: 100})
 	p, _, err := nodes[2].Cluster.Plan("stories260K")
