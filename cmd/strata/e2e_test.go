@@ -214,7 +214,7 @@ func TestE2EClusterMatchesOneNode(t *testing.T) {
 	for _, tc := range []struct {
 		nodes  int
 		memory string
-	}{{2, "1100kB"}, {3, "800kB"}, {5, "500kB"}} {
+	}{{2, "1100kB"}, {3, "800kB"}, {5, "450kB"}} {
 		t.Run(fmt.Sprintf("stories260K-%d-processes", tc.nodes), func(t *testing.T) {
 			c := newCluster(t, bin, map[string]string{"stories260K": stories}, tc.nodes, tc.memory, "--context", "512")
 			last := c.nodes[tc.nodes-1]
