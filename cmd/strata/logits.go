@@ -20,12 +20,13 @@ func init() { extraCommands = append(extraCommands, logitsCmd) }
 func logitsCmd() *cobra.Command {
 	var (
 		path, ids  string
+		kvType     string
 		top, batch int
 		threads    int
 		asJSON     bool
 	)
 	cmd := &cobra.Command{
-		Use:   `logits --model FILE --ids "1 2 3 ..." [--top K] [--json]`,
+		Use:   `logits --model FILE --ids "1 2 3 ..." [--top K] [--kv-type T] [--json]`,
 		Short: "Print the top-K next-token logits after every position of a token sequence (teacher-forced)",
 		Long: "logits runs the token ids through the model, one position at a time by default\n" +
 			"(--batch N: prefill chunks of N), and prints the K largest logits predicting the\n" +
@@ -43,6 +44,10 @@ func logitsCmd() *cobra.Command {
 			if top < 1 {
 				return fmt.Errorf("--top %d: need at least 1", top)
 			}
+			kv, err := model.ParseKVType(kvType)
+			if err != nil {
+				return fmt.Errorf("--kv-type: %w", err)
+			}
 			f, err := gguf.Open(path)
 			if err != nil {
 				return err
@@ -54,6 +59,9 @@ func logitsCmd() *cobra.Command {
 			}
 			m, err := model.Load(f, 0, cfg.Layers)
 			if err != nil {
+				return err
+			}
+			if err := m.SetKVType(kv); err != nil {
 				return err
 			}
 			pool := tensor.NewPool(threads)
@@ -78,6 +86,7 @@ func logitsCmd() *cobra.Command {
 	fl.IntVar(&top, "top", 5, "logits to print per position")
 	fl.IntVar(&batch, "batch", 1, "tokens per forward pass (1: decode one position at a time)")
 	fl.IntVar(&threads, "threads", 0, "compute threads (0: one per core)")
+	fl.StringVar(&kvType, "kv-type", "f16", "KV cache type: "+model.KVTypes+" (the oracle script keeps llama.cpp's in f32)")
 	fl.BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }

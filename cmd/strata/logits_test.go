@@ -21,7 +21,7 @@ func TestLogitsMatchesOracle(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, batch := range []string{"1", "5"} {
-		out, err := run(t, "logits", "--model", path, "--ids", "1 403,407 261 378 432 383 286 261 376 298 315", "--top", "4", "--batch", batch, "--json")
+		out, err := run(t, "logits", "--model", path, "--ids", "1 403,407 261 378 432 383 286 261 376 298 315", "--top", "4", "--batch", batch, "--kv-type", "f32", "--json")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -70,6 +70,11 @@ func strataLogits(path string, ids []int, k int) (*llamacpp.Logits, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The oracle script keeps llama.cpp's KV cache in f32; so does this
+	// side, or the f16 rounding of the keys would be what is measured.
+	if err := m.SetKVType(model.KVF32); err != nil {
+		return nil, err
+	}
 	s := m.NewState(nil, len(ids), len(ids))
 	c := m.NewCache(len(ids))
 	if err := s.Embed(ids); err != nil {
