@@ -57,7 +57,9 @@ func Inputs(members []Announced, def Link) ([]Node, Network) {
 		for k := range rtt {
 			keys = append(keys, k)
 		}
-		sort.Slice(keys, func(i, j int) bool { return keys[i][0] < keys[j][0] || keys[i][0] == keys[j][0] && keys[i][1] < keys[j][1] })
+		sort.Slice(keys, func(i, j int) bool {
+			return keys[i][0] < keys[j][0] || keys[i][0] == keys[j][0] && keys[i][1] < keys[j][1]
+		})
 		for _, k := range keys {
 			net.Pairs[k] = Link{Latency: rtt[k] / 2, Throughput: def.Throughput}
 		}
