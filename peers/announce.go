@@ -22,8 +22,6 @@ const (
 	maxInfoLinks = 64
 	// maxInfoRTT (60 s) is far above any link a plan could use.
 	maxInfoRTT = 60_000_000
-	// maxInfoTransport bounds a link's transport name.
-	maxInfoTransport = 16
 )
 
 // announcedLinks is this node's measured links as NodeInfo lists them:
@@ -67,8 +65,10 @@ func validateMeasures(info *messages.NodeInfo) error {
 		if l.RttUs > maxInfoRTT {
 			return fmt.Errorf("%w: link RTT %d µs", ErrBadInfo, l.RttUs)
 		}
-		if len(l.Transport) > maxInfoTransport {
-			return fmt.Errorf("%w: link transport name too long", ErrBadInfo)
+		switch l.Transport {
+		case TransportShm, TransportRDMA, TransportTCP:
+		default:
+			return fmt.Errorf("%w: link transport %.16q", ErrBadInfo, l.Transport)
 		}
 	}
 	return nil

@@ -22,10 +22,8 @@ const MembersTopic = "/strata/members/1.0.0"
 
 // Limits on a NodeInfo from a peer; a larger or malformed one is dropped.
 const (
-	maxInfoBytes = 256 << 10
-	maxInfoAddrs = 64
-	// maxLinkRTT (one minute) is beyond any live link's round trip.
-	maxLinkRTT    = 60e6
+	maxInfoBytes  = 256 << 10
+	maxInfoAddrs  = 64
 	maxInfoModels = 4096
 	maxInfoShards = 4096
 	maxInfoLayers = 1 << 16
@@ -87,22 +85,7 @@ func validateInfo(info *messages.NodeInfo, from peer.ID) error {
 			return fmt.Errorf("%w: shard too long", ErrBadInfo)
 		}
 	}
-	if len(info.Links) > maxInfoLinks {
-		return fmt.Errorf("%w: %d links", ErrBadInfo, len(info.Links))
-	}
-	for _, l := range info.Links {
-		switch l.Transport {
-		case TransportShm, TransportRDMA, TransportTCP:
-		default:
-			return fmt.Errorf("%w: link transport %.16q", ErrBadInfo, l.Transport)
-		}
-		if len(l.PeerId) > 128 || l.RttUs > maxLinkRTT {
-			return fmt.Errorf("%w: link to %.64q, rtt %d µs", ErrBadInfo, l.PeerId, l.RttUs)
-		}
-		if _, err := peer.Decode(l.PeerId); err != nil {
-			return fmt.Errorf("%w: link to %.64q: %v", ErrBadInfo, l.PeerId, err)
-		}
-	}
+	// Links and measurements: validateMeasures (announce.go).
 	return nil
 }
 
