@@ -12,9 +12,7 @@ import (
 	"time"
 
 	"strata/internal/testdata"
-	"strata/runtime/gguf"
 	"strata/runtime/grammar"
-	"strata/runtime/tokenizer"
 )
 
 // weatherSchema is the forced tool's input schema of issue 18.
@@ -183,15 +181,7 @@ func countBuilds(v *vocabs, before func(grammar.Tokenizer)) func(grammar.Tokeniz
 // builds and finds its own instead of waiting behind the lock.
 func TestVocabsBuildOnce(t *testing.T) {
 	a := storiesEngine(t).Tokenizer
-	f, err := gguf.Open(testdata.Path(t, "gguf/stories260K.gguf"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	b, err := tokenizer.FromGGUF(f.Metadata())
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := ggufTokenizer(t, testdata.Path(t, "gguf/stories260K.gguf")) // the same vocabulary, another tokenizer
 	started, release := make(chan struct{}), make(chan struct{})
 	var v vocabs
 	builds := countBuilds(&v, func(tok grammar.Tokenizer) {

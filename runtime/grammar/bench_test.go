@@ -8,19 +8,27 @@ import (
 	"strata/runtime/tokenizer"
 )
 
-// BenchmarkMask32k masks a 32000-token vocabulary (llama-2-tiny-random's
-// SentencePiece vocabulary) inside a free string, the widest state (most
-// tokens allowed), and at a key, a narrow one.
-func BenchmarkMask32k(b *testing.B) {
-	f, err := gguf.Open(testdata.Path(b, "gguf/llama-2-tiny-random.gguf"))
+// llama32k is llama-2-tiny-random's SentencePiece tokenizer, a 32000-token
+// vocabulary.
+func llama32k(t testing.TB) *tokenizer.Tokenizer {
+	t.Helper()
+	f, err := gguf.Open(testdata.Path(t, "gguf/llama-2-tiny-random.gguf"))
 	if err != nil {
-		b.Fatal(err)
+		t.Fatal(err)
 	}
 	defer f.Close()
 	tok, err := tokenizer.FromGGUF(f.Metadata())
 	if err != nil {
-		b.Fatal(err)
+		t.Fatal(err)
 	}
+	return tok
+}
+
+// BenchmarkMask32k masks a 32000-token vocabulary (llama-2-tiny-random's
+// SentencePiece vocabulary) inside a free string, the widest state (most
+// tokens allowed), and at a key, a narrow one.
+func BenchmarkMask32k(b *testing.B) {
+	tok := llama32k(b)
 	v := VocabOf(tok)
 	s, err := Compile([]byte(weather))
 	if err != nil {

@@ -4,10 +4,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
-
-	"strata/internal/testdata"
-	"strata/runtime/gguf"
-	"strata/runtime/tokenizer"
 )
 
 // maskByScan is Mask as it was before the walk counted the tokens it
@@ -35,22 +31,7 @@ func (m *Matcher) maskByScan(logits []float32) (rewalked bool) {
 		m.walk(0, 0, math.MaxInt)
 		rewalked = true
 	}
-	any := false
-	for i := range logits {
-		if i >= len(m.allowed) || !m.allowed[i] {
-			logits[i] = float32(math.Inf(-1))
-		} else {
-			any = true
-		}
-	}
-	if !any {
-		for _, t := range m.v.eog {
-			if int(t) < len(logits) {
-				logits[t] = 0
-			}
-		}
-		m.dead = true
-	}
+	m.apply(logits)
 	return rewalked
 }
 
@@ -75,19 +56,10 @@ func TestMaskSameAsScan(t *testing.T) {
 		name string
 		tok  Tokenizer
 	}{{"toy", toy}}
-	f, err := gguf.Open(testdata.Path(t, "gguf/llama-2-tiny-random.gguf"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	tok, err := tokenizer.FromGGUF(f.Metadata())
-	if err != nil {
-		t.Fatal(err)
-	}
 	vocabs = append(vocabs, struct {
 		name string
 		tok  Tokenizer
-	}{"llama-32k", tok})
+	}{"llama-32k", llama32k(t)})
 	for _, voc := range vocabs {
 		v := VocabOf(voc.tok)
 		trials, steps := 40, 40

@@ -143,6 +143,11 @@ func (m *Matcher) Mask(logits []float32) {
 		// longer tokens may still make it, so allow every valid one.
 		m.walk(0, 0, math.MaxInt)
 	}
+	m.apply(logits)
+}
+
+// apply masks the logits of the tokens not in m.allowed.
+func (m *Matcher) apply(logits []float32) {
 	any := false
 	for i := range logits {
 		if i >= len(m.allowed) || !m.allowed[i] {
