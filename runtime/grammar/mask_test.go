@@ -23,11 +23,15 @@ func (m *Matcher) maskByScan(logits []float32) (rewalked bool) {
 	}
 	m.stack[0] = append(m.stack[0][:0], m.st...)
 	m.walk(0, 0, limit)
-	anyAllowed := false
-	for _, a := range m.allowed {
-		anyAllowed = anyAllowed || a
+	anyAllowed := func() bool {
+		for _, a := range m.allowed {
+			if a {
+				return true
+			}
+		}
+		return false
 	}
-	if limit != math.MaxInt && !anyAllowed {
+	if limit != math.MaxInt && !anyAllowed() {
 		m.walk(0, 0, math.MaxInt)
 		rewalked = true
 	}
