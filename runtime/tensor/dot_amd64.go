@@ -165,6 +165,12 @@ func dotQ8_0(w []byte, x []int8, d []float32) float32 {
 	}
 	nb := len(d)
 	_, _ = w[nb*q80Bytes-1], x[nb*32-1]
+	if useAVX512 {
+		return dotQ8_0AVX512(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), nb)
+	}
+	if useAVXVNNI {
+		return dotQ8_0VNNI(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), nb)
+	}
 	return dotQ8_0AVX2(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), nb)
 }
 
@@ -174,6 +180,12 @@ func dotQ4_0(w []byte, x []int8, d, s8 []float32) float32 {
 	}
 	nb := len(d)
 	_, _, _ = w[nb*q40Bytes-1], x[(nb+1)/2*64-1], s8[nb-1]
+	if useAVX512 {
+		return dotQ4_0AVX512(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), unsafe.SliceData(s8), nb)
+	}
+	if useAVXVNNI {
+		return dotQ4_0VNNI(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), unsafe.SliceData(s8), nb)
+	}
 	return dotQ4_0AVX2(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), unsafe.SliceData(s8), nb)
 }
 
@@ -201,6 +213,9 @@ func dotQ5_K(w []byte, x []int8, d []float32, bsums []int16) float32 {
 	if useAVX512 {
 		return dotQ5_KAVX512(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), unsafe.SliceData(bsums), nb)
 	}
+	if useAVXVNNI {
+		return dotQ5_KVNNI(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), unsafe.SliceData(bsums), nb)
+	}
 	return dotQ5_KAVX2(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), unsafe.SliceData(bsums), nb)
 }
 
@@ -210,6 +225,12 @@ func dotQ6_K(w []byte, x []int8, d []float32) float32 {
 	}
 	nb := len(d)
 	_, _ = w[nb*q6KBytes-1], x[nb*qkK-1]
+	if useAVX512 {
+		return dotQ6_KAVX512(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), nb)
+	}
+	if useAVXVNNI {
+		return dotQ6_KVNNI(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), nb)
+	}
 	return dotQ6_KAVX2(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), nb)
 }
 
@@ -344,10 +365,22 @@ func dotRows(w Matrix, a *Activations, i, lo, hi int, out []float32) bool {
 	switch w.Type {
 	case Q8_0:
 		_, _, _ = w.Data[hi*rb-1], a.q32[(i+1)*cols-1], a.d32[(i+1)*nb-1]
-		dotQ8_0RowsAVX2(&w.Data[lo*rb], &a.q32[i*cols], &a.d32[i*nb], nb, rows, rb, &out[0])
+		f := dotQ8_0RowsAVX2
+		if useAVX512 {
+			f = dotQ8_0RowsAVX512
+		} else if useAVXVNNI {
+			f = dotQ8_0RowsVNNI
+		}
+		f(&w.Data[lo*rb], &a.q32[i*cols], &a.d32[i*nb], nb, rows, rb, &out[0])
 	case Q4_0:
 		_, _, _ = w.Data[hi*rb-1], a.q32p[(i+1)*a.pairStride-1], a.s8f[(i+1)*nb-1]
-		dotQ4_0RowsAVX2(&w.Data[lo*rb], &a.q32p[i*a.pairStride], &a.d32[i*nb], &a.s8f[i*nb], nb, rows, rb, &out[0])
+		f := dotQ4_0RowsAVX2
+		if useAVX512 {
+			f = dotQ4_0RowsAVX512
+		} else if useAVXVNNI {
+			f = dotQ4_0RowsVNNI
+		}
+		f(&w.Data[lo*rb], &a.q32p[i*a.pairStride], &a.d32[i*nb], &a.s8f[i*nb], nb, rows, rb, &out[0])
 	default:
 		return false
 	}

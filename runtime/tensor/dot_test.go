@@ -695,3 +695,55 @@ func TestMatMulActBatchRandomBlocks(t *testing.T) {
 		})
 	}
 }
+
+// The multi-row kernels (dotRows, decode's Q8_0 and Q4_0 path) equal
+// dotAct of each row with the generic kernels bit for bit, for every
+// block count 1..40 (the groups of 8 blocks, the pairs and a lone last
+// block) and 1..5 rows.
+func TestDotRowsImplementations(t *testing.T) {
+	const maxRows, maxBlocks = 5, 40
+	for _, typ := range []Type{Q8_0, Q4_0} {
+		t.Run(typ.String(), func(t *testing.T) {
+			type tc struct {
+				w    Matrix
+				a    *Activations
+				want []float32
+			}
+			var cases []tc
+			for nb := 1; nb <= maxBlocks; nb++ {
+				cols := 32 * nb
+				w, _ := randomMatrix(t, typ, maxRows, cols, uint64(nb)+11)
+				a := NewActivations(1, cols)
+				a.Set(testData("normal", cols, uint64(nb)+13), 1)
+				c := tc{w: w, a: a, want: make([]float32, maxRows)}
+				withGeneric(func() {
+					a.prepare(typ)
+					for r := range maxRows {
+						c.want[r] = dotAct(typ, w.Row(r), a, 0, cols)
+					}
+				})
+				cases = append(cases, c)
+			}
+			eachImpl(t, func(t *testing.T) {
+				out := make([]float32, maxRows)
+				for _, c := range cases {
+					for lo := range maxRows {
+						for hi := lo + 1; hi <= maxRows; hi++ {
+							clear(out)
+							if !dotRows(c.w, c.a, 0, lo, hi, out[:hi-lo]) {
+								for r := lo; r < hi; r++ {
+									out[r-lo] = dotAct(typ, c.w.Row(r), c.a, 0, c.w.Cols)
+								}
+							}
+							for r := lo; r < hi; r++ {
+								if math.Float32bits(out[r-lo]) != math.Float32bits(c.want[r]) {
+									t.Fatalf("%d blocks, rows [%d,%d), row %d: %g, generic %g", c.w.Cols/32, lo, hi, r, out[r-lo], c.want[r])
+								}
+							}
+						}
+					}
+				}
+			})
+		})
+	}
+}
