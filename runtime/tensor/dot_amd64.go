@@ -291,7 +291,14 @@ func dot4(t Type, row []byte, a *Activations, i, cols int, out *[4]float32) bool
 	switch t {
 	case Q8_0:
 		_, _, _ = row[nb*q80Bytes-1], a.q32[(i+4)*cols-1], a.d32x4[(i+4)*nb-1]
-		dotQ8_0x4AVX2(unsafe.SliceData(row), &a.q32[i*cols], &a.d32x4[i*nb], nb, cols, &out[0])
+		switch {
+		case useAVX512:
+			dotQ8_0x4AVX512(unsafe.SliceData(row), &a.q32[i*cols], &a.d32x4[i*nb], nb, cols, &out[0])
+		case useAVXVNNI:
+			dotQ8_0x4VNNI(unsafe.SliceData(row), &a.q32[i*cols], &a.d32x4[i*nb], nb, cols, &out[0])
+		default:
+			dotQ8_0x4AVX2(unsafe.SliceData(row), &a.q32[i*cols], &a.d32x4[i*nb], nb, cols, &out[0])
+		}
 	case Q4_K:
 		nk := cols / qkK
 		_, _, _, _ = row[nk*q4KBytes-1], a.qK[(i+4)*cols-1], a.dK[(i+4)*nk-1], a.bsumsK[(i+4)*cols/16-1]
@@ -314,7 +321,14 @@ func dot4(t Type, row []byte, a *Activations, i, cols int, out *[4]float32) bool
 	case Q6_K:
 		nk := cols / qkK
 		_, _, _ = row[nk*q6KBytes-1], a.qK[(i+4)*cols-1], a.dK[(i+4)*nk-1]
-		dotQ6_Kx4AVX2(unsafe.SliceData(row), &a.qK[i*cols], &a.dK[i*nk], nk, cols, 4*nk, &out[0])
+		switch {
+		case useAVX512:
+			dotQ6_Kx4AVX512(unsafe.SliceData(row), &a.qK[i*cols], &a.dK[i*nk], nk, cols, 4*nk, &out[0])
+		case useAVXVNNI:
+			dotQ6_Kx4VNNI(unsafe.SliceData(row), &a.qK[i*cols], &a.dK[i*nk], nk, cols, 4*nk, &out[0])
+		default:
+			dotQ6_Kx4AVX2(unsafe.SliceData(row), &a.qK[i*cols], &a.dK[i*nk], nk, cols, 4*nk, &out[0])
+		}
 	case F32:
 		_, _ = row[4*cols-1], a.x[(i+4)*cols-1]
 		dotF32x4AVX2(unsafe.SliceData(row), &a.x[i*cols], 4*cols, cols, &out[0])
@@ -365,22 +379,24 @@ func dotRows(w Matrix, a *Activations, i, lo, hi int, out []float32) bool {
 	switch w.Type {
 	case Q8_0:
 		_, _, _ = w.Data[hi*rb-1], a.q32[(i+1)*cols-1], a.d32[(i+1)*nb-1]
-		f := dotQ8_0RowsAVX2
-		if useAVX512 {
-			f = dotQ8_0RowsAVX512
-		} else if useAVXVNNI {
-			f = dotQ8_0RowsVNNI
+		switch {
+		case useAVX512:
+			dotQ8_0RowsAVX512(&w.Data[lo*rb], &a.q32[i*cols], &a.d32[i*nb], nb, rows, rb, &out[0])
+		case useAVXVNNI:
+			dotQ8_0RowsVNNI(&w.Data[lo*rb], &a.q32[i*cols], &a.d32[i*nb], nb, rows, rb, &out[0])
+		default:
+			dotQ8_0RowsAVX2(&w.Data[lo*rb], &a.q32[i*cols], &a.d32[i*nb], nb, rows, rb, &out[0])
 		}
-		f(&w.Data[lo*rb], &a.q32[i*cols], &a.d32[i*nb], nb, rows, rb, &out[0])
 	case Q4_0:
 		_, _, _ = w.Data[hi*rb-1], a.q32p[(i+1)*a.pairStride-1], a.s8f[(i+1)*nb-1]
-		f := dotQ4_0RowsAVX2
-		if useAVX512 {
-			f = dotQ4_0RowsAVX512
-		} else if useAVXVNNI {
-			f = dotQ4_0RowsVNNI
+		switch {
+		case useAVX512:
+			dotQ4_0RowsAVX512(&w.Data[lo*rb], &a.q32p[i*a.pairStride], &a.d32[i*nb], &a.s8f[i*nb], nb, rows, rb, &out[0])
+		case useAVXVNNI:
+			dotQ4_0RowsVNNI(&w.Data[lo*rb], &a.q32p[i*a.pairStride], &a.d32[i*nb], &a.s8f[i*nb], nb, rows, rb, &out[0])
+		default:
+			dotQ4_0RowsAVX2(&w.Data[lo*rb], &a.q32p[i*a.pairStride], &a.d32[i*nb], &a.s8f[i*nb], nb, rows, rb, &out[0])
 		}
-		f(&w.Data[lo*rb], &a.q32p[i*a.pairStride], &a.d32[i*nb], &a.s8f[i*nb], nb, rows, rb, &out[0])
 	default:
 		return false
 	}

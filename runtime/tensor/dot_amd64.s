@@ -2377,8 +2377,8 @@ q5kvloop:
 	MOVSS  X0, ret+40(FP)
 	RET
 
-// The VNNI one-vector kernels of Q8_0, Q4_0 (one row and many rows) and
-// Q6_K: one body (dot_vnni_amd64.h) assembled with the VEX instructions
+// The VNNI kernels of Q8_0 (one vector, many rows, four vectors), Q4_0
+// (one vector, many rows) and Q6_K (one vector, four): one body (dot_vnni_amd64.h) assembled with the VEX instructions
 // (*VNNI, "avxvnni") and with the EVEX ones (*AVX512, "avx512"), in
 // 32-byte registers like the other AVX-512 kernels (dot_avx512_amd64.s
 // says why). VNNIB and VNNIW name the byte and word dot products; the
@@ -2486,6 +2486,38 @@ q5kvloop:
 	VPOR    Y8, Y7, Y7            \
 	K6QN(4*h+3, Y7)
 
+// TOKN(xaddr, poff, ACC): TOK with VPDPBUSD (|Y8| in Y9 against x with
+// Y8's signs; clobbers Y11-Y13).
+#define TOKN(xaddr, poff, ACC) \
+	VMOVDQU      xaddr, Y11     \
+	VPSIGNB      Y8, Y11, Y11   \
+	VPXOR        Y13, Y13, Y13  \
+	VNNIB(11, 9, 13)            \
+	VCVTDQ2PS    Y13, Y13       \
+	VBROADCASTSS poff(SP), Y12  \
+	VFMADD231PS  Y13, Y12, ACC
+
+// TOK4N(xo, do, A0, A1, A2, A3): TOK4 with TOKN.
+#define TOK4N(xo, do, A0, A1, A2, A3) \
+	VMULPS  do(DX), X10, X12      \
+	VMOVUPS X12, 0(SP)            \
+	TOKN(xo(DI), 0, A0)           \
+	TOKN(xo(DI)(R8*1), 4, A1)     \
+	TOKN(xo(DI)(R8*2), 8, A2)     \
+	TOKN(xo(DI)(R9*1), 12, A3)
+
+// X4SETUPN: X4SETUP without the int16 ones (VPDPBUSD needs none).
+#define X4SETUPN \
+	LEAQ     (R8)(R8*2), R9     \
+	VXORPS   Y0, Y0, Y0         \
+	VXORPS   Y1, Y1, Y1         \
+	VXORPS   Y2, Y2, Y2         \
+	VXORPS   Y3, Y3, Y3         \
+	VXORPS   Y4, Y4, Y4         \
+	VXORPS   Y5, Y5, Y5         \
+	VXORPS   Y6, Y6, Y6         \
+	VXORPS   Y7, Y7, Y7
+
 #define VNNIB(src2, src1, dst) VPDPBUSDV(src2, src1, dst)
 #define VNNIW(src2, src1, dst) VPDPWSSDV(src2, src1, dst)
 #define FN_Q80 ·dotQ8_0VNNI
@@ -2493,6 +2525,8 @@ q5kvloop:
 #define FN_Q40 ·dotQ4_0VNNI
 #define FN_Q40ROWS ·dotQ4_0RowsVNNI
 #define FN_Q6K ·dotQ6_KVNNI
+#define FN_Q80X4 ·dotQ8_0x4VNNI
+#define FN_Q6KX4 ·dotQ6_Kx4VNNI
 #include "dot_vnni_amd64.h"
 #undef VNNIB
 #undef VNNIW
@@ -2501,6 +2535,8 @@ q5kvloop:
 #undef FN_Q40
 #undef FN_Q40ROWS
 #undef FN_Q6K
+#undef FN_Q80X4
+#undef FN_Q6KX4
 
 #define VNNIB(src2, src1, dst) VPDPBUSDE(src2, src1, dst)
 #define VNNIW(src2, src1, dst) VPDPWSSDE(src2, src1, dst)
@@ -2509,4 +2545,6 @@ q5kvloop:
 #define FN_Q40 ·dotQ4_0AVX512
 #define FN_Q40ROWS ·dotQ4_0RowsAVX512
 #define FN_Q6K ·dotQ6_KAVX512
+#define FN_Q80X4 ·dotQ8_0x4AVX512
+#define FN_Q6KX4 ·dotQ6_Kx4AVX512
 #include "dot_vnni_amd64.h"

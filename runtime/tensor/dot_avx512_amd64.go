@@ -76,3 +76,15 @@ func dotQ6_KVNNI(w *byte, x *int8, d *float32, nb int) float32
 
 //go:noescape
 func dotQ6_KAVX512(w *byte, x *int8, d *float32, nb int) float32
+
+//go:noescape
+func dotQ8_0x4VNNI(w *byte, x *int8, d4 *float32, nb, xs int, out *float32)
+
+//go:noescape
+func dotQ8_0x4AVX512(w *byte, x *int8, d4 *float32, nb, xs int, out *float32)
+
+//go:noescape
+func dotQ6_Kx4VNNI(w *byte, x *int8, d *float32, nb, xs, ds int, out *float32)
+
+//go:noescape
+func dotQ6_Kx4AVX512(w *byte, x *int8, d *float32, nb, xs, ds int, out *float32)

@@ -88,13 +88,13 @@ func dotQ2_K(w []byte, x []int8, d []float32, bsums []int16) float32 {
 	}
 	nb := len(d)
 	_, _, _ = w[nb*q2KBytes-1], x[nb*qkK-1], bsums[nb*16-1]
-	f := dotQ2_KAVX2
-	if useAVX512 {
-		f = dotQ2_KAVX512
-	} else if useAVXVNNI {
-		f = dotQ2_KVNNI
+	switch {
+	case useAVX512:
+		return dotQ2_KAVX512(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), unsafe.SliceData(bsums), nb)
+	case useAVXVNNI:
+		return dotQ2_KVNNI(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), unsafe.SliceData(bsums), nb)
 	}
-	return f(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), unsafe.SliceData(bsums), nb)
+	return dotQ2_KAVX2(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), unsafe.SliceData(bsums), nb)
 }
 
 func dotQ3_K(w []byte, x []int8, d []float32) float32 {
@@ -103,13 +103,13 @@ func dotQ3_K(w []byte, x []int8, d []float32) float32 {
 	}
 	nb := len(d)
 	_, _ = w[nb*q3KBytes-1], x[nb*qkK-1]
-	f := dotQ3_KAVX2
-	if useAVX512 {
-		f = dotQ3_KAVX512
-	} else if useAVXVNNI {
-		f = dotQ3_KVNNI
+	switch {
+	case useAVX512:
+		return dotQ3_KAVX512(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), nb)
+	case useAVXVNNI:
+		return dotQ3_KVNNI(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), nb)
 	}
-	return f(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), nb)
+	return dotQ3_KAVX2(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), nb)
 }
 
 func dotIQ4_XS(w []byte, x []int8, d []float32) float32 {
@@ -118,13 +118,13 @@ func dotIQ4_XS(w []byte, x []int8, d []float32) float32 {
 	}
 	nb := len(d)
 	_, _ = w[nb*iq4XSBytes-1], x[nb*qkK-1]
-	f := dotIQ4_XSAVX2
-	if useAVX512 {
-		f = dotIQ4_XSAVX512
-	} else if useAVXVNNI {
-		f = dotIQ4_XSVNNI
+	switch {
+	case useAVX512:
+		return dotIQ4_XSAVX512(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), nb)
+	case useAVXVNNI:
+		return dotIQ4_XSVNNI(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), nb)
 	}
-	return f(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), nb)
+	return dotIQ4_XSAVX2(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), nb)
 }
 
 // dot4Low is dot4 for Q2_K, Q3_K and IQ4_XS (useAVX2, cols > 0 and i%4 == 0
@@ -134,31 +134,34 @@ func dot4Low(t Type, row []byte, a *Activations, i, cols int, out *[4]float32) b
 	switch t {
 	case Q2_K:
 		_, _, _, _ = row[nk*q2KBytes-1], a.qK[(i+4)*cols-1], a.dK[(i+4)*nk-1], a.bsumsK[(i+4)*cols/16-1]
-		f := dotQ2_Kx4AVX2
-		if useAVX512 {
-			f = dotQ2_Kx4AVX512
-		} else if useAVXVNNI {
-			f = dotQ2_Kx4VNNI
+		switch {
+		case useAVX512:
+			dotQ2_Kx4AVX512(unsafe.SliceData(row), &a.qK[i*cols], &a.dK[i*nk], &a.bsumsK[i*cols/16], nk, cols, 4*nk, 2*(cols/16), &out[0])
+		case useAVXVNNI:
+			dotQ2_Kx4VNNI(unsafe.SliceData(row), &a.qK[i*cols], &a.dK[i*nk], &a.bsumsK[i*cols/16], nk, cols, 4*nk, 2*(cols/16), &out[0])
+		default:
+			dotQ2_Kx4AVX2(unsafe.SliceData(row), &a.qK[i*cols], &a.dK[i*nk], &a.bsumsK[i*cols/16], nk, cols, 4*nk, 2*(cols/16), &out[0])
 		}
-		f(unsafe.SliceData(row), &a.qK[i*cols], &a.dK[i*nk], &a.bsumsK[i*cols/16], nk, cols, 4*nk, 2*(cols/16), &out[0])
 	case Q3_K:
 		_, _, _ = row[nk*q3KBytes-1], a.qK[(i+4)*cols-1], a.dK[(i+4)*nk-1]
-		f := dotQ3_Kx4AVX2
-		if useAVX512 {
-			f = dotQ3_Kx4AVX512
-		} else if useAVXVNNI {
-			f = dotQ3_Kx4VNNI
+		switch {
+		case useAVX512:
+			dotQ3_Kx4AVX512(unsafe.SliceData(row), &a.qK[i*cols], &a.dK[i*nk], nk, cols, 4*nk, &out[0])
+		case useAVXVNNI:
+			dotQ3_Kx4VNNI(unsafe.SliceData(row), &a.qK[i*cols], &a.dK[i*nk], nk, cols, 4*nk, &out[0])
+		default:
+			dotQ3_Kx4AVX2(unsafe.SliceData(row), &a.qK[i*cols], &a.dK[i*nk], nk, cols, 4*nk, &out[0])
 		}
-		f(unsafe.SliceData(row), &a.qK[i*cols], &a.dK[i*nk], nk, cols, 4*nk, &out[0])
 	case IQ4_XS:
 		_, _, _ = row[nk*iq4XSBytes-1], a.qK[(i+4)*cols-1], a.dK[(i+4)*nk-1]
-		f := dotIQ4_XSx4AVX2
-		if useAVX512 {
-			f = dotIQ4_XSx4AVX512
-		} else if useAVXVNNI {
-			f = dotIQ4_XSx4VNNI
+		switch {
+		case useAVX512:
+			dotIQ4_XSx4AVX512(unsafe.SliceData(row), &a.qK[i*cols], &a.dK[i*nk], nk, cols, 4*nk, &out[0])
+		case useAVXVNNI:
+			dotIQ4_XSx4VNNI(unsafe.SliceData(row), &a.qK[i*cols], &a.dK[i*nk], nk, cols, 4*nk, &out[0])
+		default:
+			dotIQ4_XSx4AVX2(unsafe.SliceData(row), &a.qK[i*cols], &a.dK[i*nk], nk, cols, 4*nk, &out[0])
 		}
-		f(unsafe.SliceData(row), &a.qK[i*cols], &a.dK[i*nk], nk, cols, 4*nk, &out[0])
 	default:
 		return false
 	}

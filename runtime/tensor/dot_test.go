@@ -747,3 +747,45 @@ func TestDotRowsImplementations(t *testing.T) {
 		})
 	}
 }
+
+// The four-vector Q8_0 kernel equals dotAct of each vector with the
+// generic kernels bit for bit, for every block count 1..20 (pairs and a
+// lone last block), both groups of four of eight vectors.
+func TestDot4Q8_0(t *testing.T) {
+	type tc struct {
+		w    Matrix
+		a    *Activations
+		want [8]float32
+	}
+	var cases []tc
+	for nb := 1; nb <= 20; nb++ {
+		cols := 32 * nb
+		w, _ := randomMatrix(t, Q8_0, 1, cols, uint64(nb)+17)
+		c := tc{w: w, a: NewActivations(8, cols)}
+		c.a.Set(testData("normal", 8*cols, uint64(nb)+19), 8)
+		withGeneric(func() {
+			c.a.prepare(Q8_0)
+			for v := range 8 {
+				c.want[v] = dotAct(Q8_0, w.Data, c.a, v, cols)
+			}
+		})
+		cases = append(cases, c)
+	}
+	eachImpl(t, func(t *testing.T) {
+		for _, c := range cases {
+			c.a.prepare(Q8_0) // the interleaved scales, with this implementation
+			for i := 0; i < 8; i += 4 {
+				var out [4]float32
+				if !dot4(Q8_0, c.w.Data, c.a, i, c.w.Cols, &out) {
+					t.Logf("no four-vector Q8_0 kernel here")
+					return
+				}
+				for v := range 4 {
+					if math.Float32bits(out[v]) != math.Float32bits(c.want[i+v]) {
+						t.Fatalf("%d blocks, vector %d: %g, generic %g", c.w.Cols/32, i+v, out[v], c.want[i+v])
+					}
+				}
+			}
+		}
+	})
+}
