@@ -424,9 +424,7 @@ func BenchmarkDot(b *testing.B) {
 				defer im.use(false)
 				b.SetBytes(int64(len(w.Data)))
 				b.ReportAllocs()
-				for b.Loop() {
-					dotAct(mt.t, w.Data, a, 0, cols)
-				}
+				loopCPU(b, func() { dotAct(mt.t, w.Data, a, 0, cols) })
 			})
 		}
 	}
@@ -788,4 +786,30 @@ func TestDot4Q8_0(t *testing.T) {
 			}
 		}
 	})
+}
+
+// BenchmarkMatVecImpl measures decode's matrix-vector product (one
+// vector, one thread, a 1024x4096 matrix: larger than L2, as model
+// weights are) per quantized type and kernel set, so that a kernel set's
+// one-vector kernels compare with the ones they replace in one run; bytes
+// are weight bytes. On Linux it also reports the thread's CPU time per op
+// (cpu-ns/op: see loopCPU).
+func BenchmarkMatVecImpl(b *testing.B) {
+	const rows, cols = 1024, 4096
+	for _, t := range []Type{Q8_0, Q4_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS} {
+		w, _ := randomMatrix(b, t, rows, cols, 1)
+		x := testData("uniform", cols, 2)
+		out := make([]float32, rows)
+		a := NewActivations(1, cols)
+		for _, im := range implementations[1:] {
+			b.Run(fmt.Sprintf("%v/%s", t, im.name), func(b *testing.B) {
+				im.use(true)
+				defer im.use(false)
+				a.Set(x, 1)
+				b.SetBytes(int64(len(w.Data)))
+				b.ReportAllocs()
+				loopCPU(b, func() { MatMulAct(nil, out, w, a) })
+			})
+		}
+	}
 }
