@@ -312,12 +312,16 @@ func dot4(t Type, row []byte, a *Activations, i, cols int, out *[4]float32) bool
 		}
 		dotQ4_Kx4AVX2(unsafe.SliceData(row), &a.qK[i*cols], &a.dK[i*nk], &a.bsumsK[i*cols/16], nk, cols, 4*nk, 2*(cols/16), &out[0])
 	case Q5_K:
-		if !useAVX512 {
+		if !useAVX512 && !useAVXVNNI {
 			return false
 		}
 		nk := cols / qkK
 		_, _, _, _ = row[nk*q5KBytes-1], a.qK[(i+4)*cols-1], a.dK[(i+4)*nk-1], a.bsumsK[(i+4)*cols/16-1]
-		dotQ5_Kx4AVX512(unsafe.SliceData(row), &a.qK[i*cols], &a.dK[i*nk], &a.bsumsK[i*cols/16], nk, cols, 4*nk, 2*(cols/16), &out[0])
+		if useAVX512 {
+			dotQ5_Kx4AVX512(unsafe.SliceData(row), &a.qK[i*cols], &a.dK[i*nk], &a.bsumsK[i*cols/16], nk, cols, 4*nk, 2*(cols/16), &out[0])
+			break
+		}
+		dotQ5_Kx4VNNI(unsafe.SliceData(row), &a.qK[i*cols], &a.dK[i*nk], &a.bsumsK[i*cols/16], nk, cols, 4*nk, 2*(cols/16), &out[0])
 	case Q6_K:
 		nk := cols / qkK
 		_, _, _ = row[nk*q6KBytes-1], a.qK[(i+4)*cols-1], a.dK[(i+4)*nk-1]

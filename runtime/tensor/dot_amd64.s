@@ -2326,6 +2326,131 @@ q4kx4vloop:
 	VZEROUPPER
 	RET
 
+// K5X4PAIRV(g): K4X4PAIRV for Q5_K: the quants of sub-blocks 2g, 2g+1 at
+// SI+48+32g, and their fifth bits, bits 2g and 2g+1 of the qh bytes at
+// SI+16, moved to bit 4 (a word shift keeps each byte's low bits its own
+// for shifts up to 6; Y15 = 0x10 bytes).
+#define K5X4PAIRV(g) \
+	VMOVDQU      (48+32*g)(SI), X10                 \
+	VINSERTI128  $1, (64+32*g)(SI), Y10, Y10        \
+	VPSRLW       $4, Y10, Y11                       \
+	VPAND        Y14, Y10, Y10                      \
+	VPAND        Y14, Y11, Y11                      \
+	VMOVDQU      16(SI), X8                         \
+	VINSERTI128  $1, 32(SI), Y8, Y8                 \
+	VPSRLW       $(2*g), Y8, Y8                     \
+	VPSLLW       $4, Y8, Y9                         \
+	VPAND        Y15, Y9, Y9                        \
+	VPOR         Y9, Y10, Y10                       \
+	VPSLLW       $3, Y8, Y9                         \
+	VPAND        Y15, Y9, Y9                        \
+	VPOR         Y9, Y11, Y11                       \
+	VPBROADCASTW (4*g)(SP), Y12                     \
+	VPBROADCASTW (4*g+2)(SP), Y13                   \
+	VPMADDUBSW   (64*g)(DI), Y10, Y8                \
+	VPMADDUBSW   (64*g+32)(DI), Y11, Y9             \
+	VPDPWSSDV(8, 12, 0)                             \
+	VPDPWSSDV(9, 13, 0)                             \
+	VPMADDUBSW   (64*g)(DI)(R8*1), Y10, Y8          \
+	VPMADDUBSW   (64*g+32)(DI)(R8*1), Y11, Y9       \
+	VPDPWSSDV(8, 12, 1)                             \
+	VPDPWSSDV(9, 13, 1)                             \
+	VPMADDUBSW   (64*g)(DI)(R8*2), Y10, Y8          \
+	VPMADDUBSW   (64*g+32)(DI)(R8*2), Y11, Y9       \
+	VPDPWSSDV(8, 12, 2)                             \
+	VPDPWSSDV(9, 13, 2)                             \
+	VPMADDUBSW   (64*g)(DI)(R9*1), Y10, Y8          \
+	VPMADDUBSW   (64*g+32)(DI)(R9*1), Y11, Y9       \
+	VPDPWSSDV(8, 12, 3)                             \
+	VPDPWSSDV(9, 13, 3)
+
+// func dotQ5_Kx4VNNI(w *byte, x *int8, d *float32, bsums *int16, nb, xs, ds, bs int, out *float32)
+//
+// dotQ5_Kx4VNNI is dotQ4_Kx4VNNI for Q5_K rows, the fifth bits added by
+// K5X4PAIRV (no AVX2 twin; per vector it computes exactly what
+// dotQ5_KVNNI computes).
+TEXT ·dotQ5_Kx4VNNI(SB), NOSPLIT, $64-72
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ d+16(FP), DX
+	MOVQ bsums+24(FP), BX
+	MOVQ nb+32(FP), CX
+	MOVQ xs+40(FP), R8
+	LEAQ (R8)(R8*2), R9
+	MOVQ ds+48(FP), R10
+	LEAQ (R10)(R10*2), R11
+	MOVQ bs+56(FP), R12
+	LEAQ (R12)(R12*2), R13
+	BCAST($0x0f0f0f0f, X14, Y14)
+	BCAST($0x10101010, X15, Y15)
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS X8, X8, X8
+	VMOVDQU X8, 48(SP)
+
+q5kx4vloop:
+	PREFETCHT0 4096(SI)
+	PREFETCHT0 4160(SI)
+	PREFETCHT0 4224(SI)
+	MOVWLZX   (SI), AX
+	VMOVD     AX, X8
+	VCVTPH2PS X8, X8
+	VMOVSS    X8, 32(SP)
+	MOVWLZX   2(SI), AX
+	VMOVD     AX, X8
+	VCVTPH2PS X8, X8
+	VMOVSS    X8, 36(SP)
+	VMOVAPS   Y7, Y9 // KSCALES clobbers X7 (and R8-R13: reload the strides)
+	KSCALES
+	VMOVAPS   Y9, Y7
+	VMOVDQU   X8, 16(SP)
+	MOVQ      xs+40(FP), R8
+	LEAQ      (R8)(R8*2), R9
+	MOVQ      ds+48(FP), R10
+	LEAQ      (R10)(R10*2), R11
+	MOVQ      bs+56(FP), R12
+	LEAQ      (R12)(R12*2), R13
+	VPXOR     Y0, Y0, Y0
+	VPXOR     Y1, Y1, Y1
+	VPXOR     Y2, Y2, Y2
+	VPXOR     Y3, Y3, Y3
+	K5X4PAIRV(0)
+	K5X4PAIRV(1)
+	K5X4PAIRV(2)
+	K5X4PAIRV(3)
+	K4X4FIN(Y0, Y4, (DX), (BX), 48)
+	K4X4FIN(Y1, Y5, (DX)(R10*1), (BX)(R12*1), 52)
+	K4X4FIN(Y2, Y6, (DX)(R10*2), (BX)(R12*2), 56)
+	K4X4FIN(Y3, Y7, (DX)(R11*1), (BX)(R13*1), 60)
+	ADDQ $176, SI
+	ADDQ $256, DI
+	ADDQ $4, DX
+	ADDQ $32, BX
+	DECQ CX
+	JNZ  q5kx4vloop
+
+	MOVQ out+64(FP), BX
+	VMOVAPS Y4, Y0
+	HSUM8
+	VSUBSS  48(SP), X0, X0
+	VMOVSS  X0, (BX)
+	VMOVAPS Y5, Y0
+	HSUM8
+	VSUBSS  52(SP), X0, X0
+	VMOVSS  X0, 4(BX)
+	VMOVAPS Y6, Y0
+	HSUM8
+	VSUBSS  56(SP), X0, X0
+	VMOVSS  X0, 8(BX)
+	VMOVAPS Y7, Y0
+	HSUM8
+	VSUBSS  60(SP), X0, X0
+	VMOVSS  X0, 12(BX)
+	VZEROUPPER
+	RET
+
 // func dotQ5_KVNNI(w *byte, x *int8, d *float32, bsums *int16, nb int) float32
 //
 // dotQ5_KVNNI is dotQ5_KAVX2 with AVX-VNNI (VPDPWSSD), as dotQ4_KVNNI.

@@ -42,6 +42,11 @@ func dotQ4_Kx4VNNI(w *byte, x *int8, d *float32, bsums *int16, nb, xs, ds, bs in
 //go:noescape
 func dotQ5_KVNNI(w *byte, x *int8, d *float32, bsums *int16, nb int) float32
 
+// dotQ5_Kx4VNNI is dotQ4_Kx4VNNI for Q5_K rows (dot_amd64.s).
+//
+//go:noescape
+func dotQ5_Kx4VNNI(w *byte, x *int8, d *float32, bsums *int16, nb, xs, ds, bs int, out *float32)
+
 // The VNNI one-vector kernels of dot_vnni_amd64.h, each assembled twice:
 // *VNNI with the VEX instructions (AVX-VNNI), *AVX512 with the EVEX ones
 // (AVX-512 VNNI). Each is its AVX2 namesake (same arguments) with the

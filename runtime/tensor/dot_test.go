@@ -520,13 +520,13 @@ func BenchmarkDot4(b *testing.B) {
 				defer im.use(false)
 				b.SetBytes(int64(len(w.Data)))
 				b.ReportAllocs()
-				for b.Loop() {
+				loopCPU(b, func() {
 					if !dot4(mt, w.Data, a, 0, cols, &out) {
 						for t := range 4 {
 							out[t] = dotAct(mt, w.Data, a, t, cols)
 						}
 					}
-				}
+				})
 			})
 		}
 	}
