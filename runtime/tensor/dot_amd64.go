@@ -20,9 +20,9 @@ var useAVX512 = useAVX2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW &&
 
 // useAVXVNNI selects the AVX-VNNI kernels (the VEX-encoded VPDPBUSD of
 // CPUs without AVX-512, Intel's client cores among them): the Q8_0 and
-// Q4_0 batch kernels and the one- and four-vector Q4_K dots; AVX2 for the
-// rest. Where AVX-512 is there too it
-// wins, and useAVXVNNI is false.
+// Q4_0 batch kernels and the one-vector, multi-row and four-vector dots
+// (see Kernels); AVX2 for the rest. Where AVX-512 is there too it wins,
+// and useAVXVNNI is false.
 var useAVXVNNI = useAVX2 && !useAVX512 && cpu.X86.HasAVXVNNI
 
 // implementations lists the kernel sets this CPU can run; use(false)
