@@ -20,9 +20,9 @@ var useAVX512 = useAVX2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW &&
 
 // useAVXVNNI selects the AVX-VNNI kernels (the VEX-encoded VPDPBUSD of
 // CPUs without AVX-512, Intel's client cores among them): the Q8_0 and
-// Q4_0 batch kernels and the one- and four-vector Q4_K dots; AVX2 for the
-// rest. Where AVX-512 is there too it
-// wins, and useAVXVNNI is false.
+// Q4_0 batch kernels and the one-vector, multi-row and four-vector dots
+// (see Kernels); AVX2 for the rest. Where AVX-512 is there too it wins,
+// and useAVXVNNI is false.
 var useAVXVNNI = useAVX2 && !useAVX512 && cpu.X86.HasAVXVNNI
 
 // implementations lists the kernel sets this CPU can run; use(false)
@@ -165,6 +165,12 @@ func dotQ8_0(w []byte, x []int8, d []float32) float32 {
 	}
 	nb := len(d)
 	_, _ = w[nb*q80Bytes-1], x[nb*32-1]
+	if useAVX512 {
+		return dotQ8_0AVX512(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), nb)
+	}
+	if useAVXVNNI {
+		return dotQ8_0VNNI(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), nb)
+	}
 	return dotQ8_0AVX2(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), nb)
 }
 
@@ -174,6 +180,12 @@ func dotQ4_0(w []byte, x []int8, d, s8 []float32) float32 {
 	}
 	nb := len(d)
 	_, _, _ = w[nb*q40Bytes-1], x[(nb+1)/2*64-1], s8[nb-1]
+	if useAVX512 {
+		return dotQ4_0AVX512(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), unsafe.SliceData(s8), nb)
+	}
+	if useAVXVNNI {
+		return dotQ4_0VNNI(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), unsafe.SliceData(s8), nb)
+	}
 	return dotQ4_0AVX2(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), unsafe.SliceData(s8), nb)
 }
 
@@ -201,6 +213,9 @@ func dotQ5_K(w []byte, x []int8, d []float32, bsums []int16) float32 {
 	if useAVX512 {
 		return dotQ5_KAVX512(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), unsafe.SliceData(bsums), nb)
 	}
+	if useAVXVNNI {
+		return dotQ5_KVNNI(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), unsafe.SliceData(bsums), nb)
+	}
 	return dotQ5_KAVX2(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), unsafe.SliceData(bsums), nb)
 }
 
@@ -210,6 +225,12 @@ func dotQ6_K(w []byte, x []int8, d []float32) float32 {
 	}
 	nb := len(d)
 	_, _ = w[nb*q6KBytes-1], x[nb*qkK-1]
+	if useAVX512 {
+		return dotQ6_KAVX512(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), nb)
+	}
+	if useAVXVNNI {
+		return dotQ6_KVNNI(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), nb)
+	}
 	return dotQ6_KAVX2(unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(d), nb)
 }
 
@@ -270,7 +291,14 @@ func dot4(t Type, row []byte, a *Activations, i, cols int, out *[4]float32) bool
 	switch t {
 	case Q8_0:
 		_, _, _ = row[nb*q80Bytes-1], a.q32[(i+4)*cols-1], a.d32x4[(i+4)*nb-1]
-		dotQ8_0x4AVX2(unsafe.SliceData(row), &a.q32[i*cols], &a.d32x4[i*nb], nb, cols, &out[0])
+		switch {
+		case useAVX512:
+			dotQ8_0x4AVX512(unsafe.SliceData(row), &a.q32[i*cols], &a.d32x4[i*nb], nb, cols, &out[0])
+		case useAVXVNNI:
+			dotQ8_0x4VNNI(unsafe.SliceData(row), &a.q32[i*cols], &a.d32x4[i*nb], nb, cols, &out[0])
+		default:
+			dotQ8_0x4AVX2(unsafe.SliceData(row), &a.q32[i*cols], &a.d32x4[i*nb], nb, cols, &out[0])
+		}
 	case Q4_K:
 		nk := cols / qkK
 		_, _, _, _ = row[nk*q4KBytes-1], a.qK[(i+4)*cols-1], a.dK[(i+4)*nk-1], a.bsumsK[(i+4)*cols/16-1]
@@ -284,16 +312,27 @@ func dot4(t Type, row []byte, a *Activations, i, cols int, out *[4]float32) bool
 		}
 		dotQ4_Kx4AVX2(unsafe.SliceData(row), &a.qK[i*cols], &a.dK[i*nk], &a.bsumsK[i*cols/16], nk, cols, 4*nk, 2*(cols/16), &out[0])
 	case Q5_K:
-		if !useAVX512 {
+		if !useAVX512 && !useAVXVNNI {
 			return false
 		}
 		nk := cols / qkK
 		_, _, _, _ = row[nk*q5KBytes-1], a.qK[(i+4)*cols-1], a.dK[(i+4)*nk-1], a.bsumsK[(i+4)*cols/16-1]
-		dotQ5_Kx4AVX512(unsafe.SliceData(row), &a.qK[i*cols], &a.dK[i*nk], &a.bsumsK[i*cols/16], nk, cols, 4*nk, 2*(cols/16), &out[0])
+		if useAVX512 {
+			dotQ5_Kx4AVX512(unsafe.SliceData(row), &a.qK[i*cols], &a.dK[i*nk], &a.bsumsK[i*cols/16], nk, cols, 4*nk, 2*(cols/16), &out[0])
+			break
+		}
+		dotQ5_Kx4VNNI(unsafe.SliceData(row), &a.qK[i*cols], &a.dK[i*nk], &a.bsumsK[i*cols/16], nk, cols, 4*nk, 2*(cols/16), &out[0])
 	case Q6_K:
 		nk := cols / qkK
 		_, _, _ = row[nk*q6KBytes-1], a.qK[(i+4)*cols-1], a.dK[(i+4)*nk-1]
-		dotQ6_Kx4AVX2(unsafe.SliceData(row), &a.qK[i*cols], &a.dK[i*nk], nk, cols, 4*nk, &out[0])
+		switch {
+		case useAVX512:
+			dotQ6_Kx4AVX512(unsafe.SliceData(row), &a.qK[i*cols], &a.dK[i*nk], nk, cols, 4*nk, &out[0])
+		case useAVXVNNI:
+			dotQ6_Kx4VNNI(unsafe.SliceData(row), &a.qK[i*cols], &a.dK[i*nk], nk, cols, 4*nk, &out[0])
+		default:
+			dotQ6_Kx4AVX2(unsafe.SliceData(row), &a.qK[i*cols], &a.dK[i*nk], nk, cols, 4*nk, &out[0])
+		}
 	case F32:
 		_, _ = row[4*cols-1], a.x[(i+4)*cols-1]
 		dotF32x4AVX2(unsafe.SliceData(row), &a.x[i*cols], 4*cols, cols, &out[0])
@@ -344,10 +383,24 @@ func dotRows(w Matrix, a *Activations, i, lo, hi int, out []float32) bool {
 	switch w.Type {
 	case Q8_0:
 		_, _, _ = w.Data[hi*rb-1], a.q32[(i+1)*cols-1], a.d32[(i+1)*nb-1]
-		dotQ8_0RowsAVX2(&w.Data[lo*rb], &a.q32[i*cols], &a.d32[i*nb], nb, rows, rb, &out[0])
+		switch {
+		case useAVX512:
+			dotQ8_0RowsAVX512(&w.Data[lo*rb], &a.q32[i*cols], &a.d32[i*nb], nb, rows, rb, &out[0])
+		case useAVXVNNI:
+			dotQ8_0RowsVNNI(&w.Data[lo*rb], &a.q32[i*cols], &a.d32[i*nb], nb, rows, rb, &out[0])
+		default:
+			dotQ8_0RowsAVX2(&w.Data[lo*rb], &a.q32[i*cols], &a.d32[i*nb], nb, rows, rb, &out[0])
+		}
 	case Q4_0:
 		_, _, _ = w.Data[hi*rb-1], a.q32p[(i+1)*a.pairStride-1], a.s8f[(i+1)*nb-1]
-		dotQ4_0RowsAVX2(&w.Data[lo*rb], &a.q32p[i*a.pairStride], &a.d32[i*nb], &a.s8f[i*nb], nb, rows, rb, &out[0])
+		switch {
+		case useAVX512:
+			dotQ4_0RowsAVX512(&w.Data[lo*rb], &a.q32p[i*a.pairStride], &a.d32[i*nb], &a.s8f[i*nb], nb, rows, rb, &out[0])
+		case useAVXVNNI:
+			dotQ4_0RowsVNNI(&w.Data[lo*rb], &a.q32p[i*a.pairStride], &a.d32[i*nb], &a.s8f[i*nb], nb, rows, rb, &out[0])
+		default:
+			dotQ4_0RowsAVX2(&w.Data[lo*rb], &a.q32p[i*a.pairStride], &a.d32[i*nb], &a.s8f[i*nb], nb, rows, rb, &out[0])
+		}
 	default:
 		return false
 	}

@@ -1,6 +1,7 @@
 //go:build !purego
 
 #include "textflag.h"
+#include "vnni_amd64.h"
 
 // AVX2+FMA dot products of weight rows with activations. Each routine
 // computes exactly what its generic namesake in dot_generic.go computes:
@@ -2156,16 +2157,10 @@ swloop:
 	VZEROUPPER
 	RET
 
-// The AVX-VNNI forms of the Q4_K kernels (useAVXVNNI: CPUs with the
-// VEX-encoded VNNI but not AVX-512): VPDPWSSD (spelled out in bytes: Go's
-// assembler writes only its EVEX form) multiplies the int16 pair sums by
-// the scales and accumulates, one instruction for VPMADDWD and VPADDD.
-
-// VPDPWSSDV(src2, src1, dst): Y(dst) += int32 lanes of the products of
-// the int16 pairs of Y(src1) and Y(src2) (register numbers 0-15;
-// VEX.256.66.0F38.W0 52).
-#define VPDPWSSDV(src2, src1, dst) \
-	BYTE $0xC4; BYTE $((((~(dst>>3))&1)<<7) | 0x40 | (((~(src2>>3))&1)<<5) | 0x02); BYTE $((((~src1)&15)<<3) | 0x05); BYTE $0x52; BYTE $(0xC0 | ((dst&7)<<3) | (src2&7))
+// The AVX-VNNI forms of the Q4_K and Q5_K kernels (useAVXVNNI: CPUs with
+// the VEX-encoded VNNI but not AVX-512): VPDPWSSD (in bytes:
+// vnni_amd64.h) multiplies the int16 pair sums by the scales and
+// accumulates, one instruction for VPMADDWD and VPADDD.
 
 // K4MULV(g): K4MUL with VPDPWSSD.
 #define K4MULV(g) \
@@ -2330,3 +2325,351 @@ q4kx4vloop:
 	VMOVSS  X0, 12(BX)
 	VZEROUPPER
 	RET
+
+// K5X4PAIRV(g): K4X4PAIRV for Q5_K: the quants of sub-blocks 2g, 2g+1 at
+// SI+48+32g, and their fifth bits, bits 2g and 2g+1 of the qh bytes at
+// SI+16, moved to bit 4 (a word shift keeps each byte's low bits its own
+// for shifts up to 6; Y15 = 0x10 bytes).
+#define K5X4PAIRV(g) \
+	VMOVDQU      (48+32*g)(SI), X10                 \
+	VINSERTI128  $1, (64+32*g)(SI), Y10, Y10        \
+	VPSRLW       $4, Y10, Y11                       \
+	VPAND        Y14, Y10, Y10                      \
+	VPAND        Y14, Y11, Y11                      \
+	VMOVDQU      16(SI), X8                         \
+	VINSERTI128  $1, 32(SI), Y8, Y8                 \
+	VPSRLW       $(2*g), Y8, Y8                     \
+	VPSLLW       $4, Y8, Y9                         \
+	VPAND        Y15, Y9, Y9                        \
+	VPOR         Y9, Y10, Y10                       \
+	VPSLLW       $3, Y8, Y9                         \
+	VPAND        Y15, Y9, Y9                        \
+	VPOR         Y9, Y11, Y11                       \
+	VPBROADCASTW (4*g)(SP), Y12                     \
+	VPBROADCASTW (4*g+2)(SP), Y13                   \
+	VPMADDUBSW   (64*g)(DI), Y10, Y8                \
+	VPMADDUBSW   (64*g+32)(DI), Y11, Y9             \
+	VPDPWSSDV(8, 12, 0)                             \
+	VPDPWSSDV(9, 13, 0)                             \
+	VPMADDUBSW   (64*g)(DI)(R8*1), Y10, Y8          \
+	VPMADDUBSW   (64*g+32)(DI)(R8*1), Y11, Y9       \
+	VPDPWSSDV(8, 12, 1)                             \
+	VPDPWSSDV(9, 13, 1)                             \
+	VPMADDUBSW   (64*g)(DI)(R8*2), Y10, Y8          \
+	VPMADDUBSW   (64*g+32)(DI)(R8*2), Y11, Y9       \
+	VPDPWSSDV(8, 12, 2)                             \
+	VPDPWSSDV(9, 13, 2)                             \
+	VPMADDUBSW   (64*g)(DI)(R9*1), Y10, Y8          \
+	VPMADDUBSW   (64*g+32)(DI)(R9*1), Y11, Y9       \
+	VPDPWSSDV(8, 12, 3)                             \
+	VPDPWSSDV(9, 13, 3)
+
+// func dotQ5_Kx4VNNI(w *byte, x *int8, d *float32, bsums *int16, nb, xs, ds, bs int, out *float32)
+//
+// dotQ5_Kx4VNNI is dotQ4_Kx4VNNI for Q5_K rows, the fifth bits added by
+// K5X4PAIRV (no AVX2 twin; per vector it computes exactly what
+// dotQ5_KVNNI computes).
+TEXT ·dotQ5_Kx4VNNI(SB), NOSPLIT, $64-72
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ d+16(FP), DX
+	MOVQ bsums+24(FP), BX
+	MOVQ nb+32(FP), CX
+	MOVQ xs+40(FP), R8
+	LEAQ (R8)(R8*2), R9
+	MOVQ ds+48(FP), R10
+	LEAQ (R10)(R10*2), R11
+	MOVQ bs+56(FP), R12
+	LEAQ (R12)(R12*2), R13
+	BCAST($0x0f0f0f0f, X14, Y14)
+	BCAST($0x10101010, X15, Y15)
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS X8, X8, X8
+	VMOVDQU X8, 48(SP)
+
+q5kx4vloop:
+	PREFETCHT0 4096(SI)
+	PREFETCHT0 4160(SI)
+	PREFETCHT0 4224(SI)
+	MOVWLZX   (SI), AX
+	VMOVD     AX, X8
+	VCVTPH2PS X8, X8
+	VMOVSS    X8, 32(SP)
+	MOVWLZX   2(SI), AX
+	VMOVD     AX, X8
+	VCVTPH2PS X8, X8
+	VMOVSS    X8, 36(SP)
+	VMOVAPS   Y7, Y9 // KSCALES clobbers X7 (and R8-R13: reload the strides)
+	KSCALES
+	VMOVAPS   Y9, Y7
+	VMOVDQU   X8, 16(SP)
+	MOVQ      xs+40(FP), R8
+	LEAQ      (R8)(R8*2), R9
+	MOVQ      ds+48(FP), R10
+	LEAQ      (R10)(R10*2), R11
+	MOVQ      bs+56(FP), R12
+	LEAQ      (R12)(R12*2), R13
+	VPXOR     Y0, Y0, Y0
+	VPXOR     Y1, Y1, Y1
+	VPXOR     Y2, Y2, Y2
+	VPXOR     Y3, Y3, Y3
+	K5X4PAIRV(0)
+	K5X4PAIRV(1)
+	K5X4PAIRV(2)
+	K5X4PAIRV(3)
+	K4X4FIN(Y0, Y4, (DX), (BX), 48)
+	K4X4FIN(Y1, Y5, (DX)(R10*1), (BX)(R12*1), 52)
+	K4X4FIN(Y2, Y6, (DX)(R10*2), (BX)(R12*2), 56)
+	K4X4FIN(Y3, Y7, (DX)(R11*1), (BX)(R13*1), 60)
+	ADDQ $176, SI
+	ADDQ $256, DI
+	ADDQ $4, DX
+	ADDQ $32, BX
+	DECQ CX
+	JNZ  q5kx4vloop
+
+	MOVQ out+64(FP), BX
+	VMOVAPS Y4, Y0
+	HSUM8
+	VSUBSS  48(SP), X0, X0
+	VMOVSS  X0, (BX)
+	VMOVAPS Y5, Y0
+	HSUM8
+	VSUBSS  52(SP), X0, X0
+	VMOVSS  X0, 4(BX)
+	VMOVAPS Y6, Y0
+	HSUM8
+	VSUBSS  56(SP), X0, X0
+	VMOVSS  X0, 8(BX)
+	VMOVAPS Y7, Y0
+	HSUM8
+	VSUBSS  60(SP), X0, X0
+	VMOVSS  X0, 12(BX)
+	VZEROUPPER
+	RET
+
+// func dotQ5_KVNNI(w *byte, x *int8, d *float32, bsums *int16, nb int) float32
+//
+// dotQ5_KVNNI is dotQ5_KAVX2 with AVX-VNNI (VPDPWSSD), as dotQ4_KVNNI.
+TEXT ·dotQ5_KVNNI(SB), NOSPLIT, $32-44
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ d+16(FP), DX
+	MOVQ bsums+24(FP), BX
+	MOVQ nb+32(FP), CX
+	BCAST($0x0f0f0f0f, X14, Y14)
+	BCAST($0x01010101, X15, Y15)
+	VXORPS Y0, Y0, Y0
+	VXORPS X5, X5, X5
+
+q5kvloop:
+	PREFETCHT0 (4096)(SI)
+	PREFETCHT0 (4160)(SI)
+	PREFETCHT0 (4224)(SI)
+	KDSCALES
+	KSCALES
+	KMINS
+	VPXOR   Y1, Y1, Y1
+	VMOVDQU     16(SI), X13
+	VINSERTI128 $1, 32(SI), Y13, Y13
+	K4LOAD(48)
+	K5BITS
+	K4MULV(0)
+	K4LOAD(80)
+	K5BITS
+	K4MULV(1)
+	K4LOAD(112)
+	K5BITS
+	K4MULV(2)
+	K4LOAD(144)
+	K5BITS
+	K4MULV(3)
+	VCVTDQ2PS   Y1, Y1
+	VFMADD231PS Y1, Y2, Y0
+	ADDQ $176, SI
+	ADDQ $256, DI
+	ADDQ $4, DX
+	ADDQ $32, BX
+	DECQ CX
+	JNZ  q5kvloop
+
+	HSUM8
+	VSUBSS X5, X0, X0
+	VZEROUPPER
+	MOVSS  X0, ret+40(FP)
+	RET
+
+// The VNNI kernels of Q8_0 (one vector, many rows, four vectors), Q4_0
+// (one vector, many rows) and Q6_K (one vector, four): one body (dot_vnni_amd64.h) assembled with the VEX instructions
+// (*VNNI, "avxvnni") and with the EVEX ones (*AVX512, "avx512"), in
+// 32-byte registers like the other AVX-512 kernels (dot_avx512_amd64.s
+// says why). VNNIB and VNNIW name the byte and word dot products; the
+// macros below are the AVX2 ones with them.
+
+// Q8DOTN(xoff, W, ACC, S): Q8DOT with VPDPBUSD: |W| (unsigned) against x
+// with W's signs, so -128 weights count as 128 * -x (W must be Y3;
+// clobbers Y3, Y5, Y6).
+#define Q8DOTN(xoff, W, ACC, S) \
+	VMOVDQU     xoff(DI), Y5 \
+	VPSIGNB     W, Y5, Y5    \
+	VPABSB      W, W         \
+	VPXOR       Y6, Y6, Y6   \
+	VNNIB(5, 3, 6)           \
+	VCVTDQ2PS   Y6, Y6       \
+	VFMADD231PS Y6, S, ACC
+
+// Q4NIB(W): the nibbles of the 32 quant bytes in Y3 (two blocks' 16
+// each, or one block's and zeros) times the paired activations at W and
+// W+32 into Y6, as int32 lanes (Y14 = 0x0f bytes; clobbers Y3, Y5,
+// Y10, Y11).
+#define Q4NIB(W) \
+	VPSRLW      $4, Y3, Y5     \
+	VPAND       Y14, Y3, Y3    \
+	VPAND       Y14, Y5, Y5    \
+	VMOVDQU     (W)(DI), Y10   \
+	VMOVDQU     (W+32)(DI), Y11 \
+	VPXOR       Y6, Y6, Y6     \
+	VNNIB(10, 3, 6)            \
+	VNNIB(11, 5, 6)
+
+// Q4PAIRN(wo, xo, S, ACC): Q4PAIR with VPDPBUSD.
+#define Q4PAIRN(wo, xo, S, ACC) \
+	VMOVDQU     (wo+2)(SI), X3             \
+	VINSERTI128 $1, (wo+20)(SI), Y3, Y3    \
+	Q4NIB(xo)                              \
+	VCVTDQ2PS   Y6, Y6                     \
+	VFMADD231PS Y6, S, ACC
+
+// Q4LONEN(ACC): the lone last block (scale in Y2) with its zero partner.
+#define Q4LONEN(ACC) \
+	VMOVDQU     2(SI), X3   \
+	Q4NIB(0)                \
+	VCVTDQ2PS   Y6, Y6      \
+	VFMADD231PS Y6, Y2, ACC
+
+// TPAIRN(ACC): TPAIR with Q4PAIRN.
+#define TPAIRN(ACC) \
+	S1(0, 0, X2)                  \
+	VFMADD231SS  (R12), X2, X9    \
+	S1(18, 4, X4)                 \
+	VFMADD231SS  4(R12), X4, X9   \
+	VBROADCASTSS X2, X2           \
+	VBROADCASTSS X4, X4           \
+	VINSERTF128  $1, X4, Y2, Y2   \
+	Q4PAIRN(0, 0, Y2, ACC)        \
+	ADDQ         $36, SI          \
+	ADDQ         $64, DI          \
+	ADDQ         $8, DX           \
+	ADDQ         $8, R12          \
+	SUBQ         $2, CX
+
+// K6QN(m, Q): K6Q with VPDPWSSD: Y1 += scales · (Q·x) and Y9 += scales ·
+// (32·x), the caller taking Y9 from Y1 once per block (Q must be Y7;
+// clobbers Y7, Y10, Y15).
+#define K6QN(m, Q) \
+	VPMADDUBSW   (32*(m))(DI), Q, Q     \
+	VPMADDUBSW   (32*(m))(DI), Y12, Y10 \
+	VPBROADCASTD (4*(m))(SP), Y15       \
+	VPSHUFB      Y11, Y15, Y15          \
+	VNNIW(7, 15, 1)                     \
+	VNNIW(10, 15, 9)
+
+// K6HALFN(h): K6HALF with K6QN.
+#define K6HALFN(h) \
+	VMOVDQU     (64*(h))(SI), X4                 \
+	VINSERTI128 $1, (64*(h)+16)(SI), Y4, Y4      \
+	VMOVDQU     (64*(h)+32)(SI), X5              \
+	VINSERTI128 $1, (64*(h)+48)(SI), Y5, Y5      \
+	VMOVDQU     (128+32*(h))(SI), X6             \
+	VINSERTI128 $1, (128+32*(h)+16)(SI), Y6, Y6  \
+	VPAND   Y14, Y4, Y7           \
+	VPAND   Y13, Y6, Y8           \
+	VPSLLW  $4, Y8, Y8            \
+	VPOR    Y8, Y7, Y7            \
+	K6QN(4*h, Y7)                 \
+	VPAND   Y14, Y5, Y7           \
+	VPSRLW  $2, Y6, Y8            \
+	VPAND   Y13, Y8, Y8           \
+	VPSLLW  $4, Y8, Y8            \
+	VPOR    Y8, Y7, Y7            \
+	K6QN(4*h+1, Y7)               \
+	VPSRLW  $4, Y4, Y7            \
+	VPAND   Y14, Y7, Y7           \
+	VPSRLW  $4, Y6, Y8            \
+	VPAND   Y13, Y8, Y8           \
+	VPSLLW  $4, Y8, Y8            \
+	VPOR    Y8, Y7, Y7            \
+	K6QN(4*h+2, Y7)               \
+	VPSRLW  $4, Y5, Y7            \
+	VPAND   Y14, Y7, Y7           \
+	VPSRLW  $6, Y6, Y8            \
+	VPAND   Y13, Y8, Y8           \
+	VPSLLW  $4, Y8, Y8            \
+	VPOR    Y8, Y7, Y7            \
+	K6QN(4*h+3, Y7)
+
+// TOKN(xaddr, poff, ACC): TOK with VPDPBUSD (|Y8| in Y9 against x with
+// Y8's signs; clobbers Y11-Y13).
+#define TOKN(xaddr, poff, ACC) \
+	VMOVDQU      xaddr, Y11     \
+	VPSIGNB      Y8, Y11, Y11   \
+	VPXOR        Y13, Y13, Y13  \
+	VNNIB(11, 9, 13)            \
+	VCVTDQ2PS    Y13, Y13       \
+	VBROADCASTSS poff(SP), Y12  \
+	VFMADD231PS  Y13, Y12, ACC
+
+// TOK4N(xo, do, A0, A1, A2, A3): TOK4 with TOKN.
+#define TOK4N(xo, do, A0, A1, A2, A3) \
+	VMULPS  do(DX), X10, X12      \
+	VMOVUPS X12, 0(SP)            \
+	TOKN(xo(DI), 0, A0)           \
+	TOKN(xo(DI)(R8*1), 4, A1)     \
+	TOKN(xo(DI)(R8*2), 8, A2)     \
+	TOKN(xo(DI)(R9*1), 12, A3)
+
+// X4SETUPN: X4SETUP without the int16 ones (VPDPBUSD needs none).
+#define X4SETUPN \
+	LEAQ     (R8)(R8*2), R9     \
+	VXORPS   Y0, Y0, Y0         \
+	VXORPS   Y1, Y1, Y1         \
+	VXORPS   Y2, Y2, Y2         \
+	VXORPS   Y3, Y3, Y3         \
+	VXORPS   Y4, Y4, Y4         \
+	VXORPS   Y5, Y5, Y5         \
+	VXORPS   Y6, Y6, Y6         \
+	VXORPS   Y7, Y7, Y7
+
+#define VNNIB(src2, src1, dst) VPDPBUSDV(src2, src1, dst)
+#define VNNIW(src2, src1, dst) VPDPWSSDV(src2, src1, dst)
+#define FN_Q80 ·dotQ8_0VNNI
+#define FN_Q80ROWS ·dotQ8_0RowsVNNI
+#define FN_Q40 ·dotQ4_0VNNI
+#define FN_Q40ROWS ·dotQ4_0RowsVNNI
+#define FN_Q6K ·dotQ6_KVNNI
+#define FN_Q80X4 ·dotQ8_0x4VNNI
+#define FN_Q6KX4 ·dotQ6_Kx4VNNI
+#include "dot_vnni_amd64.h"
+#undef VNNIB
+#undef VNNIW
+#undef FN_Q80
+#undef FN_Q80ROWS
+#undef FN_Q40
+#undef FN_Q40ROWS
+#undef FN_Q6K
+#undef FN_Q80X4
+#undef FN_Q6KX4
+
+#define VNNIB(src2, src1, dst) VPDPBUSDE(src2, src1, dst)
+#define VNNIW(src2, src1, dst) VPDPWSSDE(src2, src1, dst)
+#define FN_Q80 ·dotQ8_0AVX512
+#define FN_Q80ROWS ·dotQ8_0RowsAVX512
+#define FN_Q40 ·dotQ4_0AVX512
+#define FN_Q40ROWS ·dotQ4_0RowsAVX512
+#define FN_Q6K ·dotQ6_KAVX512
+#define FN_Q80X4 ·dotQ8_0x4AVX512
+#define FN_Q6KX4 ·dotQ6_Kx4AVX512
+#include "dot_vnni_amd64.h"

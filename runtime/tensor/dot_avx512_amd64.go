@@ -36,3 +36,60 @@ func dotQ4_KVNNI(w *byte, x *int8, d *float32, bsums *int16, nb int) float32
 //
 //go:noescape
 func dotQ4_Kx4VNNI(w *byte, x *int8, d *float32, bsums *int16, nb, xs, ds, bs int, out *float32)
+
+// dotQ5_KVNNI is dotQ5_KAVX2 with AVX-VNNI (dot_amd64.s).
+//
+//go:noescape
+func dotQ5_KVNNI(w *byte, x *int8, d *float32, bsums *int16, nb int) float32
+
+// dotQ5_Kx4VNNI is dotQ4_Kx4VNNI for Q5_K rows (dot_amd64.s).
+//
+//go:noescape
+func dotQ5_Kx4VNNI(w *byte, x *int8, d *float32, bsums *int16, nb, xs, ds, bs int, out *float32)
+
+// The VNNI one-vector kernels of dot_vnni_amd64.h, each assembled twice:
+// *VNNI with the VEX instructions (AVX-VNNI), *AVX512 with the EVEX ones
+// (AVX-512 VNNI). Each is its AVX2 namesake (same arguments) with the
+// integer products on VPDPBUSD or VPDPWSSD.
+
+//go:noescape
+func dotQ8_0VNNI(w *byte, x *int8, d *float32, nb int) float32
+
+//go:noescape
+func dotQ8_0AVX512(w *byte, x *int8, d *float32, nb int) float32
+
+//go:noescape
+func dotQ8_0RowsVNNI(w *byte, x *int8, d *float32, nb, rows, rs int, out *float32)
+
+//go:noescape
+func dotQ8_0RowsAVX512(w *byte, x *int8, d *float32, nb, rows, rs int, out *float32)
+
+//go:noescape
+func dotQ4_0VNNI(w *byte, x *int8, d, s8 *float32, nb int) float32
+
+//go:noescape
+func dotQ4_0AVX512(w *byte, x *int8, d, s8 *float32, nb int) float32
+
+//go:noescape
+func dotQ4_0RowsVNNI(w *byte, x *int8, d, s8 *float32, nb, rows, rs int, out *float32)
+
+//go:noescape
+func dotQ4_0RowsAVX512(w *byte, x *int8, d, s8 *float32, nb, rows, rs int, out *float32)
+
+//go:noescape
+func dotQ6_KVNNI(w *byte, x *int8, d *float32, nb int) float32
+
+//go:noescape
+func dotQ6_KAVX512(w *byte, x *int8, d *float32, nb int) float32
+
+//go:noescape
+func dotQ8_0x4VNNI(w *byte, x *int8, d4 *float32, nb, xs int, out *float32)
+
+//go:noescape
+func dotQ8_0x4AVX512(w *byte, x *int8, d4 *float32, nb, xs int, out *float32)
+
+//go:noescape
+func dotQ6_Kx4VNNI(w *byte, x *int8, d *float32, nb, xs, ds int, out *float32)
+
+//go:noescape
+func dotQ6_Kx4AVX512(w *byte, x *int8, d *float32, nb, xs, ds int, out *float32)

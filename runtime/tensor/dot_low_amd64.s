@@ -1,6 +1,7 @@
 //go:build !purego
 
 #include "textflag.h"
+#include "vnni_amd64.h"
 
 // AVX2 dots of Q2_K, Q3_K and IQ4_XS rows with Q8_K activations, one
 // vector and four vectors. Each computes exactly what its generic
@@ -639,3 +640,103 @@ iq4xsx4loop:
 	LX4OUT
 	VZEROUPPER
 	RET
+
+// The VNNI forms of the kernels above: one body (dot_low_vnni_amd64.h)
+// assembled with the VEX VPDPWSSD (*VNNI, "avxvnni") and the EVEX one
+// (*AVX512, "avx512"). VNNIW names it; the macros below are the AVX2 ones
+// with it.
+
+// Q2GROUPN(c, s): Q2GROUP with VPDPWSSD.
+#define Q2GROUPN(c, s) \
+	VPSRLW     $(s), Y12, Y9        \
+	VPAND      Y15, Y9, Y9          \
+	VPMADDUBSW (32*(c))(DI), Y9, Y9 \
+	LGSCALE(c)                      \
+	VNNIW(9, 10, 1)
+
+// Q2X4GROUPN(c, s): Q2X4GROUP with VPDPWSSD.
+#define Q2X4GROUPN(c, s) \
+	VPSRLW     $(s), Y12, Y14              \
+	VPAND      Y15, Y14, Y14               \
+	LGSCALE(c)                             \
+	VPMADDUBSW (32*(c))(DI), Y14, Y8       \
+	VNNIW(8, 10, 0)                        \
+	VPMADDUBSW (32*(c))(DI)(R8*1), Y14, Y8 \
+	VNNIW(8, 10, 1)                        \
+	VPMADDUBSW (32*(c))(DI)(R8*2), Y14, Y8 \
+	VNNIW(8, 10, 2)                        \
+	VPMADDUBSW (32*(c))(DI)(R9*1), Y14, Y8 \
+	VNNIW(8, 10, 3)
+
+// Q3GROUPN(c, s, HOP, hs): Q3GROUP with VPDPWSSD.
+#define Q3GROUPN(c, s, HOP, hs) \
+	Q3QUANT(s, HOP, hs, Y9, Y14)  \
+	VPSIGNB    Y9, Y9, Y14        \
+	VMOVDQU    (32*(c))(DI), Y10  \
+	VPSIGNB    Y9, Y10, Y10       \
+	VPMADDUBSW Y10, Y14, Y14      \
+	LGSCALE(c)                    \
+	VNNIW(14, 10, 1)
+
+// LX4DOTN(Q, A, XOFF, acc): LX4DOT with VPDPWSSD, the scales in Y10 and
+// the accumulator Y(acc).
+#define LX4DOTN(Q, A, XOFF, acc) \
+	VMOVDQU    XOFF, Y9   \
+	VPSIGNB    Q, Y9, Y9  \
+	VPMADDUBSW Y9, A, Y9  \
+	VNNIW(9, 10, acc)
+
+// Q3X4GROUPN(c, s, HOP, hs): Q3X4GROUP with VPDPWSSD.
+#define Q3X4GROUPN(c, s, HOP, hs) \
+	Q3QUANT(s, HOP, hs, Y13, Y9)                 \
+	VPSIGNB Y13, Y13, Y14                        \
+	LGSCALE(c)                                   \
+	LX4DOTN(Y13, Y14, (32*(c))(DI), 0)           \
+	LX4DOTN(Y13, Y14, (32*(c))(DI)(R8*1), 1)     \
+	LX4DOTN(Y13, Y14, (32*(c))(DI)(R8*2), 2)     \
+	LX4DOTN(Y13, Y14, (32*(c))(DI)(R9*1), 3)
+
+// IQ4SUBN(j): IQ4SUB with VPDPWSSD.
+#define IQ4SUBN(j) \
+	IQ4LEVELS(j)                   \
+	VPSIGNB      Y13, Y13, Y8      \
+	VMOVDQU      (32*(j))(DI), Y9  \
+	VPSIGNB      Y13, Y9, Y9       \
+	VPMADDUBSW   Y9, Y8, Y8        \
+	VPBROADCASTW (2*(j))(SP), Y10  \
+	VNNIW(8, 10, 1)
+
+// IQ4X4SUBN(j): IQ4X4SUB with VPDPWSSD.
+#define IQ4X4SUBN(j) \
+	IQ4LEVELS(j)                            \
+	VPSIGNB      Y13, Y13, Y12              \
+	VPBROADCASTW (2*(j))(SP), Y10           \
+	LX4DOTN(Y13, Y12, (32*(j))(DI), 0)      \
+	LX4DOTN(Y13, Y12, (32*(j))(DI)(R8*1), 1) \
+	LX4DOTN(Y13, Y12, (32*(j))(DI)(R8*2), 2) \
+	LX4DOTN(Y13, Y12, (32*(j))(DI)(R9*1), 3)
+
+#define VNNIW(src2, src1, dst) VPDPWSSDV(src2, src1, dst)
+#define FN_Q2K ·dotQ2_KVNNI
+#define FN_Q2KX4 ·dotQ2_Kx4VNNI
+#define FN_Q3K ·dotQ3_KVNNI
+#define FN_Q3KX4 ·dotQ3_Kx4VNNI
+#define FN_IQ4XS ·dotIQ4_XSVNNI
+#define FN_IQ4XSX4 ·dotIQ4_XSx4VNNI
+#include "dot_low_vnni_amd64.h"
+#undef VNNIW
+#undef FN_Q2K
+#undef FN_Q2KX4
+#undef FN_Q3K
+#undef FN_Q3KX4
+#undef FN_IQ4XS
+#undef FN_IQ4XSX4
+
+#define VNNIW(src2, src1, dst) VPDPWSSDE(src2, src1, dst)
+#define FN_Q2K ·dotQ2_KAVX512
+#define FN_Q2KX4 ·dotQ2_Kx4AVX512
+#define FN_Q3K ·dotQ3_KAVX512
+#define FN_Q3KX4 ·dotQ3_Kx4AVX512
+#define FN_IQ4XS ·dotIQ4_XSAVX512
+#define FN_IQ4XSX4 ·dotIQ4_XSx4AVX512
+#include "dot_low_vnni_amd64.h"

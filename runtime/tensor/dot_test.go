@@ -424,9 +424,7 @@ func BenchmarkDot(b *testing.B) {
 				defer im.use(false)
 				b.SetBytes(int64(len(w.Data)))
 				b.ReportAllocs()
-				for b.Loop() {
-					dotAct(mt.t, w.Data, a, 0, cols)
-				}
+				loopCPU(b, func() { dotAct(mt.t, w.Data, a, 0, cols) })
 			})
 		}
 	}
@@ -522,13 +520,13 @@ func BenchmarkDot4(b *testing.B) {
 				defer im.use(false)
 				b.SetBytes(int64(len(w.Data)))
 				b.ReportAllocs()
-				for b.Loop() {
+				loopCPU(b, func() {
 					if !dot4(mt, w.Data, a, 0, cols, &out) {
 						for t := range 4 {
 							out[t] = dotAct(mt, w.Data, a, t, cols)
 						}
 					}
-				}
+				})
 			})
 		}
 	}
@@ -693,5 +691,125 @@ func TestMatMulActBatchRandomBlocks(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// The multi-row kernels (dotRows, decode's Q8_0 and Q4_0 path) equal
+// dotAct of each row with the generic kernels bit for bit, for every
+// block count 1..40 (the groups of 8 blocks, the pairs and a lone last
+// block) and 1..5 rows.
+func TestDotRowsImplementations(t *testing.T) {
+	const maxRows, maxBlocks = 5, 40
+	for _, typ := range []Type{Q8_0, Q4_0} {
+		t.Run(typ.String(), func(t *testing.T) {
+			type tc struct {
+				w    Matrix
+				a    *Activations
+				want []float32
+			}
+			var cases []tc
+			for nb := 1; nb <= maxBlocks; nb++ {
+				cols := 32 * nb
+				w, _ := randomMatrix(t, typ, maxRows, cols, uint64(nb)+11)
+				a := NewActivations(1, cols)
+				a.Set(testData("normal", cols, uint64(nb)+13), 1)
+				c := tc{w: w, a: a, want: make([]float32, maxRows)}
+				withGeneric(func() {
+					a.prepare(typ)
+					for r := range maxRows {
+						c.want[r] = dotAct(typ, w.Row(r), a, 0, cols)
+					}
+				})
+				cases = append(cases, c)
+			}
+			eachImpl(t, func(t *testing.T) {
+				out := make([]float32, maxRows)
+				for _, c := range cases {
+					for lo := range maxRows {
+						for hi := lo + 1; hi <= maxRows; hi++ {
+							clear(out)
+							if !dotRows(c.w, c.a, 0, lo, hi, out[:hi-lo]) {
+								for r := lo; r < hi; r++ {
+									out[r-lo] = dotAct(typ, c.w.Row(r), c.a, 0, c.w.Cols)
+								}
+							}
+							for r := lo; r < hi; r++ {
+								if math.Float32bits(out[r-lo]) != math.Float32bits(c.want[r]) {
+									t.Fatalf("%d blocks, rows [%d,%d), row %d: %g, generic %g", c.w.Cols/32, lo, hi, r, out[r-lo], c.want[r])
+								}
+							}
+						}
+					}
+				}
+			})
+		})
+	}
+}
+
+// The four-vector Q8_0 kernel equals dotAct of each vector with the
+// generic kernels bit for bit, for every block count 1..20 (pairs and a
+// lone last block), both groups of four of eight vectors.
+func TestDot4Q8_0(t *testing.T) {
+	type tc struct {
+		w    Matrix
+		a    *Activations
+		want [8]float32
+	}
+	var cases []tc
+	for nb := 1; nb <= 20; nb++ {
+		cols := 32 * nb
+		w, _ := randomMatrix(t, Q8_0, 1, cols, uint64(nb)+17)
+		c := tc{w: w, a: NewActivations(8, cols)}
+		c.a.Set(testData("normal", 8*cols, uint64(nb)+19), 8)
+		withGeneric(func() {
+			c.a.prepare(Q8_0)
+			for v := range 8 {
+				c.want[v] = dotAct(Q8_0, w.Data, c.a, v, cols)
+			}
+		})
+		cases = append(cases, c)
+	}
+	eachImpl(t, func(t *testing.T) {
+		for _, c := range cases {
+			c.a.prepare(Q8_0) // the interleaved scales, with this implementation
+			for i := 0; i < 8; i += 4 {
+				var out [4]float32
+				if !dot4(Q8_0, c.w.Data, c.a, i, c.w.Cols, &out) {
+					t.Logf("no four-vector Q8_0 kernel here")
+					return
+				}
+				for v := range 4 {
+					if math.Float32bits(out[v]) != math.Float32bits(c.want[i+v]) {
+						t.Fatalf("%d blocks, vector %d: %g, generic %g", c.w.Cols/32, i+v, out[v], c.want[i+v])
+					}
+				}
+			}
+		}
+	})
+}
+
+// BenchmarkMatVecImpl measures decode's matrix-vector product (one
+// vector, one thread, a 1024x4096 matrix: larger than L2, as model
+// weights are) per quantized type and kernel set, so that a kernel set's
+// one-vector kernels compare with the ones they replace in one run; bytes
+// are weight bytes. On Linux it also reports the thread's CPU time per op
+// (cpu-ns/op: see loopCPU).
+func BenchmarkMatVecImpl(b *testing.B) {
+	const rows, cols = 1024, 4096
+	for _, t := range []Type{Q8_0, Q4_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS} {
+		w, _ := randomMatrix(b, t, rows, cols, 1)
+		x := testData("uniform", cols, 2)
+		out := make([]float32, rows)
+		a := NewActivations(1, cols)
+		for _, im := range implementations[1:] {
+			b.Run(fmt.Sprintf("%v/%s", t, im.name), func(b *testing.B) {
+				im.use(true)
+				defer im.use(false)
+				a.Set(x, 1)
+				b.SetBytes(int64(len(w.Data)))
+				b.ReportAllocs()
+				loopCPU(b, func() { MatMulAct(nil, out, w, a) })
+			})
+		}
 	}
 }

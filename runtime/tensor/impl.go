@@ -9,11 +9,13 @@ type impl struct {
 }
 
 // Kernels names the kernel set in use: "avx512" (amd64 with AVX-512 F,
-// BW, VL and VNNI: VNNI kernels for the one- and four-vector Q4_K and
-// Q5_K dots and for the batches of Q8_0, Q4_0, the K-quants and IQ4_XS;
-// AVX2 for the rest), "avxvnni" (amd64 with AVX-VNNI but not AVX-512: the
-// Q8_0 and Q4_0 batch kernels and the one- and four-vector Q4_K dots;
-// AVX2 for the rest), "avx2" (AVX2+FMA+F16C
+// BW, VL and VNNI: VNNI kernels for the one-vector dots of every
+// quantized type, the Q8_0 and Q4_0 multi-row dots, the four-vector dots
+// (none for Q4_0) and the batches of Q8_0, Q4_0, the K-quants and IQ4_XS;
+// AVX2 for the float types and the rest), "avxvnni" (amd64 with AVX-VNNI
+// but not AVX-512: the same one-vector, multi-row and four-vector dots in
+// their VEX form, and the Q8_0 and Q4_0 batch kernels; AVX2 for the
+// rest), "avx2" (AVX2+FMA+F16C
 // assembly on amd64), "neon" (NEON with the dot-product extension on
 // arm64: the one-vector dots, the four-vector dots but Q4_0/Q5_K, the
 // 8-row Q8_0/Q4_0 batch kernels, Axpy and the activation quantizer;
