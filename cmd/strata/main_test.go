@@ -8,6 +8,7 @@ import (
 
 	"strata/actors"
 	"strata/internal/testdata"
+	"strata/runtime/tensor"
 )
 
 // run executes the strata command line args and returns stdout.
@@ -145,5 +146,27 @@ func TestSynth(t *testing.T) {
 	}
 	if _, err := run(t, "synth", "--shape", "gpt-9", "-o", path); err == nil || !strings.Contains(err.Error(), "tinyllama-1.1b") {
 		t.Errorf("unknown shape: %v", err)
+	}
+}
+
+// STRATA_KERNELS selects the kernel set for any command (and names the
+// available ones when it cannot).
+func TestKernelsEnv(t *testing.T) {
+	orig := tensor.Kernels()
+	t.Cleanup(func() {
+		if err := tensor.SetKernels(orig); err != nil {
+			t.Error(err)
+		}
+	})
+	t.Setenv("STRATA_KERNELS", "generic")
+	if _, err := run(t, "inspect", testdata.Path(t, "gguf/stories260K.gguf")); err != nil {
+		t.Fatal(err)
+	}
+	if got := tensor.Kernels(); got != "generic" {
+		t.Errorf("STRATA_KERNELS=generic: kernels %q", got)
+	}
+	t.Setenv("STRATA_KERNELS", "nosuch")
+	if _, err := run(t, "inspect", testdata.Path(t, "gguf/stories260K.gguf")); err == nil || !strings.Contains(err.Error(), "nosuch") {
+		t.Errorf("STRATA_KERNELS=nosuch: err %v", err)
 	}
 }

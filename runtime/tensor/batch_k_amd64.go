@@ -7,9 +7,12 @@ import (
 	"math"
 )
 
-// batchKQuants: Q4_K, Q5_K and Q6_K batches use the row-sequential form where
-// the AVX-512 kernels run (usesBatchForm).
-var batchKQuants = hasAVX512
+// batchKQuants: K-quant and IQ4_XS batches use the row-sequential form where
+// the AVX-512 kernels or the AVX-VNNI ones (batch_kv_amd64.s) run
+// (usesBatchForm). With AVX-VNNI the batch kernels took 2 to 4 times less
+// time than the one- and four-vector dots they replace, for every type
+// (BenchmarkBatchKVNNI).
+var batchKQuants = hasAVX512 || hasAVXVNNI
 
 // batchK16 selects the 16-row batch kernels (64-byte registers: Q8_0,
 // Q4_0, Q4_K, Q5_K) before the 8-row ones; tests turn it off to run both.

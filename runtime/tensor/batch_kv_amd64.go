@@ -37,6 +37,12 @@ func batchQ2Kx8x4V(tile *byte, x *int8, xs int, d *float32, ds int, b *int16, bs
 //go:noescape
 func batchQ2Kx8x1V(tile *byte, x *int8, d *float32, b *int16, nb int, acc *float32)
 
+func init() {
+	// A CPU with only the set SetKernels names has the K-quant batch
+	// kernels where that set is avx512 or avxvnni (batchKQuants).
+	onSetKernels = func(name string) { batchKQuants = name == "avx512" || name == "avxvnni" }
+}
+
 // repackQ4_Kx8V is repackQ4_Kx8Go in AVX2.
 //
 //go:noescape
