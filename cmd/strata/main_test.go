@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -168,5 +169,32 @@ func TestKernelsEnv(t *testing.T) {
 	t.Setenv("STRATA_KERNELS", "nosuch")
 	if _, err := run(t, "inspect", testdata.Path(t, "gguf/stories260K.gguf")); err == nil || !strings.Contains(err.Error(), "nosuch") {
 		t.Errorf("STRATA_KERNELS=nosuch: err %v", err)
+	}
+}
+
+// Type names are read in any case: synth --type and plan --type take
+// "q8_0" and "q4_k" as "Q8_0" and "Q4_K" (and write ggml's names).
+func TestTypeNamesAnyCase(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lower.gguf")
+	if out, err := run(t, "synth", "--shape", "qwen3moe-tiny", "--type", "q8_0", "--layers", "1", "-o", path); err != nil {
+		t.Fatalf("synth --type q8_0: %v\n%s", err, out)
+	}
+	out, err := run(t, "inspect", "--json", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		TypeCounts map[string]int `json:"tensor_types"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil || r.TypeCounts["Q8_0"] == 0 {
+		t.Errorf("synth --type q8_0 wrote %v (%v)", r.TypeCounts, err)
+	}
+	out, err = run(t, "plan", "--json", "--shape", "tinyllama-1.1b", "--type", "q4_k", "--nodes", "a=64GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p struct{ Model string }
+	if err := json.Unmarshal([]byte(out), &p); err != nil || p.Model != "tinyllama-1.1b-Q4_K" {
+		t.Errorf("plan --type q4_k: model %q (%v)", p.Model, err)
 	}
 }

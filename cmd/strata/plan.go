@@ -110,7 +110,7 @@ neither for Qwen3-235B-A22B and Kimi K2 (at --type, Q4_K by default).`,
 				if err != nil {
 					return err
 				}
-				m = plan.FromProfile(shape+"-"+typeName, s.Profile(t))
+				m = plan.FromProfile(shape+"-"+t.String(), s.Profile(t)) // ggml's name for the type, whatever its case in --type
 			default:
 				return fmt.Errorf("--model FILE or --shape NAME is required")
 			}
