@@ -197,4 +197,12 @@ func TestTypeNamesAnyCase(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &p); err != nil || p.Model != "tinyllama-1.1b-Q4_K" {
 		t.Errorf("plan --type q4_k: model %q (%v)", p.Model, err)
 	}
+	// --kv-type (any case) sizes the plan's KV cache: tinyllama's 11264
+	// values per token take 22.5 kB in f16 and 12.0 kB in q8_0.
+	for kt, want := range map[string]string{"f16": "KV 22.5 kB per token", "Q8_0": "KV 12.0 kB per token"} {
+		out, err := run(t, "plan", "--shape", "tinyllama-1.1b", "--type", "q4_k", "--kv-type", kt, "--nodes", "a=64GB")
+		if err != nil || !strings.Contains(out, want) {
+			t.Errorf("plan --kv-type %s: %v, output lacks %q:\n%s", kt, err, want, out)
+		}
+	}
 }
