@@ -680,7 +680,7 @@ bq2kvx1loop:
 	VPINSRW   $7, off(R10)(R9*1), X, X      \
 	VCVTPH2PS X, Y
 
-// ROWS8(M, addr, Y0..Y7): M(addr of row r, Yr) for the 8 rows.
+// ROWS8(M, off): the macro M(off(row r's block), Yr) for the 8 rows.
 #define ROWS8(M, off) \
 	M(off(SI), Y0)        \
 	M(off(SI)(R8*1), Y1)  \
@@ -691,9 +691,10 @@ bq2kvx1loop:
 	M(off(R10)(R8*2), Y6) \
 	M(off(R10)(R9*1), Y7)
 
-// K4SC(addr, Y) / K4MIN(addr, Y): the 8 scales (int32) / the 8 mins
-// (int16, pairs in dwords) of the Q4_K block whose 12 scale bytes are at
-// addr. Clobbers X8-X10.
+// K4SCMIN(addr): X9 = the 8 6-bit scales (bytes 0-7) and the 8 mins
+// (bytes 8-15) of the 12 bytes at addr (a Q4_K or Q5_K block's, at 4).
+// K4SC(addr, Y) / K4MIN(addr, Y): the block at addr's 8 scales as int32 /
+// its 8 mins as int16 (pairs in dwords). Clobbers X8-X10.
 #define K4SCMIN(addr) \
 	VMOVDQU    addr, X8                \
 	VPAND      kv3f<>(SB), X8, X9      \
