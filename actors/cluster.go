@@ -324,8 +324,7 @@ func (c *Cluster) plan(name string, excluded []string) (plan.Plan, []Member, err
 		place = plan.Place
 	}
 	pm := plan.FromProfile(name, m.prof)
-	pm.KVBytesPerToken = m.prof.KVBytesPerTokenOf(c.opts.KVType)
-	p, err := place(pm, nodes, plan.Options{Context: c.planContext(m), Sessions: c.opts.PlanSessions})
+	p, err := place(pm, nodes, plan.Options{Context: c.planContext(m), Sessions: c.opts.PlanSessions, KVType: c.opts.KVType})
 	return p, members, err
 }
 

@@ -201,6 +201,7 @@ func (c Candidate) Name() string {
 // or the reason it does not fit. Deterministic, as Place.
 func Candidates(m Model, nodes []Node, net Network, opts Options, co CostOptions) ([]Candidate, error) {
 	opts, co = opts.withDefaults(), co.withDefaults()
+	m = m.withKV(opts)
 	L := m.Layers()
 	if L == 0 || len(nodes) == 0 {
 		return nil, fmt.Errorf("plan: nothing to place (%d layers, %d nodes)", L, len(nodes))

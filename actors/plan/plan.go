@@ -30,8 +30,12 @@ type Model struct {
 	EmbedBytes uint64   // token embedding, held by the first stage
 	// HeadBytes is the final norm and output matrix, held by the last
 	// stage; with a tied output it includes the embedding matrix again.
-	HeadBytes       uint64
-	KVBytesPerToken uint64 // all layers; split evenly per layer
+	HeadBytes uint64
+	// KVValuesPerToken is the values the KV cache holds per token, all
+	// layers (model.Profile's); where it is known, placement sizes the
+	// cache in Options.KVType and ignores KVBytesPerToken.
+	KVValuesPerToken uint64
+	KVBytesPerToken  uint64 // all layers, split evenly per layer: the cache's bytes where KVValuesPerToken is 0
 
 	// The decode cost model's inputs (Predict); zero values fall back to
 	// LayerBytes and a model without attention or vocabulary to split.
@@ -42,7 +46,7 @@ type Model struct {
 
 // FromProfile converts a model profile (see model.ProfileOf).
 func FromProfile(name string, p model.Profile) Model {
-	m := Model{Name: name, LayerBytes: p.LayerBytes, EmbedBytes: p.EmbedBytes + p.OtherBytes, HeadBytes: p.HeadBytes, KVBytesPerToken: p.KVBytesPerToken,
+	m := Model{Name: name, LayerBytes: p.LayerBytes, EmbedBytes: p.EmbedBytes + p.OtherBytes, HeadBytes: p.HeadBytes, KVBytesPerToken: p.KVBytesPerToken, KVValuesPerToken: p.KVValuesPerToken,
 		Embd: p.Embd, KVHeads: p.KVHeads, Vocab: p.Vocab, ActiveLayerBytes: p.ActiveLayerBytes, AttnLayerBytes: p.AttnLayerBytes}
 	if p.TiedOutput {
 		m.HeadBytes += p.EmbedBytes
@@ -94,6 +98,10 @@ type Options struct {
 	Sessions int // concurrent sessions to reserve KV for; 0 = 1
 	// ReserveBytes is kept free on every node (scratch, runtime); 0 = none.
 	ReserveBytes uint64
+	// KVType is the element type of the KV cache (the nodes' --kv-type),
+	// which sizes it for models whose KVValuesPerToken is known; the zero
+	// value is f16.
+	KVType model.KVType
 }
 
 func (o Options) withDefaults() Options {
@@ -104,6 +112,20 @@ func (o Options) withDefaults() Options {
 		o.Sessions = 1
 	}
 	return o
+}
+
+// KVPerToken is the KV cache of one token across all layers that
+// placement reserves for m with o (in o.KVType where m knows its values
+// per token).
+func (m Model) KVPerToken(o Options) uint64 { return m.withKV(o).KVBytesPerToken }
+
+// withKV returns m with KVBytesPerToken in o's KV cache type, where the
+// values per token are known.
+func (m Model) withKV(o Options) Model {
+	if m.KVValuesPerToken > 0 {
+		m.KVBytesPerToken = o.KVType.Bytes(m.KVValuesPerToken)
+	}
+	return m
 }
 
 // Stage is one hop of the ring: node Node runs layers [First, End).
@@ -168,6 +190,7 @@ func (e *RefusalError) Error() string {
 // when compute is unknown) without putting more on a node than it offers.
 func Place(m Model, nodes []Node, opts Options) (Plan, error) {
 	opts = opts.withDefaults()
+	m = m.withKV(opts)
 	L := m.Layers()
 	if L == 0 {
 		return Plan{}, errors.New("plan: the model has no layers")

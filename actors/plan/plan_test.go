@@ -4,11 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
+	"strata/runtime/gguf"
 	"strata/runtime/model"
+	"strata/runtime/synth"
 	"strata/runtime/tensor"
 )
 
@@ -301,4 +305,73 @@ func TestHugeMemoryClaims(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(t, m, nodes, Options{Context: 1024}, p)
+}
+
+// The KV cache a plan reserves is the one the shards make: for each cache
+// type (Options.KVType, the nodes' --kv-type), the stages' KV bytes add
+// up to the cache a model loaded with that type allocates for the
+// context (a llama and a multi-head latent attention model), and, on the
+// model of equal layers, a smaller type fits where a larger one does not.
+func TestPlanKVType(t *testing.T) {
+	for _, shape := range []string{"llama3-tiny", "deepseek2-tiny"} {
+		t.Run(shape, func(t *testing.T) {
+			s, err := model.LookupShape(shape)
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(t.TempDir(), shape+".gguf")
+			if err := synth.WriteFile(path, s, synth.Options{Type: tensor.Q8_0, Seed: 1}); err != nil {
+				t.Fatal(err)
+			}
+			f, err := gguf.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			prof, err := model.ProfileOf(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mod, err := model.Load(f, 0, prof.Layers)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := FromProfile(shape, prof)
+			const ctx = 512
+			need := map[model.KVType]uint64{}
+			for _, kt := range []model.KVType{model.KVF16, model.KVQ8_0, model.KVF32} {
+				if err := mod.SetKVType(kt); err != nil {
+					t.Fatal(err)
+				}
+				want := mod.CacheBytes(ctx)
+				opts := Options{Context: ctx, KVType: kt}
+				p, err := Place(m, []Node{{ID: "a", FreeBytes: 1 << 40}, {ID: "b", FreeBytes: 1}}, opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got uint64
+				for _, s := range p.Stages {
+					got += s.KVBytes
+				}
+				if got != want || m.KVPerToken(opts)*ctx != want {
+					t.Errorf("%v: plan reserves %d KV bytes (%d per token), the cache takes %d", kt, got, m.KVPerToken(opts), want)
+				}
+				need[kt] = m.WeightBytes() + want
+			}
+			if slices.Min(m.LayerBytes) != slices.Max(m.LayerBytes) {
+				return // placement counts the largest layer for each: no exact fit
+			}
+			// Room for the weights and the q8_0 cache only: f16 and f32
+			// are refused.
+			room := []Node{{ID: "a", FreeBytes: need[model.KVQ8_0]}}
+			if _, err := Place(m, room, Options{Context: ctx, KVType: model.KVQ8_0}); err != nil {
+				t.Errorf("q8_0 cache: %v", err)
+			}
+			for _, kt := range []model.KVType{model.KVF16, model.KVF32} {
+				if _, err := Place(m, room, Options{Context: ctx, KVType: kt}); err == nil {
+					t.Errorf("%v cache placed in the room of the q8_0 one", kt)
+				}
+			}
+		})
+	}
 }

@@ -7,6 +7,8 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"strata/runtime/tensor"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -27,6 +29,16 @@ func newRoot() *cobra.Command {
 		Version:       version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// STRATA_KERNELS names the kernel set to run instead of the
+		// best one this CPU has (avx512, avxvnni, avx2, neon, i8mm,
+		// generic), as on a CPU with only that set: for comparing them
+		// on one machine. `strata bench` reports the set in use.
+		PersistentPreRunE: func(*cobra.Command, []string) error {
+			if k := os.Getenv("STRATA_KERNELS"); k != "" {
+				return tensor.SetKernels(k)
+			}
+			return nil
+		},
 	}
 	root.AddCommand(inspectCmd())
 	for _, add := range extraCommands {

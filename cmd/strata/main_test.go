@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"strata/actors"
 	"strata/internal/testdata"
+	"strata/runtime/tensor"
 )
 
 // run executes the strata command line args and returns stdout.
@@ -145,5 +147,62 @@ func TestSynth(t *testing.T) {
 	}
 	if _, err := run(t, "synth", "--shape", "gpt-9", "-o", path); err == nil || !strings.Contains(err.Error(), "tinyllama-1.1b") {
 		t.Errorf("unknown shape: %v", err)
+	}
+}
+
+// STRATA_KERNELS selects the kernel set for any command (and names the
+// available ones when it cannot).
+func TestKernelsEnv(t *testing.T) {
+	orig := tensor.Kernels()
+	t.Cleanup(func() {
+		if err := tensor.SetKernels(orig); err != nil {
+			t.Error(err)
+		}
+	})
+	t.Setenv("STRATA_KERNELS", "generic")
+	if _, err := run(t, "inspect", testdata.Path(t, "gguf/stories260K.gguf")); err != nil {
+		t.Fatal(err)
+	}
+	if got := tensor.Kernels(); got != "generic" {
+		t.Errorf("STRATA_KERNELS=generic: kernels %q", got)
+	}
+	t.Setenv("STRATA_KERNELS", "nosuch")
+	if _, err := run(t, "inspect", testdata.Path(t, "gguf/stories260K.gguf")); err == nil || !strings.Contains(err.Error(), "nosuch") {
+		t.Errorf("STRATA_KERNELS=nosuch: err %v", err)
+	}
+}
+
+// Type names are read in any case: synth --type and plan --type take
+// "q8_0" and "q4_k" as "Q8_0" and "Q4_K" (and write ggml's names).
+func TestTypeNamesAnyCase(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lower.gguf")
+	if out, err := run(t, "synth", "--shape", "qwen3moe-tiny", "--type", "q8_0", "--layers", "1", "-o", path); err != nil {
+		t.Fatalf("synth --type q8_0: %v\n%s", err, out)
+	}
+	out, err := run(t, "inspect", "--json", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		TypeCounts map[string]int `json:"tensor_types"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil || r.TypeCounts["Q8_0"] == 0 {
+		t.Errorf("synth --type q8_0 wrote %v (%v)", r.TypeCounts, err)
+	}
+	out, err = run(t, "plan", "--json", "--shape", "tinyllama-1.1b", "--type", "q4_k", "--nodes", "a=64GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p struct{ Model string }
+	if err := json.Unmarshal([]byte(out), &p); err != nil || p.Model != "tinyllama-1.1b-Q4_K" {
+		t.Errorf("plan --type q4_k: model %q (%v)", p.Model, err)
+	}
+	// --kv-type (any case) sizes the plan's KV cache: tinyllama's 11264
+	// values per token take 22.5 kB in f16 and 12.0 kB in q8_0.
+	for kt, want := range map[string]string{"f16": "KV 22.5 kB per token", "Q8_0": "KV 12.0 kB per token"} {
+		out, err := run(t, "plan", "--shape", "tinyllama-1.1b", "--type", "q4_k", "--kv-type", kt, "--nodes", "a=64GB")
+		if err != nil || !strings.Contains(out, want) {
+			t.Errorf("plan --kv-type %s: %v, output lacks %q:\n%s", kt, err, want, out)
+		}
 	}
 }

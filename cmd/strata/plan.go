@@ -25,6 +25,7 @@ func init() { extraCommands = append(extraCommands, planCmd) }
 func planCmd() *cobra.Command {
 	var (
 		modelPath, shape, typeName, nodeList string
+		kvType                               string
 		apiURL, apiKey                       string
 		opts                                 plan.Options
 		asJSON, simulate                     bool
@@ -59,6 +60,10 @@ neither for Qwen3-235B-A22B and Kimi K2 (at --type, Q4_K by default).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var m plan.Model
+			var err error
+			if opts.KVType, err = model.ParseKVType(kvType); err != nil {
+				return fmt.Errorf("--kv-type: %w", err)
+			}
 			if simulate && modelPath == "" && shape == "" {
 				if !cmd.Flags().Changed("type") {
 					typeName = "Q4_K"
@@ -110,13 +115,12 @@ neither for Qwen3-235B-A22B and Kimi K2 (at --type, Q4_K by default).`,
 				if err != nil {
 					return err
 				}
-				m = plan.FromProfile(shape+"-"+typeName, s.Profile(t))
+				m = plan.FromProfile(shape+"-"+t.String(), s.Profile(t)) // ggml's name for the type, whatever its case in --type
 			default:
 				return fmt.Errorf("--model FILE or --shape NAME is required")
 			}
 			var nodes []plan.Node
 			var measured map[[2]string]plan.Link
-			var err error
 			switch {
 			case apiURL != "" && nodeList != "":
 				return fmt.Errorf("give --nodes or --api, not both")
@@ -160,7 +164,7 @@ neither for Qwen3-235B-A22B and Kimi K2 (at --type, Q4_K by default).`,
 				enc.SetIndent("", "  ")
 				return enc.Encode(p)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%sweights %s in all, KV %s per token\n", p, units.Bytes(m.WeightBytes()), units.Bytes(m.KVBytesPerToken))
+			fmt.Fprintf(cmd.OutOrStdout(), "%sweights %s in all, KV %s per token\n", p, units.Bytes(m.WeightBytes()), units.Bytes(m.KVPerToken(opts)))
 			cands, err := plan.Candidates(m, nodes, net[0], opts, cost)
 			if err != nil {
 				return err
@@ -184,6 +188,7 @@ neither for Qwen3-235B-A22B and Kimi K2 (at --type, Q4_K by default).`,
 	f.StringVar(&apiKey, "api-key", os.Getenv("STRATA_API_KEY"), "API key of that node (default $STRATA_API_KEY)")
 	f.IntVar(&opts.Context, "context", 4096, "KV cache positions to reserve per session")
 	f.IntVar(&opts.Sessions, "sessions", 1, "concurrent sessions to reserve KV for")
+	f.StringVar(&kvType, "kv-type", "f16", "KV cache type the nodes run (their --kv-type): "+model.KVTypes)
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	f.BoolVar(&simulate, "simulate", false, "project decode tokens/s on 1..N of the nodes for each --link (see above)")
 	f.StringArrayVar(&links, "link", nil, "links between nodes: rdma, tcp, or LATENCY,THROUGHPUT such as 5us,9GB/s (repeatable with --simulate; default tcp)")

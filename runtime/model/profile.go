@@ -43,6 +43,10 @@ type Profile struct {
 // cache of type t.
 func (p Profile) KVBytesPerTokenOf(t KVType) uint64 { return t.bytesFor(p.KVValuesPerToken) }
 
+// Bytes is the size of n cached values (n a multiple of 32, as a model's
+// values per token are) in a cache of type t.
+func (t KVType) Bytes(n uint64) uint64 { return t.bytesFor(n) }
+
 // TotalBytes is the weight bytes of the whole model.
 func (p Profile) TotalBytes() uint64 {
 	n := p.EmbedBytes + p.HeadBytes + p.OtherBytes

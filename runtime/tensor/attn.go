@@ -67,7 +67,7 @@ func DecodeQ8_0(dst []float32, src []byte) {
 	if len(dst)%q80Block != 0 || len(src) < len(dst)/q80Block*q80Bytes {
 		panic(fmt.Sprintf("tensor: DecodeQ8_0: %d floats from %d bytes", len(dst), len(src)))
 	}
-	decodeQ8_0(src, dst)
+	decodeQ8_0Vec(dst, src)
 }
 
 // EncodeQ8_0 quantizes src (a multiple of 32 floats) into Q8_0 blocks in

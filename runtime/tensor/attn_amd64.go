@@ -91,6 +91,23 @@ func decodeF16Vec(dst []float32, src []uint16) {
 	decodeF16Generic(dst[n:], src[n:])
 }
 
+// decodeQ8_0AVX2 is decodeQ8_0 over nb (> 0) whole blocks
+// (attn_q8_amd64.s): the q8_0 KV cache's keys and values into float32
+// scratch.
+//
+//go:noescape
+func decodeQ8_0AVX2(dst *float32, src *byte, nb int)
+
+func decodeQ8_0Vec(dst []float32, src []byte) {
+	nb := len(dst) / q80Block
+	if !useAVX2 || nb == 0 {
+		decodeQ8_0(src, dst)
+		return
+	}
+	_, _ = dst[nb*q80Block-1], src[nb*q80Bytes-1]
+	decodeQ8_0AVX2(unsafe.SliceData(dst), unsafe.SliceData(src), nb)
+}
+
 func encodeF16Vec(dst []uint16, src []float32) {
 	n := len(dst) &^ 7
 	if !useAVX2 || n == 0 {

@@ -32,6 +32,9 @@ func axpyRows(dst, alpha, rows []float32, stride int) {
 	}
 }
 
+// decodeQ8_0Vec is Go on arm64 (no NEON form yet).
+func decodeQ8_0Vec(dst []float32, src []byte) { decodeQ8_0(src, dst) }
+
 func decodeF16Vec(dst []float32, src []uint16) {
 	n := len(dst) &^ 7
 	if !useNEON || n == 0 {

@@ -163,6 +163,8 @@ func BenchmarkAttnKernels(b *testing.B) {
 	q, kv, out := randVec(r, hd, 1), randVec(r, rows*hd, 1), make([]float32, rows)
 	half := make([]uint16, rows*hd)
 	EncodeF16(half, kv)
+	q8 := make([]byte, rows*hd/q80Block*q80Bytes)
+	EncodeQ8_0(q8, kv)
 	for _, im := range implementations {
 		im.use(true)
 		b.Run("DotRows/"+im.name, func(b *testing.B) {
@@ -183,6 +185,12 @@ func BenchmarkAttnKernels(b *testing.B) {
 				DecodeF16(kv, half)
 			}
 		})
+		b.Run("DecodeQ8_0/"+im.name, func(b *testing.B) {
+			b.SetBytes(rows * hd / q80Block * q80Bytes)
+			for b.Loop() {
+				DecodeQ8_0(kv, q8)
+			}
+		})
 		b.Run("Softmax4096/"+im.name, func(b *testing.B) {
 			x := randVec(r, 4096, 10)
 			y := make([]float32, len(x))
@@ -194,4 +202,34 @@ func BenchmarkAttnKernels(b *testing.B) {
 		})
 		im.use(false)
 	}
+}
+
+// DecodeQ8_0 (the q8_0 KV cache's rows into float32) gives the generic
+// decodeQ8_0's bits in every implementation, for 0..40 blocks of random
+// quants (-128 included) with every kind of fp16 scale: normal,
+// subnormal, zero, infinite and NaN.
+func TestDecodeQ8_0(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	const maxBlocks = 40
+	src := make([]byte, maxBlocks*q80Bytes)
+	for i := range src {
+		src[i] = byte(r.Uint32())
+	}
+	special := []uint16{0x3c00, 0x0001, 0x03ff, 0x0000, 0x8000, 0x7c00, 0xfc00, 0x7e00, 0x7c01, 0xfd55}
+	for b := range maxBlocks {
+		h := FP32ToFP16(float32(r.NormFloat64()) * 0.01)
+		if b%3 == 1 {
+			h = special[b/3%len(special)]
+		}
+		src[b*q80Bytes], src[b*q80Bytes+1] = byte(h), byte(h>>8)
+	}
+	eachImpl(t, func(t *testing.T) {
+		for nb := 0; nb <= maxBlocks; nb++ {
+			got := make([]float32, nb*q80Block)
+			want := make([]float32, nb*q80Block)
+			DecodeQ8_0(got, src[:nb*q80Bytes])
+			decodeQ8_0(src[:nb*q80Bytes], want)
+			sameBits(t, fmt.Sprintf("%d blocks", nb), got, want)
+		}
+	})
 }

@@ -111,7 +111,7 @@ func (a *Activations) allocBatch() {
 			a.x8[k].d, a.x8[k].c = make([]float32, a.Cap*a.Cols/32), make([]int32, a.Cap*a.Cols/32)
 		}
 	}
-	if a.hasQK && useAVX512 {
+	if a.hasQK && (useAVX512 || useAVXVNNI) {
 		a.bK2, a.cK = make([]int16, a.Cap*a.Cols/32), make([]int32, a.Cap*a.Cols/16)
 	}
 }
@@ -119,21 +119,17 @@ func (a *Activations) allocBatch() {
 // prepareBatch fills what the VNNI batch kernels that will run for t
 // read besides the quants: a.x8 for Q4_0 and Q8_0 (AVX-512 or AVX-VNNI),
 // the sub-block sums or the offset corrections for the K-quants and
-// IQ4_XS (AVX-512).
+// IQ4_XS (AVX-512 or AVX-VNNI).
 func (a *Activations) prepareBatch(t Type) {
 	if !useAVX512 && !useAVXVNNI {
 		return
 	}
 	switch t {
 	case Q4_K, Q5_K:
-		if useAVX512 {
-			a.prepareQ4KBatch()
-		}
+		a.prepareQ4KBatch()
 		return
 	case Q3_K, Q6_K, IQ4_XS:
-		if useAVX512 {
-			a.prepareCBatch(cBatchOff(t))
-		}
+		a.prepareCBatch(cBatchOff(t))
 		return
 	case Q2_K:
 		return
@@ -182,7 +178,7 @@ func matMulBatchX8(out []float32, w Matrix, a *Activations, lo, hi int) int {
 	switch w.Type {
 	case Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS:
 		q6 := w.Type == Q6_K || w.Type == Q3_K || w.Type == IQ4_XS
-		if useAVX512 && (w.Type == Q2_K || !q6 && a.okB2 || q6 && a.cKOff == cBatchOff(w.Type)) {
+		if (useAVX512 || useAVXVNNI) && (w.Type == Q2_K || !q6 && a.okB2 || q6 && a.cKOff == cBatchOff(w.Type)) {
 			return matMulBatchK(out, w, a, lo, hi)
 		}
 		return lo

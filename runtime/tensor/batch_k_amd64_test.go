@@ -14,8 +14,8 @@ import (
 // do, for blocks of random bytes (every scale, min and quant value;
 // finite fp16 scales, as NaN payloads may differ).
 func TestRepackKx8(t *testing.T) {
-	if !hasAVX512 {
-		t.Log("no AVX-512 here: the assembly repacks not run")
+	if !hasAVX2 {
+		t.Log("no AVX2 here: the assembly repacks not run")
 		return
 	}
 	r := rand.New(rand.NewPCG(3, 4))
@@ -25,16 +25,26 @@ func TestRepackKx8(t *testing.T) {
 		fp16     []int // offsets of fp16 scales in a block
 		asm      func(dst, w *byte, rs, nb int)
 		goRepack func(dst, w []byte, rs, nb int)
+		avx512   bool // the AVX-512 forms; the others need AVX2 only
 	}{
-		{Q4_K, q4KBytes, q4KTileSB, []int{0, 2}, repackQ4_Kx8Asm, repackQ4_Kx8Go},
-		{Q5_K, q5KBytes, q4KTileSB, []int{0, 2}, repackQ5_Kx8Asm, repackQ5_Kx8Go},
-		{Q6_K, q6KBytes, q6KTileSB, []int{208}, repackQ6_Kx8Asm, repackQ6_Kx8Go},
-		{IQ4_XS, iq4XSBytes, q6KTileSB, []int{0}, repackIQ4_XSx8Asm, repackIQ4_XSx8Go},
-		{Q3_K, q3KBytes, q6KTileSB, []int{108}, repackQ3_Kx8Asm, repackQ3_Kx8Go},
-		{Q2_K, q2KBytes, q2KTileSB, []int{80, 82}, repackQ2_Kx8Asm, repackQ2_Kx8Go},
-		{Q4_K, q4KBytes, 2 * q4KTileSB, []int{0, 2}, repackQ4_Kx8iAsm, repackQ4_Kx8iGo}, // half of a 16-row tile
-		{Q4_K, q4KBytes, 4 * q4KTileSB, []int{0, 2}, repackQ4_Kx8qAsm, repackQ4_Kx8qGo}, // a quarter of a 32-row tile
+		{Q4_K, q4KBytes, q4KTileSB, []int{0, 2}, repackQ4_Kx8V, repackQ4_Kx8Go, false},
+		{Q5_K, q5KBytes, q4KTileSB, []int{0, 2}, repackQ5_Kx8V, repackQ5_Kx8Go, false},
+		{Q6_K, q6KBytes, q6KTileSB, []int{208}, repackQ6_Kx8V, repackQ6_Kx8Go, false},
+		{IQ4_XS, iq4XSBytes, q6KTileSB, []int{0}, repackIQ4_XSx8V, repackIQ4_XSx8Go, false},
+		{Q3_K, q3KBytes, q6KTileSB, []int{108}, repackQ3_Kx8V, repackQ3_Kx8Go, false},
+		{Q2_K, q2KBytes, q2KTileSB, []int{80, 82}, repackQ2_Kx8V, repackQ2_Kx8Go, false},
+		{Q4_K, q4KBytes, q4KTileSB, []int{0, 2}, repackQ4_Kx8Asm, repackQ4_Kx8Go, true},
+		{Q5_K, q5KBytes, q4KTileSB, []int{0, 2}, repackQ5_Kx8Asm, repackQ5_Kx8Go, true},
+		{Q6_K, q6KBytes, q6KTileSB, []int{208}, repackQ6_Kx8Asm, repackQ6_Kx8Go, true},
+		{IQ4_XS, iq4XSBytes, q6KTileSB, []int{0}, repackIQ4_XSx8Asm, repackIQ4_XSx8Go, true},
+		{Q3_K, q3KBytes, q6KTileSB, []int{108}, repackQ3_Kx8Asm, repackQ3_Kx8Go, true},
+		{Q2_K, q2KBytes, q2KTileSB, []int{80, 82}, repackQ2_Kx8Asm, repackQ2_Kx8Go, true},
+		{Q4_K, q4KBytes, 2 * q4KTileSB, []int{0, 2}, repackQ4_Kx8iAsm, repackQ4_Kx8iGo, true}, // half of a 16-row tile
+		{Q4_K, q4KBytes, 4 * q4KTileSB, []int{0, 2}, repackQ4_Kx8qAsm, repackQ4_Kx8qGo, true}, // a quarter of a 32-row tile
 	} {
+		if c.avx512 && !hasAVX512 {
+			continue
+		}
 		for _, nb := range []int{1, 2, 5, 8} {
 			const rows, extra = 8, 3 // rows further apart than a row's blocks
 			rs := (nb + extra) * c.bb

@@ -2,7 +2,13 @@
 
 package tensor
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
+
+// threadCPU reports no thread CPU time outside Linux.
+func threadCPU() (time.Duration, bool) { return 0, false }
 
 // loopCPU runs f in b.Loop (the thread CPU time is read on Linux only).
 func loopCPU(b *testing.B, f func()) {

@@ -1,5 +1,10 @@
 package tensor
 
+import (
+	"fmt"
+	"strings"
+)
+
 // impl is one selectable set of kernels: use(true) makes it the active set
 // (tests run every available impl against the generic reference), and
 // use(false) restores the default.
@@ -14,8 +19,8 @@ type impl struct {
 // (none for Q4_0) and the batches of Q8_0, Q4_0, the K-quants and IQ4_XS;
 // AVX2 for the float types and the rest), "avxvnni" (amd64 with AVX-VNNI
 // but not AVX-512: the same one-vector, multi-row and four-vector dots in
-// their VEX form, and the Q8_0 and Q4_0 batch kernels; AVX2 for the
-// rest), "avx2" (AVX2+FMA+F16C
+// their VEX form, and the 8-row batch kernels of Q8_0, Q4_0, the
+// K-quants and IQ4_XS; AVX2 for the rest), "avx2" (AVX2+FMA+F16C
 // assembly on amd64), "neon" (NEON with the dot-product extension on
 // arm64: the one-vector dots, the four-vector dots but Q4_0/Q5_K, the
 // 8-row Q8_0/Q4_0 batch kernels, Axpy and the activation quantizer;
@@ -31,3 +36,27 @@ func Kernels() string {
 	}
 	return "generic"
 }
+
+// SetKernels makes the kernel set name (one of Kernels' names that this
+// CPU can run) the one in use, as on a CPU that has only that set: the
+// batch forms follow the set too (usesBatchForm), so "avx2" on a CPU with
+// AVX-512 computes what an AVX2-only CPU computes. It is for comparing
+// kernel sets on one machine (cmd/strata reads STRATA_KERNELS) and must
+// not be called while kernels run.
+func SetKernels(name string) error {
+	var names []string
+	for _, im := range implementations {
+		if im.name == name {
+			im.use(true)
+			onSetKernels(name)
+			return nil
+		}
+		names = append(names, im.name)
+	}
+	return fmt.Errorf("tensor: kernel set %q not available on this CPU (available: %s)", name, strings.Join(names, ", "))
+}
+
+// onSetKernels adjusts what depends on the CPU besides the kernels' own
+// switches (batch_kv_amd64.go: the K-quant batch form) when SetKernels
+// selects name.
+var onSetKernels = func(name string) {}
