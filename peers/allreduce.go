@@ -631,20 +631,27 @@ func (g *Group) reduce(ctx context.Context, buf []float32) error {
 	// are still computing. A message longer than a ring holds is taken
 	// off the rings while this member sends, as its peers do the same.
 	var early []chan error
+	stopEarly := func() {}
 	if len(g.enc) > arRingHolds {
+		var ectx context.Context
+		ectx, stopEarly = context.WithCancel(ctx)
+		defer stopEarly()
 		early = make([]chan error, len(g.in))
 		for j, in := range g.in {
 			if j != g.self && in.rcv != nil {
 				early[j] = make(chan error, 1)
 				go func() {
 					var err error
-					in.early, err = g.recvRing(ctx, j, in, len(buf), deadline, ctxFirst)
+					in.early, err = g.recvRing(ectx, j, in, len(buf), deadline, ctxFirst)
 					early[j] <- err
 				}()
 			}
 		}
 	}
 	err = g.send(ctx, deadline)
+	if err != nil {
+		stopEarly() // the receives would wait for the deadline
+	}
 	for _, c := range early {
 		if c != nil {
 			if e := <-c; e != nil && err == nil {
