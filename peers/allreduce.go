@@ -628,36 +628,12 @@ func (g *Group) reduce(ctx context.Context, buf []float32) error {
 	}
 	// The peers take a frame they have room for (a stream reader's
 	// credit, a ring's free slots), so these writes finish while the peers
-	// are still computing. A message longer than a ring holds is taken
-	// off the rings while this member sends, as its peers do the same.
-	var early []chan error
-	stopEarly := func() {}
-	if len(g.enc) > arRingHolds {
-		var ectx context.Context
-		ectx, stopEarly = context.WithCancel(ctx)
-		defer stopEarly()
-		early = make([]chan error, len(g.in))
-		for j, in := range g.in {
-			if j != g.self && in.rcv != nil {
-				early[j] = make(chan error, 1)
-				go func() {
-					var err error
-					in.early, err = g.recvRing(ectx, j, in, len(buf), deadline, ctxFirst)
-					early[j] <- err
-				}()
-			}
-		}
-	}
-	err = g.send(ctx, deadline)
-	if err != nil {
-		stopEarly() // the receives would wait for the deadline
-	}
-	for _, c := range early {
-		if c != nil {
-			if e := <-c; e != nil && err == nil {
-				err = e
-			}
-		}
+	// are still computing.
+	long := len(g.enc) > arRingHolds
+	if long {
+		err = g.sendTaking(ctx, len(buf), deadline, ctxFirst)
+	} else {
+		err = g.send(ctx, deadline)
 	}
 	if err != nil {
 		return err
@@ -674,7 +650,7 @@ func (g *Group) reduce(ctx context.Context, buf []float32) error {
 		switch {
 		case j == g.self:
 			part = own
-		case in.rcv != nil && early != nil:
+		case in.rcv != nil && long:
 			part = in.early
 		case in.rcv != nil:
 			if part, err = g.recvRing(ctx, j, in, len(buf), deadline, ctxFirst); err != nil {
@@ -793,6 +769,37 @@ func (g *Group) recvRing(ctx context.Context, j int, in *arIn, count int, deadli
 		return nil, fmt.Errorf("member %d (%s), round %d: %w", j, g.members[j], g.round, err)
 	}
 	return vals, nil
+}
+
+// sendTaking is send for a message longer than a ring holds: the frames
+// of the peers' rings are taken off (into in.early) while this member
+// sends, as its peers do the same. Called with ioMu held.
+func (g *Group) sendTaking(ctx context.Context, count int, deadline time.Time, ctxFirst bool) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make([]chan error, len(g.in))
+	for j, in := range g.in {
+		if j != g.self && in.rcv != nil {
+			errs[j] = make(chan error, 1)
+			go func() {
+				var err error
+				in.early, err = g.recvRing(ctx, j, in, count, deadline, ctxFirst)
+				errs[j] <- err
+			}()
+		}
+	}
+	err := g.send(ctx, deadline)
+	if err != nil {
+		cancel() // the receives would wait for the deadline
+	}
+	for _, c := range errs {
+		if c != nil {
+			if e := <-c; e != nil && err == nil {
+				err = e
+			}
+		}
+	}
+	return err
 }
 
 // ringErr says why a ring's receive failed.
