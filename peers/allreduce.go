@@ -647,6 +647,7 @@ func (g *Group) reduce(ctx context.Context, buf []float32) error {
 	first := true // member 0's partial is copied, the others added in order
 	for j, in := range g.in {
 		var part []float32
+		var credit chan []float32 // gets part back once it is added
 		switch {
 		case j == g.self:
 			part = own
@@ -657,47 +658,94 @@ func (g *Group) reduce(ctx context.Context, buf []float32) error {
 				return err
 			}
 		default:
-			if timer == nil {
-				timer = time.NewTimer(time.Until(deadline))
-			}
-			var f arFrame
-			select {
-			case f = <-in.frames:
-			case <-in.dead:
-				// A frame the reader handed over before it stopped
-				// still counts: a member that finished its last round
-				// closes its streams at once.
-				select {
-				case f = <-in.frames:
-				default:
-					return fmt.Errorf("from member %d (%s): %w", j, g.members[j], in.err)
+			f, ok := g.spinFrame(in, len(buf))
+			if !ok {
+				if timer == nil {
+					timer = time.NewTimer(time.Until(deadline))
 				}
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-timer.C:
-				if ctxFirst { // its timer and ours end together
-					return context.DeadlineExceeded
+				if f, err = g.waitFrame(ctx, j, in, timer, ctxFirst); err != nil {
+					return err
 				}
-				return fmt.Errorf("member %d (%s) sent nothing within %v", j, g.members[j], g.timeout)
-			case <-g.done:
-				return ErrGroupClosed
 			}
 			if f.round != g.round || len(f.vals) != len(buf) {
 				return fmt.Errorf("member %d (%s) sent %d values for round %d; this member has %d for round %d", j, g.members[j], len(f.vals), f.round, len(buf), g.round)
 			}
-			part = f.vals
-			defer func() { in.free <- f.vals }()
+			part, credit = f.vals, in.free
 		}
 		if first {
 			copy(buf, part)
 			first = false
-			continue
+		} else {
+			for i, v := range part {
+				buf[i] += v
+			}
 		}
-		for i, v := range part {
-			buf[i] += v
+		if credit != nil {
+			credit <- part // never blocks: the reader took it from there
 		}
 	}
 	return nil
+}
+
+// waitFrame waits for the next frame of a stream's reader, until timer
+// fires.
+func (g *Group) waitFrame(ctx context.Context, j int, in *arIn, timer *time.Timer, ctxFirst bool) (arFrame, error) {
+	select {
+	case f := <-in.frames:
+		return f, nil
+	case <-in.dead:
+		// A frame the reader handed over before it stopped still counts:
+		// a member that finished its last round closes its streams at
+		// once.
+		select {
+		case f := <-in.frames:
+			return f, nil
+		default:
+			return arFrame{}, fmt.Errorf("from member %d (%s): %w", j, g.members[j], in.err)
+		}
+	case <-ctx.Done():
+		return arFrame{}, ctx.Err()
+	case <-timer.C:
+		if ctxFirst { // its timer and ours end together
+			return arFrame{}, context.DeadlineExceeded
+		}
+		return arFrame{}, fmt.Errorf("member %d (%s) sent nothing within %v", j, g.members[j], g.timeout)
+	case <-g.done:
+		return arFrame{}, ErrGroupClosed
+	}
+}
+
+// spinFrame waits for the next frame of a stream's reader by spinning (as
+// recvRing does; g.spin in decode-sized rounds): the reader hands it over
+// without having to wake this goroutine. false: none came (or the reader
+// stopped); wait for it the blocking way.
+func (g *Group) spinFrame(in *arIn, count int) (arFrame, bool) {
+	spin := g.spin
+	if count > spinValues {
+		spin = min(spin, spinLong)
+	}
+	if spin <= 0 {
+		return arFrame{}, false
+	}
+	start := time.Now()
+	for i := 1; ; i++ {
+		select {
+		case f := <-in.frames:
+			return f, true
+		case <-in.dead:
+			return arFrame{}, false
+		default:
+		}
+		if i%8 == 0 {
+			runtime.Gosched() // the reader may need this goroutine's processor
+		}
+		if i%64 == 0 {
+			if time.Since(start) > spin {
+				return arFrame{}, false
+			}
+			osYield()
+		}
+	}
 }
 
 // recvRing takes member j's frame of this round from its ring, on the
