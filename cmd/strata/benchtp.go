@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -146,6 +147,7 @@ func benchTP(cmd *cobra.Command, f *gguf.File, weights []uint64, threads, prompt
 		}
 		defer pg.close()
 	}
+	load0 := loadAvg()
 	var bestTP, bestWide, bestOne tpRun
 	for r := 0; r < rounds; r++ {
 		var tp tpRun
@@ -169,7 +171,8 @@ func benchTP(cmd *cobra.Command, f *gguf.File, weights []uint64, threads, prompt
 			r+1, tp.tokPerS, tp.cpu.Round(10*time.Microsecond), n*threads, wide.tokPerS, wide.cpu.Round(10*time.Microsecond), threads, one.tokPerS, one.cpu.Round(10*time.Microsecond))
 		bestTP, bestWide, bestOne = better(bestTP, tp), better(bestWide, wide), better(bestOne, one)
 	}
-	fmt.Fprintf(out, "best of %d rounds, %d tokens decoded after a %d-token prompt:\n", rounds, genTokens, promptTokens)
+	fmt.Fprintf(out, "best of %d rounds, %d tokens decoded after a %d-token prompt (load average %s before, %s after: other work on these cores skews the ratios):\n",
+		rounds, genTokens, promptTokens, load0, loadAvg())
 	over := transport
 	if transport == "libp2p" || transport == "shm" {
 		over += " (" + wire.String() + " on the wire)"
@@ -202,6 +205,15 @@ func benchTP(cmd *cobra.Command, f *gguf.File, weights []uint64, threads, prompt
 			same, same, b, a, l[b], l[a], (float64(l[a])-float64(l[b]))/scale)
 	}
 	return nil
+}
+
+// loadAvg is the host's 1-minute load average ("?" where unknown).
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "?"
 }
 
 func ms(d time.Duration) float64 { return d.Seconds() * 1e3 }
