@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -47,6 +48,18 @@ const (
 	// half, plus the wire. A member whose connection closes fails the
 	// round at once; this is for one that stops answering.
 	DefaultRoundTimeout = 30 * time.Second
+	// DefaultSpin is how long a member waits for a peer's frame through a
+	// ring by spinning, before it sleeps, in rounds of up to spinValues
+	// values (decode: one token's hidden state or logits). There the peer
+	// is finishing the same layer half, typically tens to hundreds of
+	// microseconds behind; a sleeping member's wake-up costs about as
+	// much (a futex wake, the scheduler, and at load a run queue), and
+	// spinning keeps the member on its core.
+	DefaultSpin = time.Millisecond
+	// spinLong bounds the spin of larger rounds (prefill), where the
+	// members' compute and its imbalance are long anyway.
+	spinLong   = 50 * time.Microsecond
+	spinValues = 1 << 16
 )
 
 const (
@@ -66,6 +79,11 @@ const (
 // hidden state (up to 16K values in F32) in one frame, 8 frames of room
 // each way (1 MiB a ring).
 var arRingCaps = verbs.Caps{FrameBytes: 1 << 16, Depth: 8, Reliable: true}
+
+// arRingHolds is the longest message a ring surely has room for while its
+// receiver is busy sending: every slot but the one its last Recv holds,
+// less room for each frame's header (verbs' is 32 bytes).
+var arRingHolds = (arRingCaps.Depth - 1) * (arRingCaps.FrameBytes - 64)
 
 // Errors of the all-reduce protocol.
 var (
@@ -98,6 +116,11 @@ type AllReduceOptions struct {
 	// RoundTimeout bounds one AllReduce (the earlier of it and the
 	// context's deadline). Zero: DefaultRoundTimeout.
 	RoundTimeout time.Duration
+	// Spin is how long AllReduce spins for a peer's frame through a ring
+	// before it sleeps (the spin yields the core to any other thread that
+	// wants it). Zero: DefaultSpin for decode-sized rounds; negative: no
+	// spin of its own.
+	Spin time.Duration
 }
 
 // Group is this node's member of a tensor-parallel group: an AllReducer
@@ -117,6 +140,10 @@ type Group struct {
 	wire    Wire
 	shm     bool
 	timeout time.Duration
+	spin    time.Duration
+	// ctx ends when the group closes: it stops waits on rings.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	mu     sync.Mutex
 	in     []*arIn // by member index; nil for this member
@@ -127,26 +154,39 @@ type Group struct {
 
 	out   []network.Stream // by member index
 	snd   []*verbs.Sender  // by member index: the ring to it, if any
-	rings []*verbs.Shm     // the rings of snd, closed by Close (under sendMu)
-	// sendMu is held while AllReduce sends and while Close closes the
-	// rings: a ring must not be unmapped under a send.
-	sendMu sync.Mutex
-	round  uint64
-	err    error // sticky
-	enc    []byte
-	own    []float32
+	rings []*verbs.Shm     // the rings of snd, closed by Close (under ioMu)
+	// ioMu is held while AllReduce sends and receives through rings and
+	// while Close closes them: a ring must not be unmapped under a send or
+	// a receive. (Close cancels ctx first, so a receive waiting on a
+	// ring returns.)
+	ioMu  sync.Mutex
+	round uint64
+	err   error // sticky
+	enc   []byte
+	own   []float32
 }
 
-// arIn is the receiving end of one peer's stream: a reader goroutine
-// decodes frames into one of two buffers (a credit each: a peer can be at
-// most one round ahead) and hands them over in order.
+// arIn is the receiving end of one peer's stream. Frames on the stream: a
+// reader goroutine decodes them into one of two buffers (a credit each: a
+// peer can be at most one round ahead) and hands them over in order.
+// Frames through a ring: AllReduce takes them itself (no goroutine hands
+// them over, nothing to wake), and the stream only says the member is
+// alive.
 type arIn struct {
 	s      network.Stream
 	rcv    *verbs.Receiver // frames come through a ring, not s
-	ring   *verbs.Shm      // rcv's ring, closed by the reader as it stops
+	ring   *verbs.Shm      // rcv's ring, closed by Close
+	ctx    context.Context // rcv's: ends with the stream or the group
+	cancel context.CancelFunc
+	vals   []float32 // rcv's: the frame taken, decoded
+	early  []float32 // vals, when taken while this member was sending
+	// ended: the member's stream had ended when a round began. A frame
+	// it sent before still counts (a member that finished its last round
+	// closes its streams at once); the rounds after it fail.
+	ended  bool
 	frames chan arFrame
 	free   chan []float32
-	dead   chan struct{} // closed when the reader stops; err says why
+	dead   chan struct{} // closed when the reader (watcher) stops; err says why
 	err    error
 }
 
@@ -195,9 +235,13 @@ func (n *Node) JoinGroup(ctx context.Context, id GroupID, members []peer.ID, opt
 	if opts.RoundTimeout <= 0 {
 		opts.RoundTimeout = DefaultRoundTimeout
 	}
-	g := &Group{n: n, id: id, self: self, members: slices.Clone(members), wire: opts.Wire, shm: opts.Shm, timeout: opts.RoundTimeout,
+	if opts.Spin == 0 {
+		opts.Spin = DefaultSpin
+	}
+	g := &Group{n: n, id: id, self: self, members: slices.Clone(members), wire: opts.Wire, shm: opts.Shm, timeout: opts.RoundTimeout, spin: opts.Spin,
 		in: make([]*arIn, len(members)), out: make([]network.Stream, len(members)), snd: make([]*verbs.Sender, len(members)),
 		ready: make(chan struct{}), done: make(chan struct{})}
+	g.ctx, g.cancel = context.WithCancel(context.Background())
 	if len(members) == 1 {
 		close(g.ready)
 		return g, nil
@@ -401,9 +445,7 @@ func (n *Node) handleAllReduce(s network.Stream) {
 		refuse(fmt.Sprintf("it claims member %d of %d with %s; this node's group has %d members, %s", idx, count, wire, len(g.members), g.wire))
 		return
 	}
-	in := &arIn{s: s, frames: make(chan arFrame, 2), free: make(chan []float32, 2), dead: make(chan struct{})}
-	in.free <- nil
-	in.free <- nil
+	in := &arIn{s: s, dead: make(chan struct{})}
 	status := arOK
 	var ring *verbs.Shm
 	if sameHost && g.shm {
@@ -426,6 +468,13 @@ func (n *Node) handleAllReduce(s network.Stream) {
 		return
 	}
 
+	if in.rcv != nil {
+		in.ctx, in.cancel = context.WithCancel(g.ctx)
+	} else {
+		in.frames, in.free = make(chan arFrame, 2), make(chan []float32, 2)
+		in.free <- nil
+		in.free <- nil
+	}
 	g.in[idx] = in
 	g.nIn++
 	if g.nIn == len(g.members)-1 {
@@ -435,8 +484,15 @@ func (n *Node) handleAllReduce(s network.Stream) {
 	s.SetReadDeadline(time.Time{})
 	if _, err := s.Write([]byte{status}); err != nil {
 		in.err = err
+		if in.cancel != nil {
+			in.cancel()
+		}
 		close(in.dead)
 		s.Reset()
+		return
+	}
+	if in.rcv != nil {
+		in.watch()
 		return
 	}
 	in.read(g)
@@ -445,10 +501,6 @@ func (n *Node) handleAllReduce(s network.Stream) {
 // read decodes frames in round order until the stream or the group ends;
 // an error is the last thing it hands over.
 func (in *arIn) read(g *Group) {
-	if in.rcv != nil {
-		in.readRing(g)
-		return
-	}
 	r := bufio.NewReaderSize(in.s, 64<<10)
 	var payload []byte
 	fail := func(err error) {
@@ -499,65 +551,19 @@ func (in *arIn) read(g *Group) {
 	}
 }
 
-// readRing is read for a link whose frames come through a ring: the
-// stream only says the member is alive, so its end (EOF or reset) stops
-// the ring's receiver.
-func (in *arIn) readRing(g *Group) {
-	defer in.ring.Close() // only here: Recv reads the mapping until this returns
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		var b [1]byte
-		in.s.Read(b[:]) // the member sends nothing here: any return is its stream's end, or a breach
-		cancel()
-	}()
-	go func() {
-		select {
-		case <-g.done:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	fail := func(err error) {
-		in.s.Reset()
-		in.err = err
-		close(in.dead)
+// watch waits for the end of the stream of a link whose frames come
+// through a ring (EOF or reset: the member left, or the group closed) and
+// stops the ring's waits.
+func (in *arIn) watch() {
+	var b [1]byte
+	_, err := in.s.Read(b[:]) // the member sends nothing here: any return is its stream's end, or a breach
+	if err == nil {
+		err = errors.New("a byte on the stream of a ring link")
 	}
-	for round := uint64(0); ; round++ {
-		seq, msg, err := in.rcv.Recv(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				err = fmt.Errorf("the member's stream ended: %w", err)
-			}
-			fail(err)
-			return
-		}
-		if seq != round || len(msg) < arHeadBytes || binary.LittleEndian.Uint64(msg) != round {
-			fail(fmt.Errorf("frame %d of %d bytes, expected round %d", seq, len(msg), round))
-			return
-		}
-		count := int(binary.LittleEndian.Uint32(msg[8:]))
-		if count == 0 || count > MaxAllReduceValues {
-			fail(fmt.Errorf("frame of %d values (1 to %d)", count, MaxAllReduceValues))
-			return
-		}
-		var buf []float32
-		select {
-		case buf = <-in.free:
-		case <-g.done:
-			fail(ErrGroupClosed)
-			return
-		}
-		if cap(buf) < count {
-			buf = make([]float32, count)
-		}
-		buf = buf[:count]
-		if err := g.wire.decode(buf, msg[arHeadBytes:]); err != nil {
-			fail(fmt.Errorf("round %d: %w", round, err))
-			return
-		}
-		in.frames <- arFrame{round: round, vals: buf}
-	}
+	in.s.Reset()
+	in.err = fmt.Errorf("the member's stream ended: %w", err)
+	in.cancel()
+	close(in.dead)
 }
 
 // AllReduce replaces buf with the sum over the group's members of their
@@ -594,12 +600,15 @@ func (g *Group) reduce(ctx context.Context, buf []float32) error {
 	if g.enc, err = g.wire.encode(g.enc, buf); err != nil {
 		return fmt.Errorf("this member's partial: %w", err)
 	}
-	// This member's own partial, rounded as its peers receive it.
+	// This member's own partial, rounded as its peers receive it (F32 is
+	// not rounded).
 	if cap(g.own) < len(buf) {
 		g.own = make([]float32, len(buf))
 	}
 	own := g.own[:len(buf)]
-	if err := g.wire.decode(own, g.enc[arHeadBytes:]); err != nil {
+	if g.wire == WireF32 {
+		copy(own, buf)
+	} else if err := g.wire.decode(own, g.enc[arHeadBytes:]); err != nil {
 		return err
 	}
 	if ctx.Done() != nil {
@@ -612,66 +621,257 @@ func (g *Group) reduce(ctx context.Context, buf []float32) error {
 		})
 		defer stop()
 	}
-	// The peers' readers always take a frame they have a credit for, so
-	// these writes finish while the peers are still computing.
-	if err := g.send(ctx, deadline); err != nil {
+	g.ioMu.Lock()
+	defer g.ioMu.Unlock()
+	if g.ctx.Err() != nil {
+		return ErrGroupClosed
+	}
+	// The peers take a frame they have room for (a stream reader's
+	// credit, a ring's free slots), so these writes finish while the peers
+	// are still computing.
+	long := len(g.enc) > arRingHolds
+	if long {
+		err = g.sendTaking(ctx, len(buf), deadline, ctxFirst)
+	} else {
+		err = g.send(ctx, deadline)
+	}
+	if err != nil {
 		return err
 	}
-	timer := time.NewTimer(time.Until(deadline))
-	defer timer.Stop()
+	var timer *time.Timer // made when a stream's frame is waited for
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	first := true // member 0's partial is copied, the others added in order
 	for j, in := range g.in {
 		var part []float32
-		if j == g.self {
+		var credit chan []float32 // gets part back once it is added
+		switch {
+		case j == g.self:
 			part = own
-		} else {
-			var f arFrame
-			select {
-			case f = <-in.frames:
-			case <-in.dead:
-				// A frame the reader handed over before it stopped
-				// still counts: a member that finished its last round
-				// closes its streams at once.
-				select {
-				case f = <-in.frames:
-				default:
-					return fmt.Errorf("from member %d (%s): %w", j, g.members[j], in.err)
-				}
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-timer.C:
-				if ctxFirst { // its timer and ours end together
-					return context.DeadlineExceeded
-				}
-				return fmt.Errorf("member %d (%s) sent nothing within %v", j, g.members[j], g.timeout)
-			case <-g.done:
-				return ErrGroupClosed
+		case in.rcv != nil && long:
+			part = in.early
+		case in.rcv != nil:
+			if part, err = g.recvRing(ctx, j, in, len(buf), deadline, ctxFirst); err != nil {
+				return err
 			}
-			{
-				if f.round != g.round || len(f.vals) != len(buf) {
-					return fmt.Errorf("member %d (%s) sent %d values for round %d; this member has %d for round %d", j, g.members[j], len(f.vals), f.round, len(buf), g.round)
+		default:
+			f, ok := g.spinFrame(in, len(buf))
+			if !ok {
+				if timer == nil {
+					timer = time.NewTimer(time.Until(deadline))
 				}
-				part = f.vals
-				defer func() { in.free <- f.vals }()
+				if f, err = g.waitFrame(ctx, j, in, timer, ctxFirst); err != nil {
+					return err
+				}
 			}
+			if f.round != g.round || len(f.vals) != len(buf) {
+				return fmt.Errorf("member %d (%s) sent %d values for round %d; this member has %d for round %d", j, g.members[j], len(f.vals), f.round, len(buf), g.round)
+			}
+			part, credit = f.vals, in.free
 		}
 		if first {
 			copy(buf, part)
 			first = false
-			continue
+		} else {
+			for i, v := range part {
+				buf[i] += v
+			}
 		}
-		for i, v := range part {
-			buf[i] += v
+		if credit != nil {
+			credit <- part // never blocks: the reader took it from there
 		}
 	}
 	return nil
 }
 
+// waitFrame waits for the next frame of a stream's reader, until timer
+// fires.
+func (g *Group) waitFrame(ctx context.Context, j int, in *arIn, timer *time.Timer, ctxFirst bool) (arFrame, error) {
+	select {
+	case f := <-in.frames:
+		return f, nil
+	case <-in.dead:
+		// A frame the reader handed over before it stopped still counts:
+		// a member that finished its last round closes its streams at
+		// once.
+		select {
+		case f := <-in.frames:
+			return f, nil
+		default:
+			return arFrame{}, fmt.Errorf("from member %d (%s): %w", j, g.members[j], in.err)
+		}
+	case <-ctx.Done():
+		return arFrame{}, ctx.Err()
+	case <-timer.C:
+		if ctxFirst { // its timer and ours end together
+			return arFrame{}, context.DeadlineExceeded
+		}
+		return arFrame{}, fmt.Errorf("member %d (%s) sent nothing within %v", j, g.members[j], g.timeout)
+	case <-g.done:
+		return arFrame{}, ErrGroupClosed
+	}
+}
+
+// spinFrame waits for the next frame of a stream's reader by spinning (as
+// recvRing does; g.spin in decode-sized rounds): the reader hands it over
+// without having to wake this goroutine. false: none came (or the reader
+// stopped); wait for it the blocking way.
+func (g *Group) spinFrame(in *arIn, count int) (arFrame, bool) {
+	spin := g.spin
+	if count > spinValues {
+		spin = min(spin, spinLong)
+	}
+	if spin <= 0 {
+		return arFrame{}, false
+	}
+	start := time.Now()
+	for i := 1; ; i++ {
+		select {
+		case f := <-in.frames:
+			return f, true
+		case <-in.dead:
+			return arFrame{}, false
+		default:
+		}
+		if i%8 == 0 {
+			runtime.Gosched() // the reader may need this goroutine's processor
+		}
+		if i%64 == 0 {
+			if time.Since(start) > spin {
+				return arFrame{}, false
+			}
+			osYield()
+		}
+	}
+}
+
+// recvRing takes member j's frame of this round from its ring, on the
+// caller's goroutine: it spins for the frame (g.spin in decode-sized
+// rounds), then sleeps on the ring until the frame comes, the member's
+// stream ends, the group closes, ctx ends or the deadline passes. The
+// values returned are valid until the next round. Called with ioMu held
+// (or, for one link, by the goroutine reduce waits for).
+func (g *Group) recvRing(ctx context.Context, j int, in *arIn, count int, deadline time.Time, ctxFirst bool) ([]float32, error) {
+	if in.ended {
+		return nil, g.ringErr(ctx, j, in, verbs.ErrClosed, ctxFirst)
+	}
+	spin := g.spin
+	if count > spinValues {
+		spin = min(spin, spinLong)
+	}
+	ready, err := in.rcv.Ready()
+	if in.ctx.Err() != nil {
+		in.ended = true
+	} else if !ready && err == nil && spin > 0 {
+		start := time.Now()
+		for i := 1; ; i++ {
+			if ready, err = in.rcv.Ready(); ready || err != nil {
+				break
+			}
+			if i%64 == 0 {
+				if time.Since(start) > spin {
+					break
+				}
+				if in.ctx.Err() != nil {
+					in.ended = true
+					break
+				}
+				// Let another thread on this core (the peer, when the
+				// host is short of cores) or goroutine run first.
+				osYield()
+				runtime.Gosched()
+			}
+		}
+	}
+	if err != nil || !ready && in.ended {
+		return nil, g.ringErr(ctx, j, in, err, ctxFirst)
+	}
+	rctx := in.ctx
+	if !ready {
+		// The frame's first byte may be long in coming: bound the wait.
+		c, cancel := context.WithDeadline(in.ctx, deadline)
+		defer cancel()
+		stop := context.AfterFunc(ctx, cancel)
+		defer stop()
+		rctx = c
+	}
+	seq, msg, err := in.rcv.Recv(rctx)
+	if err != nil {
+		return nil, g.ringErr(ctx, j, in, err, ctxFirst)
+	}
+	if seq != g.round || len(msg) < arHeadBytes || binary.LittleEndian.Uint64(msg) != g.round {
+		return nil, fmt.Errorf("member %d (%s): frame %d of %d bytes, expected round %d", j, g.members[j], seq, len(msg), g.round)
+	}
+	n := int(binary.LittleEndian.Uint32(msg[8:]))
+	if n != count {
+		return nil, fmt.Errorf("member %d (%s) sent %d values for round %d; this member has %d", j, g.members[j], n, g.round, count)
+	}
+	if cap(in.vals) < n {
+		in.vals = make([]float32, n)
+	}
+	vals := in.vals[:n]
+	if err := g.wire.decode(vals, msg[arHeadBytes:]); err != nil {
+		return nil, fmt.Errorf("member %d (%s), round %d: %w", j, g.members[j], g.round, err)
+	}
+	return vals, nil
+}
+
+// sendTaking is send for a message longer than a ring holds: the frames
+// of the peers' rings are taken off (into in.early) while this member
+// sends, as its peers do the same. Called with ioMu held.
+func (g *Group) sendTaking(ctx context.Context, count int, deadline time.Time, ctxFirst bool) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make([]chan error, len(g.in))
+	for j, in := range g.in {
+		if j != g.self && in.rcv != nil {
+			errs[j] = make(chan error, 1)
+			go func() {
+				var err error
+				in.early, err = g.recvRing(ctx, j, in, count, deadline, ctxFirst)
+				errs[j] <- err
+			}()
+		}
+	}
+	err := g.send(ctx, deadline)
+	if err != nil {
+		cancel() // the receives would wait for the deadline
+	}
+	for _, c := range errs {
+		if c != nil {
+			if e := <-c; e != nil && err == nil {
+				err = e
+			}
+		}
+	}
+	return err
+}
+
+// ringErr says why a ring's receive failed.
+func (g *Group) ringErr(ctx context.Context, j int, in *arIn, err error, ctxFirst bool) error {
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case g.ctx.Err() != nil:
+		return ErrGroupClosed
+	case in.ctx.Err() != nil:
+		<-in.dead
+		return fmt.Errorf("from member %d (%s): %w", j, g.members[j], in.err)
+	case errors.Is(err, context.DeadlineExceeded):
+		if ctxFirst {
+			return context.DeadlineExceeded
+		}
+		return fmt.Errorf("member %d (%s) sent nothing within %v", j, g.members[j], g.timeout)
+	}
+	return fmt.Errorf("from member %d (%s) through its ring: %w", j, g.members[j], err)
+}
+
 // send writes this round's frame to every other member: through its ring
-// if it has one, else on its stream.
+// if it has one, else on its stream. Called with ioMu held.
 func (g *Group) send(ctx context.Context, deadline time.Time) error {
-	g.sendMu.Lock()
-	defer g.sendMu.Unlock()
 	for j, s := range g.out {
 		if j == g.self {
 			continue
@@ -727,6 +927,7 @@ func (g *Group) Close() error {
 	}
 	g.closed = true
 	close(g.done)
+	g.cancel() // a receive waiting on a ring returns, and lets go of ioMu
 	// Close, not Reset: a frame already written still reaches a member
 	// that has not read it yet.
 	for _, s := range g.out {
@@ -734,21 +935,25 @@ func (g *Group) Close() error {
 			s.Close()
 		}
 	}
+	var rings []*verbs.Shm
 	for _, in := range g.in {
 		if in != nil {
 			in.s.Close()
+			if in.ring != nil {
+				rings = append(rings, in.ring)
+			}
 		}
 	}
 	g.mu.Unlock()
-	g.sendMu.Lock()
-	for _, r := range g.rings {
+	g.ioMu.Lock()
+	for _, r := range append(rings, g.rings...) {
 		r.Close()
 	}
 	g.rings = nil
 	for j := range g.snd {
 		g.snd[j] = nil
 	}
-	g.sendMu.Unlock()
+	g.ioMu.Unlock()
 	if len(g.members) > 1 {
 		g.n.groups.mu.Lock()
 		if g.n.groups.m[g.id] == g {

@@ -340,6 +340,39 @@ func memberVanishes(t *testing.T, shm bool) {
 	}
 }
 
+// TestGroupCloseStopsRound: closing a group stops its member's round that
+// waits for a peer (through a ring: a receive parked on it), promptly and
+// with ErrGroupClosed; the peer's rounds then fail.
+func TestGroupCloseStopsRound(t *testing.T) {
+	c := peerstest.New(t, 2)
+	for _, shm := range []bool{false, true} {
+		gs := formGroup(t, c.Nodes, peers.AllReduceOptions{Shm: shm})
+		done := make(chan error, 1)
+		go func() { done <- gs[0].AllReduce(context.Background(), []float32{1, 2, 3}) }()
+		time.Sleep(50 * time.Millisecond) // past the spin: the round sleeps on the ring
+		start := time.Now()
+		gs[0].Close()
+		select {
+		case err := <-done:
+			if !errors.Is(err, peers.ErrGroupClosed) {
+				t.Errorf("shm %v: the round after Close: %v, want ErrGroupClosed", shm, err)
+			}
+			t.Logf("shm %v: the round stopped %v after Close", shm, time.Since(start))
+		case <-time.After(10 * time.Second):
+			t.Fatalf("shm %v: the round still waits 10 s after Close (the round timeout is 30 s)", shm)
+		}
+		// The peer may still finish round 0 (member 0 sent its partial
+		// before it closed); round 1 has no partner.
+		var err error
+		for round := 0; round < 2 && err == nil; round++ {
+			err = gs[1].AllReduce(context.Background(), []float32{1, 2, 3})
+		}
+		if !errors.Is(err, peers.ErrGroupFailed) {
+			t.Errorf("shm %v: the peer's rounds after the group closed: %v, want ErrGroupFailed", shm, err)
+		}
+	}
+}
+
 type noteFail struct {
 	g  *peers.Group
 	at *time.Time

@@ -7,6 +7,8 @@ import (
 	"io"
 	"math"
 	"net"
+	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,6 +31,7 @@ func benchTPCmd() *cobra.Command {
 		rounds                  int
 		weightList, transport   string
 		wire                    string
+		procs                   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "tp --model FILE [--members 2] [--threads 1] [--gen-tokens 64] [--rounds 3]",
@@ -81,7 +84,10 @@ the ratios, and whether the group's greedy tokens equal one node's.`,
 			if w != peers.WireF32 && transport != "libp2p" && transport != "shm" {
 				return fmt.Errorf("--wire %s needs --transport libp2p or shm", w)
 			}
-			return benchTP(cmd, f, weights, threads, promptTokens, genTokens, rounds, transport, w)
+			if procs && transport != "libp2p" && transport != "shm" {
+				return fmt.Errorf("--procs needs --transport libp2p or shm")
+			}
+			return benchTP(cmd, f, weights, threads, promptTokens, genTokens, rounds, transport, w, procs)
 		},
 	}
 	fl := cmd.Flags()
@@ -94,10 +100,12 @@ the ratios, and whether the group's greedy tokens equal one node's.`,
 	fl.StringVar(&weightList, "weights", "", "members' relative shares, e.g. 2,1 (default equal)")
 	fl.StringVar(&transport, "transport", "chan", "all-reduce between members: chan (goroutines and channels), tcp (loopback sockets), libp2p (strata nodes on loopback, the cluster's all-reduce protocol) or shm (the same through shared-memory rings)")
 	fl.StringVar(&wire, "wire", "f32", "partial sums on the wire (libp2p, shm): f32, f16 or q8_0")
+	fl.BoolVar(&procs, "procs", false, "run each member as a process of its own, as strata nodes are (libp2p, shm)")
+	cmd.AddCommand(benchTPMemberCmd())
 	return cmd
 }
 
-func benchTP(cmd *cobra.Command, f *gguf.File, weights []uint64, threads, promptTokens, genTokens, rounds int, transport string, wire peers.Wire) error {
+func benchTP(cmd *cobra.Command, f *gguf.File, weights []uint64, threads, promptTokens, genTokens, rounds int, transport string, wire peers.Wire, procs bool) error {
 	c, err := model.ConfigOf(f.Metadata())
 	if err != nil {
 		return err
@@ -116,6 +124,9 @@ func benchTP(cmd *cobra.Command, f *gguf.File, weights []uint64, threads, prompt
 	}
 	var parts []*model.TPModel
 	for _, s := range slices {
+		if procs { // each member process loads its own
+			break
+		}
 		m, err := model.LoadTP(f, 0, c.Layers, s)
 		if err != nil {
 			return err
@@ -126,12 +137,25 @@ func benchTP(cmd *cobra.Command, f *gguf.File, weights []uint64, threads, prompt
 	for i := range prompt {
 		prompt[i] = 3 + (i*7919)%max(1, whole.Vocab-3)
 	}
-	n := len(parts)
+	n := len(slices)
 	out := cmd.OutOrStdout()
 	fmt.Fprintf(out, "model      %s (%s kernels)\n%s", f.Paths()[0], tensor.Kernels(), model.DescribeTP(c, slices))
+	var pg *procGroup
+	if procs {
+		if pg, err = startProcGroup(f.Paths()[0], slices, threads, prompt, genTokens, transport, wire); err != nil {
+			return err
+		}
+		defer pg.close()
+	}
+	load0 := loadAvg()
 	var bestTP, bestWide, bestOne tpRun
 	for r := 0; r < rounds; r++ {
-		tp, err := decodeTP(parts, threads, prompt, genTokens, transport, wire)
+		var tp tpRun
+		if pg != nil {
+			tp, err = pg.decode()
+		} else {
+			tp, err = decodeTP(parts, threads, prompt, genTokens, transport, wire)
+		}
 		if err != nil {
 			return err
 		}
@@ -147,13 +171,21 @@ func benchTP(cmd *cobra.Command, f *gguf.File, weights []uint64, threads, prompt
 			r+1, tp.tokPerS, tp.cpu.Round(10*time.Microsecond), n*threads, wide.tokPerS, wide.cpu.Round(10*time.Microsecond), threads, one.tokPerS, one.cpu.Round(10*time.Microsecond))
 		bestTP, bestWide, bestOne = better(bestTP, tp), better(bestWide, wide), better(bestOne, one)
 	}
-	fmt.Fprintf(out, "best of %d rounds, %d tokens decoded after a %d-token prompt:\n", rounds, genTokens, promptTokens)
+	fmt.Fprintf(out, "best of %d rounds, %d tokens decoded after a %d-token prompt (load average %s before, %s after: other work on these cores skews the ratios):\n",
+		rounds, genTokens, promptTokens, load0, loadAvg())
 	over := transport
 	if transport == "libp2p" || transport == "shm" {
 		over += " (" + wire.String() + " on the wire)"
 	}
-	fmt.Fprintf(out, "  TP %d members × %d thread(s), all-reduce over %s: %.2f tok/s (all-reduces: %.2f ms/token on member 0, waiting included)\n",
-		n, threads, over, bestTP.tokPerS, bestTP.allReduce.Seconds()*1e3/float64(genTokens))
+	a := bestTP.ar
+	who := "members"
+	if procs {
+		who = "member processes"
+	}
+	fmt.Fprintf(out, "  TP %d %s × %d thread(s), all-reduce over %s: %.2f tok/s (all-reduces: %.2f ms/token on member 0, waiting included)\n",
+		n, who, threads, over, bestTP.tokPerS, ms(a.wait0))
+	fmt.Fprintf(out, "    in all-reduce per token, mean of members: %.2f ms = %.2f ms waiting for the last member to arrive + %.2f ms exchanging (%d all-reduces; exchange p50 %.1f µs, p90 %.1f µs, p99 %.1f µs)\n",
+		ms(a.wait), ms(a.skew), ms(a.exchange), a.calls/genTokens, us(a.p50), us(a.p90), us(a.p99))
 	fmt.Fprintf(out, "  1 node × %d thread(s): %.2f tok/s -> TP is %.2fx of it (same cores)\n", n*threads, bestWide.tokPerS, bestTP.tokPerS/bestWide.tokPerS)
 	fmt.Fprintf(out, "  1 node × %d thread(s): %.2f tok/s -> TP is %.2fx of it\n", threads, bestOne.tokPerS, bestTP.tokPerS/bestOne.tokPerS)
 	same := 0
@@ -175,12 +207,24 @@ func benchTP(cmd *cobra.Command, f *gguf.File, weights []uint64, threads, prompt
 	return nil
 }
 
+// loadAvg is the host's 1-minute load average ("?" where unknown).
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "?"
+}
+
+func ms(d time.Duration) float64 { return d.Seconds() * 1e3 }
+func us(d time.Duration) float64 { return d.Seconds() * 1e6 }
+
 type tpRun struct {
-	tokPerS   float64
-	cpu       time.Duration // process CPU time per generated token
-	allReduce time.Duration
-	tokens    []int
-	logits    [][]float32 // one node's, per generated token
+	tokPerS float64
+	cpu     time.Duration // process CPU time per generated token
+	ar      arStats
+	tokens  []int
+	logits  [][]float32 // one node's, per generated token
 }
 
 func better(a, b tpRun) tpRun {
@@ -225,18 +269,78 @@ func decodeOne(m *model.Model, threads int, prompt []int, gen int) (tpRun, error
 	return r, nil
 }
 
-// timedReducer counts the time spent in AllReduce (waiting for the
-// slowest member included).
+// timedReducer records when each AllReduce of the timed tokens began and
+// returned (wall clock in ns: comparable between members, also between
+// processes on one host), so that waiting can be split into waiting for
+// the slowest member to arrive and the exchange itself.
 type timedReducer struct {
 	model.AllReducer
-	spent time.Duration
+	on          bool
+	enter, exit []int64
 }
 
 func (t *timedReducer) AllReduce(ctx context.Context, buf []float32) error {
-	start := time.Now()
+	if !t.on {
+		return t.AllReducer.AllReduce(ctx, buf)
+	}
+	t.enter = append(t.enter, time.Now().UnixNano())
 	err := t.AllReducer.AllReduce(ctx, buf)
-	t.spent += time.Since(start)
+	t.exit = append(t.exit, time.Now().UnixNano())
 	return err
+}
+
+// arStats splits the members' time in AllReduce over the timed tokens.
+type arStats struct {
+	calls int
+	// Per token, mean over members: all time inside AllReduce; the part
+	// of it before the last member arrived (imbalance: some member was
+	// still computing); the rest (the exchange: sends, wake-ups, sums).
+	wait, skew, exchange time.Duration
+	// Member 0's time in AllReduce per token.
+	wait0 time.Duration
+	// The exchange of one round (last arrival to return), over rounds and
+	// members.
+	p50, p90, p99 time.Duration
+}
+
+func allReduceStats(timed [][2][]int64, tokens int) arStats {
+	var st arStats
+	if len(timed) == 0 || tokens == 0 {
+		return st
+	}
+	calls := len(timed[0][0])
+	for _, m := range timed {
+		calls = min(calls, len(m[0]), len(m[1]))
+	}
+	st.calls = calls
+	var ex []int64
+	var wait, skew, exch, wait0 int64
+	for k := 0; k < calls; k++ {
+		last := int64(0)
+		for _, m := range timed {
+			last = max(last, m[0][k])
+		}
+		for i, m := range timed {
+			w := m[1][k] - m[0][k]
+			wait += w
+			if i == 0 {
+				wait0 += w
+			}
+			e := max(0, m[1][k]-last)
+			exch += e
+			skew += w - e
+			ex = append(ex, e)
+		}
+	}
+	per := int64(tokens * len(timed))
+	st.wait, st.skew, st.exchange = time.Duration(wait/per), time.Duration(skew/per), time.Duration(exch/per)
+	st.wait0 = time.Duration(wait0 / int64(tokens))
+	slices.Sort(ex)
+	if len(ex) > 0 {
+		q := func(f float64) time.Duration { return time.Duration(ex[min(len(ex)-1, int(f*float64(len(ex))))]) }
+		st.p50, st.p90, st.p99 = q(0.5), q(0.9), q(0.99)
+	}
+	return st
 }
 
 // decodeTP decodes greedily with the group, each member its own goroutine
@@ -260,44 +364,16 @@ func decodeTP(parts []*model.TPModel, threads int, prompt []int, gen int, transp
 		defer closeAll()
 	}
 	timed := make([]*timedReducer, len(parts))
-	runs := make([]tpRun, len(parts))
+	runs := make([]memberRun, len(parts))
 	errs := make([]error, len(parts))
 	var wg sync.WaitGroup
-	var start time.Time
-	var cpu0 time.Duration
-	var startOnce sync.Once
+	cpu0 := membw.CPUTime()
 	for i, m := range parts {
 		timed[i] = &timedReducer{AllReducer: ars[i]}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx := context.Background()
-			pool := tensor.NewPool(threads)
-			defer pool.Close()
-			capacity := len(prompt) + gen + 1
-			s, c := m.NewState(pool, len(prompt), capacity), m.NewCache(capacity)
-			tokens := prompt
-			for step := 0; step <= gen; step++ {
-				if step == 1 {
-					startOnce.Do(func() { start, cpu0 = time.Now(), membw.CPUTime() })
-					timed[i].spent = 0
-				}
-				if errs[i] = s.Embed(tokens); errs[i] != nil {
-					return
-				}
-				if errs[i] = s.Forward(ctx, c, len(tokens), timed[i]); errs[i] != nil {
-					return
-				}
-				l, err := s.LogitsOf(ctx, len(tokens)-1, timed[i])
-				if err != nil {
-					errs[i] = err
-					return
-				}
-				if step < gen {
-					runs[i].tokens = append(runs[i].tokens, argmax(l))
-					tokens = runs[i].tokens[len(runs[i].tokens)-1:]
-				}
-			}
+			runs[i], errs[i] = decodeMember(context.Background(), m, threads, prompt, gen, timed[i])
 		}()
 	}
 	wg.Wait()
@@ -306,11 +382,74 @@ func decodeTP(parts []*model.TPModel, threads int, prompt []int, gen int, transp
 			return tpRun{}, fmt.Errorf("member %d: %w", i, err)
 		}
 	}
-	r := runs[0]
-	r.tokPerS = float64(gen) / time.Since(start).Seconds()
-	r.cpu = (membw.CPUTime() - cpu0) / time.Duration(gen)
-	r.allReduce = timed[0].spent
+	return groupRun(runs, gen, membw.CPUTime()-cpu0), nil
+}
+
+// memberRun is what one member measured of one decode: its greedy tokens,
+// when its timed tokens began and ended, and when each of their
+// all-reduces began and returned (wall clock, ns).
+type memberRun struct {
+	Tokens []int   `json:"tokens"`
+	Start  int64   `json:"start_ns"`
+	End    int64   `json:"end_ns"`
+	CPU    int64   `json:"cpu_ns"` // the member's process, when it has its own
+	Enter  []int64 `json:"enter_ns,omitempty"`
+	Exit   []int64 `json:"exit_ns,omitempty"`
+}
+
+// decodeMember is one member's side of a greedy decode: the prompt as one
+// batch (not timed), then gen tokens, all-reducing through ar.
+func decodeMember(ctx context.Context, m *model.TPModel, threads int, prompt []int, gen int, ar *timedReducer) (memberRun, error) {
+	var r memberRun
+	pool := tensor.NewPool(threads)
+	defer pool.Close()
+	capacity := len(prompt) + gen + 1
+	s, c := m.NewState(pool, len(prompt), capacity), m.NewCache(capacity)
+	calls := gen * (2*len(m.Blocks) + 1)
+	ar.on, ar.enter, ar.exit = false, make([]int64, 0, calls), make([]int64, 0, calls)
+	tokens := prompt
+	for step := 0; step <= gen; step++ {
+		if step == 1 { // the prompt's batch is not timed
+			ar.on = true
+			r.Start = time.Now().UnixNano()
+		}
+		if err := s.Embed(tokens); err != nil {
+			return r, err
+		}
+		if err := s.Forward(ctx, c, len(tokens), ar); err != nil {
+			return r, err
+		}
+		l, err := s.LogitsOf(ctx, len(tokens)-1, ar)
+		if err != nil {
+			return r, err
+		}
+		if step < gen {
+			r.Tokens = append(r.Tokens, argmax(l))
+			tokens = r.Tokens[len(r.Tokens)-1:]
+		}
+	}
+	r.End = time.Now().UnixNano()
+	ar.on = false
+	r.Enter, r.Exit = ar.enter, ar.exit
 	return r, nil
+}
+
+// groupRun sums up the members' runs of one decode: tokens/s from the
+// first member's start to the last one's end, member 0's tokens (every
+// member has the same), cpu (of all members) per token.
+func groupRun(runs []memberRun, gen int, cpu time.Duration) tpRun {
+	start, end := runs[0].Start, runs[0].End
+	var marks [][2][]int64
+	for _, m := range runs {
+		start, end = min(start, m.Start), max(end, m.End)
+		marks = append(marks, [2][]int64{m.Enter, m.Exit})
+	}
+	return tpRun{
+		tokPerS: float64(gen) / time.Duration(end-start).Seconds(),
+		cpu:     cpu / time.Duration(gen),
+		tokens:  runs[0].Tokens,
+		ar:      allReduceStats(marks, gen),
+	}
 }
 
 // tcpGroup connects n in-process members pairwise over loopback TCP: each

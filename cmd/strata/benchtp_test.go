@@ -16,7 +16,8 @@ func TestBenchTP(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	for _, want := range []string{"member 2: KV heads [3,4)", "TP 3 members × 1 thread(s)", "greedy tokens: the group's 32 equal one node's"} {
+	for _, want := range []string{"member 2: KV heads [3,4)", "TP 3 members × 1 thread(s)", "greedy tokens: the group's 32 equal one node's",
+		"in all-reduce per token, mean of members", "waiting for the last member to arrive", "(11 all-reduces; exchange p50"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

@@ -342,6 +342,26 @@ func (r *Receiver) Recv(ctx context.Context) (seq uint64, msg []byte, err error)
 	}
 }
 
+// Ready reports, without waiting, whether a frame has arrived for the next
+// Recv to start from. A caller that expects a message very soon (a
+// tensor-parallel peer finishing the same layer) spins on Ready on its own
+// goroutine, then calls Recv, which takes that frame without parking.
+func (r *Receiver) Ready() (bool, error) {
+	for {
+		for r.gotAt < len(r.got) {
+			if r.got[r.gotAt].Op == OpRecv {
+				return true, nil
+			}
+			r.gotAt++ // take skips these too
+		}
+		n, err := r.conn.Poll(r.cs)
+		if err != nil || n == 0 {
+			return false, err
+		}
+		r.got, r.gotAt = r.cs[:n], 0
+	}
+}
+
 // take returns the next receive completion, waiting for it. Inside a
 // message (partial), waiting longer than Stall is a fault.
 func (r *Receiver) take(ctx context.Context, partial bool, deadline *time.Time) (Completion, error) {

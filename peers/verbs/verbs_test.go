@@ -107,6 +107,47 @@ func TestDeliveryBitExact(t *testing.T) {
 	}
 }
 
+// Ready says whether Recv can start without waiting, never waits, and
+// leaves the frame for Recv: on a message of one frame and of several.
+func TestReceiverReady(t *testing.T) {
+	for name, p := range pairs(t, testCaps) {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			s, err := NewSender(p[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := NewReceiver(p[1], 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for seq, size := range []int{10, 3*testCaps.FrameBytes + 5, 0} {
+				if ok, err := r.Ready(); ok || err != nil {
+					t.Fatalf("message %d: ready %v (%v) before it was sent", seq, ok, err)
+				}
+				m := bytes.Repeat([]byte{byte(seq + 1)}, size)
+				if err := s.Send(ctx, uint64(seq), m); err != nil {
+					t.Fatal(err)
+				}
+				for range 2 { // asking again changes nothing
+					if ok, err := r.Ready(); !ok || err != nil {
+						t.Fatalf("message %d: ready %v (%v) after it was sent", seq, ok, err)
+					}
+				}
+				got, msg, err := r.Recv(ctx)
+				if err != nil || got != uint64(seq) || !bytes.Equal(msg, m) {
+					t.Fatalf("message %d: got %d, %d bytes, %v", seq, got, len(msg), err)
+				}
+			}
+			p[0].Close()
+			if _, err := r.Ready(); !errors.Is(err, ErrClosed) {
+				t.Fatalf("after the peer closed: %v, want ErrClosed", err)
+			}
+		})
+	}
+}
+
 func TestConnRules(t *testing.T) {
 	for name, p := range pairs(t, AppleCaps) {
 		t.Run(name, func(t *testing.T) {
