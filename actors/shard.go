@@ -12,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"strata/messages"
+	"strata/peers"
 	"strata/runtime/gguf"
 	"strata/runtime/grammar"
 	"strata/runtime/model"
@@ -74,10 +75,14 @@ var errSessionFreed = errors.New("session freed")
 func (s *shard) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *messages.Forward:
-		if err := s.forward(ctx, m); err != nil && err != errSessionFreed && m.ReplyTo != nil {
-			ctx.Send(toPID(m.ReplyTo), &messages.ForwardError{Session: m.Session, Stage: s.pid.Id, Error: s.host.label() + err.Error(),
-				CacheMiss: errors.Is(err, errCacheMiss)})
+		s.receiveForward(ctx, m, nil)
+	case *peers.Borrowed:
+		// An activation in a side channel's receive slot: decoded from
+		// there straight into the stage's input, and the slot given back.
+		if fw, ok := m.Message.(*messages.Forward); ok {
+			s.receiveForward(ctx, fw, m.Release)
 		}
+		m.Release()
 	case *messages.FreeSession:
 		switch {
 		case !s.mayFree(m.Session, ctx.Sender()):
@@ -262,8 +267,19 @@ func (s *shard) open(ctx actor.Context, m *messages.Forward, ss *shardSession) (
 	return ss, nil
 }
 
-// forward runs one step through this stage and passes it on.
-func (s *shard) forward(ctx actor.Context, m *messages.Forward) error {
+// receiveForward runs a step and answers its errors. release, when set,
+// is called once m.Hidden has been read.
+func (s *shard) receiveForward(ctx actor.Context, m *messages.Forward, release func()) {
+	if err := s.forward(ctx, m, release); err != nil && err != errSessionFreed && m.ReplyTo != nil {
+		ctx.Send(toPID(m.ReplyTo), &messages.ForwardError{Session: m.Session, Stage: s.pid.Id, Error: s.host.label() + err.Error(),
+			CacheMiss: errors.Is(err, errCacheMiss)})
+	}
+}
+
+// forward runs one step through this stage and passes it on. release,
+// when set, is called as soon as m.Hidden has been read (the caller calls
+// it again, harmlessly, on any path that returns before).
+func (s *shard) forward(ctx actor.Context, m *messages.Forward, release func()) error {
 	start := time.Now()
 	n := int(m.Count)
 	if n < 1 || n > MaxBatch {
@@ -294,6 +310,9 @@ func (s *shard) forward(ctx actor.Context, m *messages.Forward) error {
 		}
 	} else if err := decodeHidden(st.X[:n*embd], m.Hidden, m.HiddenType); err != nil {
 		return err
+	}
+	if release != nil {
+		release() // m.Hidden is not read after this
 	}
 	if err := st.Forward(ss.cache, n); err != nil {
 		return err

@@ -168,6 +168,8 @@ type side struct {
 
 	fallbacks atomic.Int64
 	returns   atomic.Int64
+	// Activations the side channels delivered in place, and copied.
+	inPlace, copied atomic.Int64
 	// rdma opens a queue pair; nil when this node has no RDMA device.
 	rdma func(verbs.Caps) (verbs.RDMAConn, error)
 }
@@ -877,8 +879,9 @@ type inLink struct {
 	w    *ctlWriter
 	ack  chan struct{}
 
-	mu   sync.Mutex
-	next uint64 // the next message to deliver
+	mu      sync.Mutex
+	next    uint64 // the next message to deliver
+	scratch []byte // a Forward's fields but hidden, decoded in place (under mu)
 }
 
 func (s *side) handle(st network.Stream) {
@@ -937,7 +940,8 @@ func (s *side) handle(st network.Stream) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer conn.Close()
+			// Closes the ring once the actors reading lent slots are done.
+			defer rcv.Close()
 			in.channel(ctx, rcv, proof)
 		}()
 	}
@@ -1020,13 +1024,14 @@ func (in *inLink) channel(ctx context.Context, rcv *verbs.Receiver, proof []byte
 			return
 		}
 	}
+	lendMax := rcv.Caps().Depth / 2
 	for {
 		seq, body, err := rcv.Recv(ctx)
 		if err != nil {
 			in.fault(err)
 			return
 		}
-		if err := in.deliver(seq, body); err != nil {
+		if err := in.receive(seq, body, rcv, lendMax); err != nil {
 			in.s.log.Warn("peers: closing verbs link", "peer", in.from, "err", err)
 			in.st.Reset()
 			return
@@ -1083,7 +1088,7 @@ func (in *inLink) deliver(seq uint64, body []byte) error {
 		return nil
 	}
 	if seq > in.next {
-		return fmt.Errorf("message %d arrived before %d", seq, in.next)
+		return gapError(seq, in.next)
 	}
 	env, msg, err := decodeFrame(body, in.s.b.types)
 	if err != nil {
@@ -1092,12 +1097,21 @@ func (in *inLink) deliver(seq uint64, body []byte) error {
 	if err := in.s.b.deliver(in.from, env, msg); err != nil {
 		return err
 	}
+	in.delivered()
+	return nil
+}
+
+func gapError(seq, next uint64) error {
+	return fmt.Errorf("message %d arrived before %d", seq, next)
+}
+
+// delivered counts the next message delivered, for the acker (under mu).
+func (in *inLink) delivered() {
 	in.next++
 	select {
 	case in.ack <- struct{}{}:
 	default:
 	}
-	return nil
 }
 
 // ackEvery spaces acknowledgements: they only let the sender drop what

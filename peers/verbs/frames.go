@@ -273,6 +273,9 @@ func NewReceiver(c Conn, first uint64) (*Receiver, error) {
 // Next is the number of the first message not yet delivered.
 func (r *Receiver) Next() uint64 { return r.next }
 
+// Caps are the link's caps.
+func (r *Receiver) Caps() Caps { return r.caps }
+
 // lending is the account of slots lent out of a Receiver. Its own
 // goroutine posts returned slots again (a Conn has one user); Close waits
 // for every lent slot before it closes the Conn, whose memory they are.
