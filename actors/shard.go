@@ -229,7 +229,7 @@ func (s *shard) session(ctx actor.Context, m *messages.Forward) (*shardSession, 
 		}
 		return s.open(ctx, m, ss)
 	case m.Position != 0:
-		return nil, fmt.Errorf("session %s is not open here (a session starts at position 0)", m.Session)
+		return nil, missedStep{fmt.Errorf("session %s is not open here (a session starts at position 0)", m.Session)}
 	case m.ReplyTo == nil:
 		return nil, fmt.Errorf("session %s has no reply_to: nobody could free it", m.Session)
 	}
@@ -272,9 +272,13 @@ func (s *shard) open(ctx actor.Context, m *messages.Forward, ss *shardSession) (
 func (s *shard) receiveForward(ctx actor.Context, m *messages.Forward, release func()) {
 	if err := s.forward(ctx, m, release); err != nil && err != errSessionFreed && m.ReplyTo != nil {
 		ctx.Send(toPID(m.ReplyTo), &messages.ForwardError{Session: m.Session, Stage: s.pid.Id, Error: s.host.label() + err.Error(),
-			CacheMiss: errors.Is(err, errCacheMiss)})
+			CacheMiss: errors.Is(err, errCacheMiss), Gap: errors.As(err, new(missedStep))})
 	}
 }
+
+// missedStep is the error for a Forward that follows a step this stage
+// never got (an activation lost between stages): the origin replays.
+type missedStep struct{ error }
 
 // forward runs one step through this stage and passes it on. release,
 // when set, is called as soon as m.Hidden has been read (the caller calls
@@ -293,7 +297,7 @@ func (s *shard) forward(ctx actor.Context, m *messages.Forward, release func()) 
 	// failure, or a retried step, overwrites what was there.
 	pos := int(m.Position)
 	if pos > ss.cache.Len {
-		return fmt.Errorf("session %s: step at position %d, but the cache holds %d positions", m.Session, pos, ss.cache.Len)
+		return missedStep{fmt.Errorf("session %s: step at position %d, but the cache holds %d positions", m.Session, pos, ss.cache.Len)}
 	}
 	ss.cache.Len = pos
 	st, embd := s.state, s.m.Embd
