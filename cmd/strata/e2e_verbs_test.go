@@ -104,11 +104,11 @@ func TestE2ESideChannelTinyllama(t *testing.T) {
 	const n = 48
 	want := runLocal(t, bin, model, "hello world", n)
 	for _, tc := range []struct {
-		name string
-		args []string
+		name, link string
+		args       []string
 	}{
-		{"auto", nil},
-		{"tcp", []string{"--transport", "tcp"}},
+		{"auto", "shm", nil},
+		{"tcp", "tcp", []string{"--transport", "tcp"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newCluster(t, bin, map[string]string{"tinyllama": model}, 3, "200MB", append([]string{"--context", "256"}, tc.args...)...)
@@ -123,6 +123,17 @@ func TestE2ESideChannelTinyllama(t *testing.T) {
 				t.Fatalf("got %q\nwant %q", got, want)
 			}
 			t.Logf("%s: %d tokens in %v, %.1f tokens/s (3 processes, tinyllama-1.1b 6 layers Q8_0)", tc.name, n, took, n/took.Seconds())
+			// The nodes picked the transport by themselves (auto: shm).
+			for _, p := range c.nodes {
+				st := clusterStatusOf(t, p.api)
+				for _, m := range st.Members {
+					for _, l := range m.Links {
+						if m.PeerID == st.Self && l.Transport != tc.link {
+							t.Errorf("%s: link to %s is %s, want %s", p.name, l.PeerID, l.Transport, tc.link)
+						}
+					}
+				}
+			}
 		})
 	}
 }
