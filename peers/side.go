@@ -1177,15 +1177,17 @@ func (in *inLink) delivered() {
 	}
 }
 
-// ackEvery spaces acknowledgements: they only let the sender drop what
-// it keeps for resending and tell a stall, so one write per burst of
-// messages is enough, and an encrypted stream write per activation would
-// cost more than the activation's trip through shared memory.
-const ackEvery = 2 * time.Millisecond
+// ackAfter delays acknowledgements: they only let the sender drop what
+// it keeps for resending and tell a stall (in seconds), so one write for
+// all the messages of ackAfter is enough. Written at once, an ack (an
+// encrypted stream write here, a read and two goroutine wake-ups at the
+// sender) would cost more than the activation's trip through shared
+// memory, and compete with the stage that just got it.
+const ackAfter = 20 * time.Millisecond
 
-// acker acknowledges deliveries, coalescing bursts into one write.
+// acker acknowledges deliveries, ackAfter after the first of a burst.
 func (in *inLink) acker(ctx context.Context) {
-	t := time.NewTimer(0)
+	t := time.NewTimer(ackAfter)
 	defer t.Stop()
 	for {
 		select {
@@ -1193,17 +1195,17 @@ func (in *inLink) acker(ctx context.Context) {
 			return
 		case <-in.ack:
 		}
+		t.Reset(ackAfter)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 		in.mu.Lock()
 		n := in.next - 1
 		in.mu.Unlock()
 		if in.w.ctl(ctlAck, n) != nil || in.w.flush() != nil {
 			return
-		}
-		t.Reset(ackEvery)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
 		}
 	}
 }
