@@ -543,7 +543,15 @@ func (l *outLink) session() (retry bool) {
 			}
 		}
 	}
-	l.takeOver()
+	if conn == nil {
+		// No side channel: activations take the actor stream, as they
+		// would without a link (no acknowledgements to wait for).
+		l.smu.Lock()
+		l.toActorStream()
+		l.smu.Unlock()
+	} else {
+		l.takeOver()
+	}
 	ack := &acks{}
 	l.mu.Lock()
 	returned := l.fallingBack && conn != nil
