@@ -3,6 +3,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -135,5 +136,36 @@ func TestE2ESideChannelTinyllama(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// strata bench link runs two real processes per transport and prints one
+// JSON line each: 8 KiB, 64 KiB and 1 MiB over shm, with tcp beside it.
+// The numbers are logged (the issue's target: an 8 KiB shm p50 under
+// 10 µs); on a shared 2-core machine they are the scheduler's, so only
+// their sanity is checked here.
+func TestE2EBenchLink(t *testing.T) {
+	bin := buildBinary(t)
+	for _, size := range []int{8 << 10, 64 << 10, 1 << 20} {
+		for _, transport := range []string{"shm", "tcp"} {
+			out, err := exec.Command(bin, "bench", "link", "--transport", transport, "--bytes", fmt.Sprint(size), "--messages", "200", "--json").Output()
+			if err != nil {
+				t.Fatalf("bench link %s %d: %v\n%s", transport, size, err, out)
+			}
+			var res struct {
+				Transport string  `json:"transport"`
+				Bytes     int     `json:"bytes"`
+				P50       float64 `json:"p50_us"`
+				P99       float64 `json:"p99_us"`
+				GBps      float64 `json:"throughput_gb_s"`
+			}
+			if err := json.Unmarshal(out, &res); err != nil {
+				t.Fatalf("bench link output %q: %v", out, err)
+			}
+			if res.Transport != transport || res.Bytes != size || res.P50 <= 0 || res.P99 < res.P50 || res.GBps <= 0 {
+				t.Fatalf("bench link %s %d: %+v", transport, size, res)
+			}
+			t.Logf("%s %7d bytes: p50 %7.1f µs, p99 %7.1f µs, %.2f GB/s", transport, size, res.P50, res.P99, res.GBps)
+		}
 	}
 }
