@@ -54,7 +54,7 @@ activations travel between nodes:
        yamux, exactly as nodes connect (the fallback of every link);
   shm: the verbs side channel over shared memory (rings in /dev/shm, frames
        with sequence, length and CRC-32C written straight into the peer's
-       receive slot, spin then wake-ups through a named pipe).
+       receive slot, spin then futex wake-ups).
 
 Latency: M messages of N bytes, each echoed back before the next; p50 and
 p99 are of the one-way time (half the round trip). Throughput: M messages

@@ -13,8 +13,7 @@ import (
 
 // Shm is a Conn between two processes on one host: a ring (see ring) in a
 // file under /dev/shm that both map. Waiting spins for a few microseconds,
-// then parks on a named pipe beside the ring (through the poller: see
-// pipeWaker).
+// then parks on a futex in the mapping.
 //
 // The creating side names the file after a random per-link token that it
 // gives the other side over an authenticated stream; the file is mode 0600
@@ -23,9 +22,8 @@ import (
 // join and nothing is left behind when a process dies.
 type Shm struct {
 	*ring
-	path      string
-	creator   bool
-	closeWake func()
+	path    string
+	creator bool
 }
 
 var (
@@ -68,21 +66,13 @@ func CreateShm(c Caps, token []byte) (*Shm, error) {
 		flags |= flagApple
 	}
 	initRing(mem, c, flags, token)
-	w, closeWake, err := shmWaker(path, 0, true)
+	r, err := newRing(mem, 0, shmWaker())
 	if err != nil {
 		unix.Munmap(mem)
 		os.Remove(path)
 		return nil, err
 	}
-	r, err := newRing(mem, 0, w)
-	if err != nil {
-		closeWake()
-		removePipes(path)
-		unix.Munmap(mem)
-		os.Remove(path)
-		return nil, err
-	}
-	return &Shm{ring: r, path: path, creator: true, closeWake: closeWake}, nil
+	return &Shm{ring: r, path: path, creator: true}, nil
 }
 
 // OpenShm maps the file of a link another process created, as side 1,
@@ -113,30 +103,22 @@ func OpenShm(token []byte) (*Shm, error) {
 		unix.Munmap(mem)
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	w, closeWake, err := shmWaker(path, 1, false)
+	r, err := newRing(mem, 1, shmWaker())
 	if err != nil {
-		unix.Munmap(mem)
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	r, err := newRing(mem, 1, w)
-	if err != nil {
-		closeWake()
 		unix.Munmap(mem)
 		return nil, err
 	}
-	return &Shm{ring: r, path: path, closeWake: closeWake}, nil
+	return &Shm{ring: r, path: path}, nil
 }
 
 // Path is the ring's file.
 func (s *Shm) Path() string { return s.path }
 
-// Unlink removes the ring's name (and its wake pipes'); both mappings
-// and the open pipes stay valid.
+// Unlink removes the ring's name; both mappings stay valid.
 func (s *Shm) Unlink() {
 	if err := os.Remove(s.path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		_ = err // another process may have removed it: nothing to do
 	}
-	removePipes(s.path)
 }
 
 // Close tells the peer, unmaps the ring and (on the creating side)
@@ -149,7 +131,6 @@ func (s *Shm) Close() error {
 	if s.creator {
 		s.Unlink()
 	}
-	s.closeWake()
 	return unix.Munmap(s.mem)
 }
 
