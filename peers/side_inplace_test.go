@@ -153,7 +153,9 @@ func TestSideChannelInPlace(t *testing.T) {
 // the actor, and the held bytes stay as sent.
 func TestSideChannelInPlaceSlowActor(t *testing.T) {
 	c, s := borrowCluster(t, false, nil)
+	s.mu.Lock()
 	s.keep = 1000
+	s.mu.Unlock()
 	const n = 60
 	sendN(c, n)
 	s.check(t, n)
