@@ -165,7 +165,8 @@ func (n *Node) Close() error {
 func PeerInbound() []peers.Inbound {
 	return []peers.Inbound{
 		{Actor: HostName, Types: typeNames(&messages.LoadShard{}, &messages.ShardStats{})},
-		{Actor: HostName + "/*", Types: typeNames(&messages.Forward{}, &messages.FreeSession{}, &messages.ShardStats{}), Watch: true},
+		// Shards read activations in place from side-channel slots.
+		{Actor: HostName + "/*", Types: typeNames(&messages.Forward{}, &messages.FreeSession{}, &messages.ShardStats{}), Watch: true, Borrow: true},
 		{Actor: "$*", Types: typeNames(&messages.Token{}, &messages.ForwardError{}), Watch: true},
 	}
 }

@@ -263,7 +263,7 @@ func (r *ring) await(ctx context.Context) session.Event {
 					}
 				}
 			case *messages.ForwardError:
-				return session.ForwardFailed{Session: m.Session, Stage: m.Stage, Err: m.Error}
+				return session.ForwardFailed{Session: m.Session, Stage: m.Stage, Err: m.Error, Gap: m.Gap}
 			case *messages.Token:
 				return session.Token{Session: m.Session, Position: int(m.Position), ID: int(m.Id), Compute: time.Duration(m.ComputeNs)}
 			}

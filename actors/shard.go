@@ -12,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"strata/messages"
+	"strata/peers"
 	"strata/runtime/gguf"
 	"strata/runtime/grammar"
 	"strata/runtime/model"
@@ -74,10 +75,14 @@ var errSessionFreed = errors.New("session freed")
 func (s *shard) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *messages.Forward:
-		if err := s.forward(ctx, m); err != nil && err != errSessionFreed && m.ReplyTo != nil {
-			ctx.Send(toPID(m.ReplyTo), &messages.ForwardError{Session: m.Session, Stage: s.pid.Id, Error: s.host.label() + err.Error(),
-				CacheMiss: errors.Is(err, errCacheMiss)})
+		s.receiveForward(ctx, m, nil)
+	case *peers.Borrowed:
+		// An activation in a side channel's receive slot: decoded from
+		// there straight into the stage's input, and the slot given back.
+		if fw, ok := m.Message.(*messages.Forward); ok {
+			s.receiveForward(ctx, fw, m.Release)
 		}
+		m.Release()
 	case *messages.FreeSession:
 		switch {
 		case !s.mayFree(m.Session, ctx.Sender()):
@@ -224,7 +229,7 @@ func (s *shard) session(ctx actor.Context, m *messages.Forward) (*shardSession, 
 		}
 		return s.open(ctx, m, ss)
 	case m.Position != 0:
-		return nil, fmt.Errorf("session %s is not open here (a session starts at position 0)", m.Session)
+		return nil, missedStep{fmt.Errorf("session %s is not open here (a session starts at position 0)", m.Session)}
 	case m.ReplyTo == nil:
 		return nil, fmt.Errorf("session %s has no reply_to: nobody could free it", m.Session)
 	}
@@ -262,8 +267,23 @@ func (s *shard) open(ctx actor.Context, m *messages.Forward, ss *shardSession) (
 	return ss, nil
 }
 
-// forward runs one step through this stage and passes it on.
-func (s *shard) forward(ctx actor.Context, m *messages.Forward) error {
+// receiveForward runs a step and answers its errors. release, when set,
+// is called once m.Hidden has been read.
+func (s *shard) receiveForward(ctx actor.Context, m *messages.Forward, release func()) {
+	if err := s.forward(ctx, m, release); err != nil && err != errSessionFreed && m.ReplyTo != nil {
+		ctx.Send(toPID(m.ReplyTo), &messages.ForwardError{Session: m.Session, Stage: s.pid.Id, Error: s.host.label() + err.Error(),
+			CacheMiss: errors.Is(err, errCacheMiss), Gap: errors.As(err, new(missedStep))})
+	}
+}
+
+// missedStep is the error for a Forward that follows a step this stage
+// never got (an activation lost between stages): the origin replays.
+type missedStep struct{ error }
+
+// forward runs one step through this stage and passes it on. release,
+// when set, is called as soon as m.Hidden has been read (the caller calls
+// it again, harmlessly, on any path that returns before).
+func (s *shard) forward(ctx actor.Context, m *messages.Forward, release func()) error {
 	start := time.Now()
 	n := int(m.Count)
 	if n < 1 || n > MaxBatch {
@@ -277,7 +297,7 @@ func (s *shard) forward(ctx actor.Context, m *messages.Forward) error {
 	// failure, or a retried step, overwrites what was there.
 	pos := int(m.Position)
 	if pos > ss.cache.Len {
-		return fmt.Errorf("session %s: step at position %d, but the cache holds %d positions", m.Session, pos, ss.cache.Len)
+		return missedStep{fmt.Errorf("session %s: step at position %d, but the cache holds %d positions", m.Session, pos, ss.cache.Len)}
 	}
 	ss.cache.Len = pos
 	st, embd := s.state, s.m.Embd
@@ -294,6 +314,9 @@ func (s *shard) forward(ctx actor.Context, m *messages.Forward) error {
 		}
 	} else if err := decodeHidden(st.X[:n*embd], m.Hidden, m.HiddenType); err != nil {
 		return err
+	}
+	if release != nil {
+		release() // m.Hidden is not read after this
 	}
 	if err := st.Forward(ss.cache, n); err != nil {
 		return err

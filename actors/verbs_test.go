@@ -116,6 +116,18 @@ func TestPipelineOverSideChannel(t *testing.T) {
 			if got := fallbacks(nodes); tc.faults != (got > 0) {
 				t.Fatalf("%d fallbacks (faults injected: %v)", got, tc.faults)
 			}
+			// The shards read their activations in place from the slots
+			// (no copy between the side channel and the stage's input).
+			var st peers.InPlaceStats
+			for _, nd := range nodes {
+				s := nd.Peers.InPlace()
+				st.InPlace += s.InPlace
+				st.Copied += s.Copied
+			}
+			if tc.link != peers.TransportTCP && st.InPlace == 0 {
+				t.Fatalf("no activation read in place (%+v)", st)
+			}
+			t.Logf("side-channel deliveries: %+v", st)
 		})
 	}
 }

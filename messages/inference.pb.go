@@ -657,7 +657,12 @@ type ForwardError struct {
 	// cache_miss: the stage did not hold the cached session a Forward
 	// asked to resume (evicted, or the node restarted); the origin runs the
 	// whole prompt again.
-	CacheMiss     bool `protobuf:"varint,4,opt,name=cache_miss,json=cacheMiss,proto3" json:"cache_miss,omitempty"`
+	CacheMiss bool `protobuf:"varint,4,opt,name=cache_miss,json=cacheMiss,proto3" json:"cache_miss,omitempty"`
+	// gap: the stage missed an earlier step of the session (an activation
+	// lost on the way: a link cut with activations in flight), so it could
+	// not run this one. Nothing is wrong with the stage: the origin rebuilds
+	// the ring and replays.
+	Gap           bool `protobuf:"varint,5,opt,name=gap,proto3" json:"gap,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -716,6 +721,13 @@ func (x *ForwardError) GetError() string {
 func (x *ForwardError) GetCacheMiss() bool {
 	if x != nil {
 		return x.CacheMiss
+	}
+	return false
+}
+
+func (x *ForwardError) GetGap() bool {
+	if x != nil {
+		return x.Gap
 	}
 	return false
 }
@@ -1011,13 +1023,14 @@ const file_messages_inference_proto_rawDesc = "" +
 	"\n" +
 	"elapsed_ns\x18\x04 \x01(\x03R\telapsedNs\x12\x1d\n" +
 	"\n" +
-	"compute_ns\x18\x05 \x01(\x03R\tcomputeNs\"s\n" +
+	"compute_ns\x18\x05 \x01(\x03R\tcomputeNs\"\x85\x01\n" +
 	"\fForwardError\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x14\n" +
 	"\x05stage\x18\x02 \x01(\tR\x05stage\x12\x14\n" +
 	"\x05error\x18\x03 \x01(\tR\x05error\x12\x1d\n" +
 	"\n" +
-	"cache_miss\x18\x04 \x01(\bR\tcacheMiss\"?\n" +
+	"cache_miss\x18\x04 \x01(\bR\tcacheMiss\x12\x10\n" +
+	"\x03gap\x18\x05 \x01(\bR\x03gap\"?\n" +
 	"\vFreeSession\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x16\n" +
 	"\x06retain\x18\x02 \x01(\bR\x06retain\"\f\n" +

@@ -479,6 +479,30 @@ type endpoint struct {
 	queued  int
 	running bool
 	dropped int // messages dropped since the last log line
+	// unwritten counts frames queued and not yet written out (or lost):
+	// the verbs side channel waits for none before it takes over.
+	unwritten int
+}
+
+// sendFrame queues a frame (appendFrame's) for peer p's actor stream.
+func (b *bridge) sendFrame(p peer.ID, frame []byte) {
+	if e, ok := b.resolve(&actor.PID{Address: p.String()}); ok {
+		e.(*endpoint).enqueue(frame)
+	}
+}
+
+// written reports whether every frame queued for p's actor stream has
+// been written out (or lost with a broken stream).
+func (b *bridge) written(p peer.ID) bool {
+	b.mu.Lock()
+	e := b.endpoints[p.String()]
+	b.mu.Unlock()
+	if e == nil {
+		return true
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.unwritten == 0
 }
 
 var _ actor.Process = (*endpoint)(nil)
@@ -538,6 +562,11 @@ func (e *endpoint) send(pid *actor.PID, env *messages.Envelope, message any) {
 		e.b.log.Warn("peers: dropped message to remote actor", "pid", pid, "err", oneLine(err))
 		return
 	}
+	e.enqueue(frame)
+}
+
+// enqueue queues a frame for the writer, starting it if needed.
+func (e *endpoint) enqueue(frame []byte) {
 	e.mu.Lock()
 	if e.queued+len(frame) > maxQueuedBytes {
 		e.dropped++
@@ -546,6 +575,7 @@ func (e *endpoint) send(pid *actor.PID, env *messages.Envelope, message any) {
 	}
 	e.queue = append(e.queue, frame)
 	e.queued += len(frame)
+	e.unwritten++
 	start := !e.running
 	e.running = true
 	e.mu.Unlock()
@@ -558,7 +588,7 @@ func (e *endpoint) send(pid *actor.PID, env *messages.Envelope, message any) {
 		e.b.mu.Unlock()
 		if closed {
 			e.mu.Lock()
-			e.queue, e.queued, e.running = nil, 0, false
+			e.queue, e.queued, e.running, e.unwritten = nil, 0, false, 0
 			e.mu.Unlock()
 			return
 		}
@@ -612,7 +642,7 @@ func (e *endpoint) run() {
 		case <-e.b.ctx.Done():
 			e.take(true)
 			e.mu.Lock()
-			e.running = false
+			e.running, e.unwritten = false, 0
 			e.mu.Unlock()
 			return
 		}
@@ -638,6 +668,9 @@ func (e *endpoint) run() {
 					e.b.log.Warn("peers: cannot reach peer, dropped messages", "peer", e.peer, "messages", len(frames), "err", oneLine(err))
 				}
 				e.b.peerDown(e.peer)
+				e.mu.Lock()
+				e.unwritten -= len(frames)
+				e.mu.Unlock()
 				continue
 			}
 			fails = 0
@@ -653,6 +686,9 @@ func (e *endpoint) run() {
 		if err == nil {
 			err = w.Flush()
 		}
+		e.mu.Lock()
+		e.unwritten -= len(frames)
+		e.mu.Unlock()
 		if err == nil && e.b.onSent != nil {
 			e.b.onSent(e.peer.String(), n)
 		}

@@ -92,3 +92,21 @@ func MangleProof(f func([]byte) []byte) {
 	}
 	mangleProof.Store(&f)
 }
+
+// SetNegotiateDelay makes every verbs negotiation wait d first (a slow
+// peer); it returns the old delay.
+func SetNegotiateDelay(d time.Duration) time.Duration {
+	return time.Duration(negotiateDelay.Swap(int64(d)))
+}
+
+// EndLinks resets n's verbs streams, as a broken connection would: the
+// links negotiate again.
+func EndLinks(n *Node) {
+	for _, c := range n.host.Network().Conns() {
+		for _, st := range c.GetStreams() {
+			if st.Protocol() == VerbsProtocol {
+				st.Reset()
+			}
+		}
+	}
+}

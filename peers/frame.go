@@ -120,3 +120,65 @@ func pidFromWire(p *messages.PID) *actor.PID {
 	}
 	return &actor.PID{Address: p.Address, Id: p.Id, RequestId: p.RequestId}
 }
+
+// forwardTypeName is the type of the one message decoded in place.
+const forwardTypeName = "strata.Forward"
+
+// forwardHiddenField is Forward.hidden's field number (inference.proto).
+const forwardHiddenField = 5
+
+// decodeForwardInPlace decodes a frame body carrying a Forward, like
+// decodeFrame, except that the message's Hidden aliases body instead of
+// being copied out of it: the activation is read where it arrived (a side
+// channel's receive slot), so body must stay unchanged until the message
+// is done with. The other fields (a few hundred bytes: route, tokens,
+// sampling) are decoded as usual. ok is false when the frame carries some
+// other type (then nothing is decoded).
+func decodeForwardInPlace(body []byte, types *protoregistry.Types, scratch []byte) (env *messages.Envelope, fw *messages.Forward, ok bool, err error) {
+	h, n := protowire.ConsumeVarint(body)
+	if n < 0 || h > maxEnvelopeBytes || h > uint64(len(body)-n) {
+		return nil, nil, true, fmt.Errorf("%w: bad envelope length", ErrBadFrame)
+	}
+	env = new(messages.Envelope)
+	if err := proto.Unmarshal(body[n:n+int(h)], env); err != nil {
+		return nil, nil, true, fmt.Errorf("%w: envelope: %v", ErrBadFrame, err)
+	}
+	if env.TypeName != forwardTypeName || env.System {
+		return nil, nil, false, nil
+	}
+	if _, err := types.FindMessageByName(forwardTypeName); err != nil {
+		return nil, nil, false, nil // decodeFrame says why
+	}
+	if env.TargetId == "" || len(env.TargetId) > maxActorIDBytes ||
+		env.Sender != nil && (len(env.Sender.Id) > maxActorIDBytes || len(env.Sender.Address) > maxActorIDBytes) {
+		return nil, nil, true, fmt.Errorf("%w: bad target or sender", ErrBadFrame)
+	}
+	// Split the message: every field but hidden goes to scratch, to be
+	// unmarshalled; hidden (the last one, as proto3 keeps the last of a
+	// repeated scalar) is kept where it is.
+	rest := body[n+int(h):]
+	var hidden []byte
+	for len(rest) > 0 {
+		num, typ, k := protowire.ConsumeTag(rest)
+		if k < 0 {
+			return nil, nil, true, fmt.Errorf("%w: %s: bad field tag", ErrBadFrame, env.TypeName)
+		}
+		m := protowire.ConsumeFieldValue(num, typ, rest[k:])
+		if m < 0 {
+			return nil, nil, true, fmt.Errorf("%w: %s: bad field %d", ErrBadFrame, env.TypeName, num)
+		}
+		if num == forwardHiddenField && typ == protowire.BytesType {
+			v, _ := protowire.ConsumeBytes(rest[k:])
+			hidden = v
+		} else {
+			scratch = append(scratch, rest[:k+m]...)
+		}
+		rest = rest[k+m:]
+	}
+	fw = new(messages.Forward)
+	if err := proto.Unmarshal(scratch, fw); err != nil {
+		return nil, nil, true, fmt.Errorf("%w: %s: %v", ErrBadFrame, env.TypeName, err)
+	}
+	fw.Hidden = hidden
+	return env, fw, true, nil
+}

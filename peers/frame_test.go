@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"runtime"
 	"testing"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -101,4 +102,60 @@ func FuzzDecodeFrame(f *testing.F) {
 			t.Fatal("accepted a frame without target or message")
 		}
 	})
+}
+
+// TestDecodeForwardInPlace: a Forward decoded in place equals one decoded
+// as usual, its Hidden is the body's own bytes (no copy: the activation
+// is read where it arrived), and decoding allocates nothing of its size.
+func TestDecodeForwardInPlace(t *testing.T) {
+	hidden := make([]byte, 256<<10)
+	for i := range hidden {
+		hidden[i] = byte(i * 7)
+	}
+	fw := &messages.Forward{Session: "s", Position: 9, Count: 2, Tokens: []int32{1, 2}, Hidden: hidden,
+		HiddenType: messages.HiddenType_HIDDEN_F16, Route: []*messages.PID{{Address: "p", Id: "shards/1"}},
+		ReplyTo: &messages.PID{Address: "q", Id: "$7"}, Sampling: &messages.Sampling{TopK: 3}, Accept: []int32{4}, Sample: true, ComputeNs: 12, Resume: "r"}
+	env := &messages.Envelope{TargetId: "shards/0", TypeName: forwardTypeName}
+	frame, err := appendFrame(nil, env, fw, DefaultMaxMessageBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := frame[frameHeaderBytes:]
+	gotEnv, got, ok, err := decodeForwardInPlace(body, protoregistry.GlobalTypes, nil)
+	if err != nil || !ok {
+		t.Fatalf("ok %v, err %v", ok, err)
+	}
+	_, want, err := decodeFrame(body, protoregistry.GlobalTypes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gotEnv.TargetId != env.TargetId || !proto.Equal(got, want) {
+		t.Fatalf("in place %v\nas usual %v", got, want)
+	}
+	start := bytes.Index(body, hidden)
+	if start < 0 || &got.Hidden[0] != &body[start] || len(got.Hidden) != len(hidden) {
+		t.Fatal("Hidden does not alias the frame body: it was copied")
+	}
+	// What a decode allocates: the envelope, the message and its small
+	// fields, not the activation (a copy would be 256 KiB each time).
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	before := ms.TotalAlloc
+	for range 20 {
+		decodeForwardInPlace(body, protoregistry.GlobalTypes, nil)
+	}
+	runtime.ReadMemStats(&ms)
+	if per := (ms.TotalAlloc - before) / 20; per >= uint64(len(hidden))/4 {
+		t.Fatalf("%d bytes allocated per decode of a %d-byte activation", per, len(hidden))
+	}
+	// Another type is not decoded in place.
+	ping, _ := appendFrame(nil, &messages.Envelope{TargetId: "a", TypeName: "strata.Ping"}, &messages.Ping{Seq: 1}, DefaultMaxMessageBytes)
+	if _, _, ok, err := decodeForwardInPlace(ping[frameHeaderBytes:], protoregistry.GlobalTypes, nil); ok || err != nil {
+		t.Fatalf("a Ping: ok %v, err %v", ok, err)
+	}
+	// A truncated message is an error, as in decodeFrame.
+	bad := append(append([]byte(nil), body[:start+100]...), 0xff, 0xff)
+	if _, _, _, err := decodeForwardInPlace(bad, protoregistry.GlobalTypes, nil); !errors.Is(err, ErrBadFrame) {
+		t.Fatalf("truncated hidden field: %v", err)
+	}
 }

@@ -21,6 +21,11 @@ type Inbound struct {
 	// Watch lets actors on the sending peer watch it (and so hear
 	// Terminated when it stops).
 	Watch bool
+	// Borrow: the actor takes a Forward that arrived on a side channel as
+	// a *Borrowed, its Hidden read in place from the receive slot, and
+	// calls Release once it has read it. Without it, it gets a
+	// *messages.Forward of its own (a copy).
+	Borrow bool
 }
 
 // pingInbound is always allowed: every node runs the PingActor.
@@ -43,6 +48,12 @@ func (r inboundRules) find(id string) (Inbound, bool) {
 func (r inboundRules) allows(id, typ string) bool {
 	in, ok := r.find(id)
 	return ok && slices.Contains(in.Types, typ)
+}
+
+// borrows reports whether id takes activations in place (Inbound.Borrow).
+func (r inboundRules) borrows(id string) bool {
+	in, ok := r.find(id)
+	return ok && in.Borrow
 }
 
 // watchable reports whether actors on a peer may watch id.

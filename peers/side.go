@@ -93,6 +93,9 @@ const (
 	maxRetained      = 256 << 20
 )
 
+// negotiateDelay, in tests, slows every negotiation down (ns).
+var negotiateDelay atomic.Int64
+
 // mangleProof, in tests, changes the token an RDMA link's opener sends as
 // its first message.
 var mangleProof atomic.Pointer[func([]byte) []byte]
@@ -165,9 +168,14 @@ type side struct {
 	mu  sync.Mutex
 	out map[peer.ID]*outLink
 	in  map[network.Stream]*inLink
+	// last is each peer's latest incoming link: a new one waits for the
+	// one before to end, so their deliveries never interleave.
+	last map[peer.ID]*inTurn
 
 	fallbacks atomic.Int64
 	returns   atomic.Int64
+	// Activations the side channels delivered in place, and copied.
+	inPlace, copied atomic.Int64
 	// rdma opens a queue pair; nil when this node has no RDMA device.
 	rdma func(verbs.Caps) (verbs.RDMAConn, error)
 }
@@ -191,7 +199,7 @@ func newSide(n *Node, transport string, opts VerbsOptions) (*side, error) {
 		opts.Retry = 5 * time.Second
 	}
 	s := &side{n: n, b: n.bridge, log: n.log, transport: transport, opts: opts, ctx: n.ctx,
-		out: map[peer.ID]*outLink{}, in: map[network.Stream]*inLink{}}
+		out: map[peer.ID]*outLink{}, in: map[network.Stream]*inLink{}, last: map[peer.ID]*inTurn{}}
 	switch {
 	case opts.RDMA != nil:
 		s.rdma = opts.RDMA
@@ -293,17 +301,21 @@ type outLink struct {
 	// side channel, from the sender's goroutine) or queued (for the
 	// stream) under it, and the link goroutine falls back under it. Taken
 	// before mu.
-	smu      sync.Mutex
-	sender   *verbs.Sender // the side channel while it works
-	seq      uint64        // the last message number taken
-	retained []held        // sent, not acknowledged
-	sendErr  error         // the side channel failed in a direct send
-	spare    [][]byte      // acknowledged bodies, to reuse
-	queue    []held        // for the link goroutine to write on the stream
+	smu    sync.Mutex
+	sender *verbs.Sender // the side channel while it works
+	seq    uint64        // the last message number taken
+	// plain: the link has no verbs stream (its negotiation failed, or it
+	// ended), so activations take the actor stream; take refuses them.
+	// Every other time it takes them all, queueing while it negotiates:
+	// one path at a time, so a burst never overtakes itself.
+	plain    bool
+	retained []held   // sent, not acknowledged
+	sendErr  error    // the side channel failed in a direct send
+	spare    [][]byte // acknowledged bodies, to reuse
+	queue    []held   // for the link goroutine to write on the stream
 	queued   int
 
 	mu        sync.Mutex
-	up        bool   // negotiated and alive: take accepts messages
 	transport string // what carries messages now
 	rtt       time.Duration
 	fallbacks int
@@ -344,15 +356,18 @@ type held struct {
 func (l *outLink) take(env *messages.Envelope, msg proto.Message) bool {
 	l.smu.Lock()
 	defer l.smu.Unlock()
-	l.mu.Lock()
-	ok := l.up && !(l.transport == TransportTCP && l.fallbacks == 0)
-	l.mu.Unlock()
-	if !ok || l.queued > maxRetained {
+	if l.plain {
 		return false
 	}
 	h, err := l.marshal(env, msg)
 	if err != nil {
 		return false // the actor stream will say why
+	}
+	if l.queued > maxRetained {
+		// Dropped, as a full actor stream drops: a later activation on
+		// another path could overtake the ones queued.
+		l.s.log.Warn("peers: verbs link queue full, dropped an activation", "peer", l.peer)
+		return true
 	}
 	l.seq++
 	h.seq = l.seq
@@ -409,16 +424,11 @@ func (l *outLink) run() {
 	s := l.s
 	defer s.wg.Done()
 	defer func() {
-		l.mu.Lock()
-		l.up = false
-		l.mu.Unlock()
+		// What waits for a session goes to the actor stream, in order,
+		// and so does all after it (plain).
 		l.smu.Lock()
-		lost := len(l.queue)
-		l.queue, l.queued = nil, 0
+		l.toActorStream()
 		l.smu.Unlock()
-		if lost > 0 {
-			s.log.Warn("peers: verbs link closed, dropped activations", "peer", l.peer, "messages", lost)
-		}
 		s.mu.Lock()
 		if s.out[l.peer] == l {
 			delete(s.out, l.peer)
@@ -436,16 +446,46 @@ func (l *outLink) run() {
 			return
 		}
 		if retry {
-			continue // up stays set: messages queue for the next session
+			continue
 		}
-		l.mu.Lock()
-		l.up = false
-		l.mu.Unlock()
 		select {
 		case <-l.ctx.Done():
 			return
 		case <-time.After(time.Second):
 		}
+	}
+}
+
+// toActorStream hands the activations queued for a session to the actor
+// stream, in order, and sends those that follow there too (plain), until
+// a session takes over (under smu).
+func (l *outLink) toActorStream() {
+	l.plain = true
+	for _, h := range l.queue {
+		l.s.b.sendFrame(l.peer, h.buf)
+	}
+	l.queue, l.queued = nil, 0
+}
+
+// takeOver makes a new session the path of activations after the actor
+// stream carried them (plain, or an earlier link to the peer that ended):
+// once the actor stream has written out all it was given, so the first
+// message of the session cannot overtake them on the way out. (The peer reads the two streams in two goroutines: an
+// activation still in its actor stream's read buffer could yet be
+// delivered after the session's first; only a link that could not
+// negotiate, or ended, sends activations there.) Bounded by Stall: a broken actor
+// stream loses what it held anyway.
+func (l *outLink) takeOver() {
+	deadline := time.Now().Add(l.s.opts.Stall)
+	for {
+		l.smu.Lock()
+		if l.s.b.written(l.peer) || time.Now().After(deadline) || l.ctx.Err() != nil {
+			l.plain = false
+			l.smu.Unlock()
+			return
+		}
+		l.smu.Unlock()
+		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -473,6 +513,9 @@ func (l *outLink) session() (retry bool) {
 	s := l.s
 	st, conn, transport, err := l.negotiate()
 	if err != nil {
+		l.smu.Lock()
+		l.toActorStream()
+		l.smu.Unlock()
 		if s.ctx.Err() == nil {
 			s.log.Info("peers: no verbs link", "peer", l.peer, "err", oneLine(err))
 		}
@@ -500,6 +543,15 @@ func (l *outLink) session() (retry bool) {
 			}
 		}
 	}
+	if conn == nil {
+		// No side channel: activations take the actor stream, as they
+		// would without a link (no acknowledgements to wait for).
+		l.smu.Lock()
+		l.toActorStream()
+		l.smu.Unlock()
+	} else {
+		l.takeOver()
+	}
 	ack := &acks{}
 	l.mu.Lock()
 	returned := l.fallingBack && conn != nil
@@ -523,7 +575,7 @@ func (l *outLink) session() (retry bool) {
 	l.sender, l.sendErr = sender, nil
 	l.smu.Unlock()
 	l.mu.Lock()
-	l.up, l.transport, l.lastAck, l.acks = true, transport, time.Now(), ack
+	l.transport, l.lastAck, l.acks = transport, time.Now(), ack
 	if returned {
 		l.returns++
 	}
@@ -745,6 +797,9 @@ func (l *outLink) negotiate() (network.Stream, verbs.Conn, string, error) {
 	s := l.s
 	ctx, cancel := context.WithTimeout(l.ctx, verbsOpenTimeout)
 	defer cancel()
+	if d := time.Duration(negotiateDelay.Load()); d > 0 {
+		time.Sleep(d)
+	}
 	st, err := s.n.host.NewStream(ctx, l.peer, VerbsProtocol)
 	if err != nil {
 		return nil, nil, "", err
@@ -877,8 +932,15 @@ type inLink struct {
 	w    *ctlWriter
 	ack  chan struct{}
 
-	mu   sync.Mutex
-	next uint64 // the next message to deliver
+	mu      sync.Mutex
+	next    uint64 // the next message to deliver
+	scratch []byte // a Forward's fields but hidden, decoded in place (under mu)
+}
+
+// inTurn is one incoming link's turn to deliver a peer's activations.
+type inTurn struct {
+	st   network.Stream
+	done chan struct{}
 }
 
 func (s *side) handle(st network.Stream) {
@@ -890,13 +952,25 @@ func (s *side) handle(st network.Stream) {
 		return
 	}
 	s.in[st] = nil
+	prev, turn := s.last[from], &inTurn{st: st, done: make(chan struct{})}
+	s.last[from] = turn
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
 		delete(s.in, st)
+		if s.last[from] == turn {
+			delete(s.last, from)
+		}
 		s.mu.Unlock()
 		st.Reset()
+		close(turn.done)
 	}()
+	if prev != nil {
+		// The peer began a new session, so the old one is over: end it
+		// here too, and let it finish delivering what it had.
+		prev.st.Reset()
+		<-prev.done
+	}
 	st.SetDeadline(time.Now().Add(verbsOpenTimeout))
 	r := bufio.NewReaderSize(st, 64<<10)
 	kind, payload, err := readCtl(r, 64<<10)
@@ -937,7 +1011,8 @@ func (s *side) handle(st network.Stream) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer conn.Close()
+			// Closes the ring once the actors reading lent slots are done.
+			defer rcv.Close()
 			in.channel(ctx, rcv, proof)
 		}()
 	}
@@ -1020,13 +1095,14 @@ func (in *inLink) channel(ctx context.Context, rcv *verbs.Receiver, proof []byte
 			return
 		}
 	}
+	lendMax := rcv.Caps().Depth / 2
 	for {
 		seq, body, err := rcv.Recv(ctx)
 		if err != nil {
 			in.fault(err)
 			return
 		}
-		if err := in.deliver(seq, body); err != nil {
+		if err := in.receive(seq, body, rcv, lendMax); err != nil {
 			in.s.log.Warn("peers: closing verbs link", "peer", in.from, "err", err)
 			in.st.Reset()
 			return
@@ -1083,7 +1159,7 @@ func (in *inLink) deliver(seq uint64, body []byte) error {
 		return nil
 	}
 	if seq > in.next {
-		return fmt.Errorf("message %d arrived before %d", seq, in.next)
+		return gapError(seq, in.next)
 	}
 	env, msg, err := decodeFrame(body, in.s.b.types)
 	if err != nil {
@@ -1092,23 +1168,34 @@ func (in *inLink) deliver(seq uint64, body []byte) error {
 	if err := in.s.b.deliver(in.from, env, msg); err != nil {
 		return err
 	}
+	in.delivered()
+	return nil
+}
+
+func gapError(seq, next uint64) error {
+	return fmt.Errorf("message %d arrived before %d", seq, next)
+}
+
+// delivered counts the next message delivered, for the acker (under mu).
+func (in *inLink) delivered() {
 	in.next++
 	select {
 	case in.ack <- struct{}{}:
 	default:
 	}
-	return nil
 }
 
-// ackEvery spaces acknowledgements: they only let the sender drop what
-// it keeps for resending and tell a stall, so one write per burst of
-// messages is enough, and an encrypted stream write per activation would
-// cost more than the activation's trip through shared memory.
-const ackEvery = 2 * time.Millisecond
+// ackAfter delays acknowledgements: they only let the sender drop what
+// it keeps for resending and tell a stall (in seconds), so one write for
+// all the messages of ackAfter is enough. Written at once, an ack (an
+// encrypted stream write here, a read and two goroutine wake-ups at the
+// sender) would cost more than the activation's trip through shared
+// memory, and compete with the stage that just got it.
+const ackAfter = 20 * time.Millisecond
 
-// acker acknowledges deliveries, coalescing bursts into one write.
+// acker acknowledges deliveries, ackAfter after the first of a burst.
 func (in *inLink) acker(ctx context.Context) {
-	t := time.NewTimer(0)
+	t := time.NewTimer(ackAfter)
 	defer t.Stop()
 	for {
 		select {
@@ -1116,17 +1203,17 @@ func (in *inLink) acker(ctx context.Context) {
 			return
 		case <-in.ack:
 		}
+		t.Reset(ackAfter)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 		in.mu.Lock()
 		n := in.next - 1
 		in.mu.Unlock()
 		if in.w.ctl(ctlAck, n) != nil || in.w.flush() != nil {
 			return
-		}
-		t.Reset(ackEvery)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
 		}
 	}
 }

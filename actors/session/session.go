@@ -112,8 +112,12 @@ type Token struct {
 }
 
 // ForwardFailed is a stage's error for a Forward of the ring Session.
+// Gap: the stage missed an earlier step (an activation lost between
+// stages), which the ring recovers from like a lost message: rebuild,
+// replay.
 type ForwardFailed struct {
 	Session, Stage, Err string
+	Gap                 bool
 }
 
 // StageLost says a stage of the current ring went away (its actor
@@ -363,6 +367,9 @@ func (s *Session) Step(ev Event) []Action {
 		}
 	case ForwardFailed:
 		if s.ring != nil && ev.Session == s.id {
+			if ev.Gap && s.phase == running {
+				return s.recover("", fmt.Sprintf("stage %s missed an activation: %s", ev.Stage, ev.Err), time.Time{})
+			}
 			return s.failed(fmt.Errorf("stage %s: %s", ev.Stage, ev.Err))
 		}
 	case StageLost:

@@ -279,6 +279,15 @@ func TestSessionTable(t *testing.T) {
 			{Next{Token: 50}, []string{"fwd a 10+1 sample", "wait a 11 1s"}},
 			{ForwardFailed{Session: "a", Stage: "shard-n2", Err: "out of memory"}, []string{"free a", "done stage shard-n2: out of memory"}},
 		}), err: errors.New("stage shard-n2: out of memory")},
+		{name: "a stage that missed an activation rebuilds the ring and replays", prompt: 10, steps: script(start, []step{
+			{Next{Token: 50}, []string{"fwd a 10+1 sample", "wait a 11 1s"}},
+			{ForwardFailed{Session: "a", Stage: "shard-n2", Err: "step at position 10, but the cache holds 8 positions", Gap: true}, []string{
+				"log session a: the ring stalled (stage shard-n2 missed an activation: step at position 10, but the cache holds 8 positions); re-planning and replaying 11 tokens",
+				"free a", "plan -[]"}},
+			{Planned{Plan: ringPlan("n0", "n1", "n2")}, []string{"load n0,n1,n2"}},
+			{loaded("b", ringPlan("n0", "n1", "n2")), []string{"ring b n0,n1,n2", "fwd b 0+4 open(11)", "fwd b 4+4", "fwd b 8+2", "fwd b 10+1 sample", "wait b 11 1s"}},
+			{Token{Session: "b", Position: 11, ID: 51}, []string{"emit 51"}},
+		}), recoveries: 1},
 		{name: "a token outside the vocabulary ends the session", prompt: 10, steps: script(start[:3], []step{
 			{Token{Session: "a", Position: 10, ID: 100}, []string{"free a", "done the last stage sent token id 100, outside the vocabulary"}},
 		}), err: errors.New("the last stage sent token id 100, outside the vocabulary")},

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -104,11 +105,11 @@ func TestE2ESideChannelTinyllama(t *testing.T) {
 	const n = 48
 	want := runLocal(t, bin, model, "hello world", n)
 	for _, tc := range []struct {
-		name string
-		args []string
+		name, link string
+		args       []string
 	}{
-		{"auto", nil},
-		{"tcp", []string{"--transport", "tcp"}},
+		{"auto", "shm", nil},
+		{"tcp", "tcp", []string{"--transport", "tcp"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newCluster(t, bin, map[string]string{"tinyllama": model}, 3, "200MB", append([]string{"--context", "256"}, tc.args...)...)
@@ -123,6 +124,48 @@ func TestE2ESideChannelTinyllama(t *testing.T) {
 				t.Fatalf("got %q\nwant %q", got, want)
 			}
 			t.Logf("%s: %d tokens in %v, %.1f tokens/s (3 processes, tinyllama-1.1b 6 layers Q8_0)", tc.name, n, took, n/took.Seconds())
+			// The nodes picked the transport by themselves (auto: shm).
+			for _, p := range c.nodes {
+				st := clusterStatusOf(t, p.api)
+				for _, m := range st.Members {
+					for _, l := range m.Links {
+						if m.PeerID == st.Self && l.Transport != tc.link {
+							t.Errorf("%s: link to %s is %s, want %s", p.name, l.PeerID, l.Transport, tc.link)
+						}
+					}
+				}
+			}
 		})
+	}
+}
+
+// strata bench link runs two real processes per transport and prints one
+// JSON line each: 8 KiB, 64 KiB and 1 MiB over shm, with tcp beside it.
+// The numbers are logged (the issue's target: an 8 KiB shm p50 under
+// 10 µs); on a shared 2-core machine they are the scheduler's, so only
+// their sanity is checked here.
+func TestE2EBenchLink(t *testing.T) {
+	bin := buildBinary(t)
+	for _, size := range []int{8 << 10, 64 << 10, 1 << 20} {
+		for _, transport := range []string{"shm", "tcp"} {
+			out, err := exec.Command(bin, "bench", "link", "--transport", transport, "--bytes", fmt.Sprint(size), "--messages", "200", "--json").Output()
+			if err != nil {
+				t.Fatalf("bench link %s %d: %v\n%s", transport, size, err, out)
+			}
+			var res struct {
+				Transport string  `json:"transport"`
+				Bytes     int     `json:"bytes"`
+				P50       float64 `json:"p50_us"`
+				P99       float64 `json:"p99_us"`
+				GBps      float64 `json:"throughput_gb_s"`
+			}
+			if err := json.Unmarshal(out, &res); err != nil {
+				t.Fatalf("bench link output %q: %v", out, err)
+			}
+			if res.Transport != transport || res.Bytes != size || res.P50 <= 0 || res.P99 < res.P50 || res.GBps <= 0 {
+				t.Fatalf("bench link %s %d: %+v", transport, size, res)
+			}
+			t.Logf("%s %7d bytes: p50 %7.1f µs, p99 %7.1f µs, %.2f GB/s", transport, size, res.P50, res.P99, res.GBps)
+		}
 	}
 }

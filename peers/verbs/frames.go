@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"sync"
 	"time"
 )
 
@@ -248,6 +249,9 @@ type Receiver struct {
 	next  uint64 // the message expected
 	hold  int    // slot handed out by the last Recv, -1 if none
 	asm   []byte // a message of several frames being put together
+	// lend: slots lent out (Lend) live outside the Conn until Return;
+	// another goroutine returns them, so they meet here.
+	lend lending
 	// Stall is how long a message may stay incomplete before Recv fails
 	// with ErrStall. Zero: 2 s.
 	Stall time.Duration
@@ -269,6 +273,101 @@ func NewReceiver(c Conn, first uint64) (*Receiver, error) {
 // Next is the number of the first message not yet delivered.
 func (r *Receiver) Next() uint64 { return r.next }
 
+// Caps are the link's caps.
+func (r *Receiver) Caps() Caps { return r.caps }
+
+// lending is the account of slots lent out of a Receiver. Its own
+// goroutine posts returned slots again (a Conn has one user); Close waits
+// for every lent slot before it closes the Conn, whose memory they are.
+type lending struct {
+	mu       sync.Mutex
+	out      int   // lent and not yet posted again (returned ones included)
+	returned []int // back from the borrower, to post again
+	closing  bool  // Close was called: the last Return closes conn
+	closed   bool
+}
+
+// Lend takes the receive slot of the message the last Recv returned in
+// place out of the Receiver's hands: it is not posted again (so the peer
+// cannot write into it) until Return(slot). ok is false when the message
+// was not in a slot (several frames, put together in a buffer): nothing
+// to lend. The message's bytes stay valid until Return.
+//
+// Every lent slot is a credit the peer lacks: a borrower that does not
+// return it in time slows the link, and one that never does closes it
+// down to the slots left. Callers bound what they lend (Lent).
+func (r *Receiver) Lend() (slot int, ok bool) {
+	if r.hold < 0 {
+		return 0, false
+	}
+	slot, r.hold = r.hold, -1
+	r.lend.mu.Lock()
+	r.lend.out++
+	r.lend.mu.Unlock()
+	return slot, true
+}
+
+// Lent is the number of slots lent and not yet posted again.
+func (r *Receiver) Lent() int {
+	r.lend.mu.Lock()
+	defer r.lend.mu.Unlock()
+	return r.lend.out
+}
+
+// Return gives back a slot Lend took, from any goroutine, once the
+// borrower is done reading it. The Receiver posts it again on its next
+// Recv; after Close, the last slot returned closes the Conn.
+func (r *Receiver) Return(slot int) {
+	l := &r.lend
+	l.mu.Lock()
+	if l.closing {
+		l.out--
+		last := l.out == 0 && !l.closed
+		l.closed = l.closed || last
+		l.mu.Unlock()
+		if last {
+			r.conn.Close()
+		}
+		return
+	}
+	l.returned = append(l.returned, slot)
+	l.mu.Unlock()
+}
+
+// repost posts the returned slots again (the Receiver's goroutine).
+func (r *Receiver) repost() error {
+	l := &r.lend
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for len(l.returned) > 0 {
+		slot := l.returned[len(l.returned)-1]
+		if err := r.conn.PostRecv(uint64(slot), slot); err != nil {
+			return err
+		}
+		l.returned = l.returned[:len(l.returned)-1]
+		l.out--
+	}
+	return nil
+}
+
+// Close closes the Conn once no slot is lent: at once, or when the last
+// lent slot comes back (a borrower may still be reading one; the Conn's
+// memory must outlive it). The Receiver must not be used after.
+func (r *Receiver) Close() error {
+	l := &r.lend
+	l.mu.Lock()
+	l.closing = true
+	l.out -= len(l.returned) // returned, never to be posted: not out
+	l.returned = nil
+	last := l.out == 0 && !l.closed
+	l.closed = l.closed || last
+	l.mu.Unlock()
+	if last {
+		return r.conn.Close()
+	}
+	return nil
+}
+
 // Recv returns the next message. A message of one frame is returned in
 // place, in the receive slot (valid until the next Recv); a longer one is
 // put together in a buffer Recv reuses. Any fault is a *FaultError, and
@@ -279,6 +378,9 @@ func (r *Receiver) Recv(ctx context.Context) (seq uint64, msg []byte, err error)
 			return 0, nil, err
 		}
 		r.hold = -1
+	}
+	if err := r.repost(); err != nil {
+		return 0, nil, err
 	}
 	var (
 		msgLen, count, index int
@@ -372,6 +474,10 @@ func (r *Receiver) take(ctx context.Context, partial bool, deadline *time.Time) 
 			if c.Op == OpRecv {
 				return c, nil
 			}
+		}
+		// Slots returned meanwhile are credits the peer may be waiting for.
+		if err := r.repost(); err != nil {
+			return Completion{}, err
 		}
 		// Poll into got itself (its own array: no copy, no allocation).
 		n, err := r.conn.Poll(r.cs)

@@ -350,3 +350,89 @@ func TestShmChild(t *testing.T) {
 	}
 	fmt.Printf("child got %d messages\n", n)
 }
+
+// TestReceiverLends: a slot lent out of a Receiver is not posted again,
+// so the peer never writes into it while it is read, until it is
+// returned; a message of several frames has no slot to lend; Close waits
+// for the last lent slot before it closes the Conn.
+func TestReceiverLends(t *testing.T) {
+	for name, p := range pairs(t, testCaps) {
+		t.Run(name, func(t *testing.T) {
+			a, b := p[0], p[1]
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			s, err := NewSender(a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := NewReceiver(b, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			small := func(seq uint64) []byte { return bytes.Repeat([]byte{byte(seq)}, 100) }
+			recv := func(seq uint64) []byte {
+				t.Helper()
+				if err := s.Send(ctx, seq, small(seq)); err != nil {
+					t.Fatal(err)
+				}
+				got, msg, err := r.Recv(ctx)
+				if err != nil || got != seq || !bytes.Equal(msg, small(seq)) {
+					t.Fatalf("message %d: got %d, %v", seq, got, err)
+				}
+				return msg
+			}
+			first := recv(1)
+			slot, ok := r.Lend()
+			if !ok || r.Lent() != 1 {
+				t.Fatalf("lend: slot %d ok %v lent %d", slot, ok, r.Lent())
+			}
+			if _, ok := r.Lend(); ok {
+				t.Fatal("lent the same message twice")
+			}
+			// Many more messages pass through the other slots; the lent
+			// one keeps message 1.
+			for seq := uint64(2); seq < 4*uint64(testCaps.Depth); seq++ {
+				recv(seq)
+				if !bytes.Equal(first, small(1)) {
+					t.Fatalf("the lent slot was written while lent (after message %d)", seq)
+				}
+			}
+			r.Return(slot)
+			next := 4 * uint64(testCaps.Depth)
+			recv(next)
+			if r.Lent() != 0 {
+				t.Fatalf("%d slots lent after the return", r.Lent())
+			}
+			// Several frames: put together in a buffer, nothing to lend.
+			next++
+			if err := s.Send(ctx, next, make([]byte, 3*testCaps.FrameBytes)); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := r.Recv(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := r.Lend(); ok {
+				t.Fatal("lent a slot for a message of several frames")
+			}
+			// Close with a slot lent: the Conn stays open (its memory is
+			// being read) until the slot comes back.
+			next++
+			last := recv(next)
+			slot, _ = r.Lend()
+			if err := r.Close(); err != nil {
+				t.Fatal(err)
+			}
+			cs := make([]Completion, testCaps.Depth)
+			if _, err := a.Poll(cs); errors.Is(err, ErrClosed) {
+				t.Fatal("the Conn closed while a slot was lent")
+			}
+			if !bytes.Equal(last, small(next)) {
+				t.Fatal("the lent message changed")
+			}
+			r.Return(slot)
+			if _, err := a.Poll(cs); !errors.Is(err, ErrClosed) {
+				t.Fatalf("poll after the last slot came back: %v, want ErrClosed", err)
+			}
+		})
+	}
+}
