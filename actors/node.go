@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/libp2p/go-libp2p/core/peer"
 	"google.golang.org/protobuf/proto"
 
 	"strata/messages"
@@ -47,6 +48,11 @@ type NodeConfig struct {
 	// Cluster.SenderMiddleware unless set); nil = none. An in-process
 	// cluster shapes and breaks its links with it.
 	SenderMiddleware []actor.SenderMiddleware
+	// AllReduce tunes the all-reduce groups of the tensor-parallel stages
+	// the node is a member of (wire format, round timeout); its Shm is
+	// set unless Peers.Transport is tcp: members on one host then sum
+	// through shared memory.
+	AllReduce peers.AllReduceOptions
 }
 
 // Node is one strata node: a libp2p peer whose shard host serves the
@@ -117,7 +123,10 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	if maxCtx <= 0 {
 		maxCtx = 4096
 	}
-	n.Host = NewHost(HostConfig{Models: store, Pool: n.pool, MemoryBytes: p.MemoryOffered(), Name: shortID(p.ID().String()), MaxContext: maxCtx, SenderMiddleware: cfg.SenderMiddleware, KVType: cfg.Cluster.KVType})
+	ar := cfg.AllReduce
+	ar.Shm = cfg.Peers.Transport != peers.TransportTCP
+	n.Host = NewHost(HostConfig{Models: store, Pool: n.pool, MemoryBytes: p.MemoryOffered(), Name: shortID(p.ID().String()), MaxContext: maxCtx, SenderMiddleware: cfg.SenderMiddleware, KVType: cfg.Cluster.KVType,
+		Groups: peerGroups{p: p, opts: ar}})
 	host.Store(n.Host)
 	weights.busy = n.Host.uses
 	n.Host.onChange = func(shards []string) { p.Membership().SetShards(shards) }
@@ -178,6 +187,28 @@ func typeNames(msgs ...proto.Message) []string {
 	return out
 }
 
+// peerGroups forms all-reduce groups over libp2p (peers.Node.JoinGroup):
+// the members' node IDs are their peer IDs.
+type peerGroups struct {
+	p    *peers.Node
+	opts peers.AllReduceOptions
+}
+
+// Join implements Groups.
+func (g peerGroups) Join(ctx context.Context, id [16]byte, members []string, self int) (Group, error) {
+	ids := make([]peer.ID, len(members))
+	for i, m := range members {
+		var err error
+		if ids[i], err = peer.Decode(m); err != nil {
+			return nil, fmt.Errorf("tensor-parallel member %d: %q is not a peer ID: %w", i, m, err)
+		}
+	}
+	if self < 0 || self >= len(ids) || ids[self] != g.p.ID() {
+		return nil, fmt.Errorf("this node is not member %d of the group", self)
+	}
+	return g.p.JoinGroup(ctx, peers.GroupID(id), ids, g.opts)
+}
+
 // viewDirectory presents the peers membership view as Members.
 type viewDirectory struct{ p *peers.Node }
 
@@ -187,7 +218,16 @@ func (d viewDirectory) Members() []Member {
 	out := make([]Member, 0, len(v.Members))
 	for _, m := range v.Members {
 		info := m.Info
-		mem := Member{ID: m.ID.String(), Host: d.p.PID(m.ID, HostName), MemoryBytes: info.GetMemoryTotalBytes(), Compute: info.GetComputeFlops(), LastSeen: m.LastSeen}
+		mem := Member{ID: m.ID.String(), Host: d.p.PID(m.ID, HostName), MemoryBytes: info.GetMemoryTotalBytes(), Compute: info.GetComputeFlops(),
+			MemBandwidth: info.GetMemoryBandwidth(), LastSeen: m.LastSeen}
+		for _, l := range info.GetLinks() {
+			if l.GetRttUs() > 0 {
+				if mem.Links == nil {
+					mem.Links = map[string]time.Duration{}
+				}
+				mem.Links[l.GetPeerId()] = time.Duration(l.GetRttUs()) * time.Microsecond
+			}
+		}
 		mem.Fetches = info.GetFetchesWeights()
 		for _, mi := range info.GetModels() {
 			if !mi.GetPartial() {
