@@ -250,17 +250,23 @@ func (d viewDirectory) Members() []Member {
 }
 
 // shardList renders the host's shards for NodeInfo.shards: "MODEL:FIRST-END"
-// (layers [FIRST, END)); ParseShard reads them back.
+// (layers [FIRST, END)), with "@tpI/N" for member I of a tensor-parallel
+// group of N; ParseShard reads them back.
 func shardList(specs []*messages.ShardSpec) []string {
 	var out []string
 	for _, s := range specs {
-		out = append(out, fmt.Sprintf("%s:%d-%d", s.Model, s.First, s.End))
+		tp := ""
+		if len(s.TpNodes) > 0 {
+			tp = fmt.Sprintf("@tp%d/%d", s.TpIndex, len(s.TpNodes))
+		}
+		out = append(out, fmt.Sprintf("%s:%d-%d%s", s.Model, s.First, s.End, tp))
 	}
 	sort.Strings(out)
 	return out
 }
 
-// ParseShard reads one NodeInfo.shards entry, "MODEL:FIRST-END".
+// ParseShard reads one NodeInfo.shards entry, "MODEL:FIRST-END" (a
+// tensor-parallel member's "@tpI/N" after it is left out).
 func ParseShard(s string) (model string, first, end int, ok bool) {
 	i := strings.LastIndex(s, ":")
 	if i < 0 {
