@@ -371,6 +371,6 @@ func simulateModels(cmd *cobra.Command, ms []plan.Model, nodes []plan.Node, link
 		sort.Strings(ms)
 		fmt.Fprintf(w, "; measured by the nodes (half the round trip, one way), instead of --link's latency: %s", strings.Join(ms, ", "))
 	}
-	fmt.Fprintln(w, ". strata node runs pipeline plans only for now; mixture-of-experts layers are predicted with each expert split across the group.")
+	fmt.Fprintln(w, ". strata node runs pipeline plans unless --placement auto, tp or hybrid; mixture-of-experts layers are predicted with each expert split across the group.")
 	return nil
 }
