@@ -46,6 +46,12 @@ type HostConfig struct {
 	// Groups forms the all-reduce groups of the tensor-parallel stages
 	// this node is a member of; nil = it refuses tensor-parallel shards.
 	Groups Groups
+	// NodeAddress maps a node ID to the Address of its actors' PIDs, so
+	// that the group PIDs of a tensor-parallel LoadShard are checked
+	// against the members the spec names (a peer cannot have a leader
+	// relay a session's steps to another node); nil = not checked (an
+	// in-process cluster, whose nodes share one address).
+	NodeAddress func(node string) string
 }
 
 // Host loads shards on request and keeps them: one per (model, layer
@@ -200,9 +206,16 @@ func (h *Host) load(ctx actor.Context, spec *messages.ShardSpec, group []*messag
 		if want := len(spec.TpNodes) - 1; spec.TpIndex == 0 && len(group) != want || spec.TpIndex > 0 && len(group) != 1 {
 			return fail("tensor-parallel member %d of %d with %d group PIDs", spec.TpIndex, len(spec.TpNodes), len(group))
 		}
-		for _, p := range group {
+		for i, p := range group {
 			if p == nil || p.Id == "" || len(p.Id) > 1024 || len(p.Address) > 1024 {
 				return fail("a malformed group PID")
+			}
+			member := spec.TpNodes[0] // a member's one PID: the leader's host
+			if spec.TpIndex == 0 {
+				member = spec.TpNodes[i+1]
+			}
+			if h.cfg.NodeAddress != nil && p.Address != h.cfg.NodeAddress(member) {
+				return fail("tensor-parallel group PID %d is on %s, not on member %s", i, p.Address, member)
 			}
 			pids = append(pids, toPID(p))
 		}

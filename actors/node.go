@@ -126,7 +126,7 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	ar := cfg.AllReduce
 	ar.Shm = cfg.Peers.Transport != peers.TransportTCP
 	n.Host = NewHost(HostConfig{Models: store, Pool: n.pool, MemoryBytes: p.MemoryOffered(), Name: shortID(p.ID().String()), MaxContext: maxCtx, SenderMiddleware: cfg.SenderMiddleware, KVType: cfg.Cluster.KVType,
-		Groups: peerGroups{p: p, opts: ar}})
+		Groups: peerGroups{p: p, opts: ar}, NodeAddress: func(node string) string { return node }})
 	host.Store(n.Host)
 	weights.busy = n.Host.uses
 	n.Host.onChange = func(shards []string) { p.Membership().SetShards(shards) }

@@ -8,6 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
 
 	"strata/actors/plan"
 	"strata/messages"
@@ -326,5 +329,67 @@ func TestTPOverLibp2p(t *testing.T) {
 			}
 			waitNoKV(t, live)
 		})
+	}
+}
+
+// A tensor-parallel member takes steps only from its leader's node, and a
+// LoadShard's group PIDs must lie on the members its spec names; bad
+// specs are refused with an error.
+func TestTPMemberRefusesStrangers(t *testing.T) {
+	store := stories(t)
+	system := NewSystem(nil)
+	defer system.Shutdown()
+	h := NewHost(HostConfig{Models: store, Groups: &LocalGroups{}, NodeAddress: func(node string) string { return "addr-" + node }})
+	hpid, err := system.Root.SpawnNamed(h.Props(), HostName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	load := func(spec *messages.ShardSpec, group ...*messages.PID) *messages.ShardLoaded {
+		res, err := system.Root.RequestFuture(hpid, &messages.LoadShard{Shard: spec, Group: group}, 5*time.Second).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.(*messages.ShardLoaded)
+	}
+	spec := func(index uint32, nodes []string, weights []uint64) *messages.ShardSpec {
+		return &messages.ShardSpec{Model: "stories260K", First: 0, End: 5, Layers: 5, TpNodes: nodes, TpWeights: weights, TpIndex: index}
+	}
+	leaderHost := &messages.PID{Address: "addr-a", Id: HostName}
+	for _, bad := range []struct {
+		spec  *messages.ShardSpec
+		group []*messages.PID
+		why   string
+	}{
+		{spec(1, []string{"a", "b"}, []uint64{1, 1}), []*messages.PID{{Address: "addr-c", Id: HostName}}, "not on member a"},
+		{spec(0, []string{"a", "b"}, []uint64{1, 1}), []*messages.PID{{Address: "addr-c", Id: HostName + "/x"}}, "not on member b"},
+		{spec(1, []string{"a", "b"}, []uint64{1, 1}), nil, "group PIDs"},
+		{spec(2, []string{"a", "b"}, []uint64{1, 1}), []*messages.PID{leaderHost}, "member 2"},
+		{spec(1, []string{"a", "a"}, []uint64{1, 1}), []*messages.PID{leaderHost}, "repeated"},
+		{spec(1, []string{"a", "b"}, []uint64{1, 0}), []*messages.PID{leaderHost}, "weight 0"},
+		{spec(1, []string{"a", "b"}, []uint64{1}), []*messages.PID{leaderHost}, "1 weights"},
+	} {
+		if r := load(bad.spec, bad.group...); !strings.Contains(r.Error, bad.why) {
+			t.Errorf("spec %v: error %q, want one saying %q", bad.spec, r.Error, bad.why)
+		}
+	}
+	r := load(spec(1, []string{"a", "b"}, []uint64{1, 1}), leaderHost)
+	if r.Error != "" {
+		t.Fatal(r.Error)
+	}
+	in := &inbox{ch: make(chan any, 8)}
+	self := system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return in }))
+	member := &actor.PID{Address: hpid.Address, Id: r.ActorId}
+	// A step from the session's origin (or anyone but the leader) is refused.
+	system.Root.Request(member, &messages.Forward{Session: "s", Count: 1, Context: 64, Tokens: []int32{1}, ReplyTo: fromPID(self)})
+	select {
+	case m := <-in.ch:
+		if fe, ok := m.(*messages.ForwardError); !ok || !strings.Contains(fe.Error, "from its leader only") {
+			t.Errorf("got %v", m)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no error reply")
+	}
+	if st := h.Stats().Shards; len(st) != 1 || st[0].Sessions != 0 {
+		t.Errorf("the member opened a session for a stranger: %+v", st)
 	}
 }
