@@ -66,25 +66,41 @@ func compileSchema(param string, raw json.RawMessage) (*grammar.Schema, *Error) 
 	return s, nil
 }
 
-// vocabs caches each tokenizer's token trie (built in tens of
-// milliseconds for a large vocabulary; kept for the few models in use).
+// vocabs caches each tokenizer's token trie (kept for the few models in
+// use). A trie takes hundreds of milliseconds to build for a large
+// vocabulary, so it is built outside the lock: the first request for a
+// tokenizer builds it while the others for that tokenizer wait for it,
+// and requests for other tokenizers go on meanwhile.
 type vocabs struct {
 	mu sync.Mutex
-	m  map[*tokenizer.Tokenizer]*grammar.Vocab
+	m  map[*tokenizer.Tokenizer]*vocabBuild
+	// build makes a trie; nil is grammar.VocabOf (tests count the builds).
+	build func(grammar.Tokenizer) *grammar.Vocab
+}
+
+// vocabBuild is one tokenizer's trie, built once.
+type vocabBuild struct {
+	once sync.Once
+	v    *grammar.Vocab
 }
 
 func (v *vocabs) of(tok *tokenizer.Tokenizer) *grammar.Vocab {
 	v.mu.Lock()
-	defer v.mu.Unlock()
-	if g, ok := v.m[tok]; ok {
-		return g
+	b, ok := v.m[tok]
+	if !ok {
+		if v.m == nil || len(v.m) >= maxFileModels {
+			v.m = map[*tokenizer.Tokenizer]*vocabBuild{} // a build under way still finishes for those waiting on it
+		}
+		b = &vocabBuild{}
+		v.m[tok] = b
 	}
-	if v.m == nil || len(v.m) >= maxFileModels {
-		v.m = map[*tokenizer.Tokenizer]*grammar.Vocab{}
+	build := v.build
+	v.mu.Unlock()
+	if build == nil {
+		build = grammar.VocabOf
 	}
-	g := grammar.VocabOf(tok)
-	v.m[tok] = g
-	return g
+	b.once.Do(func() { b.v = build(tok) })
+	return b.v
 }
 
 // noConstraints refuses structured output on a generator that cannot

@@ -1,9 +1,18 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"strata/internal/testdata"
+	"strata/runtime/grammar"
 )
 
 // weatherSchema is the forced tool's input schema of issue 18.
@@ -144,5 +153,141 @@ func TestStructuredNeedsConstrainedGenerator(t *testing.T) {
 	decode(t, resp, &e)
 	if resp.StatusCode != 400 || gen.n.Load() != 0 || e.Error == nil || !strings.Contains(e.Error.Message, "constrained sampling") {
 		t.Errorf("%s %+v", resp.Status, e.Error)
+	}
+}
+
+// countBuilds makes v count the tries it builds, by tokenizer.
+func countBuilds(v *vocabs, before func(grammar.Tokenizer)) func(grammar.Tokenizer) int {
+	var mu sync.Mutex
+	n := map[grammar.Tokenizer]int{}
+	v.build = func(tok grammar.Tokenizer) *grammar.Vocab {
+		mu.Lock()
+		n[tok]++
+		mu.Unlock()
+		if before != nil {
+			before(tok)
+		}
+		return grammar.VocabOf(tok)
+	}
+	return func(tok grammar.Tokenizer) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return n[tok]
+	}
+}
+
+// TestVocabsBuildOnce: the first requests for a tokenizer build its trie
+// once, together; while it builds, a request for another tokenizer
+// builds and finds its own instead of waiting behind the lock.
+func TestVocabsBuildOnce(t *testing.T) {
+	a := storiesEngine(t).Tokenizer
+	b := ggufTokenizer(t, testdata.Path(t, "gguf/stories260K.gguf")) // the same vocabulary, another tokenizer
+	started, release := make(chan struct{}), make(chan struct{})
+	var v vocabs
+	builds := countBuilds(&v, func(tok grammar.Tokenizer) {
+		if tok == grammar.Tokenizer(a) { // a's build holds on until released
+			close(started)
+			<-release
+		}
+	})
+	const n = 4
+	got := make(chan *grammar.Vocab, n)
+	for range n {
+		go func() { got <- v.of(a) }()
+	}
+	<-started
+	// Not a timing test: a generous bound that fails instead of hanging
+	// when b waits for a's build.
+	for _, what := range []string{"building", "cached"} {
+		done := make(chan *grammar.Vocab, 1)
+		go func() { done <- v.of(b) }()
+		select {
+		case g := <-done:
+			if g == nil {
+				t.Fatalf("%s: no trie for b", what)
+			}
+		case <-time.After(30 * time.Second):
+			close(release)
+			t.Fatalf("%s: a request for another tokenizer waited for a trie's build", what)
+		}
+	}
+	close(release)
+	first := <-got
+	for range n - 1 {
+		if g := <-got; g != first || g == nil {
+			t.Fatalf("the concurrent first requests got different tries (%p, %p)", first, g)
+		}
+	}
+	if builds(a) != 1 || builds(b) != 1 {
+		t.Errorf("built a's trie %d times and b's %d times, want once each", builds(a), builds(b))
+	}
+}
+
+// TestStructuredConcurrentFirst: structured requests that arrive together
+// on a fresh server (four run at once) all get valid documents, from one
+// build of the trie.
+func TestStructuredConcurrentFirst(t *testing.T) {
+	s, hs := newTestServer(t, Config{MaxActive: 4})
+	builds := countBuilds(&s.vocabs, nil)
+	msgs := []map[string]any{{"role": "user", "content": "What is the weather in Paris this week?"}}
+	bodies := []struct {
+		path string
+		body map[string]any
+	}{
+		{"/v1/chat/completions", map[string]any{"model": "stories260K", "messages": msgs, "temperature": 0, "max_tokens": 60,
+			"response_format": map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "weather", "schema": weatherSchema}}}},
+		{"/v1/chat/completions", map[string]any{"model": "stories260K", "messages": msgs, "temperature": 1, "seed": 3, "max_tokens": 60,
+			"tools": weatherTool, "tool_choice": "required"}},
+		{"/api/chat", map[string]any{"model": "stories260K", "stream": false, "format": weatherSchema, "messages": msgs,
+			"options": map[string]any{"temperature": 0, "num_predict": 60}}},
+		{"/api/chat", map[string]any{"model": "stories260K", "stream": false, "format": weatherSchema, "messages": msgs,
+			"options": map[string]any{"temperature": 1, "seed": 5, "num_predict": 60}}},
+	}
+	type answer struct {
+		status int
+		body   []byte
+		err    error
+	}
+	answers := make([]chan answer, len(bodies))
+	for i, b := range bodies {
+		answers[i] = make(chan answer, 1)
+		js, _ := json.Marshal(b.body)
+		go func() {
+			resp, err := http.Post(hs.URL+b.path, "application/json", bytes.NewReader(js))
+			if err != nil {
+				answers[i] <- answer{err: err}
+				return
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			answers[i] <- answer{resp.StatusCode, body, err}
+		}()
+	}
+	for i, b := range bodies {
+		a := <-answers[i]
+		if a.err != nil || a.status != http.StatusOK {
+			t.Fatalf("request %d (%s): %d %v %s", i, b.path, a.status, a.err, a.body)
+		}
+		what := fmt.Sprintf("request %d (%s)", i, b.path)
+		if b.path == "/api/chat" {
+			var got OllamaResponse
+			if err := json.Unmarshal(a.body, &got); err != nil || got.Message == nil {
+				t.Fatalf("%s: %s", what, a.body)
+			}
+			validWeather(t, what, got.Message.Content)
+			continue
+		}
+		var got ChatCompletion
+		if err := json.Unmarshal(a.body, &got); err != nil || len(got.Choices) != 1 {
+			t.Fatalf("%s: %s", what, a.body)
+		}
+		doc := got.Choices[0].Message.Content
+		if calls := got.Choices[0].Message.ToolCalls; len(calls) == 1 {
+			doc = calls[0].Function.Arguments
+		}
+		validWeather(t, what, doc)
+	}
+	if n := builds(storiesEngine(t).Tokenizer); n != 1 {
+		t.Errorf("the trie was built %d times, want once", n)
 	}
 }

@@ -126,7 +126,13 @@ func toolChat(t *testing.T, surface, body string) ([]Message, []json.RawMessage)
 // templateTokenizer is stories260K's tokenizer with src as its chat template.
 func templateTokenizer(t *testing.T, src string) *tokenizer.Tokenizer {
 	t.Helper()
-	f, err := gguf.Open(storiesWithTemplate(t, src))
+	return ggufTokenizer(t, storiesWithTemplate(t, src))
+}
+
+// ggufTokenizer is the tokenizer of the GGUF file at path.
+func ggufTokenizer(t testing.TB, path string) *tokenizer.Tokenizer {
+	t.Helper()
+	f, err := gguf.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -123,10 +123,12 @@ func (m *Matcher) Done() bool { return canEnd(m.st) }
 // it is complete, only they do.
 func (m *Matcher) Mask(logits []float32) {
 	clear(m.allowed)
+	n := 0 // tokens allowed, counted as they are marked: no second pass over the vocabulary looks for one
 	if canEnd(m.st) {
 		for _, t := range m.v.eog {
 			m.allowed[t] = true
 		}
+		n = len(m.v.eog)
 	}
 	// The tokens left after this one must suffice for the shortest
 	// ending; byte tokens write any byte, so bytes bound tokens.
@@ -135,12 +137,17 @@ func (m *Matcher) Mask(logits []float32) {
 		limit = m.budget - 1
 	}
 	m.stack[0] = append(m.stack[0][:0], m.st...)
-	m.walk(0, 0, limit)
-	if limit != math.MaxInt && !m.anyAllowed() {
+	n += m.walk(0, 0, limit)
+	if limit != math.MaxInt && n == 0 {
 		// Too few tokens left for the shortest ending counted in bytes:
 		// longer tokens may still make it, so allow every valid one.
 		m.walk(0, 0, math.MaxInt)
 	}
+	m.apply(logits)
+}
+
+// apply masks the logits of the tokens not in m.allowed.
+func (m *Matcher) apply(logits []float32) {
 	any := false
 	for i := range logits {
 		if i >= len(m.allowed) || !m.allowed[i] {
@@ -160,9 +167,12 @@ func (m *Matcher) Mask(logits []float32) {
 }
 
 // walk visits the trie below node x, whose bytes led to state
-// m.stack[depth], marking the tokens that end at an allowed state.
-func (m *Matcher) walk(x int32, depth, limit int) {
+// m.stack[depth], marking the tokens that end at an allowed state, and
+// returns how many it marked. A token ends at one node of the trie and
+// the walk visits each node once, so none is counted twice.
+func (m *Matcher) walk(x int32, depth, limit int) int {
 	v := m.v
+	n := 0
 	for _, e := range v.edges[v.first[x]:v.first[x+1]] {
 		next, ok := step(append(m.stack[depth+1][:0], m.stack[depth]...), e.b)
 		m.stack[depth+1] = next
@@ -173,9 +183,11 @@ func (m *Matcher) walk(x int32, depth, limit int) {
 			for _, t := range ends {
 				m.allowed[t] = true
 			}
+			n += len(ends)
 		}
-		m.walk(e.child, depth+1, limit)
+		n += m.walk(e.child, depth+1, limit)
 	}
+	return n
 }
 
 // Accept advances the document past token (the one drawn after Mask).
@@ -197,13 +209,4 @@ func (m *Matcher) Accept(token int) {
 			return
 		}
 	}
-}
-
-func (m *Matcher) anyAllowed() bool {
-	for _, a := range m.allowed {
-		if a {
-			return true
-		}
-	}
-	return false
 }
