@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"strata/runtime/gguf"
@@ -262,6 +263,65 @@ func apportion(n int, weights []uint64, sum uint64) []int {
 		rem[best] = 0
 	}
 	return counts
+}
+
+// ExpertsReadPerToken is the expected number of routed experts that the
+// busiest member of an expert-parallel group runs for one decoded token,
+// when member i holds held[i] of experts whole and the router picks used
+// distinct experts, each set equally likely: E[max_i X_i] for the
+// multivariate hypergeometric counts X_i. The slowest member sets a
+// layer's time, so this (times one expert's bytes) is what a cost model
+// compares with splitting every expert by columns, where each member reads
+// its column share of all used experts. The assumption of uniform routing
+// is optimistic for real routers, which favour some experts.
+func ExpertsReadPerToken(experts, used int, held []int) float64 {
+	if experts <= 0 || used <= 0 || used > experts {
+		return 0
+	}
+	// E[max] = Σ_{k=1..used} P(max ≥ k) = Σ_k (1 − P(every X_i ≤ k−1)),
+	// where P(every X_i ≤ c) counts the draws with at most c from each
+	// member: the coefficient of z^used in Π_i Σ_{x≤c} C(held_i, x) z^x,
+	// over C(experts, used). Counts are float64: C(384, 8) is 1.3e16.
+	total := 0
+	for _, h := range held {
+		total += h
+	}
+	if total != experts {
+		return math.NaN()
+	}
+	var e float64
+	ways := make([]float64, used+1)
+	next := make([]float64, used+1)
+	for k := 1; k <= used; k++ {
+		clear(ways)
+		ways[0] = 1
+		for _, h := range held {
+			clear(next)
+			for have, w := range ways {
+				if w == 0 {
+					continue
+				}
+				for x := 0; x <= min(k-1, h) && have+x <= used; x++ {
+					next[have+x] += w * choose(h, x)
+				}
+			}
+			ways, next = next, ways
+		}
+		e += 1 - ways[used]/choose(experts, used)
+	}
+	return e
+}
+
+// choose is the binomial coefficient C(n, k) as a float64.
+func choose(n, k int) float64 {
+	if k < 0 || k > n {
+		return 0
+	}
+	r := 1.0
+	for i := 1; i <= k; i++ {
+		r = r * float64(n-k+i) / float64(i)
+	}
+	return r
 }
 
 // DescribeTP renders a split, one member a line.

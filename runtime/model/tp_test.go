@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -327,7 +328,7 @@ func TestTPMatchesOneNode(t *testing.T) {
 		ep      bool // experts whole per member (expert parallelism)
 	}{
 		{"stories260K", func() *gguf.File { return stories }, []int{1, 16}, []model.KVType{f32, f16}, false},
-		{"tinyllama-shape F32 1 layer", func() *gguf.File { return tpFile(t, tinyllamaTP, tensor.F32, 1) }, []int{1}, []model.KVType{f16}, false},
+		{"tinyllama-shape F32 1 layer", func() *gguf.File { return tpFile(t, tinyllamaTP, tensor.F32, 1) }, []int{1}, []model.KVType{f32}, false},
 		{"tinyllama-shape Q8_0 2 layers", func() *gguf.File { return tpFile(t, tinyllamaTP, tensor.Q8_0, 2) }, []int{1}, []model.KVType{f16}, false},
 		{"llama3-tiny Q8_0", shape("llama3-tiny", tensor.Q8_0, 0), []int{1, 16}, []model.KVType{f16, q8}, false},
 		{"qwen2-tiny Q4_K", shape("qwen2-tiny", tensor.Q4_K, 0), []int{1, 16}, []model.KVType{f16}, false},
@@ -882,4 +883,49 @@ func slicesPartition(t *testing.T, shape string, ep bool) {
 		}
 		t.Logf("weights %v: %d members hold %d bytes, %d of them copied (attn_output and ffn_down columns)", w, len(ms), got, copied)
 	}
+}
+
+// ExpertsReadPerToken against counting every draw of a small router.
+func TestExpertsReadPerToken(t *testing.T) {
+	for _, tc := range []struct {
+		experts, used int
+		held          []int
+	}{{8, 2, []int{4, 4}}, {8, 3, []int{3, 3, 2}}, {10, 4, []int{5, 3, 2}}, {6, 6, []int{2, 4}}, {9, 1, []int{9}}, {7, 2, []int{0, 7}}} {
+		owner := []int{}
+		for i, h := range tc.held {
+			for range h {
+				owner = append(owner, i)
+			}
+		}
+		var sum, draws float64
+		for set := 0; set < 1<<tc.experts; set++ {
+			if bitsSet(set) != tc.used {
+				continue
+			}
+			count := make([]int, len(tc.held))
+			for e := range tc.experts {
+				if set>>e&1 == 1 {
+					count[owner[e]]++
+				}
+			}
+			sum += float64(slices.Max(count))
+			draws++
+		}
+		want := sum / draws
+		if got := model.ExpertsReadPerToken(tc.experts, tc.used, tc.held); math.Abs(got-want) > 1e-12 {
+			t.Errorf("%d of %d experts held as %v: got %v, counted %v", tc.used, tc.experts, tc.held, got, want)
+		}
+	}
+	// Qwen3-235B-A22B's 8 of 128 over 4 members, against 8/4 = 2 expert
+	// widths for each member when every expert is split by columns.
+	t.Logf("qwen3-235b, 4 members: the busiest runs %.3f experts per token", model.ExpertsReadPerToken(128, 8, []int{32, 32, 32, 32}))
+	t.Logf("kimi-k2, 4 members: the busiest runs %.3f experts per token", model.ExpertsReadPerToken(384, 8, []int{96, 96, 96, 96}))
+}
+
+func bitsSet(x int) int {
+	n := 0
+	for ; x != 0; x &= x - 1 {
+		n++
+	}
+	return n
 }
