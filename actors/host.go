@@ -255,7 +255,7 @@ func (h *Host) load(ctx actor.Context, spec *messages.ShardSpec, group []*messag
 		bytes uint64
 	)
 	if len(spec.TpNodes) > 0 {
-		tm, b, err := loadTP(f, cfg, spec)
+		tm, b, err := loadTP(f, cfg, spec, h.cfg.KVType)
 		if err != nil {
 			return fail("%v", err)
 		}

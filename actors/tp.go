@@ -169,13 +169,9 @@ func (t *tpShard) fromLeader(pid *actor.PID) bool {
 	return pid.Address == host.Address && strings.HasPrefix(pid.Id, host.Id+"/")
 }
 
-// cacheBytes is one session's KV cache of the member's heads: f32 keys
-// and values of kvh heads of HeadDim for every layer of the slice, as
-// TPModel.NewCache allocates them.
-func (t *tpShard) cacheBytes(capacity int) uint64 {
-	m := t.m
-	return uint64(capacity) * uint64(m.Slice.KVHeads.Len()*m.HeadDim) * 2 * 4 * uint64(len(m.Blocks))
-}
+// cacheBytes is one session's KV cache of the member's heads, as
+// TPModel.NewCache allocates it.
+func (t *tpShard) cacheBytes(capacity int) uint64 { return t.m.CacheBytes(capacity) }
 
 // checkTPSpec validates the tensor-parallel fields of a peer's shard spec.
 func checkTPSpec(spec *messages.ShardSpec) error {
@@ -214,8 +210,8 @@ func tpStageID(spec *messages.ShardSpec) [32]byte {
 
 // loadTP builds member spec.TpIndex's slice of the stage: the group's
 // slices are model.PlanTP's for the weights, the same on every member.
-// It returns the slice and the bytes it holds.
-func loadTP(f *gguf.File, cfg model.Config, spec *messages.ShardSpec) (*model.TPModel, uint64, error) {
+// It returns the slice, its KV caches of type kv, and the bytes it holds.
+func loadTP(f *gguf.File, cfg model.Config, spec *messages.ShardSpec, kv model.KVType) (*model.TPModel, uint64, error) {
 	if err := checkTPSpec(spec); err != nil {
 		return nil, 0, err
 	}
@@ -234,6 +230,9 @@ func loadTP(f *gguf.File, cfg model.Config, spec *messages.ShardSpec) (*model.TP
 	}
 	m, err := model.LoadTP(f, first, end, slices[spec.TpIndex])
 	if err != nil {
+		return nil, 0, err
+	}
+	if err := m.SetKVType(kv); err != nil {
 		return nil, 0, err
 	}
 	bytes := uint64(m.SliceBytes())

@@ -213,7 +213,7 @@ func TestTPLogitsMatchOneNode(t *testing.T) {
 	var ms []member
 	for i := range 3 {
 		spec.TpIndex = uint32(i)
-		m, _, err := loadTP(f, cfg, spec)
+		m, _, err := loadTP(f, cfg, spec, model.KVF32)
 		if err != nil {
 			t.Fatal(err)
 		}
