@@ -241,6 +241,12 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 	if err != nil {
 		return fmt.Errorf("--kv-type: %w", err)
 	}
+	if f.placement == "" { // the zero nodeFlags (tests) mean the defaults
+		f.placement = "pipeline"
+	}
+	if f.arWire == "" {
+		f.arWire = "f32"
+	}
 	placement, err := plan.ParseMode(f.placement)
 	if err != nil {
 		return fmt.Errorf("--placement: %w", err)
