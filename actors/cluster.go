@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -30,8 +31,13 @@ type Member struct {
 	Host        *actor.PID // its shard host
 	MemoryBytes uint64     // memory it offers (the --memory cap or physical memory)
 	Compute     float64    // relative compute rate; 0 = unknown
-	Models      []string   // models it holds complete
-	LastSeen    time.Time  // when the node was last heard from (zero: unknown)
+	// MemBandwidth is the measured rate (bytes/s) at which it reads
+	// weights; 0 = unknown. Tensor-parallel slices follow it.
+	MemBandwidth float64
+	// Links are the round trips it measured to other members, by ID.
+	Links    map[string]time.Duration
+	Models   []string  // models it holds complete
+	LastSeen time.Time // when the node was last heard from (zero: unknown)
 	// Partial are the models it holds only some layers of (fetched from
 	// peers), by name: Held, Embed and Head are set (Layers and Bytes not).
 	Partial map[string]catalog.Holding
@@ -84,6 +90,14 @@ type ClusterOptions struct {
 	// *plan.RefusalError when the nodes are too small: a session that lost
 	// a node then waits for the view to settle.
 	Placer Placer
+	// Placement is the kind of plan Placer's default computes (see
+	// plan.PlaceMode): the zero value, plan.Pipeline, is plan.Place;
+	// plan.Auto the cost model's fastest candidate; plan.TensorParallel
+	// and plan.Hybrid prefer those shapes. Ignored when Placer is set.
+	Placement plan.Mode
+	// Link is the link the cost model assumes between members that have
+	// not measured theirs; zero = plan.LinkPresets["tcp"].
+	Link plan.Link
 	// SenderMiddleware wraps every message the sessions started here send
 	// (to first stages, and their probes and frees); nil = none. With
 	// HostConfig.SenderMiddleware it shapes or cuts in-process links.
@@ -137,6 +151,7 @@ type localModel struct {
 	tok  *tokenizer.Tokenizer
 	cfg  model.Config
 	prof model.Profile
+	noTP string // why its layers cannot be split across a group ("" = they can)
 }
 
 // SessionInfo describes an active session (for status APIs).
@@ -158,6 +173,9 @@ type StageInfo struct {
 	Node       string
 	Actor      string
 	First, End int
+	// TP lists the nodes of a tensor-parallel stage (Node leads); nil
+	// for a stage on one node.
+	TP []string
 }
 
 // NewCluster returns a Cluster that plans over dir and reads tokenizers
@@ -265,6 +283,9 @@ func (c *Cluster) open(name string) (*localModel, error) {
 		m.close()
 		return nil, err
 	}
+	if _, err := model.TPUnitsOf(f, m.cfg, 0, m.cfg.Layers); err != nil {
+		m.noTP = err.Error()
+	}
 	return m, nil
 }
 
@@ -298,6 +319,7 @@ func (c *Cluster) plan(name string, excluded []string) (plan.Plan, []Member, err
 	// holds any of it).
 	var nodes []plan.Node
 	var members []Member
+	var announced []plan.Announced
 	all := c.dir.Members()
 	available := false
 	for _, mem := range all {
@@ -310,8 +332,13 @@ func (c *Cluster) plan(name string, excluded []string) (plan.Plan, []Member, err
 		if lost || !holds && !(mem.Fetches && available) {
 			continue
 		}
-		nodes = append(nodes, plan.Node{ID: mem.ID, FreeBytes: mem.MemoryBytes, Compute: mem.Compute, Held: held})
+		nodes = append(nodes, plan.Node{ID: mem.ID, FreeBytes: mem.MemoryBytes, Compute: mem.Compute, MemBandwidth: mem.MemBandwidth, Held: held})
 		members = append(members, mem)
+		a := plan.Announced{ID: mem.ID, MemoryBytes: mem.MemoryBytes, Compute: mem.Compute, MemBandwidth: mem.MemBandwidth}
+		for _, peer := range slices.Sorted(maps.Keys(mem.Links)) {
+			a.Links = append(a.Links, plan.AnnouncedLink{Peer: peer, RTT: mem.Links[peer]})
+		}
+		announced = append(announced, a)
 	}
 	if len(nodes) == 0 {
 		if available {
@@ -319,12 +346,23 @@ func (c *Cluster) plan(name string, excluded []string) (plan.Plan, []Member, err
 		}
 		return plan.Plan{}, nil, fmt.Errorf("no node of the cluster has model %q", name)
 	}
-	place := c.opts.Placer
-	if place == nil {
-		place = plan.Place
-	}
 	pm := plan.FromProfile(name, m.prof)
-	p, err := place(pm, nodes, plan.Options{Context: c.planContext(m), Sessions: c.opts.PlanSessions, KVType: c.opts.KVType})
+	pm.NoTP = m.noTP
+	opts := plan.Options{Context: c.planContext(m), Sessions: c.opts.PlanSessions, KVType: c.opts.KVType}
+	if c.opts.Placer != nil {
+		p, err := c.opts.Placer(pm, nodes, opts)
+		return p, members, err
+	}
+	link := c.opts.Link
+	if link == (plan.Link{}) {
+		link = plan.LinkPresets["tcp"]
+	}
+	_, network := plan.Inputs(announced, link)
+	act := 4
+	if c.opts.Hidden == messages.HiddenType_HIDDEN_F16 {
+		act = 2
+	}
+	p, err := plan.PlaceMode(pm, nodes, network, opts, plan.CostOptions{ActBytes: act}, c.opts.Placement)
 	return p, members, err
 }
 
@@ -356,8 +394,10 @@ func heldLayers(mem Member, model string, layers int) ([]bool, bool) {
 // 1 Gbit/s link shared by several fetches.
 const fetchRate = 20 << 20
 
-// load asks every stage's host to load its shard. Nodes that do not
-// answer at all are returned apart: the caller may re-plan without them.
+// load asks every stage's host to load its shard (every member's, for a
+// tensor-parallel stage: the others first, then the leader, which is told
+// their shard actors). Nodes that do not answer at all are returned
+// apart: the caller may re-plan without them.
 func (c *Cluster) load(name string, p plan.Plan, members []Member) ([]session.Stage, []string, error) {
 	byID := map[string]Member{}
 	for _, m := range members {
@@ -369,42 +409,84 @@ func (c *Cluster) load(name string, p plan.Plan, members []Member) ([]session.St
 	}
 	stages := make([]session.Stage, len(p.Stages))
 	errs := make([]error, len(p.Stages))
-	silent := make([]bool, len(p.Stages))
+	var mu sync.Mutex
+	var unreachable []string
+	// one loads one shard on node; it reports whether the node answered.
+	one := func(node string, spec *messages.ShardSpec, group []*messages.PID, weightBytes uint64) (session.Stage, bool, error) {
+		mem := byID[node]
+		if mem.Host == nil {
+			return session.Stage{}, true, fmt.Errorf("node %s is not in the view", node)
+		}
+		// A node that lacks the layers fetches them first: its answer
+		// may take as long as moving their bytes.
+		timeout := c.opts.StepTimeout
+		if held, _ := heldLayers(mem, name, layers); !slices.Equal(held[spec.First:spec.End], allTrue(int(spec.End-spec.First))) {
+			timeout += time.Duration(weightBytes/fetchRate+1) * time.Second
+		}
+		res, err := c.root.RequestFuture(mem.Host, &messages.LoadShard{Shard: spec, Group: group}, timeout).Result()
+		if err != nil {
+			mu.Lock()
+			if !slices.Contains(unreachable, node) {
+				unreachable = append(unreachable, node)
+			}
+			mu.Unlock()
+			return session.Stage{}, false, fmt.Errorf("node %s did not load layers %d-%d of %s: %w", node, spec.First, spec.End-1, name, err)
+		}
+		loaded, ok := res.(*messages.ShardLoaded)
+		switch {
+		case !ok:
+			return session.Stage{}, true, fmt.Errorf("node %s answered LoadShard with %T", node, res)
+		case loaded.Error != "":
+			return session.Stage{}, true, errors.New(loaded.Error)
+		}
+		return session.Stage{Node: node, Address: mem.Host.Address, Actor: loaded.ActorId, First: int(spec.First), End: int(spec.End)}, true, nil
+	}
 	var wg sync.WaitGroup
 	for i, s := range p.Stages {
 		wg.Go(func() {
-			mem := byID[s.Node]
 			spec := &messages.ShardSpec{Model: name, First: uint32(s.First), End: uint32(s.End), Layers: uint32(layers)}
-			// A node that lacks the layers fetches them first: its answer
-			// may take as long as moving their bytes.
-			timeout := c.opts.StepTimeout
-			if held, _ := heldLayers(mem, name, layers); !slices.Equal(held[s.First:s.End], allTrue(s.End-s.First)) {
-				timeout += time.Duration(s.WeightBytes/fetchRate+1) * time.Second
-			}
-			res, err := c.root.RequestFuture(mem.Host, &messages.LoadShard{Shard: spec}, timeout).Result()
-			if err != nil {
-				errs[i] = fmt.Errorf("node %s did not load layers %d-%d of %s: %w", s.Node, s.First, s.End-1, name, err)
-				silent[i] = true
+			if len(s.TP) == 0 {
+				stages[i], _, errs[i] = one(s.Node, spec, nil, s.WeightBytes)
 				return
 			}
-			loaded, ok := res.(*messages.ShardLoaded)
-			switch {
-			case !ok:
-				errs[i] = fmt.Errorf("node %s answered LoadShard with %T", s.Node, res)
-			case loaded.Error != "":
-				errs[i] = errors.New(loaded.Error)
-			default:
-				stages[i] = session.Stage{Node: s.Node, Address: mem.Host.Address, Actor: loaded.ActorId, First: s.First, End: s.End}
+			leader := byID[s.TP[0].Node]
+			if leader.Host == nil {
+				errs[i] = fmt.Errorf("node %s is not in the view", s.TP[0].Node)
+				return
+			}
+			for _, m := range s.TP {
+				spec.TpNodes = append(spec.TpNodes, m.Node)
+				spec.TpWeights = append(spec.TpWeights, m.Weight)
+			}
+			specOf := func(j int) *messages.ShardSpec {
+				return &messages.ShardSpec{Model: spec.Model, First: spec.First, End: spec.End, Layers: spec.Layers,
+					TpNodes: spec.TpNodes, TpWeights: spec.TpWeights, TpIndex: uint32(j)}
+			}
+			tp := make([]session.Stage, len(s.TP)-1)
+			memberErrs := make([]error, len(tp))
+			var mwg sync.WaitGroup
+			for j := range tp {
+				mwg.Go(func() {
+					m := s.TP[j+1]
+					tp[j], _, memberErrs[j] = one(m.Node, specOf(j+1), []*messages.PID{fromPID(leader.Host)}, m.WeightBytes)
+				})
+			}
+			mwg.Wait()
+			if err := errors.Join(memberErrs...); err != nil {
+				errs[i] = err
+				return
+			}
+			var group []*messages.PID
+			for _, m := range tp {
+				group = append(group, fromPID(stagePID(m)))
+			}
+			if stages[i], _, errs[i] = one(s.TP[0].Node, specOf(0), group, s.TP[0].WeightBytes); errs[i] == nil {
+				stages[i].TP = tp
 			}
 		})
 	}
 	wg.Wait()
-	var unreachable []string
-	for i, s := range p.Stages {
-		if silent[i] {
-			unreachable = append(unreachable, s.Node)
-		}
-	}
+	slices.Sort(unreachable)
 	return stages, unreachable, errors.Join(errs...)
 }
 

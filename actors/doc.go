@@ -11,6 +11,11 @@
 // last stage samples and sends the Token back to the session, which
 // streams it and feeds it to the first stage for the next step.
 //
+// A stage may also be a tensor-parallel group (ClusterOptions.Placement):
+// every member holds a slice of each of the stage's layers, the leader
+// relays each step to the others, and they all-reduce their partial sums
+// through the node's Groups (tp.go).
+//
 // A session's logic — planning, loading, replaying after a loss, timing
 // out, cancelling — is the pure state machine of strata/actors/session;
 // Cluster is its shell, and the generation loop is engine.Loop, shared

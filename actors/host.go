@@ -43,6 +43,15 @@ type HostConfig struct {
 	// is f16, the default). Every node of a cluster should use the same:
 	// the cache's rounding is part of the model's output.
 	KVType model.KVType
+	// Groups forms the all-reduce groups of the tensor-parallel stages
+	// this node is a member of; nil = it refuses tensor-parallel shards.
+	Groups Groups
+	// NodeAddress maps a node ID to the Address of its actors' PIDs, so
+	// that the group PIDs of a tensor-parallel LoadShard are checked
+	// against the members the spec names (a peer cannot have a leader
+	// relay a session's steps to another node); nil = not checked (an
+	// in-process cluster, whose nodes share one address).
+	NodeAddress func(node string) string
 }
 
 // Host loads shards on request and keeps them: one per (model, layer
@@ -98,6 +107,7 @@ type shardFetcher interface {
 // are here (or why not); the host then loads it and answers replyTo.
 type fetched struct {
 	spec    *messages.ShardSpec
+	group   []*messages.PID
 	replyTo *actor.PID
 	err     error
 }
@@ -108,8 +118,13 @@ func (h *Host) Props() *actor.Props {
 }
 
 // ShardID is the actor name of a shard: stable, so every node names the
-// same shard the same way.
+// same shard the same way. A tensor-parallel member's names its place in
+// the group and (hashed) the group.
 func ShardID(s *messages.ShardSpec) string {
+	if len(s.TpNodes) > 0 && len(s.TpWeights) == len(s.TpNodes) {
+		h := tpStageID(s)
+		return fmt.Sprintf("%s@%d-%d~tp%dof%d-%x", s.Model, s.First, s.End, s.TpIndex, len(s.TpNodes), h[:6])
+	}
 	return fmt.Sprintf("%s@%d-%d", s.Model, s.First, s.End)
 }
 
@@ -130,17 +145,17 @@ func (h *Host) Receive(ctx actor.Context) {
 				fctx, cancel := context.WithTimeout(h.stop, fetchTimeout)
 				defer cancel()
 				_, err := f.Ensure(fctx, spec.Model, int(spec.First), int(spec.End), int(spec.Layers))
-				sys.Root.Send(self, &fetched{spec: spec, replyTo: replyTo, err: err})
+				sys.Root.Send(self, &fetched{spec: spec, group: m.Group, replyTo: replyTo, err: err})
 			}()
 			return
 		}
-		ctx.Respond(h.load(ctx, spec))
+		ctx.Respond(h.load(ctx, spec, m.Group))
 	case *fetched:
 		reply := &messages.ShardLoaded{Shard: m.spec}
 		if m.err != nil {
 			reply.Error = h.label() + m.err.Error()
 		} else {
-			reply = h.load(ctx, m.spec)
+			reply = h.load(ctx, m.spec, m.group)
 		}
 		if m.replyTo != nil {
 			ctx.Send(m.replyTo, reply)
@@ -169,7 +184,7 @@ func (h *Host) childStopped(pid *actor.PID) {
 	}
 }
 
-func (h *Host) load(ctx actor.Context, spec *messages.ShardSpec) *messages.ShardLoaded {
+func (h *Host) load(ctx actor.Context, spec *messages.ShardSpec, group []*messages.PID) *messages.ShardLoaded {
 	reply := &messages.ShardLoaded{Shard: spec}
 	fail := func(format string, args ...any) *messages.ShardLoaded {
 		reply.Error = h.label() + fmt.Sprintf(format, args...)
@@ -178,12 +193,42 @@ func (h *Host) load(ctx actor.Context, spec *messages.ShardSpec) *messages.Shard
 	if spec == nil || spec.Model == "" {
 		return fail("LoadShard without a model")
 	}
+	var pids []*actor.PID
+	if len(spec.TpNodes) > 0 {
+		if err := checkTPSpec(spec); err != nil {
+			return fail("%v", err)
+		}
+		if h.cfg.Groups == nil {
+			return fail("this node cannot join tensor-parallel groups")
+		}
+		// The leader relays to every other member; a member hears from
+		// one leader.
+		if want := len(spec.TpNodes) - 1; spec.TpIndex == 0 && len(group) != want || spec.TpIndex > 0 && len(group) != 1 {
+			return fail("tensor-parallel member %d of %d with %d group PIDs", spec.TpIndex, len(spec.TpNodes), len(group))
+		}
+		for i, p := range group {
+			if p == nil || p.Id == "" || len(p.Id) > 1024 || len(p.Address) > 1024 {
+				return fail("a malformed group PID")
+			}
+			member := spec.TpNodes[0] // a member's one PID: the leader's host
+			if spec.TpIndex == 0 {
+				member = spec.TpNodes[i+1]
+			}
+			if h.cfg.NodeAddress != nil && p.Address != h.cfg.NodeAddress(member) {
+				return fail("tensor-parallel group PID %d is on %s, not on member %s", i, p.Address, member)
+			}
+			pids = append(pids, toPID(p))
+		}
+	}
 	id := ShardID(spec)
 	h.mu.Lock()
 	if s, ok := h.shards[id]; ok {
 		h.clock++
 		s.lastUse.Store(h.clock)
 		s.pin()
+		if s.tp != nil {
+			s.tp.group.Store(&pids)
+		}
 		reply.ActorId, reply.Bytes = s.pid.Id, s.weightBytes
 		h.mu.Unlock()
 		return reply
@@ -204,28 +249,43 @@ func (h *Host) load(ctx actor.Context, spec *messages.ShardSpec) *messages.Shard
 	if spec.Layers != uint32(cfg.Layers) {
 		return fail("model %s has %d layers here, the plan expects %d (different files under one name?)", spec.Model, cfg.Layers, spec.Layers)
 	}
-	m, err := model.Load(f, int(spec.First), int(spec.End))
-	if err != nil {
-		return fail("%v", err)
-	}
-	if err := m.SetKVType(h.cfg.KVType); err != nil {
-		return fail("%v", err)
-	}
-	prof, err := model.ProfileOf(f)
-	if err != nil {
-		return fail("%v", err)
-	}
-	var bytes uint64
-	for l := spec.First; l < spec.End; l++ {
-		bytes += prof.LayerBytes[l]
-	}
-	if m.IsFirst() {
-		bytes += prof.EmbedBytes
-	}
-	if m.IsLast() {
-		bytes += prof.HeadBytes
-		if prof.TiedOutput && !m.IsFirst() {
-			bytes += prof.EmbedBytes // the output matrix is the embedding
+	var (
+		m     *model.Model
+		tp    *tpShard
+		bytes uint64
+	)
+	if len(spec.TpNodes) > 0 {
+		tm, b, err := loadTP(f, cfg, spec, h.cfg.KVType)
+		if err != nil {
+			return fail("%v", err)
+		}
+		// The shard's bookkeeping reads the model's shape and range only.
+		m = &model.Model{Config: tm.Config, First: tm.First, End: tm.End}
+		tp = &tpShard{m: tm, index: int(spec.TpIndex), nodes: spec.TpNodes, groups: h.cfg.Groups, stageID: tpStageID(spec), stop: h.stop}
+		tp.group.Store(&pids)
+		bytes = b
+	} else {
+		if m, err = model.Load(f, int(spec.First), int(spec.End)); err != nil {
+			return fail("%v", err)
+		}
+		if err := m.SetKVType(h.cfg.KVType); err != nil {
+			return fail("%v", err)
+		}
+		prof, err := model.ProfileOf(f)
+		if err != nil {
+			return fail("%v", err)
+		}
+		for l := spec.First; l < spec.End; l++ {
+			bytes += prof.LayerBytes[l]
+		}
+		if m.IsFirst() {
+			bytes += prof.EmbedBytes
+		}
+		if m.IsLast() {
+			bytes += prof.HeadBytes
+			if prof.TiedOutput && !m.IsFirst() {
+				bytes += prof.EmbedBytes // the output matrix is the embedding
+			}
 		}
 	}
 	h.mu.Lock()
@@ -237,11 +297,15 @@ func (h *Host) load(ctx actor.Context, spec *messages.ShardSpec) *messages.Shard
 	if h.cfg.MaxContext > 0 {
 		maxCtx = min(maxCtx, h.cfg.MaxContext)
 	}
-	s := &shard{host: h, spec: spec, m: m, file: f, weightBytes: bytes, maxContext: maxCtx, sessions: map[string]*shardSession{}}
+	s := &shard{host: h, spec: spec, m: m, tp: tp, file: f, weightBytes: bytes, maxContext: maxCtx, sessions: map[string]*shardSession{}}
 	h.clock++
 	s.lastUse.Store(h.clock)
 	s.pin()
-	s.state = m.NewState(h.cfg.Pool, MaxBatch, maxCtx)
+	if tp != nil {
+		tp.state = tp.m.NewState(h.cfg.Pool, MaxBatch, maxCtx)
+	} else {
+		s.state = m.NewState(h.cfg.Pool, MaxBatch, maxCtx)
+	}
 	// The PID is known before the actor starts, so nothing reads it half-set.
 	h.spawns++
 	name := fmt.Sprintf("%s#%d", id, h.spawns)

@@ -43,6 +43,9 @@ var errCacheMiss = errors.New("prompt cache entry not held here")
 // retain turns a session into a cache entry. It reports false when the
 // session is not open here (nothing to retain).
 func (s *shard) retain(session string) bool {
+	if s.tp != nil {
+		return false // a tensor-parallel stage's caches are not retained (yet): freed
+	}
 	s.mu.Lock()
 	ss, ok := s.sessions[session]
 	if !ok {

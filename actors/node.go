@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/libp2p/go-libp2p/core/peer"
 	"google.golang.org/protobuf/proto"
 
 	"strata/messages"
@@ -47,6 +48,11 @@ type NodeConfig struct {
 	// Cluster.SenderMiddleware unless set); nil = none. An in-process
 	// cluster shapes and breaks its links with it.
 	SenderMiddleware []actor.SenderMiddleware
+	// AllReduce tunes the all-reduce groups of the tensor-parallel stages
+	// the node is a member of (wire format, round timeout); its Shm is
+	// set unless Peers.Transport is tcp: members on one host then sum
+	// through shared memory.
+	AllReduce peers.AllReduceOptions
 }
 
 // Node is one strata node: a libp2p peer whose shard host serves the
@@ -117,7 +123,10 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	if maxCtx <= 0 {
 		maxCtx = 4096
 	}
-	n.Host = NewHost(HostConfig{Models: store, Pool: n.pool, MemoryBytes: p.MemoryOffered(), Name: shortID(p.ID().String()), MaxContext: maxCtx, SenderMiddleware: cfg.SenderMiddleware, KVType: cfg.Cluster.KVType})
+	ar := cfg.AllReduce
+	ar.Shm = cfg.Peers.Transport != peers.TransportTCP
+	n.Host = NewHost(HostConfig{Models: store, Pool: n.pool, MemoryBytes: p.MemoryOffered(), Name: shortID(p.ID().String()), MaxContext: maxCtx, SenderMiddleware: cfg.SenderMiddleware, KVType: cfg.Cluster.KVType,
+		Groups: peerGroups{p: p, opts: ar}, NodeAddress: func(node string) string { return node }})
 	host.Store(n.Host)
 	weights.busy = n.Host.uses
 	n.Host.onChange = func(shards []string) { p.Membership().SetShards(shards) }
@@ -179,6 +188,28 @@ func typeNames(msgs ...proto.Message) []string {
 	return out
 }
 
+// peerGroups forms all-reduce groups over libp2p (peers.Node.JoinGroup):
+// the members' node IDs are their peer IDs.
+type peerGroups struct {
+	p    *peers.Node
+	opts peers.AllReduceOptions
+}
+
+// Join implements Groups.
+func (g peerGroups) Join(ctx context.Context, id [16]byte, members []string, self int) (Group, error) {
+	ids := make([]peer.ID, len(members))
+	for i, m := range members {
+		var err error
+		if ids[i], err = peer.Decode(m); err != nil {
+			return nil, fmt.Errorf("tensor-parallel member %d: %q is not a peer ID: %w", i, m, err)
+		}
+	}
+	if self < 0 || self >= len(ids) || ids[self] != g.p.ID() {
+		return nil, fmt.Errorf("this node is not member %d of the group", self)
+	}
+	return g.p.JoinGroup(ctx, peers.GroupID(id), ids, g.opts)
+}
+
 // viewDirectory presents the peers membership view as Members.
 type viewDirectory struct{ p *peers.Node }
 
@@ -188,7 +219,16 @@ func (d viewDirectory) Members() []Member {
 	out := make([]Member, 0, len(v.Members))
 	for _, m := range v.Members {
 		info := m.Info
-		mem := Member{ID: m.ID.String(), Host: d.p.PID(m.ID, HostName), MemoryBytes: info.GetMemoryTotalBytes(), Compute: info.GetComputeFlops(), LastSeen: m.LastSeen}
+		mem := Member{ID: m.ID.String(), Host: d.p.PID(m.ID, HostName), MemoryBytes: info.GetMemoryTotalBytes(), Compute: info.GetComputeFlops(),
+			MemBandwidth: info.GetMemoryBandwidth(), LastSeen: m.LastSeen}
+		for _, l := range info.GetLinks() {
+			if l.GetRttUs() > 0 {
+				if mem.Links == nil {
+					mem.Links = map[string]time.Duration{}
+				}
+				mem.Links[l.GetPeerId()] = time.Duration(l.GetRttUs()) * time.Microsecond
+			}
+		}
 		mem.Fetches = info.GetFetchesWeights()
 		for _, mi := range info.GetModels() {
 			if !mi.GetPartial() {
@@ -211,17 +251,23 @@ func (d viewDirectory) Members() []Member {
 }
 
 // shardList renders the host's shards for NodeInfo.shards: "MODEL:FIRST-END"
-// (layers [FIRST, END)); ParseShard reads them back.
+// (layers [FIRST, END)), with "@tpI/N" for member I of a tensor-parallel
+// group of N; ParseShard reads them back.
 func shardList(specs []*messages.ShardSpec) []string {
 	var out []string
 	for _, s := range specs {
-		out = append(out, fmt.Sprintf("%s:%d-%d", s.Model, s.First, s.End))
+		tp := ""
+		if len(s.TpNodes) > 0 {
+			tp = fmt.Sprintf("@tp%d/%d", s.TpIndex, len(s.TpNodes))
+		}
+		out = append(out, fmt.Sprintf("%s:%d-%d%s", s.Model, s.First, s.End, tp))
 	}
 	sort.Strings(out)
 	return out
 }
 
-// ParseShard reads one NodeInfo.shards entry, "MODEL:FIRST-END".
+// ParseShard reads one NodeInfo.shards entry, "MODEL:FIRST-END" (a
+// tensor-parallel member's "@tpI/N" after it is left out).
 func ParseShard(s string) (model string, first, end int, ok bool) {
 	i := strings.LastIndex(s, ":")
 	if i < 0 {

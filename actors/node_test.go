@@ -40,6 +40,12 @@ func startNodesWith(t *testing.T, files map[string]string, ctxLen, n int, memByt
 // startNodesIn starts nodes that find their models in the directory models.
 func startNodesIn(t *testing.T, models string, ctxLen, n int, memBytes uint64, sessions int, step ...time.Duration) []*Node {
 	t.Helper()
+	return startNodesFn(t, models, ctxLen, n, memBytes, sessions, nil, step...)
+}
+
+// startNodesFn is startNodesIn with a last word on each node's config.
+func startNodesFn(t *testing.T, models string, ctxLen, n int, memBytes uint64, sessions int, edit func(i int, cfg *NodeConfig), step ...time.Duration) []*Node {
+	t.Helper()
 	secret := []byte("a test secret that is long enough for strata")
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	var nodes []*Node
@@ -62,6 +68,9 @@ func startNodesIn(t *testing.T, models string, ctxLen, n int, memBytes uint64, s
 		if i > 0 {
 			first := nodes[0].Peers
 			cfg.Peers.Join = []string{fmt.Sprintf("%s/p2p/%s", first.Addrs()[0], first.ID())}
+		}
+		if edit != nil {
+			edit(i, &cfg)
 		}
 		nd, err := StartNode(context.Background(), cfg)
 		if err != nil {

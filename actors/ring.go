@@ -258,12 +258,14 @@ func (r *ring) await(ctx context.Context) session.Event {
 			case *actor.Terminated:
 				_, stages := r.core.Ring()
 				for _, s := range stages {
-					if s.Address == m.Who.Address && s.Actor == m.Who.Id {
-						return session.StageLost{Node: s.Node, Cause: "its shard actor stopped or its peer disconnected", At: time.Now()}
+					for _, a := range append([]session.Stage{s}, s.TP...) {
+						if a.Address == m.Who.Address && a.Actor == m.Who.Id {
+							return session.StageLost{Node: a.Node, Cause: "its shard actor stopped or its peer disconnected", At: time.Now()}
+						}
 					}
 				}
 			case *messages.ForwardError:
-				return session.ForwardFailed{Session: m.Session, Stage: m.Stage, Err: m.Error, Gap: m.Gap}
+				return session.ForwardFailed{Session: m.Session, Stage: m.Stage, Err: m.Error, Gap: m.Gap, Group: m.GroupFailed}
 			case *messages.Token:
 				return session.Token{Session: m.Session, Position: int(m.Position), ID: int(m.Id), Compute: time.Duration(m.ComputeNs)}
 			}
@@ -278,6 +280,9 @@ func (r *ring) use(id string, stages []session.Stage) {
 	var pids []*actor.PID
 	for _, s := range stages {
 		pids = append(pids, stagePID(s))
+		for _, m := range s.TP {
+			pids = append(pids, stagePID(m))
+		}
 	}
 	c.system.Root.Send(r.self, watchStages{pids})
 	c.mu.Lock()
@@ -291,7 +296,11 @@ func (r *ring) use(id string, stages []session.Stage) {
 	// A fresh slice: Sessions() hands out copies that share it.
 	r.info.Stages = make([]StageInfo, 0, len(stages))
 	for _, s := range stages {
-		r.info.Stages = append(r.info.Stages, StageInfo{Node: s.Node, Actor: s.Actor, First: s.First, End: s.End})
+		si := StageInfo{Node: s.Node, Actor: s.Actor, First: s.First, End: s.End}
+		if len(s.TP) > 0 {
+			si.TP = s.Nodes()
+		}
+		r.info.Stages = append(r.info.Stages, si)
 	}
 	c.sessions[id] = r.info
 }
@@ -351,19 +360,29 @@ const maxProbe = 5 * time.Second
 
 // silentStages asks every stage of the ring for its stats and returns the
 // nodes of those that do not answer within min(StepTimeout, maxProbe).
+// The members of tensor-parallel stages are asked too.
 func (r *ring) silentStages(stages []session.Stage) []string {
 	wait := min(r.c.opts.StepTimeout, maxProbe)
-	futures := make([]*actor.Future, len(stages))
-	for i, s := range stages {
+	var all []session.Stage
+	for _, s := range stages {
+		all = append(append(all, s), s.TP...)
+	}
+	futures := make([]*actor.Future, len(all))
+	for i, s := range all {
 		futures[i] = r.c.root.RequestFuture(stagePID(s), &messages.ShardStats{}, wait)
 	}
 	var silent []string
 	for i, f := range futures {
-		if _, err := f.Result(); err != nil && !slices.Contains(silent, stages[i].Node) {
-			silent = append(silent, stages[i].Node)
+		if _, err := f.Result(); err != nil && !slices.Contains(silent, all[i].Node) {
+			silent = append(silent, all[i].Node)
 		}
 	}
 	return silent
+}
+
+// hasTP reports whether a ring has a tensor-parallel stage.
+func hasTP(stages []session.Stage) bool {
+	return slices.ContainsFunc(stages, func(s session.Stage) bool { return len(s.TP) > 0 })
 }
 
 // observe reports one decode step: its round trip, and the transport

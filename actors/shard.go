@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -24,10 +25,13 @@ import (
 // caches. Its Receive runs on one goroutine at a time; mu only guards
 // what Stats reads from other goroutines.
 type shard struct {
-	host        *Host
-	spec        *messages.ShardSpec
+	host *Host
+	spec *messages.ShardSpec
+	// m is the stage's model; on a tensor-parallel member only its
+	// Config, First and End are set (the weights are tp's).
 	m           *model.Model
-	state       *model.State  // scratch shared by all sessions: the actor runs one Forward at a time
+	state       *model.State  // scratch shared by all sessions: the actor runs one Forward at a time (nil on a TP member)
+	tp          *tpShard      // set on a member of a tensor-parallel stage
 	ids         [MaxBatch]int // token ids of the step being run (first stage)
 	pid         *actor.PID
 	weightBytes uint64
@@ -58,8 +62,14 @@ const maxFreed = 4096
 
 // shardSession is one session's state on a shard.
 type shardSession struct {
-	origin  *actor.PID // the session's inbox: when it goes, so does the session
-	cache   *model.Cache
+	origin *actor.PID // the session's inbox: when it goes, so does the session
+	cache  *model.Cache
+	// A tensor-parallel member's: its heads' KV cache, the session's
+	// all-reduce group (formed on its first step), and the error that
+	// failed the group (every later step fails with it).
+	tpc     *model.TPCache
+	ar      Group
+	arErr   error
 	sampler *sample.Sampler // last stage only
 	// matcher constrains the sampler (structured output), last stage
 	// only; it follows the tokens from position schemaFrom on.
@@ -89,16 +99,22 @@ func (s *shard) Receive(ctx actor.Context) {
 		case m.Retain && s.retain(m.Session):
 		case s.dropCached(m.Session, ctx.Sender()):
 		default:
-			s.free(m.Session)
+			if s.free(m.Session) {
+				s.relayFree(ctx, m.Session)
+			}
 		}
-		if ctx.Sender() != nil {
+		// A member does not answer its leader's relayed frees: the
+		// leader would take the answer for a free of its own.
+		if ctx.Sender() != nil && !(s.tp != nil && s.tp.fromLeader(ctx.Sender())) {
 			ctx.Respond(&messages.FreeSession{Session: m.Session})
 		}
 	case *actor.Terminated:
 		// The origin of some sessions stopped, or its node vanished:
 		// nobody will free them, so free them now.
 		for _, id := range s.sessionsOf(m.Who) {
-			s.free(id)
+			if s.free(id) {
+				s.relayFree(ctx, id)
+			}
 		}
 	case *messages.ShardStats:
 		ctx.Respond(&messages.ShardStatsReply{Shards: []*messages.ShardState{s.stats()}})
@@ -160,7 +176,7 @@ func (s *shard) mayFree(session string, sender *actor.PID) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ss, ok := s.sessions[session]
-	return !ok || sender != nil && sender.Address == ss.origin.Address
+	return !ok || sender != nil && sender.Address == ss.origin.Address || s.tp != nil && s.tp.fromLeader(sender)
 }
 
 func (s *shard) stats() *messages.ShardState {
@@ -178,15 +194,20 @@ func (s *shard) stats() *messages.ShardState {
 	return st
 }
 
-func (s *shard) free(session string) {
+// free drops a session; it reports whether the session was open here.
+func (s *shard) free(session string) bool {
 	s.mu.Lock()
 	ss, ok := s.sessions[session]
 	delete(s.sessions, session)
 	s.markFreedLocked(session)
 	s.mu.Unlock()
 	if ok {
+		if ss.ar != nil {
+			ss.ar.Close()
+		}
 		s.host.release(ss.kvBytes)
 	}
+	return ok
 }
 
 // markFreedLocked remembers that a session ended (s.mu held).
@@ -237,11 +258,22 @@ func (s *shard) session(ctx actor.Context, m *messages.Forward) (*shardSession, 
 	if ctxLen <= 0 || ctxLen > s.maxContext {
 		return nil, fmt.Errorf("session %s asks for a context of %d; this node allows 1..%d", m.Session, ctxLen, s.maxContext)
 	}
-	kv := s.m.CacheBytes(ctxLen)
+	var kv uint64
+	if s.tp != nil {
+		kv = s.tp.cacheBytes(ctxLen)
+	} else {
+		kv = s.m.CacheBytes(ctxLen)
+	}
 	if err := s.host.reserve(kv, fmt.Sprintf("the KV cache of session %s on %s", m.Session, s.pid.Id), s); err != nil {
 		return nil, err
 	}
-	return s.open(ctx, m, &shardSession{cache: s.m.NewCache(ctxLen), kvBytes: kv, origin: toPID(m.ReplyTo)})
+	ss = &shardSession{kvBytes: kv, origin: toPID(m.ReplyTo)}
+	if s.tp != nil {
+		ss.tpc = s.tp.m.NewCache(ctxLen)
+	} else {
+		ss.cache = s.m.NewCache(ctxLen)
+	}
+	return s.open(ctx, m, ss)
 }
 
 // open makes ss (whose KV memory is reserved) the session m starts: its
@@ -250,7 +282,7 @@ func (s *shard) session(ctx actor.Context, m *messages.Forward) (*shardSession, 
 func (s *shard) open(ctx actor.Context, m *messages.Forward, ss *shardSession) (*shardSession, error) {
 	ctx.Watch(ss.origin)
 	s.pinnedUntil.Store(0)
-	if s.m.IsLast() {
+	if s.m.IsLast() && (s.tp == nil || s.tp.leads()) {
 		sp, err := sample.New(samplingParams(m.Sampling), s.m.Vocab)
 		if err == nil && m.Sampling.GetConstrained() {
 			err = s.constrain(ss, sp, m.Sampling)
@@ -272,7 +304,7 @@ func (s *shard) open(ctx actor.Context, m *messages.Forward, ss *shardSession) (
 func (s *shard) receiveForward(ctx actor.Context, m *messages.Forward, release func()) {
 	if err := s.forward(ctx, m, release); err != nil && err != errSessionFreed && m.ReplyTo != nil {
 		ctx.Send(toPID(m.ReplyTo), &messages.ForwardError{Session: m.Session, Stage: s.pid.Id, Error: s.host.label() + err.Error(),
-			CacheMiss: errors.Is(err, errCacheMiss), Gap: errors.As(err, new(missedStep))})
+			CacheMiss: errors.Is(err, errCacheMiss), Gap: errors.As(err, new(missedStep)), GroupFailed: errors.Is(err, errGroup)})
 	}
 }
 
@@ -289,36 +321,25 @@ func (s *shard) forward(ctx actor.Context, m *messages.Forward, release func()) 
 	if n < 1 || n > MaxBatch {
 		return fmt.Errorf("forward of %d positions; 1..%d allowed", n, MaxBatch)
 	}
+	if s.tp != nil && !s.tp.leads() && !s.tp.fromLeader(ctx.Sender()) {
+		return fmt.Errorf("stage %s is a tensor-parallel member: it takes steps from its leader only", s.pid.Id)
+	}
 	ss, err := s.session(ctx, m)
 	if err != nil {
 		return err
 	}
-	// A position before the cache's end rewinds it: a replay after a
-	// failure, or a retried step, overwrites what was there.
-	pos := int(m.Position)
-	if pos > ss.cache.Len {
-		return missedStep{fmt.Errorf("session %s: step at position %d, but the cache holds %d positions", m.Session, pos, ss.cache.Len)}
-	}
-	ss.cache.Len = pos
-	st, embd := s.state, s.m.Embd
-	if s.m.IsFirst() {
-		if len(m.Tokens) != n {
-			return fmt.Errorf("first stage got %d tokens for %d positions", len(m.Tokens), n)
+	var hidden, logits []float32
+	if s.tp != nil {
+		// A tensor-parallel leader relays m to its members, which may
+		// read it after this step: it must not point into a receive slot.
+		if release != nil {
+			m.Hidden = bytes.Clone(m.Hidden)
+			release()
 		}
-		ids := s.ids[:n]
-		for i, t := range m.Tokens {
-			ids[i] = int(t)
+		if hidden, logits, err = s.tpStep(ctx, m, ss, n); err != nil || !s.tp.leads() {
+			return err // a member's part ends here: its leader passes the step on
 		}
-		if err := st.Embed(ids); err != nil {
-			return err
-		}
-	} else if err := decodeHidden(st.X[:n*embd], m.Hidden, m.HiddenType); err != nil {
-		return err
-	}
-	if release != nil {
-		release() // m.Hidden is not read after this
-	}
-	if err := st.Forward(ss.cache, n); err != nil {
+	} else if hidden, err = s.step(m, ss, n, release); err != nil {
 		return err
 	}
 	if !s.m.IsLast() {
@@ -327,7 +348,7 @@ func (s *shard) forward(ctx actor.Context, m *messages.Forward, release func()) 
 		}
 		next := &messages.Forward{
 			Session: m.Session, Position: m.Position, Count: m.Count,
-			Hidden: encodeHidden(st.X[:n*embd], m.HiddenType), HiddenType: m.HiddenType,
+			Hidden: encodeHidden(hidden, m.HiddenType), HiddenType: m.HiddenType,
 			Route: m.Route[1:], ReplyTo: m.ReplyTo, Context: m.Context, Sampling: m.Sampling,
 			Accept: m.Accept, Sample: m.Sample, ComputeNs: m.ComputeNs + time.Since(start).Nanoseconds(),
 			Resume: m.Resume,
@@ -348,15 +369,50 @@ func (s *shard) forward(ctx actor.Context, m *messages.Forward, release func()) 
 	if !m.Sample {
 		return nil
 	}
-	logits, err := st.LogitsOf(n - 1)
-	if err != nil {
-		return err
+	if s.tp == nil {
+		if logits, err = s.state.LogitsOf(n - 1); err != nil {
+			return err
+		}
 	}
 	id := ss.sampler.Sample(logits)
 	ss.sampler.Accept(id)
 	own := time.Since(start).Nanoseconds()
 	ctx.Send(toPID(m.ReplyTo), &messages.Token{Session: m.Session, Position: m.Position + m.Count, Id: int32(id), ElapsedNs: own, ComputeNs: m.ComputeNs + own})
 	return nil
+}
+
+// step runs one step of session ss through the stage's layers and
+// returns the hidden states it leaves in the state.
+func (s *shard) step(m *messages.Forward, ss *shardSession, n int, release func()) ([]float32, error) {
+	// A position before the cache's end rewinds it: a replay after a
+	// failure, or a retried step, overwrites what was there.
+	pos := int(m.Position)
+	if pos > ss.cache.Len {
+		return nil, missedStep{fmt.Errorf("session %s: step at position %d, but the cache holds %d positions", m.Session, pos, ss.cache.Len)}
+	}
+	ss.cache.Len = pos
+	st, embd := s.state, s.m.Embd
+	if s.m.IsFirst() {
+		if len(m.Tokens) != n {
+			return nil, fmt.Errorf("first stage got %d tokens for %d positions", len(m.Tokens), n)
+		}
+		ids := s.ids[:n]
+		for i, t := range m.Tokens {
+			ids[i] = int(t)
+		}
+		if err := st.Embed(ids); err != nil {
+			return nil, err
+		}
+	} else if err := decodeHidden(st.X[:n*embd], m.Hidden, m.HiddenType); err != nil {
+		return nil, err
+	}
+	if release != nil {
+		release() // m.Hidden is not read after this
+	}
+	if err := st.Forward(ss.cache, n); err != nil {
+		return nil, err
+	}
+	return st.X[:n*embd], nil
 }
 
 func toPID(p *messages.PID) *actor.PID {

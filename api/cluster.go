@@ -28,6 +28,8 @@ type MemberStatus struct {
 type ShardStatus struct {
 	Model  string `json:"model"`
 	Layers [2]int `json:"layers"`
+	// TP is "I/N" for member I of a tensor-parallel group of N.
+	TP string `json:"tp,omitempty"`
 }
 
 // SessionStatus is one session driven by the answering node.
@@ -43,6 +45,8 @@ type SessionStatus struct {
 type StageStatus struct {
 	PeerID string `json:"peer_id"`
 	Layers [2]int `json:"layers"`
+	// TP lists the members of a tensor-parallel stage (peer_id leads).
+	TP []string `json:"tp,omitempty"`
 }
 
 // ClusterHandler serves GET /api/cluster from a snapshot function.

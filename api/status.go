@@ -21,7 +21,11 @@ func ClusterStatusOf(n *actors.Node) ClusterStatus {
 		}
 		for _, sh := range m.Shards {
 			if model, first, end, ok := actors.ParseShard(sh); ok {
-				ms.Shards = append(ms.Shards, ShardStatus{Model: model, Layers: [2]int{first, end}})
+				ss := ShardStatus{Model: model, Layers: [2]int{first, end}}
+				if _, tp, ok := strings.Cut(sh, "@tp"); ok {
+					ss.TP = tp
+				}
+				ms.Shards = append(ms.Shards, ss)
 			}
 		}
 		cs.Members = append(cs.Members, ms)
@@ -29,7 +33,7 @@ func ClusterStatusOf(n *actors.Node) ClusterStatus {
 	for _, s := range n.Cluster.Sessions() {
 		ss := SessionStatus{ID: s.ID, Model: s.Model, Prompt: s.Prompt, Generated: s.Generated, Stages: []StageStatus{}}
 		for _, stg := range s.Stages {
-			ss.Stages = append(ss.Stages, StageStatus{PeerID: stg.Node, Layers: [2]int{stg.First, stg.End}})
+			ss.Stages = append(ss.Stages, StageStatus{PeerID: stg.Node, Layers: [2]int{stg.First, stg.End}, TP: stg.TP})
 		}
 		cs.Sessions = append(cs.Sessions, ss)
 	}

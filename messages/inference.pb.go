@@ -79,7 +79,14 @@ type ShardSpec struct {
 	First uint32                 `protobuf:"varint,2,opt,name=first,proto3" json:"first,omitempty"`
 	End   uint32                 `protobuf:"varint,3,opt,name=end,proto3" json:"end,omitempty"`
 	// layers is the model's total layer count (end == layers: the last stage).
-	Layers        uint32 `protobuf:"varint,4,opt,name=layers,proto3" json:"layers,omitempty"`
+	Layers uint32 `protobuf:"varint,4,opt,name=layers,proto3" json:"layers,omitempty"`
+	// Tensor parallelism: when tp_nodes is set, the stage is a group of
+	// len(tp_nodes) members (node IDs in summation order; member 0 leads)
+	// and this shard is member tp_index: its slice of every layer is
+	// model.PlanTP's share for tp_weights (one positive weight a member).
+	TpNodes       []string `protobuf:"bytes,5,rep,name=tp_nodes,json=tpNodes,proto3" json:"tp_nodes,omitempty"`
+	TpWeights     []uint64 `protobuf:"varint,6,rep,packed,name=tp_weights,json=tpWeights,proto3" json:"tp_weights,omitempty"`
+	TpIndex       uint32   `protobuf:"varint,7,opt,name=tp_index,json=tpIndex,proto3" json:"tp_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -142,10 +149,36 @@ func (x *ShardSpec) GetLayers() uint32 {
 	return 0
 }
 
+func (x *ShardSpec) GetTpNodes() []string {
+	if x != nil {
+		return x.TpNodes
+	}
+	return nil
+}
+
+func (x *ShardSpec) GetTpWeights() []uint64 {
+	if x != nil {
+		return x.TpWeights
+	}
+	return nil
+}
+
+func (x *ShardSpec) GetTpIndex() uint32 {
+	if x != nil {
+		return x.TpIndex
+	}
+	return 0
+}
+
 // LoadShard asks a node's shard host to load (or find) a shard; the reply is ShardLoaded.
 type LoadShard struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Shard         *ShardSpec             `protobuf:"bytes,1,opt,name=shard,proto3" json:"shard,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Shard *ShardSpec             `protobuf:"bytes,1,opt,name=shard,proto3" json:"shard,omitempty"`
+	// group, for a tensor-parallel shard: on the leader (tp_index 0) the
+	// shard actors of members 1.. in order, to which it relays every step;
+	// on another member one PID, the leader's host: the only node besides a
+	// session's origin it takes that session's steps and frees from.
+	Group         []*PID `protobuf:"bytes,2,rep,name=group,proto3" json:"group,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -183,6 +216,13 @@ func (*LoadShard) Descriptor() ([]byte, []int) {
 func (x *LoadShard) GetShard() *ShardSpec {
 	if x != nil {
 		return x.Shard
+	}
+	return nil
+}
+
+func (x *LoadShard) GetGroup() []*PID {
+	if x != nil {
+		return x.Group
 	}
 	return nil
 }
@@ -662,7 +702,11 @@ type ForwardError struct {
 	// lost on the way: a link cut with activations in flight), so it could
 	// not run this one. Nothing is wrong with the stage: the origin rebuilds
 	// the ring and replays.
-	Gap           bool `protobuf:"varint,5,opt,name=gap,proto3" json:"gap,omitempty"`
+	Gap bool `protobuf:"varint,5,opt,name=gap,proto3" json:"gap,omitempty"`
+	// group_failed: a tensor-parallel stage's all-reduce failed (a member
+	// went silent or its link broke): the origin probes the ring's members
+	// and replays without those that do not answer.
+	GroupFailed   bool `protobuf:"varint,6,opt,name=group_failed,json=groupFailed,proto3" json:"group_failed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -728,6 +772,13 @@ func (x *ForwardError) GetCacheMiss() bool {
 func (x *ForwardError) GetGap() bool {
 	if x != nil {
 		return x.Gap
+	}
+	return false
+}
+
+func (x *ForwardError) GetGroupFailed() bool {
+	if x != nil {
+		return x.GroupFailed
 	}
 	return false
 }
@@ -968,14 +1019,19 @@ var File_messages_inference_proto protoreflect.FileDescriptor
 
 const file_messages_inference_proto_rawDesc = "" +
 	"\n" +
-	"\x18messages/inference.proto\x12\x06strata\x1a\x17messages/envelope.proto\"a\n" +
+	"\x18messages/inference.proto\x12\x06strata\x1a\x17messages/envelope.proto\"\xb6\x01\n" +
 	"\tShardSpec\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x14\n" +
 	"\x05first\x18\x02 \x01(\rR\x05first\x12\x10\n" +
 	"\x03end\x18\x03 \x01(\rR\x03end\x12\x16\n" +
-	"\x06layers\x18\x04 \x01(\rR\x06layers\"4\n" +
+	"\x06layers\x18\x04 \x01(\rR\x06layers\x12\x19\n" +
+	"\btp_nodes\x18\x05 \x03(\tR\atpNodes\x12\x1d\n" +
+	"\n" +
+	"tp_weights\x18\x06 \x03(\x04R\ttpWeights\x12\x19\n" +
+	"\btp_index\x18\a \x01(\rR\atpIndex\"W\n" +
 	"\tLoadShard\x12'\n" +
-	"\x05shard\x18\x01 \x01(\v2\x11.strata.ShardSpecR\x05shard\"}\n" +
+	"\x05shard\x18\x01 \x01(\v2\x11.strata.ShardSpecR\x05shard\x12!\n" +
+	"\x05group\x18\x02 \x03(\v2\v.strata.PIDR\x05group\"}\n" +
 	"\vShardLoaded\x12'\n" +
 	"\x05shard\x18\x01 \x01(\v2\x11.strata.ShardSpecR\x05shard\x12\x19\n" +
 	"\bactor_id\x18\x02 \x01(\tR\aactorId\x12\x14\n" +
@@ -1023,14 +1079,15 @@ const file_messages_inference_proto_rawDesc = "" +
 	"\n" +
 	"elapsed_ns\x18\x04 \x01(\x03R\telapsedNs\x12\x1d\n" +
 	"\n" +
-	"compute_ns\x18\x05 \x01(\x03R\tcomputeNs\"\x85\x01\n" +
+	"compute_ns\x18\x05 \x01(\x03R\tcomputeNs\"\xa8\x01\n" +
 	"\fForwardError\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x14\n" +
 	"\x05stage\x18\x02 \x01(\tR\x05stage\x12\x14\n" +
 	"\x05error\x18\x03 \x01(\tR\x05error\x12\x1d\n" +
 	"\n" +
 	"cache_miss\x18\x04 \x01(\bR\tcacheMiss\x12\x10\n" +
-	"\x03gap\x18\x05 \x01(\bR\x03gap\"?\n" +
+	"\x03gap\x18\x05 \x01(\bR\x03gap\x12!\n" +
+	"\fgroup_failed\x18\x06 \x01(\bR\vgroupFailed\"?\n" +
 	"\vFreeSession\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x16\n" +
 	"\x06retain\x18\x02 \x01(\bR\x06retain\"\f\n" +
@@ -1085,18 +1142,19 @@ var file_messages_inference_proto_goTypes = []any{
 }
 var file_messages_inference_proto_depIdxs = []int32{
 	1,  // 0: strata.LoadShard.shard:type_name -> strata.ShardSpec
-	1,  // 1: strata.ShardLoaded.shard:type_name -> strata.ShardSpec
-	0,  // 2: strata.Forward.hidden_type:type_name -> strata.HiddenType
-	12, // 3: strata.Forward.route:type_name -> strata.PID
-	12, // 4: strata.Forward.reply_to:type_name -> strata.PID
-	4,  // 5: strata.Forward.sampling:type_name -> strata.Sampling
-	11, // 6: strata.ShardStatsReply.shards:type_name -> strata.ShardState
-	1,  // 7: strata.ShardState.shard:type_name -> strata.ShardSpec
-	8,  // [8:8] is the sub-list for method output_type
-	8,  // [8:8] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	12, // 1: strata.LoadShard.group:type_name -> strata.PID
+	1,  // 2: strata.ShardLoaded.shard:type_name -> strata.ShardSpec
+	0,  // 3: strata.Forward.hidden_type:type_name -> strata.HiddenType
+	12, // 4: strata.Forward.route:type_name -> strata.PID
+	12, // 5: strata.Forward.reply_to:type_name -> strata.PID
+	4,  // 6: strata.Forward.sampling:type_name -> strata.Sampling
+	11, // 7: strata.ShardStatsReply.shards:type_name -> strata.ShardState
+	1,  // 8: strata.ShardState.shard:type_name -> strata.ShardSpec
+	9,  // [9:9] is the sub-list for method output_type
+	9,  // [9:9] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_messages_inference_proto_init() }

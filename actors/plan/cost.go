@@ -236,10 +236,12 @@ func candidate(m Model, nodes []Node, s, g int, kvPerLayer uint64, opts Options,
 	virtual := make([]Node, s)
 	for i := range groups {
 		members := nodes[i*g : (i+1)*g]
+		// The shares follow the integer weights the members' slices are
+		// cut by (model.PlanTP), so what is predicted is what is loaded.
 		bw := make([]float64, g)
 		var total float64
 		for j, n := range members {
-			bw[j] = bandwidth(n, co)
+			bw[j] = float64(TPWeight(n, co))
 			total += bw[j]
 		}
 		heads := wholeHeads(m.KVHeads, bw)
@@ -249,9 +251,16 @@ func candidate(m Model, nodes []Node, s, g int, kvPerLayer uint64, opts Options,
 			frac := max(bw[j]/total, heads[j])
 			capacity = min(capacity, uint64(min(float64(usable(n, opts))/frac, 1e19))) // 1e19 < 2^64: the conversion stays defined
 		}
-		virtual[i] = Node{ID: members[0].ID, FreeBytes: capacity, Compute: total / 1e9}
+		virtual[i] = Node{ID: members[0].ID, FreeBytes: capacity, Compute: total / 1e3}
 	}
 	c := Candidate{}
+	if g > 1 && m.NoTP != "" {
+		for _, gm := range groups {
+			c.Stages = append(c.Stages, Group{Members: gm})
+		}
+		c.Refusal = m.NoTP
+		return c
+	}
 	p, ok := assign(m, virtual, kvPerLayer, Options{Context: opts.Context, Sessions: opts.Sessions})
 	if !ok {
 		c.Stages = []Group{{Members: groups[0]}}
@@ -494,6 +503,14 @@ func wholeHeads(kvHeads int, weights []float64) []float64 {
 		out[i] = float64(counts[i]) / float64(kvHeads)
 	}
 	return out
+}
+
+// TPWeight is a node's weight in the slices of a tensor-parallel group
+// (model.PlanTP): its memory bandwidth (CostOptions.DefaultBandwidth when
+// unknown) in MB/s, an integer so that every node cuts the same slices.
+func TPWeight(n Node, co CostOptions) uint64 {
+	co = co.withDefaults()
+	return max(uint64(min(bandwidth(n, co)/1e6, 1<<39)), 1)
 }
 
 func bandwidth(n Node, co CostOptions) float64 {

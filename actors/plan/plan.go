@@ -42,6 +42,11 @@ type Model struct {
 	Embd, KVHeads, Vocab int
 	ActiveLayerBytes     []uint64 // bytes one decoded token reads of each layer
 	AttnLayerBytes       []uint64 // the attention part of ActiveLayerBytes
+
+	// NoTP, when set, says why the model's layers cannot be split across
+	// a tensor-parallel group ("" = they can): candidates with groups are
+	// then refused with it.
+	NoTP string
 }
 
 // FromProfile converts a model profile (see model.ProfileOf).
@@ -128,13 +133,39 @@ func (m Model) withKV(o Options) Model {
 	return m
 }
 
-// Stage is one hop of the ring: node Node runs layers [First, End).
+// Stage is one hop of the ring: node Node runs layers [First, End), or,
+// when TP is set, a tensor-parallel group does, led by Node (TP[0]).
 type Stage struct {
 	Node        string
 	First, End  int
 	Embed, Head bool   // holds the embedding (first stage) / output head (last)
-	WeightBytes uint64 // weights it loads
+	WeightBytes uint64 // weights it loads (all members together)
+	KVBytes     uint64 // KV cache it reserves (all members together)
+	// TP lists the members of a tensor-parallel stage in summation order,
+	// the leader first; nil for a stage on one node.
+	TP []TPMember
+}
+
+// TPMember is one member of a tensor-parallel stage: it holds a slice of
+// every layer of the stage (model.PlanTP's share for Weight among the
+// members' weights) and the KV cache of its slice's heads.
+type TPMember struct {
+	Node        string
+	Weight      uint64 // its relative rate (memory bandwidth in MB/s): the slices follow it
+	WeightBytes uint64 // weights it holds (an estimate: heads move in whole units)
 	KVBytes     uint64 // KV cache it reserves
+}
+
+// Nodes lists the nodes of the stage: the members of a group, or Node.
+func (s Stage) Nodes() []string {
+	if len(s.TP) == 0 {
+		return []string{s.Node}
+	}
+	out := make([]string, len(s.TP))
+	for i, m := range s.TP {
+		out[i] = m.Node
+	}
+	return out
 }
 
 // Plan is a ring of stages covering every layer exactly once, in order.
@@ -157,8 +188,15 @@ func (p Plan) String() string {
 		if s.Head {
 			extra += " +head"
 		}
+		node := s.Node
+		if len(s.TP) > 0 {
+			node = fmt.Sprintf("TP %d-way", len(s.TP))
+		}
 		fmt.Fprintf(&b, "  stage %d  %-20s layers %3d-%-3d (%d)%s  weights %s  KV %s\n",
-			i, s.Node, s.First, s.End-1, s.End-s.First, extra, units.Bytes(s.WeightBytes), units.Bytes(s.KVBytes))
+			i, node, s.First, s.End-1, s.End-s.First, extra, units.Bytes(s.WeightBytes), units.Bytes(s.KVBytes))
+		for j, m := range s.TP {
+			fmt.Fprintf(&b, "    member %d  %-20s weight %d  weights %s  KV %s\n", j, m.Node, m.Weight, units.Bytes(m.WeightBytes), units.Bytes(m.KVBytes))
+		}
 	}
 	return b.String()
 }

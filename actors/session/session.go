@@ -68,6 +68,19 @@ type Config struct {
 type Stage struct {
 	Node, Address, Actor string
 	First, End           int
+	// TP lists the other members of a tensor-parallel stage (this Stage
+	// is its leader): the session never sends them anything, but losing
+	// one loses the stage.
+	TP []Stage
+}
+
+// Nodes lists the nodes of the stage: its own, then its members'.
+func (st Stage) Nodes() []string {
+	out := []string{st.Node}
+	for _, m := range st.TP {
+		out = append(out, m.Node)
+	}
+	return out
 }
 
 // Event is something that happened, handed to Step.
@@ -114,10 +127,13 @@ type Token struct {
 // ForwardFailed is a stage's error for a Forward of the ring Session.
 // Gap: the stage missed an earlier step (an activation lost between
 // stages), which the ring recovers from like a lost message: rebuild,
-// replay.
+// replay. Group marks the failure of a tensor-parallel stage's
+// all-reduce (a member went silent or a link broke): the ring is probed,
+// as after a Timeout, instead of the session ending.
 type ForwardFailed struct {
 	Session, Stage, Err string
 	Gap                 bool
+	Group               bool
 }
 
 // StageLost says a stage of the current ring went away (its actor
@@ -366,6 +382,15 @@ func (s *Session) Step(ev Event) []Action {
 			return s.token(ev)
 		}
 	case ForwardFailed:
+		if ev.Group && ev.Session == s.id {
+			// Every member may report it: the first probes, the others
+			// find the session probing (or already on a new ring).
+			if s.phase == running {
+				s.phase = probing
+				return []Action{Log{Text: fmt.Sprintf("session %s: stage %s: %s; probing the ring", s.id, ev.Stage, ev.Err)}, Probe{Stages: s.ring}}
+			}
+			return nil
+		}
 		if s.ring != nil && ev.Session == s.id {
 			if ev.Gap && s.phase == running {
 				return s.recover("", fmt.Sprintf("stage %s missed an activation: %s", ev.Stage, ev.Err), time.Time{})
@@ -517,7 +542,7 @@ func (s *Session) next(tok int) []Action {
 }
 
 func (s *Session) stageLost(ev StageLost) []Action {
-	if !slices.ContainsFunc(s.ring, func(st Stage) bool { return st.Node == ev.Node }) {
+	if !slices.ContainsFunc(s.ring, func(st Stage) bool { return slices.Contains(st.Nodes(), ev.Node) }) {
 		return nil // not (or no longer) a stage of this ring
 	}
 	switch s.phase {

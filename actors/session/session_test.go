@@ -172,6 +172,15 @@ func TestSessionTable(t *testing.T) {
 			{Token{Session: "a", Position: 11, ID: 52}, nil}, // a second answer
 			{Stop{}, []string{"free a", "done <nil>"}},
 		})},
+		{name: "a tensor-parallel group fails: probe, then re-plan without the silent member", prompt: 10, steps: script(start, []step{
+			{Next{Token: 50}, []string{"fwd a 10+1 sample", "wait a 11 1s"}},
+			{ForwardFailed{Session: "a", Stage: "x", Err: "e", Group: true}, []string{"log session a: stage x: e; probing the ring", "probe 3"}},
+			{ForwardFailed{Session: "a", Stage: "y", Err: "e", Group: true}, nil}, // another member's report
+			{Probed{Silent: []string{"n1"}, At: t0}, []string{
+				"log session a: node n1 left the session's ring (no token for position 11 within 1s; it does not answer); re-planning and replaying 11 tokens",
+				"free a", "plan -[n1]"}},
+			{Planned{Plan: ringPlan("n0", "n2")}, []string{"load n0,n2"}},
+		}), recoveries: 1},
 		{name: "stage lost during prefill", prompt: 10, steps: script(start[:3], []step{
 			{lostN1, []string{
 				"log session a: node n1 left the session's ring (its shard actor stopped); re-planning and replaying 10 tokens",
@@ -391,5 +400,23 @@ func TestNewValidates(t *testing.T) {
 		if _, err := New(cfg); err == nil {
 			t.Errorf("%+v accepted", cfg)
 		}
+	}
+}
+
+// Losing a member of a tensor-parallel stage (not its leader) loses the
+// stage: the session re-plans without that member's node.
+func TestTPMemberLost(t *testing.T) {
+	s := newSession(t, 3, false)
+	s.Step(Start{})
+	s.Step(Planned{Plan: ringPlan("n0")})
+	ev := loaded("a", ringPlan("n0"))
+	ev.Ring[0].TP = []Stage{{Node: "m1", Address: "addr-m1", Actor: "shard-m1"}}
+	s.Step(ev)
+	var got []string
+	for _, a := range s.Step(StageLost{Node: "m1", Cause: "gone", At: t0}) {
+		got = append(got, brief(a))
+	}
+	if fmt.Sprint(got) != fmt.Sprint([]string{"log session a: node m1 left the session's ring (gone); re-planning and replaying 3 tokens", "free a", "plan -[m1]"}) {
+		t.Errorf("actions %q", got)
 	}
 }

@@ -73,6 +73,12 @@ type cluster struct {
 
 func newCluster(t *testing.T, bin string, models map[string]string, n int, memory string, extra ...string) *cluster {
 	t.Helper()
+	return newClusterEach(t, bin, models, n, memory, nil, extra...)
+}
+
+// newClusterEach is newCluster where node i also gets the flags each(i).
+func newClusterEach(t *testing.T, bin string, models map[string]string, n int, memory string, each func(i int) []string, extra ...string) *cluster {
+	t.Helper()
 	c := &cluster{t: t, bin: bin, dir: t.TempDir()}
 	c.models = filepath.Join(c.dir, "models")
 	os.MkdirAll(c.models, 0o755)
@@ -93,6 +99,9 @@ func newCluster(t *testing.T, bin string, models map[string]string, n int, memor
 		p.args = []string{"node", "--data-dir", p.dataDir, "--secret-file", filepath.Join(c.dir, "n0", "secret"), "--no-mdns",
 			"--listen", p.listen, "--api", p.api, "--models", c.models, "--memory", memory, "--parallel", "1"}
 		p.args = append(p.args, extra...)
+		if each != nil {
+			p.args = append(p.args, each(i)...)
+		}
 		if i > 0 {
 			p.args = append(p.args, "--join", c.join)
 		}

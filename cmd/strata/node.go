@@ -22,6 +22,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"strata/actors"
+	"strata/actors/plan"
 	"strata/api"
 	"strata/internal/hfhub"
 	"strata/internal/units"
@@ -41,7 +42,7 @@ const defaultListen = "/ip4/0.0.0.0/tcp/7341"
 type nodeFlags struct {
 	dataDir, secret, secretFile, memory, models, apiAddr, apiKey string
 	disk, transport, verbsFaults, kvType                         string
-	stores                                                       string
+	stores, placement, arWire, memBW                             string
 	listen, join, allowedHosts                                   []string
 	noMDNS, f16, verbsApple                                      bool
 	context, parallel, threads, promptCache                      int
@@ -107,6 +108,9 @@ others too, and strata models lists them.`,
 	fl.MarkHidden("verbs-faults")
 	fl.StringVar(&f.kvType, "kv-type", "f16", "KV cache type of this node's shards and of its plans: "+model.KVTypes+" (use the same on every node: it rounds the model's output)")
 	fl.BoolVar(&f.f16, "f16-activations", false, "send activations between nodes as f16 (half the bytes; output may differ slightly from one node)")
+	fl.StringVar(&f.placement, "placement", "pipeline", "how the sessions started here place a model: pipeline (layers split across nodes), auto (the cost model's fastest plan, see strata plan), tp (every layer split across a tensor-parallel group) or hybrid (stages of tensor-parallel groups); use the same on every node")
+	fl.StringVar(&f.arWire, "allreduce-wire", "f32", "what the partial sums of this node's tensor-parallel groups travel as: f32, f16 or q8_0 (use the same on every node)")
+	fl.StringVar(&f.memBW, "mem-bandwidth", "", "memory read rate to announce, e.g. 100GB/s (default: measured at start); tensor-parallel slices and the cost model follow it")
 
 	cmd.AddCommand(&cobra.Command{
 		Use:   "id [--data-dir D]",
@@ -237,6 +241,26 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 	if err != nil {
 		return fmt.Errorf("--kv-type: %w", err)
 	}
+	if f.placement == "" { // the zero nodeFlags (tests) mean the defaults
+		f.placement = "pipeline"
+	}
+	if f.arWire == "" {
+		f.arWire = "f32"
+	}
+	placement, err := plan.ParseMode(f.placement)
+	if err != nil {
+		return fmt.Errorf("--placement: %w", err)
+	}
+	arWire, err := peers.ParseWire(f.arWire)
+	if err != nil {
+		return fmt.Errorf("--allreduce-wire: %w", err)
+	}
+	var memBW float64
+	if f.memBW != "" {
+		if memBW, err = plan.ParseRate(f.memBW); err != nil {
+			return fmt.Errorf("--mem-bandwidth: %w", err)
+		}
+	}
 	cat, err := (&storeFlags{dataDir: f.dataDir, models: f.models, stores: f.stores}).catalog()
 	if err != nil {
 		return err
@@ -255,15 +279,17 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 	full, err := actors.StartNode(ctx, actors.NodeConfig{
 		Peers: peers.Config{
 			DataDir: f.dataDir, Listen: f.listen, Join: f.join, Secret: secret, NoMDNS: f.noMDNS,
-			MemoryBytes: memCap, Version: version, Logger: log,
+			MemoryBytes: memCap, Version: version, Logger: log, MemoryBandwidth: memBW,
 			OnSent:    metrics.AddBytesSent,
 			Transport: f.transport,
 			Verbs:     peers.VerbsOptions{Apple: f.verbsApple, Faults: faults},
 		},
-		Cluster: actors.ClusterOptions{PlanContext: f.context, PlanSessions: f.parallel, PromptCache: f.promptCache, StepTimeout: f.stepTimeout, Metrics: metrics, Logger: log, Hidden: hiddenType(f.f16), KVType: kv},
-		Models:  cat,
-		Hub:     hfhub.FromEnv(),
-		Threads: f.threads,
+		Cluster: actors.ClusterOptions{PlanContext: f.context, PlanSessions: f.parallel, PromptCache: f.promptCache, StepTimeout: f.stepTimeout, Metrics: metrics, Logger: log, Hidden: hiddenType(f.f16), KVType: kv,
+			Placement: placement},
+		Models:    cat,
+		Hub:       hfhub.FromEnv(),
+		Threads:   f.threads,
+		AllReduce: peers.AllReduceOptions{Wire: arWire},
 	})
 	if err != nil {
 		if errors.Is(err, peers.ErrAddrInUse) {

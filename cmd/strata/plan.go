@@ -30,7 +30,7 @@ func planCmd() *cobra.Command {
 		opts                                 plan.Options
 		asJSON, simulate                     bool
 		links                                []string
-		memBW                                string
+		memBW, placement                     string
 		cost                                 plan.CostOptions
 	)
 	cmd := &cobra.Command{
@@ -51,8 +51,9 @@ to run the model on those nodes (a pipeline of stages, tensor-parallel
 groups, or tensor-parallel groups inside pipeline stages) from a cost
 model: each node's memory bandwidth (name=SIZE:800GB/s, or --membw) and
 the links between them (--link rdma, --link tcp, or --link 5us,9GB/s),
-and says which it would choose and why. strata node runs pipeline plans;
-tensor-parallel plans are predicted only, for now.
+and says which it would choose and why. The plan printed first is the one
+strata node --placement (pipeline by default; auto, tp, hybrid) would run:
+--placement here picks the same.
 
 --simulate projects the decode speed on the first 1, 2, ... N of the
 nodes, for each --link given, as a table: for --model/--shape, or with
@@ -155,7 +156,11 @@ neither for Qwen3-235B-A22B and Kimi K2 (at --type, Q4_K by default).`,
 			if simulate {
 				return simulateModels(cmd, []plan.Model{m}, nodes, links, net, opts, cost)
 			}
-			p, err := plan.Place(m, nodes, opts)
+			mode, err := plan.ParseMode(placement)
+			if err != nil {
+				return fmt.Errorf("--placement: %w", err)
+			}
+			p, err := plan.PlaceMode(m, nodes, net[0], opts, cost, mode)
 			if err != nil {
 				return err
 			}
@@ -172,8 +177,8 @@ neither for Qwen3-235B-A22B and Kimi K2 (at --type, Q4_K by default).`,
 			fmt.Fprintf(cmd.OutOrStdout(), "\npredicted decode speed (cost model; links %s = %s):\n%s", links[0], net[0].Default, plan.Table(cands))
 			if best, ok := plan.Best(cands); ok {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s\n", plan.Explain(best, cands))
-				if best.Kind() != "single node" && best.Kind() != "pipeline" {
-					fmt.Fprintln(cmd.OutOrStdout(), "(strata node runs pipeline plans only for now: the plan above)")
+				if mode == plan.Pipeline && best.Kind() != "single node" && best.Kind() != "pipeline" {
+					fmt.Fprintln(cmd.OutOrStdout(), "(strata node --placement auto runs it; the plan above is --placement pipeline's)")
 				}
 			}
 			return nil
@@ -195,6 +200,7 @@ neither for Qwen3-235B-A22B and Kimi K2 (at --type, Q4_K by default).`,
 	f.StringVar(&memBW, "membw", "100GB/s", "memory bandwidth of nodes that do not give one (name=SIZE:800GB/s)")
 	f.IntVar(&cost.ActBytes, "act-bytes", 4, "bytes per activation on the wire (4: f32, 2: f16)")
 	f.IntVar(&cost.Position, "at-position", 0, "context position of the decoded token (its KV cache reads)")
+	f.StringVar(&placement, "placement", "pipeline", "the plan to show first, as strata node --placement: pipeline, auto, tp or hybrid")
 	return cmd
 }
 
@@ -370,6 +376,6 @@ func simulateModels(cmd *cobra.Command, ms []plan.Model, nodes []plan.Node, link
 		sort.Strings(ms)
 		fmt.Fprintf(w, "; measured by the nodes (half the round trip, one way), instead of --link's latency: %s", strings.Join(ms, ", "))
 	}
-	fmt.Fprintln(w, ". strata node runs pipeline plans only for now; mixture-of-experts layers are predicted with each expert split across the group.")
+	fmt.Fprintln(w, ". strata node runs pipeline plans unless --placement auto, tp or hybrid; mixture-of-experts layers are predicted with each expert split across the group.")
 	return nil
 }

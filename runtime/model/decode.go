@@ -12,8 +12,12 @@ type decodeCounter struct {
 func newDecodeCounter(p *Profile, used, experts uint64) *decodeCounter {
 	p.ActiveLayerBytes = make([]uint64, p.Layers)
 	p.AttnLayerBytes = make([]uint64, p.Layers)
+	p.ExpertLayerBytes = make([]uint64, p.Layers)
 	if used > experts {
 		used = experts
+	}
+	if experts <= 1<<30 {
+		p.Experts, p.ExpertsUsed = int(experts), int(used)
 	}
 	return &decodeCounter{p: p, used: used, expert: experts}
 }
@@ -26,6 +30,7 @@ func (d *decodeCounter) add(l int, name string, size uint64) {
 	case strings.Contains(name, "_exps.") && d.expert > 0:
 		// size/expert first: size*used could overflow on a crafted file.
 		d.p.ActiveLayerBytes[l] += size / d.expert * d.used
+		d.p.ExpertLayerBytes[l] += size
 	case strings.Contains(name, ".attn_"):
 		d.p.ActiveLayerBytes[l] += size
 		d.p.AttnLayerBytes[l] += size

@@ -222,11 +222,15 @@ type MLA struct {
 	UK []float32
 }
 
-// mla loads the MLA weights of the layer with tensor prefix p.
-func (l *loader) mla(p string, f *gguf.File) *MLA {
+// mla loads the MLA weights of the layer with tensor prefix p for heads
+// h (all of them on one node; a tensor-parallel member's share): the
+// query rows and the per-head up-projections of those heads, and the
+// latent path (q_a, kv_a and their norms), which every head reads, whole.
+func (l *loader) mla(p string, f *gguf.File, h Range) *MLA {
 	c := l.c
 	a := c.MLA
 	qd := c.Heads * c.HeadDim
+	qr := Range{h.Lo * c.HeadDim, h.Hi * c.HeadDim} // the heads' query rows
 	w := &MLA{
 		KVA:     l.matrix(p+"attn_kv_a_mqa.weight", a.KVLoraRank+c.RopeDim, c.Embd),
 		KVANorm: l.vector(p+"attn_kv_a_norm.weight", a.KVLoraRank),
@@ -235,31 +239,35 @@ func (l *loader) mla(p string, f *gguf.File) *MLA {
 	// that key for layer counts it knows as "lite" models); the tensor
 	// that is present says the same without the guess.
 	if _, plain := f.Tensor(p + "attn_q.weight"); plain {
-		w.Q = l.matrix(p+"attn_q.weight", qd, c.Embd)
+		w.Q = l.rows(p+"attn_q.weight", qd, c.Embd, qr)
 	} else if a.QLoraRank > 0 {
 		w.QA = l.matrix(p+"attn_q_a.weight", a.QLoraRank, c.Embd)
 		w.QANorm = l.vector(p+"attn_q_a_norm.weight", a.QLoraRank)
-		w.QB = l.matrix(p+"attn_q_b.weight", qd, a.QLoraRank)
+		w.QB = l.rows(p+"attn_q_b.weight", qd, a.QLoraRank, qr)
 	} else if l.err == nil {
 		l.err = fmt.Errorf("model: %sattn_q.weight is missing and q_lora_rank is 0", p)
 	}
 	if a.Split {
-		w.KB = l.heads(p+"attn_k_b.weight", a.KVLoraRank, a.NopeDim, c.Heads)
-		w.VB = l.heads(p+"attn_v_b.weight", a.VDim, a.KVLoraRank, c.Heads)
+		kb := l.heads(p+"attn_k_b.weight", a.KVLoraRank, a.NopeDim, c.Heads)
+		vb := l.heads(p+"attn_v_b.weight", a.VDim, a.KVLoraRank, c.Heads)
+		if l.err == nil {
+			w.KB, w.VB = kb[h.Lo:h.Hi:h.Hi], vb[h.Lo:h.Hi:h.Hi]
+		}
 		return w
 	}
-	w.KVB = l.matrix(p+"attn_kv_b.weight", c.Heads*(a.NopeDim+a.VDim), a.KVLoraRank)
+	per := a.NopeDim + a.VDim // attn_kv_b rows per head: its W_UK rows, then its W_UV rows
+	kvb := l.rows(p+"attn_kv_b.weight", c.Heads*per, a.KVLoraRank, Range{h.Lo * per, h.Hi * per})
 	if l.err != nil {
 		return w
 	}
-	// Head h's value rows follow its NopeDim key rows.
-	w.UK = make([]float32, c.Heads*a.NopeDim*a.KVLoraRank)
-	for h := range c.Heads {
-		r0 := h*(a.NopeDim+a.VDim) + a.NopeDim
-		w.VB = append(w.VB, w.KVB.RowRange(r0, r0+a.VDim))
+	w.KVB = kvb
+	w.UK = make([]float32, h.Len()*a.NopeDim*a.KVLoraRank)
+	for i := range h.Len() {
+		r0 := i*per + a.NopeDim
+		w.VB = append(w.VB, kvb.RowRange(r0, r0+a.VDim))
 		for j := range a.NopeDim {
-			k := (h*a.NopeDim + j) * a.KVLoraRank
-			w.KVB.EmbedRow(h*(a.NopeDim+a.VDim)+j, w.UK[k:k+a.KVLoraRank])
+			k := (i*a.NopeDim + j) * a.KVLoraRank
+			kvb.EmbedRow(i*per+j, w.UK[k:k+a.KVLoraRank])
 		}
 	}
 	return w

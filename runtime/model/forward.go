@@ -50,7 +50,7 @@ type State struct {
 // attention spans of up to capacity positions. pool may be nil (serial).
 func (m *Model) NewState(pool *tensor.Pool, batch, capacity int) *State {
 	c := m.Config
-	width := max(c.FFN, c.ExpertFFN, c.SharedExperts*c.ExpertFFN)
+	width := max(c.FFN, c.ExpertFFN, m.sharedWidth())
 	s := &State{
 		m: m, pool: pool, Batch: batch, capacity: capacity,
 		X:   make([]float32, batch*c.Embd),
@@ -71,7 +71,7 @@ func (m *Model) NewState(pool *tensor.Pool, batch, capacity int) *State {
 		workers = pool.Threads()
 	}
 	if c.Experts > 0 {
-		s.moe = newMoEState(c, batch, workers)
+		s.moe = newMoEState(c, m.sharedWidth(), batch, workers)
 	}
 	_, kw := m.kvShape()
 	s.attn = make([]attnWorker, workers)
@@ -150,14 +150,19 @@ func (s *State) Forward(c *Cache, n int) error {
 // layer is one transformer block over n tokens at positions c.Len.. :
 // x += Attn(RMSNorm(x)); x += FFN(RMSNorm(x)).
 func (s *State) layer(l int, c *Cache, n int) {
+	x := s.X[:n*s.m.Embd]
+	s.attention(l, c, n) // into s.xb2
+	tensor.Add(x, s.xb2[:len(x)])
+	s.feedForward(l, n) // into s.xb
+	tensor.Add(x, s.xb[:len(x)])
+}
+
+// feedForward computes FFN(RMSNorm(x)) of layer l for n tokens into s.xb
+// [n × Embd] (the normed input in s.xb2): dense or mixture of experts.
+func (s *State) feedForward(l, n int) {
 	m, w := s.m, &s.m.Blocks[l]
 	embd := m.Embd
-	x := s.X[:n*embd]
-
-	s.attention(l, c, n) // into s.xb2
-	tensor.Add(x, s.xb2[:n*embd])
-
-	xb, out := s.xb2[:n*embd], s.xb[:n*embd]
+	x, xb, out := s.X[:n*embd], s.xb2[:n*embd], s.xb[:n*embd]
 	for i := 0; i < n; i++ {
 		tensor.RMSNorm(xb[i*embd:(i+1)*embd], x[i*embd:(i+1)*embd], w.FFNNorm, m.RMSEps)
 	}
@@ -167,7 +172,6 @@ func (s *State) layer(l int, c *Cache, n int) {
 	} else {
 		s.swiglu(&w.Dense, s.actEmbd, s.actFFN, out, n)
 	}
-	tensor.Add(x, out)
 }
 
 // attention computes Attn(RMSNorm(x)) of layer l for n tokens into s.xb2

@@ -58,6 +58,7 @@ type moeWorker struct {
 // expert if any; unit u's hidden layer is h[off[u]:off[u+1]].
 type moeOne struct {
 	units  []Dense               // [ExpertsUsed (+1 shared)]
+	held   int                   // units [0, held) are this call's experts: the token's, less those another tensor-parallel member holds
 	weight []float32             // [ExpertsUsed] the experts' router weights
 	off    []int                 // [units+1] hidden offsets
 	h, h2  []float32             // hidden layer: gate, then the SwiGLU output; up
@@ -83,7 +84,9 @@ type moePart struct{ u, lo, hi int }
 // and the SwiGLU's vector width: the results do not depend on the split).
 const moeBlock = 32
 
-func newMoEState(c Config, batch, workers int) *moeState {
+// newMoEState allocates the scratch of c's mixture-of-experts layers,
+// whose shared experts are shared columns wide (0: none).
+func newMoEState(c Config, shared, batch, workers int) *moeState {
 	ms := &moeState{
 		logits:  make([]float32, batch*c.Experts),
 		sel:     make([]float32, c.Experts),
@@ -98,10 +101,10 @@ func newMoEState(c Config, batch, workers int) *moeState {
 		actH:    tensor.NewActivations(batch, c.ExpertFFN),
 		active:  make([]int32, 0, c.Experts),
 	}
-	if c.SharedExperts > 0 {
-		ms.actSh = tensor.NewActivations(batch, c.SharedExperts*c.ExpertFFN)
+	if shared > 0 {
+		ms.actSh = tensor.NewActivations(batch, shared)
 	}
-	ms.one = newMoEOne(c)
+	ms.one = newMoEOne(c, shared)
 	if batch > 1 && workers > 1 {
 		ms.ys = make([]float32, batch*c.ExpertsUsed*c.Embd)
 		ms.pos = make([]int32, batch*c.ExpertsUsed)
@@ -124,16 +127,16 @@ func newMoEState(c Config, batch, workers int) *moeState {
 	return ms
 }
 
-func newMoEOne(c Config) *moeOne {
+func newMoEOne(c Config, shared int) *moeOne {
 	o := &moeOne{weight: make([]float32, c.ExpertsUsed), ye: make([]float32, c.Embd), off: []int{0}}
 	width := func(u int) int {
 		if u < c.ExpertsUsed {
 			return c.ExpertFFN
 		}
-		return c.SharedExperts * c.ExpertFFN
+		return shared
 	}
 	n := c.ExpertsUsed
-	if c.SharedExperts > 0 {
+	if shared > 0 {
 		n++
 	}
 	o.units = make([]Dense, n)
@@ -151,7 +154,9 @@ func newMoEOne(c Config) *moeOne {
 	o.h, o.h2 = make([]float32, o.off[n]), make([]float32, o.off[n])
 	o.upFn = func(int, int) {
 		for i := o.take(len(o.upItems)); i >= 0; i = o.take(len(o.upItems)) {
-			o.up(o.upItems[i])
+			if p := o.upItems[i]; p.u < o.held || p.u >= len(o.weight) {
+				o.up(p)
+			}
 		}
 	}
 	o.downFn = func(int, int) {
@@ -216,7 +221,7 @@ func (s *State) mixGrouped(w *MoE, xb, out []float32, n int) {
 	ms.active = ms.active[:0]
 	for e := range m.Experts {
 		k := ms.start[e+1] - ms.start[e]
-		if k == 0 {
+		if k == 0 || !held(w, e) {
 			continue
 		}
 		ms.active = append(ms.active, int32(e))
@@ -233,7 +238,7 @@ func (s *State) mixGrouped(w *MoE, xb, out []float32, n int) {
 	for e := 0; e < m.Experts; e++ {
 		slots := ms.slots[ms.start[e]:ms.start[e+1]]
 		k := len(slots)
-		if k == 0 {
+		if k == 0 || !held(w, e) {
 			continue
 		}
 		xe, ye := ms.xe[:k*embd], ms.ye[:k*embd]
@@ -282,6 +287,9 @@ func (s *State) expertsParallel(w *MoE, xb, out []float32, n int) {
 		}
 		o := out[i*embd : (i+1)*embd]
 		for _, t := range order {
+			if !held(w, int(ms.experts[t])) {
+				continue
+			}
 			p := int(ms.pos[t])
 			tensor.Axpy(o, ms.weights[t], ms.ys[p*embd:(p+1)*embd])
 		}
@@ -335,13 +343,20 @@ func (s *State) mixOne(w *MoE, out []float32) {
 		}
 		ms.experts[k], o.weight[k] = e, wt
 	}
+	o.held = 0
 	for j, e := range ms.experts[:used] {
-		o.units[j] = w.Experts[e]
+		if held(w, int(e)) {
+			o.units[o.held], o.weight[o.held] = w.Experts[e], o.weight[j]
+			o.held++
+		}
 	}
 	if len(o.units) > used {
 		o.units[used] = w.Shared
 	}
-	for _, d := range o.units {
+	for u, d := range o.units {
+		if u >= o.held && u < used {
+			continue
+		}
 		s.bytesRead += int64(len(d.Gate.Data) + len(d.Up.Data) + len(d.Down.Data))
 		s.actEmbd.Prepare(d.Gate.Type)
 		s.actEmbd.Prepare(d.Up.Type)
@@ -349,12 +364,21 @@ func (s *State) mixOne(w *MoE, out []float32) {
 	o.x, o.out = s.actEmbd, out
 	s.runParts(o.upFn)
 	for u, d := range o.units {
+		if u >= o.held && u < used {
+			continue
+		}
 		o.act[u].Set(o.h[o.off[u]:o.off[u+1]], 1)
 		o.act[u].Prepare(d.Down.Type)
 	}
 	s.runParts(o.downFn)
 	o.x, o.out = nil, nil
 }
+
+// held reports whether expert e's weights are here: always on one node;
+// under expert parallelism a tensor-parallel member holds some experts
+// whole and the others' are zero (their outputs are another member's
+// partial sums).
+func held(w *MoE, e int) bool { return w.Experts[e].Gate.Rows > 0 }
 
 // runParts runs fn, a loop over work items, on every worker of the pool.
 func (s *State) runParts(fn func(lo, hi int)) {
@@ -395,7 +419,7 @@ func (o *moeOne) down(p moePart) {
 	} else {
 		clear(out)
 	}
-	for j, wt := range o.weight {
+	for j, wt := range o.weight[:o.held] {
 		tensor.MatMulAct(nil, ye, o.units[j].Down.RowRange(p.lo, p.hi), o.act[j])
 		tensor.Axpy(out, wt, ye)
 	}

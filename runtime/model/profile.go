@@ -37,6 +37,12 @@ type Profile struct {
 	// Experts (on average); AttnLayerBytes is the part of it in attention
 	// weights (attn_*), which tensor parallelism splits by KV heads.
 	ActiveLayerBytes, AttnLayerBytes []uint64
+	// ExpertLayerBytes is the weight bytes of each layer's routed experts
+	// (ffn_*_exps, all Experts of them; 0 in dense layers), of which a
+	// token reads ExpertsUsed: what tensor parallelism splits by columns
+	// of every expert, or by whole experts (see ExpertsReadPerToken).
+	ExpertLayerBytes     []uint64
+	Experts, ExpertsUsed int
 }
 
 // KVBytesPerTokenOf is the KV cache of one token across all layers in a

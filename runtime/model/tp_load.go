@@ -17,11 +17,19 @@ import (
 //	Gate, Up [f × Embd]                                 (views)
 //	Down [Embd × f]                                     (its columns, copied)
 //
-// or, in a mixture-of-experts layer, the whole router and each expert's
-// (and the shared experts') slice of Slice.ExpertFFN columns, the same way.
+// or, with multi-head latent attention, the latent path whole and heads
+// Slice.KVHeads of q_b (or q), of the per-head up-projections and of O's
+// columns; or, in a mixture-of-experts layer, the whole router and either
+// each expert's slice of Slice.ExpertFFN columns or the whole experts
+// Slice.Experts (Slice.ExpertParallel), and the shared experts' slice of
+// columns.
 //
 // Norms and the embedding are whole on every member (every member keeps
 // the same hidden state); the output head is rows Slice.Vocab.
+//
+// Those weights are the layers of a smaller model (Heads hq, KVHeads kvh,
+// FFN f, ...), which the member's forward pass runs as one node runs its
+// model, between the group's all-reduces.
 type TPModel struct {
 	Config
 	First, End  int
@@ -33,7 +41,7 @@ type TPModel struct {
 	RopeFactors []float32     // as Model.RopeFactors
 
 	copied int64  // bytes of the row-parallel slices copied out of the file
-	mixer  *Model // mixture-of-experts layers run on its State (see LoadTP)
+	local  *Model // the member's share as a model of its own (see LoadTP)
 }
 
 // IsFirst reports whether the slice starts at layer 0 (takes token ids).
@@ -49,16 +57,23 @@ func (m *TPModel) IsLast() bool { return m.End == m.Config.Layers }
 func (m *TPModel) CopiedBytes() int64 { return m.copied }
 
 // SliceBytes is the weight bytes of the member's slice: its rows and
-// columns of every layer's matrices and its rows of the output head. The
-// embedding is not counted: every member looks up the tokens it embeds
-// in the mapped file (one row each), nor is a mixture-of-experts router,
-// whole on every member. Across a group's members the slices add up to
-// the stage's other matrices exactly.
+// columns of every layer's matrices and its rows of the output head. Not
+// counted: the embedding (every member looks up the tokens it embeds in
+// the mapped file, one row each) and the weights every member holds
+// whole: a mixture-of-experts router, and the latent path of multi-head
+// latent attention (q_a, kv_a). Across a group's members the slices add
+// up to the stage's other matrices exactly.
 func (m *TPModel) SliceBytes() int64 {
 	n := int64(len(m.Output.Data))
 	for _, b := range m.Blocks {
 		for _, w := range []tensor.Matrix{b.Q, b.K, b.V, b.O, b.Gate, b.Up, b.Down} {
 			n += int64(len(w.Data))
+		}
+		if a := b.MLA; a != nil {
+			n += int64(len(a.QB.Data) + len(a.Q.Data) + len(a.KVB.Data)) // VB are rows of KVB when there is one
+			for h := range a.KB {
+				n += int64(len(a.KB[h].Data) + len(a.VB[h].Data))
+			}
 		}
 		if b.MoE != nil {
 			for _, e := range append(b.MoE.Experts, b.MoE.Shared) {
@@ -69,10 +84,22 @@ func (m *TPModel) SliceBytes() int64 {
 	return n
 }
 
-// localHeads returns the slice's query and KV head counts.
-func (m *TPModel) localHeads() (hq, kvh int) {
-	kvh = m.Slice.KVHeads.Len()
-	return kvh * (m.Heads / m.KVHeads), kvh
+// localConfig is the configuration of the member's share as a model of
+// its own: its query and KV heads (with latent attention, its heads), its
+// FFN columns, and its experts' width (whole experts under expert
+// parallelism, else its columns of each).
+func localConfig(c Config, s TPSlice) Config {
+	lc := c
+	if c.isMLA() {
+		lc.Heads, lc.KVHeads = s.KVHeads.Len(), s.KVHeads.Len()
+	} else {
+		lc.Heads, lc.KVHeads = s.KVHeads.Len()*(c.Heads/c.KVHeads), s.KVHeads.Len()
+	}
+	lc.FFN = s.FFN.Len()
+	if !s.ExpertParallel {
+		lc.ExpertFFN = s.ExpertFFN.Len()
+	}
+	return lc
 }
 
 // LoadTP builds member s's slice of layers [first, end) of the model in f
@@ -94,31 +121,37 @@ func LoadTP(f *gguf.File, first, end int, s TPSlice) (*TPModel, error) {
 		return nil, fmt.Errorf("model: token_embd.weight is missing or not 2-D")
 	}
 	inside := func(r Range, n int) bool { return 0 <= r.Lo && r.Lo <= r.Hi && r.Hi <= n }
-	if !inside(s.KVHeads, cfg.KVHeads) || !inside(s.FFN, cfg.FFN) || !inside(s.ExpertFFN, cfg.ExpertFFN) || !inside(s.Vocab, cfg.Vocab) {
-		return nil, fmt.Errorf("model: tensor-parallel slice (%v) is not inside %d KV heads, FFN %d, expert FFN %d, vocab %d", s, cfg.KVHeads, cfg.FFN, cfg.ExpertFFN, cfg.Vocab)
+	heads, _ := cfg.tpHeads()
+	if !inside(s.KVHeads, heads) || !inside(s.FFN, cfg.FFN) || !inside(s.ExpertFFN, cfg.ExpertFFN) || !inside(s.Experts, cfg.Experts) || !inside(s.Vocab, cfg.Vocab) ||
+		!s.ExpertParallel && s.Experts.Len() > 0 {
+		return nil, fmt.Errorf("model: tensor-parallel slice (%v) is not inside %d heads, FFN %d, expert FFN %d, %d experts, vocab %d", s, heads, cfg.FFN, cfg.ExpertFFN, cfg.Experts, cfg.Vocab)
 	}
 	l := loader{f: f, c: cfg}
 	m := &TPModel{Config: cfg, First: first, End: end, Slice: s}
 	if first == 0 {
 		m.Embed = l.matrix("token_embd.weight", cfg.Vocab, cfg.Embd)
 	}
-	hd, group := cfg.HeadDim, cfg.Heads/cfg.KVHeads
+	hd, group := cfg.HeadDim, cfg.Heads/max(cfg.KVHeads, 1)
 	q := Range{s.KVHeads.Lo * group * hd, s.KVHeads.Hi * group * hd} // query rows / attn_output columns
 	kv := Range{s.KVHeads.Lo * hd, s.KVHeads.Hi * hd}
 	for i := first; i < end; i++ {
 		p := fmt.Sprintf("blk.%d.", i)
 		ly := Layer{
-			Attention: Attention{
-				AttnNorm: l.vector(p+"attn_norm.weight", cfg.Embd),
-				Q:        l.rows(p+"attn_q.weight", cfg.QDim(), cfg.Embd, q),
-				K:        l.rows(p+"attn_k.weight", cfg.KVDim(), cfg.Embd, kv),
-				V:        l.rows(p+"attn_v.weight", cfg.KVDim(), cfg.Embd, kv),
-				O:        m.columns(&l, p+"attn_output.weight", cfg.Embd, cfg.QDim(), q),
-			},
-			FFNNorm: l.vector(p+"ffn_norm.weight", cfg.Embd),
+			Attention: Attention{AttnNorm: l.vector(p+"attn_norm.weight", cfg.Embd)},
+			FFNNorm:   l.vector(p+"ffn_norm.weight", cfg.Embd),
+		}
+		if cfg.isMLA() {
+			vd := cfg.MLA.VDim
+			ly.MLA = l.mla(p, f, s.KVHeads)
+			ly.O = m.columns(&l, p+"attn_output.weight", cfg.Embd, cfg.Heads*vd, Range{s.KVHeads.Lo * vd, s.KVHeads.Hi * vd})
+		} else {
+			ly.Q = l.rows(p+"attn_q.weight", cfg.QDim(), cfg.Embd, q)
+			ly.K = l.rows(p+"attn_k.weight", cfg.KVDim(), cfg.Embd, kv)
+			ly.V = l.rows(p+"attn_v.weight", cfg.KVDim(), cfg.Embd, kv)
+			ly.O = m.columns(&l, p+"attn_output.weight", cfg.Embd, cfg.QDim(), q)
 		}
 		if cfg.IsMoE(i) {
-			ly.MoE = m.moeSlice(&l, p, s.ExpertFFN)
+			ly.MoE = m.moeSlice(&l, p, s)
 		} else {
 			ly.Dense = Dense{
 				Gate: l.rows(p+"ffn_gate.weight", cfg.FFN, cfg.Embd, s.FFN),
@@ -151,22 +184,21 @@ func LoadTP(f *gguf.File, first, end int, s TPSlice) (*TPModel, error) {
 	if l.err != nil {
 		return nil, l.err
 	}
-	if cfg.Experts > 0 {
-		// The mixture runs on a State of a Model whose experts are this
-		// member's width: routing reads the whole router, so it is the
-		// same on every member, and each expert's slice adds its share.
-		sc := cfg
-		sc.FFN, sc.ExpertFFN = s.FFN.Len(), s.ExpertFFN.Len()
-		m.mixer = &Model{Config: sc, First: first, End: first}
-	}
+	// The member's share runs as a model of its own. Routing reads the
+	// whole router, so it is the same on every member, and each member's
+	// experts (or columns of each) add their share.
+	m.local = &Model{Config: localConfig(cfg, s), First: first, End: end, Embed: m.Embed, Blocks: m.Blocks, RopeFactors: m.RopeFactors,
+		shared: cfg.SharedExperts * s.ExpertFFN.Len(), sharedSet: true}
 	return m, nil
 }
 
-// moeSlice returns a mixture-of-experts layer's router (whole) and
-// columns r of each expert and of the shared experts (r scaled by their
-// count: any split of an FFN's columns adds up, these keep the widths
-// the mixture code expects).
-func (m *TPModel) moeSlice(l *loader, prefix string, r Range) *MoE {
+// moeSlice returns a mixture-of-experts layer's router (whole), columns
+// s.ExpertFFN of each expert or, under expert parallelism, experts
+// s.Experts whole (the others zero), and columns s.ExpertFFN of the shared
+// experts (scaled by their count: any split of an FFN's columns adds up,
+// these keep the widths the mixture code expects).
+func (m *TPModel) moeSlice(l *loader, prefix string, s TPSlice) *MoE {
+	r := s.ExpertFFN
 	c := l.c
 	w := &MoE{Router: l.matrix(prefix+"ffn_gate_inp.weight", c.Experts, c.Embd), Experts: make([]Dense, c.Experts)}
 	if w.Router.Type != tensor.F32 && l.err == nil {
@@ -179,10 +211,15 @@ func (m *TPModel) moeSlice(l *loader, prefix string, r Range) *MoE {
 		if l.err != nil {
 			return w
 		}
-		w.Experts[e] = Dense{
-			Gate: gate[e].RowRange(r.Lo, r.Hi),
-			Up:   up[e].RowRange(r.Lo, r.Hi),
-			Down: m.columnsOf(l, prefix+"ffn_down_exps.weight", down[e], r),
+		switch {
+		case !s.ExpertParallel:
+			w.Experts[e] = Dense{
+				Gate: gate[e].RowRange(r.Lo, r.Hi),
+				Up:   up[e].RowRange(r.Lo, r.Hi),
+				Down: m.columnsOf(l, prefix+"ffn_down_exps.weight", down[e], r),
+			}
+		case s.Experts.Lo <= e && e < s.Experts.Hi:
+			w.Experts[e] = Dense{Gate: gate[e], Up: up[e], Down: down[e]}
 		}
 	}
 	if _, ok := l.f.Tensor(prefix + "exp_probs_b.bias"); ok {

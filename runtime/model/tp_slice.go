@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"strata/runtime/gguf"
@@ -17,10 +18,19 @@ import (
 //     (row-parallel: the input dimension is split);
 //   - FFN columns [FFN.Lo, FFN.Hi): those rows of ffn_gate and ffn_up, and
 //     those columns of ffn_down;
-//   - in a mixture-of-experts layer, columns [ExpertFFN.Lo, ExpertFFN.Hi)
-//     of every expert (each expert split like an FFN) and the matching
-//     share of the shared experts; the router is whole on every member,
-//     so every member routes each token to the same experts;
+//   - with multi-head latent attention (deepseek2), heads
+//     [KVHeads.Lo, KVHeads.Hi) (every head reads the same latent, so the
+//     unit is the query head): their rows of attn_q_b (or attn_q), their
+//     per-head up-projections (attn_k_b and attn_v_b, or their rows of
+//     attn_kv_b) and their columns of attn_output; the latent path
+//     (attn_q_a, attn_kv_a_mqa and their norms) is small and whole on
+//     every member, which caches the latent of every position;
+//   - in a mixture-of-experts layer, either columns [ExpertFFN.Lo,
+//     ExpertFFN.Hi) of every expert (each expert split like an FFN), or,
+//     with ExpertParallel, experts [Experts.Lo, Experts.Hi) whole; in both
+//     the matching share ExpertFFN of the shared experts' columns. The
+//     router is whole on every member, so every member routes each token
+//     to the same experts, and runs those of them it holds;
 //   - output rows [Vocab.Lo, Vocab.Hi) of the output head.
 //
 // attn_output and ffn_down then produce partial sums that the group adds
@@ -31,9 +41,12 @@ import (
 // any member count works, and a member may hold no heads at all when
 // there are more members than head units.
 //
-// llama, qwen2, qwen3 and qwen3moe: multi-head latent attention
-// (deepseek2) and expert parallelism (whole experts per member, which
-// reads less per member only when routing spreads evenly) are later steps.
+// Splitting each expert's columns reads 1/N of every routed expert on
+// each of N members; expert parallelism reads whole experts, as many as
+// routing sends to each member, so per token the slowest member reads the
+// most routed to any member (ExpertsReadPerToken gives its expectation)
+// but runs fewer, larger matrix products. Which one pays is the cost
+// model's choice (TPOptions).
 
 // Range is the half-open interval [Lo, Hi).
 type Range struct{ Lo, Hi int }
@@ -46,14 +59,32 @@ func (r Range) String() string { return fmt.Sprintf("[%d,%d)", r.Lo, r.Hi) }
 // TPSlice is one tensor-parallel member's share of every layer of its
 // stage (see the comment above).
 type TPSlice struct {
-	KVHeads   Range // KV heads; query heads [Lo*group, Hi*group)
+	KVHeads   Range // KV heads; query heads [Lo*group, Hi*group) (latent attention: heads)
 	FFN       Range // FFN columns of dense layers
-	ExpertFFN Range // columns of each expert of mixture-of-experts layers
+	ExpertFFN Range // columns of each expert (of the shared experts only, with ExpertParallel)
 	Vocab     Range // output head rows (last stage)
+
+	// ExpertParallel: the member holds the routed experts Experts whole
+	// (and none of the others), rather than columns of every one.
+	ExpertParallel bool
+	Experts        Range
 }
 
 func (s TPSlice) String() string {
+	if s.ExpertParallel {
+		return fmt.Sprintf("kv heads %v, ffn %v, experts %v, shared expert ffn %v, vocab %v", s.KVHeads, s.FFN, s.Experts, s.ExpertFFN, s.Vocab)
+	}
 	return fmt.Sprintf("kv heads %v, ffn %v, expert ffn %v, vocab %v", s.KVHeads, s.FFN, s.ExpertFFN, s.Vocab)
+}
+
+// tpHeads is how many heads tensor parallelism splits whole, and the
+// attn_output columns of each: KV heads with their query heads, or with
+// latent attention every head (of VDim values).
+func (c Config) tpHeads() (heads, cols int) {
+	if c.isMLA() {
+		return c.Heads, c.MLA.VDim
+	}
+	return c.KVHeads, c.Heads / max(c.KVHeads, 1) * c.HeadDim
 }
 
 // TPUnits is the granularity of tensor-parallel slices: how many KV heads
@@ -76,13 +107,13 @@ func TPUnitsFor(c Config, out, down tensor.Type) (TPUnits, error) {
 	if bo <= 0 || bd <= 0 {
 		return TPUnits{}, fmt.Errorf("model: tensor parallelism: unknown weight types %v, %v", out, down)
 	}
-	cols := c.Heads / c.KVHeads * c.HeadDim // attn_output columns per KV head
+	heads, cols := c.tpHeads() // attn_output columns per head unit
 	u := 1
 	for (u*cols)%bo != 0 {
 		u++
 	}
-	if c.KVHeads%u != 0 {
-		return TPUnits{}, fmt.Errorf("model: tensor parallelism: %d KV heads of %d attn_output columns do not split into whole %v blocks of %d", c.KVHeads, cols, out, bo)
+	if heads%u != 0 {
+		return TPUnits{}, fmt.Errorf("model: tensor parallelism: %d heads of %d attn_output columns do not split into whole %v blocks of %d", heads, cols, out, bo)
 	}
 	if c.hasDenseFFN() && c.FFN%bd != 0 {
 		return TPUnits{}, fmt.Errorf("model: tensor parallelism: FFN width %d is not whole %v blocks of %d", c.FFN, down, bd)
@@ -125,7 +156,9 @@ func TPUnitsOf(f *gguf.File, c Config, first, end int) (TPUnits, error) {
 func (c Config) tpSupported() error {
 	switch {
 	case c.isMLA():
-		return fmt.Errorf("model: tensor parallelism of %s: multi-head latent attention is not sliced yet", c.Arch)
+		if c.Heads <= 0 || c.MLA.VDim <= 0 || c.hasDenseFFN() && c.FFN <= 0 || c.Experts > 0 && c.ExpertFFN <= 0 {
+			return fmt.Errorf("model: tensor parallelism: %d latent-attention heads of value width %d, FFN %d, expert FFN %d is not a valid shape", c.Heads, c.MLA.VDim, c.FFN, c.ExpertFFN)
+		}
 	case c.KVHeads <= 0 || c.Heads%c.KVHeads != 0 || c.HeadDim <= 0 || c.hasDenseFFN() && c.FFN <= 0 || c.Experts > 0 && c.ExpertFFN <= 0:
 		return fmt.Errorf("model: tensor parallelism: %d heads over %d KV heads of %d, FFN %d, expert FFN %d is not a valid shape", c.Heads, c.KVHeads, c.HeadDim, c.FFN, c.ExpertFFN)
 	}
@@ -143,14 +176,33 @@ func (c Config) hasDenseFFN() bool { return c.Experts == 0 || c.DenseLayers > 0 
 // get no KV heads when the group is larger than the number of head units;
 // it then only adds the FFN's partial sums.
 func PlanTP(c Config, vocab int, u TPUnits, weights []uint64) ([]TPSlice, error) {
+	return PlanTPWith(c, vocab, u, weights, TPOptions{})
+}
+
+// TPOptions are the choices of a tensor-parallel split that the cost
+// model makes. The zero value splits every expert by columns.
+type TPOptions struct {
+	// ExpertParallel gives each member whole routed experts, in
+	// proportion to its weight (uneven counts allowed), instead of
+	// columns of every expert; the shared experts are split by columns
+	// either way.
+	ExpertParallel bool
+}
+
+// PlanTPWith is PlanTP with options.
+func PlanTPWith(c Config, vocab int, u TPUnits, weights []uint64, o TPOptions) ([]TPSlice, error) {
 	if err := c.tpSupported(); err != nil {
 		return nil, err
 	}
 	if len(weights) == 0 {
 		return nil, fmt.Errorf("model: tensor parallelism over no members")
 	}
-	if u.KVHeads <= 0 || u.FFN <= 0 || c.KVHeads%u.KVHeads != 0 || c.hasDenseFFN() && c.FFN%u.FFN != 0 || c.ExpertFFN%u.FFN != 0 {
-		return nil, fmt.Errorf("model: tensor parallelism: units of %d KV heads and %d FFN columns do not divide %d KV heads, FFN %d and expert FFN %d", u.KVHeads, u.FFN, c.KVHeads, c.FFN, c.ExpertFFN)
+	nh, _ := c.tpHeads()
+	if u.KVHeads <= 0 || u.FFN <= 0 || nh%u.KVHeads != 0 || c.hasDenseFFN() && c.FFN%u.FFN != 0 || c.ExpertFFN%u.FFN != 0 {
+		return nil, fmt.Errorf("model: tensor parallelism: units of %d heads and %d FFN columns do not divide %d heads, FFN %d and expert FFN %d", u.KVHeads, u.FFN, nh, c.FFN, c.ExpertFFN)
+	}
+	if o.ExpertParallel && c.Experts == 0 {
+		return nil, fmt.Errorf("model: expert parallelism of a model without experts")
 	}
 	var sum uint64
 	for _, w := range weights {
@@ -159,15 +211,19 @@ func PlanTP(c Config, vocab int, u TPUnits, weights []uint64) ([]TPSlice, error)
 		}
 		sum += w
 	}
-	heads := apportion(c.KVHeads/u.KVHeads, weights, sum)
+	heads := apportion(nh/u.KVHeads, weights, sum)
 	ffn := make([]int, len(weights))
 	if c.hasDenseFFN() {
 		ffn = apportion(c.FFN/u.FFN, weights, sum)
 	}
 	exp := apportion(c.ExpertFFN/u.FFN, weights, sum)
 	rows := apportion(vocab, weights, sum)
+	whole := make([]int, len(weights))
+	if o.ExpertParallel {
+		whole = apportion(c.Experts, weights, sum)
+	}
 	out := make([]TPSlice, len(weights))
-	var h, f, e, v int
+	var h, f, e, v, x int
 	for i := range out {
 		out[i] = TPSlice{
 			KVHeads:   Range{h, h + heads[i]*u.KVHeads},
@@ -175,7 +231,10 @@ func PlanTP(c Config, vocab int, u TPUnits, weights []uint64) ([]TPSlice, error)
 			ExpertFFN: Range{e, e + exp[i]*u.FFN},
 			Vocab:     Range{v, v + rows[i]},
 		}
-		h, f, e, v = out[i].KVHeads.Hi, out[i].FFN.Hi, out[i].ExpertFFN.Hi, out[i].Vocab.Hi
+		if o.ExpertParallel {
+			out[i].ExpertParallel, out[i].Experts = true, Range{x, x + whole[i]}
+		}
+		h, f, e, v, x = out[i].KVHeads.Hi, out[i].FFN.Hi, out[i].ExpertFFN.Hi, out[i].Vocab.Hi, x+whole[i]
 	}
 	return out, nil
 }
@@ -206,16 +265,84 @@ func apportion(n int, weights []uint64, sum uint64) []int {
 	return counts
 }
 
+// ExpertsReadPerToken is the expected number of routed experts that the
+// busiest member of an expert-parallel group runs for one decoded token,
+// when member i holds held[i] of experts whole and the router picks used
+// distinct experts, each set equally likely: E[max_i X_i] for the
+// multivariate hypergeometric counts X_i. The slowest member sets a
+// layer's time, so this (times one expert's bytes) is what a cost model
+// compares with splitting every expert by columns, where each member reads
+// its column share of all used experts. The assumption of uniform routing
+// is optimistic for real routers, which favour some experts.
+func ExpertsReadPerToken(experts, used int, held []int) float64 {
+	if experts <= 0 || used <= 0 || used > experts {
+		return 0
+	}
+	// E[max] = Σ_{k=1..used} P(max ≥ k) = Σ_k (1 − P(every X_i ≤ k−1)),
+	// where P(every X_i ≤ c) counts the draws with at most c from each
+	// member: the coefficient of z^used in Π_i Σ_{x≤c} C(held_i, x) z^x,
+	// over C(experts, used). Counts are float64: C(384, 8) is 1.3e16.
+	total := 0
+	for _, h := range held {
+		total += h
+	}
+	if total != experts {
+		return math.NaN()
+	}
+	var e float64
+	ways := make([]float64, used+1)
+	next := make([]float64, used+1)
+	for k := 1; k <= used; k++ {
+		clear(ways)
+		ways[0] = 1
+		for _, h := range held {
+			clear(next)
+			for have, w := range ways {
+				if w == 0 {
+					continue
+				}
+				for x := 0; x <= min(k-1, h) && have+x <= used; x++ {
+					next[have+x] += w * choose(h, x)
+				}
+			}
+			ways, next = next, ways
+		}
+		e += 1 - ways[used]/choose(experts, used)
+	}
+	return e
+}
+
+// choose is the binomial coefficient C(n, k) as a float64.
+func choose(n, k int) float64 {
+	if k < 0 || k > n {
+		return 0
+	}
+	r := 1.0
+	for i := 1; i <= k; i++ {
+		r = r * float64(n-k+i) / float64(i)
+	}
+	return r
+}
+
 // DescribeTP renders a split, one member a line.
 func DescribeTP(c Config, slices []TPSlice) string {
 	var b strings.Builder
 	group := c.Heads / max(c.KVHeads, 1)
 	for i, s := range slices {
-		fmt.Fprintf(&b, "member %d: KV heads %v (query heads [%d,%d)), ", i, s.KVHeads, s.KVHeads.Lo*group, s.KVHeads.Hi*group)
+		if c.isMLA() {
+			fmt.Fprintf(&b, "member %d: heads %v, ", i, s.KVHeads)
+		} else {
+			fmt.Fprintf(&b, "member %d: KV heads %v (query heads [%d,%d)), ", i, s.KVHeads, s.KVHeads.Lo*group, s.KVHeads.Hi*group)
+		}
 		if c.hasDenseFFN() {
 			fmt.Fprintf(&b, "FFN columns %v, ", s.FFN)
 		}
-		if c.Experts > 0 {
+		switch {
+		case s.ExpertParallel && c.SharedExperts > 0:
+			fmt.Fprintf(&b, "experts %v whole, shared expert columns %v, ", s.Experts, Range{s.ExpertFFN.Lo * c.SharedExperts, s.ExpertFFN.Hi * c.SharedExperts})
+		case s.ExpertParallel:
+			fmt.Fprintf(&b, "experts %v whole, ", s.Experts)
+		case c.Experts > 0:
 			fmt.Fprintf(&b, "columns %v of each expert, ", s.ExpertFFN)
 		}
 		fmt.Fprintf(&b, "vocab rows %v\n", s.Vocab)

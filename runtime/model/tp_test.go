@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -21,50 +22,66 @@ func TestPlanTP(t *testing.T) {
 	tiny := model.Config{Arch: "llama", Embd: 2048, FFN: 5632, Heads: 32, KVHeads: 4, HeadDim: 64}
 	stories := model.Config{Arch: "llama", Embd: 64, FFN: 172, Heads: 8, KVHeads: 4, HeadDim: 8}
 	qwen := model.Config{Arch: "qwen3moe", Embd: 4096, Heads: 64, KVHeads: 4, HeadDim: 128, Experts: 128, ExpertsUsed: 8, ExpertFFN: 1536}
+	kimi := model.Config{Arch: "deepseek2", Embd: 7168, Heads: 64, KVHeads: 1, HeadDim: 192, Experts: 384, ExpertsUsed: 8, ExpertFFN: 2048, SharedExperts: 1,
+		MLA: model.MLAConfig{KVLoraRank: 512, VDim: 128}}
 	tests := []struct {
 		name      string
 		c         model.Config
 		out, down tensor.Type
 		vocab     int
 		weights   []uint64
+		opts      *model.TPOptions
 		want      []model.TPSlice
 		err       bool
 	}{
-		{"tinyllama Q8_0 2-way", tiny, tensor.Q8_0, tensor.Q8_0, 32000, []uint64{1, 1},
+		{"tinyllama Q8_0 2-way", tiny, tensor.Q8_0, tensor.Q8_0, 32000, []uint64{1, 1}, nil,
 			[]model.TPSlice{{KVHeads: model.Range{0, 2}, FFN: model.Range{0, 2816}, Vocab: model.Range{0, 16000}}, {KVHeads: model.Range{2, 4}, FFN: model.Range{2816, 5632}, Vocab: model.Range{16000, 32000}}}, false},
 		// 4 KV heads over 3: 2+1+1; 176 FFN blocks: 59+59+58.
-		{"tinyllama Q8_0 3-way", tiny, tensor.Q8_0, tensor.Q8_0, 32000, []uint64{1, 1, 1},
+		{"tinyllama Q8_0 3-way", tiny, tensor.Q8_0, tensor.Q8_0, 32000, []uint64{1, 1, 1}, nil,
 			[]model.TPSlice{{KVHeads: model.Range{0, 2}, FFN: model.Range{0, 1888}, Vocab: model.Range{0, 10667}}, {KVHeads: model.Range{2, 3}, FFN: model.Range{1888, 3776}, Vocab: model.Range{10667, 21334}}, {KVHeads: model.Range{3, 4}, FFN: model.Range{3776, 5632}, Vocab: model.Range{21334, 32000}}}, false},
 		// By compute 3:1 with Q4_K: 22 blocks of 256 → 16.5 (17) + 5.5 (5).
-		{"tinyllama Q4_K 3:1", tiny, tensor.Q4_K, tensor.Q4_K, 32000, []uint64{3, 1},
+		{"tinyllama Q4_K 3:1", tiny, tensor.Q4_K, tensor.Q4_K, 32000, []uint64{3, 1}, nil,
 			[]model.TPSlice{{KVHeads: model.Range{0, 3}, FFN: model.Range{0, 4352}, Vocab: model.Range{0, 24000}}, {KVHeads: model.Range{3, 4}, FFN: model.Range{4352, 5632}, Vocab: model.Range{24000, 32000}}}, false},
 		// Five members, four KV heads: one member holds no heads.
-		{"tinyllama 5-way", tiny, tensor.Q8_0, tensor.Q8_0, 10, []uint64{1, 1, 1, 1, 1},
+		{"tinyllama 5-way", tiny, tensor.Q8_0, tensor.Q8_0, 10, []uint64{1, 1, 1, 1, 1}, nil,
 			[]model.TPSlice{{KVHeads: model.Range{0, 1}, FFN: model.Range{0, 1152}, Vocab: model.Range{0, 2}}, {KVHeads: model.Range{1, 2}, FFN: model.Range{1152, 2272}, Vocab: model.Range{2, 4}}, {KVHeads: model.Range{2, 3}, FFN: model.Range{2272, 3392}, Vocab: model.Range{4, 6}}, {KVHeads: model.Range{3, 4}, FFN: model.Range{3392, 4512}, Vocab: model.Range{6, 8}}, {KVHeads: model.Range{4, 4}, FFN: model.Range{4512, 5632}, Vocab: model.Range{8, 10}}}, false},
 		// F32 stories260K: attn_output columns per KV head are 16, FFN any.
-		{"stories F32 3-way", stories, tensor.F32, tensor.F32, 512, []uint64{1, 1, 1},
+		{"stories F32 3-way", stories, tensor.F32, tensor.F32, 512, []uint64{1, 1, 1}, nil,
 			[]model.TPSlice{{KVHeads: model.Range{0, 2}, FFN: model.Range{0, 58}, Vocab: model.Range{0, 171}}, {KVHeads: model.Range{2, 3}, FFN: model.Range{58, 115}, Vocab: model.Range{171, 342}}, {KVHeads: model.Range{3, 4}, FFN: model.Range{115, 172}, Vocab: model.Range{342, 512}}}, false},
 		// Q8_0 stories-shaped: 16 columns per KV head, so heads go in pairs;
 		// FFN 172 is no whole number of 32-blocks.
-		{"stories Q8_0", stories, tensor.Q8_0, tensor.Q8_0, 512, []uint64{1, 1}, nil, true},
+		{"stories Q8_0", stories, tensor.Q8_0, tensor.Q8_0, 512, []uint64{1, 1}, nil, nil, true},
 		// Qwen3-235B-A22B: 4 KV heads of 16 query heads × 128, experts of
 		// 1536 columns (6 blocks of 256) over 4 members: 2+2+1+1 blocks.
-		{"qwen3moe 4-way", qwen, tensor.Q4_K, tensor.Q4_K, 151936, []uint64{1, 1, 1, 1},
+		{"qwen3moe 4-way", qwen, tensor.Q4_K, tensor.Q4_K, 151936, []uint64{1, 1, 1, 1}, nil,
 			[]model.TPSlice{
 				{KVHeads: model.Range{0, 1}, ExpertFFN: model.Range{0, 512}, Vocab: model.Range{0, 37984}},
 				{KVHeads: model.Range{1, 2}, ExpertFFN: model.Range{512, 1024}, Vocab: model.Range{37984, 75968}},
 				{KVHeads: model.Range{2, 3}, ExpertFFN: model.Range{1024, 1280}, Vocab: model.Range{75968, 113952}},
 				{KVHeads: model.Range{3, 4}, ExpertFFN: model.Range{1280, 1536}, Vocab: model.Range{113952, 151936}}}, false},
-		{"latent attention", model.Config{Arch: "deepseek2", Embd: 7168, Heads: 64, KVHeads: 64, HeadDim: 192, Experts: 384, ExpertFFN: 2048, MLA: model.MLAConfig{KVLoraRank: 512}},
-			tensor.Q4_K, tensor.Q4_K, 163840, []uint64{1, 1}, nil, true},
-		{"zero weight", tiny, tensor.Q8_0, tensor.Q8_0, 32000, []uint64{1, 0}, nil, true},
+		// Kimi K2's latent attention: 64 heads whose attn_output columns
+		// (128 each) pair up into Q4_K blocks.
+		{"latent attention", kimi, tensor.Q4_K, tensor.Q4_K, 163840, []uint64{1, 1}, nil,
+			[]model.TPSlice{{KVHeads: model.Range{0, 32}, ExpertFFN: model.Range{0, 1024}, Vocab: model.Range{0, 81920}}, {KVHeads: model.Range{32, 64}, ExpertFFN: model.Range{1024, 2048}, Vocab: model.Range{81920, 163840}}}, false},
+		// Whole experts by 3:2:1: 128 experts as 64 + 43 + 21.
+		{"qwen3moe expert parallel 3:2:1", qwen, tensor.Q4_K, tensor.Q4_K, 151936, []uint64{3, 2, 1}, &model.TPOptions{ExpertParallel: true},
+			[]model.TPSlice{
+				{KVHeads: model.Range{0, 2}, ExpertFFN: model.Range{0, 768}, Vocab: model.Range{0, 75968}, ExpertParallel: true, Experts: model.Range{0, 64}},
+				{KVHeads: model.Range{2, 3}, ExpertFFN: model.Range{768, 1280}, Vocab: model.Range{75968, 126613}, ExpertParallel: true, Experts: model.Range{64, 107}},
+				{KVHeads: model.Range{3, 4}, ExpertFFN: model.Range{1280, 1536}, Vocab: model.Range{126613, 151936}, ExpertParallel: true, Experts: model.Range{107, 128}}}, false},
+		{"expert parallel without experts", tiny, tensor.Q8_0, tensor.Q8_0, 32000, []uint64{1, 1}, &model.TPOptions{ExpertParallel: true}, nil, true},
+		{"zero weight", tiny, tensor.Q8_0, tensor.Q8_0, 32000, []uint64{1, 0}, nil, nil, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			u, err := model.TPUnitsFor(tc.c, tc.out, tc.down)
 			var got []model.TPSlice
 			if err == nil {
-				got, err = model.PlanTP(tc.c, tc.vocab, u, tc.weights)
+				if tc.opts != nil {
+					got, err = model.PlanTPWith(tc.c, tc.vocab, u, tc.weights, *tc.opts)
+				} else {
+					got, err = model.PlanTP(tc.c, tc.vocab, u, tc.weights)
+				}
 			}
 			if tc.err {
 				if err == nil {
@@ -91,9 +108,9 @@ func TestPlanTP(t *testing.T) {
 // len(weights) members, each its own goroutine with its own pool of
 // threads, fed batch tokens per forward pass. It checks that every member
 // ends with bit-identical logits.
-func tpRun(t testing.TB, f *gguf.File, weights []uint64, threads int, ids []int, batch int) [][]float32 {
+func tpRun(t testing.TB, f *gguf.File, g tpGroup, threads int, ids []int, batch int) [][]float32 {
 	t.Helper()
-	members, err := loadTP(f, weights)
+	members, err := loadTPWith(f, g)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,9 +163,31 @@ func tpRun(t testing.TB, f *gguf.File, weights []uint64, threads int, ids []int,
 	return logits[0]
 }
 
+// tpGroup is a group to test: the members' weights, their KV cache type,
+// and whether mixture-of-experts layers split by whole experts.
+type tpGroup struct {
+	weights []uint64
+	kv      model.KVType
+	ep      bool
+}
+
+func (g tpGroup) String() string {
+	s := fmt.Sprintf("weights %v, kv %v", g.weights, g.kv)
+	if g.ep {
+		s += ", expert parallel"
+	}
+	return s
+}
+
 // loadTP plans and loads the slices of every layer of f for a group with
-// the given weights.
+// the given weights (f16 KV caches, experts split by columns).
 func loadTP(f *gguf.File, weights []uint64) ([]*model.TPModel, error) {
+	return loadTPWith(f, tpGroup{weights: weights})
+}
+
+// loadTPWith plans and loads the slices of every layer of f for group g.
+func loadTPWith(f *gguf.File, g tpGroup) ([]*model.TPModel, error) {
+	weights := g.weights
 	c, err := model.ConfigOf(f.Metadata())
 	if err != nil {
 		return nil, err
@@ -158,7 +197,7 @@ func loadTP(f *gguf.File, weights []uint64) ([]*model.TPModel, error) {
 		return nil, err
 	}
 	emb, _ := f.Tensor("token_embd.weight")
-	slices, err := model.PlanTP(c, int(emb.Dims[1]), u, weights)
+	slices, err := model.PlanTPWith(c, int(emb.Dims[1]), u, weights, model.TPOptions{ExpertParallel: g.ep})
 	if err != nil {
 		return nil, err
 	}
@@ -168,19 +207,33 @@ func loadTP(f *gguf.File, weights []uint64) ([]*model.TPModel, error) {
 		if err != nil {
 			return nil, err
 		}
+		if err := m.SetKVType(g.kv); err != nil {
+			return nil, err
+		}
 		ms = append(ms, m)
 	}
 	return ms, nil
 }
 
-// oneNode is the teacher-forced logits of ids through the whole model.
-func oneNode(t testing.TB, f *gguf.File, ids []int, batch int) [][]float32 {
+// oneNode is the teacher-forced logits of ids through the whole model
+// with a KV cache of type kv.
+func oneNode(t testing.TB, f *gguf.File, kv model.KVType, ids []int, batch int) [][]float32 {
 	t.Helper()
-	m, err := loadF32Cache(t, f, 0, mustConfig(t, f).Layers)
+	m, err := loadKV(t, f, kv)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return teacher(t, m, ids, batch)
+}
+
+// loadKV loads the whole model in f with a KV cache of type kv.
+func loadKV(t testing.TB, f *gguf.File, kv model.KVType) (*model.Model, error) {
+	t.Helper()
+	m, err := model.Load(f, 0, mustConfig(t, f).Layers)
+	if err != nil {
+		return nil, err
+	}
+	return m, m.SetKVType(kv)
 }
 
 func teacher(t testing.TB, m *model.Model, ids []int, batch int) [][]float32 {
@@ -244,71 +297,97 @@ var tinyllamaTP = func() model.Shape {
 }()
 
 // TestTPMatchesOneNode runs 64 teacher-forced positions through 2-way,
-// 3-way and uneven (3:2:1) groups and compares their logits with one
-// node's. The group sums attn_output and ffn_down in pieces (each
-// member's columns, then the members in order), one node in one pass, so
-// the results differ by float rounding. With F32 weights that is all
-// (bound 1e-5 of the position's largest |logit|, measured about 2e-6).
-// With quantized weights the next layer quantizes its input to 8 bits, and
-// a last-bit difference that moves one value across a rounding step
-// changes it by a whole step, so a position can differ by about as much
-// as quantizing does at all (measured up to 3e-2 on the tinyllama shape;
-// TestQuantizedFidelity measures the same effect between strata and
-// llama.cpp). What must hold there: every argmax agrees, and the group is
-// no further from exact arithmetic on the dequantized weights than one
-// node is (rms, within 1.25x).
+// 3-way and uneven (3:2:1) groups of every architecture and compares
+// their logits with one node's, both with the same KV cache type. The
+// group sums attn_output and ffn_down (and a mixture's experts) in pieces
+// (each member's share, then the members in order), one node in one
+// pass, so the results differ by float rounding. With F32 weights and an
+// f32 cache that is all (bound 1e-5 of the position's largest |logit|,
+// measured about 2e-6). An f16 or q8_0 cache, and quantized weights,
+// round the keys and values, or the next layer's 8-bit input: a last-bit
+// difference that moves one value across a rounding step changes it by a
+// whole step, so a position can differ by about as much as that rounding
+// does at all (measured up to 3e-2 on the tinyllama shape with Q8_0
+// weights; TestQuantizedFidelity measures the same effect between strata
+// and llama.cpp). What must hold there: every argmax agrees, and the group
+// is no further from exact arithmetic (f32 cache, dequantized weights)
+// than one node is (rms, within 1.25x).
 func TestTPMatchesOneNode(t *testing.T) {
 	stories := openFile(t, "gguf/stories260K.gguf")
+	shape := func(name string, typ tensor.Type, layers int) func() *gguf.File {
+		return func() *gguf.File { return tpFile(t, model.Shapes[name], typ, layers) }
+	}
+	legacy := model.Shapes["deepseek2-tiny"]
+	legacy.LegacyKVB = true
+	f32, f16, q8 := model.KVF32, model.KVF16, model.KVQ8_0
 	files := []struct {
 		name    string
 		f       func() *gguf.File
 		batches []int
-		f32     bool // F32 weights: the group must match one node to rounding
+		kv      []model.KVType
+		ep      bool // experts whole per member (expert parallelism)
 	}{
-		{"stories260K", func() *gguf.File { return stories }, []int{1, 16}, true},
-		{"tinyllama-shape F32 1 layer", func() *gguf.File { return tpFile(t, tinyllamaTP, tensor.F32, 1) }, []int{1}, true},
-		{"tinyllama-shape Q8_0 2 layers", func() *gguf.File { return tpFile(t, tinyllamaTP, tensor.Q8_0, 2) }, []int{1}, false},
-		{"qwen3-tiny Q8_0", func() *gguf.File { return tpFile(t, model.Shapes["qwen3-tiny"], tensor.Q8_0, 0) }, []int{1, 16}, false},
-		{"qwen2-tiny Q4_K", func() *gguf.File { return tpFile(t, model.Shapes["qwen2-tiny"], tensor.Q4_K, 0) }, []int{1, 16}, false},
-		// Mixture of experts: every expert split by columns.
-		{"qwen3moe-tiny F32", func() *gguf.File { return tpFile(t, model.Shapes["qwen3moe-tiny"], tensor.F32, 0) }, []int{1, 16}, true},
-		{"qwen3moe-tiny Q8_0", func() *gguf.File { return tpFile(t, model.Shapes["qwen3moe-tiny"], tensor.Q8_0, 0) }, []int{1, 16}, false},
+		{"stories260K", func() *gguf.File { return stories }, []int{1, 16}, []model.KVType{f32, f16}, false},
+		{"tinyllama-shape F32 1 layer", func() *gguf.File { return tpFile(t, tinyllamaTP, tensor.F32, 1) }, []int{1}, []model.KVType{f32}, false},
+		{"tinyllama-shape Q8_0 2 layers", func() *gguf.File { return tpFile(t, tinyllamaTP, tensor.Q8_0, 2) }, []int{1}, []model.KVType{f16}, false},
+		{"llama3-tiny Q8_0", shape("llama3-tiny", tensor.Q8_0, 0), []int{1, 16}, []model.KVType{f16, q8}, false},
+		{"qwen2-tiny Q4_K", shape("qwen2-tiny", tensor.Q4_K, 0), []int{1, 16}, []model.KVType{f16}, false},
+		{"qwen3-tiny Q8_0", shape("qwen3-tiny", tensor.Q8_0, 0), []int{1, 16}, []model.KVType{f16}, false},
+		// Mixture of experts: every expert split by columns, or whole
+		// experts per member.
+		{"qwen3moe-tiny F32", shape("qwen3moe-tiny", tensor.F32, 0), []int{1, 16}, []model.KVType{f32, f16}, false},
+		{"qwen3moe-tiny F32 expert parallel", shape("qwen3moe-tiny", tensor.F32, 0), []int{1, 16}, []model.KVType{f32}, true},
+		{"qwen3moe-tiny Q8_0", shape("qwen3moe-tiny", tensor.Q8_0, 0), []int{1, 16}, []model.KVType{f16}, false},
+		{"qwen3moe-tiny Q8_0 expert parallel", shape("qwen3moe-tiny", tensor.Q8_0, 0), []int{1, 16}, []model.KVType{f16}, true},
+		// Latent attention split by heads; a shared expert split by
+		// columns beside routed experts split either way.
+		{"deepseek2-tiny F32", shape("deepseek2-tiny", tensor.F32, 0), []int{1, 16}, []model.KVType{f32, f16}, false},
+		{"deepseek2-tiny F32 expert parallel", shape("deepseek2-tiny", tensor.F32, 0), []int{1, 16}, []model.KVType{f32}, true},
+		{"deepseek2-tiny attn_kv_b F32", func() *gguf.File { return tpFile(t, legacy, tensor.F32, 0) }, []int{1, 16}, []model.KVType{f32}, false},
+		{"deepseek2-tiny Q8_0", shape("deepseek2-tiny", tensor.Q8_0, 0), []int{1, 16}, []model.KVType{f16}, false},
+		{"deepseek2-tiny Q8_0 expert parallel", shape("deepseek2-tiny", tensor.Q8_0, 0), []int{1}, []model.KVType{f16}, true},
 	}
-	groups := [][]uint64{{1, 1}, {1, 1, 1}, {3, 2, 1}}
+	weights := [][]uint64{{1, 1}, {1, 1, 1}, {3, 2, 1}}
 	for _, fc := range files {
 		t.Run(fc.name, func(t *testing.T) {
 			f := fc.f()
+			f32w := strings.Contains(fc.name, "F32") || fc.name == "stories260K" // stories260K's weights are F32
 			r := rand.New(rand.NewPCG(1, 2))
 			ids := make([]int, 64)
 			for i := range ids {
 				ids[i] = 1 + r.IntN(mustVocab(t, f)-1)
 			}
 			var exact [][]float32
-			if !fc.f32 {
-				m, err := loadF32Cache(t, f, 0, mustConfig(t, f).Layers)
-				if err != nil {
-					t.Fatal(err)
-				}
-				exact = teacher(t, dequantized(t, m), ids, 16)
-			}
-			for _, batch := range fc.batches {
-				want := oneNode(t, f, ids, batch)
-				for _, w := range groups {
-					got := tpRun(t, f, w, 1, ids, batch)
-					rel, first := logitDiff(want, got)
-					msg := fmt.Sprintf("batch %2d, weights %v: max relative logit difference from one node %.2e", batch, w, rel)
-					if exact != nil {
-						rmsOne, rmsTP := rmsDiff(exact, want), rmsDiff(exact, got)
-						msg += fmt.Sprintf("; rms from exact: one node %.2e, group %.2e", rmsOne, rmsTP)
-						if rmsTP > 1.25*rmsOne {
-							t.Errorf("batch %d, weights %v: the group is %.2e rms from exact, one node %.2e (allowed 1.25x)", batch, w, rmsTP, rmsOne)
-						}
-					} else if rel > 1e-5 {
-						t.Errorf("batch %d, weights %v: relative logit difference %.2e exceeds 1e-5 with F32 weights", batch, w, rel)
+			for _, kv := range fc.kv {
+				if (kv != f32 || !f32w) && exact == nil {
+					m, err := loadKV(t, f, f32)
+					if err != nil {
+						t.Fatal(err)
 					}
-					t.Log(msg)
-					if first >= 0 {
-						t.Errorf("batch %d, weights %v: argmax differs from one node's at position %d", batch, w, first)
+					exact = teacher(t, dequantized(t, m), ids, 16)
+				}
+				for _, batch := range fc.batches {
+					want := oneNode(t, f, kv, ids, batch)
+					for _, w := range weights {
+						g := tpGroup{weights: w, kv: kv, ep: fc.ep}
+						got := tpRun(t, f, g, 1, ids, batch)
+						rel, first := logitDiff(want, got)
+						msg := fmt.Sprintf("batch %2d, %v: max relative logit difference from one node %.2e", batch, g, rel)
+						if kv == f32 && f32w {
+							if rel > 1e-5 {
+								t.Errorf("batch %d, %v: relative logit difference %.2e exceeds 1e-5 with F32 weights and cache", batch, g, rel)
+							}
+						} else {
+							rmsOne, rmsTP := rmsDiff(exact, want), rmsDiff(exact, got)
+							msg += fmt.Sprintf("; rms from exact: one node %.2e, group %.2e", rmsOne, rmsTP)
+							if rmsTP > 1.25*rmsOne {
+								t.Errorf("batch %d, %v: the group is %.2e rms from exact, one node %.2e (allowed 1.25x)", batch, g, rmsTP, rmsOne)
+							}
+						}
+						t.Log(msg)
+						if first >= 0 {
+							t.Errorf("batch %d, %v: argmax differs from one node's at position %d", batch, g, first)
+						}
 					}
 				}
 			}
@@ -345,9 +424,9 @@ func mustVocab(t testing.TB, f *gguf.File) int {
 
 // tpGreedy decodes steps tokens greedily after prompt with a group of
 // len(weights) members, one token per forward pass.
-func tpGreedy(t testing.TB, f *gguf.File, weights []uint64, prompt []int, steps int) []int {
+func tpGreedy(t testing.TB, f *gguf.File, g tpGroup, prompt []int, steps int) []int {
 	t.Helper()
-	members, err := loadTP(f, weights)
+	members, err := loadTPWith(f, g)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -391,47 +470,66 @@ func tpGreedy(t testing.TB, f *gguf.File, weights []uint64, prompt []int, steps 
 }
 
 // TestTPGreedy: greedy text from 2-way and uneven 3-way groups equals one
-// node's: on stories260K the 256 tokens of llama2.c's published sample,
-// on the tinyllama-shaped synthetic Q8_0 model 64 tokens of one node's
-// run. Where the group picks another token, one node's two candidates
-// must be a near tie: their logits within tieBound of the position's
-// largest |logit| (the rounding TestTPMatchesOneNode measures with 8-bit
-// activations); the divergence is logged with its margin.
+// node's (f16 KV caches on both): on stories260K the 256 tokens of
+// llama2.c's published sample, on the tinyllama-shaped synthetic Q8_0
+// model and a Q8_0 model of every other architecture 64 tokens of one
+// node's run. Where the group picks another token, one node's two
+// candidates must be a near tie: their logits within tieBound of the
+// position's largest |logit| (the rounding TestTPMatchesOneNode measures
+// with 8-bit activations); the divergence is logged with its margin.
 func TestTPGreedy(t *testing.T) {
 	const tieBound = 3e-2
 	stories := openFile(t, "gguf/stories260K.gguf")
 	want := model.StoriesIDs(t)
-	tiny := tpFile(t, tinyllamaTP, tensor.Q8_0, 2)
-	tm, err := loadF32Cache(t, tiny, 0, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	prompt := []int{1, 300, 1200, 7, 99}
-	tinyWant := greedy(t, tm, prompt, 64)
 	for _, w := range [][]uint64{{1, 1}, {1, 1, 1}, {3, 2, 1}} {
-		got := tpGreedy(t, stories, w, []int{1}, len(want))
+		got := tpGreedy(t, stories, tpGroup{weights: w}, []int{1}, len(want))
 		if i := firstDiff(got, want); i >= 0 {
 			t.Errorf("stories260K, weights %v: token %d is %d, one node's %d", w, i, got[i], want[i])
 		}
-		got = tpGreedy(t, tiny, w, prompt, len(tinyWant))
-		i := firstDiff(got, tinyWant)
-		if i < 0 {
-			t.Logf("tinyllama-shape Q8_0, weights %v: %d tokens equal one node's", w, len(got))
-			continue
+	}
+	files := []struct {
+		name string
+		f    *gguf.File
+		ep   bool
+	}{
+		{"tinyllama-shape Q8_0", tpFile(t, tinyllamaTP, tensor.Q8_0, 2), false},
+		{"llama3-tiny Q8_0", tpFile(t, model.Shapes["llama3-tiny"], tensor.Q8_0, 0), false},
+		{"qwen2-tiny Q8_0", tpFile(t, model.Shapes["qwen2-tiny"], tensor.Q8_0, 0), false},
+		{"qwen3-tiny Q8_0", tpFile(t, model.Shapes["qwen3-tiny"], tensor.Q8_0, 0), false},
+		{"qwen3moe-tiny Q8_0", tpFile(t, model.Shapes["qwen3moe-tiny"], tensor.Q8_0, 0), false},
+		{"deepseek2-tiny Q8_0", tpFile(t, model.Shapes["deepseek2-tiny"], tensor.Q8_0, 0), false},
+	}
+	prompt := []int{1, 300, 1000, 7, 99}
+	for _, fc := range files {
+		one, err := loadKV(t, fc.f, model.KVF16)
+		if err != nil {
+			t.Fatal(err)
 		}
-		// One node's logits where the texts part: how close was its choice?
-		ids := append(append([]int(nil), prompt...), tinyWant[:i]...)
-		one := oneNode(t, tiny, ids, 1)
-		l := one[len(one)-1]
-		var scale float64
-		for _, v := range l {
-			scale = max(scale, math.Abs(float64(v)))
-		}
-		margin := float64(l[tinyWant[i]]-l[got[i]]) / scale
-		t.Logf("tinyllama-shape Q8_0, weights %v: first divergence at token %d: group %d, one node %d; one node's logits for them %.5g and %.5g, margin %.2e of the largest |logit|",
-			w, i, got[i], tinyWant[i], l[got[i]], l[tinyWant[i]], margin)
-		if margin > tieBound {
-			t.Errorf("tinyllama-shape Q8_0, weights %v: token %d is %d, one node's %d by a margin of %.2e (not a near tie, bound %.0e)", w, i, got[i], tinyWant[i], margin, tieBound)
+		oneWant := greedy(t, one, prompt, 64)
+		for _, g := range []tpGroup{{weights: []uint64{1, 1}}, {weights: []uint64{1, 1, 1}}, {weights: []uint64{3, 2, 1}}, {weights: []uint64{1, 1}, ep: true}, {weights: []uint64{3, 2, 1}, ep: true}} {
+			if g.ep && one.Experts == 0 {
+				continue
+			}
+			got := tpGreedy(t, fc.f, g, prompt, len(oneWant))
+			i := firstDiff(got, oneWant)
+			if i < 0 {
+				t.Logf("%s, %v: %d tokens equal one node's", fc.name, g, len(got))
+				continue
+			}
+			// One node's logits where the texts part: how close was its choice?
+			ids := append(append([]int(nil), prompt...), oneWant[:i]...)
+			logits := oneNode(t, fc.f, model.KVF16, ids, 1)
+			l := logits[len(logits)-1]
+			var scale float64
+			for _, v := range l {
+				scale = max(scale, math.Abs(float64(v)))
+			}
+			margin := float64(l[oneWant[i]]-l[got[i]]) / scale
+			t.Logf("%s, %v: first divergence at token %d: group %d, one node %d; one node's logits for them %.5g and %.5g, margin %.2e of the largest |logit|",
+				fc.name, g, i, got[i], oneWant[i], l[got[i]], l[oneWant[i]], margin)
+			if margin > tieBound {
+				t.Errorf("%s, %v: token %d is %d, one node's %d by a margin of %.2e (not a near tie, bound %.0e)", fc.name, g, i, got[i], oneWant[i], margin, tieBound)
+			}
 		}
 	}
 }
@@ -558,10 +656,20 @@ func TestLoadTPErrors(t *testing.T) {
 		t.Log(err)
 	}
 	mla := tpFile(t, model.Shapes["deepseek2-tiny"], tensor.Q8_0, 0)
-	if _, err := model.LoadTP(mla, 0, 2, s); err == nil {
-		t.Error("latent attention: no error")
-	} else {
-		t.Log(err)
+	for _, tc := range []struct {
+		name string
+		s    model.TPSlice
+	}{
+		{"latent attention: heads past the end", model.TPSlice{KVHeads: model.Range{Lo: 2, Hi: 5}, FFN: model.Range{Hi: 32}, ExpertFFN: model.Range{Hi: 32}, Vocab: model.Range{Hi: 10}}},
+		{"experts past the end", model.TPSlice{KVHeads: model.Range{Hi: 1}, FFN: model.Range{Hi: 32}, ExpertFFN: model.Range{Hi: 32}, Vocab: model.Range{Hi: 10}, ExpertParallel: true, Experts: model.Range{Lo: 4, Hi: 9}}},
+		{"experts without expert parallelism", model.TPSlice{KVHeads: model.Range{Hi: 1}, FFN: model.Range{Hi: 32}, ExpertFFN: model.Range{Hi: 32}, Vocab: model.Range{Hi: 10}, Experts: model.Range{Lo: 0, Hi: 4}}},
+		{"shared expert columns off the Q8_0 blocks", model.TPSlice{KVHeads: model.Range{Hi: 1}, FFN: model.Range{Hi: 32}, ExpertFFN: model.Range{Hi: 16}, Vocab: model.Range{Hi: 10}, ExpertParallel: true, Experts: model.Range{Hi: 4}}},
+	} {
+		if _, err := model.LoadTP(mla, 0, 3, tc.s); err == nil {
+			t.Errorf("%s: no error", tc.name)
+		} else {
+			t.Log(err)
+		}
 	}
 }
 
@@ -677,6 +785,9 @@ func TestTPHybrid(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if err := m.SetKVType(model.KVF32); err != nil { // as one node's below
+				t.Fatal(err)
+			}
 			st.members = append(st.members, m)
 			st.states = append(st.states, m.NewState(nil, 1, len(ids)))
 			st.caches = append(st.caches, m.NewCache(len(ids)))
@@ -684,7 +795,7 @@ func TestTPHybrid(t *testing.T) {
 		return st
 	}
 	stages := []*stage{mkStage(0, 2, []uint64{1, 1}), mkStage(2, 5, []uint64{2, 1, 1})}
-	want := oneNode(t, f, ids, 1)
+	want := oneNode(t, f, model.KVF32, ids, 1)
 	ctx := context.Background()
 	var got [][]float32
 	for p, id := range ids {
@@ -732,32 +843,33 @@ func TestTPHybrid(t *testing.T) {
 }
 
 // The members' slices partition the model: their bytes add up to every
-// layer matrix and the output head exactly, whatever the split.
+// layer matrix and the output head exactly, whatever the split, less what
+// every member holds whole (routers, the latent path of latent attention),
+// counted from the file's tensor table.
 func TestTPSlicesPartition(t *testing.T) {
-	for _, shape := range []string{"qwen3-tiny", "qwen3moe-tiny"} {
-		t.Run(shape, func(t *testing.T) { slicesPartition(t, shape) })
+	for _, tc := range []struct {
+		shape string
+		ep    bool
+	}{{"qwen3-tiny", false}, {"qwen3moe-tiny", false}, {"qwen3moe-tiny", true}, {"deepseek2-tiny", false}, {"deepseek2-tiny", true}} {
+		t.Run(fmt.Sprintf("%s ep=%v", tc.shape, tc.ep), func(t *testing.T) { slicesPartition(t, tc.shape, tc.ep) })
 	}
 }
 
-func slicesPartition(t *testing.T, shape string) {
+func slicesPartition(t *testing.T, shape string, ep bool) {
 	f := tpFile(t, model.Shapes[shape], tensor.Q8_0, 0)
-	whole, err := loadF32Cache(t, f, 0, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := int64(len(whole.Output.Data))
-	for _, b := range whole.Blocks {
-		for _, w := range []tensor.Matrix{b.Q, b.K, b.V, b.O, b.Gate, b.Up, b.Down} {
-			want += int64(len(w.Data))
+	var want int64
+	whole := []string{"ffn_gate_inp.", "attn_q_a.", "attn_kv_a_mqa."}
+	for _, ts := range f.Tensors() {
+		split := len(ts.Dims) >= 2 && strings.HasPrefix(ts.Name, "blk.") || ts.Name == "output.weight"
+		for _, w := range whole {
+			split = split && !strings.Contains(ts.Name, w)
 		}
-		if b.MoE != nil {
-			for _, e := range append(b.MoE.Experts, b.MoE.Shared) {
-				want += int64(len(e.Gate.Data) + len(e.Up.Data) + len(e.Down.Data))
-			}
+		if split {
+			want += int64(ts.Size)
 		}
 	}
 	for _, w := range [][]uint64{{1}, {1, 1}, {3, 2, 1}, {1, 1, 1, 1, 1}} {
-		ms, err := loadTP(f, w)
+		ms, err := loadTPWith(f, tpGroup{weights: w, ep: ep})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -773,15 +885,47 @@ func slicesPartition(t *testing.T, shape string) {
 	}
 }
 
-// loadF32Cache loads layers [first, end) of f as one node with an f32 KV
-// cache: a tensor-parallel member's cache (TPCache) is f32, and the one-node
-// reference must round its keys and values the same way to be compared
-// within float-order tolerances.
-func loadF32Cache(t testing.TB, f *gguf.File, first, end int) (*model.Model, error) {
-	t.Helper()
-	m, err := model.Load(f, first, end)
-	if err != nil {
-		return nil, err
+// ExpertsReadPerToken against counting every draw of a small router.
+func TestExpertsReadPerToken(t *testing.T) {
+	for _, tc := range []struct {
+		experts, used int
+		held          []int
+	}{{8, 2, []int{4, 4}}, {8, 3, []int{3, 3, 2}}, {10, 4, []int{5, 3, 2}}, {6, 6, []int{2, 4}}, {9, 1, []int{9}}, {7, 2, []int{0, 7}}} {
+		owner := []int{}
+		for i, h := range tc.held {
+			for range h {
+				owner = append(owner, i)
+			}
+		}
+		var sum, draws float64
+		for set := 0; set < 1<<tc.experts; set++ {
+			if bitsSet(set) != tc.used {
+				continue
+			}
+			count := make([]int, len(tc.held))
+			for e := range tc.experts {
+				if set>>e&1 == 1 {
+					count[owner[e]]++
+				}
+			}
+			sum += float64(slices.Max(count))
+			draws++
+		}
+		want := sum / draws
+		if got := model.ExpertsReadPerToken(tc.experts, tc.used, tc.held); math.Abs(got-want) > 1e-12 {
+			t.Errorf("%d of %d experts held as %v: got %v, counted %v", tc.used, tc.experts, tc.held, got, want)
+		}
 	}
-	return m, m.SetKVType(model.KVF32)
+	// Qwen3-235B-A22B's 8 of 128 over 4 members, against 8/4 = 2 expert
+	// widths for each member when every expert is split by columns.
+	t.Logf("qwen3-235b, 4 members: the busiest runs %.3f experts per token", model.ExpertsReadPerToken(128, 8, []int{32, 32, 32, 32}))
+	t.Logf("kimi-k2, 4 members: the busiest runs %.3f experts per token", model.ExpertsReadPerToken(384, 8, []int{96, 96, 96, 96}))
+}
+
+func bitsSet(x int) int {
+	n := 0
+	for ; x != 0; x &= x - 1 {
+		n++
+	}
+	return n
 }

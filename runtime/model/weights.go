@@ -68,6 +68,19 @@ type Model struct {
 	RopeFactors []float32 // [RopeDim/2]
 
 	kvType KVType // of the caches NewCache makes (SetKVType)
+	// shared is the width of the shared experts when it is not
+	// SharedExperts*ExpertFFN (a tensor-parallel member's columns of
+	// them); sharedSet says it is.
+	shared    int
+	sharedSet bool
+}
+
+// sharedWidth is the width of the shared experts' FFN (0: none).
+func (m *Model) sharedWidth() int {
+	if m.sharedSet {
+		return m.shared
+	}
+	return m.SharedExperts * m.ExpertFFN
 }
 
 // IsFirst reports whether the shard starts at layer 0 (takes token ids).
@@ -104,7 +117,7 @@ func Load(f *gguf.File, first, end int) (*Model, error) {
 			FFNNorm:   l.vector(p+"ffn_norm.weight", cfg.Embd),
 		}
 		if cfg.isMLA() {
-			ly.MLA = l.mla(p, f)
+			ly.MLA = l.mla(p, f, Range{0, cfg.Heads})
 			ly.O = l.matrix(p+"attn_output.weight", cfg.Embd, cfg.Heads*cfg.MLA.VDim)
 		} else {
 			ly.Q = l.matrix(p+"attn_q.weight", cfg.QDim(), cfg.Embd)

@@ -1,0 +1,118 @@
+package plan
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Mode is the kind of placement a cluster uses.
+type Mode int
+
+const (
+	// Pipeline splits layers only (Place); the zero value.
+	Pipeline Mode = iota
+	// Auto takes the cost model's fastest candidate (Best): pipeline,
+	// tensor-parallel or hybrid.
+	Auto
+	// TensorParallel prefers one stage split across as many nodes as fit.
+	TensorParallel
+	// Hybrid prefers several stages, each a tensor-parallel group, on as
+	// many nodes as fit.
+	Hybrid
+)
+
+var modeNames = [...]string{"pipeline", "auto", "tp", "hybrid"}
+
+func (m Mode) String() string {
+	if m < 0 || int(m) >= len(modeNames) {
+		return fmt.Sprintf("mode(%d)", int(m))
+	}
+	return modeNames[m]
+}
+
+// ParseMode reads a mode name: pipeline, auto, tp or hybrid.
+func ParseMode(s string) (Mode, error) {
+	for i, n := range modeNames {
+		if strings.EqualFold(strings.TrimSpace(s), n) {
+			return Mode(i), nil
+		}
+	}
+	return 0, fmt.Errorf("placement %q: one of %s", s, strings.Join(modeNames[:], ", "))
+}
+
+// PlaceMode computes a placement of the given mode, a pure deterministic
+// function of its inputs as Place is. Pipeline is Place. Auto is the
+// fitting candidate (Candidates) the cost model predicts fastest.
+// TensorParallel and Hybrid are preferences, not demands, so that a
+// session that lost a node can still re-plan: among the fitting
+// candidates of that shape (one stage of g > 1 members; s > 1 stages of
+// g > 1 members) the one on the most nodes, then the fastest; when none
+// fits, Auto's choice. When nothing fits, the error is Place's refusal.
+func PlaceMode(m Model, nodes []Node, net Network, opts Options, co CostOptions, mode Mode) (Plan, error) {
+	if mode == Pipeline {
+		return Place(m, nodes, opts)
+	}
+	cands, err := Candidates(m, nodes, net, opts, co)
+	if err != nil {
+		return Plan{}, err
+	}
+	best, ok := Best(cands)
+	if !ok {
+		if _, err := Place(m, nodes, opts); err != nil {
+			return Plan{}, err
+		}
+		return Plan{}, &RefusalError{Model: m.Name, Nodes: len(nodes), Context: opts.withDefaults().Context, Sessions: opts.withDefaults().Sessions,
+			WeightBytes: m.WeightBytes(), Detail: "no candidate of the cost model fits"}
+	}
+	if mode == TensorParallel || mode == Hybrid {
+		var pick *Candidate
+		for i := range cands {
+			c := &cands[i]
+			g := len(c.Stages[0].Members)
+			shaped := g > 1 && (mode == TensorParallel && len(c.Stages) == 1 || mode == Hybrid && len(c.Stages) > 1)
+			if c.Refusal != "" || !shaped {
+				continue
+			}
+			if pick == nil || c.Nodes() > pick.Nodes() || c.Nodes() == pick.Nodes() && c.TokensPerSecond > pick.TokensPerSecond {
+				pick = c
+			}
+		}
+		if pick != nil {
+			best = *pick
+		}
+	}
+	return best.Plan(m, nodes, opts, co), nil
+}
+
+// Plan turns a fitting candidate into the placement the cluster loads:
+// a stage of one member is a plain stage; a larger group is a
+// tensor-parallel stage whose members carry their TPWeight.
+func (c Candidate) Plan(m Model, nodes []Node, opts Options, co CostOptions) Plan {
+	opts = opts.withDefaults()
+	m = m.withKV(opts)
+	L := m.Layers()
+	kvPerLayer := m.KVBytesPerToken / uint64(max(L, 1)) * uint64(opts.Context) * uint64(opts.Sessions)
+	p := Plan{Model: m.Name, Context: opts.Context, Sessions: opts.Sessions}
+	for i, g := range c.Stages {
+		s := Stage{Node: g.Members[0].Node, First: g.First, End: g.End, Embed: i == 0, Head: i == len(c.Stages)-1}
+		for l := s.First; l < s.End; l++ {
+			s.WeightBytes += m.LayerBytes[l]
+		}
+		if s.Embed {
+			s.WeightBytes += m.EmbedBytes
+		}
+		if s.Head {
+			s.WeightBytes += m.HeadBytes
+		}
+		s.KVBytes = kvPerLayer * uint64(s.End-s.First)
+		if len(g.Members) > 1 {
+			for _, mb := range g.Members {
+				kv := uint64(float64(s.KVBytes) * mb.Heads)
+				s.TP = append(s.TP, TPMember{Node: mb.Node, Weight: TPWeight(nodeByID(nodes, mb.Node), co),
+					WeightBytes: mb.Bytes - min(kv, mb.Bytes), KVBytes: kv})
+			}
+		}
+		p.Stages = append(p.Stages, s)
+	}
+	return p
+}

@@ -1,0 +1,395 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"strata/actors/plan"
+	"strata/messages"
+	"strata/peers"
+	"strata/runtime/engine"
+	"strata/runtime/gguf"
+	"strata/runtime/model"
+	"strata/runtime/tensor"
+)
+
+// newTPCluster is newLocalCluster whose hosts form in-process all-reduce
+// groups and announce the memory bandwidths given (one a node).
+func newTPCluster(t testing.TB, bandwidths []float64, memBytes uint64, store Files) *localCluster {
+	t.Helper()
+	lc := &localCluster{system: NewSystem(nil), store: store}
+	pool := tensor.NewPool(2)
+	groups := &LocalGroups{}
+	var names []string
+	for name := range store {
+		names = append(names, name)
+	}
+	for i, bw := range bandwidths {
+		h := NewHost(HostConfig{Models: store, Pool: pool, MemoryBytes: memBytes, Name: fmt.Sprintf("n%d", i), KVType: model.KVF32, Groups: groups})
+		pid, err := lc.system.Root.SpawnNamed(h.Props(), fmt.Sprintf("%s-%d", HostName, i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lc.hosts = append(lc.hosts, h)
+		lc.dir = append(lc.dir, Member{ID: fmt.Sprintf("n%d", i), Host: pid, MemoryBytes: memBytes, MemBandwidth: bw, Models: names})
+	}
+	t.Cleanup(func() {
+		lc.system.Shutdown()
+		pool.Close()
+	})
+	return lc
+}
+
+// oneNodeF32 is the oracle of the tensor-parallel runs: one node whose KV
+// cache keeps f32, as the members' caches do.
+func oneNodeF32(t testing.TB, path string, req engine.Request) engine.Result {
+	t.Helper()
+	e, err := engine.Open(path, engine.Options{Context: 512, KVType: model.KVF32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	res, err := e.Generate(context.Background(), req, func(engine.Token) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// shape renders a plan's stages: "[0,5)[n0 n1] ".
+func shape(p plan.Plan) string {
+	s := ""
+	for _, st := range p.Stages {
+		s += fmt.Sprintf("[%d,%d)%v ", st.First, st.End, st.Nodes())
+	}
+	return s
+}
+
+// TestTPGreedyMatchesSingleNode runs stories260K on tensor-parallel and
+// hybrid plans of in-process nodes: the greedy text equals one node's.
+func TestTPGreedyMatchesSingleNode(t *testing.T) {
+	store := stories(t)
+	prompts := []string{"", "Lily and Tom went to the park. They saw"}
+	var want []engine.Result
+	for _, p := range prompts {
+		want = append(want, oneNodeF32(t, store["stories260K"], engine.Request{Prompt: p, MaxTokens: 120}))
+	}
+	for _, c := range []struct {
+		name       string
+		bandwidths []float64
+		mode       plan.Mode
+		shape      string
+		// slices: each member's KV heads and FFN columns, in plan order
+		slices string
+	}{
+		{"tp-2", []float64{1e9, 1e9}, plan.TensorParallel, "[0,5)[n0 n1] ", "n0:[0,2)[0,86) n1:[2,4)[86,172) "},
+		{"tp-3-uneven", []float64{3e9, 2e9, 1e9}, plan.TensorParallel, "[0,5)[n0 n1 n2] ", "n0:[0,2)[0,86) n1:[2,3)[86,143) n2:[3,4)[143,172) "},
+		{"hybrid-2x2", []float64{1e9, 1e9, 1e9, 1e9}, plan.Hybrid, "[0,3)[n0 n1] [3,5)[n2 n3] ", "n0:[0,2)[0,86) n1:[2,4)[86,172) n2:[0,2)[0,86) n3:[2,4)[86,172) "},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			lc := newTPCluster(t, c.bandwidths, 4<<20, store)
+			cl := lc.cluster(ClusterOptions{PlanContext: 512, KVType: model.KVF32, Placement: c.mode})
+			defer cl.Close()
+			p, _, err := cl.Plan("stories260K")
+			if err != nil || shape(p) != c.shape {
+				t.Fatalf("plan %s, %v; want %s\n%v", shape(p), err, c.shape, p)
+			}
+			for i, prompt := range prompts {
+				var streamed strings.Builder
+				res, err := cl.Generate(context.Background(), Request{Model: "stories260K", Prompt: prompt, MaxTokens: 120}, func(tok engine.Token) error {
+					streamed.WriteString(tok.Text)
+					if len(cl.Sessions()) != 1 || len(cl.Sessions()[0].Stages[0].TP) < 2 {
+						return fmt.Errorf("the session lists no tensor-parallel stage: %+v", cl.Sessions())
+					}
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if fmt.Sprint(res.Tokens) != fmt.Sprint(want[i].Tokens) || streamed.String() != res.Text {
+					t.Fatalf("prompt %q: tokens differ from one node (first at %d)\n got %v\nwant %v", prompt, firstDiff(res.Tokens, want[i].Tokens), res.Tokens, want[i].Tokens)
+				}
+			}
+			// The members hold the slices the weights give, uneven ones too.
+			got := ""
+			for i, h := range lc.hosts {
+				for _, s := range h.shards {
+					got += fmt.Sprintf("n%d:%v%v ", i, s.tp.m.Slice.KVHeads, s.tp.m.Slice.FFN)
+				}
+			}
+			if got != c.slices {
+				t.Errorf("slices %s, want %s", got, c.slices)
+			}
+			lc.waitFree(t)
+		})
+	}
+}
+
+func firstDiff(a, b []int) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
+
+// TestTPMemberLostMidAnswer kills a member of a tensor-parallel stage (a
+// follower, then the leader) while the answer streams: the session
+// re-plans on the nodes left and the text equals one node's.
+func TestTPMemberLostMidAnswer(t *testing.T) {
+	store := stories(t)
+	want := oneNodeF32(t, store["stories260K"], engine.Request{MaxTokens: 160})
+	for _, victim := range []int{1, 0, 2} {
+		t.Run(fmt.Sprintf("kill-member-%d", victim), func(t *testing.T) {
+			lc := newTPCluster(t, []float64{1e9, 1e9, 1e9}, 4<<20, store)
+			dir := &dynDirectory{members: append([]Member(nil), lc.dir...)}
+			cl := NewCluster(lc.system, dir, store, ClusterOptions{PlanContext: 512, KVType: model.KVF32, Placement: plan.TensorParallel})
+			defer cl.Close()
+			n := 0
+			res, err := cl.Generate(context.Background(), Request{Model: "stories260K", MaxTokens: 160}, func(tok engine.Token) error {
+				if n++; n == 50 {
+					lc.kill(t, dir, victim)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Text != want.Text {
+				t.Errorf("text after losing n%d differs (first token at %d):\n got %q\nwant %q", victim, firstDiff(res.Tokens, want.Tokens), res.Text, want.Text)
+			}
+			if res.Stats.Recoveries == 0 {
+				t.Error("no recovery counted")
+			}
+			// The survivors went on as a 2-way group.
+			p, _, err := cl.Plan("stories260K")
+			if err != nil || len(p.Stages) != 1 || len(p.Stages[0].TP) != 2 {
+				t.Errorf("plan after the loss: %s %v", shape(p), err)
+			}
+			lc.waitFree(t)
+		})
+	}
+}
+
+// TestTPLogitsMatchOneNode loads the slices a 3-way uneven plan gives
+// (through the host's loadTP) and compares their logits with one node's,
+// teacher-forced over 64 positions: summation order differs, so within a
+// relative 1e-5 of each position's largest logit (F32 weights).
+func TestTPLogitsMatchOneNode(t *testing.T) {
+	f, err := gguf.Open(stories(t)["stories260K"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cfg, err := model.ConfigOf(f.Metadata())
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole, err := model.Load(f, 0, cfg.Layers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := whole.SetKVType(model.KVF32); err != nil {
+		t.Fatal(err)
+	}
+	const positions = 64
+	ws, wc := whole.NewState(nil, 1, positions), whole.NewCache(positions)
+	spec := &messages.ShardSpec{Model: "stories260K", First: 0, End: uint32(cfg.Layers), Layers: uint32(cfg.Layers),
+		TpNodes: []string{"a", "b", "c"}, TpWeights: []uint64{3000, 2000, 1000}}
+	ars := model.LocalGroup(3)
+	type member struct {
+		st *model.TPState
+		c  *model.TPCache
+	}
+	var ms []member
+	for i := range 3 {
+		spec.TpIndex = uint32(i)
+		m, _, err := loadTP(f, cfg, spec, model.KVF32)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms = append(ms, member{m.NewState(nil, 1, positions), m.NewCache(positions)})
+	}
+	// A fixed token sequence (no sampling): the text of a story's start.
+	tok := 1
+	worst := 0.0
+	for pos := range positions {
+		if err := ws.Embed([]int{tok}); err != nil {
+			t.Fatal(err)
+		}
+		if err := ws.Forward(wc, 1); err != nil {
+			t.Fatal(err)
+		}
+		want, err := ws.LogitsOf(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([][]float32, 3)
+		errs := make(chan error, 3)
+		for i, m := range ms {
+			go func() {
+				if err := m.st.Embed([]int{tok}); err != nil {
+					errs <- err
+					return
+				}
+				if err := m.st.Forward(context.Background(), m.c, 1, ars[i]); err != nil {
+					errs <- err
+					return
+				}
+				l, err := m.st.LogitsOf(context.Background(), 0, ars[i])
+				got[i] = l
+				errs <- err
+			}()
+		}
+		for range 3 {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		var scale, diff float64
+		for j, w := range want {
+			scale = max(scale, math.Abs(float64(w)))
+			diff = max(diff, math.Abs(float64(got[0][j]-w)))
+			if got[1][j] != got[0][j] || got[2][j] != got[0][j] {
+				t.Fatalf("position %d: the members' logits differ", pos)
+			}
+		}
+		worst = max(worst, diff/scale)
+		tok = (pos*37 + 11) % whole.Vocab // any tokens will do: teacher-forced
+	}
+	t.Logf("largest relative logit difference over %d positions: %.2e", positions, worst)
+	if worst > 1e-5 {
+		t.Errorf("relative logit difference %.2e exceeds 1e-5", worst)
+	}
+}
+
+// Tensor parallelism between real peers over loopback (libp2p streams,
+// shared memory between members on this host): a 2-way group, then a
+// member killed mid-answer; the text equals one node's.
+func TestTPOverLibp2p(t *testing.T) {
+	path := stories(t)["stories260K"]
+	want := oneNodeF32(t, path, engine.Request{MaxTokens: 160})
+	models := t.TempDir()
+	if err := os.Symlink(path, filepath.Join(models, "stories260K.gguf")); err != nil {
+		t.Fatal(err)
+	}
+	for _, transport := range []string{peers.TransportTCP, peers.TransportAuto} {
+		t.Run(transport, func(t *testing.T) {
+			nodes := startNodesFn(t, models, 512, 3, 8<<20, 1, func(i int, cfg *NodeConfig) {
+				cfg.Cluster.Placement, cfg.Cluster.KVType = plan.TensorParallel, model.KVF32
+				cfg.Peers.Transport = transport
+				cfg.Peers.MemoryBandwidth = 1e9 // equal slices, whatever the machine measures
+			})
+			p, _, err := nodes[0].Cluster.Plan("stories260K")
+			if err != nil || len(p.Stages) != 1 || len(p.Stages[0].TP) != 3 {
+				t.Fatalf("plan %v %v", p, err)
+			}
+			// The first answer runs whole; during the second a follower dies.
+			res, err := nodes[0].Cluster.Generate(context.Background(), Request{Model: "stories260K", MaxTokens: 160}, func(engine.Token) error { return nil })
+			if err != nil || res.Text != want.Text {
+				t.Fatalf("3-way: %v\n got %q\nwant %q", err, res.Text, want.Text)
+			}
+			var victim *Node
+			for _, nd := range nodes {
+				if id := nd.Peers.ID().String(); id == p.Stages[0].TP[1].Node {
+					victim = nd
+				}
+			}
+			origin := nodes[0]
+			if origin == victim {
+				origin = nodes[1]
+			}
+			n := 0
+			res, err = origin.Cluster.Generate(context.Background(), Request{Model: "stories260K", MaxTokens: 160}, func(engine.Token) error {
+				if n++; n == 40 {
+					victim.Close()
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Text != want.Text || res.Stats.Recoveries == 0 {
+				t.Fatalf("after killing a member (%d recoveries):\n got %q\nwant %q", res.Stats.Recoveries, res.Text, want.Text)
+			}
+			var live []*Node
+			for _, nd := range nodes {
+				if nd != victim {
+					live = append(live, nd)
+				}
+			}
+			waitNoKV(t, live)
+		})
+	}
+}
+
+// A tensor-parallel member takes steps only from its leader's node, and a
+// LoadShard's group PIDs must lie on the members its spec names; bad
+// specs are refused with an error.
+func TestTPMemberRefusesStrangers(t *testing.T) {
+	store := stories(t)
+	system := NewSystem(nil)
+	defer system.Shutdown()
+	h := NewHost(HostConfig{Models: store, Groups: &LocalGroups{}, NodeAddress: func(node string) string { return "addr-" + node }})
+	hpid, err := system.Root.SpawnNamed(h.Props(), HostName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	load := func(spec *messages.ShardSpec, group ...*messages.PID) *messages.ShardLoaded {
+		res, err := system.Root.RequestFuture(hpid, &messages.LoadShard{Shard: spec, Group: group}, 5*time.Second).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.(*messages.ShardLoaded)
+	}
+	spec := func(index uint32, nodes []string, weights []uint64) *messages.ShardSpec {
+		return &messages.ShardSpec{Model: "stories260K", First: 0, End: 5, Layers: 5, TpNodes: nodes, TpWeights: weights, TpIndex: index}
+	}
+	leaderHost := &messages.PID{Address: "addr-a", Id: HostName}
+	for _, bad := range []struct {
+		spec  *messages.ShardSpec
+		group []*messages.PID
+		why   string
+	}{
+		{spec(1, []string{"a", "b"}, []uint64{1, 1}), []*messages.PID{{Address: "addr-c", Id: HostName}}, "not on member a"},
+		{spec(0, []string{"a", "b"}, []uint64{1, 1}), []*messages.PID{{Address: "addr-c", Id: HostName + "/x"}}, "not on member b"},
+		{spec(1, []string{"a", "b"}, []uint64{1, 1}), nil, "group PIDs"},
+		{spec(2, []string{"a", "b"}, []uint64{1, 1}), []*messages.PID{leaderHost}, "member 2"},
+		{spec(1, []string{"a", "a"}, []uint64{1, 1}), []*messages.PID{leaderHost}, "repeated"},
+		{spec(1, []string{"a", "b"}, []uint64{1, 0}), []*messages.PID{leaderHost}, "weight 0"},
+		{spec(1, []string{"a", "b"}, []uint64{1}), []*messages.PID{leaderHost}, "1 weights"},
+	} {
+		if r := load(bad.spec, bad.group...); !strings.Contains(r.Error, bad.why) {
+			t.Errorf("spec %v: error %q, want one saying %q", bad.spec, r.Error, bad.why)
+		}
+	}
+	r := load(spec(1, []string{"a", "b"}, []uint64{1, 1}), leaderHost)
+	if r.Error != "" {
+		t.Fatal(r.Error)
+	}
+	in := &inbox{ch: make(chan any, 8)}
+	self := system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return in }))
+	member := &actor.PID{Address: hpid.Address, Id: r.ActorId}
+	// A step from the session's origin (or anyone but the leader) is refused.
+	system.Root.Request(member, &messages.Forward{Session: "s", Count: 1, Context: 64, Tokens: []int32{1}, ReplyTo: fromPID(self)})
+	select {
+	case m := <-in.ch:
+		if fe, ok := m.(*messages.ForwardError); !ok || !strings.Contains(fe.Error, "from its leader only") {
+			t.Errorf("got %v", m)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no error reply")
+	}
+	if st := h.Stats().Shards; len(st) != 1 || st[0].Sessions != 0 {
+		t.Errorf("the member opened a session for a stranger: %+v", st)
+	}
+}
