@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
 
 	"strata/messages"
 	"strata/peers"
@@ -332,8 +332,10 @@ func (s *shard) forward(ctx actor.Context, m *messages.Forward, release func()) 
 	if s.tp != nil {
 		// A tensor-parallel leader relays m to its members, which may
 		// read it after this step: it must not point into a receive slot.
+		// It works on its own copy: releasing the slot (here and again
+		// by the caller) clears the borrowed message's Hidden.
 		if release != nil {
-			m.Hidden = bytes.Clone(m.Hidden)
+			m = proto.Clone(m).(*messages.Forward)
 			release()
 		}
 		if hidden, logits, err = s.tpStep(ctx, m, ss, n); err != nil || !s.tp.leads() {
