@@ -84,11 +84,16 @@ type ShardSpec struct {
 	// len(tp_nodes) members (node IDs in summation order; member 0 leads)
 	// and this shard is member tp_index: its slice of every layer is
 	// model.PlanTP's share for tp_weights (one positive weight a member).
-	TpNodes       []string `protobuf:"bytes,5,rep,name=tp_nodes,json=tpNodes,proto3" json:"tp_nodes,omitempty"`
-	TpWeights     []uint64 `protobuf:"varint,6,rep,packed,name=tp_weights,json=tpWeights,proto3" json:"tp_weights,omitempty"`
-	TpIndex       uint32   `protobuf:"varint,7,opt,name=tp_index,json=tpIndex,proto3" json:"tp_index,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	TpNodes   []string `protobuf:"bytes,5,rep,name=tp_nodes,json=tpNodes,proto3" json:"tp_nodes,omitempty"`
+	TpWeights []uint64 `protobuf:"varint,6,rep,packed,name=tp_weights,json=tpWeights,proto3" json:"tp_weights,omitempty"`
+	TpIndex   uint32   `protobuf:"varint,7,opt,name=tp_index,json=tpIndex,proto3" json:"tp_index,omitempty"`
+	// tp_expert_parallel: the group splits mixture-of-experts layers by
+	// whole experts per member (model.TPOptions.ExpertParallel), not by
+	// columns of every expert: the cost model's choice, the same for every
+	// member (it is part of the stage's identity).
+	TpExpertParallel bool `protobuf:"varint,8,opt,name=tp_expert_parallel,json=tpExpertParallel,proto3" json:"tp_expert_parallel,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ShardSpec) Reset() {
@@ -168,6 +173,13 @@ func (x *ShardSpec) GetTpIndex() uint32 {
 		return x.TpIndex
 	}
 	return 0
+}
+
+func (x *ShardSpec) GetTpExpertParallel() bool {
+	if x != nil {
+		return x.TpExpertParallel
+	}
+	return false
 }
 
 // LoadShard asks a node's shard host to load (or find) a shard; the reply is ShardLoaded.
@@ -1019,7 +1031,7 @@ var File_messages_inference_proto protoreflect.FileDescriptor
 
 const file_messages_inference_proto_rawDesc = "" +
 	"\n" +
-	"\x18messages/inference.proto\x12\x06strata\x1a\x17messages/envelope.proto\"\xb6\x01\n" +
+	"\x18messages/inference.proto\x12\x06strata\x1a\x17messages/envelope.proto\"\xe4\x01\n" +
 	"\tShardSpec\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x14\n" +
 	"\x05first\x18\x02 \x01(\rR\x05first\x12\x10\n" +
@@ -1028,7 +1040,8 @@ const file_messages_inference_proto_rawDesc = "" +
 	"\btp_nodes\x18\x05 \x03(\tR\atpNodes\x12\x1d\n" +
 	"\n" +
 	"tp_weights\x18\x06 \x03(\x04R\ttpWeights\x12\x19\n" +
-	"\btp_index\x18\a \x01(\rR\atpIndex\"W\n" +
+	"\btp_index\x18\a \x01(\rR\atpIndex\x12,\n" +
+	"\x12tp_expert_parallel\x18\b \x01(\bR\x10tpExpertParallel\"W\n" +
 	"\tLoadShard\x12'\n" +
 	"\x05shard\x18\x01 \x01(\v2\x11.strata.ShardSpecR\x05shard\x12!\n" +
 	"\x05group\x18\x02 \x03(\v2\v.strata.PIDR\x05group\"}\n" +

@@ -253,6 +253,27 @@ func (s Shape) KVValuesPerToken() uint64 {
 // layers.
 func (s Shape) KVBytesPerToken() uint64 { return KVF16.bytesFor(s.KVValuesPerToken()) }
 
+// ExpertFFNUnits is how many tensor-parallel units (TPUnits.FFN columns)
+// each expert's columns split into when the shape is written in weight
+// type wt: its expert FFN width over the coarsest block of the FFN
+// down-projections as Tensors types them (TPUnitsOf's rule); 0 for a
+// dense shape or when the width is not whole blocks.
+func (s Shape) ExpertFFNUnits(wt tensor.Type) int {
+	if s.Experts == 0 {
+		return 0
+	}
+	block := 1
+	for _, t := range s.Tensors(wt) {
+		if strings.Contains(t.Name, ".ffn_down") {
+			block = max(block, t.Type.BlockSize())
+		}
+	}
+	if s.ExpertFFN%block != 0 {
+		return 0
+	}
+	return s.ExpertFFN / block
+}
+
 // Profile is the placement profile of the shape in weight type wt.
 func (s Shape) Profile(wt tensor.Type) Profile {
 	p := Profile{Arch: s.Arch, Layers: s.Layers, LayerBytes: make([]uint64, s.Layers), TiedOutput: s.TiedEmbed,

@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"strata/runtime/gguf"
@@ -239,6 +240,20 @@ func PlanTPWith(c Config, vocab int, u TPUnits, weights []uint64, o TPOptions) (
 	return out, nil
 }
 
+// TPShares is how many of n units PlanTP gives each member of weights
+// (KV-head units, FFN units, whole experts): a cost model that predicts a
+// split calls it, so that what it predicts is what is loaded.
+func TPShares(n int, weights []uint64) []int {
+	var sum uint64
+	for _, w := range weights {
+		sum += w
+	}
+	if sum == 0 {
+		return make([]int, len(weights))
+	}
+	return apportion(n, weights, sum)
+}
+
 // apportion splits n units in proportion to weights (summing to sum):
 // floors first, then the remaining units one each to the largest
 // remainders, earlier members first among equals. Integer arithmetic only.
@@ -302,12 +317,70 @@ func ExpertsReadPerToken(experts, used int, held []int) float64 {
 					continue
 				}
 				for x := 0; x <= min(k-1, h) && have+x <= used; x++ {
-					next[have+x] += w * choose(h, x)
+					next[have+x] += float64(w * choose(h, x)) // rounded: no fused multiply-add, the same on every CPU
 				}
 			}
 			ways, next = next, ways
 		}
 		e += 1 - ways[used]/choose(experts, used)
+	}
+	return e
+}
+
+// ExpertsTimePerToken generalizes ExpertsReadPerToken to members that
+// read at different rates: E[max_i X_i/rate[i]], the expected time the
+// slowest member of an expert-parallel group spends on one decoded
+// token's routed experts, in units of one expert's bytes (multiply by an
+// expert's bytes; rate[i] is member i's bytes per second). Same routing
+// assumption. With equal rates it is ExpertsReadPerToken/rate.
+func ExpertsTimePerToken(experts, used int, held []int, rate []float64) float64 {
+	if experts <= 0 || used <= 0 || used > experts || len(rate) != len(held) {
+		return 0
+	}
+	total := 0
+	for i, h := range held {
+		if rate[i] <= 0 && h > 0 {
+			return math.Inf(1)
+		}
+		total += h
+	}
+	if total != experts {
+		return math.NaN()
+	}
+	// Y = max_i X_i/rate[i] takes the values x/rate[i]; E[Y] = Σ over
+	// those values v (ascending, v_0 = 0) of (v_k − v_{k−1})·P(Y ≥ v_k),
+	// and P(Y ≥ v) = 1 − P(every X_i ≤ the largest x with x/rate[i] < v),
+	// counted as in ExpertsReadPerToken. The same divisions make the
+	// values and the caps, so equal values compare equal on every CPU.
+	var vals []float64
+	for i, h := range held {
+		for x := 1; x <= min(used, h); x++ {
+			vals = append(vals, float64(x)/rate[i])
+		}
+	}
+	slices.Sort(vals)
+	vals = slices.Compact(vals)
+	all := choose(experts, used)
+	ways := make([]float64, used+1)
+	next := make([]float64, used+1)
+	var e, prev float64
+	for _, v := range vals {
+		clear(ways)
+		ways[0] = 1
+		for i, h := range held {
+			clear(next)
+			for have, w := range ways {
+				if w == 0 {
+					continue
+				}
+				for x := 0; x <= min(h, used-have) && (x == 0 || float64(x)/rate[i] < v); x++ {
+					next[have+x] += float64(w * choose(h, x)) // no fused multiply-add
+				}
+			}
+			ways, next = next, ways
+		}
+		e += float64((v - prev) * (1 - ways[used]/all))
+		prev = v
 	}
 	return e
 }

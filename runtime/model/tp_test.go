@@ -929,3 +929,71 @@ func bitsSet(x int) int {
 	}
 	return n
 }
+
+// ExpertsTimePerToken against counting every draw, with members that read
+// at different rates; with equal rates it is ExpertsReadPerToken/rate.
+func TestExpertsTimePerToken(t *testing.T) {
+	for _, tc := range []struct {
+		experts, used int
+		held          []int
+		rate          []float64
+	}{
+		{8, 2, []int{4, 4}, []float64{1, 1}},
+		{8, 3, []int{5, 3}, []float64{5, 3}},
+		{10, 4, []int{5, 3, 2}, []float64{2, 3, 7}},
+		{9, 2, []int{0, 6, 3}, []float64{0, 2, 1}},
+		{6, 6, []int{2, 4}, []float64{1.5, 4}},
+	} {
+		owner := []int{}
+		for i, h := range tc.held {
+			for range h {
+				owner = append(owner, i)
+			}
+		}
+		var sum, draws float64
+		for set := 0; set < 1<<tc.experts; set++ {
+			if bitsSet(set) != tc.used {
+				continue
+			}
+			count := make([]int, len(tc.held))
+			for e := range tc.experts {
+				if set>>e&1 == 1 {
+					count[owner[e]]++
+				}
+			}
+			slowest := 0.0
+			for i, c := range count {
+				if c > 0 {
+					slowest = max(slowest, float64(c)/tc.rate[i])
+				}
+			}
+			sum += slowest
+			draws++
+		}
+		want := sum / draws
+		if got := model.ExpertsTimePerToken(tc.experts, tc.used, tc.held, tc.rate); math.Abs(got-want) > 1e-12 {
+			t.Errorf("%d of %d experts held as %v at rates %v: got %v, counted %v", tc.used, tc.experts, tc.held, tc.rate, got, want)
+		}
+	}
+	held := []int{32, 32, 32, 32}
+	if got, want := model.ExpertsTimePerToken(128, 8, held, []float64{4, 4, 4, 4}), model.ExpertsReadPerToken(128, 8, held)/4; math.Abs(got-want) > 1e-12 {
+		t.Errorf("equal rates: got %v, want ExpertsReadPerToken/4 = %v", got, want)
+	}
+}
+
+// TPShares is the split PlanTP makes.
+func TestTPShares(t *testing.T) {
+	c := model.Config{Arch: "qwen3moe", Embd: 64, Heads: 4, KVHeads: 2, HeadDim: 16, Experts: 7, ExpertsUsed: 2, ExpertFFN: 96}
+	for _, w := range [][]uint64{{1, 1}, {3, 2, 1}, {5, 1, 1, 1}} {
+		slices, err := model.PlanTPWith(c, 10, model.TPUnits{KVHeads: 1, FFN: 32}, w, model.TPOptions{ExpertParallel: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		units, experts := model.TPShares(3, w), model.TPShares(7, w)
+		for i, s := range slices {
+			if s.ExpertFFN.Len() != units[i]*32 || s.Experts.Len() != experts[i] {
+				t.Errorf("weights %v member %d: TPShares says %d units, %d experts; PlanTPWith gave %v, %v", w, i, units[i], experts[i], s.ExpertFFN, s.Experts)
+			}
+		}
+	}
+}
