@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"strata/internal/units"
+	"strata/runtime/model"
 )
 
 // The decode cost model predicts how many tokens per second a placement
@@ -27,6 +28,24 @@ import (
 // one member; compute never limits decode; the KV cache read per token is
 // counted at CostOptions.Position; slices follow member bandwidth exactly
 // except attention, which moves in whole KV heads.
+//
+// Mixture-of-experts layers in a group hold their routed experts one of
+// two ways (model.TPOptions), chosen per group (chooseExperts; ties and
+// ExpertsSplit: columns). Split by columns, every member reads its share
+// of each of the ExpertsUsed experts a token is routed to, and the share
+// moves in whole units (Model.ExpertFFNUnits, apportioned by the members'
+// weights as model.PlanTP does): an expert of 6 units on 4 members puts 2
+// on the busiest, 1/3 of each expert instead of 1/4. Whole experts per
+// member (expert parallelism), member i holds held_i experts (again
+// PlanTP's apportioning) and reads those of the token's experts it holds,
+// X_i of them: the group waits for the largest X_i/bandwidth_i, whose
+// expectation assumes the router picks every set of ExpertsUsed experts
+// with equal probability (model.ExpertsTimePerToken; exact for any
+// bandwidths under that assumption, optimistic for real routers, which
+// favour some experts). The rest of the layer and the routed experts are
+// each timed at their own slowest member and added, which bounds the
+// true E[max of sums] from above when the slowest differ; the choice
+// compares only the routed experts' time, the part the layouts change.
 
 // Link is a network path between two nodes as measured (or described).
 type Link struct {
@@ -113,6 +132,11 @@ type CostOptions struct {
 	// DefaultBandwidth is the memory bandwidth (bytes/s) of nodes that
 	// announce none; 0 = 100 GB/s.
 	DefaultBandwidth float64
+	// Experts is how tensor-parallel groups hold a mixture-of-experts
+	// model's routed experts; the zero value, ExpertsAuto, lets the cost
+	// model choose per group. Every node must use the same (it decides
+	// the plan, as Mode does).
+	Experts ExpertMode
 }
 
 func (o CostOptions) withDefaults() CostOptions {
@@ -138,6 +162,15 @@ type Member struct {
 type Group struct {
 	First, End int
 	Members    []Member
+	// MoE: the group has more than one member and routed experts in its
+	// layers, so how it holds them is a choice: ExpertParallel (whole
+	// experts per member) or else every expert split by columns.
+	MoE, ExpertParallel bool
+	// ExpertReads is what the choice compared: the busiest member's
+	// routed-expert reads per token and layer, in experts' bytes, split by
+	// columns [0] and whole [1], at the group's mean bandwidth (exact
+	// counts when the members' bandwidths are equal).
+	ExpertReads [2]float64
 }
 
 // Prediction is the cost model's estimate of one decoded token.
@@ -219,6 +252,7 @@ func Candidates(m Model, nodes []Node, net Network, opts Options, co CostOptions
 		for g := 1; s*g <= len(sorted); g++ {
 			c := candidate(m, sorted[:s*g], s, g, kvPerLayer, opts, co)
 			if c.Refusal == "" {
+				chooseExperts(m, &c, sorted, co)
 				c.Prediction = predict(m, c, sorted, net, co)
 			}
 			out = append(out, c)
@@ -311,6 +345,11 @@ func predict(m Model, c Candidate, nodes []Node, net Network, co CostOptions) Pr
 		for j, mb := range st.Members {
 			bw[j] = bandwidth(nodeByID(nodes, mb.Node), co)
 		}
+		var ex expertSplit
+		if st.MoE {
+			ex = expertCosts(m, st, nodes, co)
+		}
+		used := float64(m.ExpertsUsed)
 		var sec float64
 		for l := st.First; l < st.End; l++ {
 			attn := float64(at(m.AttnLayerBytes, l))
@@ -318,11 +357,27 @@ func predict(m Model, c Candidate, nodes []Node, net Network, co CostOptions) Pr
 			if m.ActiveLayerBytes == nil {
 				rest = float64(m.LayerBytes[l]) - attn
 			}
+			// In a MoE group the routed experts (one expert's bytes e, of
+			// which a token reads used) follow the group's layout, not
+			// the members' shares.
+			e, routed := 0.0, 0.0
+			if st.MoE {
+				e = m.expertBytes(l)
+				routed = float64(e * used)
+				rest = max(rest-routed, 0)
+			}
 			slowest := 0.0
 			for j, mb := range st.Members {
 				// float64(...) rounds each product: no fused multiply-add,
 				// so every CPU predicts (and so chooses) the same.
-				slowest = max(slowest, (float64((attn+kvRead)*mb.Heads)+float64(rest*mb.Share))/bw[j])
+				b := float64((attn+kvRead)*mb.Heads) + float64(rest*mb.Share)
+				if routed > 0 && !st.ExpertParallel {
+					b += float64(routed * ex.cols[j])
+				}
+				slowest = max(slowest, b/bw[j])
+			}
+			if routed > 0 && st.ExpertParallel {
+				slowest += float64(e * ex.whole) // the busiest member's experts, on top (see the top of the file)
 			}
 			sec += slowest
 		}
@@ -370,6 +425,97 @@ func predict(m Model, c Candidate, nodes []Node, net Network, co CostOptions) Pr
 	return p
 }
 
+// expertSplit is a group's routed experts both ways (chooseExperts):
+// cols[j] is member j's fraction of every expert's columns (whole units);
+// whole is the expected time, per byte of one expert, that the busiest
+// member spends on the token's experts it holds whole.
+type expertSplit struct {
+	cols  []float64
+	whole float64
+}
+
+// expertCosts computes g's split both ways, from the members' integer
+// weights (TPWeight) as the loaded slices are cut (model.PlanTPWith).
+func expertCosts(m Model, g Group, nodes []Node, co CostOptions) expertSplit {
+	n := len(g.Members)
+	w := make([]uint64, n)
+	bw := make([]float64, n)
+	for j, mb := range g.Members {
+		node := nodeByID(nodes, mb.Node)
+		w[j], bw[j] = TPWeight(node, co), bandwidth(node, co)
+	}
+	ex := expertSplit{cols: make([]float64, n)}
+	if m.ExpertFFNUnits > 0 {
+		for j, u := range model.TPShares(m.ExpertFFNUnits, w) {
+			ex.cols[j] = float64(u) / float64(m.ExpertFFNUnits)
+		}
+	} else { // units unknown: columns divide exactly
+		for j, mb := range g.Members {
+			ex.cols[j] = mb.Share
+		}
+	}
+	ex.whole = model.ExpertsTimePerToken(m.Experts, m.ExpertsUsed, model.TPShares(m.Experts, w), bw)
+	return ex
+}
+
+// chooseExperts decides how each MoE group of c holds its routed experts
+// (co.Experts, or with ExpertsAuto the cheaper for its busiest member,
+// columns when equal) and records it on the group.
+func chooseExperts(m Model, c *Candidate, nodes []Node, co CostOptions) {
+	for i := range c.Stages {
+		g := &c.Stages[i]
+		g.MoE = len(g.Members) > 1 && m.hasExperts(g.First, g.End)
+		if !g.MoE {
+			continue
+		}
+		ex := expertCosts(m, *g, nodes, co)
+		var cols, mean float64
+		for j, mb := range g.Members {
+			bw := bandwidth(nodeByID(nodes, mb.Node), co)
+			cols = max(cols, float64(float64(m.ExpertsUsed)*ex.cols[j])/bw)
+			mean += bw / float64(len(g.Members))
+		}
+		g.ExpertReads = [2]float64{float64(cols * mean), float64(ex.whole * mean)}
+		switch co.Experts {
+		case ExpertsSplit:
+			g.ExpertParallel = false
+		case ExpertsWhole:
+			g.ExpertParallel = true
+		default:
+			g.ExpertParallel = ex.whole < cols
+		}
+	}
+}
+
+// hasExperts reports whether any of layers [first, end) has routed experts.
+func (m Model) hasExperts(first, end int) bool {
+	if m.Experts <= 0 || m.ExpertsUsed <= 0 {
+		return false
+	}
+	for l := first; l < end; l++ {
+		if at(m.ExpertLayerBytes, l) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// expertBytes is one routed expert's bytes in layer l (0 in a dense layer).
+func (m Model) expertBytes(l int) float64 {
+	if m.Experts <= 0 {
+		return 0
+	}
+	return float64(at(m.ExpertLayerBytes, l)) / float64(m.Experts)
+}
+
+// expertLayout names how a tensor-parallel stage holds its routed experts.
+func expertLayout(whole bool) string {
+	if whole {
+		return "experts whole per member"
+	}
+	return "each expert split"
+}
+
 // Best returns the fitting candidate with the highest predicted speed
 // (fewer nodes among equals), and false when none fits.
 func Best(cands []Candidate) (Candidate, bool) {
@@ -395,6 +541,17 @@ func Explain(best Candidate, cands []Candidate) string {
 		fmt.Fprintf(&b, ": %d all-reduces", best.AllReduces)
 	}
 	b.WriteString(")")
+	for _, g := range best.Stages {
+		if g.MoE { // the groups of a candidate are alike: one says it
+			other := "each expert split by columns"
+			if g.ExpertParallel {
+				fmt.Fprintf(&b, "; experts whole per member: the busiest member reads %.2f experts per token and layer, against %.2f experts' bytes with %s", g.ExpertReads[1], g.ExpertReads[0], other)
+			} else {
+				fmt.Fprintf(&b, "; each expert split by columns: the busiest member reads %.2f experts' bytes per token and layer, against %.2f whole experts with experts whole per member", g.ExpertReads[0], g.ExpertReads[1])
+			}
+			break
+		}
+	}
 	var single, pipe, tp Candidate
 	for _, c := range cands {
 		if c.Refusal != "" {
@@ -454,7 +611,11 @@ func Table(cands []Candidate) string {
 			for _, mb := range g.Members {
 				ids = append(ids, mb.Node)
 			}
-			parts = append(parts, fmt.Sprintf("%d-%d:%s", g.First, g.End-1, strings.Join(ids, "+")))
+			part := fmt.Sprintf("%d-%d:%s", g.First, g.End-1, strings.Join(ids, "+"))
+			if g.MoE {
+				part += " (" + expertLayout(g.ExpertParallel) + ")"
+			}
+			parts = append(parts, part)
 		}
 		if c.Refusal != "" {
 			fmt.Fprintf(&b, "  %-22s %5d %9s %11s %11s %6s  does not fit: %s\n", c.Name(), c.Nodes(), "-", "-", "-", "-", c.Refusal)

@@ -40,6 +40,38 @@ func ParseMode(s string) (Mode, error) {
 	return 0, fmt.Errorf("placement %q: one of %s", s, strings.Join(modeNames[:], ", "))
 }
 
+// ExpertMode is how tensor-parallel groups hold the routed experts of a
+// mixture-of-experts model (CostOptions.Experts).
+type ExpertMode int
+
+const (
+	// ExpertsAuto lets the cost model choose per group; the zero value.
+	ExpertsAuto ExpertMode = iota
+	// ExpertsSplit splits every expert by columns across the members.
+	ExpertsSplit
+	// ExpertsWhole gives each member whole experts (expert parallelism).
+	ExpertsWhole
+)
+
+var expertModeNames = [...]string{"auto", "split", "whole"}
+
+func (e ExpertMode) String() string {
+	if e < 0 || int(e) >= len(expertModeNames) {
+		return fmt.Sprintf("experts(%d)", int(e))
+	}
+	return expertModeNames[e]
+}
+
+// ParseExpertMode reads auto, split or whole.
+func ParseExpertMode(s string) (ExpertMode, error) {
+	for i, n := range expertModeNames {
+		if strings.EqualFold(strings.TrimSpace(s), n) {
+			return ExpertMode(i), nil
+		}
+	}
+	return 0, fmt.Errorf("experts %q: one of %s", s, strings.Join(expertModeNames[:], ", "))
+}
+
 // PlaceMode computes a placement of the given mode, a pure deterministic
 // function of its inputs as Place is. Pipeline is Place. Auto is the
 // fitting candidate (Candidates) the cost model predicts fastest.
@@ -92,9 +124,10 @@ func (c Candidate) Plan(m Model, nodes []Node, opts Options, co CostOptions) Pla
 	m = m.withKV(opts)
 	L := m.Layers()
 	kvPerLayer := m.KVBytesPerToken / uint64(max(L, 1)) * uint64(opts.Context) * uint64(opts.Sessions)
-	p := Plan{Model: m.Name, Context: opts.Context, Sessions: opts.Sessions}
+	p := Plan{Model: m.Name, Context: opts.Context, Sessions: opts.Sessions, Experts: m.Experts}
 	for i, g := range c.Stages {
-		s := Stage{Node: g.Members[0].Node, First: g.First, End: g.End, Embed: i == 0, Head: i == len(c.Stages)-1}
+		s := Stage{Node: g.Members[0].Node, First: g.First, End: g.End, Embed: i == 0, Head: i == len(c.Stages)-1,
+			ExpertParallel: g.ExpertParallel}
 		for l := s.First; l < s.End; l++ {
 			s.WeightBytes += m.LayerBytes[l]
 		}

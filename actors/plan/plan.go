@@ -43,6 +43,19 @@ type Model struct {
 	ActiveLayerBytes     []uint64 // bytes one decoded token reads of each layer
 	AttnLayerBytes       []uint64 // the attention part of ActiveLayerBytes
 
+	// Mixture of experts, for the cost model's choice in each
+	// tensor-parallel group between splitting every routed expert by
+	// columns and whole experts per member (expert parallelism; see
+	// cost.go). ExpertLayerBytes is each layer's routed experts' bytes,
+	// all Experts of them (0 in dense layers), of which a token reads
+	// ExpertsUsed. ExpertFFNUnits is how many tensor-parallel units
+	// (model.TPUnits.FFN columns) each expert's columns split into: a
+	// column split is only as even as these whole units allow; 0 =
+	// unknown, and columns are assumed to divide exactly.
+	ExpertLayerBytes     []uint64
+	Experts, ExpertsUsed int
+	ExpertFFNUnits       int
+
 	// NoTP, when set, says why the model's layers cannot be split across
 	// a tensor-parallel group ("" = they can): candidates with groups are
 	// then refused with it.
@@ -52,7 +65,8 @@ type Model struct {
 // FromProfile converts a model profile (see model.ProfileOf).
 func FromProfile(name string, p model.Profile) Model {
 	m := Model{Name: name, LayerBytes: p.LayerBytes, EmbedBytes: p.EmbedBytes + p.OtherBytes, HeadBytes: p.HeadBytes, KVBytesPerToken: p.KVBytesPerToken, KVValuesPerToken: p.KVValuesPerToken,
-		Embd: p.Embd, KVHeads: p.KVHeads, Vocab: p.Vocab, ActiveLayerBytes: p.ActiveLayerBytes, AttnLayerBytes: p.AttnLayerBytes}
+		Embd: p.Embd, KVHeads: p.KVHeads, Vocab: p.Vocab, ActiveLayerBytes: p.ActiveLayerBytes, AttnLayerBytes: p.AttnLayerBytes,
+		ExpertLayerBytes: p.ExpertLayerBytes, Experts: p.Experts, ExpertsUsed: p.ExpertsUsed}
 	if p.TiedOutput {
 		m.HeadBytes += p.EmbedBytes
 	}
@@ -144,6 +158,11 @@ type Stage struct {
 	// TP lists the members of a tensor-parallel stage in summation order,
 	// the leader first; nil for a stage on one node.
 	TP []TPMember
+	// ExpertParallel: the group holds the routed experts of its
+	// mixture-of-experts layers whole, each member its share of them
+	// (model.TPOptions.ExpertParallel), instead of columns of every
+	// expert; the cost model's choice (Group.ExpertParallel).
+	ExpertParallel bool `json:",omitempty"`
 }
 
 // TPMember is one member of a tensor-parallel stage: it holds a slice of
@@ -173,7 +192,10 @@ type Plan struct {
 	Model    string
 	Context  int
 	Sessions int
-	Stages   []Stage
+	// Experts is the model's routed experts per mixture-of-experts layer
+	// (0: dense), so that String says how tensor-parallel stages hold them.
+	Experts int `json:",omitempty"`
+	Stages  []Stage
 }
 
 // String renders the plan as a small table.
@@ -191,6 +213,9 @@ func (p Plan) String() string {
 		node := s.Node
 		if len(s.TP) > 0 {
 			node = fmt.Sprintf("TP %d-way", len(s.TP))
+			if p.Experts > 0 {
+				extra += "  " + expertLayout(s.ExpertParallel)
+			}
 		}
 		fmt.Fprintf(&b, "  stage %d  %-20s layers %3d-%-3d (%d)%s  weights %s  KV %s\n",
 			i, node, s.First, s.End-1, s.End-s.First, extra, units.Bytes(s.WeightBytes), units.Bytes(s.KVBytes))
