@@ -95,6 +95,12 @@ type ClusterOptions struct {
 	// plan.Auto the cost model's fastest candidate; plan.TensorParallel
 	// and plan.Hybrid prefer those shapes. Ignored when Placer is set.
 	Placement plan.Mode
+	// Experts is how the tensor-parallel groups of those plans hold a
+	// mixture-of-experts model's routed experts: the zero value,
+	// plan.ExpertsAuto, is the cost model's choice per group. Like
+	// Placement, every node should use the same: each computes the plans
+	// of the sessions it starts. Ignored when Placer is set.
+	Experts plan.ExpertMode
 	// Link is the link the cost model assumes between members that have
 	// not measured theirs; zero = plan.LinkPresets["tcp"].
 	Link plan.Link
@@ -152,6 +158,9 @@ type localModel struct {
 	cfg  model.Config
 	prof model.Profile
 	noTP string // why its layers cannot be split across a group ("" = they can)
+	// expertUnits is how many tensor-parallel units each routed expert's
+	// columns split into (plan.Model.ExpertFFNUnits; 0: dense or no TP).
+	expertUnits int
 }
 
 // SessionInfo describes an active session (for status APIs).
@@ -283,8 +292,10 @@ func (c *Cluster) open(name string) (*localModel, error) {
 		m.close()
 		return nil, err
 	}
-	if _, err := model.TPUnitsOf(f, m.cfg, 0, m.cfg.Layers); err != nil {
+	if u, err := model.TPUnitsOf(f, m.cfg, 0, m.cfg.Layers); err != nil {
 		m.noTP = err.Error()
+	} else if m.cfg.Experts > 0 {
+		m.expertUnits = m.cfg.ExpertFFN / u.FFN
 	}
 	return m, nil
 }
@@ -347,7 +358,7 @@ func (c *Cluster) plan(name string, excluded []string) (plan.Plan, []Member, err
 		return plan.Plan{}, nil, fmt.Errorf("no node of the cluster has model %q", name)
 	}
 	pm := plan.FromProfile(name, m.prof)
-	pm.NoTP = m.noTP
+	pm.NoTP, pm.ExpertFFNUnits = m.noTP, m.expertUnits
 	opts := plan.Options{Context: c.planContext(m), Sessions: c.opts.PlanSessions, KVType: c.opts.KVType}
 	if c.opts.Placer != nil {
 		p, err := c.opts.Placer(pm, nodes, opts)
@@ -362,7 +373,7 @@ func (c *Cluster) plan(name string, excluded []string) (plan.Plan, []Member, err
 	if c.opts.Hidden == messages.HiddenType_HIDDEN_F16 {
 		act = 2
 	}
-	p, err := plan.PlaceMode(pm, nodes, network, opts, plan.CostOptions{ActBytes: act}, c.opts.Placement)
+	p, err := plan.PlaceMode(pm, nodes, network, opts, plan.CostOptions{ActBytes: act, Experts: c.opts.Experts}, c.opts.Placement)
 	return p, members, err
 }
 
@@ -458,9 +469,10 @@ func (c *Cluster) load(name string, p plan.Plan, members []Member) ([]session.St
 				spec.TpNodes = append(spec.TpNodes, m.Node)
 				spec.TpWeights = append(spec.TpWeights, m.Weight)
 			}
+			spec.TpExpertParallel = s.ExpertParallel
 			specOf := func(j int) *messages.ShardSpec {
 				return &messages.ShardSpec{Model: spec.Model, First: spec.First, End: spec.End, Layers: spec.Layers,
-					TpNodes: spec.TpNodes, TpWeights: spec.TpWeights, TpIndex: uint32(j)}
+					TpNodes: spec.TpNodes, TpWeights: spec.TpWeights, TpIndex: uint32(j), TpExpertParallel: spec.TpExpertParallel}
 			}
 			tp := make([]session.Stage, len(s.TP)-1)
 			memberErrs := make([]error, len(tp))

@@ -198,22 +198,31 @@ func checkTPSpec(spec *messages.ShardSpec) error {
 }
 
 // tpStageID hashes what identifies a tensor-parallel stage, the same on
-// every member (the member's own index left out).
+// every member (the member's own index left out). How the stage holds
+// its experts is part of it: members that cut their slices differently
+// must never meet in one group (nor share a loaded shard, ShardID).
 func tpStageID(spec *messages.ShardSpec) [32]byte {
 	var b strings.Builder
 	fmt.Fprintf(&b, "strata/tp\x00%s\x00%d-%d/%d", spec.Model, spec.First, spec.End, spec.Layers)
 	for i, n := range spec.TpNodes {
 		fmt.Fprintf(&b, "\x00%s=%d", n, spec.TpWeights[i])
 	}
+	if spec.TpExpertParallel { // appended only when set: column splits keep their IDs
+		b.WriteString("\x00experts-whole")
+	}
 	return sha256.Sum256([]byte(b.String()))
 }
 
 // loadTP builds member spec.TpIndex's slice of the stage: the group's
-// slices are model.PlanTP's for the weights, the same on every member.
-// It returns the slice, its KV caches of type kv, and the bytes it holds.
+// slices are model.PlanTPWith's for the weights and the plan's expert
+// layout (spec.TpExpertParallel), the same on every member. It returns
+// the slice, its KV caches of type kv, and the bytes it holds.
 func loadTP(f *gguf.File, cfg model.Config, spec *messages.ShardSpec, kv model.KVType) (*model.TPModel, uint64, error) {
 	if err := checkTPSpec(spec); err != nil {
 		return nil, 0, err
+	}
+	if spec.TpExpertParallel && cfg.Experts == 0 {
+		return nil, 0, fmt.Errorf("model %s has no experts, but the plan holds its layers %d-%d as whole experts per member (expert parallelism)", spec.Model, spec.First, spec.End-1)
 	}
 	first, end := int(spec.First), int(spec.End)
 	units, err := model.TPUnitsOf(f, cfg, first, end)
@@ -224,7 +233,7 @@ func loadTP(f *gguf.File, cfg model.Config, spec *messages.ShardSpec, kv model.K
 	if !ok || len(emb.Dims) != 2 || emb.Dims[1] > 1<<30 {
 		return nil, 0, fmt.Errorf("model %s: token_embd.weight is missing or not 2-D", spec.Model)
 	}
-	slices, err := model.PlanTP(cfg, int(emb.Dims[1]), units, spec.TpWeights)
+	slices, err := model.PlanTPWith(cfg, int(emb.Dims[1]), units, spec.TpWeights, model.TPOptions{ExpertParallel: spec.TpExpertParallel})
 	if err != nil {
 		return nil, 0, err
 	}
