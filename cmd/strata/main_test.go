@@ -102,10 +102,18 @@ func TestPlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| qwen3-235b-a22b Q4_K | rdma | 4 | TP 4-way |", "| kimi-k2 Q4_K | rdma | 1 | does not fit |", "| qwen3-235b-a22b Q4_K | tcp | 4 | 1 node |"} {
+	for _, want := range []string{"| qwen3-235b-a22b Q4_K | rdma | 4 | TP 4-way |", "| kimi-k2 Q4_K | rdma | 1 | does not fit |", "| qwen3-235b-a22b Q4_K | tcp | 4 | 1 node |",
+		"qwen3-235b-a22b Q4_K, TP 4-way: each expert split by columns (the busiest member reads 2.67", "kimi-k2 Q4_K, TP 4-way: each expert split by columns (the busiest member reads 2.00"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("simulate output lacks %q:\n%s", want, out)
 		}
+	}
+	// --experts whole forces the layout the cost model would not choose,
+	// in the plan shown as in the table.
+	out, err = run(t, "plan", "--shape", "qwen3-235b-a22b", "--type", "Q4_K", "--nodes", "a=512GB:800GB/s,b=512GB:800GB/s,c=512GB:800GB/s,d=512GB:800GB/s",
+		"--link", "rdma", "--placement", "tp", "--experts", "whole")
+	if err != nil || !strings.Contains(out, "TP 4-way             layers   0-93  (94) +embedding +head  experts whole per member") || !strings.Contains(out, "a+b+c+d (experts whole per member)") {
+		t.Errorf("plan --experts whole: %v\n%s", err, out)
 	}
 	out, err = run(t, "plan", "--shape", "tinyllama-1.1b", "--nodes", "a=2GB,b=2GB", "--membw", "20GB/s", "--link", "20us,5GB/s")
 	if err != nil || !strings.Contains(out, "chose TP 2-way") || !strings.Contains(out, "1 stage(s)") {
@@ -119,6 +127,7 @@ func TestPlan(t *testing.T) {
 		{"plan", "--shape", "kimi-k2", "--nodes", "a"},
 		{"plan", "--shape", "kimi-k2", "--nodes", "a=lots"},
 		{"plan", "--nodes", "a=1TB"},
+		{"plan", "--shape", "kimi-k2", "--nodes", "a=1TB", "--experts", "columns"},
 	} {
 		if _, err := run(t, bad...); err == nil {
 			t.Errorf("%v: no error", bad)

@@ -42,7 +42,7 @@ const defaultListen = "/ip4/0.0.0.0/tcp/7341"
 type nodeFlags struct {
 	dataDir, secret, secretFile, memory, models, apiAddr, apiKey string
 	disk, transport, verbsFaults, kvType                         string
-	stores, placement, arWire, memBW                             string
+	stores, placement, arWire, memBW, experts                    string
 	listen, join, allowedHosts                                   []string
 	noMDNS, f16, verbsApple                                      bool
 	context, parallel, threads, promptCache                      int
@@ -109,6 +109,7 @@ others too, and strata models lists them.`,
 	fl.StringVar(&f.kvType, "kv-type", "f16", "KV cache type of this node's shards and of its plans: "+model.KVTypes+" (use the same on every node: it rounds the model's output)")
 	fl.BoolVar(&f.f16, "f16-activations", false, "send activations between nodes as f16 (half the bytes; output may differ slightly from one node)")
 	fl.StringVar(&f.placement, "placement", "pipeline", "how the sessions started here place a model: pipeline (layers split across nodes), auto (the cost model's fastest plan, see strata plan), tp (every layer split across a tensor-parallel group) or hybrid (stages of tensor-parallel groups); use the same on every node")
+	fl.StringVar(&f.experts, "experts", "auto", "how the tensor-parallel groups of those plans hold a mixture-of-experts model's routed experts: auto (the cost model's choice per group, see strata plan), split (every expert split by columns across the members) or whole (whole experts per member: expert parallelism); use the same on every node")
 	fl.StringVar(&f.arWire, "allreduce-wire", "f32", "what the partial sums of this node's tensor-parallel groups travel as: f32, f16 or q8_0 (use the same on every node)")
 	fl.StringVar(&f.memBW, "mem-bandwidth", "", "memory read rate to announce, e.g. 100GB/s (default: measured at start); tensor-parallel slices and the cost model follow it")
 
@@ -247,6 +248,13 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 	if f.arWire == "" {
 		f.arWire = "f32"
 	}
+	if f.experts == "" {
+		f.experts = "auto"
+	}
+	experts, err := plan.ParseExpertMode(f.experts)
+	if err != nil {
+		return fmt.Errorf("--experts: %w", err)
+	}
 	placement, err := plan.ParseMode(f.placement)
 	if err != nil {
 		return fmt.Errorf("--placement: %w", err)
@@ -285,7 +293,7 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 			Verbs:     peers.VerbsOptions{Apple: f.verbsApple, Faults: faults},
 		},
 		Cluster: actors.ClusterOptions{PlanContext: f.context, PlanSessions: f.parallel, PromptCache: f.promptCache, StepTimeout: f.stepTimeout, Metrics: metrics, Logger: log, Hidden: hiddenType(f.f16), KVType: kv,
-			Placement: placement},
+			Placement: placement, Experts: experts},
 		Models:    cat,
 		Hub:       hfhub.FromEnv(),
 		Threads:   f.threads,

@@ -30,7 +30,7 @@ func planCmd() *cobra.Command {
 		opts                                 plan.Options
 		asJSON, simulate                     bool
 		links                                []string
-		memBW, placement                     string
+		memBW, placement, experts            string
 		cost                                 plan.CostOptions
 	)
 	cmd := &cobra.Command{
@@ -65,6 +65,9 @@ neither for Qwen3-235B-A22B and Kimi K2 (at --type, Q4_K by default).`,
 			if opts.KVType, err = model.ParseKVType(kvType); err != nil {
 				return fmt.Errorf("--kv-type: %w", err)
 			}
+			if cost.Experts, err = plan.ParseExpertMode(experts); err != nil {
+				return fmt.Errorf("--experts: %w", err)
+			}
 			if simulate && modelPath == "" && shape == "" {
 				if !cmd.Flags().Changed("type") {
 					typeName = "Q4_K"
@@ -89,7 +92,7 @@ neither for Qwen3-235B-A22B and Kimi K2 (at --type, Q4_K by default).`,
 				}
 				var ms []plan.Model
 				for _, name := range []string{"qwen3-235b-a22b", "kimi-k2"} {
-					ms = append(ms, plan.FromProfile(name+" "+t.String(), model.Shapes[name].Profile(t)))
+					ms = append(ms, shapeModel(name+" "+t.String(), model.Shapes[name], t))
 				}
 				return simulateModels(cmd, ms, nodes, links, net, opts, cost)
 			}
@@ -107,6 +110,13 @@ neither for Qwen3-235B-A22B and Kimi K2 (at --type, Q4_K by default).`,
 					return err
 				}
 				m = plan.FromProfile(actors.ModelName(modelPath), p)
+				if cfg, err := model.ConfigOf(f.Metadata()); err == nil && cfg.Experts > 0 {
+					// The expert FFN's units, as the nodes' loaders cut
+					// them; a model they cannot split keeps 0 (unknown).
+					if u, err := model.TPUnitsOf(f, cfg, 0, cfg.Layers); err == nil {
+						m.ExpertFFNUnits = cfg.ExpertFFN / u.FFN
+					}
+				}
 			case shape != "":
 				s, err := model.LookupShape(shape)
 				if err != nil {
@@ -116,7 +126,7 @@ neither for Qwen3-235B-A22B and Kimi K2 (at --type, Q4_K by default).`,
 				if err != nil {
 					return err
 				}
-				m = plan.FromProfile(shape+"-"+t.String(), s.Profile(t)) // ggml's name for the type, whatever its case in --type
+				m = shapeModel(shape+"-"+t.String(), s, t) // ggml's name for the type, whatever its case in --type
 			default:
 				return fmt.Errorf("--model FILE or --shape NAME is required")
 			}
@@ -201,7 +211,16 @@ neither for Qwen3-235B-A22B and Kimi K2 (at --type, Q4_K by default).`,
 	f.IntVar(&cost.ActBytes, "act-bytes", 4, "bytes per activation on the wire (4: f32, 2: f16)")
 	f.IntVar(&cost.Position, "at-position", 0, "context position of the decoded token (its KV cache reads)")
 	f.StringVar(&placement, "placement", "pipeline", "the plan to show first, as strata node --placement: pipeline, auto, tp or hybrid")
+	f.StringVar(&experts, "experts", "auto", "how tensor-parallel groups hold a mixture-of-experts model's routed experts, as strata node --experts: auto (the cost model's choice), split (each expert split by columns) or whole (whole experts per member)")
 	return cmd
+}
+
+// shapeModel is a known shape in weight type t as the planner sees it,
+// with the units its experts' columns split into as that file would have.
+func shapeModel(name string, s model.Shape, t tensor.Type) plan.Model {
+	m := plan.FromProfile(name, s.Profile(t))
+	m.ExpertFFNUnits = s.ExpertFFNUnits(t)
+	return m
 }
 
 // liveNodes are the members of a running cluster that hold the model
@@ -376,6 +395,37 @@ func simulateModels(cmd *cobra.Command, ms []plan.Model, nodes []plan.Node, link
 		sort.Strings(ms)
 		fmt.Fprintf(w, "; measured by the nodes (half the round trip, one way), instead of --link's latency: %s", strings.Join(ms, ", "))
 	}
-	fmt.Fprintln(w, ". strata node runs pipeline plans unless --placement auto, tp or hybrid; mixture-of-experts layers are predicted with each expert split across the group.")
+	fmt.Fprintln(w, ". strata node runs pipeline plans unless --placement auto, tp or hybrid.")
+	// How the tensor-parallel groups hold the experts: the cost model's
+	// choice (or --experts), one line per model and group size.
+	for _, m := range ms {
+		seen := map[string]bool{}
+		for n := 2; n <= len(nodes); n++ {
+			cands, err := plan.Candidates(m, nodes[:n], nets[0], opts, cost)
+			if err != nil {
+				return err
+			}
+			for _, c := range cands {
+				g := c.Stages[0]
+				if c.Refusal != "" || !g.MoE || len(c.Stages) != 1 {
+					continue
+				}
+				line := fmt.Sprintf("%s, TP %d-way: %s (the busiest member reads %.2f experts' bytes per token and layer with each expert split by columns, %.2f with whole experts)",
+					m.Name, len(g.Members), expertLayoutName(g.ExpertParallel), g.ExpertReads[0], g.ExpertReads[1])
+				if !seen[line] {
+					seen[line] = true
+					fmt.Fprintln(w, line)
+				}
+			}
+		}
+	}
 	return nil
+}
+
+// expertLayoutName says how a group holds its routed experts.
+func expertLayoutName(whole bool) string {
+	if whole {
+		return "experts whole per member"
+	}
+	return "each expert split by columns"
 }
