@@ -252,7 +252,6 @@ func Candidates(m Model, nodes []Node, net Network, opts Options, co CostOptions
 		for g := 1; s*g <= len(sorted); g++ {
 			c := candidate(m, sorted[:s*g], s, g, kvPerLayer, opts, co)
 			if c.Refusal == "" {
-				chooseExperts(m, &c, sorted, co)
 				c.Prediction = predict(m, c, sorted, net, co)
 			}
 			out = append(out, c)
@@ -306,16 +305,24 @@ func candidate(m Model, nodes []Node, s, g int, kvPerLayer uint64, opts Options,
 	}
 	for i, st := range p.Stages {
 		grp := Group{First: st.First, End: st.End, Members: groups[i]}
-		var attn, rest uint64
+		ex := chooseExperts(m, &grp, nodes, co)
+		var attn, rest, routed uint64
 		for l := st.First; l < st.End; l++ {
-			a := at(m.AttnLayerBytes, l)
+			a, r := at(m.AttnLayerBytes, l), uint64(0)
+			if grp.MoE { // the routed experts follow the group's layout
+				r = at(m.ExpertLayerBytes, l)
+			}
 			attn += a
-			rest += m.LayerBytes[l] - min(a, m.LayerBytes[l])
+			routed += r
+			rest += m.LayerBytes[l] - min(a+r, m.LayerBytes[l])
 		}
 		kv := kvPerLayer * uint64(st.End-st.First)
 		for j := range grp.Members {
 			mb := &grp.Members[j]
 			b := float64(float64(attn+kv)*mb.Heads) + float64(float64(rest)*mb.Share) // no fused multiply-add
+			if grp.MoE {
+				b += float64(float64(routed) * ex.held(j, grp.ExpertParallel, m.Experts))
+			}
 			if st.Embed {
 				b += float64(m.EmbedBytes) // every member embeds the tokens
 			}
@@ -427,11 +434,21 @@ func predict(m Model, c Candidate, nodes []Node, net Network, co CostOptions) Pr
 
 // expertSplit is a group's routed experts both ways (chooseExperts):
 // cols[j] is member j's fraction of every expert's columns (whole units);
-// whole is the expected time, per byte of one expert, that the busiest
-// member spends on the token's experts it holds whole.
+// experts[j] the experts it holds whole with expert parallelism, and
+// whole the expected time, per byte of one expert, that the busiest
+// member then spends on the token's experts it holds.
 type expertSplit struct {
-	cols  []float64
-	whole float64
+	cols    []float64
+	experts []int
+	whole   float64
+}
+
+// held is the fraction of the routed experts' bytes member j holds.
+func (ex expertSplit) held(j int, whole bool, experts int) float64 {
+	if whole {
+		return float64(ex.experts[j]) / float64(experts)
+	}
+	return ex.cols[j]
 }
 
 // expertCosts computes g's split both ways, from the members' integer
@@ -454,37 +471,38 @@ func expertCosts(m Model, g Group, nodes []Node, co CostOptions) expertSplit {
 			ex.cols[j] = mb.Share
 		}
 	}
-	ex.whole = model.ExpertsTimePerToken(m.Experts, m.ExpertsUsed, model.TPShares(m.Experts, w), bw)
+	ex.experts = model.TPShares(m.Experts, w)
+	ex.whole = model.ExpertsTimePerToken(m.Experts, m.ExpertsUsed, ex.experts, bw)
 	return ex
 }
 
-// chooseExperts decides how each MoE group of c holds its routed experts
-// (co.Experts, or with ExpertsAuto the cheaper for its busiest member,
-// columns when equal) and records it on the group.
-func chooseExperts(m Model, c *Candidate, nodes []Node, co CostOptions) {
-	for i := range c.Stages {
-		g := &c.Stages[i]
-		g.MoE = len(g.Members) > 1 && m.hasExperts(g.First, g.End)
-		if !g.MoE {
-			continue
-		}
-		ex := expertCosts(m, *g, nodes, co)
-		var cols, mean float64
-		for j, mb := range g.Members {
-			bw := bandwidth(nodeByID(nodes, mb.Node), co)
-			cols = max(cols, float64(float64(m.ExpertsUsed)*ex.cols[j])/bw)
-			mean += bw / float64(len(g.Members))
-		}
-		g.ExpertReads = [2]float64{float64(cols * mean), float64(ex.whole * mean)}
-		switch co.Experts {
-		case ExpertsSplit:
-			g.ExpertParallel = false
-		case ExpertsWhole:
-			g.ExpertParallel = true
-		default:
-			g.ExpertParallel = ex.whole < cols
-		}
+// chooseExperts decides how group g holds its routed experts (co.Experts,
+// or with ExpertsAuto the cheaper for its busiest member, columns when
+// equal), records it on g, and returns both splits. The choice weighs
+// reading only: the members' memory then holds what was chosen
+// (candidate refuses a layout that does not fit rather than switching).
+func chooseExperts(m Model, g *Group, nodes []Node, co CostOptions) expertSplit {
+	g.MoE = len(g.Members) > 1 && m.hasExperts(g.First, g.End)
+	if !g.MoE {
+		return expertSplit{}
 	}
+	ex := expertCosts(m, *g, nodes, co)
+	var cols, mean float64
+	for j, mb := range g.Members {
+		bw := bandwidth(nodeByID(nodes, mb.Node), co)
+		cols = max(cols, float64(float64(m.ExpertsUsed)*ex.cols[j])/bw)
+		mean += bw / float64(len(g.Members))
+	}
+	g.ExpertReads = [2]float64{float64(cols * mean), float64(ex.whole * mean)}
+	switch co.Experts {
+	case ExpertsSplit:
+		g.ExpertParallel = false
+	case ExpertsWhole:
+		g.ExpertParallel = true
+	default:
+		g.ExpertParallel = ex.whole < cols
+	}
+	return ex
 }
 
 // hasExperts reports whether any of layers [first, end) has routed experts.

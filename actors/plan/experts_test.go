@@ -68,6 +68,31 @@ func TestPredictExpertsByHand(t *testing.T) {
 	}
 }
 
+// The members' memory holds the layout chosen: with one unit per expert a
+// column split puts every expert's columns on the first member.
+func TestExpertBytes(t *testing.T) {
+	nodes := []Node{{ID: "a", FreeBytes: 4e6, MemBandwidth: 1e9}, {ID: "b", FreeBytes: 4e6, MemBandwidth: 1e9}}
+	for _, tc := range []struct {
+		experts ExpertMode
+		bytes   [2]uint64
+		refusal string
+	}{
+		// Half of the 1 MB of other weights each, plus all 4 MB of experts
+		// on a (it offers 4 MB) or 2 of the 4 each.
+		{ExpertsSplit, [2]uint64{4.5e6, 0.5e6}, "a would hold 4.5 MB, offers 4.0 MB"},
+		{ExpertsWhole, [2]uint64{2.5e6, 2.5e6}, ""},
+	} {
+		cs, err := Candidates(moeModel(1), nodes, Network{}, Options{}, CostOptions{Experts: tc.experts})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := byName(t, cs, "TP 2-way")
+		if got := [2]uint64{c.Stages[0].Members[0].Bytes, c.Stages[0].Members[1].Bytes}; got != tc.bytes || c.Refusal != tc.refusal {
+			t.Errorf("%v: members hold %v (refusal %q), want %v (%q)", tc.experts, got, c.Refusal, tc.bytes, tc.refusal)
+		}
+	}
+}
+
 // Real shapes: Qwen3-235B-A22B at Q4_K splits each expert into 6 units
 // of 256 columns, which 4 equal members share 2, 2, 1, 1: the busiest
 // reads 8 × 2/6 = 2.67 experts' bytes per token, against 3.49 whole
