@@ -316,21 +316,35 @@ func (r *ring) Wait(ctx context.Context) error {
 	if r.ready() {
 		return nil
 	}
-	// The spin yields the processor on every round: the goroutine that
-	// will answer (an actor of this process, when both ends live in one)
-	// runs meanwhile, and with nothing else to run it costs ~100 ns.
-	start := time.Now()
+	// With one processor the spin yields it on every round, so that the
+	// goroutine that will answer (an actor of this process, when both
+	// ends live in one) runs meanwhile. With more it does not: Gosched
+	// wakes an idle processor's thread to take this goroutine over while
+	// this thread sleeps, thread churn that a peer process computing on
+	// the same cores pays for; the answering goroutine has a processor.
+	start, alone := time.Now(), runtime.GOMAXPROCS(0) == 1
 	for i := 0; ; i++ {
 		if r.ready() {
 			return nil
 		}
-		runtime.Gosched()
+		if alone {
+			runtime.Gosched()
+		}
 		if i%16 == 15 && time.Since(start) > spinFor {
 			break
 		}
 	}
+	// The futex wait below is a system call that keeps this goroutine's
+	// processor: goroutines queued on it (the actor this goroutine just
+	// handed a message to) would wait until the runtime's monitor takes
+	// the processor back, up to 10 ms when it has been idle. So each wait
+	// starts with Gosched, which lets them run first, and is bounded
+	// (parkFor) below the monitor's 10 ms: a goroutine that stays in one
+	// run longer than that gets its processor taken, and every processor
+	// taken sets the monitor polling every 20 µs again.
 	ev, sl := r.ev(r.side), r.sleeping(r.side)
 	for {
+		runtime.Gosched()
 		seen := atomic.LoadUint32(ev)
 		atomic.StoreUint32(sl, 1)
 		if r.ready() {

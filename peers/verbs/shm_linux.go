@@ -19,8 +19,9 @@ const (
 	futexWake = 1
 )
 
-// parkFor bounds one futex wait, so a cancelled ctx is noticed.
-const parkFor = 20 * time.Millisecond
+// parkFor bounds one futex wait, so a cancelled ctx is noticed, and
+// stays under the Go runtime's 10 ms time slice (see ring.Wait).
+const parkFor = 5 * time.Millisecond
 
 func (futexWaker) wait(ctx context.Context, ev *uint32, seen uint32, _ int) error {
 	if err := ctx.Err(); err != nil {
