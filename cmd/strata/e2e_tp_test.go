@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -231,10 +232,29 @@ func TestE2ETensorParallel(t *testing.T) {
 // the session re-plans on the two left, replays, and the answer equals
 // one node's.
 func TestE2ETensorParallelMemberKilled(t *testing.T) {
+	testTPMemberLost(t, "killing", func(c *cluster, p *proc) { c.kill(p) }, nil)
+}
+
+// A member that stops answering without its connections closing (stopped
+// with SIGSTOP: a hung machine, a process stuck in swap) is found out by
+// the step timeout and the members' round timeout rather than a closed
+// stream, then left out as a dead one is.
+func TestE2ETensorParallelMemberStalled(t *testing.T) {
+	testTPMemberLost(t, "stopping", func(c *cluster, p *proc) {
+		if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+	}, []string{"--step-timeout", "5s"})
+}
+
+// testTPMemberLost runs a 3-way TP group and, 10 tokens into an answer,
+// applies lose to a member other than the origin: the answer must still
+// complete, with one node's tokens, after a re-plan.
+func testTPMemberLost(t *testing.T, how string, lose func(*cluster, *proc), extra []string) {
 	bin := buildBinary(t)
 	model := tinyllama(t, bin)
-	c := newCluster(t, bin, map[string]string{"tinyllama": model}, 3, "2GB",
-		"--context", "256", "--placement", "tp", "--kv-type", "f32", "--threads", "1", "--mem-bandwidth", "10GB/s")
+	args := append([]string{"--context", "256", "--placement", "tp", "--kv-type", "f32", "--threads", "1", "--mem-bandwidth", "10GB/s"}, extra...)
+	c := newCluster(t, bin, map[string]string{"tinyllama": model}, 3, "2GB", args...)
 	const n = 40
 	origin := c.nodes[0]
 	var victim *proc
@@ -246,22 +266,29 @@ func TestE2ETensorParallelMemberKilled(t *testing.T) {
 		if len(st.Sessions) != 1 || len(st.Sessions[0].Stages) != 1 || len(st.Sessions[0].Stages[0].TP) != 3 {
 			t.Fatalf("GET /api/cluster does not show one 3-way stage: %+v", st.Sessions)
 		}
+		// The last member that is not the origin (the order follows the
+		// plan: memory, then peer ID, so the origin may be any member).
 		members := st.Sessions[0].Stages[0].TP
-		for _, p := range c.nodes {
-			if p != origin && peerIDOf(t, c.bin, p) == members[len(members)-1] {
-				victim = p
+		for i := len(members) - 1; i >= 0 && victim == nil; i-- {
+			for _, p := range c.nodes {
+				if p != origin && peerIDOf(t, c.bin, p) == members[i] {
+					victim = p
+				}
 			}
 		}
 		if victim == nil {
-			t.Fatal("the last member is the origin")
+			t.Fatalf("no member of %v is a node other than the origin", members)
 		}
-		c.kill(victim)
+		// Before the cluster's own cleanup (cleanups run last first): a
+		// stopped process is killed (SIGKILL works on it) and reaped.
+		t.Cleanup(func() { c.kill(victim) })
+		lose(c, victim)
 	})
 	if len(ids) != n {
-		t.Fatalf("%d tokens after killing a member, want %d", len(ids), n)
+		t.Fatalf("%d tokens after %s a member, want %d", len(ids), how, n)
 	}
 	ties, first := checkTokens(t, model, "the cluster", ids)
-	t.Logf("after killing %s: %d tokens, %d near tie(s) the other way; first: %s", victim.name, len(ids), ties, first)
+	t.Logf("after %s %s: %d tokens, %d near tie(s) the other way; first: %s", how, victim.name, len(ids), ties, first)
 	log := string(must(exec.Command("cat", c.dir+"/"+origin.name+".log").Output()))
 	if !strings.Contains(log, "re-planning and replaying") {
 		t.Errorf("the origin's log shows no recovery:\n%s", lastLines(log, 20))
