@@ -42,10 +42,9 @@ var errCacheMiss = errors.New("prompt cache entry not held here")
 
 // retain turns a session into a cache entry. It reports false when the
 // session is not open here (nothing to retain).
+// A tensor-parallel leader relays the retain to its members, each of
+// which keeps its own heads' part of the cache under the same name.
 func (s *shard) retain(session string) bool {
-	if s.tp != nil {
-		return false // a tensor-parallel stage's caches are not retained (yet): freed
-	}
 	s.mu.Lock()
 	ss, ok := s.sessions[session]
 	if !ok {
@@ -58,6 +57,11 @@ func (s *shard) retain(session string) bool {
 		s.cached = map[string]*cachedKV{}
 	}
 	ss.sampler = nil // a resumed session gets its own
+	if ss.ar != nil {
+		// The group was the session's; a resumed session forms its own.
+		ss.ar.Close()
+		ss.ar, ss.arErr = nil, nil
+	}
 	s.cached[session] = &cachedKV{origin: ss.origin.Address, ss: ss, usedAt: time.Now().UnixNano(), session: session}
 	var drop uint64
 	for len(s.cached) > maxCachedPerShard {
@@ -71,11 +75,12 @@ func (s *shard) retain(session string) bool {
 }
 
 // dropCached forgets one entry (the origin freed it); it reports whether
-// there was one. Only the origin's node may.
+// there was one. Only the origin's node may (or, on a tensor-parallel
+// member, its leader, relaying the origin's free).
 func (s *shard) dropCached(session string, sender *actor.PID) bool {
 	s.mu.Lock()
 	e, ok := s.cached[session]
-	if !ok || sender == nil || sender.Address != e.origin {
+	if !ok || sender == nil || sender.Address != e.origin && !(s.tp != nil && s.tp.fromLeader(sender)) {
 		s.mu.Unlock()
 		return false
 	}
@@ -127,6 +132,9 @@ func (s *shard) adopt(m *messages.Forward) (*shardSession, error) {
 		return nil, fmt.Errorf("session %s: %w", m.Session, errCacheMiss)
 	}
 	c := e.ss.cache
+	if s.tp != nil {
+		c = e.ss.tpc
+	}
 	if int(m.Position) > c.Len || int(m.Context) != c.Capacity {
 		s.mu.Unlock()
 		return nil, fmt.Errorf("session %s resumes at position %d with a context of %d; the entry holds %d of %d: %w",
@@ -135,6 +143,9 @@ func (s *shard) adopt(m *messages.Forward) (*shardSession, error) {
 	delete(s.cached, m.Resume)
 	s.mu.Unlock()
 	c.Len = int(m.Position)
+	if s.tp != nil {
+		return &shardSession{origin: origin, tpc: c, kvBytes: e.ss.kvBytes}, nil
+	}
 	return &shardSession{origin: origin, cache: c, kvBytes: e.ss.kvBytes}, nil
 }
 

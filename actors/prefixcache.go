@@ -118,7 +118,7 @@ func commonPrefix(a, b []int) int {
 // positions it covers ("", 0: none); r.resumed holds it until the ring's
 // first answer says whether the stages adopted it.
 func (r *ring) resumable(stages []session.Stage) (string, int) {
-	if r.c.prefix == nil || hasTP(stages) {
+	if r.c.prefix == nil {
 		return "", 0
 	}
 	ring := make([]*actor.PID, len(stages))
@@ -146,10 +146,6 @@ func (r *ring) dropResumed() {
 // retain ends ring id keeping its KV caches as a prompt-cache entry
 // holding tokens, instead of freeing them.
 func (r *ring) retain(id string, stages []session.Stage, tokens []int) {
-	if hasTP(stages) { // tensor-parallel stages keep no prompt cache (yet)
-		r.free(id, stages)
-		return
-	}
 	futures := make([]*actor.Future, len(stages))
 	ring := make([]*actor.PID, len(stages))
 	for i, s := range stages {

@@ -8,7 +8,9 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"strata/actors/plan"
 	"strata/runtime/engine"
+	"strata/runtime/model"
 )
 
 // generate runs req on cl and fails the test on error.
@@ -174,5 +176,74 @@ func TestPrefixCacheTable(t *testing.T) {
 	out := p.put(&prefixEntry{model: "m", ring: ringA, ctxLen: 512, session: "new", usedAt: now.Add(3 * time.Second)})
 	if len(out) != 1 || out[0].session != "long" || len(p.entries) != 3 {
 		t.Errorf("over capacity: dropped %v, %d left; want the oldest (long)", out, len(p.entries))
+	}
+}
+
+// A tensor-parallel stage retains a session's caches on every member
+// (the leader relays the retain): the second turn resumes them and
+// answers as one node does. A member that lost its entry makes the
+// session run the whole prompt again at once (it leaves the session's
+// group, so the leader does not wait for it), and the origin's free of
+// the entries reaches the members.
+func TestPromptCacheTensorParallel(t *testing.T) {
+	store := stories(t)
+	lc := newTPCluster(t, []float64{1e9, 1e9}, 4<<20, store)
+	cl := lc.cluster(ClusterOptions{PlanContext: 512, KVType: model.KVF32, Placement: plan.TensorParallel})
+	defer cl.Close()
+	if p, _, err := cl.Plan("stories260K"); err != nil || shape(p) != "[0,5)[n0 n1] " {
+		t.Fatalf("plan %s, %v; want one 2-way stage", shape(p), err)
+	}
+	lm, err := cl.model("stories260K")
+	if err != nil {
+		t.Fatal(err)
+	}
+	turn1 := lm.tok.Encode("Lily and Tom went to the park. They saw a big dog. The dog was sad because", true, false)
+	first := generate(t, cl, Request{Model: "stories260K", Tokens: turn1, MaxTokens: 60})
+	waitCached(t, lc, 1)
+	seen := append(append([]int(nil), turn1...), first.Tokens[:len(first.Tokens)-1]...)
+	turn2 := append(append([]int(nil), seen...), lm.tok.Encode("\nThen Tom said", false, false)...)
+	want := oneNodeF32(t, store["stories260K"], engine.Request{Tokens: turn2, MaxTokens: 60})
+	got := generate(t, cl, Request{Model: "stories260K", Tokens: turn2, MaxTokens: 60})
+	if got.CachedTokens != len(seen) {
+		t.Errorf("second turn: %d cached tokens, want %d", got.CachedTokens, len(seen))
+	}
+	if fmt.Sprint(got.Tokens) != fmt.Sprint(want.Tokens) {
+		t.Fatalf("resumed answer differs from one node's (first at %d)\n got %v\nwant %v", firstDiff(got.Tokens, want.Tokens), got.Tokens, want.Tokens)
+	}
+	// The member forgets what it retained; the leader still has it.
+	waitCached(t, lc, 1)
+	h := lc.hosts[1]
+	h.mu.Lock()
+	for _, s := range h.shards {
+		h.used -= s.dropAllCached()
+	}
+	h.mu.Unlock()
+	start := time.Now()
+	res := generate(t, cl, Request{Model: "stories260K", Tokens: turn2, MaxTokens: 60})
+	if took := time.Since(start); took >= tpJoinTimeout {
+		t.Errorf("after the member's miss the answer took %v: the leader waited for the member", took)
+	}
+	if res.CachedTokens != 0 || fmt.Sprint(res.Tokens) != fmt.Sprint(want.Tokens) {
+		t.Errorf("after a member's miss: %d cached, tokens %v; want 0 and one node's", res.CachedTokens, res.Tokens)
+	}
+	cl.DropPromptCache()
+	waitCached(t, lc, 0) // the members drop theirs after the leader
+	waitNoCache(t, lc)
+}
+
+// waitCached waits until every member of lc holds n prompt-cache entries:
+// a member gets the retain after its leader answered the origin.
+func waitCached(t *testing.T, lc *localCluster, n uint32) {
+	t.Helper()
+	for i, h := range lc.hosts {
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+			st := h.Stats().Shards[0]
+			if st.Cached == n && (n == 0 || st.CachedKvBytes > 0) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("member %d: %d entries, %d bytes; want %d", i, st.Cached, st.CachedKvBytes, n)
+			}
+		}
 	}
 }

@@ -380,11 +380,6 @@ func (r *ring) silentStages(stages []session.Stage) []string {
 	return silent
 }
 
-// hasTP reports whether a ring has a tensor-parallel stage.
-func hasTP(stages []session.Stage) bool {
-	return slices.ContainsFunc(stages, func(s session.Stage) bool { return len(s.TP) > 0 })
-}
-
 // observe reports one decode step: its round trip, and the transport
 // share of each hop (session → stage 0 → … → last stage → session).
 func (r *ring) observe(step, compute time.Duration) {

@@ -62,8 +62,11 @@ const maxFreed = 4096
 
 // shardSession is one session's state on a shard.
 type shardSession struct {
-	origin *actor.PID // the session's inbox: when it goes, so does the session
-	cache  *model.Cache
+	origin *actor.PID // the session's inbox, which may free it
+	// watch is the actor whose end ends the session: the origin, or on a
+	// tensor-parallel member the leader's shard (see open).
+	watch *actor.PID
+	cache *model.Cache
 	// A tensor-parallel member's: its heads' KV cache, the session's
 	// all-reduce group (formed on its first step), and the error that
 	// failed the group (every later step fails with it).
@@ -97,10 +100,12 @@ func (s *shard) Receive(ctx actor.Context) {
 		switch {
 		case !s.mayFree(m.Session, ctx.Sender()):
 		case m.Retain && s.retain(m.Session):
+			s.relayFree(ctx, m.Session, true)
 		case s.dropCached(m.Session, ctx.Sender()):
+			s.relayFree(ctx, m.Session, false)
 		default:
 			if s.free(m.Session) {
-				s.relayFree(ctx, m.Session)
+				s.relayFree(ctx, m.Session, false)
 			}
 		}
 		// A member does not answer its leader's relayed frees: the
@@ -113,7 +118,7 @@ func (s *shard) Receive(ctx actor.Context) {
 		// nobody will free them, so free them now.
 		for _, id := range s.sessionsOf(m.Who) {
 			if s.free(id) {
-				s.relayFree(ctx, id)
+				s.relayFree(ctx, id, false)
 			}
 		}
 	case *messages.ShardStats:
@@ -160,7 +165,7 @@ func (s *shard) sessionsOf(pid *actor.PID) []string {
 	defer s.mu.Unlock()
 	var ids []string
 	for id, ss := range s.sessions {
-		if ss.origin != nil && ss.origin.Address == pid.Address && ss.origin.Id == pid.Id {
+		if ss.watch != nil && ss.watch.Address == pid.Address && ss.watch.Id == pid.Id {
 			ids = append(ids, id)
 		}
 	}
@@ -280,7 +285,16 @@ func (s *shard) session(ctx actor.Context, m *messages.Forward) (*shardSession, 
 // sampler on the last stage, and the watch on its origin. On error the
 // memory is released.
 func (s *shard) open(ctx actor.Context, m *messages.Forward, ss *shardSession) (*shardSession, error) {
-	ctx.Watch(ss.origin)
+	ss.watch = ss.origin
+	if s.tp != nil && !s.tp.leads() {
+		// A member's sessions end with its leader's relayed frees and
+		// retains, which follow the session's steps in order (the leader
+		// watches the origin). Watching the origin too, a member would
+		// free a session the origin retains before the leader's relayed
+		// retain arrives. Its leader's end ends them.
+		ss.watch = ctx.Sender()
+	}
+	ctx.Watch(ss.watch)
 	s.pinnedUntil.Store(0)
 	if s.m.IsLast() && (s.tp == nil || s.tp.leads()) {
 		sp, err := sample.New(samplingParams(m.Sampling), s.m.Vocab)
@@ -326,6 +340,9 @@ func (s *shard) forward(ctx actor.Context, m *messages.Forward, release func()) 
 	}
 	ss, err := s.session(ctx, m)
 	if err != nil {
+		if s.tp != nil && !s.tp.leads() {
+			s.tp.abandon(m.Session) // the leader would wait for this member
+		}
 		return err
 	}
 	var hidden, logits []float32

@@ -317,16 +317,33 @@ func (s *shard) tpStep(ctx actor.Context, m *messages.Forward, ss *shardSession,
 	return st.X[:n*embd], logits, nil
 }
 
-// relayFree passes a free on to the members of the leader's group, in
-// order after the steps it relayed before. ctx.Request, so the members see
-// the leader as the sender.
-func (s *shard) relayFree(ctx actor.Context, session string) {
+// relayFree passes a free (or a retain, or the free of a retained entry)
+// on to the members of the leader's group, in order after the steps it
+// relayed before. ctx.Request, so the members see the leader as the
+// sender.
+func (s *shard) relayFree(ctx actor.Context, session string, retain bool) {
 	if s.tp == nil || !s.tp.leads() {
 		return
 	}
 	if g := s.tp.group.Load(); g != nil {
 		for _, pid := range *g {
-			ctx.Request(pid, &messages.FreeSession{Session: session})
+			ctx.Request(pid, &messages.FreeSession{Session: session, Retain: retain})
 		}
 	}
+}
+
+// abandon tells the group of a session's step this member cannot run (a
+// prompt-cache entry it no longer holds, a session it does not have)
+// that it will not take part: it joins the session's group and leaves it
+// at once, so that the leader's round fails now rather than after
+// tpJoinTimeout. The origin, told why by this member, runs the whole
+// prompt again.
+func (t *tpShard) abandon(session string) {
+	go func() {
+		ctx, cancel := context.WithTimeout(t.stop, tpJoinTimeout)
+		defer cancel()
+		if g, err := t.groups.Join(ctx, t.groupID(session), t.nodes, t.index); err == nil {
+			g.Close()
+		}
+	}()
 }
