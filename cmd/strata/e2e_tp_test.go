@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -223,6 +224,37 @@ func TestE2ETensorParallel(t *testing.T) {
 			out, err := exec.Command(bin, "status", "--api", origin.api).CombinedOutput()
 			if err != nil || !strings.Contains(string(out), "@tp0/") {
 				t.Errorf("strata status shows no tensor-parallel shard: %v\n%s", err, out)
+			}
+		})
+	}
+}
+
+// A mixture-of-experts model on a real 3-way group, both expert layouts
+// (--experts split: columns of every expert; whole: whole experts per
+// member, 8 experts as 3 + 3 + 2): every greedy token is one node's
+// argmax or a near tie, and the members hold the layout asked for.
+func TestE2ETensorParallelExperts(t *testing.T) {
+	bin := buildBinary(t)
+	path := filepath.Join(t.TempDir(), "qwen3moe-tiny-Q8_0.gguf")
+	if out, err := exec.Command(bin, "synth", "--shape", "qwen3moe-tiny", "--type", "Q8_0", "--layers", "4", "-o", path).CombinedOutput(); err != nil {
+		t.Fatalf("synth: %v\n%s", err, out)
+	}
+	for _, experts := range []string{"split", "whole"} {
+		t.Run(experts, func(t *testing.T) {
+			c := newCluster(t, bin, map[string]string{"moe": path}, 3, "2GB",
+				"--context", "256", "--placement", "tp", "--experts", experts, "--kv-type", "f32", "--threads", "1", "--mem-bandwidth", "10GB/s")
+			origin := c.nodes[0]
+			ids := generateIDs(t, origin.api, "moe", "hello world", 32, nil)
+			if len(ids) != 32 {
+				t.Fatalf("%d tokens, want 32", len(ids))
+			}
+			ties, first := checkTokens(t, path, "hello world", ids)
+			t.Logf("--experts %s: %d tokens, %d near tie(s) the other way; first: %s", experts, len(ids), ties, first)
+			checkTPShards(t, origin.api, []int{3})
+			out := string(must(exec.Command(bin, "plan", "--model", path, "--nodes", "a=2GB,b=2GB,c=2GB", "--context", "256", "--placement", "tp", "--experts", experts).CombinedOutput()))
+			layout := map[string]string{"split": "each expert split", "whole": "experts whole per member"}[experts]
+			if !strings.Contains(out, layout) {
+				t.Errorf("strata plan --experts %s does not say %q:\n%s", experts, layout, out)
 			}
 		})
 	}
