@@ -147,8 +147,11 @@ func RunLogits(ctx context.Context, path string, ids []int, k int, o Options) (*
 	for i, id := range ids {
 		parts[i] = strconv.Itoa(id)
 	}
+	if mods, err = withoutAMX(mods); err != nil {
+		return nil, err
+	}
 	cmd := exec.CommandContext(ctx, "node", script, path, strings.Join(parts, " "), strconv.Itoa(k))
-	cmd.Env = append(os.Environ(), "NODE_PATH="+mods)
+	cmd.Env = append(os.Environ(), "NODE_PATH="+mods, "NODE_PRESERVE_SYMLINKS=1")
 	if o.KVType != "" {
 		cmd.Env = append(cmd.Env, "LLAMACPP_KV_TYPE="+o.KVType)
 	}
