@@ -60,6 +60,9 @@ const (
 	// members' compute and its imbalance are long anyway.
 	spinLong   = 50 * time.Microsecond
 	spinValues = 1 << 16
+	// lateFrame is how long spinFrame waits before it yields its
+	// processor to the stream's reader too.
+	lateFrame = 100 * time.Microsecond
 )
 
 const (
@@ -749,10 +752,18 @@ func (g *Group) spinFrame(in *arIn, count int) (arFrame, bool) {
 			runtime.Gosched() // the reader needs this goroutine's processor
 		}
 		if i%64 == 0 {
-			if time.Since(start) > spin {
+			waited := time.Since(start)
+			if waited > spin {
 				return arFrame{}, false
 			}
 			osYield()
+			// A frame this late may be waiting for its reader to get a
+			// processor (every one spinning: members in one process), so
+			// give this one up now and then; not sooner, for each
+			// Gosched wakes an idle processor's thread (see recvRing).
+			if waited > lateFrame {
+				runtime.Gosched()
+			}
 		}
 	}
 }
