@@ -131,10 +131,7 @@ func (s *shard) adopt(m *messages.Forward) (*shardSession, error) {
 		s.mu.Unlock()
 		return nil, fmt.Errorf("session %s: %w", m.Session, errCacheMiss)
 	}
-	c := e.ss.cache
-	if s.tp != nil {
-		c = e.ss.tpc
-	}
+	c := e.ss.kv()
 	if int(m.Position) > c.Len || int(m.Context) != c.Capacity {
 		s.mu.Unlock()
 		return nil, fmt.Errorf("session %s resumes at position %d with a context of %d; the entry holds %d of %d: %w",
@@ -143,10 +140,7 @@ func (s *shard) adopt(m *messages.Forward) (*shardSession, error) {
 	delete(s.cached, m.Resume)
 	s.mu.Unlock()
 	c.Len = int(m.Position)
-	if s.tp != nil {
-		return &shardSession{origin: origin, tpc: c, kvBytes: e.ss.kvBytes}, nil
-	}
-	return &shardSession{origin: origin, cache: c, kvBytes: e.ss.kvBytes}, nil
+	return &shardSession{origin: origin, cache: e.ss.cache, tpc: e.ss.tpc, kvBytes: e.ss.kvBytes}, nil
 }
 
 // evictCachedLocked drops retained entries of the host's shards, least

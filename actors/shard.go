@@ -81,6 +81,14 @@ type shardSession struct {
 	kvBytes    uint64
 }
 
+// kv is the session's KV cache: a stage's, or a tensor-parallel member's.
+func (ss *shardSession) kv() *model.Cache {
+	if ss.tpc != nil {
+		return ss.tpc
+	}
+	return ss.cache
+}
+
 // errSessionFreed marks a Forward for a session that has ended: dropped quietly.
 var errSessionFreed = errors.New("session freed")
 

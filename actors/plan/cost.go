@@ -171,6 +171,9 @@ type Group struct {
 	// columns [0] and whole [1], at the group's mean bandwidth (exact
 	// counts when the members' bandwidths are equal).
 	ExpertReads [2]float64
+	// experts is both splits of the routed experts, which candidate
+	// computed to choose and predict times.
+	experts expertSplit
 }
 
 // Prediction is the cost model's estimate of one decoded token.
@@ -352,10 +355,7 @@ func predict(m Model, c Candidate, nodes []Node, net Network, co CostOptions) Pr
 		for j, mb := range st.Members {
 			bw[j] = bandwidth(nodeByID(nodes, mb.Node), co)
 		}
-		var ex expertSplit
-		if st.MoE {
-			ex = expertCosts(m, st, nodes, co)
-		}
+		ex := st.experts
 		used := float64(m.ExpertsUsed)
 		var sec float64
 		for l := st.First; l < st.End; l++ {
@@ -487,6 +487,7 @@ func chooseExperts(m Model, g *Group, nodes []Node, co CostOptions) expertSplit 
 		return expertSplit{}
 	}
 	ex := expertCosts(m, *g, nodes, co)
+	g.experts = ex
 	var cols, mean float64
 	for j, mb := range g.Members {
 		bw := bandwidth(nodeByID(nodes, mb.Node), co)

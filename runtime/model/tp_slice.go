@@ -305,26 +305,36 @@ func ExpertsReadPerToken(experts, used int, held []int) float64 {
 		return math.NaN()
 	}
 	var e float64
-	ways := make([]float64, used+1)
-	next := make([]float64, used+1)
+	ways, next, caps := make([]float64, used+1), make([]float64, used+1), make([]int, len(held))
 	for k := 1; k <= used; k++ {
-		clear(ways)
-		ways[0] = 1
-		for _, h := range held {
-			clear(next)
-			for have, w := range ways {
-				if w == 0 {
-					continue
-				}
-				for x := 0; x <= min(k-1, h) && have+x <= used; x++ {
-					next[have+x] += float64(w * choose(h, x)) // rounded: no fused multiply-add, the same on every CPU
-				}
-			}
-			ways, next = next, ways
+		for i := range caps {
+			caps[i] = k - 1
 		}
-		e += 1 - ways[used]/choose(experts, used)
+		e += 1 - drawsWithin(held, caps, used, ways, next)/choose(experts, used)
 	}
 	return e
+}
+
+// drawsWithin counts the draws of used experts that take at most caps[i]
+// of member i's held[i]: the coefficient of z^used in
+// Π_i Σ_{x≤caps[i]} C(held[i], x) z^x, as a float64 (C(384, 8) is
+// 1.3e16). ways and next are scratch of used+1 values.
+func drawsWithin(held, caps []int, used int, ways, next []float64) float64 {
+	clear(ways)
+	ways[0] = 1
+	for i, h := range held {
+		clear(next)
+		for have, w := range ways {
+			if w == 0 {
+				continue
+			}
+			for x := 0; x <= min(caps[i], h) && have+x <= used; x++ {
+				next[have+x] += float64(w * choose(h, x)) // rounded: no fused multiply-add, the same on every CPU
+			}
+		}
+		ways, next = next, ways
+	}
+	return ways[used]
 }
 
 // ExpertsTimePerToken generalizes ExpertsReadPerToken to members that
@@ -361,25 +371,16 @@ func ExpertsTimePerToken(experts, used int, held []int, rate []float64) float64 
 	slices.Sort(vals)
 	vals = slices.Compact(vals)
 	all := choose(experts, used)
-	ways := make([]float64, used+1)
-	next := make([]float64, used+1)
+	ways, next, caps := make([]float64, used+1), make([]float64, used+1), make([]int, len(held))
 	var e, prev float64
 	for _, v := range vals {
-		clear(ways)
-		ways[0] = 1
 		for i, h := range held {
-			clear(next)
-			for have, w := range ways {
-				if w == 0 {
-					continue
-				}
-				for x := 0; x <= min(h, used-have) && (x == 0 || float64(x)/rate[i] < v); x++ {
-					next[have+x] += float64(w * choose(h, x)) // no fused multiply-add
-				}
+			caps[i] = 0
+			for x := 1; x <= min(h, used) && float64(x)/rate[i] < v; x++ {
+				caps[i] = x
 			}
-			ways, next = next, ways
 		}
-		e += float64((v - prev) * (1 - ways[used]/all))
+		e += float64((v - prev) * (1 - drawsWithin(held, caps, used, ways, next)/all))
 		prev = v
 	}
 	return e

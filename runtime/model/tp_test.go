@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
@@ -891,26 +892,11 @@ func TestExpertsReadPerToken(t *testing.T) {
 		experts, used int
 		held          []int
 	}{{8, 2, []int{4, 4}}, {8, 3, []int{3, 3, 2}}, {10, 4, []int{5, 3, 2}}, {6, 6, []int{2, 4}}, {9, 1, []int{9}}, {7, 2, []int{0, 7}}} {
-		owner := []int{}
-		for i, h := range tc.held {
-			for range h {
-				owner = append(owner, i)
-			}
-		}
 		var sum, draws float64
-		for set := 0; set < 1<<tc.experts; set++ {
-			if bitsSet(set) != tc.used {
-				continue
-			}
-			count := make([]int, len(tc.held))
-			for e := range tc.experts {
-				if set>>e&1 == 1 {
-					count[owner[e]]++
-				}
-			}
+		eachDraw(tc.experts, tc.used, tc.held, func(count []int) {
 			sum += float64(slices.Max(count))
 			draws++
-		}
+		})
 		want := sum / draws
 		if got := model.ExpertsReadPerToken(tc.experts, tc.used, tc.held); math.Abs(got-want) > 1e-12 {
 			t.Errorf("%d of %d experts held as %v: got %v, counted %v", tc.used, tc.experts, tc.held, got, want)
@@ -922,12 +908,27 @@ func TestExpertsReadPerToken(t *testing.T) {
 	t.Logf("kimi-k2, 4 members: the busiest runs %.3f experts per token", model.ExpertsReadPerToken(384, 8, []int{96, 96, 96, 96}))
 }
 
-func bitsSet(x int) int {
-	n := 0
-	for ; x != 0; x &= x - 1 {
-		n++
+// eachDraw calls f with how many experts each member holds of every set
+// of used of the experts (member i holding held[i] of them, in order).
+func eachDraw(experts, used int, held []int, f func(count []int)) {
+	owner := []int{}
+	for i, h := range held {
+		for range h {
+			owner = append(owner, i)
+		}
 	}
-	return n
+	for set := uint(0); set < 1<<experts; set++ {
+		if bits.OnesCount(set) != used {
+			continue
+		}
+		count := make([]int, len(held))
+		for e := range experts {
+			if set>>e&1 == 1 {
+				count[owner[e]]++
+			}
+		}
+		f(count)
+	}
 }
 
 // ExpertsTimePerToken against counting every draw, with members that read
@@ -944,23 +945,8 @@ func TestExpertsTimePerToken(t *testing.T) {
 		{9, 2, []int{0, 6, 3}, []float64{0, 2, 1}},
 		{6, 6, []int{2, 4}, []float64{1.5, 4}},
 	} {
-		owner := []int{}
-		for i, h := range tc.held {
-			for range h {
-				owner = append(owner, i)
-			}
-		}
 		var sum, draws float64
-		for set := 0; set < 1<<tc.experts; set++ {
-			if bitsSet(set) != tc.used {
-				continue
-			}
-			count := make([]int, len(tc.held))
-			for e := range tc.experts {
-				if set>>e&1 == 1 {
-					count[owner[e]]++
-				}
-			}
+		eachDraw(tc.experts, tc.used, tc.held, func(count []int) {
 			slowest := 0.0
 			for i, c := range count {
 				if c > 0 {
@@ -969,7 +955,7 @@ func TestExpertsTimePerToken(t *testing.T) {
 			}
 			sum += slowest
 			draws++
-		}
+		})
 		want := sum / draws
 		if got := model.ExpertsTimePerToken(tc.experts, tc.used, tc.held, tc.rate); math.Abs(got-want) > 1e-12 {
 			t.Errorf("%d of %d experts held as %v at rates %v: got %v, counted %v", tc.used, tc.experts, tc.held, tc.rate, got, want)
