@@ -334,17 +334,14 @@ func (r *ring) Wait(ctx context.Context) error {
 			break
 		}
 	}
-	// The futex wait below is a system call that keeps this goroutine's
-	// processor: goroutines queued on it (the actor this goroutine just
-	// handed a message to) would wait until the runtime's monitor takes
-	// the processor back, up to 10 ms when it has been idle. So each wait
-	// starts with Gosched, which lets them run first, and is bounded
-	// (parkFor) below the monitor's 10 ms: a goroutine that stays in one
-	// run longer than that gets its processor taken, and every processor
-	// taken sets the monitor polling every 20 µs again.
+	// Then park where the Go scheduler sees it (the shm backend's named
+	// pipe, the loop backend's channel): this goroutine gives up its
+	// processor, and the peer wakes it only while its sleeping flag is
+	// set. The flag is set before the last look at the ring, and the
+	// peer publishes before it reads the flag, so one of the two sees the
+	// other (Dekker): no wake-up is lost.
 	ev, sl := r.ev(r.side), r.sleeping(r.side)
 	for {
-		runtime.Gosched()
 		seen := atomic.LoadUint32(ev)
 		atomic.StoreUint32(sl, 1)
 		if r.ready() {

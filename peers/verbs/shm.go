@@ -13,15 +13,21 @@ import (
 
 // Shm is a Conn between two processes on one host: a ring (see ring) in a
 // file under /dev/shm that both map. Waiting spins for a few microseconds,
-// then parks on a futex in the mapping.
+// then parks on a named pipe beside the ring (see fifoWaker).
 //
 // The creating side names the file after a random per-link token that it
 // gives the other side over an authenticated stream; the file is mode 0600
 // and holds the token, which Open checks, and the creator removes the name
 // as soon as the other side has mapped it (Unlink), so nothing else can
-// join and nothing is left behind when a process dies.
+// join and nothing is left behind when a process dies. Open maps only a
+// regular file of this user's that no one else may access (O_NOFOLLOW,
+// then fstat): a ring another user made could be truncated under the
+// mapping, and a process touching a shrunk mapping dies of SIGBUS, which
+// Go cannot recover. A peer running as this same user is trusted as far
+// as this process is (it could as well attach a debugger).
 type Shm struct {
 	*ring
+	waker   *fifoWaker
 	path    string
 	creator bool
 }
@@ -51,47 +57,56 @@ func CreateShm(c Caps, token []byte) (*Shm, error) {
 		return nil, fmt.Errorf("verbs: %w", err)
 	}
 	defer f.Close()
+	s := &Shm{path: path, creator: true}
+	fail := func(err error) (*Shm, error) {
+		s.Unlink()
+		return nil, err
+	}
 	size := ringBytes(c)
 	if err := f.Truncate(int64(size)); err != nil {
-		os.Remove(path)
-		return nil, fmt.Errorf("verbs: %w", err)
+		return fail(fmt.Errorf("verbs: %w", err))
+	}
+	if err := makeWakePipes(path); err != nil {
+		return fail(err)
+	}
+	if s.waker, err = openWaker(path, 0); err != nil {
+		return fail(err)
 	}
 	mem, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
-		os.Remove(path)
-		return nil, fmt.Errorf("verbs: mmap %s: %w", path, err)
+		s.waker.close()
+		return fail(fmt.Errorf("verbs: mmap %s: %w", path, err))
 	}
 	var flags uint32
 	if c.EqualSizes {
 		flags |= flagApple
 	}
 	initRing(mem, c, flags, token)
-	r, err := newRing(mem, 0, shmWaker())
-	if err != nil {
+	if s.ring, err = newRing(mem, 0, s.waker); err != nil {
 		unix.Munmap(mem)
-		os.Remove(path)
-		return nil, err
+		s.waker.close()
+		return fail(err)
 	}
-	return &Shm{ring: r, path: path, creator: true}, nil
+	return s, nil
 }
 
 // OpenShm maps the file of a link another process created, as side 1,
 // checking that it carries token.
 func OpenShm(token []byte) (*Shm, error) {
 	path := ShmPath(token)
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	fd, err := openOwned(path, unix.S_IFREG)
 	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
 		return nil, fmt.Errorf("verbs: %w", err)
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("verbs: %w", err)
+	if st.Size < headerBytes || st.Size > 1<<34 {
+		return nil, fmt.Errorf("verbs: %s: %d bytes is no ring", path, st.Size)
 	}
-	if st.Size() < headerBytes || st.Size() > 1<<34 {
-		return nil, fmt.Errorf("verbs: %s: %d bytes is no ring", path, st.Size())
-	}
-	mem, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	mem, err := unix.Mmap(fd, 0, int(st.Size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("verbs: mmap %s: %w", path, err)
 	}
@@ -103,21 +118,31 @@ func OpenShm(token []byte) (*Shm, error) {
 		unix.Munmap(mem)
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	r, err := newRing(mem, 1, shmWaker())
+	w, err := openWaker(path, 1)
 	if err != nil {
 		unix.Munmap(mem)
 		return nil, err
 	}
-	return &Shm{ring: r, path: path}, nil
+	r, err := newRing(mem, 1, w)
+	if err != nil {
+		unix.Munmap(mem)
+		w.close()
+		return nil, err
+	}
+	return &Shm{ring: r, waker: w, path: path}, nil
 }
 
 // Path is the ring's file.
 func (s *Shm) Path() string { return s.path }
 
-// Unlink removes the ring's name; both mappings stay valid.
+// Unlink removes the names of the ring and its wake-up pipes; both
+// mappings and the open pipes stay valid.
 func (s *Shm) Unlink() {
-	if err := os.Remove(s.path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		_ = err // another process may have removed it: nothing to do
+	w := wakePaths(s.path)
+	for _, p := range []string{s.path, w[0], w[1]} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			_ = err // another process may have removed it: nothing to do
+		}
 	}
 }
 
@@ -128,6 +153,7 @@ func (s *Shm) Close() error {
 		return nil
 	}
 	s.ring.Close()
+	s.waker.close()
 	if s.creator {
 		s.Unlink()
 	}

@@ -436,3 +436,58 @@ func TestReceiverLends(t *testing.T) {
 		})
 	}
 }
+
+// TestOpenShmRefusesForeignRings: a ring (or a wake-up pipe) that is not
+// this user's alone is not mapped. A co-located peer that offered a ring
+// file of its own could truncate it under the mapping, and the process
+// touching the shrunk mapping dies of SIGBUS (attack 1 of the second
+// hardening round).
+func TestOpenShmRefusesForeignRings(t *testing.T) {
+	cases := map[string]func(t *testing.T, path string){
+		"group-readable": func(t *testing.T, path string) { must(t, os.Chmod(path, 0o640)) },
+		"world-writable pipe": func(t *testing.T, path string) {
+			must(t, os.Chmod(wakePaths(path)[1], 0o666))
+		},
+		"symlink": func(t *testing.T, path string) {
+			must(t, os.Rename(path, path+".real"))
+			must(t, os.Symlink(path+".real", path))
+			t.Cleanup(func() { os.Remove(path + ".real") })
+		},
+		"pipe replaced by a file": func(t *testing.T, path string) {
+			p := wakePaths(path)[0]
+			must(t, os.Remove(p))
+			must(t, os.WriteFile(p, nil, 0o600))
+		},
+		"another user's": func(t *testing.T, path string) {
+			if os.Geteuid() != 0 {
+				t.Skip("chown needs root")
+			}
+			must(t, os.Chown(path, 65534, 65534))
+		},
+	}
+	for name, spoil := range cases {
+		t.Run(name, func(t *testing.T) {
+			token := make([]byte, tokenBytes)
+			rand.Read(token)
+			a, err := CreateShm(testCaps, token)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Close()
+			spoil(t, a.Path())
+			b, err := OpenShm(token)
+			if err == nil {
+				b.Close()
+				t.Fatal("OpenShm mapped a ring that is not this user's alone")
+			}
+			t.Log(err)
+		})
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,4 @@
+package verbs
+
+// shmDir is where rings between processes live.
+const shmDir = "/dev/shm"
