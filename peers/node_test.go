@@ -876,3 +876,51 @@ func TestFutureFailsWhenPeerLeaves(t *testing.T) {
 		t.Fatal("the future failed while its peer is still in the view")
 	}
 }
+
+// The verbs stream's control messages cost nothing until their bytes
+// arrive either (attack 4 of the second hardening round: 16 identities
+// each announcing a 64 MiB control message and sending 5 bytes took the
+// heap from 4 to 1030 MiB), and what arrives counts in the peer's budget.
+func TestVerbsStreamAnnouncedLengthNotAllocated(t *testing.T) {
+	c := peerstest.New(t, 2)
+	a, b := c.Nodes[0], c.Nodes[1]
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapInuse
+	}
+	before := heap()
+	for range 8 {
+		s, err := a.Host().NewStream(ctxWithin(t, within), b.ID(), peers.VerbsProtocol)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Reset()
+		s.SetDeadline(time.Now().Add(within))
+		hello := []byte(`{"want":"tcp","token":"` + strings.Repeat("ab", 32) + `"}`)
+		s.Write(append(binary.BigEndian.AppendUint32([]byte{1}, uint32(len(hello))), hello...)) // ctlHello
+		var h [5]byte
+		if _, err := io.ReadFull(s, h[:]); err != nil || h[0] != 2 { // ctlReply
+			t.Fatalf("no reply to the hello: %v %v", h, err)
+		}
+		io.ReadFull(s, make([]byte, binary.BigEndian.Uint32(h[1:])))
+		// A data message announced at the cap, 5 bytes of it sent.
+		s.Write(append(binary.BigEndian.AppendUint32([]byte{3}, peers.DefaultMaxMessageBytes), 0, 0, 0, 0, 0))
+	}
+	time.Sleep(500 * time.Millisecond) // b reads the headers; nothing to wait on
+	after := heap()
+	grew := int64(after) - int64(before)
+	t.Logf("heap in use %d MiB -> %d MiB", before>>20, after>>20)
+	// A peer's new verbs stream ends its previous one, so one identity
+	// holds one: 64 MiB of heap before the fix.
+	if grew > 16<<20 {
+		t.Fatalf("8 announced 64 MiB control messages took %d MiB of heap", grew>>20)
+	}
+	if held := peers.Buffered(b); held <= 0 || held > 8<<20 {
+		t.Fatalf("%d bytes counted in the peer's budget, want the few chunks that arrived", held)
+	}
+	if _, err := a.ActorSystem().Root.RequestFuture(a.PID(b.ID(), peers.PingActor), &messages.Ping{}, within).Result(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -765,7 +765,7 @@ func (l *outLink) read(st network.Stream, a *acks) error {
 	r := bufio.NewReader(st)
 	for {
 		st.SetReadDeadline(time.Now().Add(linkDeadAfter + pingEvery))
-		kind, payload, err := readCtl(r, 64)
+		kind, payload, err := readCtl(r, 64, nil)
 		if err != nil {
 			return err
 		}
@@ -850,7 +850,7 @@ func (l *outLink) negotiate() (network.Stream, verbs.Conn, string, error) {
 	if err := w.flush(); err != nil {
 		return fail(err)
 	}
-	kind, payload, err := readCtl(bufio.NewReaderSize(st, 4096), 64<<10)
+	kind, payload, err := readCtl(bufio.NewReaderSize(st, 4096), 64<<10, nil)
 	if err != nil {
 		return fail(err)
 	}
@@ -973,7 +973,7 @@ func (s *side) handle(st network.Stream) {
 	}
 	st.SetDeadline(time.Now().Add(verbsOpenTimeout))
 	r := bufio.NewReaderSize(st, 64<<10)
-	kind, payload, err := readCtl(r, 64<<10)
+	kind, payload, err := readCtl(r, 64<<10, nil)
 	var h hello
 	if err != nil || kind != ctlHello || json.Unmarshal(payload, &h) != nil {
 		return
@@ -1126,28 +1126,36 @@ func (in *inLink) fault(err error) {
 func (in *inLink) stream(r *bufio.Reader) {
 	for {
 		in.st.SetReadDeadline(time.Now().Add(linkDeadAfter + pingEvery))
-		kind, payload, err := readCtl(r, in.s.b.maxFrame+8)
+		hold := func(n int) error { return in.s.b.hold(in.from, n) }
+		kind, payload, err := readCtl(r, in.s.b.maxFrame+8, hold)
 		if err != nil {
 			return
 		}
-		if len(payload) < 8 {
-			return
-		}
-		v := binary.BigEndian.Uint64(payload)
-		switch kind {
-		case ctlPing:
-			if in.w.ctl(ctlPong, v) != nil || in.w.flush() != nil {
-				return
-			}
-		case ctlData:
-			if err := in.deliver(v, payload[8:]); err != nil {
-				in.s.log.Warn("peers: closing verbs link", "peer", in.from, "err", err)
-				return
-			}
-		default:
+		ok := in.control(kind, payload)
+		hold(-cap(payload))
+		if !ok {
 			return
 		}
 	}
+}
+
+// control handles one control message of the stream; false ends it.
+func (in *inLink) control(kind byte, payload []byte) bool {
+	if len(payload) < 8 {
+		return false
+	}
+	v := binary.BigEndian.Uint64(payload)
+	switch kind {
+	case ctlPing:
+		return in.w.ctl(ctlPong, v) == nil && in.w.flush() == nil
+	case ctlData:
+		if err := in.deliver(v, payload[8:]); err != nil {
+			in.s.log.Warn("peers: closing verbs link", "peer", in.from, "err", err)
+			return false
+		}
+		return true
+	}
+	return false
 }
 
 // deliver hands message seq to its actor if it is the next one; an
@@ -1262,19 +1270,48 @@ func (c *ctlWriter) flush() error {
 	return c.w.Flush()
 }
 
-// readCtl reads one control message of at most max payload bytes.
-func readCtl(r *bufio.Reader, max int) (byte, []byte, error) {
+// readCtl reads one control message of at most limit payload bytes. The
+// payload is allocated as its bytes arrive, not as announced (a peer that
+// announces 64 MiB and sends nothing holds nothing); with hold, every
+// growth is first counted in the sending peer's budget (bridge.hold), and
+// the caller gives back cap(payload) when done with it.
+func readCtl(r *bufio.Reader, limit int, hold func(n int) error) (byte, []byte, error) {
 	var h [5]byte
 	if _, err := io.ReadFull(r, h[:]); err != nil {
 		return 0, nil, err
 	}
 	n := int(binary.BigEndian.Uint32(h[1:]))
-	if n > max {
-		return 0, nil, fmt.Errorf("control message of %d bytes (cap %d)", n, max)
+	if n > limit {
+		return 0, nil, fmt.Errorf("control message of %d bytes (cap %d)", n, limit)
 	}
-	b := make([]byte, n)
-	if _, err := io.ReadFull(r, b); err != nil {
-		return 0, nil, err
+	var b []byte
+	for len(b) < n {
+		if len(b) == cap(b) {
+			grow := min(n, max(2*cap(b), readChunk))
+			if hold != nil {
+				if err := hold(grow - cap(b)); err != nil {
+					hold(-cap(b))
+					return 0, nil, err
+				}
+			}
+			nb := make([]byte, len(b), grow)
+			copy(nb, b)
+			b = nb
+		}
+		k, err := r.Read(b[len(b):min(cap(b), n)])
+		b = b[:len(b)+k]
+		if err != nil && len(b) < n {
+			if hold != nil {
+				hold(-cap(b))
+			}
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return 0, nil, err
+		}
+	}
+	if b == nil {
+		b = []byte{}
 	}
 	return h[0], b, nil
 }

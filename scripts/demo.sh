@@ -2,8 +2,12 @@
 # make demo: three strata nodes on 127.0.0.1 with small memory caps, so
 # stories260K (1.2 MB of weights) must be split across all three; a prompt
 # sent to the third node; the story, who ran which layers; a clean stop.
+#
+# NODE_ARGS adds flags to every node (scripts/bench-links.sh runs the demo
+# with --transport tcp and shm to compare them).
 set -euo pipefail
 BIN=${BIN:-bin/strata}
+read -ra node_args <<<"${NODE_ARGS:-}"
 TESTDATA=${STRATA_TESTDATA:-$(cd "$(dirname "$0")/../.." && pwd)/shared/testdata}
 MODEL=$TESTDATA/gguf/stories260K.gguf
 [ -f "$MODEL" ] || { echo "demo: $MODEL not found (set STRATA_TESTDATA)" >&2; exit 1; }
@@ -27,7 +31,7 @@ for i in 1 2 3; do
 	[ "$i" = 1 ] || join=(--join "$A")
 	"$BIN" node --data-dir "$D/$name" --secret-file "$D/a/secret" --no-mdns \
 		--listen /ip4/127.0.0.1/tcp/$((base + i)) --api 127.0.0.1:$((base + 10 + i)) \
-		--models "$D/models" --memory 800kB --context 512 --parallel 1 "${join[@]}" >"$D/$name.log" 2>&1 &
+		--models "$D/models" --memory 800kB --context 512 --parallel 1 "${join[@]}" ${node_args[@]+"${node_args[@]}"} >"$D/$name.log" 2>&1 &
 	pids+=($!)
 done
 API=127.0.0.1:$((base + 13))

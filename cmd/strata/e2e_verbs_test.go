@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -52,6 +53,7 @@ func TestE2ESideChannel(t *testing.T) {
 			}
 			t.Logf("%s: %d tokens in %v, %.0f tokens/s (3 processes, stories260K)", tc.name, n, took, n/took.Seconds())
 			fallbacks := 0
+			var rtts []int64
 			for _, p := range c.nodes {
 				st := clusterStatusOf(t, p.api)
 				own, all := 0, 0
@@ -60,6 +62,7 @@ func TestE2ESideChannel(t *testing.T) {
 						all++
 						if m.PeerID == st.Self {
 							own++
+							rtts = append(rtts, l.RTTMicros)
 						}
 						if l.Transport != tc.link && !(tc.fallback && l.Transport == "shm") {
 							t.Errorf("%s: link from %s to %s is %s, want %s", p.name, m.PeerID, l.PeerID, l.Transport, tc.link)
@@ -85,6 +88,15 @@ func TestE2ESideChannel(t *testing.T) {
 			}
 			if tc.fallback != (fallbacks > 0) {
 				t.Errorf("%d fallbacks counted (a fault injected: %v)", fallbacks, tc.fallback)
+			}
+			// Each link's last ping, just after decoding: a few hundred
+			// microseconds on loopback or shared memory. A reader parked
+			// where the Go scheduler cannot see it made these 10-43 ms
+			// (the bound is generous: a median over the six links).
+			slices.Sort(rtts)
+			t.Logf("%s: link round trips %v µs", tc.name, rtts)
+			if len(rtts) > 0 && rtts[len(rtts)/2] > 2000 {
+				t.Errorf("%s: median link round trip %d µs, over 2 ms: %v", tc.name, rtts[len(rtts)/2], rtts)
 			}
 		})
 	}
