@@ -426,9 +426,28 @@ func (c *Client) Download(ctx context.Context, repo, revision, file string) (str
 		}
 		return p, nil
 	}
+	return c.download(ctx, repo, revision, file, nil)
+}
+
+// download is Download, checking the hub's answer against the listing's
+// entry for the file when there is one (Pull).
+func (c *Client) download(ctx context.Context, repo, revision, file string, listed *RepoFile) (string, error) {
+	dir := catalog.RepoDir(c.cache(), repo)
 	m, resolveURL, err := c.head(ctx, repo, revision, file)
 	if err != nil {
 		return "", err
+	}
+	// Nothing counts that cannot be checked: a hub (or whoever answers
+	// as one) that gives no size or no content hash could hand over any
+	// bytes, of any length, as a model.
+	if m.size <= 0 {
+		return "", fmt.Errorf("hfhub: %s: the hub gave no size for the file: refusing a download that cannot be checked", resolveURL)
+	}
+	if len(m.etag) != 64 && len(m.etag) != 40 {
+		return "", fmt.Errorf("hfhub: %s: the file's ETag %q is no SHA-256 (nor a git SHA-1): refusing a download that cannot be checked", resolveURL, m.etag)
+	}
+	if listed != nil && listed.SHA256 != "" && (!strings.EqualFold(listed.SHA256, m.etag) || listed.Size != m.size) {
+		return "", fmt.Errorf("%w: %s: the listing says sha256 %s and %d bytes, the file's headers %s and %d", ErrChecksum, resolveURL, listed.SHA256, listed.Size, m.etag, m.size)
 	}
 	snap := filepath.Join(dir, "snapshots", m.commit, filepath.FromSlash(file))
 	blob := filepath.Join(dir, "blobs", m.etag)
@@ -512,6 +531,9 @@ func (c *Client) fetch(ctx context.Context, src string, token bool, blob string,
 		if err == nil {
 			err = errors.New("download ended early")
 		}
+		if errors.Is(err, ErrChecksum) {
+			os.Remove(part) // these bytes are wrong: no resuming from them
+		}
 		if errors.Is(err, ErrChecksum) || ctx.Err() != nil || attempt >= retries {
 			return fmt.Errorf("hfhub: %s: %w", file, err)
 		}
@@ -584,11 +606,16 @@ func (c *Client) fetchOnce(ctx context.Context, src string, token bool, part str
 		return false, fmt.Errorf("GET: %s", resp.Status)
 	}
 	w := &progressWriter{w: f, file: file, done: have, total: m.size, report: c.Progress}
-	_, err = io.Copy(w, resp.Body)
+	// No more than the announced size is written (one byte more tells a
+	// body that runs on).
+	_, err = io.Copy(w, io.LimitReader(resp.Body, m.size-have+1))
+	if w.done > m.size {
+		return false, fmt.Errorf("%w: the body runs past the announced %d bytes", ErrChecksum, m.size)
+	}
 	if err != nil {
 		return false, err
 	}
-	return m.size <= 0 || w.done >= m.size, nil
+	return w.done >= m.size, nil
 }
 
 type progressWriter struct {
@@ -632,7 +659,7 @@ func verify(p, etag string, size int64) error {
 		h = sha1.New()
 		fmt.Fprintf(h, "blob %d\x00", fi.Size())
 	default:
-		return nil // an etag that is no hash: size is all we can check
+		return fmt.Errorf("%w: ETag %q is no hash", ErrChecksum, etag)
 	}
 	if _, err := io.Copy(h, f); err != nil {
 		return err

@@ -49,6 +49,13 @@ type fakeHub struct {
 	cutNext    atomic.Int32 // cut this many next blob bodies halfway
 	corruptFor atomic.Value // file path whose bytes the CDN flips
 	limitNext  atomic.Int32 // answer this many next hub requests 429
+	// Hostile answers: runOn makes the CDN send this many bytes past a
+	// file's end (chunked, no length); etagFor and sizeFor replace the
+	// hash and size the hub's headers give for every LFS file ("-": no
+	// size).
+	runOn   atomic.Int64
+	etagFor atomic.Value
+	sizeFor atomic.Value
 }
 
 type fakeFile struct {
@@ -86,6 +93,8 @@ func newFakeHub(t *testing.T) *fakeHub {
 		{path: "Q4_K_M/Tiny-Q4_K_M-00002-of-00002.gguf", data: blob(120_000), lfs: true},
 	}
 	h.corruptFor.Store("")
+	h.etagFor.Store("")
+	h.sizeFor.Store("")
 	h.cdn = httptest.NewServer(http.HandlerFunc(h.serveCDN))
 	h.hub = httptest.NewServer(http.HandlerFunc(h.serveHub))
 	t.Cleanup(func() { h.hub.Close(); h.cdn.Close() })
@@ -143,8 +152,17 @@ func (h *fakeHub) serveHub(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("X-Repo-Commit", testCommit)
 	if f.lfs {
-		w.Header().Set("X-Linked-Etag", `"`+f.etag()+`"`)
-		w.Header().Set("X-Linked-Size", strconv.Itoa(len(f.data)))
+		etag, size := f.etag(), strconv.Itoa(len(f.data))
+		if e := h.etagFor.Load().(string); e != "" {
+			etag = e
+		}
+		if sz := h.sizeFor.Load().(string); sz != "" {
+			size = strings.TrimPrefix(sz, "-")
+		}
+		w.Header().Set("X-Linked-Etag", `"`+etag+`"`)
+		if size != "" {
+			w.Header().Set("X-Linked-Size", size)
+		}
 		w.Header().Set("ETag", `"pointer-etag-not-the-content"`)
 		http.Redirect(w, r, h.cdn.URL+"/blob/"+p, http.StatusFound)
 		return
@@ -203,6 +221,21 @@ func (h *fakeHub) serveCDN(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", n, len(data)-1, len(f.data)))
 	}
 	body := data[start:]
+	if extra := h.runOn.Load(); extra > 0 {
+		// No length: the body runs on until the client stops reading.
+		w.WriteHeader(status)
+		n, _ := w.Write(body)
+		chunk := make([]byte, 64<<10)
+		for sent := int64(0); sent < extra; sent += int64(len(chunk)) {
+			k, err := w.Write(chunk)
+			n += k
+			if err != nil {
+				break
+			}
+		}
+		h.record(p, status, n)
+		return
+	}
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	if h.cutNext.Add(-1) >= 0 {
@@ -509,5 +542,62 @@ func TestSelect(t *testing.T) {
 	}
 	if r, tag, err := ParseRef("org/m:Q4_K_M"); r != "org/m" || tag != "Q4_K_M" || err != nil {
 		t.Errorf("ParseRef %q %q %v", r, tag, err)
+	}
+}
+
+// A hostile hub: a body that runs far past the announced size is cut at
+// the size and refused (attack 6 of the second hardening round: 1 GB was
+// written for an announced 4096 B before the pull rejected it).
+func TestBodyPastAnnouncedSizeNotWritten(t *testing.T) {
+	h := newFakeHub(t)
+	c := h.client(t)
+	c.Retries = 0
+	h.runOn.Store(256 << 20)
+	_, err := c.Pull(context.Background(), testRepo, "Q8_0", "")
+	if !errors.Is(err, ErrChecksum) {
+		t.Fatalf("a body running past its size: %v", err)
+	}
+	t.Log(err)
+	dir := filepath.Join(c.Cache, "models--org--Tiny-GGUF", "blobs")
+	var left int64
+	filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() {
+			left += fi.Size()
+		}
+		return nil
+	})
+	if left > 0 {
+		t.Errorf("%d bytes left in the cache's blobs", left)
+	}
+	h.mu.Lock()
+	sent := h.cdnBytes
+	h.mu.Unlock()
+	if sent > 64<<20 {
+		t.Errorf("the CDN got to write %d MiB: the client read on past the size", sent>>20)
+	}
+}
+
+// A file whose hash or size the hub does not give is not downloaded: any
+// bytes would do as a model (attack 6: an unverified 268 MB file was
+// accepted and pull exited 0).
+func TestUncheckableFileRefused(t *testing.T) {
+	for name, spoil := range map[string]func(h *fakeHub){
+		"etag no hash":         func(h *fakeHub) { h.etagFor.Store("deadbeef-1234") },
+		"no size":              func(h *fakeHub) { h.sizeFor.Store("-") },
+		"hash not the listing": func(h *fakeHub) { h.etagFor.Store(strings.Repeat("ab", 32)) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newFakeHub(t)
+			c := h.client(t)
+			spoil(h)
+			paths, err := c.Pull(context.Background(), testRepo, "Q8_0", "")
+			if err == nil {
+				t.Fatalf("pulled %v", paths)
+			}
+			t.Log(err)
+			if _, err := os.Stat(filepath.Join(c.Cache, "models--org--Tiny-GGUF", "snapshots", testCommit, "Tiny-Q8_0.gguf")); !os.IsNotExist(err) {
+				t.Errorf("snapshot of a refused file: %v", err)
+			}
+		})
 	}
 }

@@ -42,7 +42,15 @@ func (c *Client) Pull(ctx context.Context, repo, tag, file string) ([]string, er
 	}
 	var paths []string
 	for _, f := range pick {
-		p, err := c.Download(ctx, repo, "main", f.Path)
+		var p string
+		if err := validFile(f.Path); err != nil {
+			return paths, err
+		}
+		if c.Offline {
+			p, err = c.Download(ctx, repo, "main", f.Path)
+		} else {
+			p, err = c.download(ctx, repo, "main", f.Path, &f)
+		}
 		if err != nil {
 			return paths, err
 		}
