@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"strata/internal/units"
 	"strata/messages"
+	"strata/runtime/catalog"
 	"strata/runtime/gguf"
 	"strata/runtime/model"
 	"strata/runtime/tensor"
@@ -63,6 +65,10 @@ type Host struct {
 	// stop ends fetches in flight when the host stops.
 	stop   context.Context
 	cancel context.CancelFunc
+	// fetching counts the fetch goroutines running (at most maxFetches):
+	// a LoadShard is anyone's with the secret, and each fetch holds a
+	// goroutine and a model's manifest for up to fetchTimeout.
+	fetching atomic.Int32
 
 	mu     sync.Mutex
 	system *actor.ActorSystem
@@ -94,6 +100,10 @@ func NewHost(cfg HostConfig) *Host {
 
 // fetchTimeout bounds fetching one shard's layers from peers.
 const fetchTimeout = time.Hour
+
+// maxFetches bounds the shards a host fetches at once; a LoadShard past
+// it is refused (the origin's plan tries again on its next request).
+const maxFetches = 8
 
 // shardFetcher is a ModelStore that fetches the ranges a shard needs
 // from peers (Weights is one).
@@ -137,11 +147,25 @@ func (h *Host) Receive(ctx actor.Context) {
 		h.mu.Unlock()
 	case *messages.LoadShard:
 		spec := m.GetShard()
+		// A name is checked before anything is kept under it (a lock, a
+		// manifest, a goroutine): names come from any peer.
+		if spec != nil && spec.Model != "" {
+			if err := catalog.ValidName(spec.Model); err != nil {
+				ctx.Respond(&messages.ShardLoaded{Shard: &messages.ShardSpec{}, Error: h.label() + err.Error()})
+				return
+			}
+		}
 		if f, ok := h.cfg.Models.(shardFetcher); ok && spec != nil && spec.Model != "" && !h.has(spec) {
+			if h.fetching.Add(1) > maxFetches {
+				h.fetching.Add(-1)
+				ctx.Respond(&messages.ShardLoaded{Shard: spec, Error: h.label() + fmt.Sprintf("already fetching %d shards; try again later", maxFetches)})
+				return
+			}
 			// Fetching may take minutes: off the actor, which goes on
 			// serving loads of shards whose bytes are here.
 			replyTo, self, sys := ctx.Sender(), ctx.Self(), ctx.ActorSystem()
 			go func() {
+				defer h.fetching.Add(-1)
 				fctx, cancel := context.WithTimeout(h.stop, fetchTimeout)
 				defer cancel()
 				_, err := f.Ensure(fctx, spec.Model, int(spec.First), int(spec.End), int(spec.Layers))

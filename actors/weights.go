@@ -52,7 +52,7 @@ type Weights struct {
 
 	mu        sync.Mutex
 	manifests map[string]*manifestOnce // of complete models, by name, path, size and mtime
-	locks     map[string]*sync.Mutex   // one fetch per model at a time
+	locks     map[string]*modelLock    // one fetch per model at a time; only while one is wanted
 }
 
 var (
@@ -61,7 +61,7 @@ var (
 )
 
 func newWeights(cat catalog.Catalog, log *slog.Logger) *Weights {
-	return &Weights{cat: cat, store: cat.Partial, log: log, manifests: map[string]*manifestOnce{}, locks: map[string]*sync.Mutex{}}
+	return &Weights{cat: cat, store: cat.Partial, log: log, manifests: map[string]*manifestOnce{}, locks: map[string]*modelLock{}}
 }
 
 // HubReader reads a byte range of a file of a Hugging Face repository at
@@ -135,19 +135,38 @@ func (w *Weights) ensure(ctx context.Context, name string, fetched *int64) error
 	}, fetched)
 }
 
+// modelLock is one model's fetch lock and how many hold or wait for it.
+type modelLock struct {
+	sync.Mutex
+	users int
+}
+
+// lock takes the model's fetch lock; the entry is dropped when its last
+// user unlocks, so names that came and went keep no memory.
 func (w *Weights) lock(name string) func() {
 	w.mu.Lock()
 	l, ok := w.locks[name]
 	if !ok {
-		l = &sync.Mutex{}
+		l = &modelLock{}
 		w.locks[name] = l
 	}
+	l.users++
 	w.mu.Unlock()
 	l.Lock()
-	return l.Unlock
+	return func() {
+		l.Unlock()
+		w.mu.Lock()
+		if l.users--; l.users == 0 {
+			delete(w.locks, name)
+		}
+		w.mu.Unlock()
+	}
 }
 
 func (w *Weights) ensureWith(ctx context.Context, name string, needed func(*catalog.Manifest) ([]catalog.Range, error), fetched *int64) error {
+	if err := catalog.ValidName(name); err != nil {
+		return err
+	}
 	defer w.lock(name)()
 	members := w.others()
 	man, err := w.manifest(ctx, name, members)
