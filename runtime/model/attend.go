@@ -122,10 +122,22 @@ func (s *State) attendUnit(wk *attnWorker, u int) {
 	}
 }
 
+// attnSplitWork is the least attention work (query-key products times
+// the head width) worth handing to the pool's workers: below it (a small
+// model's decode step) waking them costs more than it saves, and keeps
+// them spinning after the step, on cores the next stage or the sampler
+// wants. Every query's arithmetic is the same either way.
+var attnSplitWork = 1 << 16 // variables: the tests split all the work
+
+// work is the job's query-key products times the head width.
+func (j *attnJob) work() int {
+	return j.n * j.groups * j.group * (j.pos0 + j.n) * j.c.width
+}
+
 // runAttention runs the job set in s.job over the workers.
 func (s *State) runAttention() {
 	s.job.plan(len(s.attn))
-	if s.pool == nil {
+	if s.pool == nil || s.job.work() < attnSplitWork {
 		s.attnFn(0, len(s.attn))
 	} else {
 		s.pool.Run(len(s.attn), s.attnFn)

@@ -225,6 +225,10 @@ func (s *State) attention(l int, c *Cache, n int) {
 	s.matmul(s.xb2[:n*embd], w.O, s.actQ)
 }
 
+// swigluSplit is the least number of SwiGLU elements worth splitting
+// across the pool's workers (see attnSplitWork).
+var swigluSplit = 1 << 13
+
 // swiglu computes out = Down(SiLU(Gate x) * Up x) for the n vectors in
 // in (hidden activations act, of the FFN's width), using s.hb and s.hb2.
 func (s *State) swiglu(f *Dense, in, act *tensor.Activations, out []float32, n int) {
@@ -232,7 +236,7 @@ func (s *State) swiglu(f *Dense, in, act *tensor.Activations, out []float32, n i
 	hb, hb2 := s.hb[:n*width], s.hb2[:n*width]
 	s.matmul(hb, f.Gate, in)
 	s.matmul(hb2, f.Up, in)
-	if s.pool == nil {
+	if s.pool == nil || n*width < swigluSplit {
 		tensor.SwiGLU(hb, hb, hb2)
 	} else {
 		s.pool.Run(n*width, s.swigluFn) // an exp per element: worth splitting

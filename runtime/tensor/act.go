@@ -228,7 +228,7 @@ func MatMulAct(p *Pool, out []float32, w Matrix, a *Activations) {
 			w.Rows, w.Cols, w.Type, len(w.Data), n, a.Cols, len(out)))
 	}
 	a.prepare(w.Type)
-	if p.Threads() == 1 || w.Rows < 2 || w.Rows*w.Cols*n < 1<<14 {
+	if p.Threads() == 1 || w.Rows < 2 || w.Rows*w.Cols*n < splitWork {
 		matMulActRows(out, w, a, 0, w.Rows)
 		return
 	}

@@ -63,6 +63,13 @@ func MatVec(p *Pool, out []float32, w Matrix, x []float32) {
 	MatMul(p, out, w, x, 1)
 }
 
+// splitWork is the least number of multiply-adds a matrix product hands
+// to the pool's workers. Below it (a small model's decode step: 32K in
+// stories260K's output matrix) waking them costs more than the product,
+// and they spin after it, on cores that a pipeline's next stage on the
+// same host wants; each output is the same either way.
+var splitWork = 1 << 16 // a variable: the tests split every product
+
 // MatMul multiplies w by n input vectors stored back to back in x
 // (len n*w.Cols): out[i*w.Rows+r] = dot(row r of w, x[i*w.Cols:(i+1)*w.Cols]).
 // len(out) must be n*w.Rows. Each row is decoded once per 8 vectors, and
@@ -76,7 +83,7 @@ func MatMul(p *Pool, out []float32, w Matrix, x []float32, n int) {
 		panic(fmt.Sprintf("tensor: MatMul: %dx%d %v with %d data bytes, len(x)=%d, len(out)=%d, n=%d",
 			w.Rows, w.Cols, w.Type, len(w.Data), len(x), len(out), n))
 	}
-	if p.Threads() == 1 || w.Rows < 2 || w.Rows*w.Cols*n < 1<<14 {
+	if p.Threads() == 1 || w.Rows < 2 || w.Rows*w.Cols*n < splitWork {
 		matMulRows(out, w, x, n, 0, w.Rows)
 		return
 	}
