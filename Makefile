@@ -7,7 +7,7 @@ TESTDATA ?= $(or $(STRATA_TESTDATA),$(abspath ../shared/testdata))
 FUZZTIME ?= 1m
 PROTOC_GEN_GO_VERSION := v1.36.12
 
-.PHONY: all build deps test test-arm64 test-long demo bench bench-vs-llamacpp fuzz proto vet clean
+.PHONY: all build deps test test-arm64 test-long demo bench bench-vs-llamacpp bench-links fuzz proto vet clean
 
 all: build
 
@@ -69,6 +69,12 @@ bench:
 # files cached in MODELDIR, default /tmp). Not part of make test.
 bench-vs-llamacpp: build
 	BIN=./$(BIN) ./scripts/bench-vs-llamacpp.sh
+
+# The latency-bound case: make demo's three nodes (stories260K, 200
+# greedy tokens) over shared memory and over TCP, alternated, best of RUNS
+# (3), and their ratio (scripts/bench-links.sh). Not part of make test.
+bench-links: build
+	BIN=./$(BIN) STRATA_TESTDATA=$(TESTDATA) ./scripts/bench-links.sh
 
 # Fuzz every parser and the sampler filters for FUZZTIME each (go test
 # -fuzz takes one target at a time).

@@ -22,9 +22,12 @@ import (
 // other, idle links. A reader parked where the Go scheduler cannot see it
 // (a futex wait, as strata did) holds a processor; with every processor
 // so held, the goroutine a reader hands a message to waits for the
-// runtime's monitor to take one back, up to 10 ms (this failed with a
-// median of 3.9 ms). The bound, 1 ms for the median round trip, is
-// generous: a working link takes a few hundred microseconds here.
+// runtime's monitor to take one back. Here that showed as a median of
+// 0.09 to 3.9 ms and a p90 up to 5 ms, run to run: not reliably, which is
+// why the end-to-end check (TestE2ESideChannel's link round trips, 10-43
+// ms then) is the one that catches it. The bound, 1 ms for the median
+// round trip, is generous: a working link takes a few hundred
+// microseconds here.
 func TestShmHandoffLatency(t *testing.T) {
 	caps := Caps{FrameBytes: 8192, Depth: 16}
 	t1, t2 := make([]byte, tokenBytes), make([]byte, tokenBytes)
