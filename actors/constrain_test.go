@@ -154,3 +154,48 @@ func TestStructuredOutputSurvivesLostStage(t *testing.T) {
 		t.Errorf("after losing the last stage: %q (%v), want %q", got.Text, err, want.Text)
 	}
 }
+
+// A step's accept list is bounded by the positions so far and the
+// node's context (attack 2 of the second hardening round: a peer sent a
+// 19.5 MiB accept list of '[' to a shard shared by every session of the
+// model, which took its node to 4 GB and other users' completions from
+// 0.01 to 32 s), and another session is served at once after it.
+func TestStageRefusesLongAcceptList(t *testing.T) {
+	lc := newLocalCluster(t, 1, 4<<20, stories(t))
+	loaded := loadShard(t, lc, 0, 5)
+	if loaded.Error != "" {
+		t.Fatal(loaded.Error)
+	}
+	in := &inbox{ch: make(chan any, 8)}
+	self := lc.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return in }))
+	pid := &actor.PID{Address: lc.dir[0].Host.Address, Id: loaded.ActorId}
+	accept := make([]int32, 1<<20)
+	for i := range accept {
+		accept[i] = 91 // any token: the list is refused by its length
+	}
+	for i, pos := range []uint32{0, 1 << 21} { // the list is longer than the context, wherever it starts
+		start := time.Now()
+		lc.system.Root.Send(pid, &messages.Forward{Session: fmt.Sprint("long", i), Position: pos, Count: 1, Tokens: []int32{1}, Context: 64, ReplyTo: fromPID(self), Sample: true,
+			Accept: accept, Sampling: &messages.Sampling{Constrained: true, JsonSchema: `{}`}})
+		select {
+		case m := <-in.ch:
+			if fe, ok := m.(*messages.ForwardError); !ok || !strings.Contains(fe.Error, "accepts") {
+				t.Errorf("position %d: got %v, want a refusal of the accept list", pos, m)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("position %d: no answer", pos)
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("position %d: refused after %v", pos, d)
+		}
+	}
+	lc.system.Root.Send(pid, &messages.Forward{Session: "ok", Count: 1, Tokens: []int32{1}, Context: 64, ReplyTo: fromPID(self), Sample: true})
+	select {
+	case m := <-in.ch:
+		if _, ok := m.(*messages.Token); !ok {
+			t.Errorf("the next session got %v, want a token", m)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the next session got no answer")
+	}
+}

@@ -346,6 +346,13 @@ func (s *shard) forward(ctx actor.Context, m *messages.Forward, release func()) 
 	if s.tp != nil && !s.tp.leads() && !s.tp.fromLeader(ctx.Sender()) {
 		return fmt.Errorf("stage %s is a tensor-parallel member: it takes steps from its leader only", s.pid.Id)
 	}
+	// Accept lists the session's sequence so far (a replay sends it all
+	// with its first chunk): no longer than the session's context, nor
+	// than a context this node allows (each token costs the actor, which
+	// every session of the model shares, a grammar step).
+	if limit := min(int(m.Context), s.maxContext); len(m.Accept) > limit {
+		return fmt.Errorf("forward at position %d accepts %d tokens; its context allows at most %d", m.Position, len(m.Accept), limit)
+	}
 	ss, err := s.session(ctx, m)
 	if err != nil {
 		if s.tp != nil && !s.tp.leads() {

@@ -143,3 +143,48 @@ func TestRandomWalkValidates(t *testing.T) {
 		}
 	}
 }
+
+// A document nests at most MaxDepth frames deep: past it, no token that
+// opens another level is allowed, a nested document can still be closed,
+// and a Mask of the deepest state stays as cheap as a shallow one's
+// times MaxDepth (attack 2 of the second hardening round: a 19.5 MiB
+// accept list of '[' cost a shard 4 GB and 30 s a token).
+func TestNestingBounded(t *testing.T) {
+	toy := newToy()
+	v := VocabOf(toy)
+	m := NewMatcher(AnyJSON(), v, 0)
+	open := int('[')
+	for range 100_000 {
+		m.Accept(open)
+	}
+	if len(m.st) > MaxDepth {
+		t.Fatalf("a state of %d frames after 100,000 '['", len(m.st))
+	}
+	if !m.dead {
+		t.Fatal("100,000 '[' accepted, past MaxDepth")
+	}
+	// Masked from a state at the bound, '[' is not allowed, ']' is.
+	m = NewMatcher(AnyJSON(), v, 0)
+	depth := 0
+	logits := make([]float32, toy.VocabSize())
+	for ; depth < 1000; depth++ {
+		clear(logits)
+		m.Mask(logits)
+		if math.IsInf(float64(logits[open]), -1) {
+			break
+		}
+		m.Accept(open)
+	}
+	if depth == 1000 || depth < MaxDepth/2 {
+		t.Fatalf("'[' allowed %d levels deep (MaxDepth %d)", depth, MaxDepth)
+	}
+	if math.IsInf(float64(logits[']']), -1) {
+		t.Fatalf("']' not allowed at depth %d", depth)
+	}
+	for range depth {
+		m.Accept(']')
+	}
+	if m.dead || !m.Done() {
+		t.Fatalf("%d nested arrays closed: dead %v, done %v", depth, m.dead, m.Done())
+	}
+}

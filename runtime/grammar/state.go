@@ -52,6 +52,14 @@ func b2i(b bool) int32 {
 	return 0
 }
 
+// MaxDepth bounds the frames of a state: a JSON value nested deeper
+// (each array or object level takes a frame or two) is not allowed to
+// open another level. The matcher's trie walk copies the state at every
+// edge, so without a bound each '[' a peer's accept list or the model
+// wrote made every later mask dearer, without limit (one 19.5 MiB accept
+// list took a shard's node to 4 GB and 30 s a token).
+const MaxDepth = 64
+
 // step offers byte b to state st and returns the new state (st's backing
 // array is reused) and whether b is allowed.
 func step(st []frame, b byte) ([]frame, bool) {
@@ -68,6 +76,9 @@ func step(st []frame, b byte) ([]frame, bool) {
 		case rPass:
 			st = st[:len(st)-1]
 		case rPush:
+			if len(st) >= MaxDepth {
+				return st, false
+			}
 			st = append(st, newFrame(child))
 		}
 	}
