@@ -3,13 +3,18 @@ package peers_test
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"runtime"
 	"slices"
+	"strata/peers/verbs"
 	"strconv"
 	"strings"
 	"testing"
@@ -884,6 +889,7 @@ func TestFutureFailsWhenPeerLeaves(t *testing.T) {
 func TestVerbsStreamAnnouncedLengthNotAllocated(t *testing.T) {
 	c := peerstest.New(t, 2)
 	a, b := c.Nodes[0], c.Nodes[1]
+	waitLink(t, a, b.ID(), "shm") // see TestForeignRingNotMapped
 	heap := func() uint64 {
 		runtime.GC()
 		var ms runtime.MemStats
@@ -919,6 +925,63 @@ func TestVerbsStreamAnnouncedLengthNotAllocated(t *testing.T) {
 	}
 	if held := peers.Buffered(b); held <= 0 || held > 8<<20 {
 		t.Fatalf("%d bytes counted in the peer's budget, want the few chunks that arrived", held)
+	}
+	if _, err := a.ActorSystem().Root.RequestFuture(a.PID(b.ID(), peers.PingActor), &messages.Ping{}, within).Result(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A co-located peer that offers a ring file it does not share with this
+// node's user alone is not mapped: the link uses the stream and says why
+// (attack 1 of the second hardening round: the peer offered its own
+// /dev/shm file, then truncated it, and the node died of SIGBUS).
+func TestForeignRingNotMapped(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("making a file another user's needs root")
+	}
+	c := peerstest.New(t, 2)
+	a, b := c.Nodes[0], c.Nodes[1]
+	// a's own link to b first: the stream below then ends it, and a
+	// negotiates again only after a backoff (else a's new stream could
+	// end this one before b answers).
+	waitLink(t, a, b.ID(), "shm")
+	token := make([]byte, 32)
+	rand.Read(token)
+	caps := verbs.Caps{FrameBytes: 4096, Depth: 4}
+	ring, err := verbs.CreateShm(caps, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Not closed: the attacker's own mapping shrinks below too, and
+	// touching it would kill this test. Its names go.
+	defer ring.Unlink()
+	if err := os.Chown(ring.Path(), 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	hello, _ := json.Marshal(map[string]any{"want": "shm", "boot_id": strings.TrimSpace(string(boot)), "token": hex.EncodeToString(token), "shm": true, "caps": caps})
+	s, err := a.Host().NewStream(ctxWithin(t, within), b.ID(), peers.VerbsProtocol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Reset()
+	s.SetDeadline(time.Now().Add(within))
+	s.Write(append(binary.BigEndian.AppendUint32([]byte{1}, uint32(len(hello))), hello...)) // ctlHello
+	var h [5]byte
+	if _, err := io.ReadFull(s, h[:]); err != nil || h[0] != 2 { // ctlReply
+		t.Fatalf("no reply to the hello: %v %v", h, err)
+	}
+	body := make([]byte, binary.BigEndian.Uint32(h[1:]))
+	io.ReadFull(s, body)
+	var rep struct{ Transport, Why string }
+	json.Unmarshal(body, &rep)
+	if rep.Transport != "tcp" || !strings.Contains(rep.Why, "belongs to user 65534") {
+		t.Fatalf("a ring of another user's: reply %s", body)
+	}
+	t.Log(rep.Why)
+	// The ring shrinks under whoever mapped it: nothing here did.
+	if err := os.Truncate(ring.Path(), 0); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := a.ActorSystem().Root.RequestFuture(a.PID(b.ID(), peers.PingActor), &messages.Ping{}, within).Result(); err != nil {
 		t.Fatal(err)
