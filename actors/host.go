@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,6 +66,9 @@ type Host struct {
 	// stop ends fetches in flight when the host stops.
 	stop   context.Context
 	cancel context.CancelFunc
+	// goneMembers are the tensor-parallel member actors (address/id) that
+	// a leader relayed to and that stopped (under mu).
+	goneMembers map[string]bool
 	// fetching counts the fetch goroutines running (at most maxFetches):
 	// a LoadShard is anyone's with the secret, and each fetch holds a
 	// goroutine and a model's manifest for up to fetchTimeout.
@@ -187,15 +191,18 @@ func (h *Host) Receive(ctx actor.Context) {
 	case *messages.ShardStats:
 		ctx.Respond(h.Stats())
 	case *actor.Terminated:
-		h.childStopped(m.Who)
+		if !h.childStopped(m.Who) {
+			h.memberStopped(m.Who)
+		}
 	case *actor.Stopped:
 		h.close()
 	}
 }
 
 // childStopped forgets a shard actor that stopped (evicted, or crashed):
-// its weights and any KV caches it still held are released.
-func (h *Host) childStopped(pid *actor.PID) {
+// its weights and any KV caches it still held are released. false: pid
+// is none of this host's shards.
+func (h *Host) childStopped(pid *actor.PID) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for id, s := range h.shards {
@@ -203,9 +210,79 @@ func (h *Host) childStopped(pid *actor.PID) {
 			delete(h.shards, id)
 			h.used -= min(s.weightBytes+s.kvBytes(), h.used)
 			h.changedLocked()
-			return
+			return true
 		}
 	}
+	return false
+}
+
+// groupActorOK reports whether id can be group PID i of a
+// tensor-parallel LoadShard for spec: a host (a top-level actor, named
+// HostName on a real node) for a member, whose one PID is its leader's
+// host; for the leader, member i+1's shard actor of this very stage,
+// HOST/ShardID#N.
+func (h *Host) groupActorOK(spec *messages.ShardSpec, i int, id string) bool {
+	host, rest, child := strings.Cut(id, "/")
+	if host == "" || h.cfg.NodeAddress != nil && host != HostName {
+		return false
+	}
+	if spec.TpIndex > 0 {
+		return !child
+	}
+	m := &messages.ShardSpec{Model: spec.Model, First: spec.First, End: spec.End, Layers: spec.Layers,
+		TpNodes: spec.TpNodes, TpWeights: spec.TpWeights, TpIndex: uint32(i + 1), TpExpertParallel: spec.TpExpertParallel}
+	n, ok := strings.CutPrefix(rest, ShardID(m)+"#")
+	return child && ok && n != "" && strings.Trim(n, "0123456789") == ""
+}
+
+// watchMembers watches the members' shard actors a tensor-parallel
+// leader relays to, so the host learns when one stops (memberStopped).
+func (h *Host) watchMembers(ctx actor.Context, tp *tpShard, pids []*actor.PID) {
+	if !tp.leads() {
+		return
+	}
+	for _, p := range pids {
+		ctx.Watch(p)
+	}
+}
+
+// memberStopped records that a watched member shard actor is gone.
+func (h *Host) memberStopped(pid *actor.PID) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.goneMembers == nil {
+		h.goneMembers = map[string]bool{}
+	}
+	if len(h.goneMembers) >= maxGoneMembers {
+		clear(h.goneMembers) // bounded; a member refused for it is asked again by the next plan
+	}
+	h.goneMembers[pid.Address+"/"+pid.Id] = true
+}
+
+// maxGoneMembers bounds the stopped member actors a host remembers.
+const maxGoneMembers = 4096
+
+// regroupLocked gives a loaded tensor-parallel shard the group a plan
+// names: a leader takes a member's new actor only in place of one that
+// stopped (under h.mu).
+func (h *Host) regroupLocked(ctx actor.Context, tp *tpShard, pids []*actor.PID) error {
+	cur := tp.group.Load()
+	if tp.leads() && cur != nil && len(*cur) == len(pids) {
+		for i, p := range pids {
+			old := (*cur)[i]
+			if !p.Equal(old) && !h.goneMembers[old.Address+"/"+old.Id] {
+				return fmt.Errorf("tensor-parallel member %d runs as %s, which has not stopped: not replaced by %.64q", i+1, old.Id, p.Id)
+			}
+		}
+		for i, p := range pids {
+			if old := (*cur)[i]; !p.Equal(old) {
+				delete(h.goneMembers, old.Address+"/"+old.Id)
+				ctx.Watch(p)
+			}
+		}
+	}
+	tp.group.Store(&pids)
+	return nil
 }
 
 func (h *Host) load(ctx actor.Context, spec *messages.ShardSpec, group []*messages.PID) *messages.ShardLoaded {
@@ -241,6 +318,11 @@ func (h *Host) load(ctx actor.Context, spec *messages.ShardSpec, group []*messag
 			if h.cfg.NodeAddress != nil && p.Address != h.cfg.NodeAddress(member) {
 				return fail("tensor-parallel group PID %d is on %s, not on member %s", i, p.Address, member)
 			}
+			// A member's one PID is the leader's host; the leader's are the
+			// members' shard actors of this very stage.
+			if !h.groupActorOK(spec, i, p.Id) {
+				return fail("tensor-parallel group PID %d is %.64q: not the actor the stage's member %s runs it with", i, p.Id, member)
+			}
 			pids = append(pids, toPID(p))
 		}
 	}
@@ -251,7 +333,15 @@ func (h *Host) load(ctx actor.Context, spec *messages.ShardSpec, group []*messag
 		s.lastUse.Store(h.clock)
 		s.pin()
 		if s.tp != nil {
-			s.tp.group.Store(&pids)
+			// A plan that finds the shard loaded names the group again: a
+			// member reloaded under a new actor is taken; a member whose
+			// actor is alive is kept (anyone with the secret may send
+			// LoadShard, and a group pointed elsewhere stalls every
+			// session of the stage).
+			if err := h.regroupLocked(ctx, s.tp, pids); err != nil {
+				h.mu.Unlock()
+				return fail("%v", err)
+			}
 		}
 		reply.ActorId, reply.Bytes = s.pid.Id, s.weightBytes
 		h.mu.Unlock()
@@ -287,6 +377,7 @@ func (h *Host) load(ctx actor.Context, spec *messages.ShardSpec, group []*messag
 		m = &model.Model{Config: tm.Config, First: tm.First, End: tm.End}
 		tp = &tpShard{m: tm, index: int(spec.TpIndex), nodes: spec.TpNodes, groups: h.cfg.Groups, stageID: tpStageID(spec), stop: h.stop}
 		tp.group.Store(&pids)
+		h.watchMembers(ctx, tp, pids)
 		bytes = b
 	} else {
 		if m, err = model.Load(f, int(spec.First), int(spec.End)); err != nil {

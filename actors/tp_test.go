@@ -393,3 +393,65 @@ func TestTPMemberRefusesStrangers(t *testing.T) {
 		t.Errorf("the member opened a session for a stranger: %+v", st)
 	}
 }
+
+// A stranger's LoadShard cannot re-form a loaded tensor-parallel stage's
+// group (attack 5 of the second hardening round: sent again with group
+// PIDs on the right nodes but of actors that do not exist, it made the
+// leader relay every session's steps nowhere; completions took 30 s):
+// a group PID that is not the stage's member shard is refused, and so is
+// a new actor in place of a member whose actor has not stopped. The
+// answer after the attempts is one node's, at once.
+func TestTPGroupNotReformedByStranger(t *testing.T) {
+	store := stories(t)
+	want := oneNodeF32(t, store["stories260K"], engine.Request{MaxTokens: 40})
+	lc := newTPCluster(t, []float64{1e9, 1e9}, 4<<20, store)
+	cl := lc.cluster(ClusterOptions{PlanContext: 512, KVType: model.KVF32, Placement: plan.TensorParallel})
+	defer cl.Close()
+	gen := func() string {
+		res, err := cl.Generate(context.Background(), Request{Model: "stories260K", MaxTokens: 40}, func(engine.Token) error { return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Text
+	}
+	if got := gen(); got != want.Text {
+		t.Fatalf("before: %q, want %q", got, want.Text)
+	}
+	var (
+		spec  *messages.ShardSpec
+		group []*actor.PID
+		host  *actor.PID
+	)
+	for i, h := range lc.hosts {
+		for _, s := range h.shards {
+			if s.tp != nil && s.tp.leads() {
+				spec, group, host = s.spec, *s.tp.group.Load(), lc.dir[i].Host
+			}
+		}
+	}
+	if spec == nil || len(group) != 1 {
+		t.Fatalf("no leader with one member found: %v %v", spec, group)
+	}
+	member := group[0]
+	hostID, _, _ := strings.Cut(member.Id, "/")
+	for _, c := range []struct{ id, want string }{
+		{hostID + "/" + ShardID(spec) + "#1", "not the actor"}, // the leader's own shard, not the member's
+		{hostID + "/somebody-else#1", "not the actor"},
+		{member.Id[:strings.LastIndex(member.Id, "#")] + "#999", "has not stopped"}, // the member's shard, an actor that does not exist
+	} {
+		res, err := lc.system.Root.RequestFuture(host, &messages.LoadShard{Shard: spec, Group: []*messages.PID{{Address: member.Address, Id: c.id}}}, 5*time.Second).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := res.(*messages.ShardLoaded).Error; !strings.Contains(e, c.want) {
+			t.Errorf("group PID %q: answer %q, want %q", c.id, e, c.want)
+		}
+	}
+	start := time.Now()
+	if got := gen(); got != want.Text {
+		t.Fatalf("after: %q, want %q", got, want.Text)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the answer after the attempts took %v", d)
+	}
+}

@@ -448,6 +448,13 @@ func (b *bridge) admit(from peer.ID, env *messages.Envelope, msg proto.Message) 
 		}
 		return nil
 	}
+	if _, ok := msg.(*actor.DeadLetterResponse); ok {
+		// The peer's answer to a message of ours for an actor it does not
+		// have (any more): honest when a shard was evicted meanwhile, and
+		// a peer could provoke them; nobody here asked for it, and it is
+		// no reason to close a stream that carries others' messages.
+		return errDrop
+	}
 	if !b.rules.allows(env.TargetId, env.TypeName) {
 		return fmt.Errorf("%w: %s for %.64q is not allowed from peers", ErrRefused, env.TypeName, env.TargetId)
 	}

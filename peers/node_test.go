@@ -987,3 +987,40 @@ func TestForeignRingNotMapped(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A message to an actor the peer does not have comes back as the peer's
+// DeadLetterResponse; it is dropped quietly, and the stream it came on,
+// which carries the peer's other messages, stays open (attack 5 of the
+// second hardening round: a leader pointed at a member actor that did not
+// exist closed its stream from the member at every step).
+func TestDeadLetterResponseDroppedQuietly(t *testing.T) {
+	c := peerstest.New(t, 2, testActors)
+	a, b := c.Nodes[0], c.Nodes[1]
+	if _, err := b.ActorSystem().Root.SpawnNamed(actor.PropsFromFunc(echo), "t-echo"); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan uint64, 16)
+	asker := func(ctx actor.Context) {
+		switch m := ctx.Message().(type) {
+		case *actor.Started:
+			ctx.Request(a.PID(b.ID(), "t-nobody"), &messages.Ping{Seq: 1}) // b answers: dead letter
+			ctx.Request(a.PID(b.ID(), "t-echo"), &messages.Ping{Seq: 2})
+		case *messages.Pong:
+			got <- m.Seq
+		}
+	}
+	pid := a.ActorSystem().Root.Spawn(actor.PropsFromFunc(asker))
+	defer a.ActorSystem().Root.Stop(pid)
+	select {
+	case seq := <-got:
+		if seq != 2 {
+			t.Fatalf("pong %d", seq)
+		}
+	case <-time.After(within):
+		t.Fatal("no pong")
+	}
+	time.Sleep(200 * time.Millisecond) // the dead letter's answer crosses meanwhile; nothing to wait on
+	if log := c.Log(0); strings.Contains(log, "closing actor stream") {
+		t.Fatalf("a closed b's stream:\n%s", log)
+	}
+}
