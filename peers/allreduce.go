@@ -533,19 +533,18 @@ func (in *arIn) read(g *Group) {
 			fail(ErrGroupClosed)
 			return
 		}
+		// The payload is allocated as it arrives, and the values once it
+		// has: a frame that announces 4M values and sends none costs
+		// nothing.
+		var err error
+		if payload, err = readGrowing(r, payload, g.wire.bytes(count), nil); err != nil {
+			fail(err)
+			return
+		}
 		if cap(buf) < count {
 			buf = make([]float32, count)
 		}
 		buf = buf[:count]
-		nb := g.wire.bytes(count)
-		if cap(payload) < nb {
-			payload = make([]byte, nb)
-		}
-		payload = payload[:nb]
-		if _, err := io.ReadFull(r, payload); err != nil {
-			fail(err)
-			return
-		}
 		if err := g.wire.decode(buf, payload); err != nil {
 			fail(fmt.Errorf("round %d: %w", round, err))
 			return

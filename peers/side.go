@@ -1284,15 +1284,33 @@ func readCtl(r *bufio.Reader, limit int, hold func(n int) error) (byte, []byte, 
 	if n > limit {
 		return 0, nil, fmt.Errorf("control message of %d bytes (cap %d)", n, limit)
 	}
-	var b []byte
+	b, err := readGrowing(r, nil, n, hold)
+	if err != nil {
+		return 0, nil, err
+	}
+	return h[0], b, nil
+}
+
+// readGrowing reads n bytes into b (reused when it has room), growing it
+// as the bytes arrive: from 64 KiB, doubling, never past n. With hold,
+// every growth is first counted (and on an error, what was counted is
+// given back); the caller gives back cap of the result when done. A b
+// with room is reused only without hold.
+func readGrowing(r io.Reader, b []byte, n int, hold func(n int) error) ([]byte, error) {
+	if hold != nil {
+		b = nil
+	}
+	b = b[:0]
+	held := 0
 	for len(b) < n {
 		if len(b) == cap(b) {
 			grow := min(n, max(2*cap(b), readChunk))
 			if hold != nil {
-				if err := hold(grow - cap(b)); err != nil {
-					hold(-cap(b))
-					return 0, nil, err
+				if err := hold(grow - held); err != nil {
+					hold(-held)
+					return nil, err
 				}
+				held = grow
 			}
 			nb := make([]byte, len(b), grow)
 			copy(nb, b)
@@ -1302,16 +1320,16 @@ func readCtl(r *bufio.Reader, limit int, hold func(n int) error) (byte, []byte, 
 		b = b[:len(b)+k]
 		if err != nil && len(b) < n {
 			if hold != nil {
-				hold(-cap(b))
+				hold(-held)
 			}
 			if errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF
 			}
-			return 0, nil, err
+			return nil, err
 		}
 	}
 	if b == nil {
 		b = []byte{}
 	}
-	return h[0], b, nil
+	return b, nil
 }
