@@ -89,7 +89,7 @@ others too, and strata models lists them.`,
 	fl.StringVar(&f.secret, "secret", "", "cluster secret (default: $STRATA_SECRET, then DATA_DIR/secret)")
 	fl.StringVar(&f.secretFile, "secret-file", "", "file holding the cluster secret")
 	fl.StringVar(&f.memory, "memory", "", "memory to offer the cluster, e.g. 96GB (default: all of it)")
-	fl.StringVar(&f.disk, "disk", "", "disk space for layers fetched from peers (DATA_DIR/weights), e.g. 200GB (default: no cap)")
+	fl.StringVar(&f.disk, "disk", "", "disk space for layers fetched from peers (DATA_DIR/weights), e.g. 200GB (default: what it holds plus the free space less a twentieth of the disk, at least 2 GiB, as at start)")
 	fl.StringVar(&f.models, "models", "", "directory of GGUF models to announce (default DATA_DIR/models)")
 	fl.StringVar(&f.stores, "stores", defaultStores, "other stores to find models in (see strata models --help); \"none\" for only --models")
 	fl.StringVar(&f.apiAddr, "api", api.DefaultAddr, "address of the HTTP status API")
@@ -281,6 +281,14 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 	}
 	if cat.Partial, err = catalog.OpenStore(filepath.Join(f.dataDir, weightsDir), int64(diskCap)); err != nil {
 		return err
+	}
+	if f.disk == "" {
+		// No cap given: what the disk can spare (DefaultBudget), as of now.
+		budget, err := catalog.DefaultBudget(cat.Partial.Dir(), cat.Partial.Used())
+		if err != nil {
+			return err
+		}
+		cat.Partial.SetBudget(budget)
 	}
 	log := slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	metrics := api.NewMetrics()

@@ -127,7 +127,19 @@ func OpenStore(dir string, budget int64) (*Store, error) {
 func (s *Store) Dir() string { return s.dir }
 
 // Budget is the most bytes the store keeps; 0 = no cap.
-func (s *Store) Budget() int64 { return s.budget }
+func (s *Store) Budget() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.budget
+}
+
+// SetBudget changes the most bytes the store keeps (0 = no cap); what it
+// holds beyond it goes as Reserve makes room.
+func (s *Store) SetBudget(b int64) {
+	s.mu.Lock()
+	s.budget = b
+	s.mu.Unlock()
+}
 
 func (s *Store) read(name string) (*held, error) {
 	b, err := os.ReadFile(filepath.Join(s.dir, name, "manifest.json"))

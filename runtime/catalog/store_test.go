@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"strata/internal/testdata"
 	"strata/runtime/gguf"
 	"strata/runtime/model"
@@ -206,5 +208,30 @@ func TestValidNameRefusesPatterns(t *testing.T) {
 	dir := filepath.Dir(testdata.Path(t, "gguf/stories260K.gguf"))
 	if _, err := (Catalog{Dirs: []string{dir}}).Path("stories260*"); err == nil || errors.Is(err, ErrNotFound) {
 		t.Errorf("Path(stories260*): %v, want an invalid-name error", err)
+	}
+}
+
+// With no --disk, a store's budget is what it holds plus the free space
+// less a margin: never the whole disk, never nothing at all.
+func TestDefaultBudget(t *testing.T) {
+	dir := t.TempDir()
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	free := int64(st.Bavail) * int64(st.Bsize)
+	b, err := DefaultBudget(dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b < 1 || b > free-2<<30 && b != 1 {
+		t.Fatalf("budget %d with %d bytes free", b, free)
+	}
+	held, _ := DefaultBudget(dir, 5<<30)
+	if held != max(1, b+5<<30) && b != 1 {
+		t.Fatalf("holding 5 GiB: budget %d, without %d", held, b)
+	}
+	if _, err := DefaultBudget(filepath.Join(dir, "missing"), 0); err == nil {
+		t.Fatal("no error for a missing folder")
 	}
 }
