@@ -29,6 +29,9 @@ const (
 	frameHeader = 32
 	frameMagic  = 0x31465653 // "SVF1"
 	maxFrames   = 1 << 16
+	// keepAssembly bounds the buffer a Receiver keeps between messages
+	// that span frames.
+	keepAssembly = 64 << 20
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -423,9 +426,8 @@ func (r *Receiver) Recv(ctx context.Context) (seq uint64, msg []byte, err error)
 				r.next++
 				return fseq, payload, nil
 			}
-			if cap(r.asm) < msgLen {
-				r.asm = make([]byte, 0, msgLen)
-			}
+			// The message grows as its frames arrive (append doubles): a
+			// first frame that announces 4 GiB costs one frame's bytes.
 			asm = r.asm[:0]
 		}
 		asm = append(asm, payload...)
@@ -437,6 +439,9 @@ func (r *Receiver) Recv(ctx context.Context) (seq uint64, msg []byte, err error)
 		if index == count {
 			if len(asm) != msgLen {
 				return 0, nil, r.fault(ErrCorrupt, "frames of %d bytes for a message of %d", len(asm), msgLen)
+			}
+			if cap(asm) <= keepAssembly {
+				r.asm = asm // reused by the next message
 			}
 			r.next++
 			return fseq, asm, nil

@@ -9,6 +9,7 @@ import (
 	mrand "math/rand/v2"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -489,5 +490,55 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A message's announced length costs nothing until its frames arrive: a
+// first frame announcing 4 GiB in 65,536 frames, and nothing after it,
+// takes one frame's bytes (found by reading in the second hardening
+// round: the receiver allocated the announced length on the first frame).
+func TestAnnouncedMessageNotAllocated(t *testing.T) {
+	caps := Caps{FrameBytes: 1 << 16, Depth: 4, Reliable: true}
+	a, b, err := Loop(caps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	defer b.Close()
+	r, err := NewReceiver(b, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Stall = 200 * time.Millisecond
+	reg, _ := a.Register(caps.FrameBytes)
+	msgLen := maxFrames * (caps.FrameBytes - frameHeader)
+	n := putFrame(reg.Buf, 1, msgLen, 0, maxFrames, make([]byte, caps.FrameBytes-frameHeader))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		if err := a.PostSend(1, reg, 0, n); err == nil {
+			break
+		} else if !errors.Is(err, ErrNoCredit) {
+			t.Fatal(err)
+		}
+		if err := a.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapInuse
+	}
+	before := heap()
+	_, _, err = r.Recv(ctx)
+	if !errors.Is(err, ErrStall) {
+		t.Fatalf("a message cut after its first frame: %v", err)
+	}
+	grew := int64(heap()) - int64(before)
+	runtime.KeepAlive(r) // what it kept counts
+	if grew > 16<<20 {
+		t.Fatalf("a first frame announcing %d MiB took %d MiB", msgLen>>20, grew>>20)
 	}
 }
