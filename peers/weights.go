@@ -107,6 +107,16 @@ func (n *Node) serveWeights(s network.Stream) {
 		fail(statusError, "this node serves no weights")
 		return
 	}
+	// A slot before any lookup, for manifests too (a complete model's
+	// first one reads the whole file): a flood of requests costs no
+	// catalogue work and holds at most weightServeStreams goroutines.
+	select {
+	case n.weights.slots <- struct{}{}:
+		defer func() { <-n.weights.slots }()
+	default:
+		fail(statusBusy, "busy")
+		return
+	}
 	switch op {
 	case opManifest:
 		m, err := n.weights.src.WeightManifest(name)
@@ -133,13 +143,6 @@ func (n *Node) serveWeights(s network.Stream) {
 		size := int64(binary.BigEndian.Uint32(fixed[10:]))
 		if off < 0 || size > MaxWeightRange {
 			fail(statusError, fmt.Sprintf("bad range: %d bytes at %d (at most %d)", size, off, MaxWeightRange))
-			return
-		}
-		select { // a slot before any lookup: a flood of reads costs no catalogue work
-		case n.weights.slots <- struct{}{}:
-			defer func() { <-n.weights.slots }()
-		default:
-			fail(statusBusy, "busy")
 			return
 		}
 		path, err := n.weights.src.WeightFile(name, part, off, size)

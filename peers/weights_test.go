@@ -6,8 +6,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -105,5 +107,56 @@ func TestWeightsFromSeveralPeers(t *testing.T) {
 	c.Kill(1)
 	if err := me.FetchWeights(ctx, []peer.ID{a.ID(), b.ID()}, "m", again, nil); !errors.Is(err, peers.ErrNoHolder) {
 		t.Errorf("no holder left: %v", err)
+	}
+}
+
+// slowSource answers manifests only when released.
+type slowSource struct {
+	fileSource
+	release chan struct{}
+	asked   *atomic.Int32
+}
+
+func (s slowSource) WeightManifest(model string) ([]byte, error) {
+	s.asked.Add(1)
+	<-s.release
+	return s.fileSource.WeightManifest(model)
+}
+
+// Manifest requests take a serving slot as reads do (found by reading in
+// the second hardening round: they bypassed the 16-slot limit, and a
+// complete model's first manifest reads the whole file): the 17th at
+// once is refused as busy, before the source is asked.
+func TestManifestRequestsTakeASlot(t *testing.T) {
+	release, asked := make(chan struct{}), &atomic.Int32{}
+	c := peerstest.New(t, 2, peerstest.WithConfig(func(cfg *peers.Config) {
+		cfg.Weights = slowSource{release: release, asked: asked}
+	}))
+	a, b := c.Nodes[0], c.Nodes[1]
+	ctx := ctxWithin(t, within)
+	errs := make(chan error, 16)
+	for range 16 {
+		go func() {
+			_, err := a.WeightManifest(ctx, b.ID(), "m")
+			errs <- err
+		}()
+	}
+	for asked.Load() < 16 {
+		if ctx.Err() != nil {
+			t.Fatalf("%d of 16 manifest requests reached the source", asked.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, err := a.WeightManifest(ctx, b.ID(), "m"); !errors.Is(err, peers.ErrWeightsRefused) || !strings.Contains(err.Error(), "busy") {
+		t.Fatalf("a 17th request: %v, want busy", err)
+	}
+	if n := asked.Load(); n != 16 {
+		t.Fatalf("the source was asked %d times", n)
+	}
+	close(release)
+	for range 16 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
 	}
 }
