@@ -188,3 +188,22 @@ func TestNestingBounded(t *testing.T) {
 		t.Fatalf("%d nested arrays closed: dead %v, done %v", depth, m.dead, m.Done())
 	}
 }
+
+// Nested minItems cannot overflow a document's shortest length (found by
+// reading in the second hardening round: three levels of 2^20 items
+// wrapped int64 to a small or negative length, and the budget check then
+// allowed or refused the wrong tokens): a schema whose shortest document
+// is longer than any answer is refused.
+func TestHugeMinimumRefused(t *testing.T) {
+	nested := `{"type":"integer"}`
+	for range 4 {
+		nested = `{"type":"array","minItems":1048576,"items":` + nested + `}`
+	}
+	if _, err := Compile([]byte(nested)); err == nil || !strings.Contains(err.Error(), "shortest document") {
+		t.Fatalf("4 levels of 2^20 items: %v", err)
+	}
+	// A large but possible minimum still compiles.
+	if _, err := Compile([]byte(`{"type":"array","minItems":1000,"items":{"type":"integer"}}`)); err != nil {
+		t.Fatal(err)
+	}
+}

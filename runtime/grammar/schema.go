@@ -82,13 +82,17 @@ type prop struct {
 // Limits on what one schema may ask, so that a schema from a request
 // cannot make compiling or matching expensive.
 const (
-	maxProps   = 64 // properties of one object (a bitmask of candidates)
-	maxLits    = 64 // values of one enum
-	maxDepth   = 32 // nesting of the schema
-	maxNodes   = 4096
-	intDigits  = 18 // digits of an integer (fits int64)
-	numDigits  = 16 // digits of each part of a number
-	anyStrings = -1
+	maxProps = 64 // properties of one object (a bitmask of candidates)
+	maxLits  = 64 // values of one enum
+	maxDepth = 32 // nesting of the schema
+	maxNodes = 4096
+	// maxMinBytes bounds the shortest document of any node: far past any
+	// context, and small enough that sums and products of children's stay
+	// in range.
+	maxMinBytes = 1 << 24
+	intDigits   = 18 // digits of an integer (fits int64)
+	numDigits   = 16 // digits of each part of a number
+	anyStrings  = -1
 )
 
 // Schema is a compiled JSON schema, safe for concurrent use by Matchers.
@@ -135,6 +139,16 @@ func Compile(schema []byte) (*Schema, error) {
 func AnyJSON() *Schema { return &Schema{root: anyNode} }
 
 func (s *Schema) compile(v any, depth int, path string) (*node, error) {
+	n, err := s.compileNode(v, depth, path)
+	if err == nil && n.min > maxMinBytes {
+		// Checked at every node, so a parent's sums and products of its
+		// children's (minItems up to 2^20, nested 32 deep) never overflow.
+		return nil, fmt.Errorf("%w: the shortest document at %s is over %d bytes: no answer could be that long", ErrSchema, pathOr(path), maxMinBytes)
+	}
+	return n, err
+}
+
+func (s *Schema) compileNode(v any, depth int, path string) (*node, error) {
 	if depth > maxDepth {
 		return nil, fmt.Errorf("%w: nested deeper than %d at %s", ErrSchema, maxDepth, pathOr(path))
 	}
