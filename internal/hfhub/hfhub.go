@@ -673,6 +673,12 @@ func verify(p, etag string, size int64) error {
 // do sends a request to the hub (with the token), retrying rate limits
 // and server errors; a non-2xx/3xx answer is an error.
 func (c *Client) do(ctx context.Context, method, u string, hdr http.Header) (*http.Response, error) {
+	return c.doWith(ctx, method, u, hdr, c.sameHost(u))
+}
+
+// doWith is do, with the token only when token is set (and u is the
+// hub's).
+func (c *Client) doWith(ctx context.Context, method, u string, hdr http.Header, token bool) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, method, u, nil)
 	if err != nil {
 		return nil, err
@@ -680,7 +686,7 @@ func (c *Client) do(ctx context.Context, method, u string, hdr http.Header) (*ht
 	if hdr != nil {
 		req.Header = hdr
 	}
-	resp, err := c.send(req, c.sameHost(u))
+	resp, err := c.send(req, token && c.sameHost(u))
 	if err != nil {
 		return nil, err
 	}

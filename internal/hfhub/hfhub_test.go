@@ -490,6 +490,12 @@ func TestReadRange(t *testing.T) {
 	h := newFakeHub(t)
 	c := h.client(t)
 	f, _ := h.file("Tiny-Q8_0.gguf")
+	// The fake hub wants the token, which goes only for a repository
+	// pulled here (TestReadRangeTokenOnlyForPulled).
+	if _, err := c.Download(context.Background(), testRepo, "main", "README.md"); err != nil {
+		t.Fatal(err)
+	}
+	h.cdnBytes = 0
 	for _, rg := range [][2]int{{0, 100}, {12345, 70000}, {len(f.data) - 7, 7}} {
 		dst := make([]byte, rg[1])
 		if err := c.ReadRange(context.Background(), testRepo, "main", f.path, int64(rg[0]), dst); err != nil {
@@ -599,5 +605,31 @@ func TestUncheckableFileRefused(t *testing.T) {
 				t.Errorf("snapshot of a refused file: %v", err)
 			}
 		})
+	}
+}
+
+// A repository named by a peer's manifest that this machine never pulled
+// is read without the token (found by reading in the second hardening
+// round: a peer-written hub source made a node send its owner's token for
+// any repository): the fake hub, which wants the token, refuses, and
+// once the repository is pulled the same read works.
+func TestReadRangeTokenOnlyForPulled(t *testing.T) {
+	h := newFakeHub(t)
+	c := h.client(t)
+	f, _ := h.file("Tiny-Q8_0.gguf")
+	if err := c.ReadRange(context.Background(), testRepo, "main", f.path, 0, make([]byte, 10)); err == nil || !strings.Contains(err.Error(), "HF_TOKEN") {
+		t.Fatalf("a repository never pulled here: %v", err)
+	}
+	h.mu.Lock()
+	bad := h.hubAuthBad
+	h.mu.Unlock()
+	if bad == 0 {
+		t.Fatal("the hub saw no request without the token")
+	}
+	if _, err := c.Download(context.Background(), testRepo, "main", "README.md"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ReadRange(context.Background(), testRepo, "main", f.path, 0, make([]byte, 10)); err != nil {
+		t.Fatalf("after a pull: %v", err)
 	}
 }

@@ -6,7 +6,11 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
+
+	"strata/runtime/catalog"
 )
 
 // ParseRef splits "ORG/NAME[:TAG]" into repository and tag.
@@ -60,10 +64,15 @@ func (c *Client) Pull(ctx context.Context, repo, tag, file string) ([]string, er
 }
 
 // ReadRange reads len(dst) bytes at off of file in repo at revision
-// (a commit) with one HTTP Range request: the hub's resolve URL (with the
-// token), then the storage host it redirects to (without). It is how a
-// node fetches the layers it needs of a model pulled elsewhere when no
-// peer holds them; the caller checks the bytes against their digest.
+// (a commit) with one HTTP Range request: the hub's resolve URL, then the
+// storage host it redirects to (never with the token). It is how a node
+// fetches the layers it needs of a model pulled elsewhere when no peer
+// holds them; the caller checks the bytes against their digest. The
+// repository comes from a peer's manifest, so the token goes with the
+// request only for a repository this machine pulled itself (it is in the
+// cache): a peer cannot have the node use its owner's access to a gated
+// or private repository the owner never asked for. Others are read
+// anonymously (public repositories work).
 func (c *Client) ReadRange(ctx context.Context, repo, revision, file string, off int64, dst []byte) error {
 	if err := CheckRepo(repo); err != nil {
 		return err
@@ -80,7 +89,7 @@ func (c *Client) ReadRange(ctx context.Context, repo, revision, file string, off
 	hdr := http.Header{}
 	hdr.Set("Range", fmt.Sprintf("bytes=%d-%d", off, off+int64(len(dst))-1))
 	u := fmt.Sprintf("%s/%s/resolve/%s/%s", c.endpoint(), repo, url.PathEscape(revision), escapePath(file))
-	resp, err := c.do(ctx, http.MethodGet, u, hdr.Clone())
+	resp, err := c.doWith(ctx, http.MethodGet, u, hdr.Clone(), c.pulled(repo))
 	if err != nil {
 		return err
 	}
@@ -108,4 +117,11 @@ func (c *Client) ReadRange(ctx context.Context, repo, revision, file string, off
 		return fmt.Errorf("hfhub: %s: range cut: %w", u, err)
 	}
 	return nil
+}
+
+// pulled reports whether this machine's cache holds repo (it was pulled
+// here).
+func (c *Client) pulled(repo string) bool {
+	_, err := os.Stat(filepath.Join(catalog.RepoDir(c.cache(), repo), "snapshots"))
+	return err == nil
 }
