@@ -189,6 +189,14 @@ func (h *Host) Receive(ctx actor.Context) {
 			ctx.Send(m.replyTo, reply)
 		}
 	case *messages.ShardStats:
+		if s := ctx.Sender(); s != nil && s.Address != ctx.Self().Address {
+			// A peer: nothing. The list names every loaded shard's spec
+			// and actor, which no peer needs (a ring probes its own
+			// stages, which answer for themselves) and which is where
+			// re-forming a stage's group started.
+			ctx.Respond(&messages.ShardStatsReply{})
+			return
+		}
 		ctx.Respond(h.Stats())
 	case *actor.Terminated:
 		if !h.childStopped(m.Who) {

@@ -360,3 +360,29 @@ func TestLoadShardNamesKeepNothing(t *testing.T) {
 		t.Errorf("%d fetches still counted", n)
 	}
 }
+
+// A peer cannot list a node's loaded shards (their specs and actor IDs:
+// what attack 5 of the second hardening round started from); a stage's
+// own ShardStats, which a ring's origin probes, still answers.
+func TestHostStatsNotForPeers(t *testing.T) {
+	path := testdata.Path(t, "gguf/stories260K.gguf")
+	a := startFetchNode(t, "a", map[string]string{"stories260K": path}, 100e6, nil)
+	b := startFetchNode(t, "b", nil, 1000, a.Node)
+	waitView(t, a, b)
+	res, err := b.Peers.ActorSystem().Root.RequestFuture(b.Peers.PID(a.Peers.ID(), HostName), &messages.LoadShard{Shard: &messages.ShardSpec{Model: "stories260K", First: 0, End: 5, Layers: 5}}, 10*time.Second).Result()
+	if err != nil || res.(*messages.ShardLoaded).Error != "" {
+		t.Fatalf("load: %v %v", res, err)
+	}
+	loaded := res.(*messages.ShardLoaded)
+	st, err := b.Peers.ActorSystem().Root.RequestFuture(b.Peers.PID(a.Peers.ID(), HostName), &messages.ShardStats{}, 5*time.Second).Result()
+	if err != nil || len(st.(*messages.ShardStatsReply).Shards) != 0 {
+		t.Fatalf("a peer asked the host for its shards: %v %v", st, err)
+	}
+	if local := a.Host.Stats(); len(local.Shards) != 1 {
+		t.Fatalf("the node's own view lists %d shards", len(local.Shards))
+	}
+	shard := b.Peers.PID(a.Peers.ID(), loaded.ActorId)
+	if _, err := b.Peers.ActorSystem().Root.RequestFuture(shard, &messages.ShardStats{}, 5*time.Second).Result(); err != nil {
+		t.Fatalf("a stage's own stats: %v", err)
+	}
+}
