@@ -14,7 +14,15 @@ all: build
 build:
 	$(GO) build -o $(BIN) ./cmd/strata
 
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK = $(shell $(GO) env GOPATH)/bin/staticcheck
+
+# go vet for every platform strata ships, gofmt (no file may differ) and
+# staticcheck (pinned; installed into GOPATH/bin when missing).
 vet:
+	@test -z "$$(gofmt -l .)" || { echo "gofmt -l: these files need gofmt:"; gofmt -l .; exit 1; }
+	@$(STATICCHECK) -version 2>/dev/null | grep -q "($(STATICCHECK_VERSION:v%=%))" || $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	$(STATICCHECK) ./...
 	$(GO) vet ./...
 	GOARCH=arm64 $(GO) vet ./...
 	GOOS=darwin GOARCH=arm64 $(GO) vet -tags applerdma ./peers/... ./cmd/...

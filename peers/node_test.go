@@ -800,12 +800,10 @@ func TestAnnouncedLengthNotAllocated(t *testing.T) {
 		return ms.HeapInuse
 	}
 	before := heap()
-	var streams []io.ReadWriteCloser
 	for range 8 {
 		s := rawStream(t, a, b)
-		defer s.Close()
+		defer s.Close() // open until the test ends
 		s.Write(append(binary.BigEndian.AppendUint32(nil, peers.DefaultMaxMessageBytes), make([]byte, 28)...))
-		streams = append(streams, s)
 	}
 	time.Sleep(500 * time.Millisecond) // b reads the headers; nothing to wait on
 	after := heap()
