@@ -3,15 +3,22 @@ package tokenizer_test
 import (
 	"fmt"
 	"log"
+	"path/filepath"
 
+	"strata/internal/testdata"
 	"strata/runtime/gguf"
 	"strata/runtime/tokenizer"
 )
 
-// A prompt is encoded with BOS and chat-template tokens parsed; generated
-// ids are streamed back to text until an end-of-generation token.
+// A model file's tokenizer encodes a prompt (with BOS) and decodes ids
+// back to text as they stream, a token at a time, until an
+// end-of-generation token.
 func Example() {
-	f, err := gguf.Open("model.gguf")
+	dir, err := testdata.Dir()
+	if err != nil {
+		log.Fatal(err)
+	}
+	f, err := gguf.Open(filepath.Join(dir, "gguf", "stories260K.gguf"))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -20,16 +27,19 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	ids := tok.Encode("<|im_start|>user\nHello!<|im_end|>\n", true, true)
+	ids := tok.Encode("Once upon a time", true, true)
+	fmt.Println(len(ids) > 1, tok.IsEOG(ids[len(ids)-1]))
 	dec := tok.NewDecoder()
-	for _, id := range generate(ids) {
+	text := ""
+	for _, id := range ids[1:] { // a model's output would stream here
 		if tok.IsEOG(id) {
 			break
 		}
-		fmt.Print(dec.Add(id))
+		text += dec.Add(id)
 	}
-	fmt.Print(dec.Flush())
+	text += dec.Flush()
+	fmt.Printf("%q\n", text) // SentencePiece marks the first word's space too
+	// Output:
+	// true false
+	// " Once upon a time"
 }
-
-// generate stands in for the model.
-func generate(prompt []int) []int { return nil }
