@@ -92,14 +92,7 @@ func TestStructuredOutputOnCluster(t *testing.T) {
 // A peer's schema is untrusted input: too large or invalid is refused
 // with an error, not a panic or a stalled session.
 func TestStageRefusesBadSchema(t *testing.T) {
-	lc := newLocalCluster(t, 1, 4<<20, stories(t))
-	loaded := loadShard(t, lc, 0, 5)
-	if loaded.Error != "" {
-		t.Fatal(loaded.Error)
-	}
-	in := &inbox{ch: make(chan any, 8)}
-	self := lc.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return in }))
-	pid := &actor.PID{Address: lc.dir[0].Host.Address, Id: loaded.ActorId}
+	lc, pid, self, in := oneStage(t)
 	for i, schema := range []string{
 		`{"type":`, `{"type":"object","properties":` + strings.Repeat(" ", maxSchemaBytes) + `{}}`, `false`,
 		strings.Repeat(`{"type":"array","items":`, 40) + `{}` + strings.Repeat(`}`, 40),
@@ -161,14 +154,7 @@ func TestStructuredOutputSurvivesLostStage(t *testing.T) {
 // model, which took its node to 4 GB and other users' completions from
 // 0.01 to 32 s), and another session is served at once after it.
 func TestStageRefusesLongAcceptList(t *testing.T) {
-	lc := newLocalCluster(t, 1, 4<<20, stories(t))
-	loaded := loadShard(t, lc, 0, 5)
-	if loaded.Error != "" {
-		t.Fatal(loaded.Error)
-	}
-	in := &inbox{ch: make(chan any, 8)}
-	self := lc.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return in }))
-	pid := &actor.PID{Address: lc.dir[0].Host.Address, Id: loaded.ActorId}
+	lc, pid, self, in := oneStage(t)
 	accept := make([]int32, 1<<20)
 	for i := range accept {
 		accept[i] = 91 // any token: the list is refused by its length
@@ -198,4 +184,17 @@ func TestStageRefusesLongAcceptList(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the next session got no answer")
 	}
+}
+
+// oneStage loads stories260K whole on one node and returns the cluster,
+// the stage's PID, and an inbox (and its PID) for the stage's answers.
+func oneStage(t *testing.T) (lc *localCluster, stage, self *actor.PID, in *inbox) {
+	lc = newLocalCluster(t, 1, 4<<20, stories(t))
+	loaded := loadShard(t, lc, 0, 5)
+	if loaded.Error != "" {
+		t.Fatal(loaded.Error)
+	}
+	in = &inbox{ch: make(chan any, 8)}
+	self = lc.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return in }))
+	return lc, &actor.PID{Address: lc.dir[0].Host.Address, Id: loaded.ActorId}, self, in
 }

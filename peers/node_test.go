@@ -793,20 +793,14 @@ func TestConfigErrors(t *testing.T) {
 func TestAnnouncedLengthNotAllocated(t *testing.T) {
 	c := peerstest.New(t, 2)
 	a, b := c.Nodes[0], c.Nodes[1]
-	heap := func() uint64 {
-		runtime.GC()
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		return ms.HeapInuse
-	}
-	before := heap()
+	before := heapInUse()
 	for range 8 {
 		s := rawStream(t, a, b)
 		defer s.Close() // open until the test ends
 		s.Write(append(binary.BigEndian.AppendUint32(nil, peers.DefaultMaxMessageBytes), make([]byte, 28)...))
 	}
 	time.Sleep(500 * time.Millisecond) // b reads the headers; nothing to wait on
-	after := heap()
+	after := heapInUse()
 	grew := int64(after) - int64(before)
 	t.Logf("heap in use %d MiB -> %d MiB", before>>20, after>>20)
 	if grew > 32<<20 {
@@ -888,13 +882,7 @@ func TestVerbsStreamAnnouncedLengthNotAllocated(t *testing.T) {
 	c := peerstest.New(t, 2)
 	a, b := c.Nodes[0], c.Nodes[1]
 	waitLink(t, a, b.ID(), "shm") // see TestForeignRingNotMapped
-	heap := func() uint64 {
-		runtime.GC()
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		return ms.HeapInuse
-	}
-	before := heap()
+	before := heapInUse()
 	for range 8 {
 		s, err := a.Host().NewStream(ctxWithin(t, within), b.ID(), peers.VerbsProtocol)
 		if err != nil {
@@ -913,7 +901,7 @@ func TestVerbsStreamAnnouncedLengthNotAllocated(t *testing.T) {
 		s.Write(append(binary.BigEndian.AppendUint32([]byte{3}, peers.DefaultMaxMessageBytes), 0, 0, 0, 0, 0))
 	}
 	time.Sleep(500 * time.Millisecond) // b reads the headers; nothing to wait on
-	after := heap()
+	after := heapInUse()
 	grew := int64(after) - int64(before)
 	t.Logf("heap in use %d MiB -> %d MiB", before>>20, after>>20)
 	// A peer's new verbs stream ends its previous one, so one identity
@@ -1021,4 +1009,12 @@ func TestDeadLetterResponseDroppedQuietly(t *testing.T) {
 	if log := c.Log(0); strings.Contains(log, "closing actor stream") {
 		t.Fatalf("a closed b's stream:\n%s", log)
 	}
+}
+
+// heapInUse is the heap in use after a collection.
+func heapInUse() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapInuse
 }
