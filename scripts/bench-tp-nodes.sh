@@ -13,7 +13,7 @@ MODEL=$(realpath "$1"); N=$2; T=$3; PLACEMENT=${4:-tp}; TRANSPORT=${5:-auto}
 D=$(mktemp -d /tmp/strata-tpnodes.XXXXXX)
 mkdir -p "$D/models"
 ln -s "$MODEL" "$D/models/m.gguf"
-base=$((20000 + RANDOM % 20000))
+base=$((20000 + RANDOM % 12000)) # below the ephemeral ports (32768-)
 pids=()
 cleanup() {
 	for p in "${pids[@]}"; do kill -INT "$p" 2>/dev/null || true; done

@@ -15,7 +15,7 @@ MODEL=$TESTDATA/gguf/stories260K.gguf
 D=$(mktemp -d /tmp/strata-demo.XXXXXX)
 mkdir -p "$D/models"
 ln -s "$MODEL" "$D/models/stories260K.gguf"
-base=$((20000 + RANDOM % 20000)) # ports base+1..3 (peers), base+11..13 (API)
+base=$((20000 + RANDOM % 12000)) # ports base+1..3 (peers), base+11..13 (API); below the ephemeral ports (32768-)
 pids=()
 cleanup() {
 	for p in "${pids[@]}"; do kill -INT "$p" 2>/dev/null || true; done

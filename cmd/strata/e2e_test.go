@@ -87,7 +87,7 @@ func newClusterEach(t *testing.T, bin string, models map[string]string, n int, m
 			t.Fatal(err)
 		}
 	}
-	base := 20000 + rand.IntN(20000)
+	base := 20000 + rand.IntN(12000) // below the kernel's ephemeral ports (32768-), which outgoing connections take
 	id, err := exec.Command(bin, "node", "id", "--data-dir", filepath.Join(c.dir, "n0")).Output()
 	if err != nil {
 		t.Fatal(err)

@@ -83,7 +83,7 @@ func TestE2ELayersFetchedFromPeers(t *testing.T) {
 	}
 
 	c := &cluster{t: t, bin: bin, dir: t.TempDir()}
-	base := 20000 + rand.IntN(20000)
+	base := 20000 + rand.IntN(12000) // below the kernel's ephemeral ports (32768-), which outgoing connections take
 	id, err := exec.Command(bin, "node", "id", "--data-dir", filepath.Join(c.dir, "a")).Output()
 	if err != nil {
 		t.Fatal(err)
