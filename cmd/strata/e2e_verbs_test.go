@@ -90,13 +90,15 @@ func TestE2ESideChannel(t *testing.T) {
 				t.Errorf("%d fallbacks counted (a fault injected: %v)", fallbacks, tc.fallback)
 			}
 			// Each link's last ping, just after decoding: a few hundred
-			// microseconds on loopback or shared memory. A reader parked
-			// where the Go scheduler cannot see it made these 10-43 ms
-			// (the bound is generous: a median over the six links).
+			// microseconds on loopback or shared memory, with single
+			// readings of a few ms when an idle process is slow to wake on
+			// this VM. A reader parked where the Go scheduler cannot see it
+			// made these 5-43 ms (median 14.4 ms). The bound is generous:
+			// 5 ms for the median over the six links.
 			slices.Sort(rtts)
 			t.Logf("%s: link round trips %v µs", tc.name, rtts)
-			if len(rtts) > 0 && rtts[len(rtts)/2] > 2000 {
-				t.Errorf("%s: median link round trip %d µs, over 2 ms: %v", tc.name, rtts[len(rtts)/2], rtts)
+			if len(rtts) > 0 && rtts[len(rtts)/2] > 5000 {
+				t.Errorf("%s: median link round trip %d µs, over 5 ms: %v", tc.name, rtts[len(rtts)/2], rtts)
 			}
 		})
 	}
