@@ -65,7 +65,9 @@ func startNodeOutput(t *testing.T, f nodeFlags) (peerAddr, apiAddr string, out, 
 	})
 	deadline := time.After(20 * time.Second)
 	for {
-		if m := statusLine.FindStringSubmatch(out.String()); m != nil {
+		// The join hint is the last line a starting node prints: tests that
+		// read the output right after would race with the lines after status.
+		if m := statusLine.FindStringSubmatch(out.String()); m != nil && strings.Contains(out.String(), "--join ") {
 			return peersLine.FindStringSubmatch(out.String())[1], m[1], out, logs
 		}
 		select {
