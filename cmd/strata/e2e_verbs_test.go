@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -89,16 +90,39 @@ func TestE2ESideChannel(t *testing.T) {
 			if tc.fallback != (fallbacks > 0) {
 				t.Errorf("%d fallbacks counted (a fault injected: %v)", fallbacks, tc.fallback)
 			}
-			// Each link's last ping, just after decoding: a few hundred
-			// microseconds on loopback or shared memory, with single
-			// readings of a few ms when an idle process is slow to wake on
-			// this VM. A reader parked where the Go scheduler cannot see it
-			// made these 5-43 ms (median 14.4 ms). The bound is generous:
-			// 5 ms for the median over the six links.
+			// Each link's ping: a few hundred microseconds on loopback or
+			// shared memory, with single readings of several ms when a
+			// process is slow to wake on a loaded 2-core machine (other
+			// test packages run beside this one). A reader parked where the
+			// Go scheduler cannot see it made every reading 5-43 ms (median
+			// 14.4 ms). So each link is read over five pings (one a second)
+			// and keeps its best; the median of those bests must be under
+			// 2 ms.
+			best := map[string]int64{}
+			for range 5 {
+				time.Sleep(1100 * time.Millisecond)
+				for _, p := range c.nodes {
+					st := clusterStatusOf(t, p.api)
+					for _, m := range st.Members {
+						if m.PeerID != st.Self {
+							continue
+						}
+						for _, l := range m.Links {
+							k := p.name + ">" + l.PeerID
+							if b, ok := best[k]; !ok || l.RTTMicros < b {
+								best[k] = l.RTTMicros
+							}
+						}
+					}
+				}
+			}
+			bests := slices.Sorted(maps.Values(best))
 			slices.Sort(rtts)
-			t.Logf("%s: link round trips %v µs", tc.name, rtts)
-			if len(rtts) > 0 && rtts[len(rtts)/2] > 5000 {
-				t.Errorf("%s: median link round trip %d µs, over 5 ms: %v", tc.name, rtts[len(rtts)/2], rtts)
+			t.Logf("%s: link round trips just after decoding %v µs, best of five pings per link %v µs", tc.name, rtts, bests)
+			if len(bests) != 6 {
+				t.Errorf("%s: %d links read, want 6", tc.name, len(bests))
+			} else if bests[3] > 2000 {
+				t.Errorf("%s: median of the links' best round trips %d µs, over 2 ms: %v", tc.name, bests[3], bests)
 			}
 		})
 	}
