@@ -69,7 +69,7 @@ type LocalConfig struct {
 	Links  []Link // links not listed are instant
 	Placer Placer // nil = plan.Place
 	// Context is the KV positions placement reserves per session; 0 =
-	// min(model context, 4096).
+	// min(model context, model.DefaultContext).
 	Context int
 	// Sessions is the concurrent sessions placement reserves KV memory
 	// for; 0 = 1.

@@ -60,7 +60,7 @@ func (d StaticDirectory) Members() []Member { return d }
 // ClusterOptions tunes a Cluster. Zero values pick the defaults noted.
 type ClusterOptions struct {
 	// PlanContext is the KV cache positions placement reserves per session
-	// (and the most a session may use); 0 = min(model context, 4096). It
+	// (and the most a session may use); 0 = min(model context, model.DefaultContext). It
 	// is one number for all sessions so every session of a model gets the
 	// same plan and shares its shards.
 	PlanContext int
@@ -309,10 +309,7 @@ func (m *localModel) close() {
 
 // planContext is the per-session context placement reserves for m.
 func (c *Cluster) planContext(m *localModel) int {
-	if c.opts.PlanContext > 0 {
-		return min(c.opts.PlanContext, m.cfg.Context)
-	}
-	return min(m.cfg.Context, 4096)
+	return model.SessionContext(m.cfg.Context, c.opts.PlanContext)
 }
 
 // Plan computes the placement of a model on the current view.

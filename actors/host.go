@@ -11,6 +11,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"strata/actors/plan"
 	"strata/internal/units"
 	"strata/messages"
 	"strata/runtime/catalog"
@@ -398,18 +399,7 @@ func (h *Host) load(ctx actor.Context, spec *messages.ShardSpec, group []*messag
 		if err != nil {
 			return fail("%v", err)
 		}
-		for l := spec.First; l < spec.End; l++ {
-			bytes += prof.LayerBytes[l]
-		}
-		if m.IsFirst() {
-			bytes += prof.EmbedBytes
-		}
-		if m.IsLast() {
-			bytes += prof.HeadBytes
-			if prof.TiedOutput && !m.IsFirst() {
-				bytes += prof.EmbedBytes // the output matrix is the embedding
-			}
-		}
+		bytes = plan.FromProfile(spec.Model, prof).StageBytes(int(spec.First), int(spec.End))
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -19,6 +19,7 @@ import (
 	"strata/messages"
 	"strata/peers"
 	"strata/runtime/catalog"
+	"strata/runtime/model"
 	"strata/runtime/tensor"
 )
 
@@ -121,7 +122,7 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	// physical memory (what placement plans with).
 	maxCtx := cfg.Cluster.PlanContext
 	if maxCtx <= 0 {
-		maxCtx = 4096
+		maxCtx = model.DefaultContext
 	}
 	ar := cfg.AllReduce
 	ar.Shm = cfg.Peers.Transport != peers.TransportTCP

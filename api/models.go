@@ -161,10 +161,10 @@ var _ Models = (*FileModels)(nil)
 // NewFileModels lists the models names returns (e.g. the union of the
 // models the members hold) and reads them through store. contextCap
 // bounds each model's context length as the cluster does
-// (actors.ClusterOptions.PlanContext; 0 = the model's, at most 4096).
+// (actors.ClusterOptions.PlanContext; 0 = the model's, at most model.DefaultContext).
 func NewFileModels(store actors.ModelStore, names func() []string, contextCap int) *FileModels {
 	if contextCap <= 0 {
-		contextCap = 4096
+		contextCap = model.DefaultContext
 	}
 	return &FileModels{store: store, names: names, context: contextCap, max: maxFileModels, byPath: map[string]*fileModel{}}
 }

@@ -128,15 +128,7 @@ func (c Candidate) Plan(m Model, nodes []Node, opts Options, co CostOptions) Pla
 	for i, g := range c.Stages {
 		s := Stage{Node: g.Members[0].Node, First: g.First, End: g.End, Embed: i == 0, Head: i == len(c.Stages)-1,
 			ExpertParallel: g.ExpertParallel}
-		for l := s.First; l < s.End; l++ {
-			s.WeightBytes += m.LayerBytes[l]
-		}
-		if s.Embed {
-			s.WeightBytes += m.EmbedBytes
-		}
-		if s.Head {
-			s.WeightBytes += m.HeadBytes
-		}
+		s.WeightBytes = m.StageBytes(s.First, s.End)
 		s.KVBytes = kvPerLayer * uint64(s.End-s.First)
 		if len(g.Members) > 1 {
 			for _, mb := range g.Members {

@@ -3,7 +3,7 @@
 // computes a plan from the same membership view gets the same plan, so no
 // node has to be in charge of placement.
 //
-//	p, err := plan.Place(plan.FromProfile("tinyllama", prof), nodes, plan.Options{Context: 4096})
+//	p, err := plan.Place(plan.FromProfile("tinyllama", prof), nodes, plan.Options{Context: model.DefaultContext})
 //	if err != nil {
 //		return err // a *plan.RefusalError says what is missing, in words
 //	}
@@ -29,8 +29,15 @@ type Model struct {
 	LayerBytes []uint64 // weight bytes of each layer
 	EmbedBytes uint64   // token embedding, held by the first stage
 	// HeadBytes is the final norm and output matrix, held by the last
-	// stage; with a tied output it includes the embedding matrix again.
+	// stage; with a tied output it includes the embedding matrix again
+	// (what the head reads per token).
 	HeadBytes uint64
+	// TiedOutput: the output matrix is the embedding, so a stage that
+	// holds both maps it once.
+	TiedOutput bool
+	// OtherBytes is the tensors outside the layers that every stage maps
+	// (rope_freqs.weight).
+	OtherBytes uint64
 	// KVValuesPerToken is the values the KV cache holds per token, all
 	// layers (model.Profile's); where it is known, placement sizes the
 	// cache in Options.KVType and ignores KVBytesPerToken.
@@ -64,7 +71,8 @@ type Model struct {
 
 // FromProfile converts a model profile (see model.ProfileOf).
 func FromProfile(name string, p model.Profile) Model {
-	m := Model{Name: name, LayerBytes: p.LayerBytes, EmbedBytes: p.EmbedBytes + p.OtherBytes, HeadBytes: p.HeadBytes, KVBytesPerToken: p.KVBytesPerToken, KVValuesPerToken: p.KVValuesPerToken,
+	m := Model{Name: name, LayerBytes: p.LayerBytes, EmbedBytes: p.EmbedBytes, HeadBytes: p.HeadBytes, TiedOutput: p.TiedOutput, OtherBytes: p.OtherBytes,
+		KVBytesPerToken: p.KVBytesPerToken, KVValuesPerToken: p.KVValuesPerToken,
 		Embd: p.Embd, KVHeads: p.KVHeads, Vocab: p.Vocab, ActiveLayerBytes: p.ActiveLayerBytes, AttnLayerBytes: p.AttnLayerBytes,
 		ExpertLayerBytes: p.ExpertLayerBytes, Experts: p.Experts, ExpertsUsed: p.ExpertsUsed}
 	if p.TiedOutput {
@@ -77,10 +85,33 @@ func FromProfile(name string, p model.Profile) Model {
 func (m Model) Layers() int { return len(m.LayerBytes) }
 
 // WeightBytes is the bytes of every weight once.
-func (m Model) WeightBytes() uint64 {
-	n := m.EmbedBytes + m.HeadBytes
-	for _, b := range m.LayerBytes {
+func (m Model) WeightBytes() uint64 { return m.StageBytes(0, m.Layers()) }
+
+// StageBytes is the weight bytes a stage of layers [first, end) maps:
+// its layers, the tensors every stage maps, the embedding on the first
+// stage, the head on the last (a tied head's matrix once when the stage
+// has both). It is the one count of a stage's weights: placement plans
+// with it and a node's host reserves it when it loads the shard
+// (TestStageBytesIsWhatAShardMaps holds it to model.Load's tensors).
+func (m Model) StageBytes(first, end int) uint64 {
+	n := m.fixedBytes(first == 0, end == m.Layers())
+	for _, b := range m.LayerBytes[first:end] {
 		n += b
+	}
+	return n
+}
+
+// fixedBytes is a stage's bytes outside its layers.
+func (m Model) fixedBytes(embed, head bool) uint64 {
+	n := m.OtherBytes
+	if embed {
+		n += m.EmbedBytes
+	}
+	if head {
+		n += m.HeadBytes
+		if embed && m.TiedOutput {
+			n -= min(m.EmbedBytes, m.HeadBytes) // one matrix, mapped once
+		}
 	}
 	return n
 }
@@ -113,7 +144,7 @@ func (n Node) heldBytes(m Model, first, end int) uint64 {
 
 // Options tunes a placement. Zero values pick the defaults noted.
 type Options struct {
-	Context  int // KV cache positions reserved per session; 0 = 4096
+	Context  int // KV cache positions reserved per session; 0 = model.DefaultContext
 	Sessions int // concurrent sessions to reserve KV for; 0 = 1
 	// ReserveBytes is kept free on every node (scratch, runtime); 0 = none.
 	ReserveBytes uint64
@@ -125,7 +156,7 @@ type Options struct {
 
 func (o Options) withDefaults() Options {
 	if o.Context <= 0 {
-		o.Context = 4096
+		o.Context = model.DefaultContext
 	}
 	if o.Sessions <= 0 {
 		o.Sessions = 1
@@ -340,13 +371,7 @@ func assign(m Model, nodes []Node, kvPerLayer uint64, opts Options) (Plan, bool)
 	// caps[i]: layers node i holds at most, counting the largest layer size.
 	caps := make([]int, k)
 	for i, n := range nodes {
-		fixed := uint64(0)
-		if i == 0 {
-			fixed += m.EmbedBytes
-		}
-		if i == k-1 {
-			fixed += m.HeadBytes
-		}
+		fixed := m.fixedBytes(i == 0, i == k-1)
 		free := usable(n, opts)
 		if free < fixed {
 			return Plan{}, false
@@ -410,15 +435,7 @@ func assign(m Model, nodes []Node, kvPerLayer uint64, opts Options) (Plan, bool)
 	first := 0
 	for i, n := range nodes {
 		s := Stage{Node: n.ID, First: first, End: first + counts[i], Embed: i == 0, Head: i == k-1}
-		for l := s.First; l < s.End; l++ {
-			s.WeightBytes += m.LayerBytes[l]
-		}
-		if s.Embed {
-			s.WeightBytes += m.EmbedBytes
-		}
-		if s.Head {
-			s.WeightBytes += m.HeadBytes
-		}
+		s.WeightBytes = m.StageBytes(s.First, s.End)
 		s.KVBytes = kvPerLayer * uint64(counts[i])
 		if s.WeightBytes+s.KVBytes > usable(n, opts) {
 			return Plan{}, false // cannot happen: caps count the largest layer

@@ -375,3 +375,59 @@ func TestPlanKVType(t *testing.T) {
 		})
 	}
 }
+
+// A stage's weight bytes (what placement plans and a host reserves) are
+// the bytes of the tensors model.Load maps for it, for every stage of
+// every cut of models with a separate head, a tied one, rope factors
+// outside the layers, experts and MLA.
+func TestStageBytesIsWhatAShardMaps(t *testing.T) {
+	tied, err := model.LookupShape("qwen3-tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tied.Name, tied.TiedEmbed, tied.Layers = "qwen3-tiny-tied", true, 3
+	shapes := []model.Shape{tied}
+	for _, name := range []string{"llama3-tiny", "qwen2-tiny", "qwen3moe-tiny", "deepseek2-tiny"} {
+		s, err := model.LookupShape(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shapes = append(shapes, s)
+	}
+	for _, s := range shapes {
+		t.Run(s.Name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), s.Name+".gguf")
+			if err := synth.WriteFile(path, s, synth.Options{Type: tensor.Q8_0, Seed: 1}); err != nil {
+				t.Fatal(err)
+			}
+			f, err := gguf.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			prof, err := model.ProfileOf(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := FromProfile(s.Name, prof)
+			if s.TiedEmbed != m.TiedOutput || s.RopeFreqs != (m.OtherBytes > 0) {
+				t.Fatalf("shape tied %v rope factors %v, profile tied %v other %d bytes", s.TiedEmbed, s.RopeFreqs, m.TiedOutput, m.OtherBytes)
+			}
+			L := m.Layers()
+			for first := 0; first < L; first++ {
+				for end := first + 1; end <= L; end++ {
+					shard, err := model.Load(f, first, end)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if got, want := m.StageBytes(first, end), shard.MappedBytes; got != want {
+						t.Errorf("layers [%d,%d): StageBytes %d, Load maps %d", first, end, got, want)
+					}
+				}
+			}
+			if m.WeightBytes() != prof.TotalBytes() {
+				t.Errorf("WeightBytes %d, the file's weights %d", m.WeightBytes(), prof.TotalBytes())
+			}
+		})
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strata/runtime/model"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,7 +33,7 @@ func chatCmd() *cobra.Command {
 	var (
 		apiURL    string
 		apiKey    string
-		model     string
+		modelName string
 		system    string
 		temp      float64
 		maxTokens int
@@ -77,28 +78,28 @@ to a GGUF file) in this process.`,
 			var unreachable *unreachableError
 			switch {
 			case errors.As(err, &unreachable):
-				node, err := startInProcess(ctx, inProcessOptions{Model: model, Threads: threads, Context: ctxLen})
+				node, err := startInProcess(ctx, inProcessOptions{Model: modelName, Threads: threads, Context: ctxLen})
 				if err != nil {
 					return fmt.Errorf("no node answers at %s (%v), and none could start here: %w", base, unreachable.err, err)
 				}
 				defer node.Stop()
 				fmt.Fprintf(cmd.ErrOrStderr(), "no node answers at %s; running %s in this process\n", base, node.Model)
 				c.base, c.key = node.URL, ""
-				model = node.Model
+				modelName = node.Model
 				if list, err = c.models(ctx); err != nil {
 					return err
 				}
 			case err != nil:
 				return err
 			}
-			if looksLikePath(model) {
-				model = actors.ModelName(model)
+			if looksLikePath(modelName) {
+				modelName = actors.ModelName(modelName)
 			}
-			if model == "" {
+			if modelName == "" {
 				if len(list) == 0 {
 					return fmt.Errorf("the node at %s serves no model", c.base)
 				}
-				model = list[0]
+				modelName = list[0]
 			}
 			in, closeIn, err := newLineReader(cmd.InOrStdin(), cmd.OutOrStdout())
 			if err != nil {
@@ -121,7 +122,7 @@ to a GGUF file) in this process.`,
 				}
 			}()
 
-			s := &chatSession{client: c, in: in, out: cmd.OutOrStdout(), model: model, models: list, system: system,
+			s := &chatSession{client: c, in: in, out: cmd.OutOrStdout(), model: modelName, models: list, system: system,
 				temp: temp, maxTokens: maxTokens, interrupts: interrupts}
 			return s.run(ctx)
 		},
@@ -129,12 +130,12 @@ to a GGUF file) in this process.`,
 	f := cmd.Flags()
 	f.StringVar(&apiURL, "api", "http://"+api.DefaultAddr, "URL of the node's API")
 	f.StringVar(&apiKey, "api-key", "", "API key of the node (default $STRATA_API_KEY)")
-	f.StringVar(&model, "model", "", "model name on the node; with no node running, a path to a GGUF file to run here")
+	f.StringVar(&modelName, "model", "", "model name on the node; with no node running, a path to a GGUF file to run here")
 	f.StringVar(&system, "system", "", "system prompt")
 	f.Float64Var(&temp, "temperature", 0.7, "sampling temperature (0: greedy)")
 	f.IntVar(&maxTokens, "max-tokens", 0, "most tokens per answer (0: until the model stops or the context is full)")
 	f.IntVar(&threads, "threads", 0, "worker threads when the model runs in this process (0: all cores)")
-	f.IntVar(&ctxLen, "ctx", 0, "context length when the model runs in this process (0: the model's, at most 4096)")
+	f.IntVar(&ctxLen, "ctx", 0, fmt.Sprintf("context length when the model runs in this process (0: the model's, at most %d)", model.DefaultContext))
 	return cmd
 }
 

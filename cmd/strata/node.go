@@ -96,7 +96,7 @@ others too, and strata models lists them.`,
 	fl.StringVar(&f.apiKey, "api-key", "", "key the API requires (default $STRATA_API_KEY; needed when --api is not loopback)")
 	fl.StringSliceVar(&f.allowedHosts, "allowed-host", nil, "host name, besides localhost and IP addresses, that API requests may be addressed to when there is no API key (repeatable)")
 	fl.BoolVar(&f.noMDNS, "no-mdns", false, "do not look for peers on the LAN")
-	fl.IntVar(&f.context, "context", 4096, "KV cache positions per session (at most the model's context length)")
+	fl.IntVar(&f.context, "context", model.DefaultContext, "KV cache positions per session (at most the model's context length)")
 	fl.IntVar(&f.parallel, "parallel", 4, "sessions run at once; placement reserves KV memory for this many")
 	fl.IntVar(&f.promptCache, "prompt-cache", 0, "finished sessions whose KV caches are kept for prompt caching (a conversation's next turn reuses them; they give way when memory is needed); 0 = 16, -1 = off")
 	fl.IntVar(&f.threads, "threads", 0, "worker threads for the kernels (0: all cores)")
@@ -236,7 +236,7 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 		f.parallel = 4
 	}
 	if f.context == 0 {
-		f.context = 4096
+		f.context = model.DefaultContext
 	}
 	kv, err := model.ParseKVType(f.kvType)
 	if err != nil {

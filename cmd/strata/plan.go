@@ -201,7 +201,7 @@ neither for Qwen3-235B-A22B and Kimi K2 (at --type, Q4_K by default).`,
 	f.StringVar(&nodeList, "nodes", "", `the cluster: "name=SIZE[@COMPUTE],..." e.g. "a=512GB,b=512GB,c=256GB"`)
 	f.StringVar(&apiURL, "api", "", "plan on the live cluster seen by the node at this URL")
 	f.StringVar(&apiKey, "api-key", os.Getenv("STRATA_API_KEY"), "API key of that node (default $STRATA_API_KEY)")
-	f.IntVar(&opts.Context, "context", 4096, "KV cache positions to reserve per session")
+	f.IntVar(&opts.Context, "context", model.DefaultContext, "KV cache positions to reserve per session")
 	f.IntVar(&opts.Sessions, "sessions", 1, "concurrent sessions to reserve KV for")
 	f.StringVar(&kvType, "kv-type", "f16", "KV cache type the nodes run (their --kv-type): "+model.KVTypes)
 	f.BoolVar(&asJSON, "json", false, "print JSON")

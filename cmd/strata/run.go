@@ -110,7 +110,7 @@ decides which nodes run which layers.`,
 	f.Int64Var(&seed, "seed", -1, "sampling seed (-1: random)")
 	f.StringArrayVar(&stops, "stop", nil, "stop before this string (repeatable)")
 	f.IntVar(&threads, "threads", 0, "worker threads (0: all cores)")
-	f.IntVar(&ctxLen, "ctx", 0, "context length (0: the model's, at most 4096)")
+	f.IntVar(&ctxLen, "ctx", 0, fmt.Sprintf("context length (0: the model's, at most %d)", model.DefaultContext))
 	f.StringVar(&kvType, "kv-type", "f16", "KV cache type: "+model.KVTypes+" (local runs; a node's is set by strata node --kv-type)")
 	return cmd
 }

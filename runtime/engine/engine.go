@@ -29,7 +29,7 @@ import (
 // Options configures Open. Zero values pick the defaults noted.
 type Options struct {
 	Threads int // worker threads; 0 = GOMAXPROCS
-	Context int // KV cache positions per generation; 0 = the model's context_length, at most 4096
+	Context int // KV cache positions per generation; 0 = the model's context_length, at most model.DefaultContext
 	Batch   int // prompt tokens per prefill step; 0 = 64
 	// KVType is the KV cache's element type; the zero value is f16 (the
 	// default), model.KVQ8_0 halves it again, model.KVF32 keeps every bit.
@@ -145,7 +145,7 @@ func New(f *gguf.File, opts Options) (*Engine, error) {
 	}
 	e := &Engine{File: f, Model: m, Tokenizer: tok, ctxLen: opts.Context, batch: opts.Batch}
 	if e.ctxLen <= 0 {
-		e.ctxLen = min(cfg.Context, 4096)
+		e.ctxLen = model.SessionContext(cfg.Context, 0)
 	}
 	if e.batch <= 0 {
 		e.batch = 64

@@ -17,6 +17,22 @@ const (
 
 // Config holds a model's hyper-parameters, read from GGUF metadata keyed
 // by the architecture prefix (llama.block_count, ...).
+// DefaultContext is the KV cache positions a session gets when nobody
+// says how many: enough for a conversation, small enough that a node can
+// hold several sessions of a large model. Every default context in
+// strata (engine, placement, the cluster, the API, the flags) is this one.
+const DefaultContext = 4096
+
+// SessionContext is the context a session runs with: asked when asked
+// is positive (at most the model's), else the model's at most
+// DefaultContext.
+func SessionContext(modelContext, asked int) int {
+	if asked > 0 {
+		return min(asked, modelContext)
+	}
+	return min(modelContext, DefaultContext)
+}
+
 type Config struct {
 	Arch      string
 	Embd      int // hidden size (embedding_length)

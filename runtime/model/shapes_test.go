@@ -82,3 +82,17 @@ func TestDeepseek2ShapeTensors(t *testing.T) {
 		}
 	}
 }
+
+func TestSessionContext(t *testing.T) {
+	for _, c := range []struct{ model, asked, want int }{
+		{2048, 0, 2048},                     // a small model: all of it
+		{131072, 0, DefaultContext},         // a long one: the default
+		{131072, 8192, 8192},                // asked for more than the default
+		{2048, 8192, 2048},                  // never past the model's
+		{DefaultContext, 0, DefaultContext}, // exactly the default
+	} {
+		if got := SessionContext(c.model, c.asked); got != c.want {
+			t.Errorf("SessionContext(%d, %d) = %d, want %d", c.model, c.asked, got, c.want)
+		}
+	}
+}

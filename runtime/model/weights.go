@@ -66,6 +66,9 @@ type Model struct {
 	// RopeFactors (rope_freqs.weight, Llama 3.1+) divide each rotated
 	// pair's frequency, as llama.cpp's freq_factors; nil means all 1.
 	RopeFactors []float32 // [RopeDim/2]
+	// MappedBytes is the bytes of the distinct tensors Load read for this
+	// shard: what it maps of the file.
+	MappedBytes uint64
 
 	kvType KVType // of the caches NewCache makes (SetKVType)
 	// shared is the width of the shared experts when it is not
@@ -155,15 +158,18 @@ func Load(f *gguf.File, first, end int) (*Model, error) {
 	if l.err != nil {
 		return nil, l.err
 	}
+	m.MappedBytes = l.mapped
 	return m, nil
 }
 
 // loader fetches tensors by name and checks their shapes, keeping the
 // first error so Load reads as a list of weights.
 type loader struct {
-	f   *gguf.File
-	c   Config
-	err error
+	f      *gguf.File
+	c      Config
+	err    error
+	seen   map[string]bool
+	mapped uint64 // bytes of the distinct tensors fetched
 }
 
 func (l *loader) tensor(name string, dims ...int) (gguf.Tensor, []byte) {
@@ -174,6 +180,13 @@ func (l *loader) tensor(name string, dims ...int) (gguf.Tensor, []byte) {
 	if err != nil {
 		l.err = fmt.Errorf("model: %w", err)
 		return t, nil
+	}
+	if !l.seen[name] {
+		if l.seen == nil {
+			l.seen = map[string]bool{}
+		}
+		l.seen[name] = true
+		l.mapped += t.Size
 	}
 	ok := len(t.Dims) == len(dims)
 	for i := 0; ok && i < len(dims); i++ {
