@@ -77,6 +77,9 @@ type LocalConfig struct {
 	// StepTimeout bounds the wait for one token before the ring is probed
 	// and rebuilt; 0 = 30 s.
 	StepTimeout time.Duration
+	// NoShortcut sends every token from the session to the first stage,
+	// not from the last stage (actors.ClusterOptions.NoShortcut).
+	NoShortcut bool
 	// Threads run the kernels of all nodes together (one pool); 0 =
 	// GOMAXPROCS. Over libp2p each node has a pool of this many.
 	Threads int
@@ -148,7 +151,7 @@ func (c *LocalCluster) models(i int) []string {
 }
 
 func (c *LocalCluster) options(i int) actors.ClusterOptions {
-	return actors.ClusterOptions{PlanContext: c.cfg.Context, PlanSessions: c.cfg.Sessions, StepTimeout: c.cfg.StepTimeout,
+	return actors.ClusterOptions{PlanContext: c.cfg.Context, PlanSessions: c.cfg.Sessions, StepTimeout: c.cfg.StepTimeout, NoShortcut: c.cfg.NoShortcut,
 		Placer: c.cfg.Placer, Logger: c.cfg.Logger, SenderMiddleware: []actor.SenderMiddleware{c.links.middleware(i)}}
 }
 

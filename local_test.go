@@ -99,6 +99,37 @@ func TestLinksAddLatency(t *testing.T) {
 	}
 }
 
+// The token shortcut: with the session's origin on the middle stage's
+// node, a token without it crosses four links (last stage → origin →
+// first stage → middle → last), with it three (last → first → middle →
+// last; the origin takes the token meanwhile). Latency is a floor, so
+// each bound below holds however slow the machine: a step cannot beat
+// its links, and the shortcut's steps, though a little compute rides on
+// them, stay well under a fourth link.
+func TestShortcutSavesALink(t *testing.T) {
+	req := strata.Request{Model: "stories260K", Prompt: "Tom", MaxTokens: 12}
+	want := oneNode(t, req)
+	const lat = 25 * time.Millisecond
+	links := []strata.Link{{A: 0, B: 1, Latency: lat}, {A: 1, B: 2, Latency: lat}, {A: 0, B: 2, Latency: lat}}
+	for _, off := range []bool{false, true} {
+		c := start(t, strata.LocalConfig{Nodes: nodes(3, 4<<20), Placer: spread, Links: links, NoShortcut: off})
+		res, err := c.Cluster(1).Generate(context.Background(), req, func(engine.Token) error { return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Text != want.Text || res.Stats.Steps != 11 || res.Stats.Stages != 3 {
+			t.Fatalf("shortcut off %v: %q, %+v\nwant %q", off, res.Text, res.Stats, want.Text)
+		}
+		t.Logf("shortcut off %v: %v per step, links of %v", off, res.Stats.Round, lat)
+		if off && res.Stats.Round < 4*lat {
+			t.Errorf("without the shortcut a step took %v; it crosses 4 links of %v", res.Stats.Round, lat)
+		}
+		if !off && (res.Stats.Round < 3*lat || res.Stats.Round >= 4*lat) {
+			t.Errorf("with the shortcut a step took %v; it crosses 3 links of %v", res.Stats.Round, lat)
+		}
+	}
+}
+
 // A stuck node (in the view, answering nothing) is found by the probe
 // after a step timeout and left out.
 func TestStalledNodeLeftOut(t *testing.T) {

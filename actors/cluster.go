@@ -121,6 +121,10 @@ type ClusterOptions struct {
 	// negative = none. The stages drop entries sooner when they need the
 	// memory.
 	PromptCache int
+	// NoShortcut turns the token shortcut off: every token goes from the
+	// last stage to the session and from there to the first stage (one
+	// hop more per token), as before the shortcut; for comparisons.
+	NoShortcut bool
 }
 
 // Placer is a placement function with plan.Place's signature.

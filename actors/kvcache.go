@@ -57,6 +57,7 @@ func (s *shard) retain(session string) bool {
 		s.cached = map[string]*cachedKV{}
 	}
 	ss.sampler = nil // a resumed session gets its own
+	ss.loop, ss.chainUntil, ss.held = nil, 0, nil
 	if ss.ar != nil {
 		// The group was the session's; a resumed session forms its own.
 		ss.ar.Close()

@@ -176,7 +176,7 @@ func PeerInbound() []peers.Inbound {
 	return []peers.Inbound{
 		{Actor: HostName, Types: typeNames(&messages.LoadShard{}, &messages.ShardStats{})},
 		// Shards read activations in place from side-channel slots.
-		{Actor: HostName + "/*", Types: typeNames(&messages.Forward{}, &messages.FreeSession{}, &messages.ShardStats{}), Watch: true, Borrow: true},
+		{Actor: HostName + "/*", Types: typeNames(&messages.Forward{}, &messages.FreeSession{}, &messages.Chain{}, &messages.ShardStats{}), Watch: true, Borrow: true},
 		{Actor: "$*", Types: typeNames(&messages.Token{}, &messages.ForwardError{}), Watch: true},
 	}
 }

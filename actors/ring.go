@@ -127,8 +127,12 @@ type ring struct {
 }
 
 func (c *Cluster) newRing(lm *localModel, req Request, prompt []int, ctxLen int) (*ring, error) {
-	core, err := session.New(session.Config{Prompt: prompt, MaxBatch: MaxBatch, Vocab: lm.tok.VocabSize(), StepTimeout: c.opts.StepTimeout,
-		PromptCache: c.prefix != nil})
+	cfg := session.Config{Prompt: prompt, MaxBatch: MaxBatch, Vocab: lm.tok.VocabSize(), StepTimeout: c.opts.StepTimeout,
+		PromptCache: c.prefix != nil}
+	if !c.opts.NoShortcut {
+		cfg.ChainBelow = feedLimit(len(prompt), req.MaxTokens, ctxLen)
+	}
+	core, err := session.New(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -136,6 +140,18 @@ func (c *Cluster) newRing(lm *localModel, req Request, prompt []int, ctxLen int)
 	self := c.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return in }))
 	info := &SessionInfo{Model: req.Model, Prompt: len(prompt), Started: time.Now(), inbox: self}
 	return &ring{c: c, core: core, req: req, tok: lm.tok, in: in, self: self, ctxLen: ctxLen, info: info}, nil
+}
+
+// feedLimit is the first position engine.Loop never feeds a token at,
+// for a prompt of n tokens: it feeds below the room it is given (ctxLen-1,
+// see Generate), and with maxTokens > 0 it stops at the maxTokens-th
+// token, which is not fed.
+func feedLimit(n, maxTokens, ctxLen int) int {
+	limit := ctxLen - 1
+	if maxTokens > 0 {
+		limit = min(limit, n+maxTokens-1)
+	}
+	return limit
 }
 
 var _ engine.Stepper = (*ring)(nil)
@@ -203,6 +219,10 @@ func (r *ring) do(ctx context.Context, acts []session.Action) (int, error) {
 				r.use(a.ID, a.Stages)
 			case session.Forward:
 				r.send(a)
+			case session.Chain:
+				_, stages := r.core.Ring()
+				// From the inbox: the stage takes it from the session's origin only.
+				r.c.root.RequestWithCustomSender(stagePID(stages[len(stages)-1]), &messages.Chain{Session: a.Session, Until: uint32(a.Until)}, r.self)
 			case session.Wait:
 				r.stopTimer()
 				r.waitPos, r.timer = a.Position, time.NewTimer(a.Timeout)
@@ -319,6 +339,12 @@ func (r *ring) send(a session.Forward) {
 	for _, t := range a.Tokens {
 		f.Tokens = append(f.Tokens, int32(t))
 	}
+	if a.ChainUntil > 0 {
+		f.ChainUntil = uint32(a.ChainUntil)
+		for _, s := range stages {
+			f.Loop = append(f.Loop, fromPID(stagePID(s)))
+		}
+	}
 	if a.Open {
 		f.Resume = a.Resume
 		f.Sampling = samplingMessage(r.req.Sampling)
@@ -381,7 +407,9 @@ func (r *ring) silentStages(stages []session.Stage) []string {
 }
 
 // observe reports one decode step: its round trip, and the transport
-// share of each hop (session → stage 0 → … → last stage → session).
+// share of each hop (session → stage 0 → … → last stage → session; with
+// the shortcut, the last stage feeds stage 0 while the session's caller
+// has the token, so a step's round trip is often shorter than its hops).
 func (r *ring) observe(step, compute time.Duration) {
 	r.stepTime += step
 	r.stepCompute += compute

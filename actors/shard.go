@@ -79,6 +79,13 @@ type shardSession struct {
 	matcher    *grammar.Matcher
 	schemaFrom int
 	kvBytes    uint64
+	// The token shortcut, last stage only: the ring (first stage first),
+	// the highest position whose token this stage may feed to the first
+	// stage itself, and a sampled token's step held until the session
+	// allows it (Chain).
+	loop       []*messages.PID
+	chainUntil int
+	held       *messages.Forward
 }
 
 // kv is the session's KV cache: a stage's, or a tensor-parallel member's.
@@ -129,6 +136,8 @@ func (s *shard) Receive(ctx actor.Context) {
 				s.relayFree(ctx, id, false)
 			}
 		}
+	case *messages.Chain:
+		s.chain(ctx, m)
 	case *messages.ShardStats:
 		ctx.Respond(&messages.ShardStatsReply{Shards: []*messages.ShardState{s.stats()}})
 	case *actor.Stopped:
@@ -385,7 +394,7 @@ func (s *shard) forward(ctx actor.Context, m *messages.Forward, release func()) 
 			Hidden: encodeHidden(hidden, m.HiddenType), HiddenType: m.HiddenType,
 			Route: m.Route[1:], ReplyTo: m.ReplyTo, Context: m.Context, Sampling: m.Sampling,
 			Accept: m.Accept, Sample: m.Sample, ComputeNs: m.ComputeNs + time.Since(start).Nanoseconds(),
-			Resume: m.Resume,
+			Resume: m.Resume, ChainUntil: m.ChainUntil, Loop: m.Loop,
 		}
 		ctx.Send(toPID(m.Route[0]), next)
 		return nil
@@ -410,9 +419,54 @@ func (s *shard) forward(ctx actor.Context, m *messages.Forward, release func()) 
 	}
 	id := ss.sampler.Sample(logits)
 	ss.sampler.Accept(id)
+	s.feedOn(ctx, m, ss, id)
 	own := time.Since(start).Nanoseconds()
 	ctx.Send(toPID(m.ReplyTo), &messages.Token{Session: m.Session, Position: m.Position + m.Count, Id: int32(id), ElapsedNs: own, ComputeNs: m.ComputeNs + own})
 	return nil
+}
+
+// feedOn is the token shortcut on the last stage: the token id just
+// sampled after step m goes straight to the ring's first stage as the
+// next step, when the session allows its position (Forward.chain_until,
+// Chain), or is held until it does. The session sends that step itself
+// when it did not allow it, so every step runs once.
+func (s *shard) feedOn(ctx actor.Context, m *messages.Forward, ss *shardSession, id int) {
+	if m.ChainUntil > 0 && len(m.Loop) > 0 {
+		// A copy: m may be borrowed from a receive slot, and the steps
+		// sent on share the slice.
+		ss.loop = make([]*messages.PID, 0, len(m.Loop))
+		for _, p := range m.Loop {
+			ss.loop = append(ss.loop, &messages.PID{Address: p.GetAddress(), Id: p.GetId()})
+		}
+		ss.chainUntil = max(ss.chainUntil, int(m.ChainUntil))
+	}
+	ss.held = nil
+	if len(ss.loop) == 0 {
+		return
+	}
+	next := &messages.Forward{Session: m.Session, Position: m.Position + m.Count, Count: 1, Tokens: []int32{int32(id)},
+		Route: ss.loop[1:], ReplyTo: m.ReplyTo, HiddenType: m.HiddenType, Context: m.Context, Sample: true}
+	if int(next.Position) > ss.chainUntil {
+		ss.held = next
+		return
+	}
+	ctx.Send(toPID(ss.loop[0]), next)
+}
+
+// chain takes a session's leave to feed its tokens on up to m.Until
+// (only from the session's origin), and sends a held step it covers.
+func (s *shard) chain(ctx actor.Context, m *messages.Chain) {
+	s.mu.Lock()
+	ss, ok := s.sessions[m.Session]
+	s.mu.Unlock()
+	if !ok || len(ss.loop) == 0 || ctx.Sender() == nil || ctx.Sender().Address != ss.origin.Address {
+		return
+	}
+	ss.chainUntil = max(ss.chainUntil, int(m.Until))
+	if h := ss.held; h != nil && int(h.Position) <= ss.chainUntil {
+		ss.held = nil
+		ctx.Send(toPID(ss.loop[0]), h)
+	}
 }
 
 // step runs one step of session ss through the stage's layers and

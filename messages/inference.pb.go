@@ -488,7 +488,17 @@ type Forward struct {
 	// session (at position > 0) adopts it, truncated to `position`
 	// positions, instead of starting empty. A stage that no longer holds it
 	// answers ForwardError with cache_miss set.
-	Resume        string `protobuf:"bytes,14,opt,name=resume,proto3" json:"resume,omitempty"`
+	Resume string `protobuf:"bytes,14,opt,name=resume,proto3" json:"resume,omitempty"`
+	// The token shortcut. chain_until: the last stage sends the token it
+	// samples for a position of at most chain_until straight back to the
+	// ring's first stage (loop[0]) as the next step, beside the Token it
+	// sends reply_to: each decode step costs one hop fewer. The origin
+	// raises it with Chain as it takes each token, one token ahead (a stop
+	// costs at most one step computed in vain). 0 = no shortcut.
+	ChainUntil uint32 `protobuf:"varint,15,opt,name=chain_until,json=chainUntil,proto3" json:"chain_until,omitempty"`
+	// loop is the whole ring, first stage first, for the shortcut: set on
+	// the origin's sampled Forwards when chain_until is.
+	Loop          []*PID `protobuf:"bytes,16,rep,name=loop,proto3" json:"loop,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -621,6 +631,73 @@ func (x *Forward) GetResume() string {
 	return ""
 }
 
+func (x *Forward) GetChainUntil() uint32 {
+	if x != nil {
+		return x.ChainUntil
+	}
+	return 0
+}
+
+func (x *Forward) GetLoop() []*PID {
+	if x != nil {
+		return x.Loop
+	}
+	return nil
+}
+
+// Chain raises a session's chain_until on its last stage (Forward.chain_until).
+type Chain struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	Until         uint32                 `protobuf:"varint,2,opt,name=until,proto3" json:"until,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Chain) Reset() {
+	*x = Chain{}
+	mi := &file_messages_inference_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Chain) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Chain) ProtoMessage() {}
+
+func (x *Chain) ProtoReflect() protoreflect.Message {
+	mi := &file_messages_inference_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Chain.ProtoReflect.Descriptor instead.
+func (*Chain) Descriptor() ([]byte, []int) {
+	return file_messages_inference_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Chain) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+func (x *Chain) GetUntil() uint32 {
+	if x != nil {
+		return x.Until
+	}
+	return 0
+}
+
 // Token is the token sampled at `position` (the position it will occupy).
 type Token struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
@@ -637,7 +714,7 @@ type Token struct {
 
 func (x *Token) Reset() {
 	*x = Token{}
-	mi := &file_messages_inference_proto_msgTypes[5]
+	mi := &file_messages_inference_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -649,7 +726,7 @@ func (x *Token) String() string {
 func (*Token) ProtoMessage() {}
 
 func (x *Token) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_inference_proto_msgTypes[5]
+	mi := &file_messages_inference_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -662,7 +739,7 @@ func (x *Token) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Token.ProtoReflect.Descriptor instead.
 func (*Token) Descriptor() ([]byte, []int) {
-	return file_messages_inference_proto_rawDescGZIP(), []int{5}
+	return file_messages_inference_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Token) GetSession() string {
@@ -725,7 +802,7 @@ type ForwardError struct {
 
 func (x *ForwardError) Reset() {
 	*x = ForwardError{}
-	mi := &file_messages_inference_proto_msgTypes[6]
+	mi := &file_messages_inference_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -737,7 +814,7 @@ func (x *ForwardError) String() string {
 func (*ForwardError) ProtoMessage() {}
 
 func (x *ForwardError) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_inference_proto_msgTypes[6]
+	mi := &file_messages_inference_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -750,7 +827,7 @@ func (x *ForwardError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardError.ProtoReflect.Descriptor instead.
 func (*ForwardError) Descriptor() ([]byte, []int) {
-	return file_messages_inference_proto_rawDescGZIP(), []int{6}
+	return file_messages_inference_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ForwardError) GetSession() string {
@@ -810,7 +887,7 @@ type FreeSession struct {
 
 func (x *FreeSession) Reset() {
 	*x = FreeSession{}
-	mi := &file_messages_inference_proto_msgTypes[7]
+	mi := &file_messages_inference_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -822,7 +899,7 @@ func (x *FreeSession) String() string {
 func (*FreeSession) ProtoMessage() {}
 
 func (x *FreeSession) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_inference_proto_msgTypes[7]
+	mi := &file_messages_inference_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -835,7 +912,7 @@ func (x *FreeSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreeSession.ProtoReflect.Descriptor instead.
 func (*FreeSession) Descriptor() ([]byte, []int) {
-	return file_messages_inference_proto_rawDescGZIP(), []int{7}
+	return file_messages_inference_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *FreeSession) GetSession() string {
@@ -861,7 +938,7 @@ type ShardStats struct {
 
 func (x *ShardStats) Reset() {
 	*x = ShardStats{}
-	mi := &file_messages_inference_proto_msgTypes[8]
+	mi := &file_messages_inference_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -873,7 +950,7 @@ func (x *ShardStats) String() string {
 func (*ShardStats) ProtoMessage() {}
 
 func (x *ShardStats) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_inference_proto_msgTypes[8]
+	mi := &file_messages_inference_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -886,7 +963,7 @@ func (x *ShardStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardStats.ProtoReflect.Descriptor instead.
 func (*ShardStats) Descriptor() ([]byte, []int) {
-	return file_messages_inference_proto_rawDescGZIP(), []int{8}
+	return file_messages_inference_proto_rawDescGZIP(), []int{9}
 }
 
 type ShardStatsReply struct {
@@ -898,7 +975,7 @@ type ShardStatsReply struct {
 
 func (x *ShardStatsReply) Reset() {
 	*x = ShardStatsReply{}
-	mi := &file_messages_inference_proto_msgTypes[9]
+	mi := &file_messages_inference_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -910,7 +987,7 @@ func (x *ShardStatsReply) String() string {
 func (*ShardStatsReply) ProtoMessage() {}
 
 func (x *ShardStatsReply) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_inference_proto_msgTypes[9]
+	mi := &file_messages_inference_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -923,7 +1000,7 @@ func (x *ShardStatsReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardStatsReply.ProtoReflect.Descriptor instead.
 func (*ShardStatsReply) Descriptor() ([]byte, []int) {
-	return file_messages_inference_proto_rawDescGZIP(), []int{9}
+	return file_messages_inference_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ShardStatsReply) GetShards() []*ShardState {
@@ -950,7 +1027,7 @@ type ShardState struct {
 
 func (x *ShardState) Reset() {
 	*x = ShardState{}
-	mi := &file_messages_inference_proto_msgTypes[10]
+	mi := &file_messages_inference_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -962,7 +1039,7 @@ func (x *ShardState) String() string {
 func (*ShardState) ProtoMessage() {}
 
 func (x *ShardState) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_inference_proto_msgTypes[10]
+	mi := &file_messages_inference_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -975,7 +1052,7 @@ func (x *ShardState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardState.ProtoReflect.Descriptor instead.
 func (*ShardState) Descriptor() ([]byte, []int) {
-	return file_messages_inference_proto_rawDescGZIP(), []int{10}
+	return file_messages_inference_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ShardState) GetShard() *ShardSpec {
@@ -1066,7 +1143,7 @@ const file_messages_inference_proto_rawDesc = "" +
 	"jsonSchema\x12\x1f\n" +
 	"\vschema_from\x18\f \x01(\rR\n" +
 	"schemaFrom\x12#\n" +
-	"\rschema_budget\x18\r \x01(\rR\fschemaBudget\"\xb4\x03\n" +
+	"\rschema_budget\x18\r \x01(\rR\fschemaBudget\"\xf6\x03\n" +
 	"\aForward\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x1a\n" +
 	"\bposition\x18\x02 \x01(\rR\bposition\x12\x14\n" +
@@ -1084,7 +1161,13 @@ const file_messages_inference_proto_rawDesc = "" +
 	"\x06sample\x18\f \x01(\bR\x06sample\x12\x1d\n" +
 	"\n" +
 	"compute_ns\x18\r \x01(\x03R\tcomputeNs\x12\x16\n" +
-	"\x06resume\x18\x0e \x01(\tR\x06resume\"\x8b\x01\n" +
+	"\x06resume\x18\x0e \x01(\tR\x06resume\x12\x1f\n" +
+	"\vchain_until\x18\x0f \x01(\rR\n" +
+	"chainUntil\x12\x1f\n" +
+	"\x04loop\x18\x10 \x03(\v2\v.strata.PIDR\x04loop\"7\n" +
+	"\x05Chain\x12\x18\n" +
+	"\asession\x18\x01 \x01(\tR\asession\x12\x14\n" +
+	"\x05until\x18\x02 \x01(\rR\x05until\"\x8b\x01\n" +
 	"\x05Token\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x1a\n" +
 	"\bposition\x18\x02 \x01(\rR\bposition\x12\x0e\n" +
@@ -1137,7 +1220,7 @@ func file_messages_inference_proto_rawDescGZIP() []byte {
 }
 
 var file_messages_inference_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_messages_inference_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_messages_inference_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_messages_inference_proto_goTypes = []any{
 	(HiddenType)(0),         // 0: strata.HiddenType
 	(*ShardSpec)(nil),       // 1: strata.ShardSpec
@@ -1145,29 +1228,31 @@ var file_messages_inference_proto_goTypes = []any{
 	(*ShardLoaded)(nil),     // 3: strata.ShardLoaded
 	(*Sampling)(nil),        // 4: strata.Sampling
 	(*Forward)(nil),         // 5: strata.Forward
-	(*Token)(nil),           // 6: strata.Token
-	(*ForwardError)(nil),    // 7: strata.ForwardError
-	(*FreeSession)(nil),     // 8: strata.FreeSession
-	(*ShardStats)(nil),      // 9: strata.ShardStats
-	(*ShardStatsReply)(nil), // 10: strata.ShardStatsReply
-	(*ShardState)(nil),      // 11: strata.ShardState
-	(*PID)(nil),             // 12: strata.PID
+	(*Chain)(nil),           // 6: strata.Chain
+	(*Token)(nil),           // 7: strata.Token
+	(*ForwardError)(nil),    // 8: strata.ForwardError
+	(*FreeSession)(nil),     // 9: strata.FreeSession
+	(*ShardStats)(nil),      // 10: strata.ShardStats
+	(*ShardStatsReply)(nil), // 11: strata.ShardStatsReply
+	(*ShardState)(nil),      // 12: strata.ShardState
+	(*PID)(nil),             // 13: strata.PID
 }
 var file_messages_inference_proto_depIdxs = []int32{
 	1,  // 0: strata.LoadShard.shard:type_name -> strata.ShardSpec
-	12, // 1: strata.LoadShard.group:type_name -> strata.PID
+	13, // 1: strata.LoadShard.group:type_name -> strata.PID
 	1,  // 2: strata.ShardLoaded.shard:type_name -> strata.ShardSpec
 	0,  // 3: strata.Forward.hidden_type:type_name -> strata.HiddenType
-	12, // 4: strata.Forward.route:type_name -> strata.PID
-	12, // 5: strata.Forward.reply_to:type_name -> strata.PID
+	13, // 4: strata.Forward.route:type_name -> strata.PID
+	13, // 5: strata.Forward.reply_to:type_name -> strata.PID
 	4,  // 6: strata.Forward.sampling:type_name -> strata.Sampling
-	11, // 7: strata.ShardStatsReply.shards:type_name -> strata.ShardState
-	1,  // 8: strata.ShardState.shard:type_name -> strata.ShardSpec
-	9,  // [9:9] is the sub-list for method output_type
-	9,  // [9:9] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	13, // 7: strata.Forward.loop:type_name -> strata.PID
+	12, // 8: strata.ShardStatsReply.shards:type_name -> strata.ShardState
+	1,  // 9: strata.ShardState.shard:type_name -> strata.ShardSpec
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_messages_inference_proto_init() }
@@ -1182,7 +1267,7 @@ func file_messages_inference_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_messages_inference_proto_rawDesc), len(file_messages_inference_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   11,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

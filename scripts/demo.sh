@@ -4,7 +4,10 @@
 # sent to the third node; the story, who ran which layers; a clean stop.
 #
 # NODE_ARGS adds flags to every node (scripts/bench-links.sh runs the demo
-# with --transport tcp and shm to compare them).
+# with --transport tcp and shm to compare them). PROMPT_STAGE=first|middle|last
+# sends the prompt to the node that holds that stage instead (after a short
+# run that loads the shards): the session's origin then sits at that point
+# of the ring, which decides how many of a token's hops cross processes.
 set -euo pipefail
 BIN=${BIN:-bin/strata}
 read -ra node_args <<<"${NODE_ARGS:-}"
@@ -37,7 +40,28 @@ done
 API=127.0.0.1:$((base + 13))
 echo "== three nodes, 800 kB each; stories260K needs 1.9 MB (weights + KV for 512 positions)"
 "$BIN" status --api "$API" --expect 3 --timeout 30s >/dev/null
-echo "== prompt sent to node c ($API):"
+if [ -n "${PROMPT_STAGE:-}" ]; then
+	"$BIN" run --api "$API" --model stories260K --max-tokens 4 >/dev/null 2>&1 # loads the shards
+	sleep 1.5 # one heartbeat: every node has announced its shard
+	status=$("$BIN" status --api "$API")
+	pick=""
+	for i in 1 2 3; do
+		name=$(printf "\\x$(printf %x $((96 + i)))")
+		id=$("$BIN" node id --data-dir "$D/$name")
+		range=$(awk -v id="$id" '$1 == id { for (f = 2; f <= NF; f++) if ($f ~ /^stories260K:[0-9]+-[0-9]+$/) { sub(/^stories260K:/, "", $f); print $f } }' <<<"$status")
+		first=${range%-*} end=${range#*-}
+		case $PROMPT_STAGE in
+		first) [ "$first" = 0 ] && pick=$i ;;
+		last) [ "$end" = 5 ] && pick=$i ;;
+		middle) [ -n "$range" ] && [ "$first" != 0 ] && [ "$end" != 5 ] && pick=$i ;;
+		esac
+	done
+	[ -n "$pick" ] || { echo "demo: no node holds the $PROMPT_STAGE stage:" >&2; echo "$status" >&2; exit 1; }
+	API=127.0.0.1:$((base + 10 + pick))
+	echo "== prompt sent to the node of the $PROMPT_STAGE stage ($API):"
+else
+	echo "== prompt sent to node c ($API):"
+fi
 "$BIN" run --api "$API" --model stories260K --max-tokens 200
 echo "== who holds which layers (strata status):"
 sleep 1.5 # one heartbeat, so every node has announced its shard

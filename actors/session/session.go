@@ -61,6 +61,14 @@ type Config struct {
 	// caches (Load.Resume), and retains the ring at a clean end (Retain)
 	// instead of freeing it.
 	PromptCache bool
+	// ChainBelow turns on the token shortcut for the tokens fed at
+	// positions below it: the last stage feeds the token it samples
+	// straight to the first stage (one hop fewer per token), which the
+	// session allows one token ahead (Forward.ChainUntil, then Chain as
+	// it takes each token), so a stop costs at most one step computed in
+	// vain. Set it to the first position the caller never feeds (the
+	// context's room, or where the token limit ends); 0 = no shortcut.
+	ChainBelow int
 }
 
 // Stage is one loaded stage of a ring: the shard actor Actor on node Node
@@ -208,15 +216,26 @@ type Ring struct {
 // Open marks the ring's first message: it carries the sampler settings
 // and Accept, every token before the first sampled position, for the last
 // stage's penalties, and Resume, the retained session whose KV caches the
-// stages adopt. Sample asks the last stage for the next token.
+// stages adopt. Sample asks the last stage for the next token; ChainUntil
+// (> 0) lets it feed that token, and later ones, to the first stage
+// itself while their positions are at most ChainUntil (the shortcut).
 type Forward struct {
-	Session  string
-	Position int
-	Tokens   []int
-	Sample   bool
-	Open     bool
-	Accept   []int
-	Resume   string
+	Session    string
+	Position   int
+	Tokens     []int
+	Sample     bool
+	Open       bool
+	Accept     []int
+	Resume     string
+	ChainUntil int
+}
+
+// Chain lets ring Session's last stage feed the tokens it samples for
+// positions up to Until to the first stage itself (the shortcut): the
+// session will take the token before them.
+type Chain struct {
+	Session string
+	Until   int
 }
 
 // Wait says the session now waits for the token at Position of ring
@@ -270,6 +289,7 @@ func (AwaitView) action() {}
 func (Load) action()      {}
 func (Ring) action()      {}
 func (Forward) action()   {}
+func (Chain) action()     {}
 func (Wait) action()      {}
 func (Probe) action()     {}
 func (Free) action()      {}
@@ -300,13 +320,16 @@ func (p phase) String() string { return phaseNames[p] }
 // Session is one generation's state. It is not safe for concurrent use:
 // one shell goroutine steps it.
 type Session struct {
-	cfg        Config
-	seq        []int // every token the ring must have seen: the prompt, then each token fed back
-	phase      phase
-	id         string  // the current ring's session ID
-	ring       []Stage // the current ring (nil between rings)
-	pos        int     // the position whose token the session waits for
-	step       bool    // the awaited token answers a single decode step
+	cfg   Config
+	seq   []int // every token the ring must have seen: the prompt, then each token fed back
+	phase phase
+	id    string  // the current ring's session ID
+	ring  []Stage // the current ring (nil between rings)
+	pos   int     // the position whose token the session waits for
+	// chained is the highest position whose token the current ring's last
+	// stage feeds to its first stage itself (0: none).
+	chained    int
+	step       bool // the awaited token answers a single decode step
 	excluded   map[string]time.Time
 	recoveries int
 	refusal    error // the plan refusal a settle may lift
@@ -512,6 +535,13 @@ func (s *Session) loaded(ev Loaded) []Action {
 	for i := promptLen; i < len(seq); i++ {
 		acts = append(acts, Forward{Session: s.id, Position: i, Tokens: seq[i : i+1], Sample: i+1 == len(seq)})
 	}
+	// The shortcut starts with the ring's first token: it may be fed on
+	// before the caller has seen it.
+	s.chained = 0
+	if f := acts[len(acts)-1].(Forward); len(seq) < s.cfg.ChainBelow {
+		f.ChainUntil, s.chained = len(seq), len(seq)
+		acts[len(acts)-1] = f
+	}
 	s.phase, s.pos, s.step = running, len(seq), false
 	return append(acts, Wait{Session: s.id, Position: s.pos, Timeout: s.waitTimeout()})
 }
@@ -535,10 +565,23 @@ func (s *Session) next(tok int) []Action {
 	}
 	pos := len(s.seq) - 1
 	s.phase, s.pos, s.step = running, len(s.seq), true
-	return []Action{
-		Forward{Session: s.id, Position: pos, Tokens: s.seq[pos:], Sample: true},
-		Wait{Session: s.id, Position: s.pos, Timeout: s.cfg.StepTimeout},
+	// The token after this one may be fed on by the last stage too, one
+	// token ahead of the caller.
+	until := 0
+	if s.pos < s.cfg.ChainBelow {
+		until = s.pos
 	}
+	var acts []Action
+	if pos <= s.chained {
+		// The last stage has fed tok to the first stage already.
+		if until > 0 {
+			acts = append(acts, Chain{Session: s.id, Until: until})
+		}
+	} else {
+		acts = append(acts, Forward{Session: s.id, Position: pos, Tokens: s.seq[pos:], Sample: true, ChainUntil: until})
+	}
+	s.chained = max(s.chained, until)
+	return append(acts, Wait{Session: s.id, Position: s.pos, Timeout: s.cfg.StepTimeout})
 }
 
 func (s *Session) stageLost(ev StageLost) []Action {

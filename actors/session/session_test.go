@@ -44,7 +44,12 @@ func brief(a Action) string {
 		if a.Sample {
 			s += " sample"
 		}
+		if a.ChainUntil > 0 {
+			s += fmt.Sprintf(" chain<=%d", a.ChainUntil)
+		}
 		return s
+	case Chain:
+		return fmt.Sprintf("chain %s <=%d", a.Session, a.Until)
 	case Wait:
 		return fmt.Sprintf("wait %s %d %v", a.Session, a.Position, a.Timeout)
 	case Probe:
@@ -418,5 +423,66 @@ func TestTPMemberLost(t *testing.T) {
 	}
 	if fmt.Sprint(got) != fmt.Sprint([]string{"log session a: node m1 left the session's ring (gone); re-planning and replaying 3 tokens", "free a", "plan -[m1]"}) {
 		t.Errorf("actions %q", got)
+	}
+}
+
+// The token shortcut: the last stage feeds each token on itself, one
+// token ahead of the caller, up to where the caller stops feeding; a
+// token fed past the allowance goes from the session; a new ring starts
+// the shortcut over.
+func TestShortcut(t *testing.T) {
+	s, err := New(Config{Prompt: prompt(10), MaxBatch: 4, Vocab: 100, StepTimeout: time.Second, MaxRecoveries: 3, ChainBelow: 13})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, st := range []step{
+		{Start{}, []string{"plan -[]"}},
+		{Planned{Plan: ringPlan("n0", "n1")}, []string{"load n0,n1"}},
+		// The first token may be fed on before anyone has seen it.
+		{loaded("a", ringPlan("n0", "n1")), []string{"ring a n0,n1", "fwd a 0+4 open(10)", "fwd a 4+4", "fwd a 8+2 sample chain<=10", "wait a 10 1s"}},
+		{Token{Session: "a", Position: 10, ID: 50}, []string{"emit 50"}},
+		// 50 was fed at 10 by the last stage: no Forward, leave for 11.
+		{Next{Token: 50}, []string{"chain a <=11", "wait a 11 1s"}},
+		{Token{Session: "a", Position: 11, ID: 51}, []string{"emit 51 step"}},
+		{Next{Token: 51}, []string{"chain a <=12", "wait a 12 1s"}},
+		{Token{Session: "a", Position: 12, ID: 52}, []string{"emit 52 step"}},
+		// 13 is never fed: no leave for it.
+		{Next{Token: 52}, []string{"wait a 13 1s"}},
+		{Token{Session: "a", Position: 13, ID: 53}, []string{"emit 53 step"}},
+		// Past the allowance (a caller that feeds on anyway): from the session.
+		{Next{Token: 53}, []string{"fwd a 13+1 sample", "wait a 14 1s"}},
+		// A lost stage: the new ring replays and starts the shortcut over.
+		{StageLost{Node: "n1", Cause: "gone", At: t0}, []string{
+			"log session a: node n1 left the session's ring (gone); re-planning and replaying 14 tokens", "free a", "plan -[n1]"}},
+		{Planned{Plan: ringPlan("n0")}, []string{"load n0"}},
+		{loaded("b", ringPlan("n0")), []string{"ring b n0", "fwd b 0+4 open(14)", "fwd b 4+4", "fwd b 8+2", "fwd b 10+1", "fwd b 11+1", "fwd b 12+1", "fwd b 13+1 sample", "wait b 14 1s"}},
+	} {
+		var got []string
+		for _, a := range s.Step(st.ev) {
+			got = append(got, brief(a))
+		}
+		if strings.Join(got, "\n") != strings.Join(st.want, "\n") {
+			t.Fatalf("step %d (%T %+v):\n got %q\nwant %q", i, st.ev, st.ev, got, st.want)
+		}
+	}
+
+	// A new ring within the allowance feeds its first token on again.
+	s, err = New(Config{Prompt: prompt(3), MaxBatch: 4, Vocab: 100, StepTimeout: time.Second, ChainBelow: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Step(Start{})
+	s.Step(Planned{Plan: ringPlan("n0")})
+	s.Step(loaded("a", ringPlan("n0")))
+	s.Step(Token{Session: "a", Position: 3, ID: 9})
+	s.Step(Next{Token: 9})
+	s.Step(StageLost{Node: "n0", Cause: "gone", At: t0})
+	s.Step(Planned{Plan: ringPlan("n1")})
+	var got []string
+	for _, a := range s.Step(loaded("b", ringPlan("n1"))) {
+		got = append(got, brief(a))
+	}
+	if want := []string{"ring b n1", "fwd b 0+3 open(4)", "fwd b 3+1 sample chain<=4", "wait b 4 1s"}; strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("new ring:\n got %q\nwant %q", got, want)
 	}
 }

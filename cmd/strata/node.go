@@ -44,7 +44,7 @@ type nodeFlags struct {
 	disk, transport, verbsFaults, kvType                         string
 	stores, placement, arWire, memBW, experts                    string
 	listen, join, allowedHosts                                   []string
-	noMDNS, f16, verbsApple                                      bool
+	noMDNS, f16, verbsApple, noShortcut                          bool
 	context, parallel, threads, promptCache                      int
 	stepTimeout                                                  time.Duration
 }
@@ -107,6 +107,7 @@ others too, and strata models lists them.`,
 	fl.MarkHidden("verbs-apple")
 	fl.MarkHidden("verbs-faults")
 	fl.StringVar(&f.kvType, "kv-type", "f16", "KV cache type of this node's shards and of its plans: "+model.KVTypes+" (use the same on every node: it rounds the model's output)")
+	fl.BoolVar(&f.noShortcut, "no-token-shortcut", false, "sessions this node starts send each token to the first stage themselves, not from the last stage (one hop more per token; for comparisons)")
 	fl.BoolVar(&f.f16, "f16-activations", false, "send activations between nodes as f16 (half the bytes; output may differ slightly from one node)")
 	fl.StringVar(&f.placement, "placement", "pipeline", "how the sessions started here place a model: pipeline (layers split across nodes), auto (the cost model's fastest plan, see strata plan), tp (every layer split across a tensor-parallel group) or hybrid (stages of tensor-parallel groups); use the same on every node")
 	fl.StringVar(&f.experts, "experts", "auto", "how the tensor-parallel groups of those plans hold a mixture-of-experts model's routed experts: auto (the cost model's choice per group, see strata plan), split (every expert split by columns across the members) or whole (whole experts per member: expert parallelism); use the same on every node")
@@ -300,7 +301,7 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 			Transport: f.transport,
 			Verbs:     peers.VerbsOptions{Apple: f.verbsApple, Faults: faults},
 		},
-		Cluster: actors.ClusterOptions{PlanContext: f.context, PlanSessions: f.parallel, PromptCache: f.promptCache, StepTimeout: f.stepTimeout, Metrics: metrics, Logger: log, Hidden: hiddenType(f.f16), KVType: kv,
+		Cluster: actors.ClusterOptions{PlanContext: f.context, PlanSessions: f.parallel, PromptCache: f.promptCache, NoShortcut: f.noShortcut, StepTimeout: f.stepTimeout, Metrics: metrics, Logger: log, Hidden: hiddenType(f.f16), KVType: kv,
 			Placement: placement, Experts: experts},
 		Models:    cat,
 		Hub:       hfhub.FromEnv(),
