@@ -160,7 +160,7 @@ func TestRefusalExplains(t *testing.T) {
 	}
 }
 
-// A 1-trillion-parameter model on the four Mac Studios of DESIGN.md.
+// A 1-trillion-parameter model on the four Mac Studios of docs/design.md.
 func TestKimiK2OnMacStudios(t *testing.T) {
 	nodes := []Node{{ID: "a", FreeBytes: 512 * GB}, {ID: "b", FreeBytes: 512 * GB}, {ID: "c", FreeBytes: 256 * GB}, {ID: "d", FreeBytes: 256 * GB}}
 	k2 := model.Shapes["kimi-k2"]
