@@ -181,7 +181,7 @@ func (c *LocalCluster) startInMemory() error {
 	}
 	for i, h := range hosts {
 		o := c.options(i)
-		o.Open = h.File // each node opens each model once
+		o.Info = h.Info // each node reads each model once
 		c.clusters = append(c.clusters, actors.NewCluster(c.system, c.view, files, o))
 	}
 	return nil

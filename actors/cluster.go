@@ -22,7 +22,7 @@ import (
 	"strata/runtime/engine"
 	"strata/runtime/gguf"
 	"strata/runtime/model"
-	"strata/runtime/tokenizer"
+	"strata/runtime/modelinfo"
 )
 
 // Member is one node of the membership view, as sessions see it.
@@ -108,10 +108,11 @@ type ClusterOptions struct {
 	// (to first stages, and their probes and frees); nil = none. With
 	// HostConfig.SenderMiddleware it shapes or cuts in-process links.
 	SenderMiddleware []actor.SenderMiddleware
-	// Open, when set, returns a model's file owned by someone else (the
-	// node's Host.File), so a node opens each model once; nil = the
-	// Cluster opens the files itself, through its ModelStore.
-	Open func(name string) (*gguf.File, error)
+	// Info, when set, describes a model from a file owned by someone
+	// else (the node's Host.Info), so a node reads each model once and
+	// its API, sessions and stages share one tokenizer; nil = the Cluster
+	// opens the files itself, through its ModelStore.
+	Info func(name string) (*modelinfo.Info, error)
 	// Metrics hears the timing of every decode step; nil = none.
 	Metrics Metrics
 	// Logger receives one line per recovery; nil = silent.
@@ -157,14 +158,8 @@ type Cluster struct {
 
 // localModel is what the origin node needs of a model: its tokenizer and profile.
 type localModel struct {
-	file *gguf.File // nil when opts.Open lent it
-	tok  *tokenizer.Tokenizer
-	cfg  model.Config
-	prof model.Profile
-	noTP string // why its layers cannot be split across a group ("" = they can)
-	// expertUnits is how many tensor-parallel units each routed expert's
-	// columns split into (plan.Model.ExpertFFNUnits; 0: dense or no TP).
-	expertUnits int
+	file *gguf.File // nil when opts.Info lent the description
+	*modelinfo.Info
 }
 
 // SessionInfo describes an active session (for status APIs).
@@ -252,6 +247,15 @@ func (c *Cluster) Sessions() []SessionInfo {
 // requests and every session need): two sessions may open it at once,
 // and the second copy is closed.
 func (c *Cluster) model(name string) (*localModel, error) {
+	if c.opts.Info != nil {
+		// The node keeps the description (and follows a new version of
+		// the file): nothing to cache here.
+		in, err := c.opts.Info(name)
+		if err != nil {
+			return nil, err
+		}
+		return &localModel{Info: in}, nil
+	}
 	c.mu.Lock()
 	m, ok := c.local[name]
 	c.mu.Unlock()
@@ -273,35 +277,17 @@ func (c *Cluster) model(name string) (*localModel, error) {
 }
 
 func (c *Cluster) open(name string) (*localModel, error) {
-	var f *gguf.File
-	var err error
-	m := &localModel{}
-	if c.opts.Open != nil {
-		f, err = c.opts.Open(name)
-	} else {
-		f, err = openModel(c.models, name)
-		m.file = f
-	}
+	f, err := openModel(c.models, name)
 	if err != nil {
 		return nil, err
 	}
-	// The tokenizer and profile copy what they need: the file is only
-	// read here.
-	if m.cfg, err = model.ConfigOf(f.Metadata()); err == nil {
-		if m.prof, err = model.ProfileOf(f); err == nil {
-			m.tok, err = tokenizer.FromGGUF(f.Metadata())
-		}
-	}
+	// The description copies what it needs: the file is only read here.
+	in, err := modelinfo.Read(f)
 	if err != nil {
-		m.close()
+		f.Close()
 		return nil, err
 	}
-	if u, err := model.TPUnitsOf(f, m.cfg, 0, m.cfg.Layers); err != nil {
-		m.noTP = err.Error()
-	} else if m.cfg.Experts > 0 {
-		m.expertUnits = m.cfg.ExpertFFN / u.FFN
-	}
-	return m, nil
+	return &localModel{file: f, Info: in}, nil
 }
 
 // close closes the model's file if the Cluster opened it.
@@ -313,7 +299,7 @@ func (m *localModel) close() {
 
 // planContext is the per-session context placement reserves for m.
 func (c *Cluster) planContext(m *localModel) int {
-	return model.SessionContext(m.cfg.Context, c.opts.PlanContext)
+	return model.SessionContext(m.Config.Context, c.opts.PlanContext)
 }
 
 // Plan computes the placement of a model on the current view.
@@ -340,7 +326,7 @@ func (c *Cluster) plan(name string, excluded []string) (plan.Plan, []Member, err
 	}
 	for _, mem := range all {
 		lost := slices.Contains(excluded, mem.ID)
-		held, holds := heldLayers(mem, name, m.prof.Layers)
+		held, holds := heldLayers(mem, name, m.Profile.Layers)
 		if lost || !holds && !(mem.Fetches && available) {
 			continue
 		}
@@ -358,8 +344,8 @@ func (c *Cluster) plan(name string, excluded []string) (plan.Plan, []Member, err
 		}
 		return plan.Plan{}, nil, fmt.Errorf("no node of the cluster has model %q", name)
 	}
-	pm := plan.FromProfile(name, m.prof)
-	pm.NoTP, pm.ExpertFFNUnits = m.noTP, m.expertUnits
+	pm := plan.FromProfile(name, m.Profile)
+	pm.NoTP, pm.ExpertFFNUnits = m.NoTP, m.ExpertUnits
 	opts := plan.Options{Context: c.planContext(m), Sessions: c.opts.PlanSessions, KVType: c.opts.KVType}
 	if c.opts.Placer != nil {
 		p, err := c.opts.Placer(pm, nodes, opts)

@@ -15,7 +15,7 @@ import (
 	"strata/internal/testdata"
 	"strata/messages"
 	"strata/runtime/engine"
-	"strata/runtime/gguf"
+	"strata/runtime/grammar"
 	"strata/runtime/sample"
 	"strata/runtime/tensor"
 )
@@ -637,28 +637,47 @@ func TestStuckStageExcluded(t *testing.T) {
 	}
 }
 
-// On a node, the Cluster reads tokenizer and profile from the file its
-// host has open for the shards (Host.File): one open file per model.
-func TestClusterBorrowsTheHostsFile(t *testing.T) {
+// On a node, the Cluster plans and tokenizes with the description of the
+// model that its host read from the file it has open for the shards
+// (Host.Info), and the last stage constrains sampling with that same
+// description's vocabulary: one open file and one tokenizer per model.
+func TestOneDescriptionPerModel(t *testing.T) {
 	lc := newLocalCluster(t, 1, 4<<20, stories(t))
 	h := lc.hosts[0]
-	var lent []*gguf.File
-	cl := NewCluster(lc.system, lc.dir, lc.store, ClusterOptions{PlanContext: 512, Open: func(name string) (*gguf.File, error) {
-		f, err := h.File(name)
-		lent = append(lent, f)
-		return f, err
-	}})
+	cl := NewCluster(lc.system, lc.dir, lc.store, ClusterOptions{PlanContext: 512, Info: h.Info})
+	sc, err := grammar.Compile([]byte(`{"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for range 2 {
-		if _, err := cl.Generate(context.Background(), Request{Model: "stories260K", MaxTokens: 5}, func(engine.Token) error { return nil }); err != nil {
+		if _, err := cl.Generate(context.Background(), Request{Model: "stories260K", MaxTokens: 20, Schema: sc}, func(engine.Token) error { return nil }); err != nil {
 			t.Fatal(err)
 		}
 	}
 	cl.Close()
+	lm, err := cl.model("stories260K")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := h.Info("stories260K")
+	if err != nil {
+		t.Fatal(err)
+	}
 	h.mu.Lock()
-	held, files := h.files["stories260K"], len(h.files)+len(h.stale)
+	held, files, infos := h.files["stories260K"], len(h.files)+len(h.stale), len(h.infos)
+	var vocabs []*grammar.Vocab
+	for _, s := range h.shards {
+		vocabs = append(vocabs, s.gram.vocab)
+	}
 	h.mu.Unlock()
-	if len(lent) != 1 || lent[0] != held || files != 1 {
-		t.Fatalf("the cluster opened the model %d times; the host holds %d files", len(lent), files)
+	if files != 1 || infos != 1 || h.infos[held] != in {
+		t.Fatalf("the host holds %d files and %d descriptions", files, infos)
+	}
+	if lm.Info != in {
+		t.Errorf("the cluster's description is not the host's")
+	}
+	if len(vocabs) != 1 || vocabs[0] != in.Vocab() {
+		t.Errorf("the last stage's vocabulary is not the node's description's: %v", vocabs)
 	}
 	// Closing the Cluster left the host's file open for its shards.
 	if _, err := cl.Generate(context.Background(), Request{Model: "stories260K", MaxTokens: 5}, func(engine.Token) error { return nil }); err != nil {

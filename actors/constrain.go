@@ -6,7 +6,6 @@ import (
 	"strata/messages"
 	"strata/runtime/grammar"
 	"strata/runtime/sample"
-	"strata/runtime/tokenizer"
 )
 
 // Structured output on a cluster: the sampler runs on the last stage, so
@@ -23,7 +22,7 @@ const maxSchemaBytes = 64 << 10
 const maxSchemas = 32
 
 // grammars is a last stage's structured-output state: the vocabulary
-// trie (built once, from the model file's tokenizer) and compiled
+// trie (the node's, from its description of the model) and compiled
 // schemas by text. Touched only on the shard actor's goroutine.
 type grammars struct {
 	vocab   *grammar.Vocab
@@ -53,14 +52,17 @@ func (s *shard) constrain(ss *shardSession, sp *sample.Sampler, p *messages.Samp
 		if s.file == nil {
 			return fmt.Errorf("structured output: stage %s has no tokenizer", s.pid.Id)
 		}
-		tok, err := tokenizer.FromGGUF(s.file.Metadata())
+		// The node's description of the model: its API and sessions
+		// tokenize with the same tokenizer, and its vocabulary trie is
+		// built once per node.
+		in, err := s.host.infoOf(s.file)
 		if err != nil {
 			return fmt.Errorf("structured output: %w", err)
 		}
-		if tok.VocabSize() > s.m.Vocab {
-			return fmt.Errorf("structured output: the tokenizer has %d tokens, the output head only %d", tok.VocabSize(), s.m.Vocab)
+		if in.Tokenizer.VocabSize() > s.m.Vocab {
+			return fmt.Errorf("structured output: the tokenizer has %d tokens, the output head only %d", in.Tokenizer.VocabSize(), s.m.Vocab)
 		}
-		s.gram.vocab = grammar.VocabOf(tok)
+		s.gram.vocab = in.Vocab()
 	}
 	ss.matcher = grammar.NewMatcher(sc, s.gram.vocab, int(p.GetSchemaBudget()))
 	ss.schemaFrom = int(p.GetSchemaFrom())

@@ -17,6 +17,7 @@ import (
 	"strata/runtime/catalog"
 	"strata/runtime/gguf"
 	"strata/runtime/model"
+	"strata/runtime/modelinfo"
 	"strata/runtime/tensor"
 )
 
@@ -82,11 +83,13 @@ type Host struct {
 	// store version): a partly held model dropped and fetched again is
 	// new files, and shards must not read the old ones.
 	fileKeys map[string]string
-	stale    []*gguf.File      // replaced files still mapped by loaded shards
-	shards   map[string]*shard // by actor name
-	used     uint64            // weight + KV bytes held
-	clock    uint64            // counts loads and uses, for least-recently-used eviction
-	spawns   uint64            // numbers shard actors, so a reloaded shard never reuses a stopping actor's name
+	stale    []*gguf.File // replaced files still mapped by loaded shards
+	// infos describes each open file's model, read once (Info).
+	infos  map[*gguf.File]*modelinfo.Info
+	shards map[string]*shard // by actor name
+	used   uint64            // weight + KV bytes held
+	clock  uint64            // counts loads and uses, for least-recently-used eviction
+	spawns uint64            // numbers shard actors, so a reloaded shard never reuses a stopping actor's name
 	// onChange, when set, hears the shard list after every load or unload
 	// (the node announces it in its NodeInfo).
 	onChange func(shards []string)
@@ -100,7 +103,7 @@ func NewHost(cfg HostConfig) *Host {
 		cfg.Pool = own
 	}
 	stop, cancel := context.WithCancel(context.Background())
-	return &Host{cfg: cfg, ownPool: own, stop: stop, cancel: cancel, files: map[string]*gguf.File{}, fileKeys: map[string]string{}, shards: map[string]*shard{}}
+	return &Host{cfg: cfg, ownPool: own, stop: stop, cancel: cancel, files: map[string]*gguf.File{}, fileKeys: map[string]string{}, infos: map[*gguf.File]*modelinfo.Info{}, shards: map[string]*shard{}}
 }
 
 // fetchTimeout bounds fetching one shard's layers from peers.
@@ -457,10 +460,42 @@ func (h *Host) uses(model string) bool {
 	return false
 }
 
-// File returns the node's open file of a model (opening it on first use)
-// for the node's other readers: its Cluster (tokenizer and profile) and
-// its API. The host owns it: it stays open until the host stops.
+// File returns the node's open file of a model (opening it on first use).
+// The host owns it: it stays open until the host stops.
 func (h *Host) File(name string) (*gguf.File, error) { return h.file(name) }
+
+// Info describes a model (its open file's, read on first use): the one
+// description its Cluster plans and tokenizes with, its API renders and
+// counts with, and its stages constrain sampling with.
+func (h *Host) Info(name string) (*modelinfo.Info, error) {
+	f, err := h.file(name)
+	if err != nil {
+		return nil, err
+	}
+	return h.infoOf(f)
+}
+
+// infoOf describes the model of one of the host's open files. Two callers
+// may read it at once; the first kept is the one every caller gets.
+func (h *Host) infoOf(f *gguf.File) (*modelinfo.Info, error) {
+	h.mu.Lock()
+	in, ok := h.infos[f]
+	h.mu.Unlock()
+	if ok {
+		return in, nil
+	}
+	in, err := modelinfo.Read(f)
+	if err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if kept, ok := h.infos[f]; ok {
+		return kept, nil
+	}
+	h.infos[f] = in
+	return in, nil
+}
 
 // file returns the open files of a model, reopening them when the store
 // holds a new version. It takes h.mu only around the map: finding and
@@ -492,6 +527,7 @@ func (h *Host) file(name string) (*gguf.File, error) {
 	defer h.mu.Unlock()
 	if old, ok := h.files[name]; ok {
 		h.stale = append(h.stale, old) // loaded shards may still read it
+		delete(h.infos, old)
 	}
 	h.files[name], h.fileKeys[name] = f, key
 	return f, nil

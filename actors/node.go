@@ -147,8 +147,8 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	if cfg.Cluster.SenderMiddleware == nil {
 		cfg.Cluster.SenderMiddleware = cfg.SenderMiddleware
 	}
-	if cfg.Cluster.Open == nil {
-		cfg.Cluster.Open = n.Host.File // one open file per model on this node
+	if cfg.Cluster.Info == nil {
+		cfg.Cluster.Info = n.Host.Info // one description per model on this node
 	}
 	n.Cluster = NewCluster(p.ActorSystem(), viewDirectory{p}, store, cfg.Cluster)
 	return n, nil

@@ -132,8 +132,8 @@ func TestNodesOverLibp2p(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seen := append(lm.tok.Encode("Lily wanted a cat.", true, false), res.Tokens[:len(res.Tokens)-1]...)
-	next := append(append([]int(nil), seen...), lm.tok.Encode(" Then", false, false)...)
+	seen := append(lm.Tokenizer.Encode("Lily wanted a cat.", true, false), res.Tokens[:len(res.Tokens)-1]...)
+	next := append(append([]int(nil), seen...), lm.Tokenizer.Encode(" Then", false, false)...)
 	wantNext := singleNode(t, path, engine.Request{Tokens: next, MaxTokens: 20})
 	res2, err := nodes[2].Cluster.Generate(context.Background(), Request{Model: "stories260K", Tokens: next, MaxTokens: 20}, func(engine.Token) error { return nil })
 	if err != nil || res2.CachedTokens != len(seen) || res2.Text != wantNext.Text {

@@ -43,7 +43,7 @@ func TestPromptCacheAcrossStages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	turn1 := lm.tok.Encode("Lily and Tom went to the park. They saw a big dog. The dog was sad because", true, false)
+	turn1 := lm.Tokenizer.Encode("Lily and Tom went to the park. They saw a big dog. The dog was sad because", true, false)
 	first := generate(t, cached, Request{Model: "stories260K", Tokens: turn1, MaxTokens: 60})
 	if first.CachedTokens != 0 {
 		t.Errorf("first turn: %d cached tokens, want 0", first.CachedTokens)
@@ -54,7 +54,7 @@ func TestPromptCacheAcrossStages(t *testing.T) {
 	// The second turn: everything the first one saw (its prompt and its
 	// answer but the last token, which was never fed back), plus a new line.
 	seen := append(append([]int(nil), turn1...), first.Tokens[:len(first.Tokens)-1]...)
-	turn2 := append(append([]int(nil), seen...), lm.tok.Encode("\nThen Tom said", false, false)...)
+	turn2 := append(append([]int(nil), seen...), lm.Tokenizer.Encode("\nThen Tom said", false, false)...)
 	want := generate(t, plain, Request{Model: "stories260K", Tokens: turn2, MaxTokens: 60})
 	got := generate(t, cached, Request{Model: "stories260K", Tokens: turn2, MaxTokens: 60})
 	if got.CachedTokens != len(seen) {
@@ -197,11 +197,11 @@ func TestPromptCacheTensorParallel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	turn1 := lm.tok.Encode("Lily and Tom went to the park. They saw a big dog. The dog was sad because", true, false)
+	turn1 := lm.Tokenizer.Encode("Lily and Tom went to the park. They saw a big dog. The dog was sad because", true, false)
 	first := generate(t, cl, Request{Model: "stories260K", Tokens: turn1, MaxTokens: 60})
 	waitCached(t, lc, 1)
 	seen := append(append([]int(nil), turn1...), first.Tokens[:len(first.Tokens)-1]...)
-	turn2 := append(append([]int(nil), seen...), lm.tok.Encode("\nThen Tom said", false, false)...)
+	turn2 := append(append([]int(nil), seen...), lm.Tokenizer.Encode("\nThen Tom said", false, false)...)
 	want := oneNodeF32(t, store["stories260K"], engine.Request{Tokens: turn2, MaxTokens: 60})
 	got := generate(t, cl, Request{Model: "stories260K", Tokens: turn2, MaxTokens: 60})
 	if got.CachedTokens != len(seen) {

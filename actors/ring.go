@@ -69,7 +69,7 @@ func (c *Cluster) Generate(ctx context.Context, req Request, onToken func(engine
 	}
 	prompt := req.Tokens
 	if prompt == nil {
-		prompt = lm.tok.Encode(req.Prompt, true, false)
+		prompt = lm.Tokenizer.Encode(req.Prompt, true, false)
 	}
 	ctxLen := c.planContext(lm)
 	if len(prompt) == 0 || len(prompt) >= ctxLen {
@@ -81,7 +81,7 @@ func (c *Cluster) Generate(ctx context.Context, req Request, onToken func(engine
 	}
 	defer func() { r.finish(err) }()
 	// A ring keeps one of its positions free.
-	res, err = engine.Loop(ctx, lm.tok, prompt, req, ctxLen-1, r, onToken)
+	res, err = engine.Loop(ctx, lm.Tokenizer, prompt, req, ctxLen-1, r, onToken)
 	res.CachedTokens = r.cached
 	return res, err
 }
@@ -127,7 +127,7 @@ type ring struct {
 }
 
 func (c *Cluster) newRing(lm *localModel, req Request, prompt []int, ctxLen int) (*ring, error) {
-	cfg := session.Config{Prompt: prompt, MaxBatch: MaxBatch, Vocab: lm.tok.VocabSize(), StepTimeout: c.opts.StepTimeout,
+	cfg := session.Config{Prompt: prompt, MaxBatch: MaxBatch, Vocab: lm.Tokenizer.VocabSize(), StepTimeout: c.opts.StepTimeout,
 		PromptCache: c.prefix != nil}
 	if !c.opts.NoShortcut {
 		cfg.ChainBelow = feedLimit(len(prompt), req.MaxTokens, ctxLen)
@@ -139,7 +139,7 @@ func (c *Cluster) newRing(lm *localModel, req Request, prompt []int, ctxLen int)
 	in := &inbox{ch: make(chan any, 8)}
 	self := c.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return in }))
 	info := &SessionInfo{Model: req.Model, Prompt: len(prompt), Started: time.Now(), inbox: self}
-	return &ring{c: c, core: core, req: req, tok: lm.tok, in: in, self: self, ctxLen: ctxLen, info: info}, nil
+	return &ring{c: c, core: core, req: req, tok: lm.Tokenizer, in: in, self: self, ctxLen: ctxLen, info: info}, nil
 }
 
 // feedLimit is the first position engine.Loop never feeds a token at,

@@ -52,7 +52,7 @@ type shard struct {
 	cached map[string]*cachedKV
 
 	// Structured output on the last stage (constrain.go): the model's
-	// file, for its tokenizer; built on first use, on the actor's goroutine.
+	// file, whose description the host keeps; used on the actor's goroutine.
 	file *gguf.File
 	gram grammars
 }

@@ -14,6 +14,7 @@ import (
 	"strata/runtime/engine"
 	"strata/runtime/gguf"
 	"strata/runtime/model"
+	"strata/runtime/modelinfo"
 	"strata/runtime/tokenizer"
 )
 
@@ -43,29 +44,18 @@ type Models interface {
 	Lookup(name string) (ModelInfo, *tokenizer.Tokenizer, error)
 }
 
-// infoOf reads a ModelInfo from a model's metadata.
-func infoOf(name string, f *gguf.File, ctxCap int) (ModelInfo, *tokenizer.Tokenizer, error) {
-	cfg, err := model.ConfigOf(f.Metadata())
-	if err != nil {
-		return ModelInfo{}, nil, err
-	}
-	tok, err := tokenizer.FromGGUF(f.Metadata())
-	if err != nil {
-		return ModelInfo{}, nil, err
-	}
-	var size uint64
-	for _, t := range f.Tensors() {
-		size += uint64(len(f.Data(t)))
-	}
-	info := ModelInfo{ID: name, Object: "model", OwnedBy: "strata", Architecture: f.Metadata().Architecture(),
-		Layers: cfg.Layers, ContextLength: cfg.Context, SizeBytes: size, ChatTemplate: tok.ChatTemplate() != ""}
+// infoOf is the API's view of a model the node describes (in), whose
+// file is at path.
+func infoOf(name string, in *modelinfo.Info, path string, ctxCap int) ModelInfo {
+	info := ModelInfo{ID: name, Object: "model", OwnedBy: "strata", Architecture: in.Arch,
+		Layers: in.Config.Layers, ContextLength: in.Config.Context, SizeBytes: in.SizeBytes, ChatTemplate: in.Tokenizer.ChatTemplate() != ""}
 	if ctxCap > 0 && (info.ContextLength <= 0 || ctxCap < info.ContextLength) {
 		info.ContextLength = ctxCap
 	}
-	if st, err := os.Stat(f.Paths()[0]); err == nil {
+	if st, err := os.Stat(path); err == nil {
 		info.Created = st.ModTime().Unix()
 	}
-	return info, tok, nil
+	return info
 }
 
 // Local serves one model on this machine through the single-node engine:
@@ -88,11 +78,7 @@ func NewLocal(e *engine.Engine, name string) (*Local, error) {
 	if name == "" {
 		name = actors.ModelName(e.File.Paths()[0])
 	}
-	info, _, err := infoOf(name, e.File, e.ContextLength())
-	if err != nil {
-		return nil, err
-	}
-	return &Local{name: name, e: e, info: info}, nil
+	return &Local{name: name, e: e, info: infoOf(name, e.Info, e.File.Paths()[0], e.ContextLength())}, nil
 }
 
 // Generate implements Generator on the engine.
@@ -124,15 +110,17 @@ func (l *Local) Status() ClusterStatus {
 
 // FileModels is a Models over GGUF files found through an
 // actors.ModelStore, for a node whose Generator is an actors.Cluster: the
-// origin node has the model file (it tokenizes), so the API reads the
-// tokenizer and shape from the same file. A file is opened, read and
-// closed on first use; what was read is kept, by the file's resolved path
-// (names that reach one file share it), for the few models used last.
+// origin node has the model file (it tokenizes), so the API takes the
+// tokenizer and shape from the node's description of it (Info). Without
+// one, a file is opened, read and closed on first use; what was read is
+// kept, by the file's resolved path (names that reach one file share
+// it), for the few models used last.
 type FileModels struct {
-	// Open, when set, returns a model's file owned by someone else (the
-	// node's actors.Host.File): read, never closed here, so a node opens
-	// each model once. Nil: FileModels opens and closes the file itself.
-	Open func(name string) (*gguf.File, error)
+	// Info, when set, describes a model from a file someone else keeps
+	// (the node's actors.Host.Info): the API then tokenizes with the very
+	// tokenizer the node's sessions use. Nil: FileModels reads the file
+	// itself.
+	Info func(name string) (*modelinfo.Info, error)
 
 	store   actors.ModelStore
 	names   func() []string
@@ -203,6 +191,13 @@ func (m *FileModels) Lookup(name string) (ModelInfo, *tokenizer.Tokenizer, error
 	if err != nil {
 		return ModelInfo{}, nil, fmt.Errorf("%w: %v", ErrModelNotFound, err)
 	}
+	if m.Info != nil {
+		in, err := m.Info(name)
+		if err != nil {
+			return ModelInfo{}, nil, err
+		}
+		return infoOf(name, in, path, m.context), in.Tokenizer, nil
+	}
 	m.mu.Lock()
 	m.clock++
 	if fm, ok := m.byPath[path]; ok && fm.size == st.Size() && fm.mod.Equal(st.ModTime()) {
@@ -214,17 +209,16 @@ func (m *FileModels) Lookup(name string) (ModelInfo, *tokenizer.Tokenizer, error
 	}
 	m.mu.Unlock()
 
-	f, err := m.open(name, path)
+	f, err := gguf.Open(path)
 	if err != nil {
 		return ModelInfo{}, nil, err
 	}
-	info, tok, err := infoOf(name, f, m.context)
-	if m.Open == nil {
-		f.Close() // the tokenizer and info hold copies of what they need
-	}
+	in, err := modelinfo.Read(f)
+	f.Close() // the description holds copies of what it needs
 	if err != nil {
 		return ModelInfo{}, nil, err
 	}
+	info, tok := infoOf(name, in, path, m.context), in.Tokenizer
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.clock++
@@ -239,13 +233,6 @@ func (m *FileModels) Lookup(name string) (ModelInfo, *tokenizer.Tokenizer, error
 		delete(m.byPath, oldest)
 	}
 	return info, tok, nil
-}
-
-func (m *FileModels) open(name, path string) (*gguf.File, error) {
-	if m.Open != nil {
-		return m.Open(name)
-	}
-	return gguf.Open(path)
 }
 
 // held is how many models' tokenizers are kept now.

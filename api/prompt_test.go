@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,6 +19,8 @@ import (
 	"strata/actors"
 	"strata/internal/testdata"
 	"strata/runtime/engine"
+	"strata/runtime/gguf"
+	"strata/runtime/modelinfo"
 )
 
 // recordGen records the tokens of the last generation and answers at once.
@@ -209,5 +212,37 @@ func TestModelNamesAndCaches(t *testing.T) {
 		if resp.StatusCode != http.StatusBadRequest || e.Error == nil || !strings.Contains(e.Error.Message, "invalid model name") {
 			t.Errorf("model %q: %s %+v", name, resp.Status, e.Error)
 		}
+	}
+}
+
+// With the node's description (actors.Host.Info), the API renders and
+// counts with the very tokenizer the node's sessions use, and its view of
+// the model is the description's.
+func TestFileModelsUseTheNodesDescription(t *testing.T) {
+	path := testdata.Path(t, "gguf/stories260K.gguf")
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	in, err := modelinfo.Read(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := 0
+	fm := NewFileModels(actors.Files{"stories260K": path}, func() []string { return []string{"stories260K"} }, 0)
+	fm.Info = func(name string) (*modelinfo.Info, error) {
+		asked++
+		return in, nil
+	}
+	info, tok, err := fm.Lookup("stories260K")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok != in.Tokenizer || asked != 1 || info.Layers != in.Config.Layers || info.SizeBytes != in.SizeBytes || info.Architecture != "llama" {
+		t.Errorf("Lookup: %+v, the node's tokenizer %v, asked %d times", info, tok == in.Tokenizer, asked)
+	}
+	if _, _, err := fm.Lookup("elsewhere"); err == nil || !errors.Is(err, ErrModelNotFound) {
+		t.Errorf("an unknown model: %v", err)
 	}
 }

@@ -328,7 +328,7 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 	)
 
 	models := api.NewFileModels(full.Weights, func() []string { return clusterModels(cat, node) }, f.context)
-	models.Open = full.Host.File // the host's open file: one per model on this node
+	models.Info = full.Host.Info // the host's description: one per model on this node
 	srv, err := api.NewServer(api.Config{
 		Addr: ln.Addr().String(), APIKey: f.apiKey, AllowedHosts: f.allowedHosts, Generator: full.Cluster, Metrics: metrics, Logger: log,
 		Models:    models,

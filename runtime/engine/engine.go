@@ -21,6 +21,7 @@ import (
 	"strata/runtime/gguf"
 	"strata/runtime/grammar"
 	"strata/runtime/model"
+	"strata/runtime/modelinfo"
 	"strata/runtime/sample"
 	"strata/runtime/tensor"
 	"strata/runtime/tokenizer"
@@ -46,7 +47,8 @@ type Options struct {
 type Engine struct {
 	File      *gguf.File
 	Model     *model.Model
-	Tokenizer *tokenizer.Tokenizer
+	Info      *modelinfo.Info      // the model's description, read once
+	Tokenizer *tokenizer.Tokenizer // Info's
 	pool      *tensor.Pool
 	ctxLen    int
 	batch     int
@@ -54,9 +56,6 @@ type Engine struct {
 	mu   sync.Mutex
 	kept []keptCache // prompt cache, least recently kept first
 	keep int         // its capacity
-
-	vocabOnce sync.Once
-	vocab     *grammar.Vocab // for Request.Schema
 }
 
 // keptCache is a finished generation's KV cache and the tokens it holds.
@@ -125,10 +124,11 @@ func Open(path string, opts Options) (*Engine, error) {
 
 // New builds an Engine over an already open file; Close closes it.
 func New(f *gguf.File, opts Options) (*Engine, error) {
-	cfg, err := model.ConfigOf(f.Metadata())
+	in, err := modelinfo.Read(f)
 	if err != nil {
 		return nil, err
 	}
+	cfg, tok := in.Config, in.Tokenizer
 	m, err := model.Load(f, 0, cfg.Layers)
 	if err != nil {
 		return nil, err
@@ -136,14 +136,10 @@ func New(f *gguf.File, opts Options) (*Engine, error) {
 	if err := m.SetKVType(opts.KVType); err != nil {
 		return nil, err
 	}
-	tok, err := tokenizer.FromGGUF(f.Metadata())
-	if err != nil {
-		return nil, err
-	}
 	if tok.VocabSize() > m.Vocab {
 		return nil, fmt.Errorf("engine: tokenizer has %d tokens, the embedding only %d", tok.VocabSize(), m.Vocab)
 	}
-	e := &Engine{File: f, Model: m, Tokenizer: tok, ctxLen: opts.Context, batch: opts.Batch}
+	e := &Engine{File: f, Model: m, Info: in, Tokenizer: tok, ctxLen: opts.Context, batch: opts.Batch}
 	if e.ctxLen <= 0 {
 		e.ctxLen = model.SessionContext(cfg.Context, 0)
 	}
@@ -273,10 +269,7 @@ func (e *Engine) Generate(ctx context.Context, req Request, onToken func(Token) 
 
 // grammarVocab is the vocabulary trie structured output matches tokens
 // against, built on first use.
-func (e *Engine) grammarVocab() *grammar.Vocab {
-	e.vocabOnce.Do(func() { e.vocab = grammar.VocabOf(e.Tokenizer) })
-	return e.vocab
-}
+func (e *Engine) grammarVocab() *grammar.Vocab { return e.Info.Vocab() }
 
 // seen is what a finished generation's KV cache holds: the prompt, then
 // every generated token fed back (all but the last one sampled; an
