@@ -445,7 +445,7 @@ func (s *shard) feedOn(ctx actor.Context, m *messages.Forward, ss *shardSession,
 		return
 	}
 	next := &messages.Forward{Session: m.Session, Position: m.Position + m.Count, Count: 1, Tokens: []int32{int32(id)},
-		Route: ss.loop[1:], ReplyTo: m.ReplyTo, HiddenType: m.HiddenType, Context: m.Context, Sample: true}
+		Route: ss.loop[1:], ReplyTo: &messages.PID{Address: m.ReplyTo.GetAddress(), Id: m.ReplyTo.GetId()}, HiddenType: m.HiddenType, Context: m.Context, Sample: true}
 	if int(next.Position) > ss.chainUntil {
 		ss.held = next
 		return
