@@ -30,7 +30,7 @@ type NodeConfig struct {
 	Cluster ClusterOptions
 	// Models is where the node finds models by name; it announces the
 	// complete ones (cfg.Peers.Models, when unset) and serves their bytes
-	// to peers over peers.WeightsProtocol (cfg.Peers.Weights, when unset).
+	// to peers over weights.Protocol (cfg.Peers.Weights, when unset).
 	// Models.Partial, when nil, is DATA_DIR/weights when cfg.Peers.DataDir
 	// is set: there the node keeps the layers it fetches from peers of
 	// models it lacks. With neither, it fetches nothing and plans give it

@@ -42,7 +42,7 @@ func TestSplitModelIsOneModel(t *testing.T) {
 		}
 	}
 	// Peers serve the model's manifest: tensor digests of all three parts.
-	b, err := nodes[1].Peers.WeightManifest(context.Background(), nodes[0].Peers.ID(), "tiny")
+	b, err := nodes[1].Peers.Weights().Manifest(context.Background(), nodes[0].Peers.ID(), "tiny")
 	var man catalog.Manifest
 	if err != nil || json.Unmarshal(b, &man) != nil || len(man.Parts) != 3 || len(man.Tensors) == 0 || man.Tensors[0].SHA256 == "" {
 		t.Fatalf("manifest over the weights protocol: %v (%d bytes)", err, len(b))

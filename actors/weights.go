@@ -18,6 +18,7 @@ import (
 
 	"strata/messages"
 	"strata/peers"
+	"strata/peers/weights"
 	"strata/runtime/catalog"
 )
 
@@ -33,7 +34,7 @@ const headerTimeout = 2 * time.Minute
 // complete files, else the ranges kept in the node's partial store,
 // fetched from peers that hold them (and checked against the digests of a
 // holder's manifest) when a shard or a session needs them. It is the
-// node's ModelStore and what it serves over peers.WeightsProtocol.
+// node's ModelStore and what it serves over weights.Protocol.
 type Weights struct {
 	cat   catalog.Catalog // cat.Partial is store
 	store *catalog.Store  // nil: this node fetches nothing
@@ -56,8 +57,8 @@ type Weights struct {
 }
 
 var (
-	_ ModelStore         = (*Weights)(nil)
-	_ peers.WeightSource = (*Weights)(nil)
+	_ ModelStore     = (*Weights)(nil)
+	_ weights.Source = (*Weights)(nil)
 )
 
 func newWeights(cat catalog.Catalog, log *slog.Logger) *Weights {
@@ -259,13 +260,13 @@ func (w *Weights) ensureWith(ctx context.Context, name string, needed func(*cata
 // fetch gets ranges from holders (several at once), checks each against
 // its digest and writes it to the store.
 func (w *Weights) fetch(ctx context.Context, name string, holders []peer.ID, rs []catalog.Range) error {
-	wr := make([]peers.WeightRange, len(rs))
+	wr := make([]weights.Range, len(rs))
 	data := make([][]byte, len(rs))
 	for i, r := range rs {
 		data[i] = make([]byte, r.Size)
-		wr[i] = peers.WeightRange{Part: r.Part, Offset: r.Offset, Data: data[i]}
+		wr[i] = weights.Range{Part: r.Part, Offset: r.Offset, Data: data[i]}
 	}
-	if err := w.peers.FetchWeights(ctx, holders, name, wr, func(i int) error { return rs[i].Check(data[i]) }); err != nil {
+	if err := w.peers.Weights().Fetch(ctx, holders, name, wr, func(i int) error { return rs[i].Check(data[i]) }); err != nil {
 		return fmt.Errorf("fetching %s: %w", name, err)
 	}
 	return w.store.Put(name, rs, data)
@@ -309,7 +310,7 @@ func (w *Weights) manifest(ctx context.Context, name string, members []Member) (
 		if err != nil {
 			continue
 		}
-		b, err := w.peers.WeightManifest(ctx, id, name)
+		b, err := w.peers.Weights().Manifest(ctx, id, name)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -385,7 +386,7 @@ func rangeHolders(model string, r catalog.Range, members []Member) []string {
 	return append(complete, partial...)
 }
 
-// WeightFile implements peers.WeightSource: complete files, and the
+// WeightFile implements weights.Source: complete files, and the
 // verified ranges of the partial store.
 func (w *Weights) WeightFile(model string, part int, off, size int64) (string, error) {
 	if m, err := w.cat.Find(model); err == nil && m.Complete && m.Holding == nil {
@@ -402,7 +403,7 @@ func (w *Weights) WeightFile(model string, part int, off, size int64) (string, e
 	return "", fmt.Errorf("part %d of %q, %d bytes at %d, is not held here", part+1, model, size, off)
 }
 
-// WeightManifest implements peers.WeightSource: for a complete model,
+// WeightManifest implements weights.Source: for a complete model,
 // computed on first request (one full read) and kept; for a partial one,
 // the manifest its ranges were checked against.
 func (w *Weights) WeightManifest(model string) ([]byte, error) {

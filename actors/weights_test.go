@@ -150,7 +150,7 @@ func TestLayersFetchedFromPeers(t *testing.T) {
 		t.Fatalf("stages %v: want b and c only", stages)
 	}
 	for _, n := range []*fetchNode{b, c} {
-		f := n.Peers.WeightsFetched()
+		f := n.Peers.Weights().Fetched()
 		h, ok := n.Weights.Store().Holding("stories260K")
 		t.Logf("%s holds %s: fetched %d bytes of a %d-byte file (%.0f%%)", n.name, h, f, size, 100*float64(f)/float64(size))
 		s := stages[n.name]
@@ -162,10 +162,10 @@ func TestLayersFetchedFromPeers(t *testing.T) {
 		}
 	}
 	// a served every layer; a header may come from b or c, which hold it too.
-	fetched := b.Peers.WeightsFetched() + c.Peers.WeightsFetched()
-	served := a.Peers.WeightsServed() + b.Peers.WeightsServed() + c.Peers.WeightsServed()
-	if served != fetched || a.Peers.WeightsServed() < size {
-		t.Errorf("a, b, c served %d, %d, %d bytes; b and c fetched %d", a.Peers.WeightsServed(), b.Peers.WeightsServed(), c.Peers.WeightsServed(), fetched)
+	fetched := b.Peers.Weights().Fetched() + c.Peers.Weights().Fetched()
+	served := a.Peers.Weights().Served() + b.Peers.Weights().Served() + c.Peers.Weights().Served()
+	if served != fetched || a.Peers.Weights().Served() < size {
+		t.Errorf("a, b, c served %d, %d, %d bytes; b and c fetched %d", a.Peers.Weights().Served(), b.Peers.Weights().Served(), c.Peers.Weights().Served(), fetched)
 	}
 	// b and c announce what they hold; the catalogue lists it.
 	ms, _ := c.Weights.cat.List()
@@ -175,11 +175,11 @@ func TestLayersFetchedFromPeers(t *testing.T) {
 
 	// c leaves; d joins and takes c's layers: it fetches only those.
 	cStage := stages["c"]
-	cHeld := c.Peers.WeightsFetched()
+	cHeld := c.Peers.Weights().Fetched()
 	c.Close()
 	d := startFetchNode(t, "d", nil, 1100e3, a.Node)
 	waitView(t, a, b, d)
-	bBefore := b.Peers.WeightsFetched()
+	bBefore := b.Peers.Weights().Fetched()
 	if got, err := gen(b); err != nil || got != want.Text {
 		t.Fatalf("after c left: %v\n got %q\nwant %q", err, got, want.Text)
 	}
@@ -187,12 +187,12 @@ func TestLayersFetchedFromPeers(t *testing.T) {
 	if stages["d"] != cStage {
 		t.Errorf("d got layers %v, c had %v", stages["d"], cStage)
 	}
-	if b.Peers.WeightsFetched() != bBefore {
-		t.Errorf("b fetched %d more bytes; its stage did not move", b.Peers.WeightsFetched()-bBefore)
+	if b.Peers.Weights().Fetched() != bBefore {
+		t.Errorf("b fetched %d more bytes; its stage did not move", b.Peers.Weights().Fetched()-bBefore)
 	}
-	t.Logf("d fetched %d bytes for c's layers %v (c had fetched %d)", d.Peers.WeightsFetched(), cStage, cHeld)
-	if d.Peers.WeightsFetched() != cHeld {
-		t.Errorf("d fetched %d bytes, c's layers are %d", d.Peers.WeightsFetched(), cHeld)
+	t.Logf("d fetched %d bytes for c's layers %v (c had fetched %d)", d.Peers.Weights().Fetched(), cStage, cHeld)
+	if d.Peers.Weights().Fetched() != cHeld {
+		t.Errorf("d fetched %d bytes, c's layers are %d", d.Peers.Weights().Fetched(), cHeld)
 	}
 
 	// a, the only node with the file, goes: b and d hold every layer.

@@ -26,6 +26,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"strata/messages"
+	"strata/peers/weights"
 )
 
 // Config configures a Node. The zero value of every field is usable.
@@ -58,8 +59,8 @@ type Config struct {
 	// cluster (shards and KV caches); the free memory announced is at most
 	// the offer less that.
 	UsedBytes func() uint64
-	// Weights, when set, is served to peers over WeightsProtocol.
-	Weights WeightSource
+	// Weights, when set, is served to peers over weights.Protocol.
+	Weights weights.Source
 	// FetchesWeights is announced: the node keeps layers it fetches from
 	// peers, so plans may give it layers of models it lacks.
 	FetchesWeights bool
@@ -116,16 +117,16 @@ var (
 // private-network key, discovery, membership, and an actor system whose
 // PIDs reach actors on other nodes.
 type Node struct {
-	cfg     Config
-	log     *slog.Logger
-	host    host.Host
-	system  *actor.ActorSystem
-	bridge  *bridge
-	side    *side
-	weights *weights
-	pubsub  *pubsub.PubSub
-	member  *Membership
-	mdns    mdns.Service
+	cfg    Config
+	log    *slog.Logger
+	host   host.Host
+	system *actor.ActorSystem
+	bridge *bridge
+	side   *side
+	ranges *weights.Service
+	pubsub *pubsub.PubSub
+	member *Membership
+	mdns   mdns.Service
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -200,7 +201,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	// PIDs made from now on carry the peer ID as their address.
 	n.system.ProcessRegistry.Address = h.ID().String()
 	n.bridge = newBridge(n.ctx, h, n.system, cfg.Types, cfg.MaxMessageBytes, cfg.Inbound, cfg.Logger)
-	n.startWeights()
+	n.ranges = weights.Serve(n.host, n.cfg.Weights)
 	n.startGroups()
 	n.bridge.onSent = cfg.OnSent
 	if n.side, err = newSide(n, cfg.Transport, cfg.Verbs); err != nil {
@@ -424,6 +425,10 @@ func (n *Node) peerDisconnected(p peer.ID) {
 
 // ID returns the node's peer ID.
 func (n *Node) ID() peer.ID { return n.host.ID() }
+
+// Weights is the node's side of the weights protocol: what it serves,
+// and fetching model ranges from its peers.
+func (n *Node) Weights() *weights.Service { return n.ranges }
 
 // Addrs returns the node's listen addresses, each ending in /p2p/PEER_ID
 // (what another node passes as Config.Join).

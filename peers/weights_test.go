@@ -15,6 +15,7 @@ import (
 
 	"strata/peers"
 	"strata/peers/peerstest"
+	"strata/peers/weights"
 )
 
 // fileSource serves one model, "m", of two parts.
@@ -52,11 +53,11 @@ func TestWeightsFromSeveralPeers(t *testing.T) {
 	a, b, me := c.Nodes[0], c.Nodes[1], c.Nodes[2]
 	ctx := ctxWithin(t, within)
 
-	m, err := me.WeightManifest(ctx, a.ID(), "m")
+	m, err := me.Weights().Manifest(ctx, a.ID(), "m")
 	if err != nil || string(m) != `{"manifest":"of m"}` {
 		t.Fatalf("manifest %q %v", m, err)
 	}
-	ranges := []peers.WeightRange{
+	ranges := []weights.Range{
 		{Part: 0, Offset: 7, Data: make([]byte, 13<<20)},
 		{Part: 1, Offset: 0, Data: make([]byte, 3<<20)},
 		{Part: 1, Offset: 3<<20 - 5, Data: make([]byte, 5)},
@@ -68,18 +69,18 @@ func TestWeightsFromSeveralPeers(t *testing.T) {
 		}
 		return nil
 	}
-	if err := me.FetchWeights(ctx, []peer.ID{a.ID(), b.ID()}, "m", ranges, check); err != nil {
+	if err := me.Weights().Fetch(ctx, []peer.ID{a.ID(), b.ID()}, "m", ranges, check); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(ranges[0].Data, parts[0][7:7+13<<20]) || !bytes.Equal(ranges[1].Data, parts[1]) || !bytes.Equal(ranges[2].Data, parts[1][3<<20-5:]) {
 		t.Fatal("fetched bytes differ from the file")
 	}
 	want := int64(13<<20 + 3<<20 + 5 + 3<<20) // range 1 twice: its check failed once
-	if got := me.WeightsFetched(); got != want {
+	if got := me.Weights().Fetched(); got != want {
 		t.Errorf("fetched %d bytes, want %d", got, want)
 	}
-	if a.WeightsServed() == 0 || b.WeightsServed() == 0 || a.WeightsServed()+b.WeightsServed() != want {
-		t.Errorf("served %d + %d, want both to serve, %d in all", a.WeightsServed(), b.WeightsServed(), want)
+	if a.Weights().Served() == 0 || b.Weights().Served() == 0 || a.Weights().Served()+b.Weights().Served() != want {
+		t.Errorf("served %d + %d, want both to serve, %d in all", a.Weights().Served(), b.Weights().Served(), want)
 	}
 
 	// Refusals: unknown model, past the end, too large, bad part.
@@ -87,25 +88,25 @@ func TestWeightsFromSeveralPeers(t *testing.T) {
 		model      string
 		part       int
 		off, bytes int64
-	}{{"nope", 0, 0, 10}, {"m", 1, 3 << 20, 1}, {"m", 0, 0, peers.MaxWeightRange + 1}, {"m", 7, 0, 1}} {
-		err := me.ReadWeights(ctx, a.ID(), tc.model, tc.part, tc.off, make([]byte, tc.bytes))
-		if !errors.Is(err, peers.ErrWeightsRefused) {
+	}{{"nope", 0, 0, 10}, {"m", 1, 3 << 20, 1}, {"m", 0, 0, weights.MaxRange + 1}, {"m", 7, 0, 1}} {
+		err := me.Weights().Read(ctx, a.ID(), tc.model, tc.part, tc.off, make([]byte, tc.bytes))
+		if !errors.Is(err, weights.ErrRefused) {
 			t.Errorf("%+v: %v", tc, err)
 		}
 	}
 
 	// A holder gone: the other serves everything.
 	c.Kill(0)
-	again := []peers.WeightRange{{Part: 0, Offset: 0, Data: make([]byte, 9<<20)}}
-	before := b.WeightsServed()
-	if err := me.FetchWeights(ctx, []peer.ID{a.ID(), b.ID()}, "m", again, nil); err != nil {
+	again := []weights.Range{{Part: 0, Offset: 0, Data: make([]byte, 9<<20)}}
+	before := b.Weights().Served()
+	if err := me.Weights().Fetch(ctx, []peer.ID{a.ID(), b.ID()}, "m", again, nil); err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(again[0].Data, parts[0][:9<<20]) || b.WeightsServed()-before != 9<<20 {
-		t.Errorf("after a holder left: served %d", b.WeightsServed()-before)
+	if !bytes.Equal(again[0].Data, parts[0][:9<<20]) || b.Weights().Served()-before != 9<<20 {
+		t.Errorf("after a holder left: served %d", b.Weights().Served()-before)
 	}
 	c.Kill(1)
-	if err := me.FetchWeights(ctx, []peer.ID{a.ID(), b.ID()}, "m", again, nil); !errors.Is(err, peers.ErrNoHolder) {
+	if err := me.Weights().Fetch(ctx, []peer.ID{a.ID(), b.ID()}, "m", again, nil); !errors.Is(err, weights.ErrNoHolder) {
 		t.Errorf("no holder left: %v", err)
 	}
 }
@@ -137,7 +138,7 @@ func TestManifestRequestsTakeASlot(t *testing.T) {
 	errs := make(chan error, 16)
 	for range 16 {
 		go func() {
-			_, err := a.WeightManifest(ctx, b.ID(), "m")
+			_, err := a.Weights().Manifest(ctx, b.ID(), "m")
 			errs <- err
 		}()
 	}
@@ -147,7 +148,7 @@ func TestManifestRequestsTakeASlot(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if _, err := a.WeightManifest(ctx, b.ID(), "m"); !errors.Is(err, peers.ErrWeightsRefused) || !strings.Contains(err.Error(), "busy") {
+	if _, err := a.Weights().Manifest(ctx, b.ID(), "m"); !errors.Is(err, weights.ErrRefused) || !strings.Contains(err.Error(), "busy") {
 		t.Fatalf("a 17th request: %v, want busy", err)
 	}
 	if n := asked.Load(); n != 16 {

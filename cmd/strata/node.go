@@ -318,9 +318,9 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 	node := full.Peers
 	metrics.Registry().MustRegister(
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "strata_weights_fetched_bytes_total",
-			Help: "Bytes of model weights this node fetched from peers."}, func() float64 { return float64(node.WeightsFetched()) }),
+			Help: "Bytes of model weights this node fetched from peers."}, func() float64 { return float64(node.Weights().Fetched()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "strata_weights_served_bytes_total",
-			Help: "Bytes of model weights this node sent to peers."}, func() float64 { return float64(node.WeightsServed()) }),
+			Help: "Bytes of model weights this node sent to peers."}, func() float64 { return float64(node.Weights().Served()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "strata_link_fallbacks_total",
 			Help: "Side-channel faults (corrupt, missing or stalled frames) that sent activations back to the libp2p stream."}, func() float64 { return float64(node.LinkFallbacks()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "strata_link_returns_total",

@@ -1,4 +1,10 @@
-package peers
+// Package weights is the protocol that serves byte ranges of the model
+// files a node holds (/strata/weights/1.0.0), so a node that hosts some
+// layers fetches only their bytes from its peers, several at once.
+//
+//	svc := weights.Serve(host, source) // what this node serves (source may be nil)
+//	err := svc.Fetch(ctx, holders, "model", ranges, check)
+package weights
 
 import (
 	"bufio"
@@ -12,11 +18,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
-// WeightsProtocol serves byte ranges of the model files a node holds, so
+// Protocol serves byte ranges of the model files a node holds, so
 // a node that hosts some layers fetches only their bytes from peers.
 //
 // One request per stream. Request: op (1 byte), model name (u16 length +
@@ -25,15 +32,15 @@ import (
 // opManifest: u32 length + bytes); otherwise a u16-length message. All
 // integers are big-endian. Libp2p's stream flow control is the
 // back-pressure: a server writes no faster than the client reads.
-const WeightsProtocol = "/strata/weights/1.0.0"
+const Protocol = "/strata/weights/1.0.0"
 
 // Bounds of the weights protocol.
 const (
-	// MaxWeightRange is the most bytes one read may ask for.
-	MaxWeightRange = 16 << 20
-	// MaxWeightManifest caps a manifest (tensor digests) reply.
-	MaxWeightManifest = 64 << 20
-	// weightChunk is how FetchWeights cuts ranges between holders.
+	// MaxRange is the most bytes one read may ask for.
+	MaxRange = 16 << 20
+	// MaxManifest caps a manifest (tensor digests) reply.
+	MaxManifest = 64 << 20
+	// weightChunk is how Fetch cuts ranges between holders.
 	weightChunk = 4 << 20
 	// weightServeStreams is how many reads a node serves at once; more
 	// are answered "busy" and the client asks another holder.
@@ -52,41 +59,54 @@ const (
 
 // Errors of the weights protocol.
 var (
-	ErrWeightsRefused = errors.New("peers: weights request refused")
-	ErrNoHolder       = errors.New("peers: no peer could serve the weights")
+	ErrRefused  = errors.New("weights: request refused")
+	ErrNoHolder = errors.New("weights: no peer could serve the weights")
+	// ErrBadReply is a reply that breaks the protocol's bounds.
+	ErrBadReply = errors.New("weights: malformed request or reply")
 )
 
-// WeightSource is what a node serves over WeightsProtocol.
-type WeightSource interface {
+// ioTimeout bounds each read or write of a stream, plus a second per
+// 8 MiB of a transfer (as the actor bridge bounds its frames).
+const ioTimeout = 5 * time.Second
+
+func transferTimeout(n int) time.Duration { return ioTimeout + time.Duration(n>>23)*time.Second }
+
+// Source is what a node serves over Protocol.
+type Source interface {
 	// WeightFile returns the path of the file of part (0-based) of model
 	// when the node holds bytes [off, off+size) of it (the complete file,
 	// or verified ranges of a partly held one), else an error saying why.
 	WeightFile(model string, part int, off, size int64) (string, error)
 	// WeightManifest returns the model's manifest (the digests of its
-	// tensors, in a form the caller defines), at most MaxWeightManifest bytes.
+	// tensors, in a form the caller defines), at most MaxManifest bytes.
 	WeightManifest(model string) ([]byte, error)
 }
 
-// weights holds the serving side's state.
-type weights struct {
-	src    WeightSource
+// Service is one node's side of the protocol: it serves its Source to
+// peers and fetches ranges from them.
+type Service struct {
+	host   host.Host
+	src    Source
 	slots  chan struct{}
 	served atomic.Int64 // bytes of ranges served
 	fetchd atomic.Int64 // bytes of ranges fetched
 }
 
-func (n *Node) startWeights() {
-	n.weights = &weights{src: n.cfg.Weights, slots: make(chan struct{}, weightServeStreams)}
-	n.host.SetStreamHandler(WeightsProtocol, n.serveWeights)
+// Serve starts the protocol on h: peers read src's ranges (src nil: the
+// node serves none, and refuses in words).
+func Serve(h host.Host, src Source) *Service {
+	svc := &Service{host: h, src: src, slots: make(chan struct{}, weightServeStreams)}
+	h.SetStreamHandler(Protocol, svc.serve)
+	return svc
 }
 
-// WeightsServed is the bytes of weight ranges this node sent to peers.
-func (n *Node) WeightsServed() int64 { return n.weights.served.Load() }
+// Served is the bytes of weight ranges this node sent to peers.
+func (svc *Service) Served() int64 { return svc.served.Load() }
 
-// WeightsFetched is the bytes of weight ranges this node got from peers.
-func (n *Node) WeightsFetched() int64 { return n.weights.fetchd.Load() }
+// Fetched is the bytes of weight ranges this node got from peers.
+func (svc *Service) Fetched() int64 { return svc.fetchd.Load() }
 
-func (n *Node) serveWeights(s network.Stream) {
+func (svc *Service) serve(s network.Stream) {
 	s.SetDeadline(time.Now().Add(time.Minute))
 	r := bufio.NewReaderSize(s, 1024)
 	fail := func(status byte, msg string) {
@@ -103,7 +123,7 @@ func (n *Node) serveWeights(s network.Stream) {
 		s.Reset()
 		return
 	}
-	if n.weights.src == nil {
+	if svc.src == nil {
 		fail(statusError, "this node serves no weights")
 		return
 	}
@@ -111,16 +131,16 @@ func (n *Node) serveWeights(s network.Stream) {
 	// first one reads the whole file): a flood of requests costs no
 	// catalogue work and holds at most weightServeStreams goroutines.
 	select {
-	case n.weights.slots <- struct{}{}:
-		defer func() { <-n.weights.slots }()
+	case svc.slots <- struct{}{}:
+		defer func() { <-svc.slots }()
 	default:
 		fail(statusBusy, "busy")
 		return
 	}
 	switch op {
 	case opManifest:
-		m, err := n.weights.src.WeightManifest(name)
-		if err != nil || len(m) > MaxWeightManifest {
+		m, err := svc.src.WeightManifest(name)
+		if err != nil || len(m) > MaxManifest {
 			fail(statusError, fmt.Sprintf("no manifest for %q: %v", name, err))
 			return
 		}
@@ -141,11 +161,11 @@ func (n *Node) serveWeights(s network.Stream) {
 		part := int(binary.BigEndian.Uint16(fixed[0:]))
 		off := int64(binary.BigEndian.Uint64(fixed[2:]))
 		size := int64(binary.BigEndian.Uint32(fixed[10:]))
-		if off < 0 || size > MaxWeightRange {
-			fail(statusError, fmt.Sprintf("bad range: %d bytes at %d (at most %d)", size, off, MaxWeightRange))
+		if off < 0 || size > MaxRange {
+			fail(statusError, fmt.Sprintf("bad range: %d bytes at %d (at most %d)", size, off, MaxRange))
 			return
 		}
-		path, err := n.weights.src.WeightFile(name, part, off, size)
+		path, err := svc.src.WeightFile(name, part, off, size)
 		if err != nil {
 			fail(statusError, err.Error())
 			return
@@ -167,7 +187,7 @@ func (n *Node) serveWeights(s network.Stream) {
 			return
 		}
 		sent, err := io.Copy(s, io.NewSectionReader(f, off, size))
-		n.weights.served.Add(sent)
+		svc.served.Add(sent)
 		if err != nil {
 			s.Reset()
 			return
@@ -185,7 +205,7 @@ func readWeightsHead(r io.Reader) (op byte, name string, err error) {
 	}
 	l := int(binary.BigEndian.Uint16(h[1:]))
 	if l == 0 || l > maxWeightName {
-		return 0, "", ErrBadFrame
+		return 0, "", ErrBadReply
 	}
 	b := make([]byte, l)
 	if _, err := io.ReadFull(r, b); err != nil {
@@ -196,7 +216,7 @@ func readWeightsHead(r io.Reader) (op byte, name string, err error) {
 
 func appendWeightsHead(b []byte, op byte, model string) ([]byte, error) {
 	if model == "" || len(model) > maxWeightName {
-		return nil, fmt.Errorf("%w: model name of %d bytes", ErrWeightsRefused, len(model))
+		return nil, fmt.Errorf("%w: model name of %d bytes", ErrRefused, len(model))
 	}
 	b = append(b, op, 0, 0)
 	binary.BigEndian.PutUint16(b[len(b)-2:], uint16(len(model)))
@@ -206,8 +226,8 @@ func appendWeightsHead(b []byte, op byte, model string) ([]byte, error) {
 // weightsCall opens a stream to p, sends req, and returns the stream
 // positioned after a statusOK byte (the caller reads the body and closes
 // it), or the peer's refusal.
-func (n *Node) weightsCall(ctx context.Context, p peer.ID, req []byte, bodyBytes int) (network.Stream, error) {
-	s, err := n.host.NewStream(ctx, p, WeightsProtocol)
+func (svc *Service) call(ctx context.Context, p peer.ID, req []byte, bodyBytes int) (network.Stream, error) {
+	s, err := svc.host.NewStream(ctx, p, Protocol)
 	if err != nil {
 		return nil, err
 	}
@@ -236,16 +256,16 @@ func (n *Node) weightsCall(ctx context.Context, p peer.ID, req []byte, bodyBytes
 	}
 	s.Close()
 	if st[0] == statusBusy {
-		return nil, fmt.Errorf("%w: %s is busy", ErrWeightsRefused, p)
+		return nil, fmt.Errorf("%w: %s is busy", ErrRefused, p)
 	}
-	return nil, fmt.Errorf("%w by %s: %s", ErrWeightsRefused, p, msg)
+	return nil, fmt.Errorf("%w by %s: %s", ErrRefused, p, msg)
 }
 
-// ReadWeights reads len(dst) bytes at off of part (0-based) of model from
-// peer p. len(dst) is at most MaxWeightRange.
-func (n *Node) ReadWeights(ctx context.Context, p peer.ID, model string, part int, off int64, dst []byte) error {
-	if len(dst) > MaxWeightRange || part < 0 || part > 0xffff || off < 0 {
-		return fmt.Errorf("%w: part %d, %d bytes at %d", ErrWeightsRefused, part, len(dst), off)
+// Read reads len(dst) bytes at off of part (0-based) of model from
+// peer p. len(dst) is at most MaxRange.
+func (svc *Service) Read(ctx context.Context, p peer.ID, model string, part int, off int64, dst []byte) error {
+	if len(dst) > MaxRange || part < 0 || part > 0xffff || off < 0 {
+		return fmt.Errorf("%w: part %d, %d bytes at %d", ErrRefused, part, len(dst), off)
 	}
 	req, err := appendWeightsHead(nil, opRead, model)
 	if err != nil {
@@ -254,29 +274,29 @@ func (n *Node) ReadWeights(ctx context.Context, p peer.ID, model string, part in
 	req = binary.BigEndian.AppendUint16(req, uint16(part))
 	req = binary.BigEndian.AppendUint64(req, uint64(off))
 	req = binary.BigEndian.AppendUint32(req, uint32(len(dst)))
-	s, err := n.weightsCall(ctx, p, req, len(dst))
+	s, err := svc.call(ctx, p, req, len(dst))
 	if err != nil {
 		return err
 	}
 	stop := context.AfterFunc(ctx, func() { s.Reset() })
 	defer stop()
 	got, err := io.ReadFull(s, dst)
-	n.weights.fetchd.Add(int64(got))
+	svc.fetchd.Add(int64(got))
 	if err != nil {
 		s.Reset()
-		return fmt.Errorf("peers: weights from %s: %w", p, err)
+		return fmt.Errorf("weights: from %s: %w", p, err)
 	}
 	s.Close()
 	return nil
 }
 
-// WeightManifest asks peer p for the model's manifest.
-func (n *Node) WeightManifest(ctx context.Context, p peer.ID, model string) ([]byte, error) {
+// Manifest asks peer p for the model's manifest.
+func (svc *Service) Manifest(ctx context.Context, p peer.ID, model string) ([]byte, error) {
 	req, err := appendWeightsHead(nil, opManifest, model)
 	if err != nil {
 		return nil, err
 	}
-	s, err := n.weightsCall(ctx, p, req, MaxWeightManifest)
+	s, err := svc.call(ctx, p, req, MaxManifest)
 	if err != nil {
 		return nil, err
 	}
@@ -288,9 +308,9 @@ func (n *Node) WeightManifest(ctx context.Context, p peer.ID, model string) ([]b
 		return nil, err
 	}
 	size := binary.BigEndian.Uint32(l[:])
-	if size > MaxWeightManifest {
+	if size > MaxManifest {
 		s.Reset()
-		return nil, fmt.Errorf("%w: manifest of %d bytes from %s", ErrBadFrame, size, p)
+		return nil, fmt.Errorf("%w: manifest of %d bytes from %s", ErrBadReply, size, p)
 	}
 	b := make([]byte, size)
 	if _, err := io.ReadFull(s, b); err != nil {
@@ -301,21 +321,21 @@ func (n *Node) WeightManifest(ctx context.Context, p peer.ID, model string) ([]b
 	return b, nil
 }
 
-// WeightRange is one byte range of a model part to fetch into Data.
-type WeightRange struct {
+// Range is one byte range of a model part to fetch into Data.
+type Range struct {
 	Part   int
 	Offset int64
 	Data   []byte // len(Data) bytes are fetched
 }
 
-// FetchWeights fills every range's Data from the holders, several at
+// Fetch fills every range's Data from the holders, several at
 // once: ranges are cut into pieces of a few MiB, each holder serves up to
 // two pieces at a time, and a piece a holder fails (gone, busy, refused)
 // goes to another holder (a piece fails when every holder failed it).
 // check, when set, verifies each completed
 // range (a digest); a range that fails it is fetched again from another
 // holder. It returns once all are filled or no holder can serve a piece.
-func (n *Node) FetchWeights(ctx context.Context, holders []peer.ID, model string, ranges []WeightRange, check func(i int) error) error {
+func (svc *Service) Fetch(ctx context.Context, holders []peer.ID, model string, ranges []Range, check func(i int) error) error {
 	if len(holders) == 0 {
 		return fmt.Errorf("%w: %s: nobody holds it", ErrNoHolder, model)
 	}
@@ -381,7 +401,7 @@ func (n *Node) FetchWeights(ctx context.Context, holders []peer.ID, model string
 						continue
 					}
 					r := ranges[p.rng]
-					err := n.ReadWeights(ctx, h, model, r.Part, r.Offset+int64(p.off), r.Data[p.off:p.end])
+					err := svc.Read(ctx, h, model, r.Part, r.Offset+int64(p.off), r.Data[p.off:p.end])
 					mu.Lock()
 					if err != nil {
 						p.bad[h] = true
