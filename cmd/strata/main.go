@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"strata/cmd/strata/bench"
 	"strata/runtime/tensor"
 )
 
@@ -40,7 +41,7 @@ func newRoot() *cobra.Command {
 			return nil
 		},
 	}
-	root.AddCommand(inspectCmd())
+	root.AddCommand(inspectCmd(), bench.Command())
 	for _, add := range extraCommands {
 		root.AddCommand(add())
 	}

@@ -1,4 +1,12 @@
-package main
+// Package bench is the `strata bench` command tree: one node's prefill
+// and decode against the machine's memory bandwidth (bench), a link
+// between two processes on this host (bench link), and tensor-parallel
+// decode against one node (bench tp).
+//
+// The command must be mounted as `bench` under the root of the running
+// executable: bench link and bench tp --procs start that executable
+// (os.Executable) again as `bench link --child ...` and `bench tp member`.
+package bench
 
 import (
 	"encoding/json"
@@ -15,8 +23,6 @@ import (
 	"strata/runtime/model"
 	"strata/runtime/tensor"
 )
-
-func init() { extraCommands = append(extraCommands, benchCmd) }
 
 // benchReport is what strata bench measures; --json prints it as is.
 type benchReport struct {
@@ -44,7 +50,9 @@ type benchReport struct {
 	BandwidthBufferMiB int       `json:"bandwidth_buffer_mib"`
 }
 
-func benchCmd() *cobra.Command {
+// Command returns the `strata bench` command and its subcommands link and
+// tp, for the root command to add.
+func Command() *cobra.Command {
 	var (
 		modelPath    string
 		threads      int

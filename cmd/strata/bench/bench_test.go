@@ -1,6 +1,7 @@
-package main
+package bench
 
 import (
+	"bytes"
 	"encoding/json"
 	"path/filepath"
 	"strings"
@@ -9,11 +10,25 @@ import (
 	"strata/internal/testdata"
 	"strata/runtime/gguf"
 	"strata/runtime/model"
+	"strata/runtime/synth"
 	"strata/runtime/tensor"
 )
 
+// run runs `strata bench args...` and returns what it printed.
+func run(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cmd := Command()
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true // as under strata's root
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs(args)
+	err := cmd.Execute()
+	return out.String(), err
+}
+
 func TestBenchJSON(t *testing.T) {
-	out, err := run(t, "bench", "--model", testdata.Path(t, "gguf/stories260K.gguf"), "--threads", "2",
+	out, err := run(t, "--model", testdata.Path(t, "gguf/stories260K.gguf"), "--threads", "2",
 		"--prompt-tokens", "9", "--gen-tokens", "5", "--bandwidth-mib", "16", "--json")
 	if err != nil {
 		t.Fatal(err)
@@ -35,7 +50,7 @@ func TestBenchJSON(t *testing.T) {
 }
 
 func TestBenchText(t *testing.T) {
-	out, err := run(t, "bench", "--model", testdata.Path(t, "gguf/stories260K.gguf"), "--threads", "1",
+	out, err := run(t, "--model", testdata.Path(t, "gguf/stories260K.gguf"), "--threads", "1",
 		"--prompt-tokens", "3", "--gen-tokens", "2", "--bandwidth-mib", "8")
 	if err != nil {
 		t.Fatal(err)
@@ -48,13 +63,13 @@ func TestBenchText(t *testing.T) {
 }
 
 func TestBenchErrors(t *testing.T) {
-	if _, err := run(t, "bench"); err == nil || !strings.Contains(err.Error(), "--model") {
+	if _, err := run(t); err == nil || !strings.Contains(err.Error(), "--model") {
 		t.Errorf("no model: %v", err)
 	}
-	if _, err := run(t, "bench", "--model", "/nonexistent.gguf"); err == nil {
+	if _, err := run(t, "--model", "/nonexistent.gguf"); err == nil {
 		t.Error("missing file accepted")
 	}
-	if _, err := run(t, "bench", "--model", testdata.Path(t, "gguf/stories260K.gguf"), "--gen-tokens", "0"); err == nil {
+	if _, err := run(t, "--model", testdata.Path(t, "gguf/stories260K.gguf"), "--gen-tokens", "0"); err == nil {
 		t.Error("zero tokens accepted")
 	}
 }
@@ -63,7 +78,7 @@ func TestBenchErrors(t *testing.T) {
 // reports per generated token and for the whole model.
 func benchBytes(t *testing.T, path string) (perToken, total int64) {
 	t.Helper()
-	out, err := run(t, "bench", "--model", path, "--threads", "2",
+	out, err := run(t, "--model", path, "--threads", "2",
 		"--prompt-tokens", "4", "--gen-tokens", "6", "--bandwidth-mib", "8", "--json")
 	if err != nil {
 		t.Fatal(err)
@@ -129,8 +144,12 @@ func TestBenchBytesDense(t *testing.T) {
 // not the whole layer.
 func TestBenchBytesMoE(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "moe.gguf")
-	if out, err := run(t, "synth", "--shape", "qwen3moe-tiny", "--type", "Q8_0", "--layers", "2", "-o", path); err != nil {
-		t.Fatalf("synth: %v\n%s", err, out)
+	shape, err := model.LookupShape("qwen3moe-tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := synth.WriteFile(path, shape, synth.Options{Type: tensor.Q8_0, Seed: 1, Layers: 2}); err != nil {
+		t.Fatalf("synth: %v", err)
 	}
 	m := loadWhole(t, path)
 	want := matrixBytes(m.Output) + int64(m.Embed.RowBytes())
