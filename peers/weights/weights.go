@@ -1,9 +1,8 @@
 // Package weights is the protocol that serves byte ranges of the model
 // files a node holds (/strata/weights/1.0.0), so a node that hosts some
-// layers fetches only their bytes from its peers, several at once.
-//
-//	svc := weights.Serve(host, source) // what this node serves (source may be nil)
-//	err := svc.Fetch(ctx, holders, "model", ranges, check)
+// layers fetches only their bytes from its peers, several at once. A
+// node starts it with Serve (what it serves, if anything) and fetches
+// with the Service's Fetch; peers.Node.Weights is a node's.
 package weights
 
 import (

@@ -4,10 +4,7 @@
 // vocabulary constrained sampling walks. A node keeps one Info per model
 // file (actors.Host.Info) and hands the same one to its API, its
 // sessions' planning and its stages, so they never disagree on a token.
-//
-//	f, err := gguf.Open(path)
-//	info, err := modelinfo.Read(f)
-//	ids := info.Tokenizer.Encode("Once upon a time", true, false)
+// The package example reads one.
 package modelinfo
 
 import (
