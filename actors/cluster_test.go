@@ -20,7 +20,8 @@ import (
 	"strata/runtime/tensor"
 )
 
-// localCluster starts n hosts in one actor system, each offering memBytes.
+// localCluster starts n hosts in one actor system, each offering memBytes
+// (their actors sending through mw, when given).
 type localCluster struct {
 	system *actor.ActorSystem
 	hosts  []*Host
@@ -28,7 +29,7 @@ type localCluster struct {
 	store  Files
 }
 
-func newLocalCluster(t testing.TB, n int, memBytes uint64, store Files) *localCluster {
+func newLocalCluster(t testing.TB, n int, memBytes uint64, store Files, mw ...actor.SenderMiddleware) *localCluster {
 	t.Helper()
 	lc := &localCluster{system: NewSystem(nil), store: store}
 	pool := tensor.NewPool(2)
@@ -37,7 +38,7 @@ func newLocalCluster(t testing.TB, n int, memBytes uint64, store Files) *localCl
 		names = append(names, name)
 	}
 	for i := 0; i < n; i++ {
-		h := NewHost(HostConfig{Models: store, Pool: pool, MemoryBytes: memBytes, Name: fmt.Sprintf("n%d", i)})
+		h := NewHost(HostConfig{Models: store, Pool: pool, MemoryBytes: memBytes, Name: fmt.Sprintf("n%d", i), SenderMiddleware: mw})
 		pid, err := lc.system.Root.SpawnNamed(h.Props(), fmt.Sprintf("%s-%d", HostName, i))
 		if err != nil {
 			t.Fatal(err)

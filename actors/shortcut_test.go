@@ -10,7 +10,6 @@ import (
 
 	"strata/messages"
 	"strata/runtime/engine"
-	"strata/runtime/tensor"
 )
 
 // The token shortcut on a 3-stage ring: the last stage feeds every token
@@ -29,21 +28,7 @@ func TestShortcutFeedsTheFirstStage(t *testing.T) {
 			next(ctx, target, env)
 		}
 	}
-	lc := &localCluster{system: NewSystem(nil), store: store}
-	pool := tensor.NewPool(2)
-	t.Cleanup(func() {
-		lc.system.Shutdown()
-		pool.Close()
-	})
-	for i := range 3 {
-		h := NewHost(HostConfig{Models: store, Pool: pool, MemoryBytes: 800e3, Name: fmt.Sprintf("n%d", i), SenderMiddleware: []actor.SenderMiddleware{count}})
-		pid, err := lc.system.Root.SpawnNamed(h.Props(), fmt.Sprintf("%s-%d", HostName, i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		lc.hosts = append(lc.hosts, h)
-		lc.dir = append(lc.dir, Member{ID: fmt.Sprintf("n%d", i), Host: pid, MemoryBytes: 800e3, Models: []string{"stories260K"}})
-	}
+	lc := newLocalCluster(t, 3, 800e3, store, count)
 	const n = 40
 	req := engine.Request{Prompt: "Lily had a red ball.", MaxTokens: n}
 	want := singleNode(t, store["stories260K"], req)

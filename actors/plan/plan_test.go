@@ -319,19 +319,7 @@ func TestPlanKVType(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			path := filepath.Join(t.TempDir(), shape+".gguf")
-			if err := synth.WriteFile(path, s, synth.Options{Type: tensor.Q8_0, Seed: 1}); err != nil {
-				t.Fatal(err)
-			}
-			f, err := gguf.Open(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			prof, err := model.ProfileOf(f)
-			if err != nil {
-				t.Fatal(err)
-			}
+			f, prof := synthQ8(t, s)
 			mod, err := model.Load(f, 0, prof.Layers)
 			if err != nil {
 				t.Fatal(err)
@@ -396,19 +384,7 @@ func TestStageBytesIsWhatAShardMaps(t *testing.T) {
 	}
 	for _, s := range shapes {
 		t.Run(s.Name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), s.Name+".gguf")
-			if err := synth.WriteFile(path, s, synth.Options{Type: tensor.Q8_0, Seed: 1}); err != nil {
-				t.Fatal(err)
-			}
-			f, err := gguf.Open(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			prof, err := model.ProfileOf(f)
-			if err != nil {
-				t.Fatal(err)
-			}
+			f, prof := synthQ8(t, s)
 			m := FromProfile(s.Name, prof)
 			if s.TiedEmbed != m.TiedOutput || s.RopeFreqs != (m.OtherBytes > 0) {
 				t.Fatalf("shape tied %v rope factors %v, profile tied %v other %d bytes", s.TiedEmbed, s.RopeFreqs, m.TiedOutput, m.OtherBytes)
@@ -430,4 +406,24 @@ func TestStageBytesIsWhatAShardMaps(t *testing.T) {
 			}
 		})
 	}
+}
+
+// synthQ8 writes shape s as a Q8_0 file (seed 1) for this test, and
+// opens it and reads its profile.
+func synthQ8(t *testing.T, s model.Shape) (*gguf.File, model.Profile) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), s.Name+".gguf")
+	if err := synth.WriteFile(path, s, synth.Options{Type: tensor.Q8_0, Seed: 1}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	prof, err := model.ProfileOf(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, prof
 }
