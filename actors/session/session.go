@@ -16,21 +16,7 @@
 // prefix), a failed resume falls back to the whole prompt once, and a
 // clean end retains the ring instead of freeing it.
 //
-//	s, err := session.New(session.Config{Prompt: prompt, MaxBatch: 64, Vocab: 32000, StepTimeout: 30 * time.Second})
-//	if err != nil { ... }
-//	acts := s.Step(session.Start{})
-//	for len(acts) > 0 {
-//		a := acts[0]
-//		acts = acts[1:]
-//		switch a := a.(type) {
-//		case session.Plan:
-//			p, err := place(a.Exclude)
-//			acts = append(acts, s.Step(session.Planned{Plan: p, Err: err})...)
-//		case session.Emit:
-//			// show a.Token; then s.Step(session.Next{Token: a.Token}) or s.Step(session.Stop{})
-//		// … Load, Ring, Forward, Wait, Probe, AwaitView, Free, Log, Done
-//		}
-//	}
+// The package example drives a session through a made-up ring.
 package session
 
 import (
