@@ -3,13 +3,7 @@
 // computes a plan from the same membership view gets the same plan, so no
 // node has to be in charge of placement.
 //
-//	p, err := plan.Place(plan.FromProfile("tinyllama", prof), nodes, plan.Options{Context: model.DefaultContext})
-//	if err != nil {
-//		return err // a *plan.RefusalError says what is missing, in words
-//	}
-//	for _, s := range p.Stages {
-//		fmt.Println(s.Node, s.First, s.End) // layers [First, End) on node s.Node
-//	}
+// The package example places a model on two nodes, and is refused on one.
 package plan
 
 import (
