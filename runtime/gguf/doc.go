@@ -10,17 +10,5 @@
 // byte offset — never a panic and never an allocation sized by a lying
 // length field.
 //
-// Typical use:
-//
-//	f, err := gguf.Open("model.gguf")
-//	if err != nil {
-//		return err
-//	}
-//	defer f.Close()
-//	md := f.Metadata()
-//	layers := md.ArchUint("block_count", 0) // llama.block_count, qwen3.block_count, ...
-//	for _, t := range f.Tensors() {
-//		data := f.Data(t) // []byte view into the mapping
-//		_ = data
-//	}
+// The package example opens a model and reads it.
 package gguf

@@ -3,7 +3,7 @@
 // small synthetic SentencePiece vocabulary of the shape's size, so they
 // load anywhere a GGUF loads; their text output is meaningless.
 //
-//	err := synth.WriteFile("/tmp/tinyllama-q8.gguf", model.Shapes["tinyllama-1.1b"], synth.Options{Type: tensor.Q8_0})
+// The package example writes one and opens it.
 package synth
 
 import (
