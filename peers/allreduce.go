@@ -18,6 +18,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 
+	"strata/peers/internal/readgrow"
 	"strata/peers/verbs"
 )
 
@@ -310,7 +311,7 @@ func (g *Group) open(ctx context.Context, p peer.ID) (network.Stream, *verbs.Sen
 			rand.Read(token)
 			if r, err := verbs.CreateShm(arRingCaps, token); err == nil {
 				ring = r
-				boot := bootID()
+				boot := verbs.BootID()
 				hello = append(hello, 1, byte(len(boot)))
 				hello = append(hello, boot...)
 				hello = append(hello, token...)
@@ -425,7 +426,7 @@ func (n *Node) handleAllReduce(s network.Stream) {
 			s.Reset()
 			return
 		}
-		sameHost = string(boot) == bootID()
+		sameHost = string(boot) == verbs.BootID()
 	} else if flag[0] != 0 {
 		s.Reset()
 		return
@@ -537,7 +538,7 @@ func (in *arIn) read(g *Group) {
 		// has: a frame that announces 4M values and sends none costs
 		// nothing.
 		var err error
-		if payload, err = readGrowing(r, payload, g.wire.bytes(count), nil); err != nil {
+		if payload, err = readgrow.Read(r, payload, g.wire.bytes(count), nil); err != nil {
 			fail(err)
 			return
 		}
