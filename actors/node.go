@@ -18,6 +18,7 @@ import (
 
 	"strata/messages"
 	"strata/peers"
+	"strata/peers/allreduce"
 	"strata/runtime/catalog"
 	"strata/runtime/model"
 	"strata/runtime/tensor"
@@ -53,7 +54,7 @@ type NodeConfig struct {
 	// the node is a member of (wire format, round timeout); its Shm is
 	// set unless Peers.Transport is tcp: members on one host then sum
 	// through shared memory.
-	AllReduce peers.AllReduceOptions
+	AllReduce allreduce.Options
 }
 
 // Node is one strata node: a libp2p peer whose shard host serves the
@@ -189,11 +190,11 @@ func typeNames(msgs ...proto.Message) []string {
 	return out
 }
 
-// peerGroups forms all-reduce groups over libp2p (peers.Node.JoinGroup):
+// peerGroups forms all-reduce groups over libp2p (peers.Node.AllReduce().Join):
 // the members' node IDs are their peer IDs.
 type peerGroups struct {
 	p    *peers.Node
-	opts peers.AllReduceOptions
+	opts allreduce.Options
 }
 
 // Join implements Groups.
@@ -208,7 +209,7 @@ func (g peerGroups) Join(ctx context.Context, id [16]byte, members []string, sel
 	if self < 0 || self >= len(ids) || ids[self] != g.p.ID() {
 		return nil, fmt.Errorf("this node is not member %d of the group", self)
 	}
-	return g.p.JoinGroup(ctx, peers.GroupID(id), ids, g.opts)
+	return g.p.AllReduce().Join(ctx, allreduce.GroupID(id), ids, g.opts)
 }
 
 // viewDirectory presents the peers membership view as Members.

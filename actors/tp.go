@@ -121,7 +121,7 @@ const (
 	// first step right after the leader.
 	tpJoinTimeout = 20 * time.Second
 	// tpStepTimeout bounds one step's compute and all-reduces (a member's
-	// round timeout, peers.DefaultRoundTimeout, usually ends it first).
+	// round timeout, allreduce.DefaultRoundTimeout, usually ends it first).
 	tpStepTimeout = 2 * time.Minute
 )
 

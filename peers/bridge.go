@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"strata/messages"
+	"strata/peers/internal/readgrow"
 )
 
 // ActorProtocol carries actor messages between nodes: one ordered stream
@@ -42,7 +43,7 @@ const (
 	keepReadBufSize = 4 << 20
 	// readChunk is the first buffer a frame body is read into; it doubles
 	// as bytes arrive, so a length announced but never sent costs nothing.
-	readChunk = 64 << 10
+	readChunk = readgrow.Chunk
 )
 
 func transferTimeout(n int) time.Duration { return ioTimeout + time.Duration(n>>23)*time.Second }

@@ -75,12 +75,13 @@
 // the remote actor stops (Why Stopped), when it does not exist (NotFound),
 // and when its node disconnects or leaves the view (AddressTerminated).
 //
-// Tensor parallelism: the members of a group each call JoinGroup with the
-// same GroupID and member list; the *Group each gets is an AllReducer
-// (runtime/model) over AllReduceProtocol streams, or shared-memory rings
-// between members on one host (AllReduceOptions.Shm):
+// Tensor parallelism: Node.AllReduce is the node's side of the all-reduce
+// protocol (package peers/allreduce). The members of a group each call its
+// Join with the same GroupID and member list; the *allreduce.Group each
+// gets is an AllReducer (runtime/model) over allreduce.Protocol streams,
+// or shared-memory rings between members on one host (Options.Shm):
 //
-//	g, err := node.JoinGroup(ctx, id, members, peers.AllReduceOptions{Wire: peers.WireF16})
+//	g, err := node.AllReduce().Join(ctx, id, members, allreduce.Options{Wire: allreduce.WireF16})
 //	err = tpState.Forward(ctx, cache, n, g) // every member, in step
 //
 // Every node runs a PingActor that answers messages.Ping with

@@ -26,6 +26,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"strata/messages"
+	"strata/peers/allreduce"
 	"strata/peers/weights"
 )
 
@@ -124,6 +125,7 @@ type Node struct {
 	bridge *bridge
 	side   *side
 	ranges *weights.Service
+	groups *allreduce.Service // tensor-parallel all-reduce groups
 	pubsub *pubsub.PubSub
 	member *Membership
 	mdns   mdns.Service
@@ -136,8 +138,6 @@ type Node struct {
 	dialing map[peer.ID]*backoff
 
 	closeOnce sync.Once
-
-	groups groups // tensor-parallel all-reduce groups (allreduce.go)
 }
 
 // New starts a node: it listens, starts discovery and membership, and
@@ -202,7 +202,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	n.system.ProcessRegistry.Address = h.ID().String()
 	n.bridge = newBridge(n.ctx, h, n.system, cfg.Types, cfg.MaxMessageBytes, cfg.Inbound, cfg.Logger)
 	n.ranges = weights.Serve(n.host, n.cfg.Weights)
-	n.startGroups()
+	n.groups = allreduce.Serve(n.host, n.log)
 	n.bridge.onSent = cfg.OnSent
 	if n.side, err = newSide(n, cfg.Transport, cfg.Verbs); err != nil {
 		n.Close()
@@ -429,6 +429,10 @@ func (n *Node) ID() peer.ID { return n.host.ID() }
 // Weights is the node's side of the weights protocol: what it serves,
 // and fetching model ranges from its peers.
 func (n *Node) Weights() *weights.Service { return n.ranges }
+
+// AllReduce is the node's side of the tensor-parallel all-reduce
+// protocol: Join forms its member of a group.
+func (n *Node) AllReduce() *allreduce.Service { return n.groups }
 
 // Addrs returns the node's listen addresses, each ending in /p2p/PEER_ID
 // (what another node passes as Config.Join).

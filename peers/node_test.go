@@ -1018,3 +1018,25 @@ func heapInUse() uint64 {
 	runtime.ReadMemStats(&ms)
 	return ms.HeapInuse
 }
+
+// TestAnnouncedMeasures: a node's heartbeat carries its memory bandwidth
+// and its links' measured RTTs, and the other members see them.
+func TestAnnouncedMeasures(t *testing.T) {
+	c := peerstest.New(t, 2, peerstest.WithConfig(func(cfg *peers.Config) { cfg.MemoryBandwidth = 3e11 }))
+	a, b := c.Nodes[0], c.Nodes[1]
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	v, err := a.Membership().Wait(ctx, func(v peers.View) bool {
+		m, ok := v.Member(b.ID())
+		return ok && len(m.Info.GetLinks()) == 1 && m.Info.Links[0].RttUs > 0
+	})
+	if err != nil {
+		t.Fatalf("node a never saw b announce a measured link: %v", err)
+	}
+	m, _ := v.Member(b.ID())
+	l := m.Info.Links[0]
+	t.Logf("b announces %g B/s, link to %s: %d µs over %s", m.Info.MemoryBandwidth, l.PeerId, l.RttUs, l.Transport)
+	if m.Info.MemoryBandwidth != 3e11 || l.PeerId != a.ID().String() || l.Transport == "" {
+		t.Errorf("b's announcement: bandwidth %g, link %v", m.Info.MemoryBandwidth, l)
+	}
+}

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -25,6 +24,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"strata/messages"
+	"strata/peers/internal/readgrow"
 	"strata/peers/verbs"
 )
 
@@ -807,7 +807,7 @@ func (l *outLink) negotiate() (network.Stream, verbs.Conn, string, error) {
 	st.SetDeadline(time.Now().Add(verbsOpenTimeout))
 	token := make([]byte, 32)
 	rand.Read(token)
-	h := hello{Want: s.transport, BootID: bootID(), Token: hex.EncodeToString(token)}
+	h := hello{Want: s.transport, BootID: verbs.BootID(), Token: hex.EncodeToString(token)}
 	var (
 		shm *verbs.Shm
 		qp  verbs.RDMAConn
@@ -910,16 +910,6 @@ func shmCaps(apple bool) verbs.Caps {
 		return verbs.AppleCaps
 	}
 	return verbs.Caps{FrameBytes: 1<<20 + 4096, Depth: 16}
-}
-
-// bootID identifies this boot of this machine: two processes that see the
-// same one may share memory (the ring's token proves they can).
-func bootID() string {
-	if b, err := os.ReadFile("/proc/sys/kernel/random/boot_id"); err == nil {
-		return strings.TrimSpace(string(b))
-	}
-	h, _ := os.Hostname()
-	return runtime.GOOS + ":" + h
 }
 
 // inLink receives activations from one peer: from the side channel while
@@ -1038,7 +1028,7 @@ func (s *side) answer(h *hello, token []byte) (reply, verbs.Conn) {
 	case !h.Shm:
 	case !shmOK:
 		why = append(why, "this node uses --transport "+s.transport)
-	case h.BootID != bootID():
+	case h.BootID != verbs.BootID():
 		why = append(why, "not on this host")
 	default:
 		shm, err := verbs.OpenShm(token)
@@ -1284,52 +1274,9 @@ func readCtl(r *bufio.Reader, limit int, hold func(n int) error) (byte, []byte, 
 	if n > limit {
 		return 0, nil, fmt.Errorf("control message of %d bytes (cap %d)", n, limit)
 	}
-	b, err := readGrowing(r, nil, n, hold)
+	b, err := readgrow.Read(r, nil, n, hold)
 	if err != nil {
 		return 0, nil, err
 	}
 	return h[0], b, nil
-}
-
-// readGrowing reads n bytes into b (reused when it has room), growing it
-// as the bytes arrive: from 64 KiB, doubling, never past n. With hold,
-// every growth is first counted (and on an error, what was counted is
-// given back); the caller gives back cap of the result when done. A b
-// with room is reused only without hold.
-func readGrowing(r io.Reader, b []byte, n int, hold func(n int) error) ([]byte, error) {
-	if hold != nil {
-		b = nil
-	}
-	b = b[:0]
-	held := 0
-	for len(b) < n {
-		if len(b) == cap(b) {
-			grow := min(n, max(2*cap(b), readChunk))
-			if hold != nil {
-				if err := hold(grow - held); err != nil {
-					hold(-held)
-					return nil, err
-				}
-				held = grow
-			}
-			nb := make([]byte, len(b), grow)
-			copy(nb, b)
-			b = nb
-		}
-		k, err := r.Read(b[len(b):min(cap(b), n)])
-		b = b[:len(b)+k]
-		if err != nil && len(b) < n {
-			if hold != nil {
-				hold(-held)
-			}
-			if errors.Is(err, io.EOF) {
-				err = io.ErrUnexpectedEOF
-			}
-			return nil, err
-		}
-	}
-	if b == nil {
-		b = []byte{}
-	}
-	return b, nil
 }

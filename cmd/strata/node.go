@@ -28,6 +28,7 @@ import (
 	"strata/internal/units"
 	"strata/messages"
 	"strata/peers"
+	"strata/peers/allreduce"
 	"strata/peers/verbs"
 	"strata/runtime/catalog"
 	"strata/runtime/model"
@@ -260,7 +261,7 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 	if err != nil {
 		return fmt.Errorf("--placement: %w", err)
 	}
-	arWire, err := peers.ParseWire(f.arWire)
+	arWire, err := allreduce.ParseWire(f.arWire)
 	if err != nil {
 		return fmt.Errorf("--allreduce-wire: %w", err)
 	}
@@ -306,7 +307,7 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 		Models:    cat,
 		Hub:       hfhub.FromEnv(),
 		Threads:   f.threads,
-		AllReduce: peers.AllReduceOptions{Wire: arWire},
+		AllReduce: allreduce.Options{Wire: arWire},
 	})
 	if err != nil {
 		if errors.Is(err, peers.ErrAddrInUse) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -36,6 +37,16 @@ var (
 	_ Conn    = (*Shm)(nil)
 	_ InPlace = (*Shm)(nil)
 )
+
+// BootID identifies this boot of this machine: two processes that see the
+// same one may share memory (the ring's token proves they can).
+func BootID() string {
+	if b, err := os.ReadFile("/proc/sys/kernel/random/boot_id"); err == nil {
+		return strings.TrimSpace(string(b))
+	}
+	h, _ := os.Hostname()
+	return runtime.GOOS + ":" + h
+}
 
 // ShmPath is where a ring for token lives.
 func ShmPath(token []byte) string {

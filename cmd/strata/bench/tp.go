@@ -17,7 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"strata/internal/membw"
-	"strata/peers"
+	"strata/peers/allreduce"
 	"strata/runtime/gguf"
 	"strata/runtime/model"
 	"strata/runtime/tensor"
@@ -77,11 +77,11 @@ the ratios, and whether the group's greedy tokens equal one node's.`,
 			if transport != "chan" && transport != "tcp" && transport != "libp2p" && transport != "shm" {
 				return fmt.Errorf("--transport %q: chan, tcp, libp2p or shm", transport)
 			}
-			w, err := peers.ParseWire(wire)
+			w, err := allreduce.ParseWire(wire)
 			if err != nil {
 				return err
 			}
-			if w != peers.WireF32 && transport != "libp2p" && transport != "shm" {
+			if w != allreduce.WireF32 && transport != "libp2p" && transport != "shm" {
 				return fmt.Errorf("--wire %s needs --transport libp2p or shm", w)
 			}
 			if procs && transport != "libp2p" && transport != "shm" {
@@ -105,7 +105,7 @@ the ratios, and whether the group's greedy tokens equal one node's.`,
 	return cmd
 }
 
-func benchTP(cmd *cobra.Command, f *gguf.File, weights []uint64, threads, promptTokens, genTokens, rounds int, transport string, wire peers.Wire, procs bool) error {
+func benchTP(cmd *cobra.Command, f *gguf.File, weights []uint64, threads, promptTokens, genTokens, rounds int, transport string, wire allreduce.Wire, procs bool) error {
 	c, err := model.ConfigOf(f.Metadata())
 	if err != nil {
 		return err
@@ -345,7 +345,7 @@ func allReduceStats(timed [][2][]int64, tokens int) arStats {
 
 // decodeTP decodes greedily with the group, each member its own goroutine
 // and pool; member 0's tokens are returned (every member has the same).
-func decodeTP(parts []*model.TPModel, threads int, prompt []int, gen int, transport string, wire peers.Wire) (tpRun, error) {
+func decodeTP(parts []*model.TPModel, threads int, prompt []int, gen int, transport string, wire allreduce.Wire) (tpRun, error) {
 	ars := model.LocalGroup(len(parts))
 	if transport == "libp2p" || transport == "shm" {
 		var closeAll func()

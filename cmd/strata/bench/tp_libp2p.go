@@ -11,6 +11,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peerstore"
 
 	"strata/peers"
+	"strata/peers/allreduce"
 	"strata/runtime/model"
 )
 
@@ -20,7 +21,7 @@ import (
 // Noise and yamux layers, and the same protocol, as between hosts. For
 // bench tp --transport libp2p; with shm the partial sums go through
 // shared-memory rings (--transport shm).
-func libp2pGroup(n int, wire peers.Wire, shm bool) ([]model.AllReducer, func(), error) {
+func libp2pGroup(n int, wire allreduce.Wire, shm bool) ([]model.AllReducer, func(), error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	secret := peers.NewSecret()
@@ -48,12 +49,12 @@ func libp2pGroup(n int, wire peers.Wire, shm bool) ([]model.AllReducer, func(), 
 			}
 		}
 	}
-	id := peers.NewGroupID()
+	id := allreduce.NewGroupID()
 	out := make([]model.AllReducer, n)
 	errs := make(chan error, n)
 	for i, nd := range nodes {
 		go func() {
-			g, err := nd.JoinGroup(ctx, id, ids, peers.AllReduceOptions{Wire: wire, Shm: shm})
+			g, err := nd.AllReduce().Join(ctx, id, ids, allreduce.Options{Wire: wire, Shm: shm})
 			out[i] = g
 			errs <- err
 		}()

@@ -21,6 +21,7 @@ import (
 
 	"strata/internal/membw"
 	"strata/peers"
+	"strata/peers/allreduce"
 	"strata/runtime/gguf"
 	"strata/runtime/model"
 )
@@ -89,7 +90,7 @@ func tpMember(ctx context.Context, modelPath string, in *bufio.Reader, out *json
 	if err := readLine(in, &init); err != nil {
 		return err
 	}
-	wire, err := peers.ParseWire(init.Wire)
+	wire, err := allreduce.ParseWire(init.Wire)
 	if err != nil {
 		return err
 	}
@@ -123,7 +124,7 @@ func tpMember(ctx context.Context, modelPath string, in *bufio.Reader, out *json
 	if err := readLine(in, &join); err != nil {
 		return err
 	}
-	var id peers.GroupID
+	var id allreduce.GroupID
 	b, err := hex.DecodeString(join.Group)
 	if err != nil || len(b) != len(id) {
 		return fmt.Errorf("group ID %q", join.Group)
@@ -146,7 +147,7 @@ func tpMember(ctx context.Context, modelPath string, in *bufio.Reader, out *json
 		}
 	}
 	jctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	g, err := nd.JoinGroup(jctx, id, ids, peers.AllReduceOptions{Wire: wire, Shm: init.Transport == "shm"})
+	g, err := nd.AllReduce().Join(jctx, id, ids, allreduce.Options{Wire: wire, Shm: init.Transport == "shm"})
 	cancel()
 	if err != nil {
 		return err
@@ -203,7 +204,7 @@ type procGroup struct {
 
 // startProcGroup starts one member process per slice, has each load its
 // slice and start a node, and forms the group.
-func startProcGroup(modelPath string, slices []model.TPSlice, threads int, prompt []int, gen int, transport string, wire peers.Wire) (*procGroup, error) {
+func startProcGroup(modelPath string, slices []model.TPSlice, threads int, prompt []int, gen int, transport string, wire allreduce.Wire) (*procGroup, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -233,7 +234,7 @@ func startProcGroup(modelPath string, slices []model.TPSlice, threads int, promp
 			return nil, err
 		}
 	}
-	join := tpMemberJoin{Group: peers.NewGroupID().String(), Members: hellos}
+	join := tpMemberJoin{Group: allreduce.NewGroupID().String(), Members: hellos}
 	for i := range slices {
 		if err := json.NewEncoder(pg.in[i]).Encode(join); err != nil {
 			pg.close()

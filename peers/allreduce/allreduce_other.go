@@ -1,6 +1,6 @@
 //go:build !linux
 
-package peers
+package allreduce
 
 // osYield is sched_yield where the runtime offers it; elsewhere the spin
 // yields to goroutines only (runtime.Gosched).

@@ -1,10 +1,10 @@
-package peers_test
+package allreduce_test
 
 import (
 	"math"
 	"testing"
 
-	"strata/peers"
+	"strata/peers/allreduce"
 	"strata/runtime/tensor"
 )
 
@@ -13,7 +13,7 @@ import (
 // float32s spread over the whole range, their neighbours included.
 func TestWireHalf(t *testing.T) {
 	for h := range 1 << 16 {
-		got, want := peers.F16ToF32(uint16(h)), tensor.FP16ToFP32(uint16(h))
+		got, want := allreduce.F16ToF32(uint16(h)), tensor.FP16ToFP32(uint16(h))
 		if math.Float32bits(got) != math.Float32bits(want) && !(isNaN(got) && isNaN(want)) {
 			t.Fatalf("half %#04x: %v, want %v", h, got, want)
 		}
@@ -21,7 +21,7 @@ func TestWireHalf(t *testing.T) {
 	for b := uint64(0); b < 1<<32; b += 4093 {
 		for d := range uint32(3) {
 			f := math.Float32frombits(uint32(b) + d)
-			got, want := peers.F32ToF16(f), tensor.FP32ToFP16(f)
+			got, want := allreduce.F32ToF16(f), tensor.FP32ToFP16(f)
 			if isNaN(f) {
 				if got&0x7c00 != 0x7c00 || got&0x3ff == 0 {
 					t.Fatalf("%v: %#04x is not a NaN", f, got)

@@ -1,4 +1,4 @@
-package peers
+package allreduce
 
 import (
 	"encoding/binary"
@@ -153,9 +153,9 @@ func (w Wire) decode(x []float32, p []byte) error {
 	return nil
 }
 
-// f32ToF16 rounds f to the nearest IEEE half (ties to even); peers keeps
-// its own copy so that it needs nothing from runtime (tested equal to
-// runtime/tensor's over every float32 bit pattern's neighbourhood).
+// f32ToF16 rounds f to the nearest IEEE half (ties to even); the package
+// keeps its own copy so that it needs nothing from runtime (tested equal
+// to runtime/tensor's over every float32 bit pattern's neighbourhood).
 func f32ToF16(f float32) uint16 {
 	b := math.Float32bits(f)
 	sign := uint16(b>>16) & 0x8000

@@ -1,4 +1,4 @@
-package peers_test
+package allreduce_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 
 	"strata/internal/testdata"
 	"strata/peers"
+	"strata/peers/allreduce"
 	"strata/peers/peerstest"
 	"strata/runtime/gguf"
 	"strata/runtime/model"
@@ -23,26 +24,26 @@ import (
 	"strata/runtime/tensor"
 )
 
-var _ model.AllReducer = (*peers.Group)(nil)
+var _ model.AllReducer = (*allreduce.Group)(nil)
 
 // formGroup forms a group of nodes (in that order) with a fresh ID.
-func formGroup(t testing.TB, nodes []*peers.Node, opts peers.AllReduceOptions) []*peers.Group {
+func formGroup(t testing.TB, nodes []*peers.Node, opts allreduce.Options) []*allreduce.Group {
 	t.Helper()
-	id := peers.NewGroupID()
+	id := allreduce.NewGroupID()
 	ids := make([]peer.ID, len(nodes))
 	for i, n := range nodes {
 		ids[i] = n.ID()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	gs := make([]*peers.Group, len(nodes))
+	gs := make([]*allreduce.Group, len(nodes))
 	errs := make([]error, len(nodes))
 	var wg sync.WaitGroup
 	for i, n := range nodes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			gs[i], errs[i] = n.JoinGroup(ctx, id, ids, opts)
+			gs[i], errs[i] = n.AllReduce().Join(ctx, id, ids, opts)
 		}()
 	}
 	wg.Wait()
@@ -59,7 +60,7 @@ func formGroup(t testing.TB, nodes []*peers.Node, opts peers.AllReduceOptions) [
 	return gs
 }
 
-func ars(gs []*peers.Group) []model.AllReducer {
+func ars(gs []*allreduce.Group) []model.AllReducer {
 	out := make([]model.AllReducer, len(gs))
 	for i, g := range gs {
 		out[i] = g
@@ -209,11 +210,11 @@ func TestGroupTPGreedy(t *testing.T) {
 		shm bool
 	}{{[]uint64{1, 1}, false}, {[]uint64{2, 1, 1}, false}, {[]uint64{1, 1}, true}, {[]uint64{2, 1, 1}, true}} {
 		w := tc.w
-		gs := formGroup(t, c.Nodes[:len(w)], peers.AllReduceOptions{Shm: tc.shm})
+		gs := formGroup(t, c.Nodes[:len(w)], allreduce.Options{Shm: tc.shm})
 		if tc.shm {
 			for i, g := range gs {
-				if peers.GroupRings(g) != len(w)-1 {
-					t.Fatalf("weights %v: member %d sends through %d rings, want %d", w, i, peers.GroupRings(g), len(w)-1)
+				if allreduce.GroupRings(g) != len(w)-1 {
+					t.Fatalf("weights %v: member %d sends through %d rings, want %d", w, i, allreduce.GroupRings(g), len(w)-1)
 				}
 			}
 		}
@@ -254,7 +255,7 @@ func TestGroupWireError(t *testing.T) {
 	// 2.4e-3 on the tinyllama shape, where Q8_0 weights quantize each
 	// layer's input to 8 bits and so amplify any change; Q8_0: 1.0e-2 and
 	// 5.6e-3).
-	bounds := map[peers.Wire]float64{peers.WireF16: 1e-2, peers.WireQ8_0: 4e-2}
+	bounds := map[allreduce.Wire]float64{allreduce.WireF16: 1e-2, allreduce.WireQ8_0: 4e-2}
 	for _, tc := range []struct {
 		name   string
 		f      *gguf.File
@@ -266,9 +267,9 @@ func TestGroupWireError(t *testing.T) {
 		if err := errors.Join(errs...); err != nil {
 			t.Fatal(err)
 		}
-		for _, wire := range []peers.Wire{peers.WireF32, peers.WireF16, peers.WireQ8_0} {
+		for _, wire := range []allreduce.Wire{allreduce.WireF32, allreduce.WireF16, allreduce.WireQ8_0} {
 			members := loadTP(t, tc.f, []uint64{1, 1})
-			gs := formGroup(t, c.Nodes, peers.AllReduceOptions{Wire: wire})
+			gs := formGroup(t, c.Nodes, allreduce.Options{Wire: wire})
 			_, got, errs := decode(members, ars(gs), tc.prompt, steps, force[0], nil)
 			if err := errors.Join(errs...); err != nil {
 				t.Fatalf("%s over %s: %v", tc.name, wire, err)
@@ -280,7 +281,7 @@ func TestGroupWireError(t *testing.T) {
 				for j := range ref[p] {
 					scale = max(scale, math.Abs(float64(ref[p][j])))
 					d = max(d, math.Abs(float64(ref[p][j]-got[p][j])))
-					if wire == peers.WireF32 && math.Float32bits(ref[p][j]) != math.Float32bits(got[p][j]) {
+					if wire == allreduce.WireF32 && math.Float32bits(ref[p][j]) != math.Float32bits(got[p][j]) {
 						t.Fatalf("%s over f32: logit %d at step %d is %v, in-process %v", tc.name, j, p, got[p][j], ref[p][j])
 					}
 				}
@@ -310,7 +311,7 @@ func TestGroupMemberVanishes(t *testing.T) {
 func memberVanishes(t *testing.T, shm bool) {
 	f := openStories(t)
 	c := peerstest.New(t, 2)
-	gs := formGroup(t, c.Nodes, peers.AllReduceOptions{Shm: shm}) // DefaultRoundTimeout: 30 s
+	gs := formGroup(t, c.Nodes, allreduce.Options{Shm: shm}) // DefaultRoundTimeout: 30 s
 	var killedAt time.Time
 	var once sync.Once
 	kill := func(step int) {
@@ -326,7 +327,7 @@ func memberVanishes(t *testing.T, shm bool) {
 	if killedAt.IsZero() {
 		t.Fatal("the decode ended before step 5")
 	}
-	if !errors.Is(errs[0], peers.ErrGroupFailed) {
+	if !errors.Is(errs[0], allreduce.ErrGroupFailed) {
 		t.Fatalf("member 0 after its peer died: %v, want ErrGroupFailed", errs[0])
 	}
 	took := failedAt.Sub(killedAt)
@@ -335,7 +336,7 @@ func memberVanishes(t *testing.T, shm bool) {
 		t.Errorf("member 0 failed %v after its peer died (bound 10 s; the round timeout is 30 s)", took)
 	}
 	// The group stays failed.
-	if err := gs[0].AllReduce(context.Background(), []float32{1}); !errors.Is(err, peers.ErrGroupFailed) {
+	if err := gs[0].AllReduce(context.Background(), []float32{1}); !errors.Is(err, allreduce.ErrGroupFailed) {
 		t.Errorf("a failed group's next round: %v", err)
 	}
 }
@@ -346,7 +347,7 @@ func memberVanishes(t *testing.T, shm bool) {
 func TestGroupCloseStopsRound(t *testing.T) {
 	c := peerstest.New(t, 2)
 	for _, shm := range []bool{false, true} {
-		gs := formGroup(t, c.Nodes, peers.AllReduceOptions{Shm: shm})
+		gs := formGroup(t, c.Nodes, allreduce.Options{Shm: shm})
 		done := make(chan error, 1)
 		go func() { done <- gs[0].AllReduce(context.Background(), []float32{1, 2, 3}) }()
 		time.Sleep(50 * time.Millisecond) // past the spin: the round sleeps on the ring
@@ -354,7 +355,7 @@ func TestGroupCloseStopsRound(t *testing.T) {
 		gs[0].Close()
 		select {
 		case err := <-done:
-			if !errors.Is(err, peers.ErrGroupClosed) {
+			if !errors.Is(err, allreduce.ErrGroupClosed) {
 				t.Errorf("shm %v: the round after Close: %v, want ErrGroupClosed", shm, err)
 			}
 			t.Logf("shm %v: the round stopped %v after Close", shm, time.Since(start))
@@ -367,14 +368,14 @@ func TestGroupCloseStopsRound(t *testing.T) {
 		for round := 0; round < 2 && err == nil; round++ {
 			err = gs[1].AllReduce(context.Background(), []float32{1, 2, 3})
 		}
-		if !errors.Is(err, peers.ErrGroupFailed) {
+		if !errors.Is(err, allreduce.ErrGroupFailed) {
 			t.Errorf("shm %v: the peer's rounds after the group closed: %v, want ErrGroupFailed", shm, err)
 		}
 	}
 }
 
 type noteFail struct {
-	g  *peers.Group
+	g  *allreduce.Group
 	at *time.Time
 }
 
@@ -393,8 +394,8 @@ func TestGroupSums(t *testing.T) {
 	c := peerstest.New(t, 4)
 	for _, shm := range []bool{false, true} {
 		for _, n := range []int{2, 3, 4} {
-			for _, wire := range []peers.Wire{peers.WireF32, peers.WireF16, peers.WireQ8_0} {
-				gs := formGroup(t, c.Nodes[:n], peers.AllReduceOptions{Wire: wire, Shm: shm})
+			for _, wire := range []allreduce.Wire{allreduce.WireF32, allreduce.WireF16, allreduce.WireQ8_0} {
+				gs := formGroup(t, c.Nodes[:n], allreduce.Options{Wire: wire, Shm: shm})
 				for round, size := range []int{1, 31, 33, 1000, 300000} {
 					bufs := make([][]float32, n)
 					for i := range bufs {
@@ -419,7 +420,7 @@ func TestGroupSums(t *testing.T) {
 					if err := errors.Join(errs...); err != nil {
 						t.Fatalf("%d members, %s, shm %v, %d values: %v", n, wire, shm, size, err)
 					}
-					tol := map[peers.Wire]float64{peers.WireF32: 0, peers.WireF16: 2e-3, peers.WireQ8_0: 2e-2}[wire] * float64(n)
+					tol := map[allreduce.Wire]float64{allreduce.WireF32: 0, allreduce.WireF16: 2e-3, allreduce.WireQ8_0: 2e-2}[wire] * float64(n)
 					for j := range want {
 						if d := math.Abs(float64(bufs[0][j] - want[j])); d > tol {
 							t.Fatalf("%d members, %s, %d values: [%d] = %v, want %v", n, wire, size, j, bufs[0][j], want[j])
@@ -436,7 +437,7 @@ func TestGroupSums(t *testing.T) {
 	}
 	// A lone member's context ends while its peer never calls: the round
 	// stops with the context's error.
-	gs := formGroup(t, c.Nodes[:2], peers.AllReduceOptions{})
+	gs := formGroup(t, c.Nodes[:2], allreduce.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	if err := gs[0].AllReduce(ctx, []float32{1, 2}); !errors.Is(err, context.DeadlineExceeded) {
@@ -451,22 +452,22 @@ func TestGroupSums(t *testing.T) {
 func TestGroupRefusesBadInput(t *testing.T) {
 	c := peerstest.New(t, 3)
 	a, b, x := c.Nodes[0], c.Nodes[1], c.Nodes[2]
-	id := peers.NewGroupID()
+	id := allreduce.NewGroupID()
 	members := []peer.ID{a.ID(), b.ID()}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	joined := make(chan *peers.Group, 1)
+	joined := make(chan *allreduce.Group, 1)
 	go func() {
-		g, err := a.JoinGroup(ctx, id, members, peers.AllReduceOptions{})
+		g, err := a.AllReduce().Join(ctx, id, members, allreduce.Options{})
 		if err != nil {
 			t.Error(err)
 		}
 		joined <- g
 	}()
-	hello := func(from *peers.Node, id peers.GroupID, count, idx int, wire peers.Wire, retry bool) byte {
+	hello := func(from *peers.Node, id allreduce.GroupID, count, idx int, wire allreduce.Wire, retry bool) byte {
 		t.Helper()
 		for {
-			s, err := from.Host().NewStream(ctx, a.ID(), peers.AllReduceProtocol)
+			s, err := from.Host().NewStream(ctx, a.ID(), allreduce.Protocol)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -486,21 +487,21 @@ func TestGroupRefusesBadInput(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		from *peers.Node
-		id   peers.GroupID
+		id   allreduce.GroupID
 		idx  int
-		wire peers.Wire
+		wire allreduce.Wire
 		want byte
 	}{
-		{"unknown group", b, peers.NewGroupID(), 1, peers.WireF32, 1},
-		{"claims member 0's place", b, id, 0, peers.WireF32, 2},
-		{"a non-member claims member 1's place", x, id, 1, peers.WireF32, 2},
-		{"another wire", b, id, 1, peers.WireF16, 2},
+		{"unknown group", b, allreduce.NewGroupID(), 1, allreduce.WireF32, 1},
+		{"claims member 0's place", b, id, 0, allreduce.WireF32, 2},
+		{"a non-member claims member 1's place", x, id, 1, allreduce.WireF32, 2},
+		{"another wire", b, id, 1, allreduce.WireF16, 2},
 	} {
 		if got := hello(tc.from, tc.id, 2, tc.idx, tc.wire, tc.id == id); got != tc.want {
 			t.Errorf("%s: status %d, want %d", tc.name, got, tc.want)
 		}
 	}
-	gb, err := b.JoinGroup(ctx, id, members, peers.AllReduceOptions{})
+	gb, err := b.AllReduce().Join(ctx, id, members, allreduce.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -526,15 +527,15 @@ func TestGroupRefusesBadInput(t *testing.T) {
 	}{
 		{"wrong round", frame(1, 2, 1, 2), "expected round 0"},
 		{"wrong length", frame(0, 3, 1, 2, 3), "sent 3 values"},
-		{"oversized", frame(0, peers.MaxAllReduceValues+1), "values (1 to"},
+		{"oversized", frame(0, allreduce.MaxValues+1), "values (1 to"},
 		{"zero values", frame(0, 0), "values (1 to"},
 		{"NaN", frame(0, 2, 1, float32(math.NaN())), "is NaN"},
 		{"infinity", frame(0, 2, float32(math.Inf(1)), 1), "is +Inf"},
 		{"cut short", frame(0, 2, 1)[:14], "member 1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			gs := formGroup(t, []*peers.Node{a, b}, peers.AllReduceOptions{})
-			s := peers.GroupOut(gs[1], 0)
+			gs := formGroup(t, []*peers.Node{a, b}, allreduce.Options{})
+			s := allreduce.GroupOut(gs[1], 0)
 			if _, err := s.Write(tc.raw); err != nil {
 				t.Fatal(err)
 			}
@@ -543,35 +544,13 @@ func TestGroupRefusesBadInput(t *testing.T) {
 			}
 			start := time.Now()
 			err := gs[0].AllReduce(ctx, []float32{5, 6})
-			if !errors.Is(err, peers.ErrGroupFailed) || !strings.Contains(err.Error(), tc.want) {
+			if !errors.Is(err, allreduce.ErrGroupFailed) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("AllReduce after %q: %v, want ErrGroupFailed saying %q", tc.name, err, tc.want)
 			}
 			if d := time.Since(start); d > 10*time.Second {
 				t.Errorf("took %v", d)
 			}
 		})
-	}
-}
-
-// TestAnnouncedMeasures: a node's heartbeat carries its memory bandwidth
-// and its links' measured RTTs, and the other members see them.
-func TestAnnouncedMeasures(t *testing.T) {
-	c := peerstest.New(t, 2, peerstest.WithConfig(func(cfg *peers.Config) { cfg.MemoryBandwidth = 3e11 }))
-	a, b := c.Nodes[0], c.Nodes[1]
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	v, err := a.Membership().Wait(ctx, func(v peers.View) bool {
-		m, ok := v.Member(b.ID())
-		return ok && len(m.Info.GetLinks()) == 1 && m.Info.Links[0].RttUs > 0
-	})
-	if err != nil {
-		t.Fatalf("node a never saw b announce a measured link: %v", err)
-	}
-	m, _ := v.Member(b.ID())
-	l := m.Info.Links[0]
-	t.Logf("b announces %g B/s, link to %s: %d µs over %s", m.Info.MemoryBandwidth, l.PeerId, l.RttUs, l.Transport)
-	if m.Info.MemoryBandwidth != 3e11 || l.PeerId != a.ID().String() || l.Transport == "" {
-		t.Errorf("b's announcement: bandwidth %g, link %v", m.Info.MemoryBandwidth, l)
 	}
 }
 
@@ -582,16 +561,16 @@ func BenchmarkGroupAllReduce(b *testing.B) {
 	c := peerstest.New(b, 2)
 	for _, size := range []int{2048, 16 * 2048} {
 		for _, tc := range []struct {
-			wire peers.Wire
+			wire allreduce.Wire
 			shm  bool
-		}{{peers.WireF32, false}, {peers.WireF16, false}, {peers.WireQ8_0, false}, {peers.WireF32, true}} {
+		}{{allreduce.WireF32, false}, {allreduce.WireF16, false}, {allreduce.WireQ8_0, false}, {allreduce.WireF32, true}} {
 			wire := tc.wire
 			name := fmt.Sprintf("%d/%s", size, wire)
 			if tc.shm {
 				name += "/shm"
 			}
 			b.Run(name, func(b *testing.B) {
-				gs := formGroup(b, c.Nodes, peers.AllReduceOptions{Wire: wire, Shm: tc.shm})
+				gs := formGroup(b, c.Nodes, allreduce.Options{Wire: wire, Shm: tc.shm})
 				bufs := [][]float32{make([]float32, size), make([]float32, size)}
 				b.SetBytes(int64(4 * size))
 				b.ReportAllocs()
