@@ -173,10 +173,12 @@ func (h *Host) Receive(ctx actor.Context) {
 			// serving loads of shards whose bytes are here.
 			replyTo, self, sys := ctx.Sender(), ctx.Self(), ctx.ActorSystem()
 			go func() {
-				defer h.fetching.Add(-1)
 				fctx, cancel := context.WithTimeout(h.stop, fetchTimeout)
-				defer cancel()
 				_, err := f.Ensure(fctx, spec.Model, int(spec.First), int(spec.End), int(spec.Layers))
+				cancel()
+				// The slot is free before the answer goes out: whoever
+				// hears it may ask again at once.
+				h.fetching.Add(-1)
 				sys.Root.Send(self, &fetched{spec: spec, group: m.Group, replyTo: replyTo, err: err})
 			}()
 			return
