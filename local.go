@@ -16,7 +16,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"strata/actors"
+	"strata/actors/origin"
 	"strata/actors/plan"
+	"strata/actors/stage"
 	"strata/peers"
 	"strata/runtime/catalog"
 	"strata/runtime/engine"
@@ -33,7 +35,7 @@ type Result = engine.Result
 type Token = engine.Token
 
 // Placer computes placements (plan.Place is the default).
-type Placer = actors.Placer
+type Placer = origin.Placer
 
 // NodeSpec is one node of a local cluster.
 type NodeSpec struct {
@@ -78,7 +80,7 @@ type LocalConfig struct {
 	// and rebuilt; 0 = 30 s.
 	StepTimeout time.Duration
 	// NoShortcut sends every token from the session to the first stage,
-	// not from the last stage (actors.ClusterOptions.NoShortcut).
+	// not from the last stage (origin.Options.NoShortcut).
 	NoShortcut bool
 	// Threads run the kernels of all nodes together (one pool); 0 =
 	// GOMAXPROCS. Over libp2p each node has a pool of this many.
@@ -92,7 +94,7 @@ type LocalConfig struct {
 type LocalCluster struct {
 	cfg      LocalConfig
 	view     *view
-	clusters []*actors.Cluster
+	clusters []*origin.Origin
 	kill     []func() error
 
 	// In-memory links.
@@ -150,29 +152,29 @@ func (c *LocalCluster) models(i int) []string {
 	return slices.Sorted(maps.Keys(c.cfg.Models))
 }
 
-func (c *LocalCluster) options(i int) actors.ClusterOptions {
-	return actors.ClusterOptions{PlanContext: c.cfg.Context, PlanSessions: c.cfg.Sessions, StepTimeout: c.cfg.StepTimeout, NoShortcut: c.cfg.NoShortcut,
+func (c *LocalCluster) options(i int) origin.Options {
+	return origin.Options{PlanContext: c.cfg.Context, PlanSessions: c.cfg.Sessions, StepTimeout: c.cfg.StepTimeout, NoShortcut: c.cfg.NoShortcut,
 		Placer: c.cfg.Placer, Logger: c.cfg.Logger, SenderMiddleware: []actor.SenderMiddleware{c.links.middleware(i)}}
 }
 
 // hostName is node i's host actor in the shared actor system.
-func hostName(i int) string { return fmt.Sprintf("%s-%d", actors.HostName, i) }
+func hostName(i int) string { return fmt.Sprintf("%s-%d", stage.HostName, i) }
 
 func (c *LocalCluster) startInMemory() error {
 	c.system = actors.NewSystem(c.cfg.Logger)
 	c.pool = tensor.NewPool(c.cfg.Threads)
 	c.view = &view{}
-	files := actors.Files(c.cfg.Models)
-	var hosts []*actors.Host
+	files := catalog.Files(c.cfg.Models)
+	var hosts []*stage.Host
 	for i, n := range c.cfg.Nodes {
-		h := actors.NewHost(actors.HostConfig{Models: files, Pool: c.pool, MemoryBytes: n.MemoryBytes, Name: fmt.Sprintf("n%d", i),
+		h := stage.NewHost(stage.HostConfig{Models: files, Pool: c.pool, MemoryBytes: n.MemoryBytes, Name: fmt.Sprintf("n%d", i),
 			MaxContext: c.cfg.Context, SenderMiddleware: []actor.SenderMiddleware{c.links.middleware(i)}})
 		pid, err := c.system.Root.SpawnNamed(h.Props(), hostName(i))
 		if err != nil {
 			return err
 		}
 		hosts = append(hosts, h)
-		c.view.members = append(c.view.members, actors.Member{ID: fmt.Sprintf("n%d", i), Host: pid, MemoryBytes: n.MemoryBytes, Models: c.models(i), LastSeen: time.Now()})
+		c.view.members = append(c.view.members, origin.Member{ID: fmt.Sprintf("n%d", i), Host: pid, MemoryBytes: n.MemoryBytes, Models: c.models(i), LastSeen: time.Now()})
 		c.kill = append(c.kill, func() error {
 			c.links.kill(i)
 			c.view.remove(fmt.Sprintf("n%d", i))
@@ -180,9 +182,8 @@ func (c *LocalCluster) startInMemory() error {
 		})
 	}
 	for i, h := range hosts {
-		o := c.options(i)
-		o.Info = h.Info // each node reads each model once
-		c.clusters = append(c.clusters, actors.NewCluster(c.system, c.view, files, o))
+		// Each node reads each model once: its host describes it.
+		c.clusters = append(c.clusters, origin.New(c.system, c.view, h, c.options(i)))
 	}
 	return nil
 }
@@ -209,7 +210,7 @@ func (c *LocalCluster) startPeers(ctx context.Context) error {
 			Peers: peers.Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, Secret: secret, NoMDNS: true, MemoryBytes: n.MemoryBytes,
 				Logger: c.cfg.Logger, HeartbeatInterval: 200 * time.Millisecond, MemberTimeout: time.Second},
 			Models:           catalog.Catalog{Dirs: []string{dir}},
-			Cluster:          c.options(i),
+			Origin:           c.options(i),
 			Threads:          c.cfg.Threads,
 			SenderMiddleware: []actor.SenderMiddleware{c.links.middleware(i)},
 		}
@@ -225,7 +226,7 @@ func (c *LocalCluster) startPeers(ctx context.Context) error {
 			return err
 		}
 		c.nodes = append(c.nodes, nd)
-		c.clusters = append(c.clusters, nd.Cluster)
+		c.clusters = append(c.clusters, nd.Origin)
 		c.links.addPeer(nd.Peers.ID().String(), i)
 		c.kill = append(c.kill, func() error {
 			c.links.kill(i)
@@ -257,7 +258,7 @@ func (c *LocalCluster) Generate(ctx context.Context, req Request, onToken func(T
 // Cluster returns node i's session driver: Generate, Plan and Sessions
 // from that node. (Over in-memory links, the shaping and cuts of messages
 // to session inboxes count them as node 0's.)
-func (c *LocalCluster) Cluster(i int) *actors.Cluster { return c.clusters[i] }
+func (c *LocalCluster) Cluster(i int) *origin.Origin { return c.clusters[i] }
 
 // Plan is the placement of a model on the view of node 0, with NodeIndex
 // to map its stages back to nodes.
@@ -352,11 +353,11 @@ func (c *LocalCluster) Close() error {
 // view is the membership of an in-memory cluster: every node, until killed.
 type view struct {
 	mu      sync.Mutex
-	members []actors.Member
+	members []origin.Member
 }
 
-// Members implements actors.Directory.
-func (v *view) Members() []actors.Member {
+// Members implements origin.Directory.
+func (v *view) Members() []origin.Member {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return slices.Clone(v.members)
@@ -365,7 +366,7 @@ func (v *view) Members() []actors.Member {
 func (v *view) remove(id string) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.members = slices.DeleteFunc(v.members, func(m actors.Member) bool { return m.ID == id })
+	v.members = slices.DeleteFunc(v.members, func(m origin.Member) bool { return m.ID == id })
 }
 
 // links carries the actor messages between a local cluster's nodes:
@@ -414,7 +415,7 @@ func (l *links) nodeOf(from int, pid *actor.PID) int {
 		return from
 	}
 	var i int
-	if _, err := fmt.Sscanf(pid.Id, actors.HostName+"-%d", &i); err == nil && i >= 0 && i < l.n {
+	if _, err := fmt.Sscanf(pid.Id, stage.HostName+"-%d", &i); err == nil && i >= 0 && i < l.n {
 		return i
 	}
 	return 0

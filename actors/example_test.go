@@ -6,11 +6,14 @@ import (
 	"path/filepath"
 
 	"strata/actors"
+	"strata/actors/origin"
+	"strata/actors/stage"
 	"strata/internal/testdata"
+	"strata/runtime/catalog"
 	"strata/runtime/engine"
 )
 
-// Two shard hosts in one actor system split stories260K; a Cluster plans
+// Two stage hosts in one actor system split stories260K; an origin plans
 // over them and drives a session. (strata.NewLocalCluster does this for
 // any number of nodes, over libp2p too.)
 func Example() {
@@ -19,22 +22,25 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	models := actors.Files{"stories260K": filepath.Join(dir, "gguf", "stories260K.gguf")}
+	models := catalog.Files{"stories260K": filepath.Join(dir, "gguf", "stories260K.gguf")}
 	system := actors.NewSystem(nil)
 	defer system.Shutdown()
-	var view actors.StaticDirectory
+	var view origin.StaticDirectory
+	var hosts []*stage.Host
 	for _, id := range []string{"a", "b"} {
-		host := actors.NewHost(actors.HostConfig{Models: models, MemoryBytes: 1100e3, Name: id})
-		pid, err := system.Root.SpawnNamed(host.Props(), actors.HostName+"-"+id)
+		host := stage.NewHost(stage.HostConfig{Models: models, MemoryBytes: 1100e3, Name: id})
+		pid, err := system.Root.SpawnNamed(host.Props(), stage.HostName+"-"+id)
 		if err != nil {
 			fmt.Println(err)
 			return
 		}
-		view = append(view, actors.Member{ID: id, Host: pid, MemoryBytes: 1100e3, Models: []string{"stories260K"}})
+		view = append(view, origin.Member{ID: id, Host: pid, MemoryBytes: 1100e3, Models: []string{"stories260K"}})
+		hosts = append(hosts, host)
 	}
-	c := actors.NewCluster(system, view, models, actors.ClusterOptions{PlanContext: 512})
+	// The origin runs on node a: its host describes the model.
+	c := origin.New(system, view, hosts[0], origin.Options{PlanContext: 512})
 	defer c.Close()
-	res, err := c.Generate(context.Background(), actors.Request{Model: "stories260K", Prompt: "Lily", MaxTokens: 12},
+	res, err := c.Generate(context.Background(), engine.Request{Model: "stories260K", Prompt: "Lily", MaxTokens: 12},
 		func(t engine.Token) error {
 			fmt.Print(t.Text)
 			return nil

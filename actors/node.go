@@ -6,8 +6,6 @@ import (
 	"log/slog"
 	"path/filepath"
 	"slices"
-	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +14,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"google.golang.org/protobuf/proto"
 
+	"strata/actors/origin"
+	"strata/actors/stage"
 	"strata/messages"
 	"strata/peers"
 	"strata/peers/allreduce"
@@ -27,8 +27,8 @@ import (
 // NodeConfig configures a full strata node: peers plus the actors that
 // hold shards and drive sessions.
 type NodeConfig struct {
-	Peers   peers.Config
-	Cluster ClusterOptions
+	Peers  peers.Config
+	Origin origin.Options
 	// Models is where the node finds models by name; it announces the
 	// complete ones (cfg.Peers.Models, when unset) and serves their bytes
 	// to peers over weights.Protocol (cfg.Peers.Weights, when unset).
@@ -47,7 +47,7 @@ type NodeConfig struct {
 	Threads int
 	// SenderMiddleware wraps every actor message the node's shard host,
 	// shards and sessions send (HostConfig.SenderMiddleware; and
-	// Cluster.SenderMiddleware unless set); nil = none. An in-process
+	// Origin.SenderMiddleware unless set); nil = none. An in-process
 	// cluster shapes and breaks its links with it.
 	SenderMiddleware []actor.SenderMiddleware
 	// AllReduce tunes the all-reduce groups of the tensor-parallel stages
@@ -58,11 +58,11 @@ type NodeConfig struct {
 }
 
 // Node is one strata node: a libp2p peer whose shard host serves the
-// cluster's plans and whose Cluster starts sessions from here.
+// cluster's plans and whose Origin starts sessions from here.
 type Node struct {
-	Peers   *peers.Node
-	Host    *Host
-	Cluster *Cluster
+	Peers  *peers.Node
+	Host   *stage.Host
+	Origin *origin.Origin
 	// Weights finds models by name, fetching the layers a shard needs
 	// from peers; the API's model store too.
 	Weights *Weights
@@ -76,7 +76,7 @@ type Node struct {
 // StartNode starts the peer, spawns the shard host, and returns the node.
 // Models are found through cfg.Models.
 func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
-	var host atomic.Pointer[Host] // set once the peer is up; heartbeats may ask before
+	var host atomic.Pointer[stage.Host] // set once the peer is up; heartbeats may ask before
 	cfg.Peers.UsedBytes = func() uint64 {
 		if h := host.Load(); h != nil {
 			return h.UsedBytes()
@@ -121,37 +121,35 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	store := weights
 	// The host holds no more than the node offers: the --memory cap, or
 	// physical memory (what placement plans with).
-	maxCtx := cfg.Cluster.PlanContext
+	maxCtx := cfg.Origin.PlanContext
 	if maxCtx <= 0 {
 		maxCtx = model.DefaultContext
 	}
 	ar := cfg.AllReduce
 	ar.Shm = cfg.Peers.Transport != peers.TransportTCP
-	n.Host = NewHost(HostConfig{Models: store, Pool: n.pool, MemoryBytes: p.MemoryOffered(), Name: shortID(p.ID().String()), MaxContext: maxCtx, SenderMiddleware: cfg.SenderMiddleware, KVType: cfg.Cluster.KVType,
-		Groups: peerGroups{p: p, opts: ar}, NodeAddress: func(node string) string { return node }})
+	n.Host = stage.NewHost(stage.HostConfig{Models: store, Pool: n.pool, MemoryBytes: p.MemoryOffered(), Name: shortID(p.ID().String()), MaxContext: maxCtx, SenderMiddleware: cfg.SenderMiddleware, KVType: cfg.Origin.KVType,
+		Groups: peerGroups{p: p, opts: ar}, NodeAddress: func(node string) string { return node },
+		OnShards: func(shards []string) { p.Membership().SetShards(shards) }})
 	host.Store(n.Host)
-	weights.busy = n.Host.uses
-	n.Host.onChange = func(shards []string) { p.Membership().SetShards(shards) }
-	hostPID, err := p.ActorSystem().Root.SpawnNamed(n.Host.Props(), HostName)
+	weights.busy = n.Host.Uses
+	hostPID, err := p.ActorSystem().Root.SpawnNamed(n.Host.Props(), stage.HostName)
 	if err != nil {
 		p.Close()
 		n.pool.Close()
 		return nil, fmt.Errorf("spawn shard host: %w", err)
 	}
 	n.hostPID = hostPID
-	if cfg.Cluster.Logger == nil {
-		cfg.Cluster.Logger = cfg.Peers.Logger
-		if cfg.Cluster.Logger == nil {
-			cfg.Cluster.Logger = slog.Default()
+	if cfg.Origin.Logger == nil {
+		cfg.Origin.Logger = cfg.Peers.Logger
+		if cfg.Origin.Logger == nil {
+			cfg.Origin.Logger = slog.Default()
 		}
 	}
-	if cfg.Cluster.SenderMiddleware == nil {
-		cfg.Cluster.SenderMiddleware = cfg.SenderMiddleware
+	if cfg.Origin.SenderMiddleware == nil {
+		cfg.Origin.SenderMiddleware = cfg.SenderMiddleware
 	}
-	if cfg.Cluster.Info == nil {
-		cfg.Cluster.Info = n.Host.Info // one description per model on this node
-	}
-	n.Cluster = NewCluster(p.ActorSystem(), viewDirectory{p}, store, cfg.Cluster)
+	// One description per model on this node: the host's.
+	n.Origin = origin.New(p.ActorSystem(), viewDirectory{p}, n.Host, cfg.Origin)
 	return n, nil
 }
 
@@ -162,7 +160,7 @@ func (n *Node) Close() error {
 		// Stop the host first: its shards stop with it and free their
 		// KV caches; then the model files and the peer.
 		n.Peers.ActorSystem().Root.StopFuture(n.hostPID).Wait()
-		n.Cluster.Close()
+		n.Origin.Close()
 		n.closeErr = n.Peers.Close()
 		n.pool.Close()
 	})
@@ -175,9 +173,9 @@ func (n *Node) Close() error {
 // inboxes (by shards). Nothing else, and never Stop or PoisonPill.
 func PeerInbound() []peers.Inbound {
 	return []peers.Inbound{
-		{Actor: HostName, Types: typeNames(&messages.LoadShard{}, &messages.ShardStats{})},
+		{Actor: stage.HostName, Types: typeNames(&messages.LoadShard{}, &messages.ShardStats{})},
 		// Shards read activations in place from side-channel slots.
-		{Actor: HostName + "/*", Types: typeNames(&messages.Forward{}, &messages.FreeSession{}, &messages.Chain{}, &messages.ShardStats{}), Watch: true, Borrow: true},
+		{Actor: stage.HostName + "/*", Types: typeNames(&messages.Forward{}, &messages.FreeSession{}, &messages.Chain{}, &messages.ShardStats{}), Watch: true, Borrow: true},
 		{Actor: "$*", Types: typeNames(&messages.Token{}, &messages.ForwardError{}), Watch: true},
 	}
 }
@@ -198,7 +196,7 @@ type peerGroups struct {
 }
 
 // Join implements Groups.
-func (g peerGroups) Join(ctx context.Context, id [16]byte, members []string, self int) (Group, error) {
+func (g peerGroups) Join(ctx context.Context, id [16]byte, members []string, self int) (stage.Group, error) {
 	ids := make([]peer.ID, len(members))
 	for i, m := range members {
 		var err error
@@ -216,12 +214,12 @@ func (g peerGroups) Join(ctx context.Context, id [16]byte, members []string, sel
 type viewDirectory struct{ p *peers.Node }
 
 // Members implements Directory.
-func (d viewDirectory) Members() []Member {
+func (d viewDirectory) Members() []origin.Member {
 	v := d.p.Membership().View()
-	out := make([]Member, 0, len(v.Members))
+	out := make([]origin.Member, 0, len(v.Members))
 	for _, m := range v.Members {
 		info := m.Info
-		mem := Member{ID: m.ID.String(), Host: d.p.PID(m.ID, HostName), MemoryBytes: info.GetMemoryTotalBytes(), Compute: info.GetComputeFlops(),
+		mem := origin.Member{ID: m.ID.String(), Host: d.p.PID(m.ID, stage.HostName), MemoryBytes: info.GetMemoryTotalBytes(), Compute: info.GetComputeFlops(),
 			MemBandwidth: info.GetMemoryBandwidth(), LastSeen: m.LastSeen}
 		for _, l := range info.GetLinks() {
 			if l.GetRttUs() > 0 {
@@ -250,35 +248,6 @@ func (d viewDirectory) Members() []Member {
 		out = append(out, mem)
 	}
 	return out
-}
-
-// shardList renders the host's shards for NodeInfo.shards: "MODEL:FIRST-END"
-// (layers [FIRST, END)), with "@tpI/N" for member I of a tensor-parallel
-// group of N; ParseShard reads them back.
-func shardList(specs []*messages.ShardSpec) []string {
-	var out []string
-	for _, s := range specs {
-		tp := ""
-		if len(s.TpNodes) > 0 {
-			tp = fmt.Sprintf("@tp%d/%d", s.TpIndex, len(s.TpNodes))
-		}
-		out = append(out, fmt.Sprintf("%s:%d-%d%s", s.Model, s.First, s.End, tp))
-	}
-	sort.Strings(out)
-	return out
-}
-
-// ParseShard reads one NodeInfo.shards entry, "MODEL:FIRST-END" (a
-// tensor-parallel member's "@tpI/N" after it is left out).
-func ParseShard(s string) (model string, first, end int, ok bool) {
-	i := strings.LastIndex(s, ":")
-	if i < 0 {
-		return "", 0, 0, false
-	}
-	if _, err := fmt.Sscanf(s[i+1:], "%d-%d", &first, &end); err != nil {
-		return "", 0, 0, false
-	}
-	return s[:i], first, end, true
 }
 
 func shortID(id string) string {

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"strata/actors/internal/oracle"
+	"strata/actors/origin"
 	"strata/internal/testdata"
 	"strata/peers"
 	"strata/runtime/catalog"
@@ -62,7 +64,7 @@ func startNodesFn(t *testing.T, models string, ctxLen, n int, memBytes uint64, s
 				Transport: testTransport, Verbs: testVerbs,
 			},
 			Models:  catalog.Catalog{Dirs: []string{models}},
-			Cluster: ClusterOptions{PlanContext: ctxLen, PlanSessions: sessions, StepTimeout: stepTimeout},
+			Origin:  origin.Options{PlanContext: ctxLen, PlanSessions: sessions, StepTimeout: stepTimeout},
 			Threads: 1,
 		}
 		if i > 0 {
@@ -109,12 +111,12 @@ func (w testWriter) Write(p []byte) (int, error) {
 func TestNodesOverLibp2p(t *testing.T) {
 	nodes := startNodes(t, 3, 900e3, 2)
 	path := testdata.Path(t, "gguf/stories260K.gguf")
-	want := singleNode(t, path, engine.Request{Prompt: "Lily wanted a cat.", MaxTokens: 100})
-	p, _, err := nodes[2].Cluster.Plan("stories260K")
+	want := oracle.OneNode(t, path, engine.Request{Prompt: "Lily wanted a cat.", MaxTokens: 100})
+	p, _, err := nodes[2].Origin.Plan("stories260K")
 	if err != nil || len(p.Stages) != 3 {
 		t.Fatalf("plan %v %v", p, err)
 	}
-	res, err := nodes[2].Cluster.Generate(context.Background(), Request{Model: "stories260K", Prompt: "Lily wanted a cat.", MaxTokens: 100}, func(engine.Token) error { return nil })
+	res, err := nodes[2].Origin.Generate(context.Background(), engine.Request{Model: "stories260K", Prompt: "Lily wanted a cat.", MaxTokens: 100}, func(engine.Token) error { return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,14 +130,14 @@ func TestNodesOverLibp2p(t *testing.T) {
 	}
 	// The conversation's next turn resumes the KV caches the stages
 	// retained, across peers: everything the first turn saw is cached.
-	lm, err := nodes[2].Cluster.model("stories260K")
+	lm, err := nodes[2].Host.Info("stories260K")
 	if err != nil {
 		t.Fatal(err)
 	}
 	seen := append(lm.Tokenizer.Encode("Lily wanted a cat.", true, false), res.Tokens[:len(res.Tokens)-1]...)
 	next := append(append([]int(nil), seen...), lm.Tokenizer.Encode(" Then", false, false)...)
-	wantNext := singleNode(t, path, engine.Request{Tokens: next, MaxTokens: 20})
-	res2, err := nodes[2].Cluster.Generate(context.Background(), Request{Model: "stories260K", Tokens: next, MaxTokens: 20}, func(engine.Token) error { return nil })
+	wantNext := oracle.OneNode(t, path, engine.Request{Tokens: next, MaxTokens: 20})
+	res2, err := nodes[2].Origin.Generate(context.Background(), engine.Request{Model: "stories260K", Tokens: next, MaxTokens: 20}, func(engine.Token) error { return nil })
 	if err != nil || res2.CachedTokens != len(seen) || res2.Text != wantNext.Text {
 		t.Errorf("next turn over 3 peers: %v, %d tokens cached (want %d), %q (want %q)", err, res2.CachedTokens, len(seen), res2.Text, wantNext.Text)
 	}
@@ -159,7 +161,7 @@ func TestNodesOverLibp2p(t *testing.T) {
 	texts := make([]string, 2)
 	for i, origin := range []*Node{nodes[0], nodes[1]} {
 		wg.Go(func() {
-			r, err := origin.Cluster.Generate(context.Background(), Request{Model: "stories260K", Prompt: "Lily wanted a cat.", MaxTokens: 100}, func(engine.Token) error { return nil })
+			r, err := origin.Origin.Generate(context.Background(), engine.Request{Model: "stories260K", Prompt: "Lily wanted a cat.", MaxTokens: 100}, func(engine.Token) error { return nil })
 			errs[i], texts[i] = err, r.Text
 		})
 	}
@@ -207,8 +209,8 @@ func TestPeerKilledMidAnswer(t *testing.T) { peerKilledMidAnswer(t) }
 func peerKilledMidAnswer(t *testing.T) {
 	nodes := startNodes(t, 4, 800e3, 1)
 	path := testdata.Path(t, "gguf/stories260K.gguf")
-	want := singleNode(t, path, engine.Request{MaxTokens: 200})
-	p, _, err := nodes[0].Cluster.Plan("stories260K")
+	want := oracle.OneNode(t, path, engine.Request{MaxTokens: 200})
+	p, _, err := nodes[0].Origin.Plan("stories260K")
 	if err != nil || len(p.Stages) != 3 {
 		t.Fatalf("plan %v %v", p, err)
 	}
@@ -223,7 +225,7 @@ func peerKilledMidAnswer(t *testing.T) {
 	}
 	var killedAt, resumedAt time.Time
 	n := 0
-	res, err := origin.Cluster.Generate(context.Background(), Request{Model: "stories260K", MaxTokens: 200}, func(tok engine.Token) error {
+	res, err := origin.Origin.Generate(context.Background(), engine.Request{Model: "stories260K", MaxTokens: 200}, func(tok engine.Token) error {
 		n++
 		if n == 80 {
 			killedAt = time.Now()
@@ -256,8 +258,8 @@ func TestLinkCutMidAnswer(t *testing.T) { linkCutMidAnswer(t) }
 func linkCutMidAnswer(t *testing.T) {
 	nodes := startNodes(t, 3, 800e3, 1, 2*time.Second)
 	path := testdata.Path(t, "gguf/stories260K.gguf")
-	want := singleNode(t, path, engine.Request{MaxTokens: 150})
-	p, _, err := nodes[0].Cluster.Plan("stories260K")
+	want := oracle.OneNode(t, path, engine.Request{MaxTokens: 150})
+	p, _, err := nodes[0].Origin.Plan("stories260K")
 	if err != nil || len(p.Stages) != 3 {
 		t.Fatalf("plan %v %v", p, err)
 	}
@@ -268,7 +270,7 @@ func linkCutMidAnswer(t *testing.T) {
 	a, b := byID[p.Stages[0].Node], byID[p.Stages[1].Node]
 	n := 0
 	var cutAt, resumedAt time.Time
-	res, err := nodes[2].Cluster.Generate(context.Background(), Request{Model: "stories260K", MaxTokens: 150}, func(tok engine.Token) error {
+	res, err := nodes[2].Origin.Generate(context.Background(), engine.Request{Model: "stories260K", MaxTokens: 150}, func(tok engine.Token) error {
 		n++
 		if n == 50 {
 			cutAt = time.Now()

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"strata/actors/internal/oracle"
 	"strata/runtime/catalog"
 	"strata/runtime/engine"
 	"strata/runtime/model"
@@ -29,7 +30,7 @@ func TestSplitModelIsOneModel(t *testing.T) {
 		t.Fatal(err)
 	}
 	req := engine.Request{Prompt: "hello world", MaxTokens: 40}
-	want := singleNode(t, single, req)
+	want := oracle.OneNode(t, single, req)
 
 	nodes := startNodesIn(t, models, 512, 3, 2200e3, 1)
 	for _, m := range nodes[0].Peers.Membership().View().Members {
@@ -47,11 +48,11 @@ func TestSplitModelIsOneModel(t *testing.T) {
 	if err != nil || json.Unmarshal(b, &man) != nil || len(man.Parts) != 3 || len(man.Tensors) == 0 || man.Tensors[0].SHA256 == "" {
 		t.Fatalf("manifest over the weights protocol: %v (%d bytes)", err, len(b))
 	}
-	p, _, err := nodes[1].Cluster.Plan("tiny")
+	p, _, err := nodes[1].Origin.Plan("tiny")
 	if err != nil || len(p.Stages) != 3 {
 		t.Fatalf("plan %v %v; want 3 stages", p, err)
 	}
-	res, err := nodes[1].Cluster.Generate(context.Background(), Request{Model: "tiny", Prompt: req.Prompt, MaxTokens: req.MaxTokens}, func(engine.Token) error { return nil })
+	res, err := nodes[1].Origin.Generate(context.Background(), engine.Request{Model: "tiny", Prompt: req.Prompt, MaxTokens: req.MaxTokens}, func(engine.Token) error { return nil })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"strata/actors/internal/oracle"
 	"strata/internal/testdata"
 	"strata/peers"
 	"strata/peers/verbs"
@@ -74,7 +75,7 @@ func fallbacks(nodes []*Node) int64 {
 // tests check every byte).
 func TestPipelineOverSideChannel(t *testing.T) {
 	path := testdata.Path(t, "gguf/stories260K.gguf")
-	want := singleNode(t, path, engine.Request{MaxTokens: 120})
+	want := oracle.OneNode(t, path, engine.Request{MaxTokens: 120})
 	cases := []struct {
 		name      string
 		transport string
@@ -105,7 +106,7 @@ func TestPipelineOverSideChannel(t *testing.T) {
 				t.Fatalf("links %v, want 6 %s", seen, tc.link)
 			}
 			start := time.Now()
-			res, err := nodes[2].Cluster.Generate(context.Background(), Request{Model: "stories260K", MaxTokens: 120}, func(engine.Token) error { return nil })
+			res, err := nodes[2].Origin.Generate(context.Background(), engine.Request{Model: "stories260K", MaxTokens: 120}, func(engine.Token) error { return nil })
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"strata/actors/origin"
 	"strata/messages"
 	"strata/peers"
 	"strata/peers/weights"
@@ -27,14 +28,14 @@ import (
 const fetchBatch = 64 << 20
 
 // headerTimeout bounds fetching a model's manifest and headers when a
-// caller without a context (ModelStore.Path) needs them.
+// caller without a context (catalog.Finder.Path) needs them.
 const headerTimeout = 2 * time.Minute
 
 // Weights finds the bytes of models for one node: the catalogue's
 // complete files, else the ranges kept in the node's partial store,
 // fetched from peers that hold them (and checked against the digests of a
 // holder's manifest) when a shard or a session needs them. It is the
-// node's ModelStore and what it serves over weights.Protocol.
+// node's catalog.Finder and what it serves over weights.Protocol.
 type Weights struct {
 	cat   catalog.Catalog // cat.Partial is store
 	store *catalog.Store  // nil: this node fetches nothing
@@ -42,7 +43,7 @@ type Weights struct {
 
 	// Set once the peer is up.
 	peers *peers.Node
-	dir   Directory
+	dir   origin.Directory
 	// busy reports models the node uses now (not to be dropped for room).
 	busy func(model string) bool
 	// hub, when set, reads ranges no peer holds from the Hugging Face hub
@@ -57,7 +58,7 @@ type Weights struct {
 }
 
 var (
-	_ ModelStore     = (*Weights)(nil)
+	_ catalog.Finder = (*Weights)(nil)
 	_ weights.Source = (*Weights)(nil)
 )
 
@@ -77,15 +78,15 @@ func (w *Weights) HubFetched() int64 { return w.hubBytes.Load() }
 // Store is the node's partial store (nil when it keeps no fetched ranges).
 func (w *Weights) Store() *catalog.Store { return w.store }
 
-// Path implements ModelStore: a complete file's path, else the partial
+// Path implements catalog.Finder: a complete file's path, else the partial
 // store's, after fetching the model's headers (metadata, tokenizer and
 // tensor table: what a session's origin and the loader read) from a peer.
 func (w *Weights) Path(name string) (string, error) {
-	p, _, err := w.pathVersion(name)
+	p, _, err := w.PathVersion(name)
 	return p, err
 }
 
-func (w *Weights) pathVersion(name string) (string, int, error) {
+func (w *Weights) PathVersion(name string) (string, int, error) {
 	p, err := w.cat.Path(name)
 	if err == nil {
 		return p, 0, nil
@@ -289,7 +290,7 @@ func (w *Weights) fetchHub(ctx context.Context, man *catalog.Manifest, r catalog
 
 // manifest returns the model's manifest: the store's, else one asked of a
 // holder (complete holders first) and kept.
-func (w *Weights) manifest(ctx context.Context, name string, members []Member) (*catalog.Manifest, error) {
+func (w *Weights) manifest(ctx context.Context, name string, members []origin.Member) (*catalog.Manifest, error) {
 	if man, ok := w.store.Manifest(name); ok {
 		return man, nil
 	}
@@ -333,12 +334,12 @@ func (w *Weights) manifest(ctx context.Context, name string, members []Member) (
 }
 
 // others are the members of the view other than this node.
-func (w *Weights) others() []Member {
+func (w *Weights) others() []origin.Member {
 	if w.dir == nil {
 		return nil
 	}
 	self := w.peers.ID().String()
-	var out []Member
+	var out []origin.Member
 	for _, m := range w.dir.Members() {
 		if m.ID != self {
 			out = append(out, m)
@@ -351,7 +352,7 @@ func (w *Weights) others() []Member {
 // with the complete model, and those holding in part the layer (or the
 // embedding, or head) the range belongs to; headers and tensors outside
 // blocks every partial holder has. Complete holders come first.
-func rangeHolders(model string, r catalog.Range, members []Member) []string {
+func rangeHolders(model string, r catalog.Range, members []origin.Member) []string {
 	var complete, partial []string
 	for _, m := range members {
 		if slices.Contains(m.Models, model) {

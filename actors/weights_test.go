@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"strata/actors/internal/oracle"
+	"strata/actors/origin"
+	"strata/actors/stage"
 	"strata/internal/hfhub"
 	"strata/internal/testdata"
 	"strata/messages"
@@ -53,7 +56,7 @@ func startFetchNodeWith(t *testing.T, name string, files map[string]string, memB
 			ComputeFlops: 1e9,
 		},
 		Models:  catalog.Catalog{Dirs: []string{models}},
-		Cluster: ClusterOptions{PlanContext: 512, PlanSessions: 1, StepTimeout: 20 * time.Second, Logger: logger},
+		Origin:  origin.Options{PlanContext: 512, PlanSessions: 1, StepTimeout: 20 * time.Second, Logger: logger},
 		Threads: 1,
 	}
 	if join != nil {
@@ -100,7 +103,7 @@ func waitView(t *testing.T, nodes ...*fetchNode) {
 // stageOf returns the layers the last session gave each node.
 func stagesOf(t *testing.T, origin *fetchNode, nodes ...*fetchNode) map[string][2]int {
 	t.Helper()
-	p, _, err := origin.Cluster.Plan("stories260K")
+	p, _, err := origin.Origin.Plan("stories260K")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,9 +130,9 @@ func TestLayersFetchedFromPeers(t *testing.T) {
 	fi, _ := os.Stat(path)
 	size := fi.Size()
 	req := engine.Request{Prompt: "Lily wanted a cat.", MaxTokens: 60}
-	want := singleNode(t, path, req)
+	want := oracle.OneNode(t, path, req)
 	gen := func(origin *fetchNode) (string, error) {
-		res, err := origin.Cluster.Generate(context.Background(), Request{Model: "stories260K", Prompt: req.Prompt, MaxTokens: req.MaxTokens}, func(engine.Token) error { return nil })
+		res, err := origin.Origin.Generate(context.Background(), engine.Request{Model: "stories260K", Prompt: req.Prompt, MaxTokens: req.MaxTokens}, func(engine.Token) error { return nil })
 		return res.Text, err
 	}
 
@@ -270,9 +273,9 @@ func TestLayersFromHubWhenNoPeerHolds(t *testing.T) {
 	hfCache := func(cfg *NodeConfig) { cfg.Models.HFCache = cache }
 
 	req := engine.Request{Prompt: "Lily wanted a cat.", MaxTokens: 40}
-	want := singleNode(t, path, req)
+	want := oracle.OneNode(t, path, req)
 	gen := func(origin *fetchNode) (string, error) {
-		res, err := origin.Cluster.Generate(context.Background(), Request{Model: "stories260K", Prompt: req.Prompt, MaxTokens: req.MaxTokens}, func(engine.Token) error { return nil })
+		res, err := origin.Origin.Generate(context.Background(), engine.Request{Model: "stories260K", Prompt: req.Prompt, MaxTokens: req.MaxTokens}, func(engine.Token) error { return nil })
 		return res.Text, err
 	}
 	a := startFetchNodeWith(t, "a", nil, 1000, nil, hfCache)
@@ -331,7 +334,7 @@ func TestLoadShardNamesKeepNothing(t *testing.T) {
 	a := startFetchNode(t, "a", nil, 1000, nil)
 	b := startFetchNode(t, "b", nil, 1000, a.Node)
 	waitView(t, a, b)
-	host := a.Peers.PID(b.Peers.ID(), HostName)
+	host := a.Peers.PID(b.Peers.ID(), stage.HostName)
 	ask := func(name string) string {
 		res, err := a.Peers.ActorSystem().Root.RequestFuture(host, &messages.LoadShard{Shard: &messages.ShardSpec{Model: name, First: 0, End: 1, Layers: 1}}, 10*time.Second).Result()
 		if err != nil {
@@ -356,7 +359,7 @@ func TestLoadShardNamesKeepNothing(t *testing.T) {
 	if locks != 0 {
 		t.Errorf("%d fetch locks kept for names that came and went", locks)
 	}
-	if n := b.Host.fetching.Load(); n != 0 {
+	if n := b.Host.Fetching(); n != 0 {
 		t.Errorf("%d fetches still counted", n)
 	}
 }
@@ -369,12 +372,12 @@ func TestHostStatsNotForPeers(t *testing.T) {
 	a := startFetchNode(t, "a", map[string]string{"stories260K": path}, 100e6, nil)
 	b := startFetchNode(t, "b", nil, 1000, a.Node)
 	waitView(t, a, b)
-	res, err := b.Peers.ActorSystem().Root.RequestFuture(b.Peers.PID(a.Peers.ID(), HostName), &messages.LoadShard{Shard: &messages.ShardSpec{Model: "stories260K", First: 0, End: 5, Layers: 5}}, 10*time.Second).Result()
+	res, err := b.Peers.ActorSystem().Root.RequestFuture(b.Peers.PID(a.Peers.ID(), stage.HostName), &messages.LoadShard{Shard: &messages.ShardSpec{Model: "stories260K", First: 0, End: 5, Layers: 5}}, 10*time.Second).Result()
 	if err != nil || res.(*messages.ShardLoaded).Error != "" {
 		t.Fatalf("load: %v %v", res, err)
 	}
 	loaded := res.(*messages.ShardLoaded)
-	st, err := b.Peers.ActorSystem().Root.RequestFuture(b.Peers.PID(a.Peers.ID(), HostName), &messages.ShardStats{}, 5*time.Second).Result()
+	st, err := b.Peers.ActorSystem().Root.RequestFuture(b.Peers.PID(a.Peers.ID(), stage.HostName), &messages.ShardStats{}, 5*time.Second).Result()
 	if err != nil || len(st.(*messages.ShardStatsReply).Shards) != 0 {
 		t.Fatalf("a peer asked the host for its shards: %v %v", st, err)
 	}

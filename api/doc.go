@@ -18,7 +18,7 @@
 //
 // A node builds the server over its cluster:
 //
-//	models := api.NewFileModels(actors.Dir(modelsDir), memberModelNames, planContext)
+//	models := api.NewFileModels(catalog.Catalog{Dirs: []string{modelsDir}}, memberModelNames, planContext)
 //	defer models.Close()
 //	metrics := api.NewMetrics() // also handed to actors/peers as their Observer
 //	srv, err := api.NewServer(api.Config{

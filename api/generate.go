@@ -9,14 +9,13 @@ import (
 	"net/http"
 	"strings"
 
-	"strata/actors"
 	"strata/runtime/engine"
 	"strata/runtime/sample"
 )
 
-// Generator runs a generation somewhere in the cluster (actors.Cluster).
+// Generator runs a generation somewhere in the cluster (origin.Origin).
 type Generator interface {
-	Generate(ctx context.Context, req actors.Request, onToken func(engine.Token) error) (engine.Result, error)
+	Generate(ctx context.Context, req engine.Request, onToken func(engine.Token) error) (engine.Result, error)
 }
 
 // GenerateRequest is the body of POST /api/strata/generate.
@@ -89,7 +88,7 @@ func GenerateHandler(g Generator) http.Handler {
 			}
 			return nil
 		}
-		res, err := g.Generate(r.Context(), actors.Request{Model: req.Model, Prompt: req.Prompt, MaxTokens: req.MaxTokens, Sampling: params, Stop: req.Stop},
+		res, err := g.Generate(r.Context(), engine.Request{Model: req.Model, Prompt: req.Prompt, MaxTokens: req.MaxTokens, Sampling: params, Stop: req.Stop},
 			func(t engine.Token) error {
 				id := t.ID
 				return send(GenerateEvent{Text: t.Text, Token: &id})

@@ -9,14 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"strata/actors"
 	"strata/runtime/engine"
 )
 
 // words is a fake Generator that streams the prompt's words back.
 type words struct{ delay time.Duration }
 
-func (g words) Generate(ctx context.Context, req actors.Request, onToken func(engine.Token) error) (engine.Result, error) {
+func (g words) Generate(ctx context.Context, req engine.Request, onToken func(engine.Token) error) (engine.Result, error) {
 	if req.Model != "echo" {
 		return engine.Result{}, errors.New(`model "` + req.Model + `" not found`)
 	}
@@ -86,7 +85,7 @@ func TestClientDisconnectCancels(t *testing.T) {
 // cancelWatcher streams until its context ends, then reports why.
 type cancelWatcher struct{ done chan error }
 
-func (g cancelWatcher) Generate(ctx context.Context, req actors.Request, onToken func(engine.Token) error) (engine.Result, error) {
+func (g cancelWatcher) Generate(ctx context.Context, req engine.Request, onToken func(engine.Token) error) (engine.Result, error) {
 	for i := 0; ; i++ {
 		if err := onToken(engine.Token{ID: i, Text: "x"}); err != nil {
 			g.done <- err

@@ -14,14 +14,13 @@ import (
 	"testing"
 	"time"
 
-	"strata/actors"
 	"strata/runtime/engine"
 )
 
 // countingGen answers every generation at once with no tokens and counts them.
 type countingGen struct{ n atomic.Int32 }
 
-func (g *countingGen) Generate(ctx context.Context, req actors.Request, onToken func(engine.Token) error) (engine.Result, error) {
+func (g *countingGen) Generate(ctx context.Context, req engine.Request, onToken func(engine.Token) error) (engine.Result, error) {
 	g.n.Add(1)
 	return engine.Result{FinishReason: engine.FinishStop}, nil
 }
@@ -188,7 +187,7 @@ func TestReadTimeout(t *testing.T) {
 // reports how it ended.
 type floodGen struct{ ended chan error }
 
-func (g floodGen) Generate(ctx context.Context, req actors.Request, onToken func(engine.Token) error) (engine.Result, error) {
+func (g floodGen) Generate(ctx context.Context, req engine.Request, onToken func(engine.Token) error) (engine.Result, error) {
 	chunk := strings.Repeat("x", 64<<10)
 	for {
 		if err := ctx.Err(); err != nil {

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"strata/actors"
 	"strata/internal/testdata"
+	"strata/runtime/catalog"
 )
 
 func TestQueueFIFO(t *testing.T) {
@@ -152,7 +152,7 @@ func TestRateWindow(t *testing.T) {
 
 func TestFileModels(t *testing.T) {
 	path := testdata.Path(t, "gguf/stories260K.gguf")
-	fm := NewFileModels(actors.Files{"stories260K": path}, func() []string { return []string{"stories260K", "elsewhere", "stories260K"} }, 512)
+	fm := NewFileModels(catalog.Files{"stories260K": path}, func() []string { return []string{"stories260K", "elsewhere", "stories260K"} }, 512)
 	defer fm.Close()
 	list := fm.List()
 	if len(list) != 1 || list[0].ID != "stories260K" || list[0].ContextLength != 512 || list[0].Layers != 5 || list[0].SizeBytes == 0 {

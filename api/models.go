@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"strata/actors"
 	"strata/runtime/catalog"
 	"strata/runtime/engine"
 	"strata/runtime/gguf"
@@ -72,17 +71,17 @@ var (
 	_ Models    = (*Local)(nil)
 )
 
-// NewLocal serves e under the model name (actors.ModelName of its path
+// NewLocal serves e under the model name (catalog.Name of its path
 // when name is ""). The caller keeps ownership of e.
 func NewLocal(e *engine.Engine, name string) (*Local, error) {
 	if name == "" {
-		name = actors.ModelName(e.File.Paths()[0])
+		name = catalog.Name(e.File.Paths()[0])
 	}
 	return &Local{name: name, e: e, info: infoOf(name, e.Info, e.File.Paths()[0], e.ContextLength())}, nil
 }
 
 // Generate implements Generator on the engine.
-func (l *Local) Generate(ctx context.Context, req actors.Request, onToken func(engine.Token) error) (engine.Result, error) {
+func (l *Local) Generate(ctx context.Context, req engine.Request, onToken func(engine.Token) error) (engine.Result, error) {
 	if req.Model != l.name {
 		return engine.Result{}, fmt.Errorf("%w: %q (this node serves %q)", ErrModelNotFound, req.Model, l.name)
 	}
@@ -109,7 +108,7 @@ func (l *Local) Status() ClusterStatus {
 }
 
 // FileModels is a Models over GGUF files found through an
-// actors.ModelStore, for a node whose Generator is an actors.Cluster: the
+// catalog.Finder, for a node whose Generator is an origin.Origin: the
 // origin node has the model file (it tokenizes), so the API takes the
 // tokenizer and shape from the node's description of it (Info). Without
 // one, a file is opened, read and closed on first use; what was read is
@@ -117,12 +116,12 @@ func (l *Local) Status() ClusterStatus {
 // it), for the few models used last.
 type FileModels struct {
 	// Info, when set, describes a model from a file someone else keeps
-	// (the node's actors.Host.Info): the API then tokenizes with the very
+	// (the node's stage.Host.Info): the API then tokenizes with the very
 	// tokenizer the node's sessions use. Nil: FileModels reads the file
 	// itself.
 	Info func(name string) (*modelinfo.Info, error)
 
-	store   actors.ModelStore
+	store   catalog.Finder
 	names   func() []string
 	context int
 	max     int
@@ -149,8 +148,8 @@ var _ Models = (*FileModels)(nil)
 // NewFileModels lists the models names returns (e.g. the union of the
 // models the members hold) and reads them through store. contextCap
 // bounds each model's context length as the cluster does
-// (actors.ClusterOptions.PlanContext; 0 = the model's, at most model.DefaultContext).
-func NewFileModels(store actors.ModelStore, names func() []string, contextCap int) *FileModels {
+// (origin.Options.PlanContext; 0 = the model's, at most model.DefaultContext).
+func NewFileModels(store catalog.Finder, names func() []string, contextCap int) *FileModels {
 	if contextCap <= 0 {
 		contextCap = model.DefaultContext
 	}

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"strata/actors"
 	"strata/runtime/chattemplate"
 	"strata/runtime/engine"
 )
@@ -150,7 +149,7 @@ func checkError(t *testing.T, resp *http.Response, status int, code string) {
 // blocker streams one token, then waits for a value on its channel.
 type blocker struct{ release chan struct{} }
 
-func (b blocker) Generate(ctx context.Context, req actors.Request, onToken func(engine.Token) error) (engine.Result, error) {
+func (b blocker) Generate(ctx context.Context, req engine.Request, onToken func(engine.Token) error) (engine.Result, error) {
 	if err := onToken(engine.Token{Text: "x"}); err != nil {
 		return engine.Result{}, err
 	}
@@ -427,7 +426,7 @@ func TestGenerationErrorsAfterStart(t *testing.T) {
 // when the prompt says "after".
 type failing struct{ l *Local }
 
-func (f failing) Generate(ctx context.Context, req actors.Request, onToken func(engine.Token) error) (engine.Result, error) {
+func (f failing) Generate(ctx context.Context, req engine.Request, onToken func(engine.Token) error) (engine.Result, error) {
 	if strings.Contains(f.l.e.Tokenizer.Decode(req.Tokens), "after") {
 		if err := onToken(engine.Token{Text: "partial"}); err != nil {
 			return engine.Result{}, err

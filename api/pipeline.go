@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"strata/actors"
 	"strata/runtime/engine"
 	"strata/runtime/grammar"
 	"strata/runtime/sample"
@@ -149,7 +148,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job, out streame
 	}
 	first := true
 	lastEOG := false
-	req := actors.Request{Model: j.model, Tokens: j.tokens, MaxTokens: j.maxTok, Sampling: j.params, Stop: j.stop}
+	req := engine.Request{Model: j.model, Tokens: j.tokens, MaxTokens: j.maxTok, Sampling: j.params, Stop: j.stop}
 	generate := s.cfg.Generator.Generate
 	if j.schema != nil && !constrained {
 		req.Schema = j.schema // the cluster's last stage masks its sampling
@@ -159,7 +158,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job, out streame
 			budget = j.ctxLen - len(j.tokens)
 		}
 		m := grammar.NewMatcher(j.schema, s.vocabs.of(j.tok), budget)
-		generate = func(ctx context.Context, req actors.Request, on func(engine.Token) error) (engine.Result, error) {
+		generate = func(ctx context.Context, req engine.Request, on func(engine.Token) error) (engine.Result, error) {
 			return cg.GenerateConstrained(ctx, req, m, on)
 		}
 	}

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"strata/actors"
 	"strata/internal/testdata"
+	"strata/runtime/catalog"
 	"strata/runtime/engine"
 	"strata/runtime/gguf"
 	"strata/runtime/modelinfo"
@@ -29,7 +29,7 @@ type recordGen struct {
 	tokens []int
 }
 
-func (g *recordGen) Generate(ctx context.Context, req actors.Request, onToken func(engine.Token) error) (engine.Result, error) {
+func (g *recordGen) Generate(ctx context.Context, req engine.Request, onToken func(engine.Token) error) (engine.Result, error) {
 	g.mu.Lock()
 	g.tokens = slices.Clone(req.Tokens)
 	g.mu.Unlock()
@@ -163,7 +163,7 @@ func TestHostileTemplateFallsBack(t *testing.T) {
 // file stays mapped; and at most maxFileModels models are kept.
 func TestModelNamesAndCaches(t *testing.T) {
 	src := testdata.Path(t, "gguf/stories260K.gguf")
-	files := actors.Files{}
+	files := catalog.Files{}
 	var names []string
 	for i := range 200 { // 200 names for one file, as a glob once made of "z*", "z?", ...
 		n := fmt.Sprintf("alias%d", i)
@@ -215,7 +215,7 @@ func TestModelNamesAndCaches(t *testing.T) {
 	}
 }
 
-// With the node's description (actors.Host.Info), the API renders and
+// With the node's description (stage.Host.Info), the API renders and
 // counts with the very tokenizer the node's sessions use, and its view of
 // the model is the description's.
 func TestFileModelsUseTheNodesDescription(t *testing.T) {
@@ -230,7 +230,7 @@ func TestFileModelsUseTheNodesDescription(t *testing.T) {
 		t.Fatal(err)
 	}
 	asked := 0
-	fm := NewFileModels(actors.Files{"stories260K": path}, func() []string { return []string{"stories260K"} }, 0)
+	fm := NewFileModels(catalog.Files{"stories260K": path}, func() []string { return []string{"stories260K"} }, 0)
 	fm.Info = func(name string) (*modelinfo.Info, error) {
 		asked++
 		return in, nil

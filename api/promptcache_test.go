@@ -8,7 +8,10 @@ import (
 	"time"
 
 	"strata/actors"
+	"strata/actors/origin"
+	"strata/actors/stage"
 	"strata/internal/testdata"
+	"strata/runtime/catalog"
 	"strata/runtime/engine"
 	"strata/runtime/tensor"
 )
@@ -16,25 +19,29 @@ import (
 // storiesCluster serves stories260K from a cluster of three in-process
 // nodes, each with room for a third of it: every request runs on a ring
 // of three stages.
-func storiesCluster(t testing.TB) *actors.Cluster {
+func storiesCluster(t testing.TB) *origin.Origin {
 	t.Helper()
-	store := actors.Files{"stories260K": testdata.Path(t, "gguf/stories260K.gguf")}
+	store := catalog.Files{"stories260K": testdata.Path(t, "gguf/stories260K.gguf")}
 	system := actors.NewSystem(nil)
 	pool := tensor.NewPool(2)
 	t.Cleanup(func() {
 		system.Shutdown()
 		pool.Close()
 	})
-	var dir actors.StaticDirectory
+	var dir origin.StaticDirectory
+	var first *stage.Host // the origin's node: it describes the model
 	for i := range 3 {
-		h := actors.NewHost(actors.HostConfig{Models: store, Pool: pool, MemoryBytes: 800e3, Name: fmt.Sprint("n", i)})
-		pid, err := system.Root.SpawnNamed(h.Props(), fmt.Sprint(actors.HostName, "-", i))
+		h := stage.NewHost(stage.HostConfig{Models: store, Pool: pool, MemoryBytes: 800e3, Name: fmt.Sprint("n", i)})
+		pid, err := system.Root.SpawnNamed(h.Props(), fmt.Sprint(stage.HostName, "-", i))
 		if err != nil {
 			t.Fatal(err)
 		}
-		dir = append(dir, actors.Member{ID: fmt.Sprint("n", i), Host: pid, MemoryBytes: 800e3, Models: []string{"stories260K"}})
+		dir = append(dir, origin.Member{ID: fmt.Sprint("n", i), Host: pid, MemoryBytes: 800e3, Models: []string{"stories260K"}})
+		if first == nil {
+			first = h
+		}
 	}
-	cl := actors.NewCluster(system, dir, store, actors.ClusterOptions{PlanContext: 512})
+	cl := origin.New(system, dir, first, origin.Options{PlanContext: 512})
 	t.Cleanup(cl.Close)
 	if p, _, err := cl.Plan("stories260K"); err != nil || len(p.Stages) != 3 {
 		t.Fatalf("plan %v, %v; want 3 stages", p, err)

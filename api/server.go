@@ -27,7 +27,7 @@ type Config struct {
 	// APIKey, when set, is required as "Authorization: Bearer KEY" on
 	// every endpoint but the dashboard's static files.
 	APIKey string
-	// Generator runs generations (an *actors.Cluster, or a *Local).
+	// Generator runs generations (an *origin.Origin, or a *Local).
 	Generator Generator
 	// Models lists models and gives their tokenizers (a *FileModels, or a *Local).
 	Models Models

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"strata/actors"
+	"strata/actors/stage"
 	"strata/peers"
 )
 
@@ -20,7 +21,7 @@ func ClusterStatusOf(n *actors.Node) ClusterStatus {
 			ms.Models = append(ms.Models, md.Name)
 		}
 		for _, sh := range m.Shards {
-			if model, first, end, ok := actors.ParseShard(sh); ok {
+			if model, first, end, ok := stage.ParseShard(sh); ok {
 				ss := ShardStatus{Model: model, Layers: [2]int{first, end}}
 				if _, tp, ok := strings.Cut(sh, "@tp"); ok {
 					ss.TP = tp
@@ -30,7 +31,7 @@ func ClusterStatusOf(n *actors.Node) ClusterStatus {
 		}
 		cs.Members = append(cs.Members, ms)
 	}
-	for _, s := range n.Cluster.Sessions() {
+	for _, s := range n.Origin.Sessions() {
 		ss := SessionStatus{ID: s.ID, Model: s.Model, Prompt: s.Prompt, Generated: s.Generated, Stages: []StageStatus{}}
 		for _, stg := range s.Stages {
 			ss.Stages = append(ss.Stages, StageStatus{PeerID: stg.Node, Layers: [2]int{stg.First, stg.End}, TP: stg.TP})

@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"sync"
 
-	"strata/actors"
+	"strata/actors/origin"
 	"strata/runtime/engine"
 	"strata/runtime/grammar"
 	"strata/runtime/sample"
@@ -24,23 +24,23 @@ import (
 // ConstrainedGenerator is a Generator that can restrict its sampling to
 // a constraint (one per generation).
 type ConstrainedGenerator interface {
-	GenerateConstrained(ctx context.Context, req actors.Request, c sample.Constraint, onToken func(engine.Token) error) (engine.Result, error)
+	GenerateConstrained(ctx context.Context, req engine.Request, c sample.Constraint, onToken func(engine.Token) error) (engine.Result, error)
 }
 
 var _ ConstrainedGenerator = (*Local)(nil)
 
 // RemoteConstrainedGenerator is a Generator whose Generate honours
-// actors.Request.Schema: the schema travels to wherever sampling runs (a
-// cluster's last stage). actors.Cluster is one.
+// engine.Request.Schema: the schema travels to wherever sampling runs (a
+// cluster's last stage). origin.Origin is one.
 type RemoteConstrainedGenerator interface {
 	Generator
 	ConstrainsRemotely()
 }
 
-var _ RemoteConstrainedGenerator = (*actors.Cluster)(nil)
+var _ RemoteConstrainedGenerator = (*origin.Origin)(nil)
 
 // GenerateConstrained implements ConstrainedGenerator on the engine.
-func (l *Local) GenerateConstrained(ctx context.Context, req actors.Request, c sample.Constraint, onToken func(engine.Token) error) (engine.Result, error) {
+func (l *Local) GenerateConstrained(ctx context.Context, req engine.Request, c sample.Constraint, onToken func(engine.Token) error) (engine.Result, error) {
 	if req.Model != l.name {
 		return l.Generate(ctx, req, onToken)
 	}

@@ -11,7 +11,6 @@ import (
 	"sync"
 	"testing"
 
-	"strata/actors"
 	"strata/internal/testdata"
 	"strata/runtime/chattemplate"
 	"strata/runtime/engine"
@@ -29,7 +28,7 @@ type scriptGen struct {
 	prompt []int
 }
 
-func (g *scriptGen) Generate(ctx context.Context, req actors.Request, on func(engine.Token) error) (engine.Result, error) {
+func (g *scriptGen) Generate(ctx context.Context, req engine.Request, on func(engine.Token) error) (engine.Result, error) {
 	g.mu.Lock()
 	g.prompt = append([]int(nil), req.Tokens...)
 	g.mu.Unlock()
@@ -317,7 +316,7 @@ func sameJSON(raw json.RawMessage, want string) bool {
 // tokenGen answers with given tokens, as an engine delivers them.
 type tokenGen struct{ toks []engine.Token }
 
-func (g tokenGen) Generate(ctx context.Context, req actors.Request, on func(engine.Token) error) (engine.Result, error) {
+func (g tokenGen) Generate(ctx context.Context, req engine.Request, on func(engine.Token) error) (engine.Result, error) {
 	var ids []int
 	for i, tk := range g.toks {
 		tk.Index = i

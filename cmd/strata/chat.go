@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strata/runtime/catalog"
 	"strata/runtime/model"
 	"strconv"
 	"strings"
@@ -22,7 +23,6 @@ import (
 	"github.com/chzyer/readline"
 	"github.com/spf13/cobra"
 
-	"strata/actors"
 	"strata/api"
 	"strata/runtime/engine"
 )
@@ -93,7 +93,7 @@ to a GGUF file) in this process.`,
 				return err
 			}
 			if looksLikePath(modelName) {
-				modelName = actors.ModelName(modelName)
+				modelName = catalog.Name(modelName)
 			}
 			if modelName == "" {
 				if len(list) == 0 {

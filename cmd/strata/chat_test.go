@@ -14,7 +14,6 @@ import (
 
 	"github.com/chzyer/readline"
 
-	"strata/actors"
 	"strata/api"
 	"strata/internal/testdata"
 	"strata/runtime/engine"
@@ -207,7 +206,7 @@ func TestChatCommandsAndMessages(t *testing.T) {
 // streamer streams "x" until its context ends, then reports why.
 type streamer struct{ done chan error }
 
-func (g streamer) Generate(ctx context.Context, req actors.Request, onToken func(engine.Token) error) (engine.Result, error) {
+func (g streamer) Generate(ctx context.Context, req engine.Request, onToken func(engine.Token) error) (engine.Result, error) {
 	for i := 0; ; i++ {
 		if err := onToken(engine.Token{ID: 300, Index: i, Text: "x"}); err != nil {
 			g.done <- err

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"strata/actors"
 	"strata/internal/testdata"
+	"strata/runtime/catalog"
 	"strata/runtime/tensor"
 )
 
@@ -133,7 +133,7 @@ func TestPlan(t *testing.T) {
 			t.Errorf("%v: no error", bad)
 		}
 	}
-	if got := actors.ModelName("/m/Kimi-K2-Q4_K-00001-of-00013.gguf"); got != "Kimi-K2-Q4_K" {
+	if got := catalog.Name("/m/Kimi-K2-Q4_K-00001-of-00013.gguf"); got != "Kimi-K2-Q4_K" {
 		t.Errorf("ModelName %q", got)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"strata/actors"
+	"strata/actors/origin"
 	"strata/actors/plan"
 	"strata/api"
 	"strata/internal/hfhub"
@@ -302,7 +303,7 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 			Transport: f.transport,
 			Verbs:     peers.VerbsOptions{Apple: f.verbsApple, Faults: faults},
 		},
-		Cluster: actors.ClusterOptions{PlanContext: f.context, PlanSessions: f.parallel, PromptCache: f.promptCache, NoShortcut: f.noShortcut, StepTimeout: f.stepTimeout, Metrics: metrics, Logger: log, Hidden: hiddenType(f.f16), KVType: kv,
+		Origin: origin.Options{PlanContext: f.context, PlanSessions: f.parallel, PromptCache: f.promptCache, NoShortcut: f.noShortcut, StepTimeout: f.stepTimeout, Metrics: metrics, Logger: log, Hidden: hiddenType(f.f16), KVType: kv,
 			Placement: placement, Experts: experts},
 		Models:    cat,
 		Hub:       hfhub.FromEnv(),
@@ -331,7 +332,7 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 	models := api.NewFileModels(full.Weights, func() []string { return clusterModels(cat, node) }, f.context)
 	models.Info = full.Host.Info // the host's description: one per model on this node
 	srv, err := api.NewServer(api.Config{
-		Addr: ln.Addr().String(), APIKey: f.apiKey, AllowedHosts: f.allowedHosts, Generator: full.Cluster, Metrics: metrics, Logger: log,
+		Addr: ln.Addr().String(), APIKey: f.apiKey, AllowedHosts: f.allowedHosts, Generator: full.Origin, Metrics: metrics, Logger: log,
 		Models:    models,
 		Cluster:   func() api.ClusterStatus { return api.ClusterStatusOf(full) },
 		MaxActive: f.parallel,

@@ -11,10 +11,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"strata/actors"
 	"strata/actors/plan"
 	"strata/api"
 	"strata/internal/units"
+	"strata/runtime/catalog"
 	"strata/runtime/gguf"
 	"strata/runtime/model"
 	"strata/runtime/tensor"
@@ -109,7 +109,7 @@ neither for Qwen3-235B-A22B and Kimi K2 (at --type, Q4_K by default).`,
 				if err != nil {
 					return err
 				}
-				m = plan.FromProfile(actors.ModelName(modelPath), p)
+				m = plan.FromProfile(catalog.Name(modelPath), p)
 				if cfg, err := model.ConfigOf(f.Metadata()); err == nil && cfg.Experts > 0 {
 					// The expert FFN's units, as the nodes' loaders cut
 					// them; a model they cannot split keeps 0 (unknown).

@@ -12,8 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"strata/actors"
 	"strata/api"
+	"strata/runtime/catalog"
 	"strata/runtime/engine"
 	"strata/runtime/model"
 	"strata/runtime/sample"
@@ -59,7 +59,7 @@ decides which nodes run which layers.`,
 			}
 			if apiURL != "" {
 				return runRemote(cmd, apiURL, apiKey, api.GenerateRequest{
-					Model: actors.ModelName(modelPath), Prompt: prompt, MaxTokens: maxTokens, Temperature: params.Temperature,
+					Model: catalog.Name(modelPath), Prompt: prompt, MaxTokens: maxTokens, Temperature: params.Temperature,
 					TopP: params.TopP, TopK: params.TopK, MinP: params.MinP, RepeatPenalty: params.RepeatPenalty, Seed: params.Seed, Stop: stops,
 				})
 			}

@@ -2,7 +2,7 @@
 // read once: its configuration, the bytes of each layer, its tokenizer,
 // how its layers split across a tensor-parallel group, and the token
 // vocabulary constrained sampling walks. A node keeps one Info per model
-// file (actors.Host.Info) and hands the same one to its API, its
+// file (stage.Host.Info) and hands the same one to its API, its
 // sessions' planning and its stages, so they never disagree on a token.
 // The package example reads one.
 package modelinfo

@@ -1,4 +1,4 @@
-package actors
+package stage
 
 import (
 	"fmt"
@@ -69,22 +69,3 @@ func (s *shard) constrain(ss *shardSession, sp *sample.Sampler, p *messages.Samp
 	sp.Constrain(ss.matcher)
 	return nil
 }
-
-// constrain puts the session's schema, if any, into the Sampling of its
-// first Forward. The document starts after the prompt; its token budget
-// is MaxTokens or what the context leaves, whichever is less.
-func (r *ring) constrain(p *messages.Sampling) {
-	if r.req.Schema == nil {
-		return
-	}
-	budget := r.ctxLen - r.info.Prompt
-	if r.req.MaxTokens > 0 {
-		budget = min(budget, r.req.MaxTokens)
-	}
-	p.Constrained, p.JsonSchema = true, string(r.req.Schema.Source())
-	p.SchemaFrom, p.SchemaBudget = uint32(r.info.Prompt), uint32(max(budget, 0))
-}
-
-// ConstrainsRemotely marks Cluster as a generator that honours
-// Request.Schema (the api package asks for it before it sends a schema).
-func (c *Cluster) ConstrainsRemotely() {}

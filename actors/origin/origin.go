@@ -1,4 +1,4 @@
-package actors
+package origin
 
 import (
 	"crypto/rand"
@@ -15,12 +15,12 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"strata/actors/internal/wire"
 	"strata/actors/plan"
 	"strata/actors/session"
 	"strata/messages"
 	"strata/runtime/catalog"
 	"strata/runtime/engine"
-	"strata/runtime/gguf"
 	"strata/runtime/model"
 	"strata/runtime/modelinfo"
 )
@@ -57,8 +57,8 @@ type StaticDirectory []Member
 // Members implements Directory.
 func (d StaticDirectory) Members() []Member { return d }
 
-// ClusterOptions tunes a Cluster. Zero values pick the defaults noted.
-type ClusterOptions struct {
+// Options tunes an Origin. Zero values pick the defaults noted.
+type Options struct {
 	// PlanContext is the KV cache positions placement reserves per session
 	// (and the most a session may use); 0 = min(model context, model.DefaultContext). It
 	// is one number for all sessions so every session of a model gets the
@@ -108,11 +108,6 @@ type ClusterOptions struct {
 	// (to first stages, and their probes and frees); nil = none. With
 	// HostConfig.SenderMiddleware it shapes or cuts in-process links.
 	SenderMiddleware []actor.SenderMiddleware
-	// Info, when set, describes a model from a file owned by someone
-	// else (the node's Host.Info), so a node reads each model once and
-	// its API, sessions and stages share one tokenizer; nil = the Cluster
-	// opens the files itself, through its ModelStore.
-	Info func(name string) (*modelinfo.Info, error)
 	// Metrics hears the timing of every decode step; nil = none.
 	Metrics Metrics
 	// Logger receives one line per recovery; nil = silent.
@@ -140,26 +135,26 @@ type Metrics interface {
 	ObserveHop(peer string, d time.Duration)
 }
 
-// Cluster starts sessions from this node: it plans, has the stages load
+// Origin starts sessions from this node: it plans, has the stages load
 // their shards, and drives generation.
-type Cluster struct {
+type Origin struct {
 	system *actor.ActorSystem
 	root   *actor.RootContext // sends to stages, through opts.SenderMiddleware
 	dir    Directory
-	models ModelStore
-	opts   ClusterOptions
+	models Models
+	opts   Options
 
 	prefix *prefixCache // retained sessions; nil = prompt caching off
 
 	mu       sync.Mutex
-	local    map[string]*localModel // tokenizer and profile by model name
 	sessions map[string]*SessionInfo
 }
 
-// localModel is what the origin node needs of a model: its tokenizer and profile.
-type localModel struct {
-	file *gguf.File // nil when opts.Info lent the description
-	*modelinfo.Info
+// Models describes the models sessions run: their tokenizers and
+// profiles. The node's stage host (stage.Host.Info) is one: a node reads
+// each model once, and its API, sessions and stages share one tokenizer.
+type Models interface {
+	Info(name string) (*modelinfo.Info, error)
 }
 
 // SessionInfo describes an active session (for status APIs).
@@ -186,9 +181,9 @@ type StageInfo struct {
 	TP []string
 }
 
-// NewCluster returns a Cluster that plans over dir and reads tokenizers
-// and profiles from models (the origin node must have the model file).
-func NewCluster(system *actor.ActorSystem, dir Directory, models ModelStore, opts ClusterOptions) *Cluster {
+// New returns an Origin that plans over dir and describes models with
+// models (the origin node must have the model file).
+func New(system *actor.ActorSystem, dir Directory, models Models, opts Options) *Origin {
 	if opts.StepTimeout <= 0 {
 		opts.StepTimeout = 30 * time.Second
 	}
@@ -199,7 +194,7 @@ func NewCluster(system *actor.ActorSystem, dir Directory, models ModelStore, opt
 	if len(opts.SenderMiddleware) > 0 {
 		root = actor.NewRootContext(system, nil, opts.SenderMiddleware...)
 	}
-	c := &Cluster{system: system, root: root, dir: dir, models: models, opts: opts, local: map[string]*localModel{}, sessions: map[string]*SessionInfo{}}
+	c := &Origin{system: system, root: root, dir: dir, models: models, opts: opts, sessions: map[string]*SessionInfo{}}
 	if opts.PromptCache == 0 {
 		opts.PromptCache = defaultPromptCache
 	}
@@ -209,20 +204,13 @@ func NewCluster(system *actor.ActorSystem, dir Directory, models ModelStore, opt
 	return c
 }
 
-// Close releases the model files the cluster opened, and asks the stages
-// to drop the prompt caches this origin kept there.
-func (c *Cluster) Close() {
+// Close asks the stages to drop the prompt caches this origin kept there.
+func (c *Origin) Close() {
 	if c.prefix != nil {
 		for _, e := range c.prefix.all() {
 			c.dropEntry(e, false)
 		}
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, m := range c.local {
-		m.close()
-	}
-	c.local = map[string]*localModel{}
 }
 
 // Request is one generation across the cluster: Model names the model;
@@ -231,7 +219,7 @@ func (c *Cluster) Close() {
 type Request = engine.Request
 
 // Sessions lists the sessions this node drives now.
-func (c *Cluster) Sessions() []SessionInfo {
+func (c *Origin) Sessions() []SessionInfo {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []SessionInfo
@@ -242,73 +230,18 @@ func (c *Cluster) Sessions() []SessionInfo {
 	return out
 }
 
-// model returns the tokenizer and profile of a model, opening its file on
-// first use. The file is opened and read without c.mu (which status
-// requests and every session need): two sessions may open it at once,
-// and the second copy is closed.
-func (c *Cluster) model(name string) (*localModel, error) {
-	if c.opts.Info != nil {
-		// The node keeps the description (and follows a new version of
-		// the file): nothing to cache here.
-		in, err := c.opts.Info(name)
-		if err != nil {
-			return nil, err
-		}
-		return &localModel{Info: in}, nil
-	}
-	c.mu.Lock()
-	m, ok := c.local[name]
-	c.mu.Unlock()
-	if ok {
-		return m, nil
-	}
-	m, err := c.open(name)
-	if err != nil {
-		return nil, err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if other, ok := c.local[name]; ok {
-		m.close()
-		return other, nil
-	}
-	c.local[name] = m
-	return m, nil
-}
-
-func (c *Cluster) open(name string) (*localModel, error) {
-	f, err := openModel(c.models, name)
-	if err != nil {
-		return nil, err
-	}
-	// The description copies what it needs: the file is only read here.
-	in, err := modelinfo.Read(f)
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	return &localModel{file: f, Info: in}, nil
-}
-
-// close closes the model's file if the Cluster opened it.
-func (m *localModel) close() {
-	if m.file != nil {
-		m.file.Close()
-	}
-}
-
 // planContext is the per-session context placement reserves for m.
-func (c *Cluster) planContext(m *localModel) int {
+func (c *Origin) planContext(m *modelinfo.Info) int {
 	return model.SessionContext(m.Config.Context, c.opts.PlanContext)
 }
 
 // Plan computes the placement of a model on the current view.
-func (c *Cluster) Plan(name string) (plan.Plan, []Member, error) {
+func (c *Origin) Plan(name string) (plan.Plan, []Member, error) {
 	return c.plan(name, nil)
 }
 
-func (c *Cluster) plan(name string, excluded []string) (plan.Plan, []Member, error) {
-	m, err := c.model(name)
+func (c *Origin) plan(name string, excluded []string) (plan.Plan, []Member, error) {
+	m, err := c.models.Info(name)
 	if err != nil {
 		return plan.Plan{}, nil, err
 	}
@@ -396,7 +329,7 @@ const fetchRate = 20 << 20
 // tensor-parallel stage: the others first, then the leader, which is told
 // their shard actors). Nodes that do not answer at all are returned
 // apart: the caller may re-plan without them.
-func (c *Cluster) load(name string, p plan.Plan, members []Member) ([]session.Stage, []string, error) {
+func (c *Origin) load(name string, p plan.Plan, members []Member) ([]session.Stage, []string, error) {
 	byID := map[string]Member{}
 	for _, m := range members {
 		byID[m.ID] = m
@@ -467,7 +400,7 @@ func (c *Cluster) load(name string, p plan.Plan, members []Member) ([]session.St
 			for j := range tp {
 				mwg.Go(func() {
 					m := s.TP[j+1]
-					tp[j], _, memberErrs[j] = one(m.Node, specOf(j+1), []*messages.PID{fromPID(leader.Host)}, m.WeightBytes)
+					tp[j], _, memberErrs[j] = one(m.Node, specOf(j+1), []*messages.PID{wire.FromPID(leader.Host)}, m.WeightBytes)
 				})
 			}
 			mwg.Wait()
@@ -477,7 +410,7 @@ func (c *Cluster) load(name string, p plan.Plan, members []Member) ([]session.St
 			}
 			var group []*messages.PID
 			for _, m := range tp {
-				group = append(group, fromPID(stagePID(m)))
+				group = append(group, wire.FromPID(stagePID(m)))
 			}
 			if stages[i], _, errs[i] = one(s.TP[0].Node, specOf(0), group, s.TP[0].WeightBytes); errs[i] == nil {
 				stages[i].TP = tp
@@ -497,7 +430,7 @@ func allTrue(n int) []bool {
 	return b
 }
 
-func (c *Cluster) logf(format string, args ...any) {
+func (c *Origin) logf(format string, args ...any) {
 	if c.opts.Logger != nil {
 		c.opts.Logger.Warn(fmt.Sprintf(format, args...))
 	}

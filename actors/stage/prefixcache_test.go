@@ -1,4 +1,4 @@
-package actors
+package stage
 
 import (
 	"context"
@@ -6,15 +6,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
-
+	"strata/actors/internal/oracle"
+	"strata/actors/origin"
 	"strata/actors/plan"
 	"strata/runtime/engine"
 	"strata/runtime/model"
 )
 
 // generate runs req on cl and fails the test on error.
-func generate(t *testing.T, cl *Cluster, req Request) engine.Result {
+func generate(t *testing.T, cl *origin.Origin, req engine.Request) engine.Result {
 	t.Helper()
 	res, err := cl.Generate(context.Background(), req, func(engine.Token) error { return nil })
 	if err != nil {
@@ -28,23 +28,23 @@ func generate(t *testing.T, cl *Cluster, req Request) engine.Result {
 // answer, so all of that is cached, and the greedy answer equals the one
 // a cluster without a prompt cache gives.
 func TestPromptCacheAcrossStages(t *testing.T) {
-	store := stories(t)
+	store := oracle.Stories(t)
 	lc := newLocalCluster(t, 3, 800e3, store)
-	cached := lc.cluster(ClusterOptions{PlanContext: 512})
+	cached := lc.cluster(origin.Options{PlanContext: 512})
 	defer cached.Close()
 	// The reference runs on other nodes: its sessions would take the
 	// memory the cached ones are kept in.
-	plain := newLocalCluster(t, 3, 800e3, store).cluster(ClusterOptions{PlanContext: 512, PromptCache: -1})
+	plain := newLocalCluster(t, 3, 800e3, store).cluster(origin.Options{PlanContext: 512, PromptCache: -1})
 	defer plain.Close()
 	if p, _, err := cached.Plan("stories260K"); err != nil || len(p.Stages) != 3 {
 		t.Fatalf("plan %v, %v; want 3 stages", p, err)
 	}
-	lm, err := cached.model("stories260K")
+	lm, err := lc.hosts[0].Info("stories260K")
 	if err != nil {
 		t.Fatal(err)
 	}
 	turn1 := lm.Tokenizer.Encode("Lily and Tom went to the park. They saw a big dog. The dog was sad because", true, false)
-	first := generate(t, cached, Request{Model: "stories260K", Tokens: turn1, MaxTokens: 60})
+	first := generate(t, cached, engine.Request{Model: "stories260K", Tokens: turn1, MaxTokens: 60})
 	if first.CachedTokens != 0 {
 		t.Errorf("first turn: %d cached tokens, want 0", first.CachedTokens)
 	}
@@ -55,8 +55,8 @@ func TestPromptCacheAcrossStages(t *testing.T) {
 	// answer but the last token, which was never fed back), plus a new line.
 	seen := append(append([]int(nil), turn1...), first.Tokens[:len(first.Tokens)-1]...)
 	turn2 := append(append([]int(nil), seen...), lm.Tokenizer.Encode("\nThen Tom said", false, false)...)
-	want := generate(t, plain, Request{Model: "stories260K", Tokens: turn2, MaxTokens: 60})
-	got := generate(t, cached, Request{Model: "stories260K", Tokens: turn2, MaxTokens: 60})
+	want := generate(t, plain, engine.Request{Model: "stories260K", Tokens: turn2, MaxTokens: 60})
+	got := generate(t, cached, engine.Request{Model: "stories260K", Tokens: turn2, MaxTokens: 60})
 	if got.CachedTokens != len(seen) {
 		t.Errorf("second turn: %d cached tokens, want %d", got.CachedTokens, len(seen))
 	}
@@ -64,12 +64,12 @@ func TestPromptCacheAcrossStages(t *testing.T) {
 		t.Fatalf("cached answer differs from uncached\n got %v\nwant %v", got.Tokens, want.Tokens)
 	}
 	// The same prompt again: all of it but the last token is cached.
-	again := generate(t, cached, Request{Model: "stories260K", Tokens: turn2, MaxTokens: 60})
+	again := generate(t, cached, engine.Request{Model: "stories260K", Tokens: turn2, MaxTokens: 60})
 	if again.CachedTokens != len(turn2)-1 || fmt.Sprint(again.Tokens) != fmt.Sprint(want.Tokens) {
 		t.Errorf("repeated prompt: %d cached (want %d), tokens %v", again.CachedTokens, len(turn2)-1, again.Tokens)
 	}
 	// An unrelated prompt resumes nothing.
-	other := generate(t, cached, Request{Model: "stories260K", Prompt: "Once upon a time", MaxTokens: 10})
+	other := generate(t, cached, engine.Request{Model: "stories260K", Prompt: "Once upon a time", MaxTokens: 10})
 	if other.CachedTokens != 0 {
 		t.Errorf("unrelated prompt: %d cached tokens", other.CachedTokens)
 	}
@@ -93,12 +93,12 @@ func waitNoCache(t *testing.T, lc *localCluster) {
 // A stage that lost its entry (evicted, restarted) answers a cache miss;
 // the session runs the whole prompt and answers as without a cache.
 func TestPromptCacheMissFallsBack(t *testing.T) {
-	store := stories(t)
+	store := oracle.Stories(t)
 	lc := newLocalCluster(t, 3, 800e3, store)
-	cl := lc.cluster(ClusterOptions{PlanContext: 512})
+	cl := lc.cluster(origin.Options{PlanContext: 512})
 	defer cl.Close()
 	prompt := "Lily and Tom went to the park. They saw a big dog."
-	first := generate(t, cl, Request{Model: "stories260K", Prompt: prompt, MaxTokens: 20})
+	first := generate(t, cl, engine.Request{Model: "stories260K", Prompt: prompt, MaxTokens: 20})
 	// The last stage forgets everything it retained.
 	h := lc.hosts[2]
 	h.mu.Lock()
@@ -106,77 +106,17 @@ func TestPromptCacheMissFallsBack(t *testing.T) {
 		h.used -= s.dropAllCached()
 	}
 	h.mu.Unlock()
-	res := generate(t, cl, Request{Model: "stories260K", Prompt: prompt, MaxTokens: 20})
+	res := generate(t, cl, engine.Request{Model: "stories260K", Prompt: prompt, MaxTokens: 20})
 	if res.CachedTokens != 0 || fmt.Sprint(res.Tokens) != fmt.Sprint(first.Tokens) {
 		t.Errorf("after a miss: %d cached, tokens %v, want 0 and %v", res.CachedTokens, res.Tokens, first.Tokens)
 	}
 	// The fallback's own session is retained and used next time.
-	res = generate(t, cl, Request{Model: "stories260K", Prompt: prompt, MaxTokens: 20})
+	res = generate(t, cl, engine.Request{Model: "stories260K", Prompt: prompt, MaxTokens: 20})
 	if res.CachedTokens == 0 || fmt.Sprint(res.Tokens) != fmt.Sprint(first.Tokens) {
 		t.Errorf("after the fallback: %d cached, tokens %v, want %v", res.CachedTokens, res.Tokens, first.Tokens)
 	}
 	cl.DropPromptCache()
 	waitNoCache(t, lc)
-}
-
-// The origin's table: the longest shared prefix on the same model, ring
-// and context wins; at least minCachedPrefix, at most all but the
-// prompt's last token; the least recently used entry goes first.
-func TestPrefixCacheTable(t *testing.T) {
-	seq := func(n, base int) []int {
-		out := make([]int, n)
-		for i := range out {
-			out[i] = base + i
-		}
-		return out
-	}
-	ringA := []*actor.PID{actor.NewPID("n0", "a"), actor.NewPID("n1", "b")}
-	ringB := []*actor.PID{actor.NewPID("n0", "a"), actor.NewPID("n2", "b")}
-	now := time.Now()
-	fill := func() *prefixCache {
-		p := &prefixCache{max: 3}
-		p.put(&prefixEntry{model: "m", ring: ringA, ctxLen: 512, session: "long", tokens: seq(100, 0), usedAt: now})
-		p.put(&prefixEntry{model: "m", ring: ringA, ctxLen: 512, session: "short", tokens: seq(40, 0), usedAt: now.Add(time.Second)})
-		p.put(&prefixEntry{model: "other", ring: ringA, ctxLen: 512, session: "other", tokens: seq(100, 0), usedAt: now.Add(2 * time.Second)})
-		return p
-	}
-	for _, c := range []struct {
-		name    string
-		model   string
-		ring    []*actor.PID
-		ctxLen  int
-		prompt  []int
-		session string
-		n       int
-	}{
-		{"longest", "m", ringA, 512, seq(120, 0), "long", 100},
-		{"whole prompt cached: all but its last token", "m", ringA, 512, seq(30, 0), "long", 29},
-		{"diverges early", "m", ringA, 512, append(seq(20, 0), seq(50, 900)...), "long", 20},
-		{"below the minimum", "m", ringA, 512, append(seq(minCachedPrefix-1, 0), 7777, 8888), "", 0},
-		{"other ring", "m", ringB, 512, seq(120, 0), "", 0},
-		{"other context", "m", ringA, 1024, seq(120, 0), "", 0},
-		{"other model", "x", ringA, 512, seq(120, 0), "", 0},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			p := fill()
-			e, n := p.take(c.model, c.ring, c.ctxLen, c.prompt)
-			got := ""
-			if e != nil {
-				got = e.session
-			}
-			if got != c.session || n != c.n {
-				t.Errorf("took %q, %d positions; want %q, %d", got, n, c.session, c.n)
-			}
-			if e != nil && len(p.entries) != 2 {
-				t.Errorf("%d entries left after taking one of 3", len(p.entries))
-			}
-		})
-	}
-	p := fill()
-	out := p.put(&prefixEntry{model: "m", ring: ringA, ctxLen: 512, session: "new", usedAt: now.Add(3 * time.Second)})
-	if len(out) != 1 || out[0].session != "long" || len(p.entries) != 3 {
-		t.Errorf("over capacity: dropped %v, %d left; want the oldest (long)", out, len(p.entries))
-	}
 }
 
 // A tensor-parallel stage retains a session's caches on every member
@@ -186,24 +126,24 @@ func TestPrefixCacheTable(t *testing.T) {
 // group, so the leader does not wait for it), and the origin's free of
 // the entries reaches the members.
 func TestPromptCacheTensorParallel(t *testing.T) {
-	store := stories(t)
+	store := oracle.Stories(t)
 	lc := newTPCluster(t, []float64{1e9, 1e9}, 4<<20, store)
-	cl := lc.cluster(ClusterOptions{PlanContext: 512, KVType: model.KVF32, Placement: plan.TensorParallel})
+	cl := lc.cluster(origin.Options{PlanContext: 512, KVType: model.KVF32, Placement: plan.TensorParallel})
 	defer cl.Close()
 	if p, _, err := cl.Plan("stories260K"); err != nil || shape(p) != "[0,5)[n0 n1] " {
 		t.Fatalf("plan %s, %v; want one 2-way stage", shape(p), err)
 	}
-	lm, err := cl.model("stories260K")
+	lm, err := lc.hosts[0].Info("stories260K")
 	if err != nil {
 		t.Fatal(err)
 	}
 	turn1 := lm.Tokenizer.Encode("Lily and Tom went to the park. They saw a big dog. The dog was sad because", true, false)
-	first := generate(t, cl, Request{Model: "stories260K", Tokens: turn1, MaxTokens: 60})
+	first := generate(t, cl, engine.Request{Model: "stories260K", Tokens: turn1, MaxTokens: 60})
 	waitCached(t, lc, 1)
 	seen := append(append([]int(nil), turn1...), first.Tokens[:len(first.Tokens)-1]...)
 	turn2 := append(append([]int(nil), seen...), lm.Tokenizer.Encode("\nThen Tom said", false, false)...)
-	want := oneNodeF32(t, store["stories260K"], engine.Request{Tokens: turn2, MaxTokens: 60})
-	got := generate(t, cl, Request{Model: "stories260K", Tokens: turn2, MaxTokens: 60})
+	want := oracle.OneNodeF32(t, store["stories260K"], engine.Request{Tokens: turn2, MaxTokens: 60})
+	got := generate(t, cl, engine.Request{Model: "stories260K", Tokens: turn2, MaxTokens: 60})
 	if got.CachedTokens != len(seen) {
 		t.Errorf("second turn: %d cached tokens, want %d", got.CachedTokens, len(seen))
 	}
@@ -219,7 +159,7 @@ func TestPromptCacheTensorParallel(t *testing.T) {
 	}
 	h.mu.Unlock()
 	start := time.Now()
-	res := generate(t, cl, Request{Model: "stories260K", Tokens: turn2, MaxTokens: 60})
+	res := generate(t, cl, engine.Request{Model: "stories260K", Tokens: turn2, MaxTokens: 60})
 	if took := time.Since(start); took >= tpJoinTimeout {
 		t.Errorf("after the member's miss the answer took %v: the leader waited for the member", took)
 	}

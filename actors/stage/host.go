@@ -1,4 +1,4 @@
-package actors
+package stage
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"strata/actors/internal/wire"
 	"strata/actors/plan"
 	"strata/internal/units"
 	"strata/messages"
@@ -24,12 +25,9 @@ import (
 // HostName is the actor name of every node's shard host.
 const HostName = "shards"
 
-// MaxBatch is the most positions one Forward may carry.
-const MaxBatch = 64
-
 // HostConfig configures a Host. Zero values pick the defaults noted.
 type HostConfig struct {
-	Models ModelStore
+	Models catalog.Finder
 	// Pool runs the kernels of every shard on the node; nil = a pool of
 	// GOMAXPROCS threads of the host's own, closed when the host stops.
 	Pool *tensor.Pool
@@ -57,6 +55,9 @@ type HostConfig struct {
 	// relay a session's steps to another node); nil = not checked (an
 	// in-process cluster, whose nodes share one address).
 	NodeAddress func(node string) string
+	// OnShards, when set, hears the shard list (ShardList) after every
+	// load or unload: the node announces it in its NodeInfo.
+	OnShards func(shards []string)
 }
 
 // Host loads shards on request and keeps them: one per (model, layer
@@ -90,9 +91,6 @@ type Host struct {
 	used   uint64            // weight + KV bytes held
 	clock  uint64            // counts loads and uses, for least-recently-used eviction
 	spawns uint64            // numbers shard actors, so a reloaded shard never reuses a stopping actor's name
-	// onChange, when set, hears the shard list after every load or unload
-	// (the node announces it in its NodeInfo).
-	onChange func(shards []string)
 }
 
 // NewHost returns a Host; spawn it with Props under HostName.
@@ -113,12 +111,12 @@ const fetchTimeout = time.Hour
 // it is refused (the origin's plan tries again on its next request).
 const maxFetches = 8
 
-// shardFetcher is a ModelStore that fetches the ranges a shard needs
+// shardFetcher is a catalog.Finder that fetches the ranges a shard needs
 // from peers (Weights is one).
 type shardFetcher interface {
-	ModelStore
+	catalog.Finder
 	Ensure(ctx context.Context, model string, first, end, layers int) (int64, error)
-	pathVersion(name string) (string, int, error)
+	PathVersion(name string) (string, int, error)
 }
 
 // fetched is what a fetch goroutine tells the host: the shard's ranges
@@ -133,17 +131,6 @@ type fetched struct {
 // Props returns the actor props of the host.
 func (h *Host) Props() *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor { return h }, actor.WithSenderMiddleware(h.cfg.SenderMiddleware...))
-}
-
-// ShardID is the actor name of a shard: stable, so every node names the
-// same shard the same way. A tensor-parallel member's names its place in
-// the group and (hashed) the group.
-func ShardID(s *messages.ShardSpec) string {
-	if len(s.TpNodes) > 0 && len(s.TpWeights) == len(s.TpNodes) {
-		h := tpStageID(s)
-		return fmt.Sprintf("%s@%d-%d~tp%dof%d-%x", s.Model, s.First, s.End, s.TpIndex, len(s.TpNodes), h[:6])
-	}
-	return fmt.Sprintf("%s@%d-%d", s.Model, s.First, s.End)
 }
 
 // Receive implements actor.Actor.
@@ -337,7 +324,7 @@ func (h *Host) load(ctx actor.Context, spec *messages.ShardSpec, group []*messag
 			if !h.groupActorOK(spec, i, p.Id) {
 				return fail("tensor-parallel group PID %d is %.64q: not the actor the stage's member %s runs it with", i, p.Id, member)
 			}
-			pids = append(pids, toPID(p))
+			pids = append(pids, wire.PID(p))
 		}
 	}
 	id := ShardID(spec)
@@ -420,9 +407,9 @@ func (h *Host) load(ctx actor.Context, spec *messages.ShardSpec, group []*messag
 	s.lastUse.Store(h.clock)
 	s.pin()
 	if tp != nil {
-		tp.state = tp.m.NewState(h.cfg.Pool, MaxBatch, maxCtx)
+		tp.state = tp.m.NewState(h.cfg.Pool, wire.MaxBatch, maxCtx)
 	} else {
-		s.state = m.NewState(h.cfg.Pool, MaxBatch, maxCtx)
+		s.state = m.NewState(h.cfg.Pool, wire.MaxBatch, maxCtx)
 	}
 	// The PID is known before the actor starts, so nothing reads it half-set.
 	h.spawns++
@@ -450,8 +437,8 @@ func (h *Host) has(spec *messages.ShardSpec) bool {
 	return ok
 }
 
-// uses reports whether a loaded shard reads model's files.
-func (h *Host) uses(model string) bool {
+// Uses reports whether a loaded shard reads model's files.
+func (h *Host) Uses(model string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, s := range h.shards {
@@ -467,7 +454,7 @@ func (h *Host) uses(model string) bool {
 func (h *Host) File(name string) (*gguf.File, error) { return h.file(name) }
 
 // Info describes a model (its open file's, read on first use): the one
-// description its Cluster plans and tokenizes with, its API renders and
+// description its origin plans and tokenizes with, its API renders and
 // counts with, and its stages constrain sampling with.
 func (h *Host) Info(name string) (*modelinfo.Info, error) {
 	f, err := h.file(name)
@@ -507,7 +494,7 @@ func (h *Host) file(name string) (*gguf.File, error) {
 	path, version := "", 0
 	var err error
 	if v, ok := h.cfg.Models.(shardFetcher); ok {
-		path, version, err = v.pathVersion(name)
+		path, version, err = v.PathVersion(name)
 	} else {
 		path, err = h.cfg.Models.Path(name)
 	}
@@ -535,16 +522,16 @@ func (h *Host) file(name string) (*gguf.File, error) {
 	return f, nil
 }
 
-// changedLocked tells onChange the current shard list (h.mu held).
+// changedLocked tells OnShards the current shard list (h.mu held).
 func (h *Host) changedLocked() {
-	if h.onChange == nil {
+	if h.cfg.OnShards == nil {
 		return
 	}
 	var specs []*messages.ShardSpec
 	for _, s := range h.shards {
 		specs = append(specs, s.spec)
 	}
-	h.onChange(shardList(specs))
+	h.cfg.OnShards(ShardList(specs))
 }
 
 func (h *Host) label() string {
@@ -614,6 +601,9 @@ func (h *Host) release(n uint64) {
 	h.used -= min(n, h.used)
 	h.mu.Unlock()
 }
+
+// Fetching is how many shards the host is fetching from peers now.
+func (h *Host) Fetching() int { return int(h.fetching.Load()) }
 
 // UsedBytes is the weights and KV caches the node holds now.
 func (h *Host) UsedBytes() uint64 {

@@ -1,4 +1,4 @@
-package actors
+package stage
 
 import (
 	"context"
@@ -7,8 +7,11 @@ import (
 	"strings"
 	"testing"
 
+	"strata/actors/internal/oracle"
+	"strata/actors/origin"
 	"strata/actors/plan"
 	"strata/messages"
+	"strata/runtime/catalog"
 	"strata/runtime/engine"
 	"strata/runtime/gguf"
 	"strata/runtime/model"
@@ -27,9 +30,9 @@ func TestTPExpertsMatchSingleNode(t *testing.T) {
 	if err := synth.WriteFile(path, model.Shapes["qwen3moe-tiny"], synth.Options{Type: tensor.Q8_0, Seed: 3}); err != nil {
 		t.Fatal(err)
 	}
-	store := Files{"moe": path}
+	store := catalog.Files{"moe": path}
 	prompt := "The expert said"
-	want := oneNodeF32(t, path, engine.Request{Prompt: prompt, MaxTokens: 40})
+	want := oracle.OneNodeF32(t, path, engine.Request{Prompt: prompt, MaxTokens: 40})
 	for _, c := range []struct {
 		name    string
 		experts plan.ExpertMode
@@ -41,13 +44,13 @@ func TestTPExpertsMatchSingleNode(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			lc := newTPCluster(t, []float64{1e9, 1e9, 1e9}, 64<<20, store)
-			cl := lc.cluster(ClusterOptions{PlanContext: 512, KVType: model.KVF32, Placement: plan.TensorParallel, Experts: c.experts})
+			cl := lc.cluster(origin.Options{PlanContext: 512, KVType: model.KVF32, Placement: plan.TensorParallel, Experts: c.experts})
 			defer cl.Close()
 			p, _, err := cl.Plan("moe")
 			if err != nil || shape(p) != "[0,2)[n0 n1 n2] " || p.Stages[0].ExpertParallel != c.whole {
 				t.Fatalf("plan %s, %v; want [0,2)[n0 n1 n2] with experts whole %v\n%v", shape(p), err, c.whole, p)
 			}
-			res, err := cl.Generate(context.Background(), Request{Model: "moe", Prompt: prompt, MaxTokens: 40}, func(engine.Token) error { return nil })
+			res, err := cl.Generate(context.Background(), engine.Request{Model: "moe", Prompt: prompt, MaxTokens: 40}, func(engine.Token) error { return nil })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -80,7 +83,7 @@ func TestTPExpertParallelSpec(t *testing.T) {
 	if tpStageID(spec) == tpStageID(ep) || ShardID(spec) == ShardID(ep) {
 		t.Errorf("the expert layout does not change the stage's ID: %s, %s", ShardID(spec), ShardID(ep))
 	}
-	f, err := gguf.Open(stories(t)["stories260K"])
+	f, err := gguf.Open(oracle.Stories(t)["stories260K"])
 	if err != nil {
 		t.Fatal(err)
 	}

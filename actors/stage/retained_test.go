@@ -1,4 +1,4 @@
-package actors
+package stage
 
 import (
 	"bytes"
@@ -9,6 +9,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"strata/actors/internal/oracle"
+	"strata/actors/internal/wire"
 	"strata/messages"
 )
 
@@ -34,7 +36,7 @@ type stageRig struct {
 
 func newStageRig(t *testing.T, mem uint64) *stageRig {
 	t.Helper()
-	lc := newLocalCluster(t, 1, mem, stories(t))
+	lc := newLocalCluster(t, 1, mem, oracle.Stories(t))
 	loaded := loadShard(t, lc, 0, 2)
 	if loaded.Error != "" {
 		t.Fatal(loaded.Error)
@@ -48,9 +50,9 @@ func newStageRig(t *testing.T, mem uint64) *stageRig {
 func (r *stageRig) step(t *testing.T, f *messages.Forward) any {
 	t.Helper()
 	if f.ReplyTo == nil {
-		f.ReplyTo = fromPID(r.self)
+		f.ReplyTo = wire.FromPID(r.self)
 	}
-	f.Route = []*messages.PID{fromPID(r.self)}
+	f.Route = []*messages.PID{wire.FromPID(r.self)}
 	f.Count = uint32(len(f.Tokens))
 	if f.Context == 0 {
 		f.Context = 64
@@ -173,7 +175,7 @@ func TestStageCacheRefusesForeignOrigin(t *testing.T) {
 
 	foreign := &messages.PID{Address: "12D3KooWIntruder", Id: "inbox"}
 	r.lc.system.Root.Send(r.shard, &messages.Forward{Session: "x", Position: 10, Count: 1, Tokens: []int32{1}, Context: 64,
-		Resume: "a", ReplyTo: foreign, Route: []*messages.PID{fromPID(r.self)}})
+		Resume: "a", ReplyTo: foreign, Route: []*messages.PID{wire.FromPID(r.self)}})
 	r.free(t, "a", false, actor.NewPID("12D3KooWIntruder", "future$1"))
 	if st := r.state(); st.Cached != 1 || st.Sessions != 0 {
 		t.Fatalf("a foreign origin touched the entry: %v", st)

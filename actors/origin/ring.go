@@ -1,4 +1,4 @@
-package actors
+package origin
 
 import (
 	"context"
@@ -9,9 +9,11 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"strata/actors/internal/wire"
 	"strata/actors/session"
 	"strata/messages"
 	"strata/runtime/engine"
+	"strata/runtime/modelinfo"
 	"strata/runtime/tokenizer"
 )
 
@@ -56,14 +58,14 @@ func (in *inbox) Receive(ctx actor.Context) {
 
 // Generate runs one generation on the cluster, calling onToken for each
 // generated token in order, like engine.Engine.Generate (the same loop).
-func (c *Cluster) Generate(ctx context.Context, req Request, onToken func(engine.Token) error) (res engine.Result, err error) {
+func (c *Origin) Generate(ctx context.Context, req Request, onToken func(engine.Token) error) (res engine.Result, err error) {
 	if err := req.Sampling.Validate(); err != nil {
 		return res, err
 	}
 	if req.Constraint != nil {
 		return res, errors.New("a Constraint runs in this process only; a cluster takes a Schema")
 	}
-	lm, err := c.model(req.Model)
+	lm, err := c.models.Info(req.Model)
 	if err != nil {
 		return res, err
 	}
@@ -86,22 +88,12 @@ func (c *Cluster) Generate(ctx context.Context, req Request, onToken func(engine
 	return res, err
 }
 
-// sessionInbox returns the inbox of one running session (tests).
-func (c *Cluster) sessionInbox() *actor.PID {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, s := range c.sessions {
-		return s.inbox
-	}
-	return nil
-}
-
 // ring is the shell around one session's core (strata/actors/session):
 // it carries out the core's actions with actors, timers and the view, and
 // turns what its inbox, its timer and the caller do into events. All of
 // it runs on the goroutine that called Generate.
 type ring struct {
-	c       *Cluster
+	c       *Origin
 	core    *session.Session
 	req     Request
 	tok     *tokenizer.Tokenizer
@@ -126,8 +118,8 @@ type ring struct {
 	steps                 int
 }
 
-func (c *Cluster) newRing(lm *localModel, req Request, prompt []int, ctxLen int) (*ring, error) {
-	cfg := session.Config{Prompt: prompt, MaxBatch: MaxBatch, Vocab: lm.Tokenizer.VocabSize(), StepTimeout: c.opts.StepTimeout,
+func (c *Origin) newRing(lm *modelinfo.Info, req Request, prompt []int, ctxLen int) (*ring, error) {
+	cfg := session.Config{Prompt: prompt, MaxBatch: wire.MaxBatch, Vocab: lm.Tokenizer.VocabSize(), StepTimeout: c.opts.StepTimeout,
 		PromptCache: c.prefix != nil}
 	if !c.opts.NoShortcut {
 		cfg.ChainBelow = feedLimit(len(prompt), req.MaxTokens, ctxLen)
@@ -332,22 +324,22 @@ func (r *ring) send(a session.Forward) {
 	_, stages := r.core.Ring()
 	var route []*messages.PID
 	for _, s := range stages[1:] {
-		route = append(route, fromPID(stagePID(s)))
+		route = append(route, wire.FromPID(stagePID(s)))
 	}
 	f := &messages.Forward{Session: a.Session, Position: uint32(a.Position), Count: uint32(len(a.Tokens)), Route: route,
-		ReplyTo: fromPID(r.self), HiddenType: r.c.opts.Hidden, Sample: a.Sample, Context: uint32(r.ctxLen)}
+		ReplyTo: wire.FromPID(r.self), HiddenType: r.c.opts.Hidden, Sample: a.Sample, Context: uint32(r.ctxLen)}
 	for _, t := range a.Tokens {
 		f.Tokens = append(f.Tokens, int32(t))
 	}
 	if a.ChainUntil > 0 {
 		f.ChainUntil = uint32(a.ChainUntil)
 		for _, s := range stages {
-			f.Loop = append(f.Loop, fromPID(stagePID(s)))
+			f.Loop = append(f.Loop, wire.FromPID(stagePID(s)))
 		}
 	}
 	if a.Open {
 		f.Resume = a.Resume
-		f.Sampling = samplingMessage(r.req.Sampling)
+		f.Sampling = wire.Sampling(r.req.Sampling)
 		r.constrain(f.Sampling)
 		for _, t := range a.Accept {
 			f.Accept = append(f.Accept, int32(t))

@@ -1,10 +1,11 @@
-package actors
+package stage
 
 import (
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -12,8 +13,11 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"strata/internal/testdata"
+	"strata/actors/internal/oracle"
+	"strata/actors/internal/wire"
+	"strata/actors/origin"
 	"strata/messages"
+	"strata/runtime/catalog"
 	"strata/runtime/engine"
 	"strata/runtime/grammar"
 	"strata/runtime/sample"
@@ -25,13 +29,50 @@ import (
 type localCluster struct {
 	system *actor.ActorSystem
 	hosts  []*Host
-	dir    StaticDirectory
-	store  Files
+	dir    origin.StaticDirectory
+	store  catalog.Files
 }
 
-func newLocalCluster(t testing.TB, n int, memBytes uint64, store Files, mw ...actor.SenderMiddleware) *localCluster {
+// answers is an actor that passes the stage's answers it receives to ch,
+// as a session's inbox does.
+type answers struct{ ch chan any }
+
+func (a *answers) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *messages.Token, *messages.ForwardError, *actor.Terminated:
+		select {
+		case a.ch <- m:
+		default:
+		}
+	}
+}
+
+// sessionOrigin is the origin (inbox) of a session open on lc's stages.
+func (lc *localCluster) sessionOrigin() *actor.PID {
+	for _, h := range lc.hosts {
+		h.mu.Lock()
+		for _, s := range h.shards {
+			s.mu.Lock()
+			for _, ss := range s.sessions {
+				s.mu.Unlock()
+				h.mu.Unlock()
+				return ss.origin
+			}
+			s.mu.Unlock()
+		}
+		h.mu.Unlock()
+	}
+	return nil
+}
+
+// quietSystem is an actor system that logs nothing.
+func quietSystem() *actor.ActorSystem {
+	return actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+}
+
+func newLocalCluster(t testing.TB, n int, memBytes uint64, store catalog.Files, mw ...actor.SenderMiddleware) *localCluster {
 	t.Helper()
-	lc := &localCluster{system: NewSystem(nil), store: store}
+	lc := &localCluster{system: quietSystem(), store: store}
 	pool := tensor.NewPool(2)
 	var names []string
 	for name := range store {
@@ -44,7 +85,7 @@ func newLocalCluster(t testing.TB, n int, memBytes uint64, store Files, mw ...ac
 			t.Fatal(err)
 		}
 		lc.hosts = append(lc.hosts, h)
-		lc.dir = append(lc.dir, Member{ID: fmt.Sprintf("n%d", i), Host: pid, MemoryBytes: memBytes, Models: names})
+		lc.dir = append(lc.dir, origin.Member{ID: fmt.Sprintf("n%d", i), Host: pid, MemoryBytes: memBytes, Models: names})
 	}
 	t.Cleanup(func() {
 		lc.system.Shutdown()
@@ -53,8 +94,8 @@ func newLocalCluster(t testing.TB, n int, memBytes uint64, store Files, mw ...ac
 	return lc
 }
 
-func (lc *localCluster) cluster(opts ClusterOptions) *Cluster {
-	c := NewCluster(lc.system, lc.dir, lc.store, opts)
+func (lc *localCluster) cluster(opts origin.Options) *origin.Origin {
+	c := origin.New(lc.system, lc.dir, lc.hosts[0], opts)
 	return c
 }
 
@@ -81,31 +122,12 @@ func (lc *localCluster) waitFree(t testing.TB) {
 	}
 }
 
-func stories(t testing.TB) Files {
-	return Files{"stories260K": testdata.Path(t, "gguf/stories260K.gguf")}
-}
-
-// singleNode is the oracle: the same request on the one-node engine.
-func singleNode(t testing.TB, path string, req engine.Request) engine.Result {
-	t.Helper()
-	e, err := engine.Open(path, engine.Options{Context: 512})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	res, err := e.Generate(context.Background(), req, func(engine.Token) error { return nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res
-}
-
 func TestGreedyMatchesSingleNode(t *testing.T) {
-	store := stories(t)
+	store := oracle.Stories(t)
 	prompts := []string{"", "Lily and Tom went to the park. They saw"}
 	var want []engine.Result
 	for _, p := range prompts {
-		want = append(want, singleNode(t, store["stories260K"], engine.Request{Prompt: p, MaxTokens: 120}))
+		want = append(want, oracle.OneNode(t, store["stories260K"], engine.Request{Prompt: p, MaxTokens: 120}))
 	}
 	for _, c := range []struct {
 		nodes  int
@@ -114,7 +136,7 @@ func TestGreedyMatchesSingleNode(t *testing.T) {
 	}{{1, 4 << 20, 1}, {2, 1100e3, 2}, {3, 800e3, 3}, {5, 450e3, 5}} {
 		t.Run(fmt.Sprintf("%d-nodes", c.nodes), func(t *testing.T) {
 			lc := newLocalCluster(t, c.nodes, c.mem, store)
-			cl := lc.cluster(ClusterOptions{PlanContext: 512})
+			cl := lc.cluster(origin.Options{PlanContext: 512})
 			defer cl.Close()
 			p, _, err := cl.Plan("stories260K")
 			if err != nil || len(p.Stages) != c.stages {
@@ -122,7 +144,7 @@ func TestGreedyMatchesSingleNode(t *testing.T) {
 			}
 			for i, prompt := range prompts {
 				var streamed strings.Builder
-				res, err := cl.Generate(context.Background(), Request{Model: "stories260K", Prompt: prompt, MaxTokens: 120}, func(tok engine.Token) error {
+				res, err := cl.Generate(context.Background(), engine.Request{Model: "stories260K", Prompt: prompt, MaxTokens: 120}, func(tok engine.Token) error {
 					streamed.WriteString(tok.Text)
 					return nil
 				})
@@ -139,11 +161,11 @@ func TestGreedyMatchesSingleNode(t *testing.T) {
 }
 
 func TestF16ActivationsStayClose(t *testing.T) {
-	store := stories(t)
+	store := oracle.Stories(t)
 	lc := newLocalCluster(t, 3, 800e3, store)
-	cl := lc.cluster(ClusterOptions{PlanContext: 512, Hidden: messages.HiddenType_HIDDEN_F16})
+	cl := lc.cluster(origin.Options{PlanContext: 512, Hidden: messages.HiddenType_HIDDEN_F16})
 	defer cl.Close()
-	res, err := cl.Generate(context.Background(), Request{Model: "stories260K", MaxTokens: 30}, func(engine.Token) error { return nil })
+	res, err := cl.Generate(context.Background(), engine.Request{Model: "stories260K", MaxTokens: 30}, func(engine.Token) error { return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,24 +175,24 @@ func TestF16ActivationsStayClose(t *testing.T) {
 }
 
 func TestConcurrentSessionsShareShards(t *testing.T) {
-	store := stories(t)
+	store := oracle.Stories(t)
 	lc := newLocalCluster(t, 3, 800e3*2, store)
 	// Both plan room for two sessions' KV, so the second session finds
 	// its cache's memory on every stage the first one uses.
-	a := lc.cluster(ClusterOptions{PlanContext: 512, PlanSessions: 2})
-	b := lc.cluster(ClusterOptions{PlanContext: 512, PlanSessions: 2})
+	a := lc.cluster(origin.Options{PlanContext: 512, PlanSessions: 2})
+	b := lc.cluster(origin.Options{PlanContext: 512, PlanSessions: 2})
 	defer a.Close()
 	defer b.Close()
-	want := singleNode(t, store["stories260K"], engine.Request{Prompt: "Tom had a red ball.", MaxTokens: 80})
-	want2 := singleNode(t, store["stories260K"], engine.Request{MaxTokens: 80, Sampling: sample.Params{Temperature: 0.9, Seed: 3}})
+	want := oracle.OneNode(t, store["stories260K"], engine.Request{Prompt: "Tom had a red ball.", MaxTokens: 80})
+	want2 := oracle.OneNode(t, store["stories260K"], engine.Request{MaxTokens: 80, Sampling: sample.Params{Temperature: 0.9, Seed: 3}})
 	var wg sync.WaitGroup
 	var got, got2 engine.Result
 	var err, err2 error
 	wg.Go(func() {
-		got, err = a.Generate(context.Background(), Request{Model: "stories260K", Prompt: "Tom had a red ball.", MaxTokens: 80}, func(engine.Token) error { return nil })
+		got, err = a.Generate(context.Background(), engine.Request{Model: "stories260K", Prompt: "Tom had a red ball.", MaxTokens: 80}, func(engine.Token) error { return nil })
 	})
 	wg.Go(func() {
-		got2, err2 = b.Generate(context.Background(), Request{Model: "stories260K", MaxTokens: 80, Sampling: sample.Params{Temperature: 0.9, Seed: 3}}, func(engine.Token) error { return nil })
+		got2, err2 = b.Generate(context.Background(), engine.Request{Model: "stories260K", MaxTokens: 80, Sampling: sample.Params{Temperature: 0.9, Seed: 3}}, func(engine.Token) error { return nil })
 	})
 	wg.Wait()
 	if err != nil || err2 != nil {
@@ -201,24 +223,16 @@ func TestConcurrentSessionsShareShards(t *testing.T) {
 }
 
 func TestCancelFreesKV(t *testing.T) {
-	lc := newLocalCluster(t, 3, 800e3, stories(t))
-	cl := lc.cluster(ClusterOptions{PlanContext: 512})
+	lc := newLocalCluster(t, 3, 800e3, oracle.Stories(t))
+	cl := lc.cluster(origin.Options{PlanContext: 512})
 	defer cl.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	n := 0
-	_, err := cl.Generate(ctx, Request{Model: "stories260K", MaxTokens: 400}, func(engine.Token) error {
+	_, err := cl.Generate(ctx, engine.Request{Model: "stories260K", MaxTokens: 400}, func(engine.Token) error {
 		if n++; n == 20 {
 			if len(cl.Sessions()) != 1 {
 				t.Error("session not listed while running")
 			}
-			// Listed by a label, never by the ID that steps and frees it.
-			cl.mu.Lock()
-			for id, si := range cl.sessions {
-				if si.ID == id || si.ID != sessionLabel(id) {
-					t.Errorf("session %s listed as %q", id, si.ID)
-				}
-			}
-			cl.mu.Unlock()
 			kv := uint64(0)
 			for _, h := range lc.hosts {
 				for _, s := range h.Stats().Shards {
@@ -242,21 +256,21 @@ func TestCancelFreesKV(t *testing.T) {
 }
 
 func TestRefusals(t *testing.T) {
-	lc := newLocalCluster(t, 2, 300e3, stories(t))
-	cl := lc.cluster(ClusterOptions{PlanContext: 512})
+	lc := newLocalCluster(t, 2, 300e3, oracle.Stories(t))
+	cl := lc.cluster(origin.Options{PlanContext: 512})
 	defer cl.Close()
-	_, err := cl.Generate(context.Background(), Request{Model: "stories260K", MaxTokens: 5}, func(engine.Token) error { return nil })
+	_, err := cl.Generate(context.Background(), engine.Request{Model: "stories260K", MaxTokens: 5}, func(engine.Token) error { return nil })
 	if err == nil || !strings.Contains(err.Error(), "cannot place stories260K") || !strings.Contains(err.Error(), "offers 600.0 kB") {
 		t.Errorf("too small cluster: %v", err)
 	}
-	if _, err := cl.Generate(context.Background(), Request{Model: "nope"}, nil); err == nil || !strings.Contains(err.Error(), "nope") {
+	if _, err := cl.Generate(context.Background(), engine.Request{Model: "nope"}, nil); err == nil || !strings.Contains(err.Error(), "nope") {
 		t.Errorf("unknown model: %v", err)
 	}
 }
 
 // A shard rejects garbage from a peer with an error to the session, not a crash.
 func TestShardRejectsBadForward(t *testing.T) {
-	lc := newLocalCluster(t, 1, 4<<20, stories(t))
+	lc := newLocalCluster(t, 1, 4<<20, oracle.Stories(t))
 	h := lc.dir[0].Host
 	res, err := lc.system.Root.RequestFuture(h, &messages.LoadShard{Shard: &messages.ShardSpec{Model: "stories260K", First: 2, End: 5, Layers: 5}}, time.Second).Result()
 	if err != nil {
@@ -266,18 +280,18 @@ func TestShardRejectsBadForward(t *testing.T) {
 	if loaded.Error != "" {
 		t.Fatal(loaded.Error)
 	}
-	in := &inbox{ch: make(chan any, 8)}
+	in := &answers{ch: make(chan any, 8)}
 	self := lc.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return in }))
 	shardPID := &actor.PID{Address: h.Address, Id: loaded.ActorId}
 	for _, bad := range []*messages.Forward{
-		{Session: "s", Count: 1, Context: 64, Hidden: []byte{1, 2, 3}, ReplyTo: fromPID(self)},
-		{Session: "s", Count: 1000, Context: 64, ReplyTo: fromPID(self)},
-		{Session: "t", Count: 1, Context: 1 << 30, Hidden: make([]byte, 256), ReplyTo: fromPID(self)},
-		{Session: "u", Position: 9, Count: 1, Context: 64, Hidden: make([]byte, 256), ReplyTo: fromPID(self)},
-		{Session: "v", Count: 1, Context: 64, Hidden: make([]byte, 256), HiddenType: 7, ReplyTo: fromPID(self)},
+		{Session: "s", Count: 1, Context: 64, Hidden: []byte{1, 2, 3}, ReplyTo: wire.FromPID(self)},
+		{Session: "s", Count: 1000, Context: 64, ReplyTo: wire.FromPID(self)},
+		{Session: "t", Count: 1, Context: 1 << 30, Hidden: make([]byte, 256), ReplyTo: wire.FromPID(self)},
+		{Session: "u", Position: 9, Count: 1, Context: 64, Hidden: make([]byte, 256), ReplyTo: wire.FromPID(self)},
+		{Session: "v", Count: 1, Context: 64, Hidden: make([]byte, 256), HiddenType: 7, ReplyTo: wire.FromPID(self)},
 		// Non-finite activations: F32 NaN, F16 infinity.
-		{Session: "w", Count: 1, Context: 64, Hidden: binary.LittleEndian.AppendUint32(make([]byte, 252), 0x7fc00000), ReplyTo: fromPID(self), Sample: true},
-		{Session: "x", Count: 1, Context: 64, Hidden: binary.LittleEndian.AppendUint16(make([]byte, 126), 0x7c00), HiddenType: messages.HiddenType_HIDDEN_F16, ReplyTo: fromPID(self), Sample: true},
+		{Session: "w", Count: 1, Context: 64, Hidden: binary.LittleEndian.AppendUint32(make([]byte, 252), 0x7fc00000), ReplyTo: wire.FromPID(self), Sample: true},
+		{Session: "x", Count: 1, Context: 64, Hidden: binary.LittleEndian.AppendUint16(make([]byte, 126), 0x7c00), HiddenType: messages.HiddenType_HIDDEN_F16, ReplyTo: wire.FromPID(self), Sample: true},
 	} {
 		lc.system.Root.Send(shardPID, bad)
 		select {
@@ -299,13 +313,13 @@ func TestShardRejectsBadForward(t *testing.T) {
 // dynDirectory is a view nodes can leave.
 type dynDirectory struct {
 	mu      sync.Mutex
-	members []Member
+	members []origin.Member
 }
 
-func (d *dynDirectory) Members() []Member {
+func (d *dynDirectory) Members() []origin.Member {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return append([]Member(nil), d.members...)
+	return append([]origin.Member(nil), d.members...)
 }
 
 func (d *dynDirectory) remove(id string) {
@@ -329,13 +343,13 @@ func (lc *localCluster) kill(t testing.TB, dir *dynDirectory, i int) {
 }
 
 func TestNodeLostMidAnswer(t *testing.T) {
-	store := stories(t)
-	want := singleNode(t, store["stories260K"], engine.Request{MaxTokens: 200})
+	store := oracle.Stories(t)
+	want := oracle.OneNode(t, store["stories260K"], engine.Request{MaxTokens: 200})
 	for _, victim := range []int{0, 1, 2} { // first, middle and last stage
 		t.Run(fmt.Sprintf("kill-stage-%d", victim), func(t *testing.T) {
 			lc := newLocalCluster(t, 4, 800e3, store)
-			dir := &dynDirectory{members: append([]Member(nil), lc.dir...)}
-			cl := NewCluster(lc.system, dir, store, ClusterOptions{PlanContext: 512})
+			dir := &dynDirectory{members: append([]origin.Member(nil), lc.dir...)}
+			cl := origin.New(lc.system, dir, lc.hosts[0], origin.Options{PlanContext: 512})
 			defer cl.Close()
 			p, _, err := cl.Plan("stories260K")
 			if err != nil || len(p.Stages) != 3 {
@@ -345,7 +359,7 @@ func TestNodeLostMidAnswer(t *testing.T) {
 			idx := int(node[1] - '0')
 			var text strings.Builder
 			n := 0
-			res, err := cl.Generate(context.Background(), Request{Model: "stories260K", MaxTokens: 200}, func(tok engine.Token) error {
+			res, err := cl.Generate(context.Background(), engine.Request{Model: "stories260K", MaxTokens: 200}, func(tok engine.Token) error {
 				text.WriteString(tok.Text)
 				if n++; n == 60 {
 					lc.kill(t, dir, idx)
@@ -367,13 +381,13 @@ func TestNodeLostMidAnswer(t *testing.T) {
 }
 
 func TestSurvivorsTooSmall(t *testing.T) {
-	store := stories(t)
+	store := oracle.Stories(t)
 	lc := newLocalCluster(t, 3, 800e3, store)
-	dir := &dynDirectory{members: append([]Member(nil), lc.dir...)}
-	cl := NewCluster(lc.system, dir, store, ClusterOptions{PlanContext: 512, ViewSettle: 200 * time.Millisecond})
+	dir := &dynDirectory{members: append([]origin.Member(nil), lc.dir...)}
+	cl := origin.New(lc.system, dir, lc.hosts[0], origin.Options{PlanContext: 512, ViewSettle: 200 * time.Millisecond})
 	defer cl.Close()
 	n := 0
-	_, err := cl.Generate(context.Background(), Request{Model: "stories260K", MaxTokens: 200}, func(tok engine.Token) error {
+	_, err := cl.Generate(context.Background(), engine.Request{Model: "stories260K", MaxTokens: 200}, func(tok engine.Token) error {
 		if n++; n == 30 {
 			lc.kill(t, dir, 1)
 		}
@@ -387,14 +401,14 @@ func TestSurvivorsTooSmall(t *testing.T) {
 
 // When the origin of a session vanishes, the shards free its KV caches.
 func TestOriginLostFreesSessions(t *testing.T) {
-	store := stories(t)
+	store := oracle.Stories(t)
 	lc := newLocalCluster(t, 3, 800e3, store)
-	cl := lc.cluster(ClusterOptions{PlanContext: 512})
+	cl := lc.cluster(origin.Options{PlanContext: 512})
 	defer cl.Close()
 	started := make(chan *actor.PID, 1)
-	go cl.Generate(context.Background(), Request{Model: "stories260K", MaxTokens: 400}, func(tok engine.Token) error {
+	go cl.Generate(context.Background(), engine.Request{Model: "stories260K", MaxTokens: 400}, func(tok engine.Token) error {
 		if tok.Index == 5 {
-			started <- cl.sessionInbox()
+			started <- lc.sessionOrigin()
 			select {} // the origin hangs: only its inbox's death can free the stages
 		}
 		return nil
@@ -418,7 +432,7 @@ func loadShard(t *testing.T, lc *localCluster, first, end uint32) *messages.Shar
 func TestEvictionReleasesAndReloads(t *testing.T) {
 	defer func(d time.Duration) { pinFor = d }(pinFor)
 	pinFor = 0
-	lc := newLocalCluster(t, 1, 800e3, stories(t))
+	lc := newLocalCluster(t, 1, 800e3, oracle.Stories(t))
 	h := lc.hosts[0]
 	a := loadShard(t, lc, 0, 2)
 	if a.Error != "" {
@@ -445,15 +459,15 @@ func TestEvictionReleasesAndReloads(t *testing.T) {
 func TestShardNeverEvictsItself(t *testing.T) {
 	defer func(d time.Duration) { pinFor = d }(pinFor)
 	pinFor = 0
-	lc := newLocalCluster(t, 1, 510e3, stories(t))
+	lc := newLocalCluster(t, 1, 510e3, oracle.Stories(t))
 	a := loadShard(t, lc, 0, 2)
 	if a.Error != "" {
 		t.Fatal(a.Error)
 	}
-	in := &inbox{ch: make(chan any, 8)}
+	in := &answers{ch: make(chan any, 8)}
 	self := lc.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return in }))
 	pid := &actor.PID{Address: lc.dir[0].Host.Address, Id: a.ActorId}
-	lc.system.Root.Send(pid, &messages.Forward{Session: "s", Count: 1, Tokens: []int32{1}, Context: 2048, ReplyTo: fromPID(self), Route: []*messages.PID{fromPID(self)}})
+	lc.system.Root.Send(pid, &messages.Forward{Session: "s", Count: 1, Tokens: []int32{1}, Context: 2048, ReplyTo: wire.FromPID(self), Route: []*messages.PID{wire.FromPID(self)}})
 	select {
 	case m := <-in.ch:
 		fe, ok := m.(*messages.ForwardError)
@@ -467,11 +481,11 @@ func TestShardNeverEvictsItself(t *testing.T) {
 		t.Errorf("shard evicted itself: %d shards, used %d", len(st.Shards), lc.hosts[0].UsedBytes())
 	}
 	// A session cannot be continued by someone else, nor opened without a reply_to.
-	other := lc.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &inbox{ch: make(chan any, 8)} }))
+	other := lc.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &answers{ch: make(chan any, 8)} }))
 	for _, f := range []*messages.Forward{
 		{Session: "t", Count: 1, Tokens: []int32{1}, Context: 16},
-		{Session: "u", Count: 1, Tokens: []int32{1}, Context: 16, ReplyTo: fromPID(self), Route: []*messages.PID{fromPID(self)}},
-		{Session: "u", Position: 1, Count: 1, Tokens: []int32{1}, Context: 16, ReplyTo: fromPID(other), Route: []*messages.PID{fromPID(self)}},
+		{Session: "u", Count: 1, Tokens: []int32{1}, Context: 16, ReplyTo: wire.FromPID(self), Route: []*messages.PID{wire.FromPID(self)}},
+		{Session: "u", Position: 1, Count: 1, Tokens: []int32{1}, Context: 16, ReplyTo: wire.FromPID(other), Route: []*messages.PID{wire.FromPID(self)}},
 	} {
 		lc.system.Root.Send(pid, f)
 	}
@@ -484,27 +498,19 @@ func TestShardNeverEvictsItself(t *testing.T) {
 	}
 }
 
-func TestMeasureCompute(t *testing.T) {
-	pool := tensor.NewPool(2)
-	defer pool.Close()
-	if f := MeasureCompute(pool, 20*time.Millisecond); f < 1e8 {
-		t.Errorf("compute rate %.3g FLOP/s; a CPU manages more than 1e8", f)
-	}
-}
-
 // Only the origin's node may free a session: a FreeSession from another
 // node (the bridge stamps a peer's messages with its address) leaves it.
 func TestFreeSessionOnlyFromOrigin(t *testing.T) {
-	lc := newLocalCluster(t, 1, 4<<20, stories(t))
+	lc := newLocalCluster(t, 1, 4<<20, oracle.Stories(t))
 	h := lc.dir[0].Host
 	res, err := lc.system.Root.RequestFuture(h, &messages.LoadShard{Shard: &messages.ShardSpec{Model: "stories260K", First: 0, End: 5, Layers: 5}}, time.Second).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
 	shardPID := &actor.PID{Address: h.Address, Id: res.(*messages.ShardLoaded).ActorId}
-	in := &inbox{ch: make(chan any, 8)}
+	in := &answers{ch: make(chan any, 8)}
 	self := lc.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return in }))
-	lc.system.Root.Send(shardPID, &messages.Forward{Session: "s", Count: 1, Tokens: []int32{1}, Context: 64, ReplyTo: fromPID(self), Sample: true})
+	lc.system.Root.Send(shardPID, &messages.Forward{Session: "s", Count: 1, Tokens: []int32{1}, Context: 64, ReplyTo: wire.FromPID(self), Sample: true})
 	select {
 	case m := <-in.ch:
 		if _, ok := m.(*messages.Token); !ok {
@@ -536,7 +542,7 @@ func TestFreeSessionOnlyFromOrigin(t *testing.T) {
 // slowStore is a ModelStore whose Path waits until released: a cold disk,
 // or headers fetched from a peer.
 type slowStore struct {
-	Files
+	catalog.Files
 	entered chan struct{}
 	release chan struct{}
 }
@@ -566,8 +572,8 @@ func returnsWithin(t *testing.T, d time.Duration, what string, f func()) {
 // cluster's locks, which heartbeats (UsedBytes) and status requests need,
 // must not be held through it.
 func TestNoLockAcrossModelIO(t *testing.T) {
-	store := &slowStore{Files: stories(t), entered: make(chan struct{}, 2), release: make(chan struct{})}
-	system := NewSystem(nil)
+	store := &slowStore{Files: oracle.Stories(t), entered: make(chan struct{}, 2), release: make(chan struct{})}
+	system := quietSystem()
 	defer system.Shutdown()
 	h := NewHost(HostConfig{Models: store, MemoryBytes: 4 << 20})
 	pid, err := system.Root.SpawnNamed(h.Props(), HostName)
@@ -579,7 +585,7 @@ func TestNoLockAcrossModelIO(t *testing.T) {
 	returnsWithin(t, time.Second, "Host.UsedBytes", func() { h.UsedBytes() })
 	returnsWithin(t, time.Second, "Host.Stats", func() { h.Stats() })
 
-	c := NewCluster(system, StaticDirectory{{ID: "n0", Host: pid, MemoryBytes: 4 << 20, Models: []string{"stories260K"}}}, store, ClusterOptions{})
+	c := origin.New(system, origin.StaticDirectory{{ID: "n0", Host: pid, MemoryBytes: 4 << 20, Models: []string{"stories260K"}}}, h, origin.Options{})
 	defer c.Close()
 	planned := make(chan error, 1)
 	go func() { _, _, err := c.Plan("stories260K"); planned <- err }()
@@ -608,8 +614,8 @@ func blackHoleHost(ctx actor.Context) {
 // A stage that stops answering is left out after a step timeout, and the
 // answer is still one node's.
 func TestStuckStageExcluded(t *testing.T) {
-	store := stories(t)
-	want := singleNode(t, store["stories260K"], engine.Request{MaxTokens: 40})
+	store := oracle.Stories(t)
+	want := oracle.OneNode(t, store["stories260K"], engine.Request{MaxTokens: 40})
 	// The first ring's other shards never saw a step: unpinned at once, so
 	// the new ring may evict them.
 	defer func(d time.Duration) { pinFor = d }(pinFor)
@@ -619,14 +625,14 @@ func TestStuckStageExcluded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := append([]Member(nil), lc.dir...)
+	dir := append([]origin.Member(nil), lc.dir...)
 	dir[0].Host = hole
-	cl := NewCluster(lc.system, StaticDirectory(dir), store, ClusterOptions{PlanContext: 512, StepTimeout: time.Second})
+	cl := origin.New(lc.system, origin.StaticDirectory(dir), lc.hosts[0], origin.Options{PlanContext: 512, StepTimeout: time.Second})
 	defer cl.Close()
 	if p, _, err := cl.Plan("stories260K"); err != nil || p.Stages[0].Node != "n0" {
 		t.Fatalf("the stuck node is not in the plan: %v %v", p, err)
 	}
-	res, err := cl.Generate(context.Background(), Request{Model: "stories260K", MaxTokens: 40}, func(engine.Token) error { return nil })
+	res, err := cl.Generate(context.Background(), engine.Request{Model: "stories260K", MaxTokens: 40}, func(engine.Token) error { return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -638,28 +644,25 @@ func TestStuckStageExcluded(t *testing.T) {
 	}
 }
 
-// On a node, the Cluster plans and tokenizes with the description of the
+// On a node, the origin plans and tokenizes with the description of the
 // model that its host read from the file it has open for the shards
-// (Host.Info), and the last stage constrains sampling with that same
-// description's vocabulary: one open file and one tokenizer per model.
+// (Host.Info; origin.New takes nothing else to describe a model), and
+// the last stage constrains sampling with that same description's
+// vocabulary: one open file and one tokenizer per model.
 func TestOneDescriptionPerModel(t *testing.T) {
-	lc := newLocalCluster(t, 1, 4<<20, stories(t))
+	lc := newLocalCluster(t, 1, 4<<20, oracle.Stories(t))
 	h := lc.hosts[0]
-	cl := NewCluster(lc.system, lc.dir, lc.store, ClusterOptions{PlanContext: 512, Info: h.Info})
+	cl := origin.New(lc.system, lc.dir, h, origin.Options{PlanContext: 512})
 	sc, err := grammar.Compile([]byte(`{"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
-		if _, err := cl.Generate(context.Background(), Request{Model: "stories260K", MaxTokens: 20, Schema: sc}, func(engine.Token) error { return nil }); err != nil {
+		if _, err := cl.Generate(context.Background(), engine.Request{Model: "stories260K", MaxTokens: 20, Schema: sc}, func(engine.Token) error { return nil }); err != nil {
 			t.Fatal(err)
 		}
 	}
 	cl.Close()
-	lm, err := cl.model("stories260K")
-	if err != nil {
-		t.Fatal(err)
-	}
 	in, err := h.Info("stories260K")
 	if err != nil {
 		t.Fatal(err)
@@ -674,14 +677,11 @@ func TestOneDescriptionPerModel(t *testing.T) {
 	if files != 1 || infos != 1 || h.infos[held] != in {
 		t.Fatalf("the host holds %d files and %d descriptions", files, infos)
 	}
-	if lm.Info != in {
-		t.Errorf("the cluster's description is not the host's")
-	}
 	if len(vocabs) != 1 || vocabs[0] != in.Vocab() {
 		t.Errorf("the last stage's vocabulary is not the node's description's: %v", vocabs)
 	}
-	// Closing the Cluster left the host's file open for its shards.
-	if _, err := cl.Generate(context.Background(), Request{Model: "stories260K", MaxTokens: 5}, func(engine.Token) error { return nil }); err != nil {
+	// Closing the origin left the host's file open for its shards.
+	if _, err := cl.Generate(context.Background(), engine.Request{Model: "stories260K", MaxTokens: 5}, func(engine.Token) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 }

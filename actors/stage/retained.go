@@ -1,4 +1,4 @@
-package actors
+package stage
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"strata/actors/internal/wire"
 	"strata/messages"
 )
 
@@ -16,7 +17,7 @@ import (
 // it: the cache becomes an entry, still counted in the node's memory
 // budget, that the first Forward of a later session of the same origin
 // may adopt (Forward.resume), truncated to the prefix the two share. The
-// origin keeps the token sequences (prefixcache.go); a stage only keeps
+// origin keeps the token sequences (origin/prefixcache.go); a stage only keeps
 // bytes, and knows nothing of what they mean.
 //
 // Entries go, least recently used first, when the node needs their
@@ -125,7 +126,7 @@ func (s *shard) dropAllCached() uint64 {
 // reads positions below Cache.Len) and is overwritten as the session goes
 // on. The entry leaves the table; the session's end may retain it again.
 func (s *shard) adopt(m *messages.Forward) (*shardSession, error) {
-	origin := toPID(m.ReplyTo)
+	origin := wire.PID(m.ReplyTo)
 	s.mu.Lock()
 	e, ok := s.cached[m.Resume]
 	if !ok || e.origin != origin.Address || m.Resume == m.Session {

@@ -1,4 +1,4 @@
-package actors
+package stage
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"strata/actors/internal/oracle"
+	"strata/actors/origin"
 	"strata/messages"
 	"strata/runtime/engine"
 )
@@ -18,7 +20,7 @@ import (
 // stop by the caller (a token limit, or a callback's error) leaves no
 // session behind, though the ring has computed a step ahead.
 func TestShortcutFeedsTheFirstStage(t *testing.T) {
-	store := stories(t)
+	store := oracle.Stories(t)
 	var chained atomic.Int64
 	count := func(next actor.SenderFunc) actor.SenderFunc {
 		return func(ctx actor.SenderContext, target *actor.PID, env *actor.MessageEnvelope) {
@@ -31,14 +33,14 @@ func TestShortcutFeedsTheFirstStage(t *testing.T) {
 	lc := newLocalCluster(t, 3, 800e3, store, count)
 	const n = 40
 	req := engine.Request{Prompt: "Lily had a red ball.", MaxTokens: n}
-	want := singleNode(t, store["stories260K"], req)
+	want := oracle.OneNode(t, store["stories260K"], req)
 	for _, off := range []bool{false, true} {
 		chained.Store(0)
-		cl := lc.cluster(ClusterOptions{PlanContext: 512, NoShortcut: off, PromptCache: -1})
+		cl := lc.cluster(origin.Options{PlanContext: 512, NoShortcut: off, PromptCache: -1})
 		if p, _, err := cl.Plan("stories260K"); err != nil || len(p.Stages) != 3 {
 			t.Fatalf("plan %v, %v; want 3 stages", p, err)
 		}
-		res, err := cl.Generate(context.Background(), Request{Model: "stories260K", Prompt: req.Prompt, MaxTokens: n}, func(engine.Token) error { return nil })
+		res, err := cl.Generate(context.Background(), engine.Request{Model: "stories260K", Prompt: req.Prompt, MaxTokens: n}, func(engine.Token) error { return nil })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -56,7 +58,7 @@ func TestShortcutFeedsTheFirstStage(t *testing.T) {
 		// is computed in vain, and freed.
 		stop := fmt.Errorf("enough")
 		seen := 0
-		_, err = cl.Generate(context.Background(), Request{Model: "stories260K", Prompt: req.Prompt, MaxTokens: n}, func(engine.Token) error {
+		_, err = cl.Generate(context.Background(), engine.Request{Model: "stories260K", Prompt: req.Prompt, MaxTokens: n}, func(engine.Token) error {
 			if seen++; seen == 5 {
 				return stop
 			}

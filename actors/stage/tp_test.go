@@ -1,20 +1,21 @@
-package actors
+package stage
 
 import (
 	"context"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"strata/actors/internal/oracle"
+	"strata/actors/internal/wire"
+	"strata/actors/origin"
 	"strata/actors/plan"
 	"strata/messages"
-	"strata/peers"
+	"strata/runtime/catalog"
 	"strata/runtime/engine"
 	"strata/runtime/gguf"
 	"strata/runtime/model"
@@ -23,9 +24,9 @@ import (
 
 // newTPCluster is newLocalCluster whose hosts form in-process all-reduce
 // groups and announce the memory bandwidths given (one a node).
-func newTPCluster(t testing.TB, bandwidths []float64, memBytes uint64, store Files) *localCluster {
+func newTPCluster(t testing.TB, bandwidths []float64, memBytes uint64, store catalog.Files) *localCluster {
 	t.Helper()
-	lc := &localCluster{system: NewSystem(nil), store: store}
+	lc := &localCluster{system: quietSystem(), store: store}
 	pool := tensor.NewPool(2)
 	groups := &LocalGroups{}
 	var names []string
@@ -39,29 +40,13 @@ func newTPCluster(t testing.TB, bandwidths []float64, memBytes uint64, store Fil
 			t.Fatal(err)
 		}
 		lc.hosts = append(lc.hosts, h)
-		lc.dir = append(lc.dir, Member{ID: fmt.Sprintf("n%d", i), Host: pid, MemoryBytes: memBytes, MemBandwidth: bw, Models: names})
+		lc.dir = append(lc.dir, origin.Member{ID: fmt.Sprintf("n%d", i), Host: pid, MemoryBytes: memBytes, MemBandwidth: bw, Models: names})
 	}
 	t.Cleanup(func() {
 		lc.system.Shutdown()
 		pool.Close()
 	})
 	return lc
-}
-
-// oneNodeF32 is the oracle of the tensor-parallel runs: one node whose KV
-// cache keeps f32, as the members' caches do.
-func oneNodeF32(t testing.TB, path string, req engine.Request) engine.Result {
-	t.Helper()
-	e, err := engine.Open(path, engine.Options{Context: 512, KVType: model.KVF32})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	res, err := e.Generate(context.Background(), req, func(engine.Token) error { return nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res
 }
 
 // shape renders a plan's stages: "[0,5)[n0 n1] ".
@@ -76,11 +61,11 @@ func shape(p plan.Plan) string {
 // TestTPGreedyMatchesSingleNode runs stories260K on tensor-parallel and
 // hybrid plans of in-process nodes: the greedy text equals one node's.
 func TestTPGreedyMatchesSingleNode(t *testing.T) {
-	store := stories(t)
+	store := oracle.Stories(t)
 	prompts := []string{"", "Lily and Tom went to the park. They saw"}
 	var want []engine.Result
 	for _, p := range prompts {
-		want = append(want, oneNodeF32(t, store["stories260K"], engine.Request{Prompt: p, MaxTokens: 120}))
+		want = append(want, oracle.OneNodeF32(t, store["stories260K"], engine.Request{Prompt: p, MaxTokens: 120}))
 	}
 	for _, c := range []struct {
 		name       string
@@ -96,7 +81,7 @@ func TestTPGreedyMatchesSingleNode(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			lc := newTPCluster(t, c.bandwidths, 4<<20, store)
-			cl := lc.cluster(ClusterOptions{PlanContext: 512, KVType: model.KVF32, Placement: c.mode})
+			cl := lc.cluster(origin.Options{PlanContext: 512, KVType: model.KVF32, Placement: c.mode})
 			defer cl.Close()
 			p, _, err := cl.Plan("stories260K")
 			if err != nil || shape(p) != c.shape {
@@ -104,7 +89,7 @@ func TestTPGreedyMatchesSingleNode(t *testing.T) {
 			}
 			for i, prompt := range prompts {
 				var streamed strings.Builder
-				res, err := cl.Generate(context.Background(), Request{Model: "stories260K", Prompt: prompt, MaxTokens: 120}, func(tok engine.Token) error {
+				res, err := cl.Generate(context.Background(), engine.Request{Model: "stories260K", Prompt: prompt, MaxTokens: 120}, func(tok engine.Token) error {
 					streamed.WriteString(tok.Text)
 					if len(cl.Sessions()) != 1 || len(cl.Sessions()[0].Stages[0].TP) < 2 {
 						return fmt.Errorf("the session lists no tensor-parallel stage: %+v", cl.Sessions())
@@ -146,16 +131,16 @@ func firstDiff(a, b []int) int {
 // follower, then the leader) while the answer streams: the session
 // re-plans on the nodes left and the text equals one node's.
 func TestTPMemberLostMidAnswer(t *testing.T) {
-	store := stories(t)
-	want := oneNodeF32(t, store["stories260K"], engine.Request{MaxTokens: 160})
+	store := oracle.Stories(t)
+	want := oracle.OneNodeF32(t, store["stories260K"], engine.Request{MaxTokens: 160})
 	for _, victim := range []int{1, 0, 2} {
 		t.Run(fmt.Sprintf("kill-member-%d", victim), func(t *testing.T) {
 			lc := newTPCluster(t, []float64{1e9, 1e9, 1e9}, 4<<20, store)
-			dir := &dynDirectory{members: append([]Member(nil), lc.dir...)}
-			cl := NewCluster(lc.system, dir, store, ClusterOptions{PlanContext: 512, KVType: model.KVF32, Placement: plan.TensorParallel})
+			dir := &dynDirectory{members: append([]origin.Member(nil), lc.dir...)}
+			cl := origin.New(lc.system, dir, lc.hosts[0], origin.Options{PlanContext: 512, KVType: model.KVF32, Placement: plan.TensorParallel})
 			defer cl.Close()
 			n := 0
-			res, err := cl.Generate(context.Background(), Request{Model: "stories260K", MaxTokens: 160}, func(tok engine.Token) error {
+			res, err := cl.Generate(context.Background(), engine.Request{Model: "stories260K", MaxTokens: 160}, func(tok engine.Token) error {
 				if n++; n == 50 {
 					lc.kill(t, dir, victim)
 				}
@@ -185,7 +170,7 @@ func TestTPMemberLostMidAnswer(t *testing.T) {
 // teacher-forced over 64 positions: summation order differs, so within a
 // relative 1e-5 of each position's largest logit (F32 weights).
 func TestTPLogitsMatchOneNode(t *testing.T) {
-	f, err := gguf.Open(stories(t)["stories260K"])
+	f, err := gguf.Open(oracle.Stories(t)["stories260K"])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,72 +257,12 @@ func TestTPLogitsMatchOneNode(t *testing.T) {
 	}
 }
 
-// Tensor parallelism between real peers over loopback (libp2p streams,
-// shared memory between members on this host): a 2-way group, then a
-// member killed mid-answer; the text equals one node's.
-func TestTPOverLibp2p(t *testing.T) {
-	path := stories(t)["stories260K"]
-	want := oneNodeF32(t, path, engine.Request{MaxTokens: 160})
-	models := t.TempDir()
-	if err := os.Symlink(path, filepath.Join(models, "stories260K.gguf")); err != nil {
-		t.Fatal(err)
-	}
-	for _, transport := range []string{peers.TransportTCP, peers.TransportAuto} {
-		t.Run(transport, func(t *testing.T) {
-			nodes := startNodesFn(t, models, 512, 3, 8<<20, 1, func(i int, cfg *NodeConfig) {
-				cfg.Cluster.Placement, cfg.Cluster.KVType = plan.TensorParallel, model.KVF32
-				cfg.Peers.Transport = transport
-				cfg.Peers.MemoryBandwidth = 1e9 // equal slices, whatever the machine measures
-			})
-			p, _, err := nodes[0].Cluster.Plan("stories260K")
-			if err != nil || len(p.Stages) != 1 || len(p.Stages[0].TP) != 3 {
-				t.Fatalf("plan %v %v", p, err)
-			}
-			// The first answer runs whole; during the second a follower dies.
-			res, err := nodes[0].Cluster.Generate(context.Background(), Request{Model: "stories260K", MaxTokens: 160}, func(engine.Token) error { return nil })
-			if err != nil || res.Text != want.Text {
-				t.Fatalf("3-way: %v\n got %q\nwant %q", err, res.Text, want.Text)
-			}
-			var victim *Node
-			for _, nd := range nodes {
-				if id := nd.Peers.ID().String(); id == p.Stages[0].TP[1].Node {
-					victim = nd
-				}
-			}
-			origin := nodes[0]
-			if origin == victim {
-				origin = nodes[1]
-			}
-			n := 0
-			res, err = origin.Cluster.Generate(context.Background(), Request{Model: "stories260K", MaxTokens: 160}, func(engine.Token) error {
-				if n++; n == 40 {
-					victim.Close()
-				}
-				return nil
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.Text != want.Text || res.Stats.Recoveries == 0 {
-				t.Fatalf("after killing a member (%d recoveries):\n got %q\nwant %q", res.Stats.Recoveries, res.Text, want.Text)
-			}
-			var live []*Node
-			for _, nd := range nodes {
-				if nd != victim {
-					live = append(live, nd)
-				}
-			}
-			waitNoKV(t, live)
-		})
-	}
-}
-
 // A tensor-parallel member takes steps only from its leader's node, and a
 // LoadShard's group PIDs must lie on the members its spec names; bad
 // specs are refused with an error.
 func TestTPMemberRefusesStrangers(t *testing.T) {
-	store := stories(t)
-	system := NewSystem(nil)
+	store := oracle.Stories(t)
+	system := quietSystem()
 	defer system.Shutdown()
 	h := NewHost(HostConfig{Models: store, Groups: &LocalGroups{}, NodeAddress: func(node string) string { return "addr-" + node }})
 	hpid, err := system.Root.SpawnNamed(h.Props(), HostName)
@@ -376,11 +301,11 @@ func TestTPMemberRefusesStrangers(t *testing.T) {
 	if r.Error != "" {
 		t.Fatal(r.Error)
 	}
-	in := &inbox{ch: make(chan any, 8)}
+	in := &answers{ch: make(chan any, 8)}
 	self := system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return in }))
 	member := &actor.PID{Address: hpid.Address, Id: r.ActorId}
 	// A step from the session's origin (or anyone but the leader) is refused.
-	system.Root.Request(member, &messages.Forward{Session: "s", Count: 1, Context: 64, Tokens: []int32{1}, ReplyTo: fromPID(self)})
+	system.Root.Request(member, &messages.Forward{Session: "s", Count: 1, Context: 64, Tokens: []int32{1}, ReplyTo: wire.FromPID(self)})
 	select {
 	case m := <-in.ch:
 		if fe, ok := m.(*messages.ForwardError); !ok || !strings.Contains(fe.Error, "from its leader only") {
@@ -402,13 +327,13 @@ func TestTPMemberRefusesStrangers(t *testing.T) {
 // a new actor in place of a member whose actor has not stopped. The
 // answer after the attempts is one node's, at once.
 func TestTPGroupNotReformedByStranger(t *testing.T) {
-	store := stories(t)
-	want := oneNodeF32(t, store["stories260K"], engine.Request{MaxTokens: 40})
+	store := oracle.Stories(t)
+	want := oracle.OneNodeF32(t, store["stories260K"], engine.Request{MaxTokens: 40})
 	lc := newTPCluster(t, []float64{1e9, 1e9}, 4<<20, store)
-	cl := lc.cluster(ClusterOptions{PlanContext: 512, KVType: model.KVF32, Placement: plan.TensorParallel})
+	cl := lc.cluster(origin.Options{PlanContext: 512, KVType: model.KVF32, Placement: plan.TensorParallel})
 	defer cl.Close()
 	gen := func() string {
-		res, err := cl.Generate(context.Background(), Request{Model: "stories260K", MaxTokens: 40}, func(engine.Token) error { return nil })
+		res, err := cl.Generate(context.Background(), engine.Request{Model: "stories260K", MaxTokens: 40}, func(engine.Token) error { return nil })
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,10 +1,8 @@
-package actors
+package stage
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,13 +10,13 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/proto"
 
+	"strata/actors/internal/wire"
 	"strata/messages"
 	"strata/peers"
 	"strata/runtime/gguf"
 	"strata/runtime/grammar"
 	"strata/runtime/model"
 	"strata/runtime/sample"
-	"strata/runtime/tensor"
 )
 
 // shard is the actor that owns one stage's weights and its sessions' KV
@@ -30,9 +28,9 @@ type shard struct {
 	// m is the stage's model; on a tensor-parallel member only its
 	// Config, First and End are set (the weights are tp's).
 	m           *model.Model
-	state       *model.State  // scratch shared by all sessions: the actor runs one Forward at a time (nil on a TP member)
-	tp          *tpShard      // set on a member of a tensor-parallel stage
-	ids         [MaxBatch]int // token ids of the step being run (first stage)
+	state       *model.State       // scratch shared by all sessions: the actor runs one Forward at a time (nil on a TP member)
+	tp          *tpShard           // set on a member of a tensor-parallel stage
+	ids         [wire.MaxBatch]int // token ids of the step being run (first stage)
 	pid         *actor.PID
 	weightBytes uint64
 	lastUse     atomic.Uint64 // host clock at the last load or session start
@@ -48,7 +46,7 @@ type shard struct {
 	freed     map[string]bool
 	freedList []string
 	// cached holds retained sessions' KV caches (prompt caching,
-	// kvcache.go), by the ID of the session that filled them.
+	// retained.go), by the ID of the session that filled them.
 	cached map[string]*cachedKV
 
 	// Structured output on the last stage (constrain.go): the model's
@@ -254,7 +252,7 @@ func (s *shard) session(ctx actor.Context, m *messages.Forward) (*shardSession, 
 	freed := s.freed[m.Session]
 	s.mu.Unlock()
 	if ok {
-		if m.ReplyTo == nil || !toPID(m.ReplyTo).Equal(ss.origin) {
+		if m.ReplyTo == nil || !wire.PID(m.ReplyTo).Equal(ss.origin) {
 			return nil, fmt.Errorf("session %s belongs to another origin", m.Session)
 		}
 		return ss, nil
@@ -289,7 +287,7 @@ func (s *shard) session(ctx actor.Context, m *messages.Forward) (*shardSession, 
 	if err := s.host.reserve(kv, fmt.Sprintf("the KV cache of session %s on %s", m.Session, s.pid.Id), s); err != nil {
 		return nil, err
 	}
-	ss = &shardSession{kvBytes: kv, origin: toPID(m.ReplyTo)}
+	ss = &shardSession{kvBytes: kv, origin: wire.PID(m.ReplyTo)}
 	if s.tp != nil {
 		ss.tpc = s.tp.m.NewCache(ctxLen)
 	} else {
@@ -314,7 +312,7 @@ func (s *shard) open(ctx actor.Context, m *messages.Forward, ss *shardSession) (
 	ctx.Watch(ss.watch)
 	s.pinnedUntil.Store(0)
 	if s.m.IsLast() && (s.tp == nil || s.tp.leads()) {
-		sp, err := sample.New(samplingParams(m.Sampling), s.m.Vocab)
+		sp, err := sample.New(wire.Params(m.Sampling), s.m.Vocab)
 		if err == nil && m.Sampling.GetConstrained() {
 			err = s.constrain(ss, sp, m.Sampling)
 		}
@@ -334,7 +332,7 @@ func (s *shard) open(ctx actor.Context, m *messages.Forward, ss *shardSession) (
 // is called once m.Hidden has been read.
 func (s *shard) receiveForward(ctx actor.Context, m *messages.Forward, release func()) {
 	if err := s.forward(ctx, m, release); err != nil && err != errSessionFreed && m.ReplyTo != nil {
-		ctx.Send(toPID(m.ReplyTo), &messages.ForwardError{Session: m.Session, Stage: s.pid.Id, Error: s.host.label() + err.Error(),
+		ctx.Send(wire.PID(m.ReplyTo), &messages.ForwardError{Session: m.Session, Stage: s.pid.Id, Error: s.host.label() + err.Error(),
 			CacheMiss: errors.Is(err, errCacheMiss), Gap: errors.As(err, new(missedStep)), GroupFailed: errors.Is(err, errGroup)})
 	}
 }
@@ -349,8 +347,8 @@ type missedStep struct{ error }
 func (s *shard) forward(ctx actor.Context, m *messages.Forward, release func()) error {
 	start := time.Now()
 	n := int(m.Count)
-	if n < 1 || n > MaxBatch {
-		return fmt.Errorf("forward of %d positions; 1..%d allowed", n, MaxBatch)
+	if n < 1 || n > wire.MaxBatch {
+		return fmt.Errorf("forward of %d positions; 1..%d allowed", n, wire.MaxBatch)
 	}
 	if s.tp != nil && !s.tp.leads() && !s.tp.fromLeader(ctx.Sender()) {
 		return fmt.Errorf("stage %s is a tensor-parallel member: it takes steps from its leader only", s.pid.Id)
@@ -396,7 +394,7 @@ func (s *shard) forward(ctx actor.Context, m *messages.Forward, release func()) 
 			Accept: m.Accept, Sample: m.Sample, ComputeNs: m.ComputeNs + time.Since(start).Nanoseconds(),
 			Resume: m.Resume, ChainUntil: m.ChainUntil, Loop: m.Loop,
 		}
-		ctx.Send(toPID(m.Route[0]), next)
+		ctx.Send(wire.PID(m.Route[0]), next)
 		return nil
 	}
 	for i, t := range m.Accept {
@@ -421,7 +419,7 @@ func (s *shard) forward(ctx actor.Context, m *messages.Forward, release func()) 
 	ss.sampler.Accept(id)
 	s.feedOn(ctx, m, ss, id)
 	own := time.Since(start).Nanoseconds()
-	ctx.Send(toPID(m.ReplyTo), &messages.Token{Session: m.Session, Position: m.Position + m.Count, Id: int32(id), ElapsedNs: own, ComputeNs: m.ComputeNs + own})
+	ctx.Send(wire.PID(m.ReplyTo), &messages.Token{Session: m.Session, Position: m.Position + m.Count, Id: int32(id), ElapsedNs: own, ComputeNs: m.ComputeNs + own})
 	return nil
 }
 
@@ -450,7 +448,7 @@ func (s *shard) feedOn(ctx actor.Context, m *messages.Forward, ss *shardSession,
 		ss.held = next
 		return
 	}
-	ctx.Send(toPID(ss.loop[0]), next)
+	ctx.Send(wire.PID(ss.loop[0]), next)
 }
 
 // chain takes a session's leave to feed its tokens on up to m.Until
@@ -465,7 +463,7 @@ func (s *shard) chain(ctx actor.Context, m *messages.Chain) {
 	ss.chainUntil = max(ss.chainUntil, int(m.Until))
 	if h := ss.held; h != nil && int(h.Position) <= ss.chainUntil {
 		ss.held = nil
-		ctx.Send(toPID(ss.loop[0]), h)
+		ctx.Send(wire.PID(ss.loop[0]), h)
 	}
 }
 
@@ -501,70 +499,4 @@ func (s *shard) step(m *messages.Forward, ss *shardSession, n int, release func(
 		return nil, err
 	}
 	return st.X[:n*embd], nil
-}
-
-func toPID(p *messages.PID) *actor.PID {
-	return &actor.PID{Address: p.GetAddress(), Id: p.GetId()}
-}
-
-func fromPID(p *actor.PID) *messages.PID {
-	return &messages.PID{Address: p.Address, Id: p.Id}
-}
-
-func samplingParams(s *messages.Sampling) sample.Params {
-	return sample.Params{
-		Temperature: s.GetTemperature(), TopK: int(s.GetTopK()), TopP: s.GetTopP(), MinP: s.GetMinP(),
-		RepeatPenalty: s.GetRepeatPenalty(), PresencePenalty: s.GetPresencePenalty(), FrequencyPenalty: s.GetFrequencyPenalty(),
-		PenaltyLastN: int(s.GetPenaltyLastN()), Seed: s.GetSeed(),
-	}
-}
-
-func samplingMessage(p sample.Params) *messages.Sampling {
-	return &messages.Sampling{
-		Temperature: p.Temperature, TopK: int32(p.TopK), TopP: p.TopP, MinP: p.MinP,
-		RepeatPenalty: p.RepeatPenalty, PresencePenalty: p.PresencePenalty, FrequencyPenalty: p.FrequencyPenalty,
-		PenaltyLastN: int32(p.PenaltyLastN), Seed: p.Seed,
-	}
-}
-
-// encodeHidden serializes activations, little-endian.
-func encodeHidden(x []float32, t messages.HiddenType) []byte {
-	if t == messages.HiddenType_HIDDEN_F16 {
-		b := make([]byte, 2*len(x))
-		for i, v := range x {
-			binary.LittleEndian.PutUint16(b[2*i:], tensor.FP32ToFP16(v))
-		}
-		return b
-	}
-	b := make([]byte, 4*len(x))
-	for i, v := range x {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
-	}
-	return b
-}
-
-// decodeHidden fills x from a peer's bytes, checking the size first.
-func decodeHidden(x []float32, b []byte, t messages.HiddenType) error {
-	size := 4
-	if t == messages.HiddenType_HIDDEN_F16 {
-		size = 2
-	} else if t != messages.HiddenType_HIDDEN_F32 {
-		return fmt.Errorf("unknown hidden type %d", t)
-	}
-	if len(b) != size*len(x) {
-		return fmt.Errorf("hidden states of %d bytes, expected %d", len(b), size*len(x))
-	}
-	for i := range x {
-		if size == 2 {
-			x[i] = tensor.FP16ToFP32(binary.LittleEndian.Uint16(b[2*i:]))
-		} else {
-			x[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-		}
-		// A NaN or an infinity from a peer would poison every later
-		// position of the session's KV cache: an error, not input.
-		if v := float64(x[i]); math.IsNaN(v) || math.IsInf(v, 0) {
-			return fmt.Errorf("hidden state %d of %d is %v", i, len(x), x[i])
-		}
-	}
-	return nil
 }

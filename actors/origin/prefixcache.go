@@ -1,4 +1,4 @@
-package actors
+package origin
 
 import (
 	"slices"
@@ -13,7 +13,7 @@ import (
 
 // Prompt caching, origin side. Agents resend a long, growing
 // conversation every turn; when a session ends cleanly its stages retain
-// its KV cache (kvcache.go) and the origin remembers here which tokens
+// its KV cache (stage/retained.go) and the origin remembers here which tokens
 // that cache holds and on which ring. A later request of the same model
 // whose prompt shares a prefix with a retained session, planned onto the
 // same ring (the same shard actors, so the same layers and files), asks
@@ -25,7 +25,7 @@ import (
 // prefill is cheap and the entry is better kept for a longer match.
 const minCachedPrefix = 16
 
-// defaultPromptCache is ClusterOptions.PromptCache's default.
+// defaultPromptCache is Options.PromptCache's default.
 const defaultPromptCache = 16
 
 // prefixEntry is one retained session as its origin knows it.
@@ -163,7 +163,7 @@ func (r *ring) retain(id string, stages []session.Stage, tokens []int) {
 
 // dropEntry frees a retained session on its stages, waiting for their
 // answers (briefly) when wait is set.
-func (c *Cluster) dropEntry(e *prefixEntry, wait bool) {
+func (c *Origin) dropEntry(e *prefixEntry, wait bool) {
 	var futures []*actor.Future
 	for _, pid := range e.ring {
 		futures = append(futures, c.root.RequestFuture(pid, &messages.FreeSession{Session: e.session}, 2*time.Second))
@@ -176,7 +176,7 @@ func (c *Cluster) dropEntry(e *prefixEntry, wait bool) {
 }
 
 // DropPromptCache frees every retained session of this origin on its stages.
-func (c *Cluster) DropPromptCache() {
+func (c *Origin) DropPromptCache() {
 	if c.prefix == nil {
 		return
 	}

@@ -1,4 +1,4 @@
-package actors
+package stage
 
 import (
 	"context"
@@ -10,6 +10,9 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"strata/actors/internal/oracle"
+	"strata/actors/internal/wire"
+	"strata/actors/origin"
 	"strata/messages"
 	"strata/runtime/engine"
 	"strata/runtime/grammar"
@@ -36,7 +39,7 @@ func validWeather(doc string) error {
 // yet the answer parses and validates, and equals the one-node engine's
 // constrained answer (greedy and seeded).
 func TestStructuredOutputOnCluster(t *testing.T) {
-	store := stories(t)
+	store := oracle.Stories(t)
 	sc, err := grammar.Compile([]byte(weatherSchema))
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +51,7 @@ func TestStructuredOutputOnCluster(t *testing.T) {
 	defer e.Close()
 	vocab := grammar.VocabOf(e.Tokenizer)
 	lc := newLocalCluster(t, 3, 800e3, store)
-	cl := lc.cluster(ClusterOptions{PlanContext: 512})
+	cl := lc.cluster(origin.Options{PlanContext: 512})
 	defer cl.Close()
 	for _, c := range []struct {
 		name   string
@@ -64,7 +67,7 @@ func TestStructuredOutputOnCluster(t *testing.T) {
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			req := Request{Model: "stories260K", Prompt: "Lily and Tom went to the park.", MaxTokens: 80, Schema: c.schema}
+			req := engine.Request{Model: "stories260K", Prompt: "Lily and Tom went to the park.", MaxTokens: 80, Schema: c.schema}
 			req.Sampling.Temperature, req.Sampling.Seed = c.temp, 7
 			want, err := e.Generate(context.Background(), engine.Request{Prompt: req.Prompt, MaxTokens: 80, Sampling: req.Sampling,
 				Constraint: grammar.NewMatcher(c.schema, vocab, 80)}, func(engine.Token) error { return nil })
@@ -81,7 +84,7 @@ func TestStructuredOutputOnCluster(t *testing.T) {
 			}
 			// Without the schema the model writes a story, not JSON: the
 			// constraint did the work.
-			free := generate(t, cl, Request{Model: "stories260K", Prompt: req.Prompt, MaxTokens: 20, Sampling: req.Sampling})
+			free := generate(t, cl, engine.Request{Model: "stories260K", Prompt: req.Prompt, MaxTokens: 20, Sampling: req.Sampling})
 			if strings.HasPrefix(strings.TrimSpace(free.Text), "{") {
 				t.Errorf("unconstrained answer %q looks like JSON already", free.Text)
 			}
@@ -97,7 +100,7 @@ func TestStageRefusesBadSchema(t *testing.T) {
 		`{"type":`, `{"type":"object","properties":` + strings.Repeat(" ", maxSchemaBytes) + `{}}`, `false`,
 		strings.Repeat(`{"type":"array","items":`, 40) + `{}` + strings.Repeat(`}`, 40),
 	} {
-		lc.system.Root.Send(pid, &messages.Forward{Session: fmt.Sprint("s", i), Count: 1, Tokens: []int32{1}, Context: 64, ReplyTo: fromPID(self), Sample: true,
+		lc.system.Root.Send(pid, &messages.Forward{Session: fmt.Sprint("s", i), Count: 1, Tokens: []int32{1}, Context: 64, ReplyTo: wire.FromPID(self), Sample: true,
 			Sampling: &messages.Sampling{Constrained: true, JsonSchema: schema}})
 		select {
 		case m := <-in.ch:
@@ -117,15 +120,15 @@ func TestStageRefusesBadSchema(t *testing.T) {
 // document so far into the new last stage's grammar: the answer is the
 // one of an uninterrupted run.
 func TestStructuredOutputSurvivesLostStage(t *testing.T) {
-	store := stories(t)
+	store := oracle.Stories(t)
 	sc, err := grammar.Compile([]byte(weatherSchema))
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := Request{Model: "stories260K", Prompt: "Lily and Tom went to the park.", MaxTokens: 80, Schema: sc}
+	req := engine.Request{Model: "stories260K", Prompt: "Lily and Tom went to the park.", MaxTokens: 80, Schema: sc}
 	lc := newLocalCluster(t, 4, 800e3, store)
-	dir := &dynDirectory{members: append([]Member(nil), lc.dir...)}
-	cl := NewCluster(lc.system, dir, store, ClusterOptions{PlanContext: 512, PromptCache: -1})
+	dir := &dynDirectory{members: append([]origin.Member(nil), lc.dir...)}
+	cl := origin.New(lc.system, dir, lc.hosts[0], origin.Options{PlanContext: 512, PromptCache: -1})
 	defer cl.Close()
 	want := generate(t, cl, req)
 	p, _, err := cl.Plan("stories260K")
@@ -161,7 +164,7 @@ func TestStageRefusesLongAcceptList(t *testing.T) {
 	}
 	for i, pos := range []uint32{0, 1 << 21} { // the list is longer than the context, wherever it starts
 		start := time.Now()
-		lc.system.Root.Send(pid, &messages.Forward{Session: fmt.Sprint("long", i), Position: pos, Count: 1, Tokens: []int32{1}, Context: 64, ReplyTo: fromPID(self), Sample: true,
+		lc.system.Root.Send(pid, &messages.Forward{Session: fmt.Sprint("long", i), Position: pos, Count: 1, Tokens: []int32{1}, Context: 64, ReplyTo: wire.FromPID(self), Sample: true,
 			Accept: accept, Sampling: &messages.Sampling{Constrained: true, JsonSchema: `{}`}})
 		select {
 		case m := <-in.ch:
@@ -175,7 +178,7 @@ func TestStageRefusesLongAcceptList(t *testing.T) {
 			t.Errorf("position %d: refused after %v", pos, d)
 		}
 	}
-	lc.system.Root.Send(pid, &messages.Forward{Session: "ok", Count: 1, Tokens: []int32{1}, Context: 64, ReplyTo: fromPID(self), Sample: true})
+	lc.system.Root.Send(pid, &messages.Forward{Session: "ok", Count: 1, Tokens: []int32{1}, Context: 64, ReplyTo: wire.FromPID(self), Sample: true})
 	select {
 	case m := <-in.ch:
 		if _, ok := m.(*messages.Token); !ok {
@@ -188,13 +191,13 @@ func TestStageRefusesLongAcceptList(t *testing.T) {
 
 // oneStage loads stories260K whole on one node and returns the cluster,
 // the stage's PID, and an inbox (and its PID) for the stage's answers.
-func oneStage(t *testing.T) (lc *localCluster, stage, self *actor.PID, in *inbox) {
-	lc = newLocalCluster(t, 1, 4<<20, stories(t))
+func oneStage(t *testing.T) (lc *localCluster, stage, self *actor.PID, in *answers) {
+	lc = newLocalCluster(t, 1, 4<<20, oracle.Stories(t))
 	loaded := loadShard(t, lc, 0, 5)
 	if loaded.Error != "" {
 		t.Fatal(loaded.Error)
 	}
-	in = &inbox{ch: make(chan any, 8)}
+	in = &answers{ch: make(chan any, 8)}
 	self = lc.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return in }))
 	return lc, &actor.PID{Address: lc.dir[0].Host.Address, Id: loaded.ActorId}, self, in
 }

@@ -1,6 +1,6 @@
 //go:build e2e
 
-package actors
+package stage
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"strata/actors/origin"
+	"strata/runtime/catalog"
 	"strata/runtime/engine"
 	"strata/runtime/model"
 	"strata/runtime/synth"
@@ -29,19 +31,19 @@ func TestE2EPromptCacheTTFT(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	store := Files{"tiny": path}
+	store := catalog.Files{"tiny": path}
 	lc := newLocalCluster(t, 2, 200<<20, store)
-	cl := lc.cluster(ClusterOptions{PlanContext: 1024})
+	cl := lc.cluster(origin.Options{PlanContext: 1024})
 	defer cl.Close()
-	ref := newLocalCluster(t, 2, 200<<20, store).cluster(ClusterOptions{PlanContext: 1024, PromptCache: -1})
+	ref := newLocalCluster(t, 2, 200<<20, store).cluster(origin.Options{PlanContext: 1024, PromptCache: -1})
 	defer ref.Close()
 	if p, _, err := cl.Plan("tiny"); err != nil || len(p.Stages) != 2 {
 		t.Fatalf("plan %v, %v; want 2 stages", p, err)
 	}
-	timed := func(c *Cluster, tokens []int) (engine.Result, time.Duration) {
+	timed := func(c *origin.Origin, tokens []int) (engine.Result, time.Duration) {
 		start := time.Now()
 		var ttft time.Duration
-		res, err := c.Generate(context.Background(), Request{Model: "tiny", Tokens: tokens, MaxTokens: 8}, func(engine.Token) error {
+		res, err := c.Generate(context.Background(), engine.Request{Model: "tiny", Tokens: tokens, MaxTokens: 8}, func(engine.Token) error {
 			if ttft == 0 {
 				ttft = time.Since(start)
 			}
