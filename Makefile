@@ -86,7 +86,7 @@ bench-links: build
 
 # Fuzz every parser and the sampler filters for FUZZTIME each (go test
 # -fuzz takes one target at a time).
-FUZZ_TARGETS := runtime/gguf:FuzzParse runtime/chattemplate:FuzzRender runtime/tokenizer:FuzzEncodeDecode runtime/tokenizer:FuzzSplitters peers:FuzzDecodeFrame peers:FuzzBridgeDecode peers:FuzzReadCtl peers/allreduce:FuzzWireDecode runtime/sample:FuzzFilter
+FUZZ_TARGETS := runtime/gguf:FuzzParse runtime/chattemplate:FuzzRender runtime/tokenizer:FuzzEncodeDecode runtime/tokenizer:FuzzSplitters peers/internal/frame:FuzzDecodeFrame peers:FuzzBridgeDecode peers/side:FuzzReadCtl peers/allreduce:FuzzWireDecode runtime/sample:FuzzFilter
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; name=$${t##*:}; \

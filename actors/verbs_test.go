@@ -11,6 +11,7 @@ import (
 	"strata/actors/internal/oracle"
 	"strata/internal/testdata"
 	"strata/peers"
+	"strata/peers/side"
 	"strata/peers/verbs"
 	"strata/runtime/engine"
 )
@@ -19,10 +20,10 @@ import (
 // memory, as they share a host) unless a test sets these.
 var (
 	testTransport string
-	testVerbs     peers.VerbsOptions
+	testVerbs     side.Options
 )
 
-func withVerbs(t *testing.T, transport string, v peers.VerbsOptions) {
+func withVerbs(t *testing.T, transport string, v side.Options) {
 	oldT, oldV := testTransport, testVerbs
 	testTransport, testVerbs = transport, v
 	t.Cleanup(func() { testTransport, testVerbs = oldT, oldV })
@@ -79,23 +80,23 @@ func TestPipelineOverSideChannel(t *testing.T) {
 	cases := []struct {
 		name      string
 		transport string
-		v         peers.VerbsOptions
+		v         side.Options
 		link      string
 		faults    bool
 	}{
-		{"shm", peers.TransportAuto, peers.VerbsOptions{}, peers.TransportShm, false},
-		{"apple", peers.TransportShm, peers.VerbsOptions{Apple: true}, peers.TransportShm, false},
-		{"tcp", peers.TransportTCP, peers.VerbsOptions{}, peers.TransportTCP, false},
+		{"shm", peers.TransportAuto, side.Options{}, peers.TransportShm, false},
+		{"apple", peers.TransportShm, side.Options{Apple: true}, peers.TransportShm, false},
+		{"tcp", peers.TransportTCP, side.Options{}, peers.TransportTCP, false},
 	}
 	for _, f := range []verbs.Fault{verbs.Drop, verbs.Truncate, verbs.Corrupt, verbs.Reorder, verbs.Stall} {
 		for _, apple := range []bool{false, true} {
 			cases = append(cases, struct {
 				name      string
 				transport string
-				v         peers.VerbsOptions
+				v         side.Options
 				link      string
 				faults    bool
-			}{fmt.Sprintf("%v/apple=%v", f, apple), peers.TransportAuto, peers.VerbsOptions{Apple: apple, Faults: faultAt(f, 3), Stall: 300 * time.Millisecond}, peers.TransportShm, true})
+			}{fmt.Sprintf("%v/apple=%v", f, apple), peers.TransportAuto, side.Options{Apple: apple, Faults: faultAt(f, 3), Stall: 300 * time.Millisecond}, peers.TransportShm, true})
 		}
 	}
 	for _, tc := range cases {
@@ -119,7 +120,7 @@ func TestPipelineOverSideChannel(t *testing.T) {
 			}
 			// The shards read their activations in place from the slots
 			// (no copy between the side channel and the stage's input).
-			var st peers.InPlaceStats
+			var st side.InPlaceStats
 			for _, nd := range nodes {
 				s := nd.Peers.InPlace()
 				st.InPlace += s.InPlace
@@ -138,11 +139,11 @@ func TestPipelineOverSideChannel(t *testing.T) {
 func TestPipelineFaultsOverSideChannel(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		v    peers.VerbsOptions
+		v    side.Options
 	}{
-		{"apple", peers.VerbsOptions{Apple: true}},
-		{"corrupt", peers.VerbsOptions{Faults: faultAt(verbs.Corrupt, 40), Stall: 300 * time.Millisecond}},
-		{"apple+stall", peers.VerbsOptions{Apple: true, Faults: faultAt(verbs.Stall, 40), Stall: 300 * time.Millisecond}},
+		{"apple", side.Options{Apple: true}},
+		{"corrupt", side.Options{Faults: faultAt(verbs.Corrupt, 40), Stall: 300 * time.Millisecond}},
+		{"apple+stall", side.Options{Apple: true, Faults: faultAt(verbs.Stall, 40), Stall: 300 * time.Millisecond}},
 	} {
 		t.Run(tc.name+"/node-killed", func(t *testing.T) {
 			withVerbs(t, peers.TransportShm, tc.v)

@@ -2,6 +2,8 @@ package api
 
 import (
 	"bytes"
+	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -205,3 +207,70 @@ func (t *timedWriter) FlushError() error {
 
 // Unwrap lets http.ResponseController reach the connection's writer.
 func (t *timedWriter) Unwrap() http.ResponseWriter { return t.ResponseWriter }
+
+// auth requires the API key when one is configured, as
+// "Authorization: Bearer KEY" (OpenAI's clients, Ollama's) or
+// "x-api-key: KEY" (Anthropic's).
+func (s *Server) auth(h http.Handler) http.Handler {
+	if s.cfg.APIKey == "" {
+		return h
+	}
+	want := []byte(s.cfg.APIKey)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || strings.TrimSpace(got) == "" {
+			got = r.Header.Get("X-Api-Key")
+		}
+		var e *Error
+		switch got = strings.TrimSpace(got); {
+		case got == "":
+			e = unauthorized("You didn't provide an API key. Send it as \"Authorization: Bearer KEY\" or \"x-api-key: KEY\".")
+		case subtle.ConstantTimeCompare([]byte(got), want) != 1:
+			e = unauthorized("Incorrect API key provided.")
+		default:
+			h.ServeHTTP(w, r)
+			return
+		}
+		writeErrorShape(w, shapeOfPath(r.URL.Path), e)
+		s.metrics.request("auth", e.Status)
+	})
+}
+
+// admit runs h once the queue admits the request.
+func (s *Server) admit(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := s.queue.Acquire(r.Context()); err != nil {
+			if errors.Is(err, ErrQueueFull) {
+				_, waiting := s.queue.Len()
+				s.fail(w, "generate", queueFull(waiting))
+			}
+			return
+		}
+		defer s.queue.Release()
+		h.ServeHTTP(w, r)
+	})
+}
+
+// boundGenerate refuses an /api/strata/generate prompt that cannot fit the
+// model's context by its bytes alone, before it queues and before the
+// cluster tokenizes it (fitsBytes). The body is already read in full.
+func (s *Server) boundGenerate(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var req struct {
+			Model  string `json:"model"`
+			Prompt string `json:"prompt"`
+		}
+		if json.Unmarshal(body, &req) == nil && req.Model != "" {
+			if info, tok, err := s.cfg.Models.Lookup(req.Model); err == nil {
+				if e := s.fitsBytes(info, tok, len(req.Prompt), "prompt"); e != nil {
+					s.metrics.request("generate", http.StatusBadRequest)
+					http.Error(w, e.Message, http.StatusBadRequest)
+					return
+				}
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}

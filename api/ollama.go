@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -224,12 +223,6 @@ func ollamaFormat(format, tools json.RawMessage, j *job) *Error {
 	}
 	j.schema = sc
 	return nil
-}
-
-// empty says whether an optional JSON field is absent, null, "" or [].
-func empty(raw json.RawMessage) bool {
-	raw = bytes.TrimSpace(raw)
-	return len(raw) == 0 || bytes.Equal(raw, []byte("null")) || bytes.Equal(raw, []byte(`""`)) || bytes.Equal(raw, []byte("[]"))
 }
 
 func (s *Server) handleOllamaChat(w http.ResponseWriter, r *http.Request) {

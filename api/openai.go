@@ -2,10 +2,7 @@ package api
 
 import (
 	"bytes"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -14,10 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"strata/runtime/catalog"
 	"strata/runtime/engine"
 	"strata/runtime/sample"
-	"strata/runtime/tokenizer"
 	"strata/runtime/toolcall"
 )
 
@@ -76,29 +71,6 @@ type SamplingFields struct {
 // StreamOptions asks for a final chunk with usage counts.
 type StreamOptions struct {
 	IncludeUsage bool `json:"include_usage"`
-}
-
-// Usage counts tokens as OpenAI does.
-type Usage struct {
-	PromptTokens        int                  `json:"prompt_tokens"`
-	CompletionTokens    int                  `json:"completion_tokens"`
-	TotalTokens         int                  `json:"total_tokens"`
-	PromptTokensDetails *PromptTokensDetails `json:"prompt_tokens_details,omitempty"`
-}
-
-// PromptTokensDetails breaks prompt_tokens down: cached_tokens are those
-// whose KV cache an earlier request left (prompt caching), so that
-// prefill did not run them.
-type PromptTokensDetails struct {
-	CachedTokens int `json:"cached_tokens"`
-}
-
-// cached is the number of prompt tokens read from the prompt cache.
-func (u Usage) cached() int {
-	if u.PromptTokensDetails == nil {
-		return 0
-	}
-	return u.PromptTokensDetails.CachedTokens
 }
 
 // ChatCompletion is the answer to a non-streaming chat request.
@@ -210,29 +182,6 @@ func modelEntry(m ModelInfo) ModelEntry {
 	return ModelEntry{ModelInfo: m, Type: "model", DisplayName: m.ID, CreatedAt: time.Unix(m.Created, 0).UTC().Format(time.RFC3339)}
 }
 
-// readJSON decodes a bounded request body into v.
-func (s *Server) readJSON(w http.ResponseWriter, r *http.Request, v any) *Error {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return tooLarge(mbe.Limit)
-		}
-		return badRequest("", "", "cannot read the request body: %v", err)
-	}
-	if len(bytes.TrimSpace(body)) == 0 {
-		return badRequest("", "invalid_json", "The request body is empty; it must be a JSON object.")
-	}
-	if err := json.Unmarshal(body, v); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return badRequest(te.Field, "invalid_type", "Invalid type for %q: expected %s, got a JSON %s.", te.Field, te.Type, te.Value)
-		}
-		return badRequest("", "invalid_json", "The request body is not valid JSON: %v", err)
-	}
-	return nil
-}
-
 // settings validates the shared fields into j.
 func (s *Server) settings(f SamplingFields, j *job) *Error {
 	if f.N != nil && *f.N != 1 {
@@ -297,83 +246,6 @@ func (s *Server) settings(f SamplingFields, j *job) *Error {
 	return nil
 }
 
-func isTrue(raw json.RawMessage) bool {
-	var b bool
-	return json.Unmarshal(raw, &b) == nil && b
-}
-
-// maxStops bounds the stop strings of one request (OpenAI allows 4).
-const maxStops = 16
-
-func parseStop(raw json.RawMessage) ([]string, *Error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
-		return nil, nil
-	}
-	var one string
-	if json.Unmarshal(raw, &one) == nil {
-		return []string{one}, nil
-	}
-	var many []string
-	if err := json.Unmarshal(raw, &many); err != nil {
-		return nil, badRequest("stop", "invalid_type", "stop must be a string or an array of strings.")
-	}
-	if len(many) > maxStops {
-		return nil, badRequest("stop", "invalid_value", "At most %d stop strings are supported, got %d.", maxStops, len(many))
-	}
-	return many, nil
-}
-
-// lookup resolves a model name into its description and tokenizer.
-func (s *Server) lookup(name string) (ModelInfo, *tokenizer.Tokenizer, *Error) {
-	if name == "" {
-		return ModelInfo{}, nil, badRequest("model", "missing_required_parameter", "You must provide a model parameter.")
-	}
-	if err := catalog.ValidName(name); err != nil {
-		return ModelInfo{}, nil, badRequest("model", "invalid_value", "%v: a model name has no path separators, glob or control characters.", err)
-	}
-	info, tok, err := s.cfg.Models.Lookup(name)
-	if errors.Is(err, ErrModelNotFound) {
-		return info, nil, modelNotFound(name)
-	}
-	if err != nil {
-		return info, nil, serverError(fmt.Errorf("model %q: %w", name, err))
-	}
-	return info, tok, nil
-}
-
-// fits rejects a prompt that leaves no room to generate.
-func (s *Server) fits(info ModelInfo, n int) *Error {
-	if s.cfg.MaxPromptTokens > 0 && n > s.cfg.MaxPromptTokens {
-		return badRequest("messages", "context_length_exceeded",
-			"The prompt has %d tokens; this server takes at most %d.", n, s.cfg.MaxPromptTokens)
-	}
-	if info.ContextLength > 0 && n >= info.ContextLength {
-		return badRequest("messages", "context_length_exceeded",
-			"This model's maximum context length is %d tokens; the prompt has %d tokens, which leaves no room for an answer.", info.ContextLength, n)
-	}
-	return nil
-}
-
-// fitsBytes rejects, before it is tokenized, a prompt of n bytes that
-// cannot fit: no token stands for more input than its own text, so it has
-// at least n/MaxTokenBytes tokens. Tokenizing megabytes takes seconds.
-func (s *Server) fitsBytes(info ModelInfo, tok *tokenizer.Tokenizer, n int, param string) *Error {
-	limit := s.cfg.MaxPromptTokens
-	if info.ContextLength > 0 && (limit <= 0 || info.ContextLength-1 < limit) {
-		limit = info.ContextLength - 1
-	}
-	if limit <= 0 {
-		return nil
-	}
-	per := max(tok.MaxTokenBytes(), 4)
-	if least := (n + per - 1) / per; least > limit {
-		return badRequest(param, "context_length_exceeded",
-			"The prompt has %d bytes, so at least %d tokens; this model takes at most %d.", n, least, limit)
-	}
-	return nil
-}
-
 func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	var req ChatRequest
@@ -431,8 +303,6 @@ func openAIMessages(list []ChatMessage) ([]Message, *Error) {
 	nameToolResults(msgs)
 	return msgs, nil
 }
-
-var roles = map[string]bool{"system": true, "developer": true, "user": true, "assistant": true, "tool": true}
 
 func messageText(i int, m ChatMessage) (string, *Error) {
 	param := fmt.Sprintf("messages[%d]", i)
@@ -568,16 +438,6 @@ func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.writeJSON(w, "models", modelEntry(info))
-}
-
-func (s *Server) writeJSON(w http.ResponseWriter, endpoint string, v any) {
-	writeAnswer(w, v)
-	s.metrics.request(endpoint, http.StatusOK)
-}
-
-func (s *Server) fail(w http.ResponseWriter, endpoint string, e *Error) {
-	writeErrorShape(w, shapeOf(endpoint), e)
-	s.metrics.request(endpoint, e.Status)
 }
 
 // openAIOut is the streamer of a chat or completions answer.
@@ -731,12 +591,6 @@ func (s *sseWriter) finish(f finish) error {
 		return err
 	}
 	return s.rc.Flush()
-}
-
-func randomID() string {
-	var b [12]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
 
 // openAIStructured reads response_format, tools and tool_choice into j:

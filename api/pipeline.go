@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -63,13 +62,6 @@ type streamer interface {
 	// stream, as the surface does) and returns true; false when nothing
 	// was sent yet, so that the caller answers with an HTTP error.
 	failed(e *Error) bool
-}
-
-// writeAnswer sends v as a JSON answer (status 200), as every surface
-// sends what it does not stream.
-func writeAnswer(w http.ResponseWriter, v any) error {
-	w.Header().Set("Content-Type", "application/json")
-	return json.NewEncoder(w).Encode(v)
 }
 
 // chatPrompt renders msgs for j's model into j.tokens (and j.tok),

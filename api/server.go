@@ -1,13 +1,9 @@
 package api
 
 import (
-	"bytes"
 	"context"
-	"crypto/subtle"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -115,42 +111,8 @@ func NewServer(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, mux: http.NewServeMux(), metrics: cfg.Metrics}
 	s.queue = newQueue(cfg.MaxActive, cfg.MaxQueue, cfg.Metrics.queue)
 
-	s.Handle("POST /v1/chat/completions", http.HandlerFunc(s.handleChat))
-	s.Handle("POST /v1/completions", http.HandlerFunc(s.handleCompletions))
-	s.Handle("POST /v1/messages", http.HandlerFunc(s.handleMessages))
-	s.Handle("POST /v1/responses", http.HandlerFunc(s.handleResponses))
-	s.Handle("GET /v1/models", http.HandlerFunc(s.handleModels))
-	s.Handle("GET /v1/models/{model}", http.HandlerFunc(s.handleModel))
-	s.Handle("/v1/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, &Error{Status: http.StatusNotFound, Type: "invalid_request_error",
-			Message: fmt.Sprintf("Unknown request URL: %s %s.", r.Method, r.URL.Path)})
-	}))
-	s.Handle("POST /api/strata/generate", s.boundGenerate(s.admit(GenerateHandler(cfg.Generator))))
-	s.Handle("POST /api/chat", http.HandlerFunc(s.handleOllamaChat))
-	s.Handle("POST /api/generate", http.HandlerFunc(s.handleOllamaGenerate))
-	s.Handle("GET /api/tags", http.HandlerFunc(s.handleOllamaTags))
-	s.Handle("POST /api/show", http.HandlerFunc(s.handleOllamaShow))
-	s.Handle("GET /api/ps", http.HandlerFunc(s.handleOllamaPs))
-	s.Handle("GET /api/version", http.HandlerFunc(s.handleOllamaVersion))
-	s.Handle("GET /api/cluster", ClusterHandler(cfg.Cluster))
-	s.Handle("GET /api/stats", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Cache-Control", "no-store")
-		writeJSONValue(w, s.metrics.Snapshot())
-	}))
-	s.Handle("GET /metrics", cfg.Metrics.Handler())
-	s.mux.Handle("/", dashboardHandler()) // public: static files only, no data
-	s.handler = s.guard(s.mux)
+	s.handler = s.routes()
 	return s, nil
-}
-
-// Handle mounts an extra handler (e.g. a node's status endpoint) behind
-// the API key. Patterns are net/http.ServeMux patterns. Like every route,
-// it is reached only through the Host, origin and content-type checks,
-// and its body (if any) is read in full, bounded in bytes and time,
-// before it runs.
-func (s *Server) Handle(pattern string, h http.Handler) {
-	s.mux.Handle(pattern, s.auth(s.readBody(h)))
 }
 
 // Handler is the server's routes, for mounting or httptest.
@@ -210,71 +172,4 @@ func IsLoopback(addr string) bool {
 	}
 	ip := net.ParseIP(strings.Trim(host, "[]"))
 	return ip != nil && ip.IsLoopback()
-}
-
-// auth requires the API key when one is configured, as
-// "Authorization: Bearer KEY" (OpenAI's clients, Ollama's) or
-// "x-api-key: KEY" (Anthropic's).
-func (s *Server) auth(h http.Handler) http.Handler {
-	if s.cfg.APIKey == "" {
-		return h
-	}
-	want := []byte(s.cfg.APIKey)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || strings.TrimSpace(got) == "" {
-			got = r.Header.Get("X-Api-Key")
-		}
-		var e *Error
-		switch got = strings.TrimSpace(got); {
-		case got == "":
-			e = unauthorized("You didn't provide an API key. Send it as \"Authorization: Bearer KEY\" or \"x-api-key: KEY\".")
-		case subtle.ConstantTimeCompare([]byte(got), want) != 1:
-			e = unauthorized("Incorrect API key provided.")
-		default:
-			h.ServeHTTP(w, r)
-			return
-		}
-		writeErrorShape(w, shapeOfPath(r.URL.Path), e)
-		s.metrics.request("auth", e.Status)
-	})
-}
-
-// admit runs h once the queue admits the request.
-func (s *Server) admit(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := s.queue.Acquire(r.Context()); err != nil {
-			if errors.Is(err, ErrQueueFull) {
-				_, waiting := s.queue.Len()
-				s.fail(w, "generate", queueFull(waiting))
-			}
-			return
-		}
-		defer s.queue.Release()
-		h.ServeHTTP(w, r)
-	})
-}
-
-// boundGenerate refuses an /api/strata/generate prompt that cannot fit the
-// model's context by its bytes alone, before it queues and before the
-// cluster tokenizes it (fitsBytes). The body is already read in full.
-func (s *Server) boundGenerate(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		var req struct {
-			Model  string `json:"model"`
-			Prompt string `json:"prompt"`
-		}
-		if json.Unmarshal(body, &req) == nil && req.Model != "" {
-			if info, tok, err := s.cfg.Models.Lookup(req.Model); err == nil {
-				if e := s.fitsBytes(info, tok, len(req.Prompt), "prompt"); e != nil {
-					s.metrics.request("generate", http.StatusBadRequest)
-					http.Error(w, e.Message, http.StatusBadRequest)
-					return
-				}
-			}
-		}
-		h.ServeHTTP(w, r)
-	})
 }

@@ -8,6 +8,7 @@ import (
 	"strata/actors"
 	"strata/actors/stage"
 	"strata/peers"
+	"strata/peers/side"
 )
 
 // ClusterStatusOf is GET /api/cluster for node n: the members it sees,
@@ -76,7 +77,7 @@ func PeersStatusOf(node *peers.Node) PeersStatus {
 }
 
 // linksStatus is a node's links in the status API's form, by peer ID.
-func linksStatus(links []peers.Link) []LinkStatus {
+func linksStatus(links []side.Link) []LinkStatus {
 	out := []LinkStatus{}
 	for _, l := range links {
 		out = append(out, LinkStatus{PeerID: l.Peer.String(), Transport: l.Transport, RTTMicros: l.RTT.Microseconds()})

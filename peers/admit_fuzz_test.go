@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"strata/messages"
+	"strata/peers/internal/frame"
 )
 
 // FuzzBridgeDecode feeds a byte stream, as a peer would write it on an
@@ -31,7 +32,7 @@ func FuzzBridgeDecode(f *testing.F) {
 	rules := inboundRules{pingInbound, {Actor: "shards/*", Types: []string{"strata.Forward", "strata.FreeSession"}, Watch: true}}
 	frameOf := func(env *messages.Envelope, msg proto.Message) []byte {
 		env.TypeName = string(msg.ProtoReflect().Descriptor().FullName())
-		b, err := appendFrame(nil, env, msg, DefaultMaxMessageBytes)
+		b, err := frame.Append(nil, env, msg, frame.DefaultMaxBytes)
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -56,14 +57,14 @@ func FuzzBridgeDecode(f *testing.F) {
 		// A local actor "$1" watches the peer's "x"; future$7 waits for it.
 		b.addWatch(from, remote, b.system.NewLocalPID("$1"))
 		b.futures[from] = map[string]struct{}{"future$7": {}}
-		for len(stream) >= frameHeaderBytes {
+		for len(stream) >= frame.HeaderBytes {
 			n := int(binary.BigEndian.Uint32(stream))
-			if n > b.maxFrame || n > len(stream)-frameHeaderBytes {
+			if n > b.maxFrame || n > len(stream)-frame.HeaderBytes {
 				return // the stream would be closed
 			}
-			body := stream[frameHeaderBytes : frameHeaderBytes+n]
-			stream = stream[frameHeaderBytes+n:]
-			env, msg, err := decodeFrame(body, protoregistry.GlobalTypes)
+			body := stream[frame.HeaderBytes : frame.HeaderBytes+n]
+			stream = stream[frame.HeaderBytes+n:]
+			env, msg, err := frame.Decode(body, protoregistry.GlobalTypes)
 			if err != nil {
 				return
 			}

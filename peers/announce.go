@@ -10,6 +10,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"strata/messages"
+	"strata/peers/side"
 )
 
 // Bounds on the measurements a node announces (placement's cost model
@@ -30,8 +31,8 @@ func (n *Node) announcedLinks() []*messages.LinkInfo {
 	if n.side == nil {
 		return nil
 	}
-	ls := n.side.links()
-	slices.SortFunc(ls, func(a, b Link) int { return strings.Compare(string(a.Peer), string(b.Peer)) })
+	ls := n.side.Links()
+	slices.SortFunc(ls, func(a, b side.Link) int { return strings.Compare(string(a.Peer), string(b.Peer)) })
 	var out []*messages.LinkInfo
 	for _, l := range ls[:min(len(ls), maxInfoLinks)] {
 		us := min(l.RTT/time.Microsecond, maxInfoRTT)

@@ -20,7 +20,9 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"strata/messages"
+	"strata/peers/internal/frame"
 	"strata/peers/internal/readgrow"
+	"strata/peers/side"
 )
 
 // ActorProtocol carries actor messages between nodes: one ordered stream
@@ -46,8 +48,6 @@ const (
 	readChunk = readgrow.Chunk
 )
 
-func transferTimeout(n int) time.Duration { return ioTimeout + time.Duration(n>>23)*time.Second }
-
 // nonhost is protoactor's address for local PIDs made before the node set
 // the registry's address (actor.localAddress).
 const nonhost = "nonhost"
@@ -72,7 +72,7 @@ type bridge struct {
 	ctx         context.Context
 	onSent      func(peer string, bytes int) // may be nil
 	// side, when set, may take a message for the verbs side channel
-	// (side.send), before it is marshalled; false leaves it to the actor
+	// (side.Side.Send), before it is marshalled; false leaves it to the actor
 	// stream.
 	side func(p peer.ID, env *messages.Envelope, msg proto.Message) bool
 
@@ -228,9 +228,9 @@ func (b *bridge) takeWatch(p peer.ID, watchee, watcher *actor.PID) bool {
 // hold more memory than the bridge gives one peer.
 var errOverBuffered = errors.New("peers: frames in flight from one peer would hold more than")
 
-// hold accounts n more (or, negative, fewer) bytes of read buffers for p,
+// Hold accounts n more (or, negative, fewer) bytes of read buffers for p,
 // refusing growth beyond maxBuffered.
-func (b *bridge) hold(p peer.ID, n int) error {
+func (b *bridge) Hold(p peer.ID, n int) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if n > 0 && b.buffered[p]+n > b.maxBuffered {
@@ -282,7 +282,7 @@ func (b *bridge) handleStream(s network.Stream) {
 	from := s.Conn().RemotePeer()
 	var buf []byte
 	defer func() {
-		b.hold(from, -cap(buf))
+		b.Hold(from, -cap(buf))
 		b.mu.Lock()
 		delete(b.inbound, s)
 		b.mu.Unlock()
@@ -304,7 +304,7 @@ func (b *bridge) handleStream(s network.Stream) {
 			return
 		}
 		s.SetReadDeadline(time.Now().Add(ioTimeout))
-		var lb [frameHeaderBytes]byte
+		var lb [frame.HeaderBytes]byte
 		if _, err := io.ReadFull(r, lb[:]); err != nil {
 			fail("truncated frame length: %v", err)
 			return
@@ -322,13 +322,13 @@ func (b *bridge) handleStream(s network.Stream) {
 			fail("truncated frame (%d bytes expected): %v", n, err)
 			return
 		}
-		env, msg, err := decodeFrame(body, b.types)
+		env, msg, err := frame.Decode(body, b.types)
 		if cap(buf) > keepReadBufSize {
-			b.hold(from, -cap(buf))
+			b.Hold(from, -cap(buf))
 			buf = nil
 		}
 		if err == nil {
-			err = b.deliver(from, env, msg)
+			err = b.Deliver(from, env, msg)
 		}
 		if err != nil {
 			fail("%v", err)
@@ -340,14 +340,14 @@ func (b *bridge) handleStream(s network.Stream) {
 // readBody reads an n-byte frame body into *buf, growing it (and the
 // peer's account of buffered bytes) as the bytes arrive, not as
 // announced. Each read must make progress within ioTimeout, the whole
-// body arrive within transferTimeout(n).
+// body arrive within frame.TransferTimeout(n).
 func (b *bridge) readBody(s network.Stream, r io.Reader, from peer.ID, buf *[]byte, n int) ([]byte, error) {
-	deadline := time.Now().Add(transferTimeout(n))
+	deadline := time.Now().Add(frame.TransferTimeout(n))
 	body := (*buf)[:0]
 	for len(body) < n {
 		if len(body) == cap(body) {
 			grow := min(n, max(2*cap(body), readChunk))
-			if err := b.hold(from, grow-cap(body)); err != nil {
+			if err := b.Hold(from, grow-cap(body)); err != nil {
 				return nil, err
 			}
 			nb := make([]byte, len(body), grow)
@@ -378,7 +378,7 @@ var ErrRefused = errors.New("peers: refused")
 
 // deliver hands a decoded message from peer from to its local target, if
 // from may send it.
-func (b *bridge) deliver(from peer.ID, env *messages.Envelope, msg proto.Message) error {
+func (b *bridge) Deliver(from peer.ID, env *messages.Envelope, msg proto.Message) error {
 	if err := b.admit(from, env, msg); errors.Is(err, errDrop) {
 		return nil
 	} else if err != nil {
@@ -432,10 +432,10 @@ func (b *bridge) admit(from peer.ID, env *messages.Envelope, msg proto.Message) 
 		case *actor.Stop:
 			return fmt.Errorf("%w: Stop for %.64q (peers may not stop local actors)", ErrRefused, env.TargetId)
 		}
-		return fmt.Errorf("%w: %s is not a system message", ErrBadFrame, env.TypeName)
+		return fmt.Errorf("%w: %s is not a system message", frame.ErrBad, env.TypeName)
 	}
 	if isSystemMessage(msg) {
-		return fmt.Errorf("%w: system message %s sent as a user message", ErrBadFrame, env.TypeName)
+		return fmt.Errorf("%w: system message %s sent as a user message", frame.ErrBad, env.TypeName)
 	}
 	if isLifecycle(msg) {
 		return fmt.Errorf("%w: %s for %.64q (peers may not stop local actors)", ErrRefused, env.TypeName, env.TargetId)
@@ -492,16 +492,16 @@ type endpoint struct {
 	unwritten int
 }
 
-// sendFrame queues a frame (appendFrame's) for peer p's actor stream.
-func (b *bridge) sendFrame(p peer.ID, frame []byte) {
+// SendFrame queues a frame (appendFrame's) for peer p's actor stream.
+func (b *bridge) SendFrame(p peer.ID, frame []byte) {
 	if e, ok := b.resolve(&actor.PID{Address: p.String()}); ok {
 		e.(*endpoint).enqueue(frame)
 	}
 }
 
-// written reports whether every frame queued for p's actor stream has
+// Written reports whether every frame queued for p's actor stream has
 // been written out (or lost with a broken stream).
-func (b *bridge) written(p peer.ID) bool {
+func (b *bridge) Written(p peer.ID) bool {
 	b.mu.Lock()
 	e := b.endpoints[p.String()]
 	b.mu.Unlock()
@@ -558,14 +558,14 @@ func (e *endpoint) Stop(pid *actor.PID) { e.SendSystemMessage(pid, &actor.Stop{}
 func (e *endpoint) send(pid *actor.PID, env *messages.Envelope, message any) {
 	msg, ok := message.(proto.Message)
 	if !ok {
-		e.b.log.Warn("peers: dropped message to remote actor", "pid", pid, "err", fmt.Errorf("%w: %T", ErrNotProto, message))
+		e.b.log.Warn("peers: dropped message to remote actor", "pid", pid, "err", fmt.Errorf("%w: %T", frame.ErrNotProto, message))
 		return
 	}
 	if e.b.side != nil && e.b.side(e.peer, env, msg) {
 		return
 	}
 	env.TypeName = string(msg.ProtoReflect().Descriptor().FullName())
-	frame, err := appendFrame(nil, env, msg, e.b.maxFrame)
+	frame, err := frame.Append(nil, env, msg, e.b.maxFrame)
 	if err != nil {
 		e.b.log.Warn("peers: dropped message to remote actor", "pid", pid, "err", oneLine(err))
 		return
@@ -684,7 +684,7 @@ func (e *endpoint) run() {
 			fails = 0
 			w = bufio.NewWriterSize(s, 64<<10)
 		}
-		s.SetWriteDeadline(time.Now().Add(transferTimeout(n)))
+		s.SetWriteDeadline(time.Now().Add(frame.TransferTimeout(n)))
 		var err error
 		for _, f := range frames {
 			if _, err = w.Write(f); err != nil {
@@ -705,5 +705,84 @@ func (e *endpoint) run() {
 			s.Reset()
 			s = nil
 		}
+	}
+}
+
+// The protoactor system messages that may cross peers, and only as system
+// messages: a Terminated arriving as a user message would be a forgery.
+func isSystemMessage(m proto.Message) bool {
+	switch m.(type) {
+	case *actor.Watch, *actor.Unwatch, *actor.Terminated, *actor.Stop:
+		return true
+	}
+	return false
+}
+
+// Lifecycle messages end an actor; peers may not send them (Stop as a
+// system message is refused the same way).
+func isLifecycle(m proto.Message) bool {
+	switch m.(type) {
+	case *actor.PoisonPill, *actor.Stop:
+		return true
+	}
+	return false
+}
+
+func pidToWire(p *actor.PID) *messages.PID {
+	if p == nil {
+		return nil
+	}
+	return &messages.PID{Address: p.Address, Id: p.Id, RequestId: p.RequestId}
+}
+
+func pidFromWire(p *messages.PID) *actor.PID {
+	if p == nil || p.Id == "" {
+		return nil
+	}
+	return &actor.PID{Address: p.Address, Id: p.Id, RequestId: p.RequestId}
+}
+
+// DeliverBorrowed implements side.Bridge: deliver for a Forward read in place: admitted as
+// fw, handed to its (live, local) target as bw.
+func (b *bridge) DeliverBorrowed(from peer.ID, env *messages.Envelope, fw *messages.Forward, bw *side.Borrowed) error {
+	if err := b.admit(from, env, fw); errors.Is(err, errDrop) {
+		return side.ErrNotDelivered
+	} else if err != nil {
+		return err
+	}
+	target := b.system.NewLocalPID(env.TargetId)
+	target.RequestId = env.TargetRequestId
+	ref, ok := b.system.ProcessRegistry.GetLocal(target.Id)
+	if !ok {
+		// Dead letters would never return the slot.
+		return side.ErrNotDelivered
+	}
+	sender := pidFromWire(env.Sender)
+	if sender != nil && (sender.Address == "" || sender.Address == nonhost) {
+		sender.Address = b.name(from)
+	}
+	if sender == nil && len(env.Header) == 0 {
+		ref.SendUserMessage(target, bw)
+		return nil
+	}
+	ref.SendUserMessage(target, &actor.MessageEnvelope{Header: env.Header, Message: bw, Sender: sender})
+	return nil
+}
+
+// The rest of side.Bridge.
+
+// MaxFrame implements side.Bridge.
+func (b *bridge) MaxFrame() int { return b.maxFrame }
+
+// Types implements side.Bridge.
+func (b *bridge) Types() *protoregistry.Types { return b.types }
+
+// Borrows implements side.Bridge.
+func (b *bridge) Borrows(target string) bool { return b.rules.borrows(target) }
+
+// Sent implements side.Bridge.
+func (b *bridge) Sent(p peer.ID, n int) {
+	if b.onSent != nil {
+		b.onSent(b.name(p), n)
 	}
 }

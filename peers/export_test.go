@@ -1,6 +1,7 @@
 package peers
 
 import (
+	"strata/peers/side"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -55,7 +56,7 @@ func ResetVerbsStreams(n *Node, p peer.ID) int {
 	k := 0
 	for _, c := range n.host.Network().ConnsToPeer(p) {
 		for _, s := range c.GetStreams() {
-			if s.Protocol() == VerbsProtocol {
+			if s.Protocol() == side.Protocol {
 				s.Reset()
 				k++
 			}
@@ -67,17 +68,13 @@ func ResetVerbsStreams(n *Node, p peer.ID) int {
 // MangleProof makes RDMA links opened from now on send f(token) as their
 // proof (nil: the token).
 func MangleProof(f func([]byte) []byte) {
-	if f == nil {
-		mangleProof.Store(nil)
-		return
-	}
-	mangleProof.Store(&f)
+	side.MangleProof(f)
 }
 
 // SetNegotiateDelay makes every verbs negotiation wait d first (a slow
 // peer); it returns the old delay.
 func SetNegotiateDelay(d time.Duration) time.Duration {
-	return time.Duration(negotiateDelay.Swap(int64(d)))
+	return side.SetNegotiateDelay(d)
 }
 
 // EndLinks resets n's verbs streams, as a broken connection would: the
@@ -85,7 +82,7 @@ func SetNegotiateDelay(d time.Duration) time.Duration {
 func EndLinks(n *Node) {
 	for _, c := range n.host.Network().Conns() {
 		for _, st := range c.GetStreams() {
-			if st.Protocol() == VerbsProtocol {
+			if st.Protocol() == side.Protocol {
 				st.Reset()
 			}
 		}

@@ -27,8 +27,14 @@ import (
 
 	"strata/messages"
 	"strata/peers/allreduce"
+	"strata/peers/internal/frame"
+	"strata/peers/side"
 	"strata/peers/weights"
 )
+
+// DefaultMaxMessageBytes caps one message (envelope + message) a peer may
+// send: room for the activations of a long prefill chunk.
+const DefaultMaxMessageBytes = frame.DefaultMaxBytes
 
 // Config configures a Node. The zero value of every field is usable.
 type Config struct {
@@ -98,10 +104,10 @@ type Config struct {
 	Inbound []Inbound
 	// Transport is what activations (Forward messages with hidden states)
 	// may travel on to a peer: TransportAuto (""), TransportTCP,
-	// TransportShm or TransportRDMA; see VerbsProtocol.
+	// TransportShm or TransportRDMA; see side.Protocol.
 	Transport string
 	// Verbs tunes the side channel.
-	Verbs VerbsOptions
+	Verbs side.Options
 	// Types resolves the message types of incoming actor messages by full
 	// name; a type not found closes the stream. Nil:
 	// protoregistry.GlobalTypes (every generated message linked in).
@@ -123,7 +129,7 @@ type Node struct {
 	host   host.Host
 	system *actor.ActorSystem
 	bridge *bridge
-	side   *side
+	side   *side.Side
 	ranges *weights.Service
 	groups *allreduce.Service // tensor-parallel all-reduce groups
 	pubsub *pubsub.PubSub
@@ -204,11 +210,12 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	n.ranges = weights.Serve(n.host, n.cfg.Weights)
 	n.groups = allreduce.Serve(n.host, n.log)
 	n.bridge.onSent = cfg.OnSent
-	if n.side, err = newSide(n, cfg.Transport, cfg.Verbs); err != nil {
+	n.side, err = side.New(side.Config{Host: h, Bridge: n.bridge, Transport: cfg.Transport, Options: cfg.Verbs, Log: n.log, IsMember: n.isMember})
+	if err != nil {
 		n.Close()
 		return nil, err
 	}
-	n.bridge.side = n.side.send
+	n.bridge.side = n.side.Send
 	if _, err := n.system.Root.SpawnNamed(actor.PropsFromFunc(pingActor), PingActor); err != nil {
 		n.Close()
 		return nil, err
@@ -225,7 +232,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		n.Close()
 		return nil, err
 	}
-	n.side.watch(n.member)
+	n.openLinks()
 	for _, ai := range join {
 		n.wg.Add(1)
 		go n.keepJoined(ai)
@@ -460,15 +467,48 @@ func (n *Node) PID(p peer.ID, name string) *actor.PID {
 
 // Links lists this node's links to the peers it sends activations to:
 // the transport each uses now and its round-trip time.
-func (n *Node) Links() []Link { return n.side.links() }
+func (n *Node) Links() []side.Link { return n.side.Links() }
 
 // LinkFallbacks counts side-channel faults that sent traffic back to the
 // libp2p stream, on both ends of this node's links.
-func (n *Node) LinkFallbacks() int64 { return n.side.fallbacks.Load() }
+func (n *Node) LinkFallbacks() int64 { return n.side.Fallbacks() }
 
 // LinkReturns counts the times an outgoing link got its side channel back
-// after a fallback (VerbsOptions.Retry).
-func (n *Node) LinkReturns() int64 { return n.side.returns.Load() }
+// after a fallback (side.Options.Retry).
+func (n *Node) LinkReturns() int64 { return n.side.Returns() }
+
+// InPlace reports how this node delivered the activations its side
+// channels carried.
+func (n *Node) InPlace() side.InPlaceStats { return n.side.InPlace() }
+
+// openLinks opens a side-channel link to every member that joins.
+func (n *Node) openLinks() {
+	sub := n.member.Subscribe()
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		defer sub.Close()
+		for {
+			ev, err := sub.Next(n.ctx)
+			if err != nil {
+				return
+			}
+			if ev.Kind == Joined && ev.Member.ID != n.ID() {
+				n.side.Open(ev.Member.ID)
+			}
+		}
+	}()
+}
+
+// isMember says whether p is in the membership view.
+func (n *Node) isMember(p peer.ID) bool {
+	for _, m := range n.member.View().Members {
+		if m.ID == p {
+			return true
+		}
+	}
+	return false
+}
 
 // Membership returns the node's membership view.
 func (n *Node) Membership() *Membership { return n.member }
@@ -488,7 +528,7 @@ func (n *Node) Close() error {
 			n.mdns.Close()
 		}
 		if n.side != nil {
-			n.side.close()
+			n.side.Close()
 		}
 		n.bridge.close()
 		n.wg.Wait()
@@ -563,3 +603,11 @@ func (f levelFilter) WithGroup(g string) slog.Handler {
 func oneLine(err error) string {
 	return strings.Join(strings.Fields(err.Error()), " ")
 }
+
+// Transports a node may allow for activations (Config.Transport).
+const (
+	TransportAuto = side.TransportAuto // the best both ends share
+	TransportTCP  = side.TransportTCP  // the libp2p stream only
+	TransportShm  = side.TransportShm  // shared memory on one host, else the stream
+	TransportRDMA = side.TransportRDMA // RDMA (a build with an RDMA backend), else the stream
+)

@@ -14,6 +14,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strata/peers/side"
 	"strata/peers/verbs"
 	"strconv"
 	"strings"
@@ -884,7 +885,7 @@ func TestVerbsStreamAnnouncedLengthNotAllocated(t *testing.T) {
 	waitLink(t, a, b.ID(), "shm") // see TestForeignRingNotMapped
 	before := heapInUse()
 	for range 8 {
-		s, err := a.Host().NewStream(ctxWithin(t, within), b.ID(), peers.VerbsProtocol)
+		s, err := a.Host().NewStream(ctxWithin(t, within), b.ID(), side.Protocol)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -946,7 +947,7 @@ func TestForeignRingNotMapped(t *testing.T) {
 	}
 	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	hello, _ := json.Marshal(map[string]any{"want": "shm", "boot_id": strings.TrimSpace(string(boot)), "token": hex.EncodeToString(token), "shm": true, "caps": caps})
-	s, err := a.Host().NewStream(ctxWithin(t, within), b.ID(), peers.VerbsProtocol)
+	s, err := a.Host().NewStream(ctxWithin(t, within), b.ID(), side.Protocol)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"strata/messages"
 	"strata/peers"
 	"strata/peers/peerstest"
+	"strata/peers/side"
 	"strata/peers/verbs"
 )
 
@@ -26,16 +27,16 @@ type borrower struct {
 	bad      []string
 	borrowed int
 	keep     int
-	kept     []*peers.Borrowed
+	kept     []*side.Borrowed
 }
 
 func (s *borrower) receive(ctx actor.Context) {
 	var (
 		fw *messages.Forward
-		bw *peers.Borrowed
+		bw *side.Borrowed
 	)
 	switch m := ctx.Message().(type) {
-	case *peers.Borrowed:
+	case *side.Borrowed:
 		bw, fw = m, m.Message.(*messages.Forward)
 	case *messages.Forward:
 		fw = m

@@ -12,7 +12,7 @@ import (
 
 	"strata/actors/internal/wire"
 	"strata/messages"
-	"strata/peers"
+	"strata/peers/side"
 	"strata/runtime/gguf"
 	"strata/runtime/grammar"
 	"strata/runtime/model"
@@ -102,7 +102,7 @@ func (s *shard) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *messages.Forward:
 		s.receiveForward(ctx, m, nil)
-	case *peers.Borrowed:
+	case *side.Borrowed:
 		// An activation in a side channel's receive slot: decoded from
 		// there straight into the stage's input, and the slot given back.
 		if fw, ok := m.Message.(*messages.Forward); ok {

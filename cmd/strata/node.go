@@ -30,6 +30,7 @@ import (
 	"strata/messages"
 	"strata/peers"
 	"strata/peers/allreduce"
+	"strata/peers/side"
 	"strata/peers/verbs"
 	"strata/runtime/catalog"
 	"strata/runtime/model"
@@ -301,7 +302,7 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 			MemoryBytes: memCap, Version: version, Logger: log, MemoryBandwidth: memBW,
 			OnSent:    metrics.AddBytesSent,
 			Transport: f.transport,
-			Verbs:     peers.VerbsOptions{Apple: f.verbsApple, Faults: faults},
+			Verbs:     side.Options{Apple: f.verbsApple, Faults: faults},
 		},
 		Origin: origin.Options{PlanContext: f.context, PlanSessions: f.parallel, PromptCache: f.promptCache, NoShortcut: f.noShortcut, StepTimeout: f.stepTimeout, Metrics: metrics, Logger: log, Hidden: hiddenType(f.f16), KVType: kv,
 			Placement: placement, Experts: experts},

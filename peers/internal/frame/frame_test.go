@@ -1,4 +1,4 @@
-package peers
+package frame
 
 import (
 	"bytes"
@@ -28,7 +28,7 @@ func TestFrameRoundTrip(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.env.TypeName = string(tc.msg.ProtoReflect().Descriptor().FullName())
-			frame, err := appendFrame([]byte("prefix"), tc.env, tc.msg, DefaultMaxMessageBytes)
+			frame, err := Append([]byte("prefix"), tc.env, tc.msg, DefaultMaxBytes)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -37,7 +37,7 @@ func TestFrameRoundTrip(t *testing.T) {
 				t.Fatalf("length %d, frame body %d", n, len(frame)-4)
 			}
 			body := bytes.Clone(frame[4:])
-			env, msg, err := decodeFrame(body, protoregistry.GlobalTypes)
+			env, msg, err := Decode(body, protoregistry.GlobalTypes)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -57,8 +57,8 @@ func TestFrameRoundTrip(t *testing.T) {
 func TestAppendFrameCap(t *testing.T) {
 	msg := &messages.Pong{Payload: make([]byte, 1000)}
 	env := &messages.Envelope{TargetId: "a", TypeName: "strata.Pong"}
-	buf, err := appendFrame([]byte("keep"), env, msg, 500)
-	if !errors.Is(err, ErrFrameTooLarge) || string(buf) != "keep" {
+	buf, err := Append([]byte("keep"), env, msg, 500)
+	if !errors.Is(err, ErrTooLarge) || string(buf) != "keep" {
 		t.Fatalf("err %v, buf %q", err, buf)
 	}
 }
@@ -75,16 +75,16 @@ func TestDecodeFrameErrors(t *testing.T) {
 		body []byte
 		want error
 	}{
-		{"empty", nil, ErrBadFrame},
-		{"header longer than frame", []byte{0x20, 1, 2}, ErrBadFrame},
-		{"garbage header", append([]byte{3}, 0xff, 0xff, 0xff), ErrBadFrame},
-		{"no target", good(&messages.Envelope{TypeName: "strata.Ping"}, ping), ErrBadFrame},
-		{"bad type name", good(&messages.Envelope{TargetId: "a", TypeName: "no such/type"}, ping), ErrBadFrame},
+		{"empty", nil, ErrBad},
+		{"header longer than frame", []byte{0x20, 1, 2}, ErrBad},
+		{"garbage header", append([]byte{3}, 0xff, 0xff, 0xff), ErrBad},
+		{"no target", good(&messages.Envelope{TypeName: "strata.Ping"}, ping), ErrBad},
+		{"bad type name", good(&messages.Envelope{TargetId: "a", TypeName: "no such/type"}, ping), ErrBad},
 		{"unknown type", good(&messages.Envelope{TargetId: "a", TypeName: "strata.NoSuchMessage"}, ping), ErrUnknownType},
-		{"garbage payload", good(&messages.Envelope{TargetId: "a", TypeName: "strata.Ping"}, []byte{0xff, 0xff}), ErrBadFrame},
+		{"garbage payload", good(&messages.Envelope{TargetId: "a", TypeName: "strata.Ping"}, []byte{0xff, 0xff}), ErrBad},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, _, err := decodeFrame(tc.body, protoregistry.GlobalTypes); !errors.Is(err, tc.want) {
+			if _, _, err := Decode(tc.body, protoregistry.GlobalTypes); !errors.Is(err, tc.want) {
 				t.Fatalf("err %v, want %v", err, tc.want)
 			}
 		})
@@ -93,11 +93,11 @@ func TestDecodeFrameErrors(t *testing.T) {
 
 func FuzzDecodeFrame(f *testing.F) {
 	env := &messages.Envelope{TargetId: "a", TypeName: "strata.Ping", Sender: &messages.PID{Address: "x", Id: "y"}}
-	frame, _ := appendFrame(nil, env, &messages.Ping{Seq: 1, Payload: []byte("p")}, DefaultMaxMessageBytes)
+	frame, _ := Append(nil, env, &messages.Ping{Seq: 1, Payload: []byte("p")}, DefaultMaxBytes)
 	f.Add(frame[4:])
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, body []byte) {
-		env, msg, err := decodeFrame(body, protoregistry.GlobalTypes)
+		env, msg, err := Decode(body, protoregistry.GlobalTypes)
 		if err == nil && (env == nil || msg == nil || env.TargetId == "") {
 			t.Fatal("accepted a frame without target or message")
 		}
@@ -116,16 +116,16 @@ func TestDecodeForwardInPlace(t *testing.T) {
 		HiddenType: messages.HiddenType_HIDDEN_F16, Route: []*messages.PID{{Address: "p", Id: "shards/1"}},
 		ReplyTo: &messages.PID{Address: "q", Id: "$7"}, Sampling: &messages.Sampling{TopK: 3}, Accept: []int32{4}, Sample: true, ComputeNs: 12, Resume: "r"}
 	env := &messages.Envelope{TargetId: "shards/0", TypeName: forwardTypeName}
-	frame, err := appendFrame(nil, env, fw, DefaultMaxMessageBytes)
+	frame, err := Append(nil, env, fw, DefaultMaxBytes)
 	if err != nil {
 		t.Fatal(err)
 	}
-	body := frame[frameHeaderBytes:]
-	gotEnv, got, ok, err := decodeForwardInPlace(body, protoregistry.GlobalTypes, nil)
+	body := frame[HeaderBytes:]
+	gotEnv, got, ok, err := DecodeForwardInPlace(body, protoregistry.GlobalTypes, nil)
 	if err != nil || !ok {
 		t.Fatalf("ok %v, err %v", ok, err)
 	}
-	_, want, err := decodeFrame(body, protoregistry.GlobalTypes)
+	_, want, err := Decode(body, protoregistry.GlobalTypes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,20 +142,20 @@ func TestDecodeForwardInPlace(t *testing.T) {
 	runtime.ReadMemStats(&ms)
 	before := ms.TotalAlloc
 	for range 20 {
-		decodeForwardInPlace(body, protoregistry.GlobalTypes, nil)
+		DecodeForwardInPlace(body, protoregistry.GlobalTypes, nil)
 	}
 	runtime.ReadMemStats(&ms)
 	if per := (ms.TotalAlloc - before) / 20; per >= uint64(len(hidden))/4 {
 		t.Fatalf("%d bytes allocated per decode of a %d-byte activation", per, len(hidden))
 	}
 	// Another type is not decoded in place.
-	ping, _ := appendFrame(nil, &messages.Envelope{TargetId: "a", TypeName: "strata.Ping"}, &messages.Ping{Seq: 1}, DefaultMaxMessageBytes)
-	if _, _, ok, err := decodeForwardInPlace(ping[frameHeaderBytes:], protoregistry.GlobalTypes, nil); ok || err != nil {
+	ping, _ := Append(nil, &messages.Envelope{TargetId: "a", TypeName: "strata.Ping"}, &messages.Ping{Seq: 1}, DefaultMaxBytes)
+	if _, _, ok, err := DecodeForwardInPlace(ping[HeaderBytes:], protoregistry.GlobalTypes, nil); ok || err != nil {
 		t.Fatalf("a Ping: ok %v, err %v", ok, err)
 	}
-	// A truncated message is an error, as in decodeFrame.
+	// A truncated message is an error, as in Decode.
 	bad := append(append([]byte(nil), body[:start+100]...), 0xff, 0xff)
-	if _, _, _, err := decodeForwardInPlace(bad, protoregistry.GlobalTypes, nil); !errors.Is(err, ErrBadFrame) {
+	if _, _, _, err := DecodeForwardInPlace(bad, protoregistry.GlobalTypes, nil); !errors.Is(err, ErrBad) {
 		t.Fatalf("truncated hidden field: %v", err)
 	}
 }

@@ -1,14 +1,12 @@
-package peers
+package side
 
 import (
 	"errors"
 	"sync/atomic"
 
-	"github.com/asynkron/protoactor-go/actor"
-	"github.com/libp2p/go-libp2p/core/peer"
 	"google.golang.org/protobuf/proto"
 
-	"strata/messages"
+	"strata/peers/internal/frame"
 	"strata/peers/verbs"
 )
 
@@ -43,8 +41,8 @@ type InPlaceStats struct {
 
 // InPlace reports how this node delivered the activations its side
 // channels carried.
-func (n *Node) InPlace() InPlaceStats {
-	return InPlaceStats{InPlace: n.side.inPlace.Load(), Copied: n.side.copied.Load()}
+func (s *Side) InPlace() InPlaceStats {
+	return InPlaceStats{InPlace: s.inPlace.Load(), Copied: s.copied.Load()}
 }
 
 // receive delivers message seq, which the side channel's Receiver rcv
@@ -76,11 +74,11 @@ func (in *inLink) receive(seq uint64, body []byte, rcv *verbs.Receiver, lendMax 
 			defer rcv.Return(slot)
 		}
 	}
-	env, msg, err := decodeFrame(body, in.s.b.types)
+	env, msg, err := frame.Decode(body, in.s.b.Types())
 	if err != nil {
 		return err
 	}
-	if err := in.s.b.deliver(in.from, env, msg); err != nil {
+	if err := in.s.b.Deliver(in.from, env, msg); err != nil {
 		return err
 	}
 	in.s.copied.Add(1)
@@ -93,17 +91,17 @@ func (in *inLink) receive(seq uint64, body []byte, rcv *verbs.Receiver, lendMax 
 // it). Not lent and no error: the caller delivers a copy.
 func (in *inLink) lend(body []byte, rcv *verbs.Receiver, slot int) (lent bool, err error) {
 	b := in.s.b
-	env, fw, ok, err := decodeForwardInPlace(body, b.types, in.scratch[:0])
-	if err != nil || !ok || !b.rules.borrows(env.TargetId) {
+	env, fw, ok, err := frame.DecodeForwardInPlace(body, b.Types(), in.scratch[:0])
+	if err != nil || !ok || !b.Borrows(env.TargetId) {
 		return false, err
 	}
 	bw := &Borrowed{Message: fw, release: func() {
 		fw.Hidden = nil
 		rcv.Return(slot)
 	}}
-	if err := b.deliverBorrowed(in.from, env, fw, bw); err != nil {
+	if err := b.DeliverBorrowed(in.from, env, fw, bw); err != nil {
 		bw.Release()
-		if errors.Is(err, errNotBorrowed) {
+		if errors.Is(err, ErrNotDelivered) {
 			return true, nil // dropped quietly, like deliver would
 		}
 		return true, err
@@ -111,33 +109,7 @@ func (in *inLink) lend(body []byte, rcv *verbs.Receiver, slot int) (lent bool, e
 	return true, nil
 }
 
-// errNotBorrowed: a message admitted but not delivered (dropped quietly,
-// or its target is gone), whose slot comes straight back.
-var errNotBorrowed = errors.New("peers: not delivered")
-
-// deliverBorrowed is deliver for a Forward read in place: admitted as
-// fw, handed to its (live, local) target as bw.
-func (b *bridge) deliverBorrowed(from peer.ID, env *messages.Envelope, fw *messages.Forward, bw *Borrowed) error {
-	if err := b.admit(from, env, fw); errors.Is(err, errDrop) {
-		return errNotBorrowed
-	} else if err != nil {
-		return err
-	}
-	target := b.system.NewLocalPID(env.TargetId)
-	target.RequestId = env.TargetRequestId
-	ref, ok := b.system.ProcessRegistry.GetLocal(target.Id)
-	if !ok {
-		// Dead letters would never return the slot.
-		return errNotBorrowed
-	}
-	sender := pidFromWire(env.Sender)
-	if sender != nil && (sender.Address == "" || sender.Address == nonhost) {
-		sender.Address = b.name(from)
-	}
-	if sender == nil && len(env.Header) == 0 {
-		ref.SendUserMessage(target, bw)
-		return nil
-	}
-	ref.SendUserMessage(target, &actor.MessageEnvelope{Header: env.Header, Message: bw, Sender: sender})
-	return nil
-}
+// ErrNotDelivered is Bridge.DeliverBorrowed's answer for a message
+// admitted but not delivered (dropped quietly, or its target is gone),
+// whose slot comes straight back.
+var ErrNotDelivered = errors.New("peers: not delivered")

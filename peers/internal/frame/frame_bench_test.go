@@ -1,4 +1,4 @@
-package peers
+package frame
 
 import (
 	"testing"
@@ -26,7 +26,7 @@ func BenchmarkForwardMarshal(b *testing.B) {
 	b.ReportAllocs()
 	for range b.N {
 		var err error
-		if buf, err = appendFrame(buf[:0], env, fw, DefaultMaxMessageBytes); err != nil {
+		if buf, err = Append(buf[:0], env, fw, DefaultMaxBytes); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -34,7 +34,7 @@ func BenchmarkForwardMarshal(b *testing.B) {
 
 func BenchmarkForwardUnmarshal(b *testing.B) {
 	env, fw := benchForward()
-	frame, err := appendFrame(nil, env, fw, DefaultMaxMessageBytes)
+	frame, err := Append(nil, env, fw, DefaultMaxBytes)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func BenchmarkForwardUnmarshal(b *testing.B) {
 	b.SetBytes(int64(len(fw.Hidden)))
 	b.ReportAllocs()
 	for range b.N {
-		if _, _, err := decodeFrame(frame[frameHeaderBytes:], types); err != nil {
+		if _, _, err := Decode(frame[HeaderBytes:], types); err != nil {
 			b.Fatal(err)
 		}
 	}

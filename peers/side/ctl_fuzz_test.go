@@ -1,9 +1,10 @@
-package peers
+package side
 
 import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"testing"
 )
 
@@ -25,7 +26,7 @@ func FuzzReadCtl(f *testing.F) {
 		held := 0
 		hold := func(n int) error {
 			if held+n > 2*limit {
-				return errOverBuffered
+				return errors.New("over the budget")
 			}
 			held += n
 			if held < 0 {
