@@ -16,24 +16,12 @@
 //	GET  /metrics              Prometheus text format
 //	GET  /                     the dashboard (static files; it asks for the API key when one is set)
 //
-// A node builds the server over its cluster:
-//
-//	models := api.NewFileModels(catalog.Catalog{Dirs: []string{modelsDir}}, memberModelNames, planContext)
-//	defer models.Close()
-//	metrics := api.NewMetrics() // also handed to actors/peers as their Observer
-//	srv, err := api.NewServer(api.Config{
-//		Addr: "127.0.0.1:7340", APIKey: os.Getenv("STRATA_API_KEY"),
-//		Generator: cluster, Models: models, Cluster: statusSnapshot, Metrics: metrics,
-//	})
-//	if err != nil { ... } // ErrAPIKeyRequired: a non-loopback Addr without a key
-//	srv.Handle("GET /api/peers", peersHandler) // extra endpoints sit behind the same key
-//	err = srv.ListenAndServe(ctx) // until ctx ends
-//
-// and a single machine without a cluster uses the engine directly:
-//
-//	e, _ := engine.Open("stories260K.gguf", engine.Options{})
-//	local, _ := api.NewLocal(e, "") // Generator, Models and a one-node ClusterStatus
-//	srv, _ := api.NewServer(api.Config{Generator: local, Models: local})
+// A node builds the server over its origin (cmd/strata/node.go):
+// NewFileModels describes the models the cluster can run, the origin is
+// the Generator, and the node's status and peers are extra endpoints
+// (Server.Handle) behind the same API key. A single machine serves the
+// engine directly through Local (ExampleNewServer). NewServer refuses a
+// non-loopback Addr without an APIKey (ErrAPIKeyRequired).
 //
 // Structured output (response_format json_schema, forced tools, Ollama's
 // format) constrains sampling with a grammar compiled from the JSON

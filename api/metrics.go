@@ -18,12 +18,7 @@ import (
 // records per-hop latency and bytes sent per peer through ObserveHop,
 // ObserveStep and AddBytesSent. Packages below api (actors, peers) cannot
 // import it: they declare a small interface with the methods they call,
-// which *Metrics satisfies, e.g.
-//
-//	type Observer interface {
-//		ObserveHop(peer string, d time.Duration)
-//		AddBytesSent(peer string, n int)
-//	}
+// which *Metrics satisfies (origin.Metrics is one).
 //
 // All methods are safe for concurrent use, and a nil *Metrics ignores
 // every call.

@@ -6,14 +6,11 @@
 //
 // # A node
 //
-//	node, err := peers.New(ctx, peers.Config{
-//		DataDir: "/var/lib/strata",                   // identity.key lives here
-//		Listen:  []string{"/ip4/0.0.0.0/tcp/7341"},
-//		Join:    []string{"/ip4/10.0.0.2/tcp/7341/p2p/12D3KooW..."},
-//		Secret:  secret,                              // peers.LoadOrCreateSecret(dataDir)
-//	})
-//	if err != nil { ... } // one line: "listen /ip4/0.0.0.0/tcp/7341: address already in use"
-//	defer node.Close()
+// New starts a node from a Config: its identity (DataDir/identity.key),
+// listen addresses, --join addresses and the cluster secret
+// (LoadOrCreateSecret). A port in use or a bad address is one line of
+// error. ExampleNew starts two nodes, joins them and sends a message from
+// an actor on one to an actor on the other.
 //
 // # Membership
 //
@@ -24,19 +21,9 @@
 // heartbeats after Config.MemberTimeout (2.5 s). Nodes dial every member
 // they hear of, so the cluster is a full mesh.
 //
-//	sub := node.Membership().Subscribe() // Joined for every current member first
-//	defer sub.Close()
-//	for {
-//		ev, err := sub.Next(ctx)
-//		if err != nil { return err }
-//		switch ev.Kind {
-//		case peers.Joined, peers.Updated: // ev.Member.Info
-//		case peers.Left: // ev.Reason: "disconnected" or "timeout"
-//		}
-//	}
-//
-// Membership().Wait(ctx, func(v peers.View) bool { return len(v.Members) >= 3 })
-// blocks until the view satisfies a condition.
+// Membership().Subscribe() hears Joined (for every current member first),
+// Updated and Left events (Left says why: disconnected or timeout);
+// Membership().Wait blocks until the view satisfies a condition.
 //
 // # Remote actors
 //
@@ -47,13 +34,7 @@
 // node lists in Config.Inbound (a peer is trusted to ask for work, not to
 // end actors: Stop and PoisonPill never cross nodes). A future waiting
 // for a peer's answer fails (ErrDeadLetter) as soon as that peer leaves
-// the view:
-//
-//	// node B's Config.Inbound: []peers.Inbound{{Actor: "shard-0", Types: []string{"strata.Ping"}}}
-//	system := node.ActorSystem()
-//	system.Root.SpawnNamed(props, "shard-0")                     // on node B
-//	pid := node.PID(nodeB, "shard-0")                             // on node A
-//	res, err := system.Root.RequestFuture(pid, &messages.Ping{}, time.Second).Result()
+// the view (ExampleNew).
 //
 // Messages must be protobuf messages: any generated type linked into the
 // binary (protoregistry.GlobalTypes, or Config.Types) can be sent, so a new
@@ -79,10 +60,9 @@
 // protocol (package peers/allreduce). The members of a group each call its
 // Join with the same GroupID and member list; the *allreduce.Group each
 // gets is an AllReducer (runtime/model) over allreduce.Protocol streams,
-// or shared-memory rings between members on one host (Options.Shm):
-//
-//	g, err := node.AllReduce().Join(ctx, id, members, allreduce.Options{Wire: allreduce.WireF16})
-//	err = tpState.Forward(ctx, cache, n, g) // every member, in step
+// or shared-memory rings between members on one host (Options.Shm): every member
+// joins, then runs its slice's forward pass with the group as its
+// all-reducer (model.TPState.Forward), in step with the others.
 //
 // Every node runs a PingActor that answers messages.Ping with
 // messages.Pong. The peerstest package starts clusters in one process.

@@ -10,13 +10,11 @@
 // once its SHA-256 (git SHA-1 for small non-LFS files) matches the ETag:
 // no partial file is ever left where a complete one is expected.
 //
-//	c := hfhub.FromEnv()
-//	files, _ := c.Files(ctx, "ggml-org/models", "main")
-//	pick, _ := hfhub.Select(files, "Q4_K_M") // and its split parts
-//	for _, f := range pick {
-//		path, _ := c.Download(ctx, "ggml-org/models", "main", f.Path)
-//		fmt.Println(path)
-//	}
+// FromEnv finds the cache and the token as huggingface_hub does;
+// Client.Files lists a repository's files at a revision, Select picks a
+// quantization's file (and its split parts) the way llama.cpp's -hf does,
+// and Client.Download fetches each into the cache and returns its
+// snapshot path (strata pull).
 package hfhub
 
 import (

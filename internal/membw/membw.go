@@ -3,8 +3,7 @@
 // loads, which is the bound of decoding a model (every weight is read once
 // per token).
 //
-//	gbs, err := membw.Measure(membw.Options{Threads: 2})
-//	fmt.Printf("%.1f GB/s\n", gbs)
+// Measure returns GB/s (ExampleMeasure).
 package membw
 
 import (

@@ -5,8 +5,9 @@
 // shared-memory rings (peers/verbs) between members on one host
 // (Options.Shm):
 //
-//	g, err := node.AllReduce().Join(ctx, id, members, allreduce.Options{Wire: allreduce.WireF16})
-//	err = tpState.Forward(ctx, cache, n, g) // every member, in step
+// Every member joins (Service.Join, with the same GroupID and member
+// list) and then runs its slice's forward pass with the Group as its
+// all-reducer (model.TPState.Forward), in step with the others.
 //
 // A node starts it with Serve; peers.Node.AllReduce is a node's. This
 // file is the reduction; streams.go forms groups and handles their

@@ -1,10 +1,9 @@
 // Package peerstest starts clusters of strata nodes inside one process, on
 // loopback, for tests and benchmarks (like net/http/httptest for servers).
 //
-//	c := peerstest.New(t, 3)          // three nodes, joined, views converged
-//	a, b := c.Nodes[0], c.Nodes[1]
-//	pid := a.PID(b.ID(), peers.PingActor)
-//	res, err := a.ActorSystem().Root.RequestFuture(pid, &messages.Ping{}, time.Second).Result()
+// New(t, 3) starts three nodes, joined, with their views converged;
+// c.Nodes[0].PID(c.Nodes[1].ID(), peers.PingActor) then names the ping
+// actor of the second as the first sees it.
 //
 // Every node listens on 127.0.0.1 on a free TCP port, shares a fresh random
 // cluster secret, has mDNS off, and joins the first live node; WithConfig

@@ -9,10 +9,6 @@
 // wins, in the order: --models dirs, the Hugging Face cache, LM Studio,
 // Ollama.
 //
-//	c := catalog.FromEnv([]string{"/srv/models"})
-//	models, _ := c.List()
-//	for _, m := range models {
-//		fmt.Println(m.Name, m.Size, m.Source, m.Paths[0])
-//	}
-//	path, _ := c.Path("stories260K") // the first (or only) GGUF part
+// FromEnv finds those stores; List gives every complete model, Path the
+// file a model's name stands for (ExampleCatalog).
 package catalog

@@ -10,11 +10,9 @@
 // them; the caller kills it when a render takes too long and starts
 // another for the next render.
 //
-//	out, err := chattemplate.Render(ctx, src, map[string]any{"messages": msgs, "add_generation_prompt": true})
-//	switch {
-//	case errors.Is(err, chattemplate.ErrRefused): // the template's own verdict (raise_exception)
-//	case err != nil: // it does not compile, or broke a limit: use a plain prompt
-//	}
+// ErrRefused is the template's own verdict (raise_exception); any other
+// error means it does not compile or broke a limit, and the caller uses a
+// plain prompt (ExampleRender).
 //
 // Any binary that links this package (the strata command, test binaries)
 // can serve as its own worker.

@@ -3,11 +3,7 @@
 // model, tokenizer and sampler of strata/runtime; distributed generation
 // lives in strata/actors and uses the same pieces shard by shard.
 //
-//	e, err := engine.Open("stories260K.gguf", engine.Options{})
-//	if err != nil { ... }
-//	defer e.Close()
-//	res, err := e.Generate(ctx, engine.Request{Prompt: "Once upon a time", MaxTokens: 64},
-//		func(t engine.Token) error { fmt.Print(t.Text); return nil })
+// Open a model, then Generate with a callback for each token (Example).
 package engine
 
 import (

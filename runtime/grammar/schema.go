@@ -5,10 +5,9 @@
 // cannot continue a valid document. So even a model that never saw JSON
 // writes a document that parses and validates.
 //
-//	s, err := grammar.Compile(schemaJSON)          // once per request
-//	v := grammar.VocabOf(tok)                      // once per tokenizer (cached by the caller)
-//	m := grammar.NewMatcher(s, v, maxTokens)       // a sample.Constraint
-//	sampler.Constrain(m)
+// Compile a schema once per request, VocabOf once per tokenizer (the
+// caller caches it), and a NewMatcher per generation: a sample.Constraint
+// for the sampler (Example).
 //
 // Supported: type object (properties, required, additionalProperties
 // false is implied: only the listed properties are written, in the

@@ -12,31 +12,7 @@
 // and sorts only as much of the vocabulary as the filters need.
 //
 // A generation loop feeds the prompt to Accept, then alternates Sample and
-// Accept:
-//
-//	s, err := sample.New(sample.Params{
-//		Temperature:   0.8,
-//		TopK:          40,
-//		TopP:          0.95,
-//		MinP:          0.05,
-//		RepeatPenalty: 1.1,
-//		Seed:          42,
-//	}, vocabSize)
-//	if err != nil {
-//		return err
-//	}
-//	for _, t := range prompt {
-//		s.Accept(t)
-//	}
-//	for range maxTokens {
-//		logits := forward(tokens) // []float32 of length vocabSize
-//		tok := s.Sample(logits)   // may overwrite logits
-//		s.Accept(tok)
-//		if tok == eos {
-//			break
-//		}
-//		tokens = append(tokens, tok)
-//	}
+// Accept (Example).
 //
 // The zero Params is greedy decoding.
 package sample

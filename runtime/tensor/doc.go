@@ -34,20 +34,10 @@
 // step and the logits by a quantization step. The float weight kernels
 // agree within float rounding.
 //
-// One decode step of a layer, with buffers allocated once:
-//
-//	pool := tensor.NewPool(0) // GOMAXPROCS workers
-//	defer pool.Close()
-//	wq, err := tensor.NewMatrix(tensor.Q4_K, dim, dim, data) // data from the GGUF file
-//	if err != nil { ... }
-//	in := tensor.NewActivations(1, dim)
-//	for pos := 0; pos < steps; pos++ {
-//		tensor.RMSNorm(xb, x, attnNorm, 1e-5)
-//		in.Set(xb, 1)                    // quantized on first use, shared by Q, K, V
-//		tensor.MatMulAct(pool, q, wq, in) // q[r] = dot(row r of wq, xb)
-//		tensor.RoPE(q, nHeads, headDim, headDim, pos, 10000, 1, false)
-//		...
-//	}
+// One decode step multiplies each weight matrix (NewMatrix over the
+// file's bytes) by Activations set once per input and shared by the
+// products that read it (MatMulAct, ExampleMatMulAct), with RMSNorm and
+// RoPE between them (runtime/model puts a layer together).
 //
 // Errors are returned for bad data (ErrUnsupported, ErrSize, wrapped with
 // details); the kernels panic on mismatched lengths, which are programming

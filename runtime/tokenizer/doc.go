@@ -32,26 +32,10 @@
 //
 // Usage, from a GGUF file (see strata/runtime/gguf):
 //
-//	f, err := gguf.Open(path)
-//	if err != nil {
-//		return err
-//	}
-//	defer f.Close()
-//	tok, err := tokenizer.FromGGUF(f.Metadata())
-//	if err != nil {
-//		return err
-//	}
-//	ids := tok.Encode(prompt, true, true) // BOS if the vocabulary wants it; parse <|im_start|> etc.
-//	dec := tok.NewDecoder()
-//	for {
-//		id := next(ids) // sample the next token
-//		if tok.IsEOG(id) {
-//			break
-//		}
-//		fmt.Print(dec.Add(id))
-//		ids = append(ids, id)
-//	}
-//	fmt.Print(dec.Flush())
+// FromGGUF builds the tokenizer from a model file's metadata; Encode
+// adds BOS when the vocabulary wants it and parses special tokens when
+// asked; a Decoder turns ids back into text as they come, holding back
+// incomplete UTF-8 (Example).
 //
 // A Tokenizer is immutable and safe for concurrent use.
 package tokenizer

@@ -14,14 +14,9 @@
 //
 // A Parser takes the output as it is generated and returns the text that
 // is surely not part of a call (holding back a tail that may be the start
-// of a marker) and each call once it is complete:
-//
-//	p := toolcall.NewParser(toolcall.Detect(template, hasToken))
-//	for piece := range pieces {
-//		text, calls := p.Feed(piece)
-//		emit(text, calls)
-//	}
-//	text, calls := p.Flush()
+// of a marker) and each call once it is complete: a Parser
+// for the family Detect finds in the chat template is fed the answer piece
+// by piece, and Flush gives what is left (Example).
 //
 // A block that does not parse (bad JSON, no name, cut short by the token
 // limit) comes back as text: the client sees what the model wrote, and
