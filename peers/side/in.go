@@ -64,7 +64,7 @@ func (s *Side) handle(st network.Stream) {
 		close(turn.done)
 	}()
 	if prev != nil {
-		// The peer began a new session, so the old one is over: end it
+		// The peer began a new run, so the old one is over: end it
 		// here too, and let it finish delivering what it had.
 		prev.st.Reset()
 		<-prev.done
@@ -94,7 +94,7 @@ func (s *Side) handle(st network.Stream) {
 	defer cancel()
 	var wg sync.WaitGroup
 	if conn != nil {
-		// An RDMA link starts with message 0, the token (see session).
+		// An RDMA link starts with message 0, the token (see newSender).
 		var proof []byte
 		first := uint64(1)
 		if rep.Transport == TransportRDMA {

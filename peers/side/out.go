@@ -55,9 +55,9 @@ type outLink struct {
 	rtt       time.Duration
 	fallbacks int
 	returns   int    // times the side channel came back after a fallback
-	token     []byte // the current session's (link goroutine only)
+	token     []byte // the current run's (link goroutine only)
 	sent      uint64
-	acks      *acks // the current session's
+	acks      *acks // the current run's
 	lastAck   time.Time
 	// fallingBack: the side channel failed and the link waits to retry
 	// it; backoff counts the retries since it last worked a good while.
@@ -159,7 +159,7 @@ func (l *outLink) run() {
 	s := l.s
 	defer s.wg.Done()
 	defer func() {
-		// What waits for a session goes to the actor stream, in order,
+		// What waits for a run goes to the actor stream, in order,
 		// and so does all after it (plain).
 		l.smu.Lock()
 		l.toActorStream()
@@ -176,7 +176,7 @@ func (l *outLink) run() {
 	// one that fell back to the stream, after a backoff, to get its side
 	// channel back.
 	for {
-		retry := l.session()
+		retry := l.attempt()
 		if l.ctx.Err() != nil || !s.isMember(l.peer) {
 			return
 		}
@@ -191,9 +191,9 @@ func (l *outLink) run() {
 	}
 }
 
-// toActorStream hands the activations queued for a session to the actor
+// toActorStream hands the activations queued for a run to the actor
 // stream, in order, and sends those that follow there too (plain), until
-// a session takes over (under smu).
+// a run takes over (under smu).
 func (l *outLink) toActorStream() {
 	l.plain = true
 	for _, h := range l.queue {
@@ -202,12 +202,12 @@ func (l *outLink) toActorStream() {
 	l.queue, l.queued = nil, 0
 }
 
-// takeOver makes a new session the path of activations after the actor
+// takeOver makes a new run the path of activations after the actor
 // stream carried them (plain, or an earlier link to the peer that ended):
 // once the actor stream has written out all it was given, so the first
-// message of the session cannot overtake them on the way out. (The peer reads the two streams in two goroutines: an
+// message of the run cannot overtake them on the way out. (The peer reads the two streams in two goroutines: an
 // activation still in its actor stream's read buffer could yet be
-// delivered after the session's first; only a link that could not
+// delivered after the run's first; only a link that could not
 // negotiate, or ended, sends activations there.) Bounded by Stall: a broken actor
 // stream loses what it held anyway.
 func (l *outLink) takeOver() {
@@ -224,18 +224,18 @@ func (l *outLink) takeOver() {
 	}
 }
 
-// acks is what one session's reader learnt from the peer (under l.mu).
+// acks is what one run's reader learnt from the peer (under l.mu).
 type acks struct {
 	acked   uint64 // every message up to it was delivered
 	faultAt uint64 // a fault the peer reported (0: none)
 	pongs   []pong
 }
 
-// session negotiates the link and sends over it until it ends. It returns
+// attempt negotiates the link and sends over it until it ends. It returns
 // true to negotiate again at once: the side channel had failed, the
 // backoff has passed and the peer acknowledged everything sent, so a new
-// session (numbering from 1 again) loses and reorders nothing.
-func (l *outLink) session() (retry bool) {
+// run (numbering from 1 again) loses and reorders nothing.
+func (l *outLink) attempt() (retry bool) {
 	s := l.s
 	st, conn, transport, err := l.negotiate()
 	if err != nil {
@@ -289,10 +289,10 @@ func (l *outLink) newSender(conn verbs.Conn, transport string) (*verbs.Sender, e
 	return sender, nil
 }
 
-// linkSession is one negotiated session of an outgoing link: its verbs
+// liveLink is one negotiated run of an outgoing link: its verbs
 // stream (control messages, and the fallback) and its side channel, if
 // any. Its methods run on the link's goroutine.
-type linkSession struct {
+type liveLink struct {
 	l    *outLink
 	st   network.Stream
 	conn verbs.Conn // nil: no side channel, activations take the actor stream
@@ -308,11 +308,11 @@ type linkSession struct {
 	pingSent map[uint64]time.Time
 }
 
-// begin makes a negotiated session the link's: it takes the traffic over
+// begin makes a negotiated run the link's: it takes the traffic over
 // from the actor stream (or leaves it there, without a side channel),
 // numbers what was queued meanwhile for the peer's new receiver, and
 // sends it.
-func (l *outLink) begin(st network.Stream, conn verbs.Conn, sender *verbs.Sender, transport string) *linkSession {
+func (l *outLink) begin(st network.Stream, conn verbs.Conn, sender *verbs.Sender, transport string) *liveLink {
 	s := l.s
 	if conn == nil {
 		// No side channel: activations take the actor stream, as they
@@ -353,14 +353,14 @@ func (l *outLink) begin(st network.Stream, conn verbs.Conn, sender *verbs.Sender
 	l.mu.Unlock()
 	l.signal() // send what was queued
 	now := time.Now()
-	return &linkSession{l: l, st: st, conn: conn, w: &ctlWriter{w: bufio.NewWriterSize(st, 64<<10), s: st}, ack: ack,
+	return &liveLink{l: l, st: st, conn: conn, w: &ctlWriter{w: bufio.NewWriterSize(st, 64<<10), s: st}, ack: ack,
 		started: now, lastPong: now, progress: now, pingSent: map[uint64]time.Time{}}
 }
 
-// run sends until the session ends: the link stopped, the stream broke or
+// run sends until the run ends: the link stopped, the stream broke or
 // went silent (false), or a fallback's wait is over and the side channel
 // may be negotiated again (true).
-func (ls *linkSession) run() (retry bool) {
+func (ls *liveLink) run() (retry bool) {
 	l, s := ls.l, ls.l.s
 	readDone := make(chan error, 1)
 	go func() { readDone <- l.read(ls.st, ls.ack) }()
@@ -406,7 +406,7 @@ func (ls *linkSession) run() (retry bool) {
 
 // ping sends a ping on the stream (its pong gives the link's RTT, and
 // proves the peer alive).
-func (ls *linkSession) ping() error {
+func (ls *liveLink) ping() error {
 	ls.nonce++
 	ls.pingSent[ls.nonce] = time.Now()
 	if err := ls.w.ctl(ctlPing, ls.nonce); err != nil {
@@ -417,8 +417,8 @@ func (ls *linkSession) ping() error {
 
 // step takes in what the peer acknowledged, falls back to the stream on
 // a fault, a send error or a stall, and sends what was queued. retry: the
-// session should end for the side channel to be negotiated again.
-func (ls *linkSession) step() (retry bool, err error) {
+// run should end for the side channel to be negotiated again.
+func (ls *liveLink) step() (retry bool, err error) {
 	l, s := ls.l, ls.l.s
 	l.mu.Lock()
 	acked, faultAt := ls.ack.acked, ls.ack.faultAt
@@ -460,7 +460,7 @@ func (ls *linkSession) step() (retry bool, err error) {
 // sendQueued sends the queued messages, over the side channel while it
 // works, else on the stream; each is retained until acknowledged (under
 // smu).
-func (ls *linkSession) sendQueued() error {
+func (ls *liveLink) sendQueued() error {
 	l := ls.l
 	queue := l.queue
 	l.queue, l.queued = nil, 0
@@ -488,7 +488,7 @@ func (ls *linkSession) sendQueued() error {
 // peer has not acknowledged are resent there, and all after them follow.
 // The side channel is tried again after a wait that doubles with each
 // fallback soon after the last.
-func (ls *linkSession) fallback(why error) error {
+func (ls *liveLink) fallback(why error) error {
 	l, s := ls.l, ls.l.s
 	if l.sender == nil {
 		return nil
