@@ -2,6 +2,7 @@ package stage
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -288,128 +289,162 @@ func (h *Host) regroupLocked(ctx actor.Context, tp *tpShard, pids []*actor.PID) 
 
 func (h *Host) load(ctx actor.Context, spec *messages.ShardSpec, group []*messages.PID) *messages.ShardLoaded {
 	reply := &messages.ShardLoaded{Shard: spec}
-	fail := func(format string, args ...any) *messages.ShardLoaded {
-		reply.Error = h.label() + fmt.Sprintf(format, args...)
+	fail := func(err error) *messages.ShardLoaded {
+		reply.Error = h.label() + err.Error()
 		return reply
 	}
 	if spec == nil || spec.Model == "" {
-		return fail("LoadShard without a model")
+		return fail(errors.New("LoadShard without a model"))
 	}
-	var pids []*actor.PID
-	if len(spec.TpNodes) > 0 {
-		if err := checkTPSpec(spec); err != nil {
-			return fail("%v", err)
-		}
-		if h.cfg.Groups == nil {
-			return fail("this node cannot join tensor-parallel groups")
-		}
-		// The leader relays to every other member; a member hears from
-		// one leader.
-		if want := len(spec.TpNodes) - 1; spec.TpIndex == 0 && len(group) != want || spec.TpIndex > 0 && len(group) != 1 {
-			return fail("tensor-parallel member %d of %d with %d group PIDs", spec.TpIndex, len(spec.TpNodes), len(group))
-		}
-		for i, p := range group {
-			if p == nil || p.Id == "" || len(p.Id) > 1024 || len(p.Address) > 1024 {
-				return fail("a malformed group PID")
-			}
-			member := spec.TpNodes[0] // a member's one PID: the leader's host
-			if spec.TpIndex == 0 {
-				member = spec.TpNodes[i+1]
-			}
-			if h.cfg.NodeAddress != nil && p.Address != h.cfg.NodeAddress(member) {
-				return fail("tensor-parallel group PID %d is on %s, not on member %s", i, p.Address, member)
-			}
-			// A member's one PID is the leader's host; the leader's are the
-			// members' shard actors of this very stage.
-			if !h.groupActorOK(spec, i, p.Id) {
-				return fail("tensor-parallel group PID %d is %.64q: not the actor the stage's member %s runs it with", i, p.Id, member)
-			}
-			pids = append(pids, wire.PID(p))
-		}
+	pids, err := h.groupPIDs(spec, group)
+	if err != nil {
+		return fail(err)
 	}
 	id := ShardID(spec)
-	h.mu.Lock()
-	if s, ok := h.shards[id]; ok {
-		h.clock++
-		s.lastUse.Store(h.clock)
-		s.pin()
-		if s.tp != nil {
-			// A plan that finds the shard loaded names the group again: a
-			// member reloaded under a new actor is taken; a member whose
-			// actor is alive is kept (anyone with the secret may send
-			// LoadShard, and a group pointed elsewhere stalls every
-			// session of the stage).
-			if err := h.regroupLocked(ctx, s.tp, pids); err != nil {
-				h.mu.Unlock()
-				return fail("%v", err)
-			}
-		}
+	if s, err := h.reuse(ctx, id, pids); err != nil {
+		return fail(err)
+	} else if s != nil {
 		reply.ActorId, reply.Bytes = s.pid.Id, s.weightBytes
-		h.mu.Unlock()
 		return reply
 	}
-	h.mu.Unlock()
 	// Opening the files and mapping the layers read the disk (and may
 	// fetch headers from peers), which can take long: without h.mu, which
 	// every heartbeat needs (UsedBytes). Only this actor adds shards, so
 	// nobody loads the same one meanwhile.
-	f, err := h.file(spec.Model)
+	s, err := h.open(ctx, spec, pids)
 	if err != nil {
-		return fail("%v", err)
-	}
-	cfg, err := model.ConfigOf(f.Metadata())
-	if err != nil {
-		return fail("%v", err)
-	}
-	if spec.Layers != uint32(cfg.Layers) {
-		return fail("model %s has %d layers here, the plan expects %d (different files under one name?)", spec.Model, cfg.Layers, spec.Layers)
-	}
-	var (
-		m     *model.Model
-		tp    *tpShard
-		bytes uint64
-	)
-	if len(spec.TpNodes) > 0 {
-		tm, b, err := loadTP(f, cfg, spec, h.cfg.KVType)
-		if err != nil {
-			return fail("%v", err)
-		}
-		// The shard's bookkeeping reads the model's shape and range only.
-		m = &model.Model{Config: tm.Config, First: tm.First, End: tm.End}
-		tp = &tpShard{m: tm, index: int(spec.TpIndex), nodes: spec.TpNodes, groups: h.cfg.Groups, stageID: tpStageID(spec), stop: h.stop}
-		tp.group.Store(&pids)
-		h.watchMembers(ctx, tp, pids)
-		bytes = b
-	} else {
-		if m, err = model.Load(f, int(spec.First), int(spec.End)); err != nil {
-			return fail("%v", err)
-		}
-		if err := m.SetKVType(h.cfg.KVType); err != nil {
-			return fail("%v", err)
-		}
-		prof, err := model.ProfileOf(f)
-		if err != nil {
-			return fail("%v", err)
-		}
-		bytes = plan.FromProfile(spec.Model, prof).StageBytes(int(spec.First), int(spec.End))
+		return fail(err)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if err := h.reserveLocked(bytes, fmt.Sprintf("loading %s", id), nil); err != nil {
-		return fail("%v", err)
+	if err := h.reserveLocked(s.weightBytes, fmt.Sprintf("loading %s", id), nil); err != nil {
+		return fail(err)
+	}
+	if err := h.spawnLocked(ctx, s, id); err != nil {
+		h.used -= s.weightBytes
+		return fail(err)
+	}
+	reply.ActorId, reply.Bytes = s.pid.Id, s.weightBytes
+	return reply
+}
+
+// groupPIDs checks a tensor-parallel LoadShard's group: the leader relays
+// to every other member's shard actor of this very stage, a member hears
+// from its leader's host; each PID on the node the spec names for it.
+// nil for a stage on one node.
+func (h *Host) groupPIDs(spec *messages.ShardSpec, group []*messages.PID) ([]*actor.PID, error) {
+	if len(spec.TpNodes) == 0 {
+		return nil, nil
+	}
+	if err := checkTPSpec(spec); err != nil {
+		return nil, err
+	}
+	if h.cfg.Groups == nil {
+		return nil, errors.New("this node cannot join tensor-parallel groups")
+	}
+	if want := len(spec.TpNodes) - 1; spec.TpIndex == 0 && len(group) != want || spec.TpIndex > 0 && len(group) != 1 {
+		return nil, fmt.Errorf("tensor-parallel member %d of %d with %d group PIDs", spec.TpIndex, len(spec.TpNodes), len(group))
+	}
+	var pids []*actor.PID
+	for i, p := range group {
+		if p == nil || p.Id == "" || len(p.Id) > 1024 || len(p.Address) > 1024 {
+			return nil, errors.New("a malformed group PID")
+		}
+		member := spec.TpNodes[0] // a member's one PID: the leader's host
+		if spec.TpIndex == 0 {
+			member = spec.TpNodes[i+1]
+		}
+		if h.cfg.NodeAddress != nil && p.Address != h.cfg.NodeAddress(member) {
+			return nil, fmt.Errorf("tensor-parallel group PID %d is on %s, not on member %s", i, p.Address, member)
+		}
+		if !h.groupActorOK(spec, i, p.Id) {
+			return nil, fmt.Errorf("tensor-parallel group PID %d is %.64q: not the actor the stage's member %s runs it with", i, p.Id, member)
+		}
+		pids = append(pids, wire.PID(p))
+	}
+	return pids, nil
+}
+
+// reuse returns the shard id if it is loaded already (nil if not), used
+// now and pinned. A plan that finds a tensor-parallel shard loaded names
+// the group again: a member reloaded under a new actor is taken; a member
+// whose actor is alive is kept (anyone with the secret may send
+// LoadShard, and a group pointed elsewhere stalls every session of the
+// stage).
+func (h *Host) reuse(ctx actor.Context, id string, pids []*actor.PID) (*shard, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s, ok := h.shards[id]
+	if !ok {
+		return nil, nil
+	}
+	h.clock++
+	s.lastUse.Store(h.clock)
+	s.pin()
+	if s.tp != nil {
+		if err := h.regroupLocked(ctx, s.tp, pids); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// open maps a shard's weights from the model's file (a tensor-parallel
+// member's slice of them) and returns the shard, not yet spawned.
+func (h *Host) open(ctx actor.Context, spec *messages.ShardSpec, pids []*actor.PID) (*shard, error) {
+	f, err := h.file(spec.Model)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := model.ConfigOf(f.Metadata())
+	if err != nil {
+		return nil, err
+	}
+	if spec.Layers != uint32(cfg.Layers) {
+		return nil, fmt.Errorf("model %s has %d layers here, the plan expects %d (different files under one name?)", spec.Model, cfg.Layers, spec.Layers)
 	}
 	maxCtx := cfg.Context
 	if h.cfg.MaxContext > 0 {
 		maxCtx = min(maxCtx, h.cfg.MaxContext)
 	}
-	s := &shard{host: h, spec: spec, m: m, tp: tp, file: f, weightBytes: bytes, maxContext: maxCtx, sessions: map[string]*shardSession{}}
+	s := &shard{host: h, spec: spec, file: f, maxContext: maxCtx, sessions: map[string]*shardSession{}}
+	if len(spec.TpNodes) > 0 {
+		tm, b, err := loadTP(f, cfg, spec, h.cfg.KVType)
+		if err != nil {
+			return nil, err
+		}
+		// The shard's bookkeeping reads the model's shape and range only.
+		s.m = &model.Model{Config: tm.Config, First: tm.First, End: tm.End}
+		s.tp = &tpShard{m: tm, index: int(spec.TpIndex), nodes: spec.TpNodes, groups: h.cfg.Groups, stageID: tpStageID(spec), stop: h.stop}
+		s.tp.group.Store(&pids)
+		h.watchMembers(ctx, s.tp, pids)
+		s.weightBytes = b
+		return s, nil
+	}
+	if s.m, err = model.Load(f, int(spec.First), int(spec.End)); err != nil {
+		return nil, err
+	}
+	if err := s.m.SetKVType(h.cfg.KVType); err != nil {
+		return nil, err
+	}
+	prof, err := model.ProfileOf(f)
+	if err != nil {
+		return nil, err
+	}
+	s.weightBytes = plan.FromProfile(spec.Model, prof).StageBytes(int(spec.First), int(spec.End))
+	return s, nil
+}
+
+// spawnLocked gives a shard its scratch state and starts its actor under
+// the host, as shard id (h.mu held; its memory reserved).
+func (h *Host) spawnLocked(ctx actor.Context, s *shard, id string) error {
 	h.clock++
 	s.lastUse.Store(h.clock)
 	s.pin()
-	if tp != nil {
-		tp.state = tp.m.NewState(h.cfg.Pool, wire.MaxBatch, maxCtx)
+	if s.tp != nil {
+		s.tp.state = s.tp.m.NewState(h.cfg.Pool, wire.MaxBatch, s.maxContext)
 	} else {
-		s.state = m.NewState(h.cfg.Pool, wire.MaxBatch, maxCtx)
+		s.state = s.m.NewState(h.cfg.Pool, wire.MaxBatch, s.maxContext)
 	}
 	// The PID is known before the actor starts, so nothing reads it half-set.
 	h.spawns++
@@ -417,16 +452,14 @@ func (h *Host) load(ctx actor.Context, spec *messages.ShardSpec, group []*messag
 	s.pid = actor.NewPID(ctx.Self().Address, ctx.Self().Id+"/"+name)
 	pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return s }, actor.WithSenderMiddleware(h.cfg.SenderMiddleware...)), name)
 	if err != nil {
-		h.used -= bytes
-		return fail("spawn %s: %v", id, err)
+		return fmt.Errorf("spawn %s: %v", id, err)
 	}
 	if !pid.Equal(s.pid) {
 		panic("actors: shard PID " + pid.String() + " is not the one computed, " + s.pid.String())
 	}
 	h.shards[id] = s
 	h.changedLocked()
-	reply.ActorId, reply.Bytes = pid.Id, bytes
-	return reply
+	return nil
 }
 
 // has reports whether the shard is loaded already.
