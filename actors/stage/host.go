@@ -432,6 +432,7 @@ func (h *Host) open(ctx actor.Context, spec *messages.ShardSpec, pids []*actor.P
 		return nil, err
 	}
 	s.weightBytes = plan.FromProfile(spec.Model, prof).StageBytes(int(spec.First), int(spec.End))
+	s.batch.limit = s.m.InvariantRows()
 	return s, nil
 }
 

@@ -27,10 +27,13 @@ type shard struct {
 	spec *messages.ShardSpec
 	// m is the stage's model; on a tensor-parallel member only its
 	// Config, First and End are set (the weights are tp's).
-	m           *model.Model
-	state       *model.State       // scratch shared by all sessions: the actor runs one Forward at a time (nil on a TP member)
-	tp          *tpShard           // set on a member of a tensor-parallel stage
-	ids         [wire.MaxBatch]int // token ids of the step being run (first stage)
+	m     *model.Model
+	state *model.State       // scratch shared by all sessions: the actor runs one batch at a time (nil on a TP member)
+	tp    *tpShard           // set on a member of a tensor-parallel stage
+	ids   [wire.MaxBatch]int // token ids of the batch being gathered (first stage)
+	// The batch being gathered (batch.go): steps of several sessions that
+	// run as one forward pass.
+	batch       batch
 	pid         *actor.PID
 	weightBytes uint64
 	lastUse     atomic.Uint64 // host clock at the last load or session start
@@ -99,7 +102,22 @@ var errSessionFreed = errors.New("session freed")
 
 // Receive implements actor.Actor.
 func (s *shard) Receive(ctx actor.Context) {
+	switch ctx.Message().(type) {
+	case *messages.Forward, *side.Borrowed, runBatch, *messages.ShardStats:
+	case *messages.Chain:
+		// A chain only lets the shortcut send a session's next step
+		// sooner; whether that step is gathered now or held changes
+		// nothing of its result. Waiting for it would break up batches
+		// (every session's origin sends one per token).
+	default:
+		// Anything else sees the sessions as after the steps before it
+		// (a free, a watch's end): run those first.
+		s.runBatch(ctx)
+	}
 	switch m := ctx.Message().(type) {
+	case runBatch:
+		s.batch.scheduled = false
+		s.runBatch(ctx)
 	case *messages.Forward:
 		s.receiveForward(ctx, m, nil)
 	case *side.Borrowed:
@@ -328,10 +346,16 @@ func (s *shard) open(ctx actor.Context, m *messages.Forward, ss *shardSession) (
 	return ss, nil
 }
 
-// receiveForward runs a step and answers its errors. release, when set,
+// receiveForward takes a step and answers its errors. release, when set,
 // is called once m.Hidden has been read.
 func (s *shard) receiveForward(ctx actor.Context, m *messages.Forward, release func()) {
-	if err := s.forward(ctx, m, release); err != nil && err != errSessionFreed && m.ReplyTo != nil {
+	s.answerError(ctx, m, s.forward(ctx, m, release))
+}
+
+// answerError tells a step's origin why the step failed (nothing for a
+// freed session's).
+func (s *shard) answerError(ctx actor.Context, m *messages.Forward, err error) {
+	if err != nil && err != errSessionFreed && m.ReplyTo != nil {
 		ctx.Send(wire.PID(m.ReplyTo), &messages.ForwardError{Session: m.Session, Stage: s.pid.Id, Error: s.host.label() + err.Error(),
 			CacheMiss: errors.Is(err, errCacheMiss), Gap: errors.As(err, new(missedStep)), GroupFailed: errors.Is(err, errGroup)})
 	}
@@ -341,9 +365,10 @@ func (s *shard) receiveForward(ctx actor.Context, m *messages.Forward, release f
 // never got (an activation lost between stages): the origin replays.
 type missedStep struct{ error }
 
-// forward runs one step through this stage and passes it on. release,
-// when set, is called as soon as m.Hidden has been read (the caller calls
-// it again, harmlessly, on any path that returns before).
+// forward takes one step of a session: checked, then gathered into the
+// batch this stage runs next (a tensor-parallel stage runs it at once).
+// release, when set, is called as soon as m.Hidden has been read (the
+// caller calls it again, harmlessly, on any path that returns before).
 func (s *shard) forward(ctx actor.Context, m *messages.Forward, release func()) error {
 	start := time.Now()
 	n := int(m.Count)
@@ -367,22 +392,28 @@ func (s *shard) forward(ctx actor.Context, m *messages.Forward, release func()) 
 		}
 		return err
 	}
-	var hidden, logits []float32
-	if s.tp != nil {
-		// A tensor-parallel leader relays m to its members, which may
-		// read it after this step: it must not point into a receive slot.
-		// It works on its own copy: releasing the slot (here and again
-		// by the caller) clears the borrowed message's Hidden.
-		if release != nil {
-			m = proto.Clone(m).(*messages.Forward)
-			release()
-		}
-		if hidden, logits, err = s.tpStep(ctx, m, ss, n); err != nil || !s.tp.leads() {
-			return err // a member's part ends here: its leader passes the step on
-		}
-	} else if hidden, err = s.step(m, ss, n, release); err != nil {
-		return err
+	if s.tp == nil {
+		return s.gather(ctx, m, ss, n, start, release)
 	}
+	// A tensor-parallel leader relays m to its members, which may read it
+	// after this step: it must not point into a receive slot. It works on
+	// its own copy: releasing the slot (here and again by the caller)
+	// clears the borrowed message's Hidden.
+	if release != nil {
+		m = proto.Clone(m).(*messages.Forward)
+		release()
+	}
+	hidden, logits, err := s.tpStep(ctx, m, ss, n)
+	if err != nil || !s.tp.leads() {
+		return err // a member's part ends here: its leader passes the step on
+	}
+	return s.pass(ctx, m, ss, start, hidden, func() ([]float32, error) { return logits, nil })
+}
+
+// pass sends a step's result on: its hidden states to the next stage, or
+// on the last stage the sampled token to the session's origin (and, with
+// the shortcut, to the first stage). logits gives the step's last row's.
+func (s *shard) pass(ctx actor.Context, m *messages.Forward, ss *shardSession, start time.Time, hidden []float32, logits func() ([]float32, error)) error {
 	if !s.m.IsLast() {
 		if len(m.Route) == 0 {
 			return fmt.Errorf("stage %s is not the last, but the message has no route onward", s.pid.Id)
@@ -410,12 +441,11 @@ func (s *shard) forward(ctx actor.Context, m *messages.Forward, release func()) 
 	if !m.Sample {
 		return nil
 	}
-	if s.tp == nil {
-		if logits, err = s.state.LogitsOf(n - 1); err != nil {
-			return err
-		}
+	l, err := logits()
+	if err != nil {
+		return err
 	}
-	id := ss.sampler.Sample(logits)
+	id := ss.sampler.Sample(l)
 	ss.sampler.Accept(id)
 	s.feedOn(ctx, m, ss, id)
 	own := time.Since(start).Nanoseconds()
@@ -465,38 +495,4 @@ func (s *shard) chain(ctx actor.Context, m *messages.Chain) {
 		ss.held = nil
 		ctx.Send(wire.PID(ss.loop[0]), h)
 	}
-}
-
-// step runs one step of session ss through the stage's layers and
-// returns the hidden states it leaves in the state.
-func (s *shard) step(m *messages.Forward, ss *shardSession, n int, release func()) ([]float32, error) {
-	// A position before the cache's end rewinds it: a replay after a
-	// failure, or a retried step, overwrites what was there.
-	pos := int(m.Position)
-	if pos > ss.cache.Len {
-		return nil, missedStep{fmt.Errorf("session %s: step at position %d, but the cache holds %d positions", m.Session, pos, ss.cache.Len)}
-	}
-	ss.cache.Len = pos
-	st, embd := s.state, s.m.Embd
-	if s.m.IsFirst() {
-		if len(m.Tokens) != n {
-			return nil, fmt.Errorf("first stage got %d tokens for %d positions", len(m.Tokens), n)
-		}
-		ids := s.ids[:n]
-		for i, t := range m.Tokens {
-			ids[i] = int(t)
-		}
-		if err := st.Embed(ids); err != nil {
-			return nil, err
-		}
-	} else if err := decodeHidden(st.X[:n*embd], m.Hidden, m.HiddenType); err != nil {
-		return nil, err
-	}
-	if release != nil {
-		release() // m.Hidden is not read after this
-	}
-	if err := st.Forward(ss.cache, n); err != nil {
-		return nil, err
-	}
-	return st.X[:n*embd], nil
 }

@@ -48,6 +48,7 @@ type Engine struct {
 	pool      *tensor.Pool
 	ctxLen    int
 	batch     int
+	batcher   *batcher // runs every generation's forward passes
 
 	mu   sync.Mutex
 	kept []keptCache // prompt cache, least recently kept first
@@ -147,11 +148,14 @@ func New(f *gguf.File, opts Options) (*Engine, error) {
 		e.keep = 1
 	}
 	e.pool = tensor.NewPool(opts.Threads)
+	e.batcher = newBatcher(m.NewState(e.pool, e.batch, e.ctxLen), m.InvariantRows())
 	return e, nil
 }
 
-// Close releases the worker pool and unmaps the file.
+// Close stops the engine's batcher (generations still running fail),
+// releases the worker pool and unmaps the file.
 func (e *Engine) Close() error {
+	e.batcher.close()
 	e.pool.Close()
 	return e.File.Close()
 }
@@ -252,8 +256,8 @@ func (e *Engine) Generate(ctx context.Context, req Request, onToken func(Token) 
 	if cache == nil {
 		cache = m.NewCache(e.ctxLen)
 	}
-	st := m.NewState(e.pool, min(e.batch, len(prompt)-cached), e.ctxLen)
-	steps := &localSteps{prompt: prompt, from: cached, st: st, cache: cache, sampler: sampler}
+	steps := &localSteps{prompt: prompt, from: cached, b: e.batcher, batch: e.batch, cache: cache, sampler: sampler,
+		w: work{cache: cache, logits: make([]float32, m.Vocab), done: make(chan error, 1)}}
 	res, err = Loop(ctx, e.Tokenizer, prompt, req, e.ctxLen, steps, onToken)
 	res.CachedTokens = cached
 	if err == nil {
@@ -274,58 +278,53 @@ func seen(prompt, generated []int, n int) []int {
 	return append(append(make([]int, 0, len(prompt)+len(generated)), prompt...), generated...)[:n]
 }
 
-// localSteps runs a generation's forward passes on this node.
+// localSteps runs a generation's forward passes on this node, through
+// the engine's batcher (in company of the generations running with it).
 type localSteps struct {
 	prompt  []int
 	from    int // prompt positions the cache already holds (prompt caching)
-	st      *model.State
+	b       *batcher
+	batch   int // prompt tokens per step
 	cache   *model.Cache
 	sampler *sample.Sampler
+	w       work   // this generation's work, reused every step
 	next    [1]int // the token fed back each step, without a new slice per token
 	steps   int
 	time    time.Duration
 }
 
-// Prefill runs the prompt, after what the cache holds, in batches of st.Batch.
+// Prefill runs the prompt, after what the cache holds, in chunks of
+// batch tokens (so that a long prompt does not stall the others).
 func (l *localSteps) Prefill(ctx context.Context) (int, error) {
-	st := l.st
-	for i := l.from; i < len(l.prompt); i += st.Batch {
+	for i := l.from; i < len(l.prompt); i += l.batch {
 		if err := ctx.Err(); err != nil {
 			return 0, err
 		}
-		chunk := l.prompt[i:min(i+st.Batch, len(l.prompt))]
-		if err := st.Embed(chunk); err != nil {
-			return 0, err
-		}
-		if err := st.Forward(l.cache, len(chunk)); err != nil {
+		l.w.tokens = l.prompt[i:min(i+l.batch, len(l.prompt))]
+		if err := l.b.do(&l.w); err != nil {
 			return 0, err
 		}
 	}
-	return l.sample((len(l.prompt) - 1 - l.from) % st.Batch)
+	return l.sample()
 }
 
 // Step runs one token.
 func (l *localSteps) Step(ctx context.Context, fed int) (int, error) {
 	start := time.Now()
 	l.next[0] = fed
-	if err := l.st.Embed(l.next[:]); err != nil {
+	l.w.tokens = l.next[:]
+	if err := l.b.do(&l.w); err != nil {
 		return 0, err
 	}
-	if err := l.st.Forward(l.cache, 1); err != nil {
-		return 0, err
-	}
-	id, err := l.sample(0)
+	id, err := l.sample()
 	l.time += time.Since(start)
 	l.steps++
 	return id, err
 }
 
-func (l *localSteps) sample(row int) (int, error) {
-	logits, err := l.st.LogitsOf(row)
-	if err != nil {
-		return 0, err
-	}
-	id := l.sampler.Sample(logits)
+// sample draws the next token from the last step's logits.
+func (l *localSteps) sample() (int, error) {
+	id := l.sampler.Sample(l.w.logits)
 	l.sampler.Accept(id)
 	return id, nil
 }

@@ -346,10 +346,10 @@ func newMLAState(c Config, batch, workers int) *mlaState {
 	return ms
 }
 
-// attentionMLA computes the MLA attention of layer l for n tokens at
-// positions c.Len.. into s.xb2 [n × Embd]: O(MLA(RMSNorm(x))), caching
-// each token's latent and rope key.
-func (s *State) attentionMLA(l int, c *Cache, n int) {
+// attentionMLA computes the MLA attention of layer l for the n rows of
+// segs into s.xb2 [n × Embd]: O(MLA(RMSNorm(x))), caching each token's
+// latent and rope key in its segment's cache.
+func (s *State) attentionMLA(l int, segs []Segment, n int) {
 	m, w, ms := s.m, &s.m.Blocks[l], s.mla
 	a := m.MLA
 	embd, hd, H, kvl, rd := m.Embd, m.HeadDim, m.Heads, a.KVLoraRank, m.RopeDim
@@ -376,14 +376,18 @@ func (s *State) attentionMLA(l int, c *Cache, n int) {
 
 	// Cache each token's normed latent and rotated rope key.
 	half := rd / 2
-	for i := range n {
-		pos := c.Len + i
-		cs, sn := ms.cs[i*half:(i+1)*half], ms.sn[i*half:(i+1)*half]
-		a.Yarn.angles(cs, sn, pos, m.RopeBase)
-		row := kv[i*cw : (i+1)*cw]
-		tensor.RMSNorm(row[:kvl], row[:kvl], w.MLA.KVANorm, m.RMSEps)
-		rotate(row[kvl:], cs, sn)
-		c.put(c.k[l], 0, pos, row)
+	first := 0
+	for _, g := range segs {
+		for j := range g.N {
+			i, pos := first+j, g.Cache.Len+j
+			cs, sn := ms.cs[i*half:(i+1)*half], ms.sn[i*half:(i+1)*half]
+			a.Yarn.angles(cs, sn, pos, m.RopeBase)
+			row := kv[i*cw : (i+1)*cw]
+			tensor.RMSNorm(row[:kvl], row[:kvl], w.MLA.KVANorm, m.RMSEps)
+			rotate(row[kvl:], cs, sn)
+			g.Cache.put(g.Cache.k[l], 0, pos, row)
+		}
+		first += g.N
 	}
 
 	// Queries: the rope part rotated, the nope part absorbed into the
@@ -398,11 +402,17 @@ func (s *State) attentionMLA(l int, c *Cache, n int) {
 	}
 	s.perHead(w.MLA, n, false)
 
-	// One KV "head" (the latent) shared by every query head.
-	s.job = attnJob{c: c, k: c.k[l], v: c.k[l], n: n, pos0: c.Len, groups: 1, group: H,
-		q: ms.qf, qTok: H * cw, qHead: cw, out: ms.lat, oTok: H * kvl, oHead: kvl, vw: kvl,
-		scale: a.KQScale, capacity: s.capacity}
-	s.runAttention()
+	// One KV "head" (the latent) shared by every query head; each
+	// segment over its own cache.
+	first = 0
+	for _, g := range segs {
+		c := g.Cache
+		s.job = attnJob{c: c, k: c.k[l], v: c.k[l], n: g.N, pos0: c.Len, groups: 1, group: H,
+			q: ms.qf[first*H*cw:], qTok: H * cw, qHead: cw, out: ms.lat[first*H*kvl:], oTok: H * kvl, oHead: kvl, vw: kvl,
+			scale: a.KQScale, capacity: s.capacity}
+		s.runAttention()
+		first += g.N
+	}
 
 	s.perHead(w.MLA, n, true)
 	ms.actV.Set(ms.vo[:n*H*a.VDim], n)

@@ -33,6 +33,9 @@ type State struct {
 
 	moe *moeState // nil for dense models
 
+	// one is Forward's batch: a single segment, without an allocation.
+	one [1]Segment
+
 	// bytesRead counts the weight bytes the matrix products and embedding
 	// lookups have read since the State was made (see BytesRead).
 	bytesRead int64
@@ -98,6 +101,47 @@ func (m *Model) NewState(pool *tensor.Pool, batch, capacity int) *State {
 	return s
 }
 
+// InvariantRows is the most rows a ForwardBatch may hold for each row's
+// result to be the one it gets alone: the least tensor.InvariantVectors
+// over the model's matrices (a float one, such as a mixture-of-experts
+// router, allows fewer than quantized ones).
+func (m *Model) InvariantRows() int {
+	rows := math.MaxInt
+	use := func(w tensor.Matrix) {
+		if w.Rows > 0 {
+			rows = min(rows, tensor.InvariantVectors(w.Type))
+		}
+	}
+	dense := func(d Dense) { use(d.Gate); use(d.Up); use(d.Down) }
+	for _, b := range m.Blocks {
+		use(b.Q)
+		use(b.K)
+		use(b.V)
+		use(b.O)
+		if a := b.MLA; a != nil {
+			for _, w := range append(append([]tensor.Matrix{a.QA, a.QB, a.Q, a.KVA, a.KVB}, a.KB...), a.VB...) {
+				use(w)
+			}
+		}
+		dense(b.Dense)
+		if e := b.MoE; e != nil {
+			use(e.Router)
+			dense(e.Shared)
+			for _, d := range e.Experts {
+				dense(d)
+			}
+		}
+	}
+	use(m.Output)
+	if rows == math.MaxInt {
+		rows = 1
+	}
+	return rows
+}
+
+// Capacity is the longest attention span the State holds, in positions.
+func (s *State) Capacity() int { return s.capacity }
+
 // BytesRead is the number of weight bytes the State's forward passes and
 // logits have read so far: every matrix product reads its whole matrix,
 // and a mixture-of-experts layer only the experts its tokens are routed
@@ -130,28 +174,65 @@ func (s *State) Embed(tokens []int) error {
 	return nil
 }
 
+// Segment is one sequence's rows in a batched forward pass: N
+// consecutive rows of State.X, the tokens at positions Cache.Len.. of its
+// own KV cache.
+type Segment struct {
+	Cache *Cache
+	N     int
+}
+
 // Forward runs the shard's layers over n hidden states in s.X (row i is
 // the token at position c.Len+i) and appends their keys and values to c.
 // On return s.X holds the shard's output hidden states.
 func (s *State) Forward(c *Cache, n int) error {
+	s.one[0] = Segment{Cache: c, N: n}
+	return s.ForwardBatch(s.one[:])
+}
+
+// ForwardBatch is Forward over several sequences at once: the segments'
+// rows follow each other in s.X, every matrix product reads its weights
+// once for all of them, and each segment attends over its own cache.
+// With at most InvariantRows rows in all, a row's result does not depend
+// on the other rows: every product sums it as it would alone
+// (tensor.InvariantVectors), and attention reads a row's own positions in
+// blocks fixed by position. So one-token steps of that many sequences run
+// together give each sequence the tokens it gets alone. (A longer batch,
+// such as a prompt chunk, takes the batch kernels, which sum in another
+// order: a prompt's logits depend on its chunking by float rounding.)
+func (s *State) ForwardBatch(segs []Segment) error {
+	n := 0
+	for i, g := range segs {
+		if g.N < 1 || g.Cache == nil {
+			return fmt.Errorf("model: segment %d of %d rows", i, g.N)
+		}
+		if g.Cache.Len+g.N > g.Cache.Capacity || g.Cache.Len+g.N > s.capacity {
+			return fmt.Errorf("model: context full: %d + %d positions exceed %d", g.Cache.Len, g.N, min(g.Cache.Capacity, s.capacity))
+		}
+		for _, h := range segs[:i] {
+			if h.Cache == g.Cache {
+				return fmt.Errorf("model: segments %d and earlier share a cache", i)
+			}
+		}
+		n += g.N
+	}
 	if n < 1 || n > s.Batch {
 		return fmt.Errorf("model: batch of %d tokens, the state holds 1..%d", n, s.Batch)
 	}
-	if c.Len+n > c.Capacity || c.Len+n > s.capacity {
-		return fmt.Errorf("model: context full: %d + %d positions exceed %d", c.Len, n, min(c.Capacity, s.capacity))
-	}
 	for l := range s.m.Blocks {
-		s.layer(l, c, n)
+		s.layer(l, segs, n)
 	}
-	c.Len += n
+	for _, g := range segs {
+		g.Cache.Len += g.N
+	}
 	return nil
 }
 
-// layer is one transformer block over n tokens at positions c.Len.. :
+// layer is one transformer block over the n rows of segs:
 // x += Attn(RMSNorm(x)); x += FFN(RMSNorm(x)).
-func (s *State) layer(l int, c *Cache, n int) {
+func (s *State) layer(l int, segs []Segment, n int) {
 	x := s.X[:n*s.m.Embd]
-	s.attention(l, c, n) // into s.xb2
+	s.attention(l, segs, n) // into s.xb2
 	tensor.Add(x, s.xb2[:len(x)])
 	s.feedForward(l, n) // into s.xb
 	tensor.Add(x, s.xb[:len(x)])
@@ -174,12 +255,13 @@ func (s *State) feedForward(l, n int) {
 	}
 }
 
-// attention computes Attn(RMSNorm(x)) of layer l for n tokens into s.xb2
-// [n × Embd]: project, rotate, store K/V in c, attend, project back.
-func (s *State) attention(l int, c *Cache, n int) {
+// attention computes Attn(RMSNorm(x)) of layer l for the n rows of segs
+// into s.xb2 [n × Embd]: project, rotate, store K/V in each segment's
+// cache, attend per segment, project back.
+func (s *State) attention(l int, segs []Segment, n int) {
 	m, w := s.m, &s.m.Blocks[l]
 	if w.MLA != nil {
-		s.attentionMLA(l, c, n)
+		s.attentionMLA(l, segs, n)
 		return
 	}
 	embd, qd, kvd := m.Embd, m.QDim(), m.KVDim()
@@ -191,35 +273,41 @@ func (s *State) attention(l int, c *Cache, n int) {
 	s.matmul(q, w.Q, s.actEmbd)
 	s.matmul(k, w.K, s.actEmbd)
 	s.matmul(v, w.V, s.actEmbd)
-	for i := 0; i < n; i++ {
-		qi, ki, vi := q[i*qd:(i+1)*qd], k[i*kvd:(i+1)*kvd], v[i*kvd:(i+1)*kvd]
-		if w.Bq != nil {
-			tensor.Add(qi, w.Bq)
-			tensor.Add(ki, w.Bk)
-			tensor.Add(vi, w.Bv)
-		}
-		if w.QNorm != nil {
-			for h := 0; h < m.Heads; h++ {
-				hq := qi[h*m.HeadDim : (h+1)*m.HeadDim]
-				tensor.RMSNorm(hq, hq, w.QNorm, m.RMSEps)
+	row := 0
+	for _, g := range segs {
+		c := g.Cache
+		for j := range g.N {
+			i := row + j
+			qi, ki, vi := q[i*qd:(i+1)*qd], k[i*kvd:(i+1)*kvd], v[i*kvd:(i+1)*kvd]
+			if w.Bq != nil {
+				tensor.Add(qi, w.Bq)
+				tensor.Add(ki, w.Bk)
+				tensor.Add(vi, w.Bv)
 			}
-			for h := 0; h < m.KVHeads; h++ {
-				hk := ki[h*m.HeadDim : (h+1)*m.HeadDim]
-				tensor.RMSNorm(hk, hk, w.KNorm, m.RMSEps)
+			if w.QNorm != nil {
+				for h := 0; h < m.Heads; h++ {
+					hq := qi[h*m.HeadDim : (h+1)*m.HeadDim]
+					tensor.RMSNorm(hq, hq, w.QNorm, m.RMSEps)
+				}
+				for h := 0; h < m.KVHeads; h++ {
+					hk := ki[h*m.HeadDim : (h+1)*m.HeadDim]
+					tensor.RMSNorm(hk, hk, w.KNorm, m.RMSEps)
+				}
+			}
+			pos := c.Len + j
+			m.rope(qi, m.Heads, pos)
+			m.rope(ki, m.KVHeads, pos)
+			for h := range m.KVHeads {
+				c.put(c.k[l], h, pos, ki[h*m.HeadDim:])
+				c.put(c.v[l], h, pos, vi[h*m.HeadDim:])
 			}
 		}
-		pos := c.Len + i
-		m.rope(qi, m.Heads, pos)
-		m.rope(ki, m.KVHeads, pos)
-		for h := range m.KVHeads {
-			c.put(c.k[l], h, pos, ki[h*m.HeadDim:])
-			c.put(c.v[l], h, pos, vi[h*m.HeadDim:])
-		}
+		s.job = attnJob{c: c, k: c.k[l], v: c.v[l], n: g.N, pos0: c.Len, groups: m.KVHeads, group: m.Heads / m.KVHeads,
+			q: q[row*qd:], qTok: qd, qHead: m.HeadDim, out: s.xb[row*qd:], oTok: qd, oHead: m.HeadDim, vw: m.HeadDim,
+			scale: float32(1 / math.Sqrt(float64(m.HeadDim))), capacity: s.capacity}
+		s.runAttention()
+		row += g.N
 	}
-	s.job = attnJob{c: c, k: c.k[l], v: c.v[l], n: n, pos0: c.Len, groups: m.KVHeads, group: m.Heads / m.KVHeads,
-		q: q, qTok: qd, qHead: m.HeadDim, out: s.xb, oTok: qd, oHead: m.HeadDim, vw: m.HeadDim,
-		scale: float32(1 / math.Sqrt(float64(m.HeadDim))), capacity: s.capacity}
-	s.runAttention()
 	att := s.xb[:n*qd] // attention output, [n × QDim]
 	s.actQ.Set(att, n)
 	s.matmul(s.xb2[:n*embd], w.O, s.actQ)

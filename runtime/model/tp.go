@@ -108,7 +108,8 @@ func (s *TPState) layer(ctx context.Context, l int, c *TPCache, n int, ar AllRed
 	x := s.X[:n*s.m.Embd]
 	part := st.xb2[:len(x)]
 	if lm.KVHeads > 0 {
-		st.attention(l, c, n) // into st.xb2
+		st.one[0] = Segment{Cache: c, N: n}
+		st.attention(l, st.one[:], n) // into st.xb2
 	} else { // more members than head units: this one adds nothing here
 		clear(part)
 	}

@@ -18,6 +18,20 @@ package tensor
 // one-vector form only by float32 rounding.
 const batchMin = 8
 
+// InvariantVectors is the most vectors MatMulAct takes at once against
+// weights of type t whose results are each the very bits the vector
+// gives alone: below batchMin, quantized weights use the one-vector
+// kernels' lane form (their four-vector forms sum alike), and float
+// weights are summed one vector at a time below four. Callers that batch
+// several sequences' tokens keep to it, so that a sequence's result does
+// not depend on its company.
+func InvariantVectors(t Type) int {
+	if t.BlockSize() == 1 {
+		return 3
+	}
+	return batchMin - 1
+}
+
 // usesBatchForm reports whether MatMulAct computes n vectors against t in
 // the row-sequential form. K-quant and IQ4_XS batches use it where a CPU
 // has

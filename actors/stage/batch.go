@@ -1,0 +1,140 @@
+package stage
+
+import (
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"strata/messages"
+	"strata/runtime/model"
+)
+
+// Continuous batching on a stage. A shard does not run a one-token step
+// as it takes it: it gathers the step (its token, or its hidden states
+// decoded into the stage's input rows) and sends itself a runBatch, which
+// arrives after the Forwards already in its mailbox. Those join the batch
+// (up to Model.InvariantRows steps), and runBatch then runs them all as
+// one forward pass (model.ForwardBatch: the weights read once for every
+// session, each attending over its own cache), and passes each step on.
+// A step of several positions (a prompt chunk) runs alone, at once: more
+// rows take the batch kernels, whose sums would make a session's results
+// depend on its company; within the bound they do not. One session alone
+// waits for nothing. Any other message (a free, a chain, a watch's end)
+// first runs the gathered batch, so it sees the sessions as it would
+// have without batching.
+
+// runBatch is the shard's message to itself: run the gathered batch.
+type runBatch struct{}
+
+// batch is the steps a shard has gathered and not run yet.
+type batch struct {
+	steps     []gathered
+	rows      int  // the input rows they fill (state.X, or ids on the first stage)
+	scheduled bool // a runBatch is on its way
+	limit     int  // the most steps run together (Model.InvariantRows)
+	segs      []model.Segment
+	// runs counts the batches run, carried the steps they carried.
+	runs, carried atomic.Int64
+}
+
+// gathered is one session's step in the batch.
+type gathered struct {
+	m     *messages.Forward
+	ss    *shardSession
+	row   int // its first row
+	start time.Time
+}
+
+// gather checks session ss's step m (n positions) and adds it to the
+// batch, its input in the batch's next rows; release is called once
+// m.Hidden has been read.
+func (s *shard) gather(ctx actor.Context, m *messages.Forward, ss *shardSession, n int, start time.Time, release func()) error {
+	b := &s.batch
+	if n > 1 || len(b.steps) >= b.limit || b.has(ss) {
+		s.runBatch(ctx) // a chunk alone; room first; one step per session per batch
+	}
+	// A position before the cache's end rewinds it: a replay after a
+	// failure, or a retried step, overwrites what was there.
+	pos := int(m.Position)
+	if pos > ss.cache.Len {
+		return missedStep{fmt.Errorf("session %s: step at position %d, but the cache holds %d positions", m.Session, pos, ss.cache.Len)}
+	}
+	if room := min(ss.cache.Capacity, s.state.Capacity()); pos+n > room {
+		return fmt.Errorf("session %s: context full: %d + %d positions exceed %d", m.Session, pos, n, room)
+	}
+	embd := s.m.Embd
+	if s.m.IsFirst() {
+		if len(m.Tokens) != n {
+			return fmt.Errorf("first stage got %d tokens for %d positions", len(m.Tokens), n)
+		}
+		for i, t := range m.Tokens {
+			s.ids[b.rows+i] = int(t)
+		}
+	} else if err := decodeHidden(s.state.X[b.rows*embd:(b.rows+n)*embd], m.Hidden, m.HiddenType); err != nil {
+		return err
+	}
+	if release != nil {
+		release() // m.Hidden is not read after this
+	}
+	ss.cache.Len = pos
+	b.steps = append(b.steps, gathered{m: m, ss: ss, row: b.rows, start: start})
+	b.rows += n
+	if n > 1 {
+		s.runBatch(ctx)
+		return nil
+	}
+	if !b.scheduled {
+		b.scheduled = true
+		// Straight to the mailbox, past the sender middleware (which
+		// shapes links between nodes, not an actor's note to itself).
+		ctx.ActorSystem().Root.Send(ctx.Self(), runBatch{})
+	}
+	return nil
+}
+
+// has reports whether the batch holds a step of session ss.
+func (b *batch) has(ss *shardSession) bool {
+	for _, g := range b.steps {
+		if g.ss == ss {
+			return true
+		}
+	}
+	return false
+}
+
+// runBatch runs the gathered steps as one forward pass and passes each on
+// (or answers its error).
+func (s *shard) runBatch(ctx actor.Context) {
+	b := &s.batch
+	if len(b.steps) == 0 {
+		return
+	}
+	b.segs = b.segs[:0]
+	for _, g := range b.steps {
+		b.segs = append(b.segs, model.Segment{Cache: g.ss.cache, N: int(g.m.Count)})
+	}
+	st, embd := s.state, s.m.Embd
+	var err error
+	if s.m.IsFirst() {
+		err = st.Embed(s.ids[:b.rows])
+	}
+	if err == nil {
+		err = st.ForwardBatch(b.segs)
+	}
+	b.runs.Add(1)
+	b.carried.Add(int64(len(b.steps)))
+	for _, g := range b.steps {
+		n := int(g.m.Count)
+		if err == nil {
+			last := g.row + n - 1
+			err := s.pass(ctx, g.m, g.ss, g.start, st.X[g.row*embd:(g.row+n)*embd], func() ([]float32, error) { return st.LogitsOf(last) })
+			s.answerError(ctx, g.m, err)
+			continue
+		}
+		s.answerError(ctx, g.m, err)
+	}
+	clear(b.steps)
+	b.steps, b.rows = b.steps[:0], 0
+}

@@ -1,0 +1,53 @@
+package tensor
+
+import (
+	"math"
+	"testing"
+)
+
+// Batch invariance: with every kernel set this CPU has, each vector of a
+// MatMulAct of up to InvariantVectors vectors gets the very bits it gets
+// alone, for every weight type, on one thread and on a pool.
+func TestMatMulActBatchInvariant(t *testing.T) {
+	orig := Kernels()
+	defer func() {
+		if err := SetKernels(orig); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	const rows, maxN = 40, 17
+	if InvariantVectors(Q8_0) < 7 || InvariantVectors(F32) < 3 {
+		t.Fatalf("InvariantVectors: Q8_0 %d, F32 %d", InvariantVectors(Q8_0), InvariantVectors(F32))
+	}
+	for _, im := range implementations {
+		if err := SetKernels(im.name); err != nil {
+			t.Fatal(err)
+		}
+		for _, threads := range []int{1, 2} {
+			pool := NewPool(threads)
+			for _, mt := range matTypes {
+				m, _ := randomMatrix(t, mt.t, rows, mt.cols, 1)
+				x := testData("normal", maxN*mt.cols, 2)
+				alone := make([]float32, maxN*rows)
+				a1 := NewActivations(1, mt.cols)
+				for i := range maxN {
+					a1.Set(x[i*mt.cols:(i+1)*mt.cols], 1)
+					MatMulAct(pool, alone[i*rows:(i+1)*rows], m, a1)
+				}
+				for n := 2; n <= InvariantVectors(mt.t); n++ {
+					a := NewActivations(n, mt.cols)
+					a.Set(x[:n*mt.cols], n)
+					out := make([]float32, n*rows)
+					MatMulAct(pool, out, m, a)
+					for i := range out {
+						if math.Float32bits(out[i]) != math.Float32bits(alone[i]) {
+							t.Fatalf("%s, %d threads, %v: vector %d row %d of %d vectors is %v, alone %v",
+								im.name, threads, mt.t, i/rows, i%rows, n, out[i], alone[i])
+						}
+					}
+				}
+			}
+			pool.Close()
+		}
+	}
+}
