@@ -7,7 +7,7 @@ TESTDATA ?= $(or $(STRATA_TESTDATA),$(abspath ../shared/testdata))
 FUZZTIME ?= 1m
 PROTOC_GEN_GO_VERSION := v1.36.12
 
-.PHONY: all build deps test test-arm64 test-long demo bench bench-vs-llamacpp bench-links fuzz proto vet clean
+.PHONY: all build deps test test-arm64 test-long demo bench bench-vs-llamacpp bench-links bench-concurrent fuzz proto vet clean
 
 all: build
 
@@ -83,6 +83,14 @@ bench-vs-llamacpp: build
 # (3), and their ratio (scripts/bench-links.sh). Not part of make test.
 bench-links: build
 	BIN=./$(BIN) STRATA_TESTDATA=$(TESTDATA) ./scripts/bench-links.sh
+
+# Concurrent streams (STREAMS, default 1 4 8) on one strata node against
+# llama-server (LLAMA_SERVER or LLAMACPP_DIR: ../shared/bench/build-llamacpp.sh
+# builds it) on the same synthetic tinyllama-1.1b per type (TYPES, default
+# Q4_K Q8_0), RUNS (2) rounds, and strata's answers in company checked
+# against each alone (scripts/bench-concurrent.sh). Not part of make test.
+bench-concurrent: build
+	BIN=./$(BIN) ./scripts/bench-concurrent.sh
 
 # Fuzz every parser and the sampler filters for FUZZTIME each (go test
 # -fuzz takes one target at a time).

@@ -16,7 +16,12 @@ package tensor
 // float work and reduction are shared by eight rows) and must match the
 // generic version below bit for bit; the result differs from the
 // one-vector form only by float32 rounding.
-const batchMin = 8
+//
+// batchMin is 9, not 8: below it a batch takes the one-vector kernels'
+// lane form, whose results are each the vector's alone
+// (InvariantVectors), so that eight sessions' decoded tokens, a common
+// --parallel, run as one batch without changing a bit of any of them.
+const batchMin = 9
 
 // InvariantVectors is the most vectors MatMulAct takes at once against
 // weights of type t whose results are each the very bits the vector

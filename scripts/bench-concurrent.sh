@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# make bench-concurrent: concurrent streams on one strata node against
+# llama-server on the same synthetic tinyllama-1.1b file per type. For each
+# type and round, one `strata node` (THREADS threads, --parallel 8) and then
+# llama-server (-np 8, the same threads) are started in turn, each answers
+# STREAMS concurrent requests of TOKENS greedy tokens
+# (../shared/bench/concurrent.py, after one warm-up request), and the
+# aggregate generated tokens/s is printed side by side with the ratio. Then
+# strata's answers at the most streams are compared with each request
+# alone on the same node (continuous batching must not change a token).
+#
+# llama-server is the native build of the llama.cpp node-llama-cpp bundles
+# (../shared/bench/build-llamacpp.sh, about 7 minutes on 2 cores): set
+# LLAMA_SERVER, or LLAMACPP_DIR where that script built it (default
+# /tmp/llamacpp); without it only strata runs. Files are written once to
+# MODELDIR and reused. Not part of make test.
+set -euo pipefail
+BIN=${BIN:-bin/strata}
+TYPES=${TYPES:-Q4_K Q8_0}
+STREAMS=${STREAMS:-1 4 8}
+TOKENS=${TOKENS:-64}
+THREADS=${THREADS:-2}
+RUNS=${RUNS:-2}
+MODELDIR=${MODELDIR:-/tmp}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+CONCURRENT=${CONCURRENT:-$ROOT/../shared/bench/concurrent.py}
+LLAMA_SERVER=${LLAMA_SERVER:-${LLAMACPP_DIR:-/tmp/llamacpp}/build/bin/llama-server}
+PORT=${PORT:-7390}
+[ -f "$CONCURRENT" ] || { echo "bench-concurrent: $CONCURRENT not found (set CONCURRENT)" >&2; exit 1; }
+[ -x "$LLAMA_SERVER" ] || { echo "bench-concurrent: no llama-server at $LLAMA_SERVER: strata only" >&2; LLAMA_SERVER=; }
+most=$(tr ' ' '\n' <<<"$STREAMS" | sort -n | tail -1)
+work=$(mktemp -d)
+pid=
+cleanup() { [ -z "$pid" ] || kill "$pid" 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT
+
+wait_http() { for _ in $(seq 1 240); do curl -sf "$1" >/dev/null 2>&1 && return 0; sleep 0.5; done; echo "bench-concurrent: $1 never answered" >&2; exit 1; }
+rate() { python3 "$CONCURRENT" "http://127.0.0.1:$PORT" m "$1" "$TOKENS" "${2:-0}"; }
+agg() { python3 -c 'import json,sys; print(json.load(sys.stdin)["agg_tok_s"])'; }
+
+start_strata() {
+	rm -rf "$work/node" && mkdir -p "$work/node/models" && ln -s "$1" "$work/node/models/m.gguf"
+	"$BIN" node --data-dir "$work/node/data" --listen "/ip4/127.0.0.1/tcp/$((PORT + 1))" --api "127.0.0.1:$PORT" \
+		--models "$work/node/models" --parallel 8 --threads "$THREADS" --context 512 --no-mdns >"$work/node.log" 2>&1 &
+	pid=$!
+	wait_http "127.0.0.1:$PORT/v1/models"
+}
+start_llama() {
+	"$LLAMA_SERVER" -m "$1" -np 8 -t "$THREADS" -c 4096 --host 127.0.0.1 --port "$PORT" >"$work/llama.log" 2>&1 &
+	pid=$!
+	wait_http "127.0.0.1:$PORT/health"
+}
+stop() { kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; pid=; }
+
+echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //') ($(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)), $THREADS threads, $TOKENS tokens per request"
+for t in $TYPES; do
+	model=$MODELDIR/strata-bench-tinyllama-1.1b-$t.gguf
+	[ -f "$model" ] || "$BIN" synth --shape tinyllama-1.1b --type "$t" -o "$model" >&2
+	for ((r = 1; r <= RUNS; r++)); do
+		declare -A s=() l=()
+		start_strata "$model"
+		rate 1 >/dev/null
+		for n in $STREAMS; do s[$n]=$(rate "$n" | agg); done
+		stop
+		if [ -n "$LLAMA_SERVER" ]; then
+			start_llama "$model"
+			rate 1 >/dev/null
+			for n in $STREAMS; do l[$n]=$(rate "$n" | agg); done
+			stop
+		fi
+		for n in $STREAMS; do
+			ratio=-
+			[ -z "${l[$n]:-}" ] || ratio=$(awk -v a="${s[$n]}" -v b="${l[$n]}" 'BEGIN { printf "%.2fx", a / b }')
+			printf '%-5s run %d  %2d streams  strata %7s tok/s  llama-server %7s tok/s  %s\n' "$t" "$r" "$n" "${s[$n]}" "${l[$n]:--}" "$ratio"
+		done
+	done
+	# Answers in company against each request alone.
+	start_strata "$model"
+	rate "$most" >"$work/together.json"
+	for ((i = 0; i < most; i++)); do rate 1 "$i"; done >"$work/alone.jsonl"
+	stop
+	python3 - "$work/together.json" "$work/alone.jsonl" "$t" <<'EOF'
+import json, sys
+together = json.load(open(sys.argv[1]))["texts"]
+alone = [json.loads(l)["texts"][0] for l in open(sys.argv[2])]
+same = sum(a == b for a, b in zip(together, alone))
+print(f"{sys.argv[3]:<5} answers of {len(alone)} streams at once equal to each alone: {same} of {len(alone)}")
+sys.exit(same != len(alone))
+EOF
+done
