@@ -126,14 +126,12 @@ func (s *shard) runBatch(ctx actor.Context) {
 	b.runs.Add(1)
 	b.carried.Add(int64(len(b.steps)))
 	for _, g := range b.steps {
-		n := int(g.m.Count)
-		if err == nil {
-			last := g.row + n - 1
-			err := s.pass(ctx, g.m, g.ss, g.start, st.X[g.row*embd:(g.row+n)*embd], func() ([]float32, error) { return st.LogitsOf(last) })
-			s.answerError(ctx, g.m, err)
-			continue
+		stepErr := err
+		if stepErr == nil {
+			n := int(g.m.Count)
+			stepErr = s.pass(ctx, g.m, g.ss, g.start, st.X[g.row*embd:(g.row+n)*embd], nil, g.row+n-1)
 		}
-		s.answerError(ctx, g.m, err)
+		s.answerError(ctx, g.m, stepErr)
 	}
 	clear(b.steps)
 	b.steps, b.rows = b.steps[:0], 0

@@ -407,13 +407,15 @@ func (s *shard) forward(ctx actor.Context, m *messages.Forward, release func()) 
 	if err != nil || !s.tp.leads() {
 		return err // a member's part ends here: its leader passes the step on
 	}
-	return s.pass(ctx, m, ss, start, hidden, func() ([]float32, error) { return logits, nil })
+	return s.pass(ctx, m, ss, start, hidden, logits, 0)
 }
 
 // pass sends a step's result on: its hidden states to the next stage, or
 // on the last stage the sampled token to the session's origin (and, with
-// the shortcut, to the first stage). logits gives the step's last row's.
-func (s *shard) pass(ctx actor.Context, m *messages.Forward, ss *shardSession, start time.Time, hidden []float32, logits func() ([]float32, error)) error {
+// the shortcut, to the first stage). logits are the step's last row's, as
+// a tensor-parallel group gathered them; nil: row of the stage's state,
+// computed only when the step samples.
+func (s *shard) pass(ctx actor.Context, m *messages.Forward, ss *shardSession, start time.Time, hidden, logits []float32, row int) error {
 	if !s.m.IsLast() {
 		if len(m.Route) == 0 {
 			return fmt.Errorf("stage %s is not the last, but the message has no route onward", s.pid.Id)
@@ -441,11 +443,13 @@ func (s *shard) pass(ctx actor.Context, m *messages.Forward, ss *shardSession, s
 	if !m.Sample {
 		return nil
 	}
-	l, err := logits()
-	if err != nil {
-		return err
+	if logits == nil && s.tp == nil {
+		var err error
+		if logits, err = s.state.LogitsOf(row); err != nil {
+			return err
+		}
 	}
-	id := ss.sampler.Sample(l)
+	id := ss.sampler.Sample(logits)
 	ss.sampler.Accept(id)
 	s.feedOn(ctx, m, ss, id)
 	own := time.Since(start).Nanoseconds()
