@@ -120,15 +120,13 @@ func (p *Pool) runLocked(n int, fn func(lo, hi int)) any {
 	if chunks > 1 {
 		p.pending.Store(int32(chunks - 1))
 		p.gen.Add(genChunks - p.gen.Load()%genChunks + uint64(chunks)) // publishes fn, n, chunks
-		for k := 1; k < chunks; k++ {
-			if p.parked[k-1].CompareAndSwap(1, 0) {
-				p.wake[k-1] <- struct{}{}
-			}
+		if !dropWakeups {
+			p.wakeParked(chunks)
 		}
 	}
 	p.chunk(0)
 	if chunks > 1 {
-		p.waitPending()
+		p.waitPending(chunks)
 	}
 	p.fn = nil
 	r := p.panicked
@@ -137,11 +135,44 @@ func (p *Pool) runLocked(n int, fn func(lo, hi int)) any {
 }
 
 // waitPending waits for the workers' chunks: spinning first, then yielding.
-func (p *Pool) waitPending() {
+// While yielding it wakes, every rescueEvery, any worker of this Run still
+// marked parked. With sequentially consistent atomics no worker can be
+// (await's comment says why), but an emulator that lets a store pass a
+// later load (qemu running arm64 code on an x86 host was seen to) can park
+// a worker past its wake-up, and the Run would then wait forever; a second
+// token is harmless, since a worker consumes one per time it parks.
+func (p *Pool) waitPending(chunks int) {
 	deadline := time.Now().Add(spinFor)
+	rescue := deadline.Add(rescueEvery)
 	for i := 0; p.pending.Load() != 0; i++ {
-		if i&63 == 63 && time.Now().After(deadline) {
-			runtime.Gosched()
+		if i&63 != 63 {
+			continue
+		}
+		now := time.Now()
+		if now.Before(deadline) {
+			continue
+		}
+		runtime.Gosched()
+		if now.After(rescue) {
+			p.wakeParked(chunks)
+			rescue = now.Add(rescueEvery)
+		}
+	}
+}
+
+// dropWakeups makes Run skip its wake-ups, as a weak emulator may in
+// effect; tests set it to check that waitPending's rescue finishes the Run.
+var dropWakeups bool
+
+// rescueEvery is how often a long-waiting Run re-wakes parked workers.
+const rescueEvery = 10 * time.Millisecond
+
+// wakeParked hands a wake-up token to each worker below chunks that is
+// marked parked.
+func (p *Pool) wakeParked(chunks int) {
+	for k := 1; k < chunks; k++ {
+		if p.parked[k-1].CompareAndSwap(1, 0) {
+			p.wake[k-1] <- struct{}{}
 		}
 	}
 }
@@ -184,6 +215,9 @@ func (p *Pool) worker(k int) {
 // for spinFor, then parks on worker k's channel. The dispatcher bumps the
 // generation before looking at parked, and a worker marks itself parked
 // before its last look at the generation, so a wake-up is never missed.
+// The mark is a Swap, not a Store: a read-modify-write is a full fence on
+// every host, so the look cannot be hoisted above it even where plain
+// atomic stores are emulated weakly (see waitPending).
 func (p *Pool) await(k int, seen uint64) uint64 {
 	deadline := time.Now().Add(spinFor)
 	for i := 0; ; i++ {
@@ -195,7 +229,7 @@ func (p *Pool) await(k int, seen uint64) uint64 {
 		}
 	}
 	for {
-		p.parked[k-1].Store(1)
+		p.parked[k-1].Swap(1)
 		if g := p.gen.Load(); g != seen {
 			if !p.parked[k-1].CompareAndSwap(1, 0) {
 				<-p.wake[k-1] // the dispatcher saw us parked and sent a token

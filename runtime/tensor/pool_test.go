@@ -4,6 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestPoolCoverage checks that Run covers [0,n) exactly once with at most
@@ -141,5 +142,37 @@ func TestPoolRunNoAlloc(t *testing.T) {
 	fn := s.run // bound once: a func value reused across Runs costs nothing
 	if a := testing.AllocsPerRun(100, func() { p.Run(1000, fn) }); a != 0 {
 		t.Errorf("%v allocations per Run", a)
+	}
+}
+
+// TestPoolRescuesLostWakeup parks the workers and then runs with the
+// wake-ups dropped, as happened under qemu (a store passing a later load):
+// the Run must still finish, through waitPending's rescue, and every chunk
+// must run once.
+func TestPoolRescuesLostWakeup(t *testing.T) {
+	p := NewPool(3) // closed only on success: Close would wait for a hung Run
+	time.Sleep(20 * spinFor) // the workers stop spinning and park
+	dropWakeups = true
+	defer func() { dropWakeups = false }()
+	var ran [3]atomic.Int32
+	done := make(chan struct{})
+	go func() {
+		p.Run(3, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				ran[i].Add(1)
+			}
+		})
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run with dropped wake-ups did not finish: parked workers were never rescued")
+	}
+	p.Close()
+	for i := range ran {
+		if n := ran[i].Load(); n != 1 {
+			t.Errorf("index %d ran %d times, want 1", i, n)
+		}
 	}
 }
