@@ -7,12 +7,30 @@ TESTDATA ?= $(or $(STRATA_TESTDATA),$(abspath ../shared/testdata))
 FUZZTIME ?= 1m
 PROTOC_GEN_GO_VERSION := v1.36.12
 
-.PHONY: all build deps test test-arm64 test-long demo bench bench-vs-llamacpp bench-links bench-concurrent fuzz proto vet clean
+.PHONY: all build release deps test test-arm64 test-long demo bench bench-vs-llamacpp bench-links bench-concurrent fuzz proto vet clean
 
 all: build
 
+# The version strata version prints and nodes announce: the git
+# description of the checkout (tag, commits since, -dirty), or dev.
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -X main.version=$(VERSION)
+
 build:
-	$(GO) build -o $(BIN) ./cmd/strata
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/strata
+
+# Static binaries for the platforms strata ships (no cgo: the RDMA and
+# Apple paths load their libraries at run time), the version stamped, and
+# their SHA256SUMS, in dist/: strata-VERSION-OS-ARCH.
+RELEASE_TARGETS := darwin/arm64 linux/amd64 linux/arm64
+release:
+	@rm -rf dist && mkdir -p dist
+	@for t in $(RELEASE_TARGETS); do \
+		os=$${t%/*}; arch=$${t#*/}; out=dist/strata-$(VERSION)-$$os-$$arch; \
+		echo "building $$out"; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '-s -w $(LDFLAGS)' -o $$out ./cmd/strata || exit 1; \
+	done
+	cd dist && sha256sum strata-* > SHA256SUMS && cat SHA256SUMS
 
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK = $(shell $(GO) env GOPATH)/bin/staticcheck
@@ -38,7 +56,7 @@ deps:
 # (a few minutes on 2 cores); unit tests run with the
 # race detector; the comparisons with llama.cpp and the end-to-end tests
 # (real strata node processes, a synthetic 1.1B model) run without it.
-test: deps vet test-arm64
+test: deps vet test-arm64 release
 	STRATA_TESTDATA=$(TESTDATA) $(GO) test -race -count=1 -timeout 30m -skip '$(ORACLE_TESTS)' ./...
 	STRATA_TESTDATA=$(TESTDATA) $(GO) test -count=1 -timeout 30m -run '$(ORACLE_TESTS)' ./...
 	STRATA_TESTDATA=$(TESTDATA) $(GO) test -tags e2e -count=1 -timeout 30m -run E2E ./...
@@ -114,4 +132,4 @@ proto:
 	else echo "no messages/*.proto yet"; fi
 
 clean:
-	rm -rf bin
+	rm -rf bin dist

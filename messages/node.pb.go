@@ -60,7 +60,26 @@ type NodeInfo struct {
 	MemoryBandwidth float64 `protobuf:"fixed64,12,opt,name=memory_bandwidth,json=memoryBandwidth,proto3" json:"memory_bandwidth,omitempty"`
 	// links are the node's measured links to other members (at most one per
 	// peer), for the cost model's link latencies.
-	Links         []*LinkInfo `protobuf:"bytes,13,rep,name=links,proto3" json:"links,omitempty"`
+	Links []*LinkInfo `protobuf:"bytes,13,rep,name=links,proto3" json:"links,omitempty"`
+	// protocol and protocol_min are the newest and oldest cluster protocol
+	// versions the node speaks (the messages and streams between nodes); 0
+	// from nodes older than the fields, which spoke version 1 only. Members
+	// whose ranges do not overlap refuse each other (peers.Compatible).
+	Protocol    uint32 `protobuf:"varint,14,opt,name=protocol,proto3" json:"protocol,omitempty"`
+	ProtocolMin uint32 `protobuf:"varint,19,opt,name=protocol_min,json=protocolMin,proto3" json:"protocol_min,omitempty"`
+	// platform is GOOS/GOARCH and the operating system's release (uname -r,
+	// or the macOS build), for strata doctor's "OS build differs" check.
+	Platform string `protobuf:"bytes,15,opt,name=platform,proto3" json:"platform,omitempty"`
+	// clock_unix_nano is the sender's wall clock when it built this
+	// heartbeat: members compare it with their own to find clock skew.
+	ClockUnixNano int64 `protobuf:"varint,16,opt,name=clock_unix_nano,json=clockUnixNano,proto3" json:"clock_unix_nano,omitempty"`
+	// leaving says the node is shutting down gracefully: plans leave it out
+	// and its shards are moving away; it refuses new sessions.
+	Leaving bool `protobuf:"varint,17,opt,name=leaving,proto3" json:"leaving,omitempty"`
+	// findings are the node's own health findings (strata doctor's local
+	// checks: memory, disk budget, open-file limit, secret file mode), each
+	// one line, empty when all is well.
+	Findings      []string `protobuf:"bytes,18,rep,name=findings,proto3" json:"findings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -182,6 +201,48 @@ func (x *NodeInfo) GetMemoryBandwidth() float64 {
 func (x *NodeInfo) GetLinks() []*LinkInfo {
 	if x != nil {
 		return x.Links
+	}
+	return nil
+}
+
+func (x *NodeInfo) GetProtocol() uint32 {
+	if x != nil {
+		return x.Protocol
+	}
+	return 0
+}
+
+func (x *NodeInfo) GetProtocolMin() uint32 {
+	if x != nil {
+		return x.ProtocolMin
+	}
+	return 0
+}
+
+func (x *NodeInfo) GetPlatform() string {
+	if x != nil {
+		return x.Platform
+	}
+	return ""
+}
+
+func (x *NodeInfo) GetClockUnixNano() int64 {
+	if x != nil {
+		return x.ClockUnixNano
+	}
+	return 0
+}
+
+func (x *NodeInfo) GetLeaving() bool {
+	if x != nil {
+		return x.Leaving
+	}
+	return false
+}
+
+func (x *NodeInfo) GetFindings() []string {
+	if x != nil {
+		return x.Findings
 	}
 	return nil
 }
@@ -362,7 +423,7 @@ var File_messages_node_proto protoreflect.FileDescriptor
 
 const file_messages_node_proto_rawDesc = "" +
 	"\n" +
-	"\x13messages/node.proto\x12\x06strata\"\xcf\x03\n" +
+	"\x13messages/node.proto\x12\x06strata\"\x88\x05\n" +
 	"\bNodeInfo\x12\x17\n" +
 	"\apeer_id\x18\x01 \x01(\tR\x06peerId\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\x03R\vincarnation\x12\x10\n" +
@@ -377,7 +438,13 @@ const file_messages_node_proto_rawDesc = "" +
 	" \x03(\tR\x06shards\x12'\n" +
 	"\x0ffetches_weights\x18\v \x01(\bR\x0efetchesWeights\x12)\n" +
 	"\x10memory_bandwidth\x18\f \x01(\x01R\x0fmemoryBandwidth\x12&\n" +
-	"\x05links\x18\r \x03(\v2\x10.strata.LinkInfoR\x05links\"X\n" +
+	"\x05links\x18\r \x03(\v2\x10.strata.LinkInfoR\x05links\x12\x1a\n" +
+	"\bprotocol\x18\x0e \x01(\rR\bprotocol\x12!\n" +
+	"\fprotocol_min\x18\x13 \x01(\rR\vprotocolMin\x12\x1a\n" +
+	"\bplatform\x18\x0f \x01(\tR\bplatform\x12&\n" +
+	"\x0fclock_unix_nano\x18\x10 \x01(\x03R\rclockUnixNano\x12\x18\n" +
+	"\aleaving\x18\x11 \x01(\bR\aleaving\x12\x1a\n" +
+	"\bfindings\x18\x12 \x03(\tR\bfindings\"X\n" +
 	"\bLinkInfo\x12\x17\n" +
 	"\apeer_id\x18\x01 \x01(\tR\x06peerId\x12\x15\n" +
 	"\x06rtt_us\x18\x02 \x01(\rR\x05rttUs\x12\x1c\n" +

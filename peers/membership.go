@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,6 +30,7 @@ const (
 	maxInfoShards = 4096
 	maxInfoLayers = 1 << 16
 	maxInfoString = 1024
+	maxFindings   = 64
 	// maxInfoMemory (1 PiB) and maxInfoFlops (1 EFLOP/s) are far above any
 	// machine; a claim beyond is a lie, which would draw every layer of a
 	// plan to that node, or overflow the sums of memory.
@@ -85,6 +88,14 @@ func validateInfo(info *messages.NodeInfo, from peer.ID) error {
 			return fmt.Errorf("%w: shard too long", ErrBadInfo)
 		}
 	}
+	if len(info.Platform) > maxInfoString || len(info.Findings) > maxFindings {
+		return fmt.Errorf("%w: platform too long or too many findings", ErrBadInfo)
+	}
+	for _, f := range info.Findings {
+		if len(f) > maxInfoString {
+			return fmt.Errorf("%w: finding too long", ErrBadInfo)
+		}
+	}
 	// Links and measurements: validateMeasures (announce.go).
 	return nil
 }
@@ -105,6 +116,8 @@ type Membership struct {
 	subs    map[*Subscription]struct{}
 	shards  []string
 	paused  bool // test hook: stop publishing heartbeats
+	leaving bool
+	refused map[peer.ID]Refusal
 	seq     uint64
 	inc     int64
 
@@ -117,6 +130,7 @@ func newMembership(n *Node, topic *pubsub.Topic) *Membership {
 		t:          newTable(n.host.ID(), n.cfg.MemberTimeout),
 		changed:    make(chan struct{}),
 		subs:       make(map[*Subscription]struct{}),
+		refused:    make(map[peer.ID]Refusal),
 		inc:        time.Now().UnixNano(),
 		publishNow: make(chan struct{}, 1),
 	}
@@ -154,6 +168,68 @@ func (m *Membership) SetShards(shards []string) {
 	m.shards = append([]string(nil), shards...)
 	m.mu.Unlock()
 	m.poke()
+}
+
+// SetLeaving announces (from the next heartbeat, published at once) that
+// this node is leaving the cluster: plans leave it out.
+func (m *Membership) SetLeaving(leaving bool) {
+	m.mu.Lock()
+	m.leaving = leaving
+	m.mu.Unlock()
+	m.poke()
+}
+
+// Refused lists the nodes heard from in the last refusalMemory that are
+// kept out of the view for an incompatible protocol, by peer ID.
+func (m *Membership) Refused() []Refusal {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := time.Now()
+	var out []Refusal
+	for id, r := range m.refused {
+		if now.Sub(r.At) > refusalMemory {
+			delete(m.refused, id)
+			continue
+		}
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b Refusal) int { return strings.Compare(a.ID.String(), b.ID.String()) })
+	return out
+}
+
+// refusalMemory is how long a refused node stays listed after its last
+// heartbeat.
+const refusalMemory = 30 * time.Second
+
+// protocols is the range this node speaks.
+func (m *Membership) protocols() ProtocolRange {
+	if r := m.node.cfg.Protocols; r.Max != 0 {
+		return r
+	}
+	return OurProtocols
+}
+
+// refuse keeps a node with an incompatible protocol out of the view: it
+// is dropped if it was a member (a restart with another build), listed
+// in Refused, and logged the first time.
+func (m *Membership) refuse(from peer.ID, info *messages.NodeInfo, theirs ProtocolRange) {
+	ours := m.protocols()
+	r := Refusal{ID: from, Version: info.Version, Protocols: theirs, At: time.Now(),
+		Reason: refusalReason(ours, m.node.cfg.Version, theirs, info.Version)}
+	m.mu.Lock()
+	old, seen := m.refused[from]
+	m.refused[from] = r
+	ev, left := m.t.remove(from, "incompatible protocol", r.At)
+	if left {
+		m.emit(ev)
+	}
+	m.mu.Unlock()
+	if left {
+		m.afterLeave([]Event{ev})
+	}
+	if !seen || old.Protocols != theirs {
+		m.log.Warn("peers: member refused", "peer", from, "reason", r.Reason)
+	}
 }
 
 func (m *Membership) poke() {
@@ -259,6 +335,10 @@ func (m *Membership) afterLeave(evs []Event) {
 
 // observe takes a heartbeat (already validated).
 func (m *Membership) observe(from peer.ID, info *messages.NodeInfo) {
+	if theirs := announcedRange(info.ProtocolMin, info.Protocol); !Compatible(m.protocols(), theirs) {
+		m.refuse(from, info, theirs)
+		return
+	}
 	connected := from == m.node.host.ID() || m.node.host.Network().Connectedness(from) == network.Connected
 	m.mu.Lock()
 	ev, ok := m.t.observe(from, info, time.Now(), connected)
@@ -304,11 +384,16 @@ func (m *Membership) info() *messages.NodeInfo {
 	total, avail := n.memory()
 	m.mu.Lock()
 	m.seq++
+	proto := m.protocols()
 	info := &messages.NodeInfo{
 		PeerId:               n.host.ID().String(),
 		Incarnation:          m.inc,
 		Seq:                  m.seq,
 		Version:              n.cfg.Version,
+		Protocol:             proto.Max,
+		ProtocolMin:          proto.Min,
+		Platform:             platform(),
+		Leaving:              m.leaving,
 		MemoryTotalBytes:     total,
 		MemoryAvailableBytes: avail,
 		ComputeFlops:         n.cfg.ComputeFlops,
@@ -324,6 +409,10 @@ func (m *Membership) info() *messages.NodeInfo {
 	if n.cfg.Models != nil {
 		info.Models = n.cfg.Models()
 	}
+	if n.cfg.Findings != nil {
+		info.Findings = n.cfg.Findings()
+	}
+	info.ClockUnixNano = time.Now().Add(n.cfg.ClockOffset).UnixNano()
 	return info
 }
 

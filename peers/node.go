@@ -82,6 +82,16 @@ type Config struct {
 	MemoryBandwidth float64
 	// Version is the build version to announce.
 	Version string
+	// Protocols is the range of cluster protocol versions to announce and
+	// accept. Zero: OurProtocols (tests set others).
+	Protocols ProtocolRange
+	// Findings, when set, lists the node's own health findings to
+	// announce (strata doctor's local checks), one line each; called for
+	// every heartbeat, so it should be cheap.
+	Findings func() []string
+	// ClockOffset is added to the wall clock the node announces: a test
+	// hook for strata doctor's clock-skew check.
+	ClockOffset time.Duration
 	// Logger receives the node's log lines. Nil: slog.Default().
 	Logger *slog.Logger
 	// HeartbeatInterval is how often the node publishes its NodeInfo.

@@ -138,6 +138,7 @@ func (t *table) observe(id peer.ID, info *messages.NodeInfo, now time.Time, conn
 		t.stamps[id] = s
 		m.LastSeen = now
 		if sameInfo(m.Info, info) {
+			m.Info = info // the clock reading is new; no event for it
 			return Event{}, false
 		}
 		m.Info = info
@@ -163,13 +164,14 @@ func (t *table) observe(id peer.ID, info *messages.NodeInfo, now time.Time, conn
 	return Event{Kind: Joined, Member: *m, Version: t.version}, true
 }
 
-// sameInfo compares two heartbeats ignoring the sequence number.
+// sameInfo compares two heartbeats ignoring the sequence number and the
+// clock reading, which change with every one.
 func sameInfo(a, b *messages.NodeInfo) bool {
-	if a.Seq == b.Seq {
+	if a.Seq == b.Seq && a.ClockUnixNano == b.ClockUnixNano {
 		return proto.Equal(a, b)
 	}
 	b2 := proto.Clone(b).(*messages.NodeInfo)
-	b2.Seq = a.Seq
+	b2.Seq, b2.ClockUnixNano = a.Seq, a.ClockUnixNano
 	return proto.Equal(a, b2)
 }
 

@@ -1,0 +1,6 @@
+//go:build !linux && !darwin
+
+package peers
+
+// osBuild is unknown on other systems.
+func osBuild() string { return "" }

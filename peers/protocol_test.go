@@ -1,0 +1,100 @@
+package peers_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"strata/peers"
+	"strata/peers/peerstest"
+)
+
+func TestCompatible(t *testing.T) {
+	for _, tc := range []struct {
+		a, b peers.ProtocolRange
+		want bool
+	}{
+		{peers.ProtocolRange{1, 1}, peers.ProtocolRange{1, 1}, true},
+		{peers.ProtocolRange{1, 2}, peers.ProtocolRange{1, 1}, true}, // a rolling upgrade: the new build still speaks 1
+		{peers.ProtocolRange{2, 3}, peers.ProtocolRange{1, 1}, false},
+		{peers.ProtocolRange{1, 1}, peers.ProtocolRange{2, 2}, false},
+		{peers.ProtocolRange{2, 4}, peers.ProtocolRange{3, 9}, true},
+	} {
+		if got := peers.Compatible(tc.a, tc.b); got != tc.want || peers.Compatible(tc.b, tc.a) != tc.want {
+			t.Errorf("Compatible(%v, %v) = %v, want %v both ways", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
+
+// TestIncompatibleProtocolRefused starts three nodes: the third speaks only
+// a protocol the first two do not, the second a range that overlaps both.
+// The first and third refuse each other, with a reason naming both
+// versions; the second (a mixed, compatible version) is a member of all.
+func TestIncompatibleProtocolRefused(t *testing.T) {
+	ranges := []peers.ProtocolRange{{1, 1}, {1, 2}, {2, 2}}
+	versions := []string{"v1.0", "v1.1", "v2.0"}
+	c := peerstest.Start(t, 3, peerstest.ForNode(func(i int, cfg *peers.Config) {
+		cfg.Protocols, cfg.Version = ranges[i], versions[i]
+	}))
+	deadline := time.Now().Add(10 * time.Second)
+	want := [][]int{{0, 1}, {0, 1, 2}, {1, 2}}
+	for i, nd := range c.Nodes {
+		var ids []string
+		for _, j := range want[i] {
+			ids = append(ids, c.Nodes[j].ID().String())
+		}
+		slices.Sort(ids)
+		for {
+			var got []string
+			for _, id := range nd.Membership().View().IDs() {
+				got = append(got, id.String())
+			}
+			if slices.Equal(got, ids) && (i == 1 || len(nd.Membership().Refused()) == 1) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("node %d: view %v, refused %v; want view %v and one refusal", i, got, nd.Membership().Refused(), ids)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	r := c.Nodes[0].Membership().Refused()[0]
+	if r.ID != c.Nodes[2].ID() || r.Version != "v2.0" || r.Protocols != ranges[2] ||
+		!strings.Contains(r.Reason, "strata v2.0 (protocol 2)") || !strings.Contains(r.Reason, "strata v1.0 (protocol 1)") {
+		t.Errorf("node 0 refused %+v", r)
+	}
+	if len(c.Nodes[1].Membership().Refused()) != 0 {
+		t.Errorf("the node speaking 1-2 refused %v", c.Nodes[1].Membership().Refused())
+	}
+	if !strings.Contains(c.Log(0), "member refused") {
+		t.Errorf("node 0 did not log the refusal:\n%s", c.Log(0))
+	}
+}
+
+// TestAnnouncedLeavingClockPlatform: a node's leaving flag, its clock
+// (with the test offset) and its platform reach the others.
+func TestAnnouncedLeavingClockPlatform(t *testing.T) {
+	c := peerstest.New(t, 2, peerstest.ForNode(func(i int, cfg *peers.Config) {
+		if i == 1 {
+			cfg.ClockOffset = time.Hour
+			cfg.Findings = func() []string { return []string{"disk budget full"} }
+		}
+	}))
+	c.Nodes[1].Membership().SetLeaving(true)
+	v, err := c.Nodes[0].Membership().Wait(ctxWithin(t, within), func(v peers.View) bool {
+		m, ok := v.Member(c.Nodes[1].ID())
+		return ok && m.Info.Leaving
+	})
+	if err != nil {
+		t.Fatalf("node 0 never saw node 1 leaving: %v", err)
+	}
+	m, _ := v.Member(c.Nodes[1].ID())
+	skew := time.Unix(0, m.Info.ClockUnixNano).Sub(m.LastSeen)
+	if skew < 59*time.Minute || skew > 61*time.Minute {
+		t.Errorf("announced clock is %v off the receiver's, want about 1h", skew)
+	}
+	if !strings.Contains(m.Info.Platform, "/") || !slices.Equal(m.Info.Findings, []string{"disk budget full"}) {
+		t.Errorf("platform %q, findings %q", m.Info.Platform, m.Info.Findings)
+	}
+}
