@@ -150,7 +150,7 @@ func TestPoolRunNoAlloc(t *testing.T) {
 // the Run must still finish, through waitPending's rescue, and every chunk
 // must run once.
 func TestPoolRescuesLostWakeup(t *testing.T) {
-	p := NewPool(3) // closed only on success: Close would wait for a hung Run
+	p := NewPool(3)          // closed only on success: Close would wait for a hung Run
 	time.Sleep(20 * spinFor) // the workers stop spinning and park
 	dropWakeups = true
 	defer func() { dropWakeups = false }()
