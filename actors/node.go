@@ -153,6 +153,28 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	return n, nil
 }
 
+// Leave starts a graceful leave: the node announces that it is leaving
+// (other nodes' plans leave it out from their next plan), its host
+// refuses new shards and stops the ones it holds, so every session using
+// them re-plans on the other members at once and replays (as after a
+// lost node, without waiting for a timeout). Then Leave waits until the
+// sessions started on this node have ended (the caller stops admitting
+// new ones first), or ctx is done. Close the node afterwards.
+func (n *Node) Leave(ctx context.Context) error {
+	n.Peers.Membership().SetLeaving(true)
+	if _, err := n.Peers.ActorSystem().Root.RequestFuture(n.hostPID, stage.Leave{}, 10*time.Second).Result(); err != nil {
+		return fmt.Errorf("leave: shard host: %w", err)
+	}
+	for len(n.Origin.Sessions()) > 0 {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("leave: %d sessions still running: %w", len(n.Origin.Sessions()), ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
 // Close stops the node: sessions, shards, then the peer. It may be called
 // more than once.
 func (n *Node) Close() error {
@@ -219,6 +241,9 @@ func (d viewDirectory) Members() []origin.Member {
 	out := make([]origin.Member, 0, len(v.Members))
 	for _, m := range v.Members {
 		info := m.Info
+		if info.GetLeaving() {
+			continue // plans leave it out; its shards are moving away
+		}
 		mem := origin.Member{ID: m.ID.String(), Host: d.p.PID(m.ID, stage.HostName), MemoryBytes: info.GetMemoryTotalBytes(), Compute: info.GetComputeFlops(),
 			MemBandwidth: info.GetMemoryBandwidth(), LastSeen: m.LastSeen}
 		for _, l := range info.GetLinks() {

@@ -15,6 +15,7 @@ var (
 	ErrModelNotFound  = errors.New("api: model not found")
 	ErrAPIKeyRequired = errors.New("api: an API key is required when the API binds to a non-loopback address")
 	ErrQueueFull      = errors.New("api: too many requests are waiting")
+	ErrLeaving        = errors.New("api: the node is leaving the cluster")
 )
 
 // Error is an API error as OpenAI shapes it: the body is
@@ -59,6 +60,11 @@ func unauthorized(msg string) *Error {
 func queueFull(waiting int) *Error {
 	return &Error{Status: http.StatusTooManyRequests, Type: "requests", Code: strPtr("rate_limit_exceeded"),
 		Message: fmt.Sprintf("The server is busy: %d requests are already waiting. Retry later.", waiting)}
+}
+
+func leaving() *Error {
+	return &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: strPtr("node_leaving"),
+		Message: "This node is leaving the cluster (shutting down or restarting); send the request to another node of the cluster."}
 }
 
 func tooLarge(limit int64) *Error {
@@ -148,7 +154,7 @@ func writeErrorShape(w http.ResponseWriter, shape int, e *Error) {
 	if e.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="strata"`)
 	}
-	if e.Status == http.StatusTooManyRequests {
+	if e.Status == http.StatusTooManyRequests || e.Status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
 	}
 	w.WriteHeader(e.Status)

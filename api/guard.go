@@ -243,6 +243,8 @@ func (s *Server) admit(h http.Handler) http.Handler {
 			if errors.Is(err, ErrQueueFull) {
 				_, waiting := s.queue.Len()
 				s.fail(w, "generate", queueFull(waiting))
+			} else if errors.Is(err, ErrLeaving) {
+				s.fail(w, "generate", leaving())
 			}
 			return
 		}

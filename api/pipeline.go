@@ -125,6 +125,8 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job, out streame
 		if errors.Is(err, ErrQueueFull) {
 			_, waiting := s.queue.Len()
 			s.fail(w, j.endpoint, queueFull(waiting))
+		} else if errors.Is(err, ErrLeaving) {
+			s.fail(w, j.endpoint, leaving())
 		} else {
 			s.metrics.request(j.endpoint, 499) // client closed the request while queued
 		}

@@ -17,6 +17,9 @@ type queue struct {
 	bound   int // most waiters
 	waiters list.List
 	changed func(active, waiting int) // called with mu held after every change; may be nil
+	closed  bool                      // the node is leaving: Acquire refuses newcomers
+	drained chan struct{}             // made by close; closed once nothing runs or waits
+	isIdle  bool                      // drained is closed
 }
 
 // waiter is one request in line; ready is closed when it is handed a slot.
@@ -33,6 +36,22 @@ func (q *queue) notify() {
 	if q.changed != nil {
 		q.changed(q.active, q.waiters.Len())
 	}
+	if q.closed && !q.isIdle && q.active == 0 && q.waiters.Len() == 0 {
+		close(q.drained)
+		q.isIdle = true
+	}
+}
+
+// close refuses every later Acquire (ErrLeaving); those already running
+// or waiting go on. The channel it returns is closed once none is left.
+func (q *queue) close() <-chan struct{} {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.closed {
+		q.closed, q.drained = true, make(chan struct{})
+		q.notify()
+	}
+	return q.drained
 }
 
 // Acquire waits for a slot. It returns ErrQueueFull when the line is at
@@ -40,6 +59,10 @@ func (q *queue) notify() {
 // up). Each nil return must be paired with one Release.
 func (q *queue) Acquire(ctx context.Context) error {
 	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return ErrLeaving
+	}
 	if q.active < q.max && q.waiters.Len() == 0 {
 		q.active++
 		q.notify()

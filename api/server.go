@@ -69,6 +69,12 @@ type Server struct {
 	vocabs  vocabs // token tries for constrained sampling
 }
 
+// Leave makes the server refuse every later generation request with 503
+// and Retry-After (code node_leaving: the client should use another node)
+// while those running or queued go on; the channel it returns is closed
+// once none is left. Other endpoints keep answering.
+func (s *Server) Leave() <-chan struct{} { return s.queue.close() }
+
 // NewServer validates cfg and builds the routes. It refuses a non-loopback
 // Addr without an APIKey (ErrAPIKeyRequired).
 func NewServer(cfg Config) (*Server, error) {

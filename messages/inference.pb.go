@@ -246,7 +246,10 @@ type ShardLoaded struct {
 	ActorId string                 `protobuf:"bytes,2,opt,name=actor_id,json=actorId,proto3" json:"actor_id,omitempty"`
 	Error   string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
 	// bytes is the weight bytes the shard maps.
-	Bytes         uint64 `protobuf:"varint,4,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	Bytes uint64 `protobuf:"varint,4,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	// leaving says the node refused because it is leaving the cluster: the
+	// session plans again without it, as if it had not answered.
+	Leaving       bool `protobuf:"varint,5,opt,name=leaving,proto3" json:"leaving,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -307,6 +310,13 @@ func (x *ShardLoaded) GetBytes() uint64 {
 		return x.Bytes
 	}
 	return 0
+}
+
+func (x *ShardLoaded) GetLeaving() bool {
+	if x != nil {
+		return x.Leaving
+	}
+	return false
 }
 
 // Sampling carries the sampler settings to the last stage, which samples.
@@ -1121,12 +1131,13 @@ const file_messages_inference_proto_rawDesc = "" +
 	"\x12tp_expert_parallel\x18\b \x01(\bR\x10tpExpertParallel\"W\n" +
 	"\tLoadShard\x12'\n" +
 	"\x05shard\x18\x01 \x01(\v2\x11.strata.ShardSpecR\x05shard\x12!\n" +
-	"\x05group\x18\x02 \x03(\v2\v.strata.PIDR\x05group\"}\n" +
+	"\x05group\x18\x02 \x03(\v2\v.strata.PIDR\x05group\"\x97\x01\n" +
 	"\vShardLoaded\x12'\n" +
 	"\x05shard\x18\x01 \x01(\v2\x11.strata.ShardSpecR\x05shard\x12\x19\n" +
 	"\bactor_id\x18\x02 \x01(\tR\aactorId\x12\x14\n" +
 	"\x05error\x18\x03 \x01(\tR\x05error\x12\x14\n" +
-	"\x05bytes\x18\x04 \x01(\x04R\x05bytes\"\xad\x03\n" +
+	"\x05bytes\x18\x04 \x01(\x04R\x05bytes\x12\x18\n" +
+	"\aleaving\x18\x05 \x01(\bR\aleaving\"\xad\x03\n" +
 	"\bSampling\x12 \n" +
 	"\vtemperature\x18\x01 \x01(\x02R\vtemperature\x12\x13\n" +
 	"\x05top_k\x18\x02 \x01(\x05R\x04topK\x12\x13\n" +

@@ -29,7 +29,8 @@ type Member struct {
 	Fetches bool
 }
 
-// Directory is the current membership view.
+// Directory is the current membership view: the members plans may use
+// (a node leaving the cluster is not listed).
 type Directory interface {
 	Members() []Member
 }

@@ -253,6 +253,15 @@ func (c *Origin) load(name string, p plan.Plan, members []Member) ([]session.Sta
 		}
 		loaded, ok := res.(*messages.ShardLoaded)
 		switch {
+		case ok && loaded.Leaving:
+			// A node leaving the cluster: plan again without it, as for
+			// one that did not answer.
+			mu.Lock()
+			if !slices.Contains(unreachable, node) {
+				unreachable = append(unreachable, node)
+			}
+			mu.Unlock()
+			return session.Stage{}, false, errors.New(loaded.Error)
 		case !ok:
 			return session.Stage{}, true, fmt.Errorf("node %s answered LoadShard with %T", node, res)
 		case loaded.Error != "":

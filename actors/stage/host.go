@@ -77,6 +77,9 @@ type Host struct {
 	// a LoadShard is anyone's with the secret, and each fetch holds a
 	// goroutine and a model's manifest for up to fetchTimeout.
 	fetching atomic.Int32
+	// leaving: the node is leaving the cluster (Leave); loads are refused.
+	// Touched only by the actor.
+	leaving bool
 
 	mu     sync.Mutex
 	system *actor.ActorSystem
@@ -129,6 +132,16 @@ type fetched struct {
 	err     error
 }
 
+// Leave, sent by the node itself (a Go value: no peer can send it), makes
+// the host refuse every later LoadShard with ShardLoaded.leaving and stop
+// its shards, so the sessions using them re-plan without this node at
+// once (their origins watch the shard actors) and replay. The host
+// answers with LeaveDone once it has told them to stop.
+type Leave struct{}
+
+// LeaveDone is the host's answer to Leave: Shards were told to stop.
+type LeaveDone struct{ Shards int }
+
 // Props returns the actor props of the host.
 func (h *Host) Props() *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor { return h }, actor.WithSenderMiddleware(h.cfg.SenderMiddleware...))
@@ -141,7 +154,23 @@ func (h *Host) Receive(ctx actor.Context) {
 		h.mu.Lock()
 		h.system = ctx.ActorSystem()
 		h.mu.Unlock()
+	case Leave:
+		h.leaving = true
+		h.mu.Lock()
+		var pids []*actor.PID
+		for _, s := range h.shards {
+			pids = append(pids, s.pid)
+		}
+		h.mu.Unlock()
+		for _, pid := range pids {
+			ctx.Stop(pid) // after its current message; watchers hear Terminated
+		}
+		ctx.Respond(LeaveDone{Shards: len(pids)})
 	case *messages.LoadShard:
+		if h.leaving {
+			ctx.Respond(h.leavingAnswer(m.GetShard()))
+			return
+		}
 		spec := m.GetShard()
 		// A name is checked before anything is kept under it (a lock, a
 		// manifest, a goroutine): names come from any peer.
@@ -174,7 +203,9 @@ func (h *Host) Receive(ctx actor.Context) {
 		ctx.Respond(h.load(ctx, spec, m.Group))
 	case *fetched:
 		reply := &messages.ShardLoaded{Shard: m.spec}
-		if m.err != nil {
+		if h.leaving {
+			reply = h.leavingAnswer(m.spec)
+		} else if m.err != nil {
 			reply.Error = h.label() + m.err.Error()
 		} else {
 			reply = h.load(ctx, m.spec, m.group)
@@ -199,6 +230,14 @@ func (h *Host) Receive(ctx actor.Context) {
 	case *actor.Stopped:
 		h.close()
 	}
+}
+
+// leavingAnswer refuses a load while the node leaves.
+func (h *Host) leavingAnswer(spec *messages.ShardSpec) *messages.ShardLoaded {
+	if spec == nil {
+		spec = &messages.ShardSpec{}
+	}
+	return &messages.ShardLoaded{Shard: spec, Leaving: true, Error: h.label() + "the node is leaving the cluster"}
 }
 
 // childStopped forgets a shard actor that stopped (evicted, or crashed):

@@ -49,7 +49,7 @@ type nodeFlags struct {
 	listen, join, allowedHosts                                   []string
 	noMDNS, f16, verbsApple, noShortcut                          bool
 	context, parallel, threads, promptCache                      int
-	stepTimeout                                                  time.Duration
+	stepTimeout, drainTimeout                                    time.Duration
 }
 
 func nodeCmd() *cobra.Command {
@@ -82,6 +82,10 @@ others too, and strata models lists them.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			go func() {
+				<-ctx.Done()
+				stop() // the first signal leaves gracefully; a second one ends the process at once
+			}()
 			return runNode(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), f)
 		},
 	}
@@ -103,6 +107,7 @@ others too, and strata models lists them.`,
 	fl.IntVar(&f.parallel, "parallel", 4, "sessions run at once; placement reserves KV memory for this many")
 	fl.IntVar(&f.promptCache, "prompt-cache", 0, "finished sessions whose KV caches are kept for prompt caching (a conversation's next turn reuses them; they give way when memory is needed); 0 = 16, -1 = off")
 	fl.IntVar(&f.threads, "threads", 0, "worker threads for the kernels (0: all cores)")
+	fl.DurationVar(&f.drainTimeout, "drain-timeout", 2*time.Minute, "on SIGTERM or Ctrl-C, how long to let the answers this node is giving finish before it exits (it takes no new ones, and its shards move to the other nodes at once); a second signal exits at once")
 	fl.DurationVar(&f.stepTimeout, "step-timeout", 30*time.Second, "wait for one token before a session leaves out the stages that do not answer and replays")
 	fl.StringVar(&f.transport, "transport", peers.TransportAuto, "what activations travel on between nodes: auto (shared memory with nodes on this host, else the libp2p stream), tcp, shm or rdma")
 	fl.BoolVar(&f.verbsApple, "verbs-apple", false, "keep shared-memory links to Apple RDMA's constraints (4 KiB frames, equal send/receive sizes, 32 work requests): to test that protocol")
@@ -117,6 +122,7 @@ others too, and strata models lists them.`,
 	fl.StringVar(&f.arWire, "allreduce-wire", "f32", "what the partial sums of this node's tensor-parallel groups travel as: f32, f16 or q8_0 (use the same on every node)")
 	fl.StringVar(&f.memBW, "mem-bandwidth", "", "memory read rate to announce, e.g. 100GB/s (default: measured at start); tensor-parallel slices and the cost model follow it")
 
+	cmd.AddCommand(nodeStopCmd(&f.dataDir))
 	cmd.AddCommand(&cobra.Command{
 		Use:   "id [--data-dir D]",
 		Short: "Print the node's peer ID, creating its identity (and cluster secret) on first use",
@@ -133,6 +139,49 @@ others too, and strata models lists them.`,
 			return nil
 		},
 	})
+	return cmd
+}
+
+// nodeStopCmd is strata node stop: a graceful leave of the node running
+// on this data directory, as SIGTERM does.
+func nodeStopCmd(dataDir *string) *cobra.Command {
+	var wait time.Duration
+	cmd := &cobra.Command{
+		Use:   "stop [--data-dir D] [--wait 3m]",
+		Short: "Stop the node running on this data directory gracefully (as SIGTERM does)",
+		Long: `stop signals the node that runs on --data-dir (its process ID is in
+DATA_DIR/node.pid) to leave the cluster: it takes no new sessions, its
+shards move to the other nodes (their sessions replay there at once), the
+answers it is giving finish (within its --drain-timeout), and it exits.
+stop waits for that, up to --wait.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			b, err := os.ReadFile(filepath.Join(*dataDir, nodePIDFile))
+			if errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("no node is running on %s (no %s)", *dataDir, nodePIDFile)
+			} else if err != nil {
+				return err
+			}
+			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+			if err != nil || pid <= 0 {
+				return fmt.Errorf("%s: not a process ID: %q", filepath.Join(*dataDir, nodePIDFile), b)
+			}
+			if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+				return fmt.Errorf("node process %d: %w (a stale %s?)", pid, err, nodePIDFile)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "asked node process %d to leave the cluster\n", pid)
+			deadline := time.Now().Add(wait)
+			for syscall.Kill(pid, 0) == nil {
+				if time.Now().After(deadline) {
+					return fmt.Errorf("node process %d still runs after %v", pid, wait)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), "the node has stopped")
+			return nil
+		},
+	}
+	cmd.Flags().DurationVar(&wait, "wait", 3*time.Minute, "how long to wait for the node to exit")
 	return cmd
 }
 
@@ -363,17 +412,61 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 		fmt.Fprintf(out, "join with: strata node --secret-file <copy of the secret> --join %s\n", join)
 	}
 
+	pidFile := filepath.Join(f.dataDir, nodePIDFile)
+	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+		return fmt.Errorf("pid file: %w", err)
+	}
+	defer removeOwnPIDFile(pidFile)
+
 	select {
 	case <-ctx.Done():
 	case err := <-served:
 		return fmt.Errorf("API: %w", err)
 	}
+	leave(out, srv, full, f.drainTimeout)
 	stopServe()
 	select {
 	case <-served:
 	case <-time.After(2 * time.Second):
 	}
 	return full.Close()
+}
+
+// nodePIDFile, in the data directory, holds the running node's process
+// ID: strata node stop signals it.
+const nodePIDFile = "node.pid"
+
+// removeOwnPIDFile removes the pid file if it still names this process
+// (a second node started on the same data directory may have replaced it).
+func removeOwnPIDFile(path string) {
+	if b, err := os.ReadFile(path); err == nil && strings.TrimSpace(string(b)) == strconv.Itoa(os.Getpid()) {
+		os.Remove(path)
+	}
+}
+
+// leave is a graceful stop: the API takes no new answers (503, "use
+// another node"), the node announces it is leaving and hands its shards'
+// sessions to the other members (they replay there at once), and the
+// answers this node is giving finish, within drain.
+func leave(out io.Writer, srv *api.Server, full *actors.Node, drain time.Duration) {
+	start := time.Now()
+	fmt.Fprintf(out, "leaving the cluster: no new sessions; finishing the running ones (up to %v; a second signal exits at once)\n", drain)
+	ctx, cancel := context.WithTimeout(context.Background(), drain)
+	defer cancel()
+	idle := srv.Leave()
+	err := full.Leave(ctx)
+	if err == nil {
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			err = errors.New("answers still running after --drain-timeout")
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(out, "left the cluster after %v: %v\n", time.Since(start).Round(time.Millisecond), err)
+		return
+	}
+	fmt.Fprintf(out, "left the cluster after %v\n", time.Since(start).Round(time.Millisecond))
 }
 
 // clusterModels are the models a prompt here may name: this node's

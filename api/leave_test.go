@@ -1,0 +1,82 @@
+package api
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"strata/runtime/engine"
+)
+
+// gateGen answers one token once its gate opens.
+type gateGen struct {
+	started chan struct{}
+	gate    chan struct{}
+}
+
+func (g gateGen) Generate(ctx context.Context, req engine.Request, onToken func(engine.Token) error) (engine.Result, error) {
+	g.started <- struct{}{}
+	select {
+	case <-g.gate:
+	case <-ctx.Done():
+		return engine.Result{}, ctx.Err()
+	}
+	if err := onToken(engine.Token{ID: 5, Text: "ok"}); err != nil {
+		return engine.Result{}, err
+	}
+	return engine.Result{Tokens: []int{5}, Text: "ok", FinishReason: "length"}, nil
+}
+
+// TestLeaveRefusesNewFinishesRunning: once the node leaves, every
+// generation endpoint answers 503 with Retry-After in its own error
+// shape, the answer already running finishes, and the drained channel
+// closes only then.
+func TestLeaveRefusesNewFinishesRunning(t *testing.T) {
+	g := gateGen{started: make(chan struct{}, 1), gate: make(chan struct{})}
+	s, hs := newTestServer(t, Config{Generator: g, Models: storiesLocal(t)})
+	running := make(chan int, 1)
+	go func() {
+		resp := post(t, hs.URL+"/v1/completions", "", `{"model": "stories260K", "prompt": "x", "max_tokens": 1}`)
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		running <- resp.StatusCode
+	}()
+	<-g.started
+	drained := s.Leave()
+	for _, tc := range []struct{ path, body, want string }{
+		{"/v1/chat/completions", `{"model": "stories260K", "messages": [{"role": "user", "content": "hi"}]}`, `"code":"node_leaving"`},
+		{"/v1/messages", `{"model": "stories260K", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}`, `"type":"error"`},
+		{"/api/chat", `{"model": "stories260K", "messages": [{"role": "user", "content": "hi"}]}`, `leaving the cluster`},
+		{"/api/strata/generate", `{"model": "stories260K", "prompt": "x"}`, `leaving the cluster`},
+	} {
+		resp := post(t, hs.URL+tc.path, "", tc.body)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(b), tc.want) {
+			t.Errorf("%s while leaving: %d, Retry-After %q, %s", tc.path, resp.StatusCode, resp.Header.Get("Retry-After"), b)
+		}
+	}
+	if resp, err := http.Get(hs.URL + "/v1/models"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /v1/models while leaving: %v %v", resp, err)
+	}
+	select {
+	case <-drained:
+		t.Fatal("drained before the running answer finished")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(g.gate)
+	if code := <-running; code != http.StatusOK {
+		t.Errorf("the running answer ended with %d", code)
+	}
+	select {
+	case <-drained:
+	case <-time.After(5 * time.Second):
+		t.Fatal("not drained after the running answer finished")
+	}
+	if again := s.Leave(); again != drained {
+		t.Error("a second Leave returned another channel")
+	}
+}
