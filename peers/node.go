@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -246,6 +247,15 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	for _, ai := range join {
 		n.wg.Add(1)
 		go n.keepJoined(ai)
+	}
+	if cfg.DataDir != "" {
+		for _, ai := range readKnownPeers(cfg.DataDir) {
+			if ai.ID == h.ID() || slices.ContainsFunc(join, func(j peer.AddrInfo) bool { return j.ID == ai.ID }) {
+				continue
+			}
+			n.wg.Add(1)
+			go n.rejoin(ai)
+		}
 	}
 	if !cfg.NoMDNS {
 		n.mdns = mdns.NewMdnsService(h, ServiceName(cfg.Secret), mdnsNotifee{n})
@@ -505,6 +515,7 @@ func (n *Node) openLinks() {
 			}
 			if ev.Kind == Joined && ev.Member.ID != n.ID() {
 				n.side.Open(ev.Member.ID)
+				n.rememberPeers()
 			}
 		}
 	}()

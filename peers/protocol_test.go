@@ -1,6 +1,10 @@
 package peers_test
 
 import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -96,5 +100,44 @@ func TestAnnouncedLeavingClockPlatform(t *testing.T) {
 	}
 	if !strings.Contains(m.Info.Platform, "/") || !slices.Equal(m.Info.Findings, []string{"disk budget full"}) {
 		t.Errorf("platform %q, findings %q", m.Info.Platform, m.Info.Findings)
+	}
+}
+
+// TestRestartedNodeRejoinsRememberedPeers: a node restarted on its data
+// directory, with no --join and mDNS off, dials the members it saw last
+// (DATA_DIR/known-peers) and is back in their views: the node the others
+// joined is the one restarted in a rolling upgrade too.
+func TestRestartedNodeRejoinsRememberedPeers(t *testing.T) {
+	dirs := []string{t.TempDir(), t.TempDir()}
+	c := peerstest.New(t, 2, peerstest.ForNode(func(i int, cfg *peers.Config) { cfg.DataDir = dirs[i] }))
+	first := c.Nodes[0]
+	// Node 1 wrote node 0 down when it joined.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		b, _ := os.ReadFile(filepath.Join(dirs[1], peers.KnownPeersFile))
+		if strings.Contains(string(b), "/p2p/"+first.ID().String()) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("known-peers of node 1: %q", b)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	id := c.Nodes[1].ID()
+	c.Kill(1)
+	if _, err := first.Membership().Wait(ctxWithin(t, within), func(v peers.View) bool { _, ok := v.Member(id); return !ok }); err != nil {
+		t.Fatal(err)
+	}
+	again, err := peers.New(context.Background(), peers.Config{DataDir: dirs[1], Listen: []string{"/ip4/127.0.0.1/tcp/0"}, NoMDNS: true,
+		Secret: c.Secret, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	if again.ID() != id {
+		t.Fatalf("restarted with another identity")
+	}
+	if _, err := first.Membership().Wait(ctxWithin(t, 10*time.Second), func(v peers.View) bool { _, ok := v.Member(id); return ok }); err != nil {
+		t.Fatalf("the restarted node (no --join) is not back in the view: %v", err)
 	}
 }

@@ -1,6 +1,7 @@
 package origin
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -33,6 +34,9 @@ type Origin struct {
 	opts   Options
 
 	prefix *prefixCache // retained sessions; nil = prompt caching off
+	// started is when the origin was made: a node that just started has
+	// not heard from every member yet (planFresh).
+	started time.Time
 
 	mu       sync.Mutex
 	sessions map[string]*SessionInfo
@@ -82,7 +86,7 @@ func New(system *actor.ActorSystem, dir Directory, models Models, opts Options) 
 	if len(opts.SenderMiddleware) > 0 {
 		root = actor.NewRootContext(system, nil, opts.SenderMiddleware...)
 	}
-	c := &Origin{system: system, root: root, dir: dir, models: models, opts: opts, sessions: map[string]*SessionInfo{}}
+	c := &Origin{system: system, root: root, dir: dir, models: models, opts: opts, sessions: map[string]*SessionInfo{}, started: time.Now()}
 	if opts.PromptCache == 0 {
 		opts.PromptCache = defaultPromptCache
 	}
@@ -128,6 +132,29 @@ func (c *Origin) Plan(name string) (plan.Plan, []Member, error) {
 	return c.plan(name, nil)
 }
 
+// errNoNode: no member can run the model.
+var errNoNode = errors.New("no node of the cluster")
+
+// planFresh is plan for a session's ring. On a node that started less
+// than ViewSettle ago, a plan refused for want of nodes is tried again
+// until then: the node takes requests as soon as its API is up, before it
+// has heard every member's heartbeat (a restarted node in a rolling
+// upgrade is asked at once).
+func (c *Origin) planFresh(ctx context.Context, name string, excluded []string) (plan.Plan, []Member, error) {
+	for {
+		p, members, err := c.plan(name, excluded)
+		var refusal *plan.RefusalError
+		if err == nil || !errors.As(err, &refusal) && !errors.Is(err, errNoNode) || time.Since(c.started) >= c.opts.ViewSettle {
+			return p, members, err
+		}
+		select {
+		case <-ctx.Done():
+			return p, members, err
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 func (c *Origin) plan(name string, excluded []string) (plan.Plan, []Member, error) {
 	m, err := c.models.Info(name)
 	if err != nil {
@@ -161,9 +188,9 @@ func (c *Origin) plan(name string, excluded []string) (plan.Plan, []Member, erro
 	}
 	if len(nodes) == 0 {
 		if available {
-			return plan.Plan{}, nil, fmt.Errorf("no node of the cluster that holds or can fetch model %q is left", name)
+			return plan.Plan{}, nil, fmt.Errorf("%w that holds or can fetch model %q is left", errNoNode, name)
 		}
-		return plan.Plan{}, nil, fmt.Errorf("no node of the cluster has model %q", name)
+		return plan.Plan{}, nil, fmt.Errorf("%w has model %q", errNoNode, name)
 	}
 	pm := plan.FromProfile(name, m.Profile)
 	pm.NoTP, pm.ExpertFFNUnits = m.NoTP, m.ExpertUnits

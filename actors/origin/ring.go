@@ -192,7 +192,7 @@ func (r *ring) do(ctx context.Context, acts []session.Action) (int, error) {
 					ev = session.Cancel{Err: err}
 					break
 				}
-				p, members, err := c.plan(r.req.Model, a.Exclude)
+				p, members, err := c.planFresh(ctx, r.req.Model, a.Exclude)
 				r.members = members
 				ev = session.Planned{Plan: p, Err: err}
 			case session.AwaitView:

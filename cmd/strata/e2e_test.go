@@ -30,8 +30,19 @@ import (
 // buildBinary builds strata once per test run.
 func buildBinary(t *testing.T) string {
 	t.Helper()
+	return buildVersion(t, "")
+}
+
+// buildVersion builds strata with the version string v stamped (as make
+// build does); "" leaves the default.
+func buildVersion(t *testing.T, v string) string {
+	t.Helper()
 	bin := filepath.Join(t.TempDir(), "strata")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	args := []string{"build", "-o", bin}
+	if v != "" {
+		args = append(args, "-ldflags", "-X main.version="+v)
+	}
+	out, err := exec.Command("go", append(args, ".")...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
@@ -56,6 +67,7 @@ func tinyllama(t *testing.T, bin string) string {
 // proc is one running strata node.
 type proc struct {
 	name, dataDir, api, listen string
+	bin                        string // the binary it runs; "" = the cluster's
 	args                       []string
 	cmd                        *exec.Cmd
 	log                        *os.File
@@ -137,7 +149,11 @@ func (c *cluster) start(p *proc) {
 		c.t.Fatal(err)
 	}
 	p.log = log
-	p.cmd = exec.Command(c.bin, p.args...)
+	bin := c.bin
+	if p.bin != "" {
+		bin = p.bin
+	}
+	p.cmd = exec.Command(bin, p.args...)
 	p.cmd.Stdout, p.cmd.Stderr = log, log
 	if err := p.cmd.Start(); err != nil {
 		c.t.Fatal(err)
