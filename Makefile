@@ -19,16 +19,19 @@ LDFLAGS  := -X main.version=$(VERSION)
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/strata
 
-# Static binaries for the platforms strata ships (no cgo: the RDMA and
-# Apple paths load their libraries at run time), the version stamped, and
-# their SHA256SUMS, in dist/: strata-VERSION-OS-ARCH.
+# Static binaries for the platforms strata ships, the version stamped,
+# and their SHA256SUMS, in dist/: strata-VERSION-OS-ARCH. No cgo: the
+# macOS build carries Apple's RDMA over Thunderbolt (-tags applerdma loads
+# librdma at run time through purego); the Linux builds have no RDMA
+# (libibverbs needs cgo: build from source with -tags ibverbs for it).
 RELEASE_TARGETS := darwin/arm64 linux/amd64 linux/arm64
 release:
 	@rm -rf dist && mkdir -p dist
 	@for t in $(RELEASE_TARGETS); do \
 		os=$${t%/*}; arch=$${t#*/}; out=dist/strata-$(VERSION)-$$os-$$arch; \
+		tags=; [ $$os = darwin ] && tags=applerdma; \
 		echo "building $$out"; \
-		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '-s -w $(LDFLAGS)' -o $$out ./cmd/strata || exit 1; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -tags "$$tags" -ldflags '-s -w $(LDFLAGS)' -o $$out ./cmd/strata || exit 1; \
 	done
 	cd dist && sha256sum strata-* > SHA256SUMS && cat SHA256SUMS
 

@@ -67,6 +67,12 @@ type NodeInfo struct {
 	// whose ranges do not overlap refuse each other (peers.Compatible).
 	Protocol    uint32 `protobuf:"varint,14,opt,name=protocol,proto3" json:"protocol,omitempty"`
 	ProtocolMin uint32 `protobuf:"varint,19,opt,name=protocol_min,json=protocolMin,proto3" json:"protocol_min,omitempty"`
+	// boot_id identifies this boot of the node's machine (Linux's boot_id;
+	// elsewhere OS and host name): members that share one are on one host,
+	// where their links should be shared memory.
+	BootId string `protobuf:"bytes,20,opt,name=boot_id,json=bootId,proto3" json:"boot_id,omitempty"`
+	// rdma says the node has an RDMA backend and a device it can use.
+	Rdma bool `protobuf:"varint,21,opt,name=rdma,proto3" json:"rdma,omitempty"`
 	// platform is GOOS/GOARCH and the operating system's release (uname -r,
 	// or the macOS build), for strata doctor's "OS build differs" check.
 	Platform string `protobuf:"bytes,15,opt,name=platform,proto3" json:"platform,omitempty"`
@@ -217,6 +223,20 @@ func (x *NodeInfo) GetProtocolMin() uint32 {
 		return x.ProtocolMin
 	}
 	return 0
+}
+
+func (x *NodeInfo) GetBootId() string {
+	if x != nil {
+		return x.BootId
+	}
+	return ""
+}
+
+func (x *NodeInfo) GetRdma() bool {
+	if x != nil {
+		return x.Rdma
+	}
+	return false
 }
 
 func (x *NodeInfo) GetPlatform() string {
@@ -423,7 +443,7 @@ var File_messages_node_proto protoreflect.FileDescriptor
 
 const file_messages_node_proto_rawDesc = "" +
 	"\n" +
-	"\x13messages/node.proto\x12\x06strata\"\x88\x05\n" +
+	"\x13messages/node.proto\x12\x06strata\"\xb5\x05\n" +
 	"\bNodeInfo\x12\x17\n" +
 	"\apeer_id\x18\x01 \x01(\tR\x06peerId\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\x03R\vincarnation\x12\x10\n" +
@@ -440,7 +460,9 @@ const file_messages_node_proto_rawDesc = "" +
 	"\x10memory_bandwidth\x18\f \x01(\x01R\x0fmemoryBandwidth\x12&\n" +
 	"\x05links\x18\r \x03(\v2\x10.strata.LinkInfoR\x05links\x12\x1a\n" +
 	"\bprotocol\x18\x0e \x01(\rR\bprotocol\x12!\n" +
-	"\fprotocol_min\x18\x13 \x01(\rR\vprotocolMin\x12\x1a\n" +
+	"\fprotocol_min\x18\x13 \x01(\rR\vprotocolMin\x12\x17\n" +
+	"\aboot_id\x18\x14 \x01(\tR\x06bootId\x12\x12\n" +
+	"\x04rdma\x18\x15 \x01(\bR\x04rdma\x12\x1a\n" +
 	"\bplatform\x18\x0f \x01(\tR\bplatform\x12&\n" +
 	"\x0fclock_unix_nano\x18\x10 \x01(\x03R\rclockUnixNano\x12\x18\n" +
 	"\aleaving\x18\x11 \x01(\bR\aleaving\x12\x1a\n" +

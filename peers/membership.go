@@ -88,7 +88,7 @@ func validateInfo(info *messages.NodeInfo, from peer.ID) error {
 			return fmt.Errorf("%w: shard too long", ErrBadInfo)
 		}
 	}
-	if len(info.Platform) > maxInfoString || len(info.Findings) > maxFindings {
+	if len(info.Platform) > maxInfoString || len(info.BootId) > maxInfoString || len(info.Findings) > maxFindings {
 		return fmt.Errorf("%w: platform too long or too many findings", ErrBadInfo)
 	}
 	for _, f := range info.Findings {
@@ -393,6 +393,8 @@ func (m *Membership) info() *messages.NodeInfo {
 		Protocol:             proto.Max,
 		ProtocolMin:          proto.Min,
 		Platform:             platform(),
+		BootId:               bootID(),
+		Rdma:                 rdmaAvailable(),
 		Leaving:              m.leaving,
 		MemoryTotalBytes:     total,
 		MemoryAvailableBytes: avail,

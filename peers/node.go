@@ -632,3 +632,7 @@ const (
 	TransportShm  = side.TransportShm  // shared memory on one host, else the stream
 	TransportRDMA = side.TransportRDMA // RDMA (a build with an RDMA backend), else the stream
 )
+
+// SystemMemory is the machine's physical memory and what the system
+// reports available now (0, 0 when unknown).
+func SystemMemory() (total, avail uint64) { return systemMemory() }

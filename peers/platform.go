@@ -3,6 +3,8 @@ package peers
 import (
 	"runtime"
 	"sync"
+
+	"strata/peers/verbs"
 )
 
 // platform is what a node announces about its system: GOOS/GOARCH and the
@@ -15,3 +17,10 @@ var platform = sync.OnceValue(func() string {
 	}
 	return p
 })
+
+// bootID and rdmaAvailable are read once: they do not change while the
+// node runs.
+var (
+	bootID        = sync.OnceValue(verbs.BootID)
+	rdmaAvailable = sync.OnceValue(verbs.RDMAAvailable)
+)

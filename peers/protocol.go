@@ -2,6 +2,7 @@ package peers
 
 import (
 	"fmt"
+	"strata/messages"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -63,4 +64,9 @@ type Refusal struct {
 func refusalReason(ours ProtocolRange, ourVersion string, theirs ProtocolRange, theirVersion string) string {
 	return fmt.Sprintf("incompatible protocol: it runs strata %s (protocol %s), this node runs strata %s (protocol %s); upgrade the older one",
 		theirVersion, theirs, ourVersion, ours)
+}
+
+// AnnouncedProtocols is the protocol range a member's NodeInfo announces.
+func AnnouncedProtocols(info *messages.NodeInfo) ProtocolRange {
+	return announcedRange(info.GetProtocolMin(), info.GetProtocol())
 }

@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -25,6 +27,7 @@ import (
 	"strata/actors/origin"
 	"strata/actors/plan"
 	"strata/api"
+	"strata/internal/doctor"
 	"strata/internal/hfhub"
 	"strata/internal/units"
 	"strata/messages"
@@ -50,6 +53,11 @@ type nodeFlags struct {
 	noMDNS, f16, verbsApple, noShortcut                          bool
 	context, parallel, threads, promptCache                      int
 	stepTimeout, drainTimeout                                    time.Duration
+	// Test hooks (hidden flags): a protocol range to announce, and an
+	// offset to the clock the node announces, to make strata doctor's
+	// checks fail on purpose.
+	testProtocol    string
+	testClockOffset time.Duration
 }
 
 func nodeCmd() *cobra.Command {
@@ -112,6 +120,10 @@ others too, and strata models lists them.`,
 	fl.StringVar(&f.transport, "transport", peers.TransportAuto, "what activations travel on between nodes: auto (shared memory with nodes on this host, else the libp2p stream), tcp, shm or rdma")
 	fl.BoolVar(&f.verbsApple, "verbs-apple", false, "keep shared-memory links to Apple RDMA's constraints (4 KiB frames, equal send/receive sizes, 32 work requests): to test that protocol")
 	fl.StringVar(&f.verbsFaults, "verbs-faults", "", "inject a fault into the side channel: KIND@FRAME (drop, truncate, corrupt, reorder, stall), for tests")
+	fl.StringVar(&f.testProtocol, "test-protocol", "", "announce this protocol range (MIN-MAX) instead of the build's, for tests")
+	fl.DurationVar(&f.testClockOffset, "test-clock-offset", 0, "announce a clock this far off, for tests")
+	fl.MarkHidden("test-protocol")
+	fl.MarkHidden("test-clock-offset")
 	fl.MarkHidden("verbs-apple")
 	fl.MarkHidden("verbs-faults")
 	fl.StringVar(&f.kvType, "kv-type", "f16", "KV cache type of this node's shards and of its plans: "+model.KVTypes+" (use the same on every node: it rounds the model's output)")
@@ -343,12 +355,27 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 		}
 		cat.Partial.SetBudget(budget)
 	}
+	protocols, err := parseProtocolRange(f.testProtocol)
+	if err != nil {
+		return err
+	}
+	// The node's own checks, announced to the members every heartbeat
+	// (recomputed at most every few seconds); facts is set once the node
+	// is up.
+	var facts atomic.Pointer[func() doctor.Local]
+	findings := cachedFindings(func() []string {
+		if fp := facts.Load(); fp != nil {
+			return doctor.Findings(doctor.LocalChecks((*fp)()))
+		}
+		return nil
+	})
 	log := slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	metrics := api.NewMetrics()
 	full, err := actors.StartNode(ctx, actors.NodeConfig{
 		Peers: peers.Config{
 			DataDir: f.dataDir, Listen: f.listen, Join: f.join, Secret: secret, NoMDNS: f.noMDNS,
 			MemoryBytes: memCap, Version: version, Logger: log, MemoryBandwidth: memBW,
+			Protocols: protocols, ClockOffset: f.testClockOffset, Findings: findings,
 			OnSent:    metrics.AddBytesSent,
 			Transport: f.transport,
 			Verbs:     side.Options{Apple: f.verbsApple, Faults: faults},
@@ -391,6 +418,19 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 		return err
 	}
 	srv.Handle("GET /api/peers", api.PeersHandler(func() api.PeersStatus { return api.PeersStatusOf(node) }))
+	localFacts := func() doctor.Local {
+		_, avail := peers.SystemMemory()
+		l := doctor.Local{MemoryOffered: node.MemoryOffered(), MemoryHeld: full.Host.UsedBytes(), SystemAvailable: avail,
+			DiskDir: cat.Partial.Dir(), DiskBudget: cat.Partial.Budget(), DiskUsed: cat.Partial.Used(), DiskFree: doctor.DiskFree(cat.Partial.Dir()),
+			OpenFiles: doctor.OpenFileLimit(), GPUWiredLimitMB: doctor.GPUWiredLimitMB()}
+		if source != "--secret" && source != "$STRATA_SECRET" {
+			l.SecretFile = source
+			l.SecretLoose, _ = peers.LooseFileMode(source)
+		}
+		return l
+	}
+	facts.Store(&localFacts)
+	srv.Handle("GET /api/doctor", api.DoctorHandler(func() doctor.Report { return api.DoctorOf(node, localFacts()) }))
 	served := make(chan error, 1)
 	serveCtx, stopServe := context.WithCancel(context.Background())
 	defer stopServe()
@@ -430,6 +470,42 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 	case <-time.After(2 * time.Second):
 	}
 	return full.Close()
+}
+
+// cachedFindings calls compute at most every findingsEvery: heartbeats
+// ask every second, and the checks read the file system.
+func cachedFindings(compute func() []string) func() []string {
+	var mu sync.Mutex
+	var last []string
+	var at time.Time
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		if time.Since(at) >= findingsEvery {
+			last, at = compute(), time.Now()
+		}
+		return last
+	}
+}
+
+const findingsEvery = 5 * time.Second
+
+// parseProtocolRange reads --test-protocol: MIN-MAX or one version; ""
+// is the build's own range.
+func parseProtocolRange(s string) (peers.ProtocolRange, error) {
+	if s == "" {
+		return peers.ProtocolRange{}, nil
+	}
+	lo, hi, ok := strings.Cut(s, "-")
+	if !ok {
+		hi = lo
+	}
+	a, err1 := strconv.ParseUint(lo, 10, 32)
+	b, err2 := strconv.ParseUint(hi, 10, 32)
+	if err1 != nil || err2 != nil || a == 0 || a > b {
+		return peers.ProtocolRange{}, fmt.Errorf("--test-protocol %q: want MIN-MAX, e.g. 1-2", s)
+	}
+	return peers.ProtocolRange{Min: uint32(a), Max: uint32(b)}, nil
 }
 
 // nodePIDFile, in the data directory, holds the running node's process

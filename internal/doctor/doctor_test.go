@@ -1,0 +1,116 @@
+package doctor
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func find(cs []Check, name, node string) (Check, bool) {
+	for _, c := range cs {
+		if c.Name == name && c.Node == node {
+			return c, true
+		}
+	}
+	return Check{}, false
+}
+
+func TestLocalChecks(t *testing.T) {
+	healthy := Local{MemoryOffered: 8 << 30, SystemAvailable: 12 << 30, DiskDir: "/d/weights", DiskBudget: 10 << 30, DiskUsed: 1 << 30, DiskFree: 50 << 30,
+		OpenFiles: 65536, SecretFile: "/d/secret", GPUWiredLimitMB: -1}
+	for _, c := range LocalChecks(healthy) {
+		if c.Status != OK {
+			t.Errorf("healthy machine: %+v", c)
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		edit   func(*Local)
+		check  string
+		status Status
+		says   string
+	}{
+		{"full disk budget", func(l *Local) { l.DiskBudget, l.DiskUsed = 1024, 0 }, "disk", Fail, "budget for layers fetched from peers is full"},
+		{"disk smaller than budget", func(l *Local) { l.DiskFree = 1 << 30 }, "disk", Warn, "the disk has only"},
+		{"open files", func(l *Local) { l.OpenFiles = 256 }, "open-files", Fail, "open-file limit is 256"},
+		{"loose secret", func(l *Local) { l.SecretLoose = "mode 0644" }, "secret", Fail, "not private"},
+		{"memory promised", func(l *Local) { l.SystemAvailable = 2 << 30 }, "memory", Warn, "only 2.1 GB is free"},
+	} {
+		l := healthy
+		tc.edit(&l)
+		c, ok := find(LocalChecks(l), tc.check, "")
+		if !ok || c.Status != tc.status || !strings.Contains(c.Message, tc.says) || c.Fix == "" {
+			t.Errorf("%s: %+v", tc.name, c)
+		}
+	}
+}
+
+func TestClusterChecks(t *testing.T) {
+	link := func(peer, tr string, rtt time.Duration) []Link { return []Link{{Peer: peer, Transport: tr, RTT: rtt}} }
+	healthy := []Member{
+		{ID: "A", Version: "v1", Protocols: "1", Platform: "linux/amd64 6.1", BootID: "h1", Links: link("B", "shm", 40*time.Microsecond)},
+		{ID: "B", Version: "v1", Protocols: "1", Platform: "linux/amd64 6.1", BootID: "h1", Links: link("A", "shm", 40*time.Microsecond)},
+		{ID: "C", Version: "v1", Protocols: "1", Platform: "linux/amd64 6.1", BootID: "h2", Links: []Link{{Peer: "A", Transport: "tcp", RTT: time.Millisecond}, {Peer: "B", Transport: "tcp"}}},
+	}
+	rep := NewReport(ClusterChecks(healthy, nil))
+	if !rep.OK {
+		t.Errorf("healthy cluster:\n%s", rep.Text())
+	}
+	for _, c := range rep.Checks {
+		if c.Status != OK {
+			t.Errorf("healthy cluster: %+v", c)
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		edit   func([]Member)
+		ref    []Refused
+		check  string
+		node   string
+		status Status
+		says   string
+	}{
+		{"skewed clock", func(m []Member) { m[2].ClockSkew = -3 * time.Second }, nil, "clock", "C", Fail, "-3s off"},
+		{"tcp on one host", func(m []Member) { m[0].Links = link("B", "tcp", 0); m[1].Links = nil }, nil, "link", "", Fail, "both run on one host"},
+		{"tcp with rdma", func(m []Member) { m[0].RDMA, m[2].RDMA = true, true }, nil, "link", "", Fail, "although both have RDMA devices"},
+		{"missing link", func(m []Member) { m[2].Links = m[2].Links[:1] }, nil, "link", "", Fail, "no link"},
+		{"slow link", func(m []Member) { m[2].Links[0].RTT = 80 * time.Millisecond }, nil, "link", "", Warn, "should answer within"},
+		{"versions", func(m []Member) { m[1].Version = "v2" }, nil, "version", "", Warn, "v2 (protocol 1) (B)"},
+		{"platforms", func(m []Member) { m[1].Platform = "darwin/arm64 24C101" }, nil, "platform", "", Warn, "darwin/arm64"},
+		{"refused", func([]Member) {}, []Refused{{ID: "D", Reason: "incompatible protocol: it runs strata v9 (protocol 9)"}}, "protocol", "D", Fail, "v9"},
+		{"member finding", func(m []Member) {
+			m[1].Findings = []string{Finding(Check{Name: "disk", Status: Fail, Message: "the budget is full", Fix: "raise --disk"})}
+		}, nil, "disk", "B", Fail, "the budget is full"},
+	} {
+		m := make([]Member, len(healthy))
+		for i := range healthy {
+			m[i] = healthy[i]
+			m[i].Links = append([]Link(nil), healthy[i].Links...)
+		}
+		tc.edit(m)
+		cs := ClusterChecks(m, tc.ref)
+		var got []Check
+		for _, c := range cs {
+			if c.Name == tc.check && c.Node == tc.node && c.Status == tc.status && strings.Contains(c.Message, tc.says) {
+				got = append(got, c)
+			}
+		}
+		if len(got) == 0 {
+			t.Errorf("%s: no %s %s check saying %q in\n%s", tc.name, tc.status, tc.check, tc.says, NewReport(cs).Text())
+		}
+		if tc.status == Fail && NewReport(cs).OK {
+			t.Errorf("%s: report OK", tc.name)
+		}
+	}
+}
+
+func TestFindingRoundTrip(t *testing.T) {
+	c := Check{Name: "disk", Status: Fail, Message: "a|b", Fix: "raise --disk"}
+	got := ParseFinding("N", Finding(c))
+	if got.Name != "disk" || got.Node != "N" || got.Status != Fail || got.Message != "a/b" || got.Fix != "raise --disk" {
+		t.Errorf("round trip: %+v", got)
+	}
+	if bad := ParseFinding("N", "ok|x"); bad.Status != Warn || !strings.Contains(bad.Message, "unreadable") {
+		t.Errorf("malformed finding: %+v", bad)
+	}
+}
