@@ -47,6 +47,7 @@ const defaultListen = "/ip4/0.0.0.0/tcp/7341"
 // nodeFlags are the flags of `strata node`.
 type nodeFlags struct {
 	dataDir, secret, secretFile, memory, models, apiAddr, apiKey string
+	configFile                                                   string
 	disk, transport, verbsFaults, kvType                         string
 	stores, placement, arWire, memBW, experts                    string
 	listen, join, allowedHosts                                   []string
@@ -88,6 +89,9 @@ keeps them in DATA_DIR/weights, within --disk; it then serves them to
 others too, and strata models lists them.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if _, err := applyConfig(cmd.Flags(), f.dataDir, f.configFile, os.Getenv); err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			go func() {
@@ -99,6 +103,7 @@ others too, and strata models lists them.`,
 	}
 	fl := cmd.Flags()
 	cmd.PersistentFlags().StringVar(&f.dataDir, "data-dir", defaultDataDir(), "where the node keeps its identity, cluster secret and models")
+	fl.StringVar(&f.configFile, "config", "", "settings file (default DATA_DIR/config.toml when it exists): one name = value per flag; flags, then STRATA_* environment variables, win over it (strata config show)")
 	fl.StringArrayVar(&f.listen, "listen", []string{defaultListen}, "multiaddr to listen on for peers (repeatable)")
 	fl.StringArrayVar(&f.join, "join", nil, "multiaddr of a node to join, ending in /p2p/PEER_ID (repeatable)")
 	fl.StringVar(&f.secret, "secret", "", "cluster secret (default: $STRATA_SECRET, then DATA_DIR/secret)")
