@@ -64,7 +64,8 @@ type Options struct {
 	SenderMiddleware []actor.SenderMiddleware
 	// Metrics hears the timing of every decode step; nil = none.
 	Metrics Metrics
-	// Logger receives one line per recovery; nil = silent.
+	// Logger receives one line per recovery and one per session (its
+	// outcome, tokens, rates and recoveries); nil = silent.
 	Logger *slog.Logger
 	// PromptCache is how many finished sessions' KV caches this origin
 	// keeps on their stages for prompt caching (prefixcache.go); 0 = 16,

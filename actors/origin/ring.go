@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"math"
 	"slices"
 	"time"
 
@@ -81,11 +83,46 @@ func (c *Origin) Generate(ctx context.Context, req Request, onToken func(engine.
 	if err != nil {
 		return res, err
 	}
-	defer func() { r.finish(err) }()
+	defer func() {
+		r.finish(err)
+		c.logSession(r, res, err)
+	}()
 	// A ring keeps one of its positions free.
 	res, err = engine.Loop(ctx, lm.Tokenizer, prompt, req, ctxLen-1, r, onToken)
 	res.CachedTokens = r.cached
 	return res, err
+}
+
+// logSession writes the one line per session an owner reads: how it
+// ended, its tokens, its rates and the recoveries it took.
+func (c *Origin) logSession(r *ring, res engine.Result, err error) {
+	if c.opts.Logger == nil {
+		return
+	}
+	outcome, level := "ok", slog.LevelInfo
+	switch {
+	case errors.Is(err, context.Canceled):
+		outcome = "cancelled"
+	case err != nil:
+		outcome, level = "error", slog.LevelWarn
+	}
+	r.c.mu.Lock()
+	label := r.info.ID
+	r.c.mu.Unlock()
+	attrs := []slog.Attr{slog.String("outcome", outcome), slog.String("model", r.req.Model), slog.String("session", label),
+		slog.Int("prompt_tokens", r.info.Prompt), slog.Int("cached_tokens", r.cached), slog.Int("tokens", len(res.Tokens)),
+		slog.Int("recoveries", res.Stats.Recoveries), slog.Int("stages", res.Stats.Stages),
+		slog.Duration("prefill", res.PrefillDuration.Round(time.Millisecond)), slog.Duration("elapsed", time.Since(r.info.Started).Round(time.Millisecond))}
+	if d := res.DecodeDuration; d > 0 && len(res.Tokens) > 1 {
+		attrs = append(attrs, slog.Float64("decode_tok_s", math.Round(float64(len(res.Tokens)-1)/d.Seconds()*10)/10))
+	}
+	if res.FinishReason != "" {
+		attrs = append(attrs, slog.String("finish", res.FinishReason))
+	}
+	if err != nil {
+		attrs = append(attrs, slog.String("err", err.Error()))
+	}
+	c.opts.Logger.LogAttrs(context.Background(), level, "session", attrs...)
 }
 
 // ring is the shell around one session's core (strata/actors/session):

@@ -89,3 +89,22 @@ func TestNodeReadsConfigFile(t *testing.T) {
 		t.Errorf("node with memory = \"lots\" in its config file: %v", err)
 	}
 }
+
+func TestNewLogger(t *testing.T) {
+	var b strings.Builder
+	log, err := newLogger(&b, "json", "warn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.Info("hidden")
+	log.Warn("shown", "k", 1)
+	if s := b.String(); strings.Contains(s, "hidden") || !strings.Contains(s, `"msg":"shown","k":1`) {
+		t.Errorf("json at warn: %q", s)
+	}
+	if _, err := newLogger(&b, "xml", "info"); err == nil {
+		t.Error("--log-format xml accepted")
+	}
+	if _, err := newLogger(&b, "text", "loud"); err == nil {
+		t.Error("--log-level loud accepted")
+	}
+}

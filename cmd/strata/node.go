@@ -47,7 +47,7 @@ const defaultListen = "/ip4/0.0.0.0/tcp/7341"
 // nodeFlags are the flags of `strata node`.
 type nodeFlags struct {
 	dataDir, secret, secretFile, memory, models, apiAddr, apiKey string
-	configFile                                                   string
+	configFile, logFormat, logLevel                              string
 	disk, transport, verbsFaults, kvType                         string
 	stores, placement, arWire, memBW, experts                    string
 	listen, join, allowedHosts                                   []string
@@ -103,6 +103,8 @@ others too, and strata models lists them.`,
 	}
 	fl := cmd.Flags()
 	cmd.PersistentFlags().StringVar(&f.dataDir, "data-dir", defaultDataDir(), "where the node keeps its identity, cluster secret and models")
+	fl.StringVar(&f.logFormat, "log-format", "text", "log lines as text (key=value) or json (one object per line)")
+	fl.StringVar(&f.logLevel, "log-level", "info", "least severe log lines written: debug, info, warn or error")
 	fl.StringVar(&f.configFile, "config", "", "settings file (default DATA_DIR/config.toml when it exists): one name = value per flag; flags, then STRATA_* environment variables, win over it (strata config show)")
 	fl.StringArrayVar(&f.listen, "listen", []string{defaultListen}, "multiaddr to listen on for peers (repeatable)")
 	fl.StringArrayVar(&f.join, "join", nil, "multiaddr of a node to join, ending in /p2p/PEER_ID (repeatable)")
@@ -374,7 +376,10 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 		}
 		return nil
 	})
-	log := slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	log, err := newLogger(errOut, f.logFormat, f.logLevel)
+	if err != nil {
+		return err
+	}
 	metrics := api.NewMetrics()
 	full, err := actors.StartNode(ctx, actors.NodeConfig{
 		Peers: peers.Config{
@@ -475,6 +480,25 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 	case <-time.After(2 * time.Second):
 	}
 	return full.Close()
+}
+
+// newLogger makes the node's logger from --log-format and --log-level.
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if level == "" {
+		level = "info"
+	}
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "", "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: text or json", format)
 }
 
 // cachedFindings calls compute at most every findingsEvery: heartbeats
