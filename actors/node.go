@@ -55,6 +55,9 @@ type NodeConfig struct {
 	// set unless Peers.Transport is tcp: members on one host then sum
 	// through shared memory.
 	AllReduce allreduce.Options
+	// FetchProgress, when set, hears each fetch of layers from peers: the
+	// model, bytes done and total (after every batch); a terminal's bar.
+	FetchProgress func(model string, done, total int64)
 }
 
 // Node is one strata node: a libp2p peer whose shard host serves the
@@ -95,7 +98,16 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 		cfg.Models.Partial = st
 	}
 	weights := newWeights(cfg.Models, log)
-	weights.hub = cfg.Hub
+	weights.hub, weights.progress = cfg.Hub, cfg.FetchProgress
+	if cfg.Peers.Fetching == nil {
+		cfg.Peers.Fetching = func() []*messages.FetchProgress {
+			var out []*messages.FetchProgress
+			for _, f := range weights.Fetching() {
+				out = append(out, &messages.FetchProgress{Model: f.Model, DoneBytes: uint64(f.Done), TotalBytes: uint64(f.Total)})
+			}
+			return out
+		}
+	}
 	cfg.Peers.FetchesWeights = cfg.Models.Partial != nil
 	if cfg.Peers.Models == nil {
 		cfg.Peers.Models = announcer(cfg.Models, log)

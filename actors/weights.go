@@ -52,9 +52,14 @@ type Weights struct {
 	// hubBytes counts the bytes read from the hub.
 	hubBytes atomic.Int64
 
+	// progress, when set, hears each fetch's bytes done of total (after
+	// every batch).
+	progress func(model string, done, total int64)
+
 	mu        sync.Mutex
-	manifests map[string]*manifestOnce // of complete models, by name, path, size and mtime
-	locks     map[string]*modelLock    // one fetch per model at a time; only while one is wanted
+	fetches   map[string]*FetchProgress // fetches in flight, by model
+	manifests map[string]*manifestOnce  // of complete models, by name, path, size and mtime
+	locks     map[string]*modelLock     // one fetch per model at a time; only while one is wanted
 }
 
 var (
@@ -63,7 +68,52 @@ var (
 )
 
 func newWeights(cat catalog.Catalog, log *slog.Logger) *Weights {
-	return &Weights{cat: cat, store: cat.Partial, log: log, manifests: map[string]*manifestOnce{}, locks: map[string]*modelLock{}}
+	return &Weights{cat: cat, store: cat.Partial, log: log, manifests: map[string]*manifestOnce{}, locks: map[string]*modelLock{}, fetches: map[string]*FetchProgress{}}
+}
+
+// FetchProgress is a fetch of a model's layers from peers in flight.
+type FetchProgress struct {
+	Model       string
+	Done, Total int64
+	Started     time.Time
+}
+
+// Fetching lists the fetches in flight, by model name.
+func (w *Weights) Fetching() []FetchProgress {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]FetchProgress, 0, len(w.fetches))
+	for _, f := range w.fetches {
+		out = append(out, *f)
+	}
+	slices.SortFunc(out, func(a, b FetchProgress) int { return strings.Compare(a.Model, b.Model) })
+	return out
+}
+
+// tracked registers a fetch of total bytes of model and returns the
+// function that reports bytes done (and, with total, its end).
+func (w *Weights) tracked(model string, total int64) (advance func(n int64), end func()) {
+	w.mu.Lock()
+	f := &FetchProgress{Model: model, Total: total, Started: time.Now()}
+	w.fetches[model] = f // one fetch per model at a time (the model's lock)
+	w.mu.Unlock()
+	report := func(done int64) {
+		if w.progress != nil {
+			w.progress(model, done, total)
+		}
+	}
+	report(0)
+	return func(n int64) {
+			w.mu.Lock()
+			f.Done += n
+			done := f.Done
+			w.mu.Unlock()
+			report(done)
+		}, func() {
+			w.mu.Lock()
+			delete(w.fetches, model)
+			w.mu.Unlock()
+		}
 }
 
 // HubReader reads a byte range of a file of a Hugging Face repository at
@@ -226,6 +276,8 @@ func (w *Weights) ensureWith(ctx context.Context, name string, needed func(*cata
 		}
 		groups[k] = append(groups[k], r)
 	}
+	advance, end := w.tracked(name, total)
+	defer end()
 	start := time.Now()
 	for _, k := range keys {
 		rs := groups[k]
@@ -241,6 +293,7 @@ func (w *Weights) ensureWith(ctx context.Context, name string, needed func(*cata
 			if fetched != nil {
 				*fetched += bytes
 			}
+			advance(bytes)
 			rs = rs[n:]
 		}
 	}
@@ -251,6 +304,7 @@ func (w *Weights) ensureWith(ctx context.Context, name string, needed func(*cata
 		if fetched != nil {
 			*fetched += r.Size
 		}
+		advance(r.Size)
 	}
 	if w.log != nil {
 		w.log.Info("fetched weights", "from_hub", len(fromHub), "model", name, "ranges", len(missing), "bytes", total, "took", time.Since(start).Round(time.Millisecond))

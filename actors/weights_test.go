@@ -140,10 +140,37 @@ func TestLayersFetchedFromPeers(t *testing.T) {
 	b := startFetchNode(t, "b", nil, 1100e3, a.Node)
 	c := startFetchNode(t, "c", nil, 1100e3, a.Node)
 	waitView(t, a, b, c)
+	// b reports its fetches' progress (what its terminal bar and its
+	// heartbeat's fetching field show).
+	var progMu sync.Mutex
+	var progress [][3]int64 // done, total, and 1 when it was the last of its fetch
+	b.Weights.progress = func(model string, done, total int64) {
+		progMu.Lock()
+		progress = append(progress, [3]int64{done, total})
+		progMu.Unlock()
+	}
 
 	got, err := gen(b)
 	if err != nil {
 		t.Fatal(err)
+	}
+	progMu.Lock()
+	var totals int64
+	for i, p := range progress {
+		if p[0] > p[1] || i > 0 && p[0] != 0 && p[0] < progress[i-1][0] {
+			t.Errorf("progress %v", progress)
+			break
+		}
+		if p[0] == p[1] {
+			totals += p[1]
+		}
+	}
+	if len(progress) == 0 || totals != b.Peers.Weights().Fetched() || progress[len(progress)-1][0] != progress[len(progress)-1][1] {
+		t.Errorf("b's progress %v: finished fetches total %d, fetched %d", progress, totals, b.Peers.Weights().Fetched())
+	}
+	progMu.Unlock()
+	if f := b.Weights.Fetching(); len(f) != 0 {
+		t.Errorf("fetches still listed after they ended: %v", f)
 	}
 	if got != want.Text {
 		t.Fatalf("b and c on fetched layers:\n got %q\nwant %q", got, want.Text)

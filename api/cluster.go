@@ -22,6 +22,15 @@ type MemberStatus struct {
 	// Links: the answering node's own links, the others' as announced
 	// (see PeerStatus.Links).
 	Links []LinkStatus `json:"links,omitempty"`
+	// Fetching are the models whose layers it is fetching from peers.
+	Fetching []FetchStatus `json:"fetching,omitempty"`
+}
+
+// FetchStatus is one model's fetch of layers from peers in flight.
+type FetchStatus struct {
+	Model      string `json:"model"`
+	DoneBytes  uint64 `json:"done_bytes"`
+	TotalBytes uint64 `json:"total_bytes"`
 }
 
 // ShardStatus is one loaded shard: layers [Layers[0], Layers[1]).

@@ -42,6 +42,8 @@ type PeerStatus struct {
 	// answering node's own as they are now, every other member's as it
 	// last announced them.
 	Links []LinkStatus `json:"links,omitempty"`
+	// Fetching are the models whose layers it is fetching from peers.
+	Fetching []FetchStatus `json:"fetching,omitempty"`
 }
 
 // LinkStatus is one link from a node to a peer: the transport that

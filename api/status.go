@@ -17,7 +17,7 @@ func ClusterStatusOf(n *actors.Node) ClusterStatus {
 	st := PeersStatusOf(n.Peers)
 	cs := ClusterStatus{Self: st.Self, Members: []MemberStatus{}, Sessions: []SessionStatus{}}
 	for _, m := range st.Members {
-		ms := MemberStatus{PeerID: m.PeerID, Addrs: m.Addrs, MemoryBytes: m.MemoryBytes, Shards: []ShardStatus{}, Links: m.Links}
+		ms := MemberStatus{PeerID: m.PeerID, Addrs: m.Addrs, MemoryBytes: m.MemoryBytes, Shards: []ShardStatus{}, Links: m.Links, Fetching: m.Fetching}
 		for _, md := range m.Models {
 			ms.Models = append(ms.Models, md.Name)
 		}
@@ -63,6 +63,9 @@ func PeersStatusOf(node *peers.Node) PeersStatus {
 		}
 		for _, md := range in.Models {
 			ps.Models = append(ps.Models, PeerModel{Name: md.Name, SizeBytes: md.SizeBytes, Digest: md.Digest})
+		}
+		for _, f := range in.Fetching {
+			ps.Fetching = append(ps.Fetching, FetchStatus{Model: f.Model, DoneBytes: f.DoneBytes, TotalBytes: f.TotalBytes})
 		}
 		if m.ID == node.ID() {
 			ps.Links = linksStatus(node.Links())

@@ -73,6 +73,9 @@ type NodeInfo struct {
 	BootId string `protobuf:"bytes,20,opt,name=boot_id,json=bootId,proto3" json:"boot_id,omitempty"`
 	// rdma says the node has an RDMA backend and a device it can use.
 	Rdma bool `protobuf:"varint,21,opt,name=rdma,proto3" json:"rdma,omitempty"`
+	// fetching are the models whose layers the node is fetching from peers
+	// now, with its progress.
+	Fetching []*FetchProgress `protobuf:"bytes,22,rep,name=fetching,proto3" json:"fetching,omitempty"`
 	// platform is GOOS/GOARCH and the operating system's release (uname -r,
 	// or the macOS build), for strata doctor's "OS build differs" check.
 	Platform string `protobuf:"bytes,15,opt,name=platform,proto3" json:"platform,omitempty"`
@@ -239,6 +242,13 @@ func (x *NodeInfo) GetRdma() bool {
 	return false
 }
 
+func (x *NodeInfo) GetFetching() []*FetchProgress {
+	if x != nil {
+		return x.Fetching
+	}
+	return nil
+}
+
 func (x *NodeInfo) GetPlatform() string {
 	if x != nil {
 		return x.Platform
@@ -267,6 +277,67 @@ func (x *NodeInfo) GetFindings() []string {
 	return nil
 }
 
+// FetchProgress is one model's fetch of layers from peers.
+type FetchProgress struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Model         string                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	DoneBytes     uint64                 `protobuf:"varint,2,opt,name=done_bytes,json=doneBytes,proto3" json:"done_bytes,omitempty"`
+	TotalBytes    uint64                 `protobuf:"varint,3,opt,name=total_bytes,json=totalBytes,proto3" json:"total_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FetchProgress) Reset() {
+	*x = FetchProgress{}
+	mi := &file_messages_node_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FetchProgress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FetchProgress) ProtoMessage() {}
+
+func (x *FetchProgress) ProtoReflect() protoreflect.Message {
+	mi := &file_messages_node_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FetchProgress.ProtoReflect.Descriptor instead.
+func (*FetchProgress) Descriptor() ([]byte, []int) {
+	return file_messages_node_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *FetchProgress) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *FetchProgress) GetDoneBytes() uint64 {
+	if x != nil {
+		return x.DoneBytes
+	}
+	return 0
+}
+
+func (x *FetchProgress) GetTotalBytes() uint64 {
+	if x != nil {
+		return x.TotalBytes
+	}
+	return 0
+}
+
 // LinkInfo is one measured link from the announcing node to a peer.
 type LinkInfo struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -284,7 +355,7 @@ type LinkInfo struct {
 
 func (x *LinkInfo) Reset() {
 	*x = LinkInfo{}
-	mi := &file_messages_node_proto_msgTypes[1]
+	mi := &file_messages_node_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -296,7 +367,7 @@ func (x *LinkInfo) String() string {
 func (*LinkInfo) ProtoMessage() {}
 
 func (x *LinkInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_node_proto_msgTypes[1]
+	mi := &file_messages_node_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -309,7 +380,7 @@ func (x *LinkInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LinkInfo.ProtoReflect.Descriptor instead.
 func (*LinkInfo) Descriptor() ([]byte, []int) {
-	return file_messages_node_proto_rawDescGZIP(), []int{1}
+	return file_messages_node_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *LinkInfo) GetPeerId() string {
@@ -362,7 +433,7 @@ type ModelInfo struct {
 
 func (x *ModelInfo) Reset() {
 	*x = ModelInfo{}
-	mi := &file_messages_node_proto_msgTypes[2]
+	mi := &file_messages_node_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -374,7 +445,7 @@ func (x *ModelInfo) String() string {
 func (*ModelInfo) ProtoMessage() {}
 
 func (x *ModelInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_node_proto_msgTypes[2]
+	mi := &file_messages_node_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -387,7 +458,7 @@ func (x *ModelInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelInfo.ProtoReflect.Descriptor instead.
 func (*ModelInfo) Descriptor() ([]byte, []int) {
-	return file_messages_node_proto_rawDescGZIP(), []int{2}
+	return file_messages_node_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ModelInfo) GetName() string {
@@ -443,7 +514,7 @@ var File_messages_node_proto protoreflect.FileDescriptor
 
 const file_messages_node_proto_rawDesc = "" +
 	"\n" +
-	"\x13messages/node.proto\x12\x06strata\"\xb5\x05\n" +
+	"\x13messages/node.proto\x12\x06strata\"\xe8\x05\n" +
 	"\bNodeInfo\x12\x17\n" +
 	"\apeer_id\x18\x01 \x01(\tR\x06peerId\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\x03R\vincarnation\x12\x10\n" +
@@ -462,11 +533,18 @@ const file_messages_node_proto_rawDesc = "" +
 	"\bprotocol\x18\x0e \x01(\rR\bprotocol\x12!\n" +
 	"\fprotocol_min\x18\x13 \x01(\rR\vprotocolMin\x12\x17\n" +
 	"\aboot_id\x18\x14 \x01(\tR\x06bootId\x12\x12\n" +
-	"\x04rdma\x18\x15 \x01(\bR\x04rdma\x12\x1a\n" +
+	"\x04rdma\x18\x15 \x01(\bR\x04rdma\x121\n" +
+	"\bfetching\x18\x16 \x03(\v2\x15.strata.FetchProgressR\bfetching\x12\x1a\n" +
 	"\bplatform\x18\x0f \x01(\tR\bplatform\x12&\n" +
 	"\x0fclock_unix_nano\x18\x10 \x01(\x03R\rclockUnixNano\x12\x18\n" +
 	"\aleaving\x18\x11 \x01(\bR\aleaving\x12\x1a\n" +
-	"\bfindings\x18\x12 \x03(\tR\bfindings\"X\n" +
+	"\bfindings\x18\x12 \x03(\tR\bfindings\"e\n" +
+	"\rFetchProgress\x12\x14\n" +
+	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1d\n" +
+	"\n" +
+	"done_bytes\x18\x02 \x01(\x04R\tdoneBytes\x12\x1f\n" +
+	"\vtotal_bytes\x18\x03 \x01(\x04R\n" +
+	"totalBytes\"X\n" +
 	"\bLinkInfo\x12\x17\n" +
 	"\apeer_id\x18\x01 \x01(\tR\x06peerId\x12\x15\n" +
 	"\x06rtt_us\x18\x02 \x01(\rR\x05rttUs\x12\x1c\n" +
@@ -493,20 +571,22 @@ func file_messages_node_proto_rawDescGZIP() []byte {
 	return file_messages_node_proto_rawDescData
 }
 
-var file_messages_node_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_messages_node_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_messages_node_proto_goTypes = []any{
-	(*NodeInfo)(nil),  // 0: strata.NodeInfo
-	(*LinkInfo)(nil),  // 1: strata.LinkInfo
-	(*ModelInfo)(nil), // 2: strata.ModelInfo
+	(*NodeInfo)(nil),      // 0: strata.NodeInfo
+	(*FetchProgress)(nil), // 1: strata.FetchProgress
+	(*LinkInfo)(nil),      // 2: strata.LinkInfo
+	(*ModelInfo)(nil),     // 3: strata.ModelInfo
 }
 var file_messages_node_proto_depIdxs = []int32{
-	2, // 0: strata.NodeInfo.models:type_name -> strata.ModelInfo
-	1, // 1: strata.NodeInfo.links:type_name -> strata.LinkInfo
-	2, // [2:2] is the sub-list for method output_type
-	2, // [2:2] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	3, // 0: strata.NodeInfo.models:type_name -> strata.ModelInfo
+	2, // 1: strata.NodeInfo.links:type_name -> strata.LinkInfo
+	1, // 2: strata.NodeInfo.fetching:type_name -> strata.FetchProgress
+	3, // [3:3] is the sub-list for method output_type
+	3, // [3:3] is the sub-list for method input_type
+	3, // [3:3] is the sub-list for extension type_name
+	3, // [3:3] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_messages_node_proto_init() }
@@ -520,7 +600,7 @@ func file_messages_node_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_messages_node_proto_rawDesc), len(file_messages_node_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

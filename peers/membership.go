@@ -31,6 +31,7 @@ const (
 	maxInfoLayers = 1 << 16
 	maxInfoString = 1024
 	maxFindings   = 64
+	maxFetches    = 16
 	// maxInfoMemory (1 PiB) and maxInfoFlops (1 EFLOP/s) are far above any
 	// machine; a claim beyond is a lie, which would draw every layer of a
 	// plan to that node, or overflow the sums of memory.
@@ -94,6 +95,14 @@ func validateInfo(info *messages.NodeInfo, from peer.ID) error {
 	for _, f := range info.Findings {
 		if len(f) > maxInfoString {
 			return fmt.Errorf("%w: finding too long", ErrBadInfo)
+		}
+	}
+	if len(info.Fetching) > maxFetches {
+		return fmt.Errorf("%w: %d fetches", ErrBadInfo, len(info.Fetching))
+	}
+	for _, f := range info.Fetching {
+		if len(f.Model) > maxInfoString || f.DoneBytes > f.TotalBytes || f.TotalBytes > maxInfoMemory {
+			return fmt.Errorf("%w: fetch progress", ErrBadInfo)
 		}
 	}
 	// Links and measurements: validateMeasures (announce.go).
@@ -413,6 +422,10 @@ func (m *Membership) info() *messages.NodeInfo {
 	}
 	if n.cfg.Findings != nil {
 		info.Findings = n.cfg.Findings()
+	}
+	if n.cfg.Fetching != nil {
+		info.Fetching = n.cfg.Fetching()
+		info.Fetching = info.Fetching[:min(len(info.Fetching), maxFetches)]
 	}
 	info.ClockUnixNano = time.Now().Add(n.cfg.ClockOffset).UnixNano()
 	return info

@@ -90,6 +90,9 @@ type Config struct {
 	// announce (strata doctor's local checks), one line each; called for
 	// every heartbeat, so it should be cheap.
 	Findings func() []string
+	// Fetching, when set, lists the fetches of layers from peers in
+	// flight, to announce (at most maxInfoFetches).
+	Fetching func() []*messages.FetchProgress
 	// ClockOffset is added to the wall clock the node announces: a test
 	// hook for strata doctor's clock-skew check.
 	ClockOffset time.Duration

@@ -381,6 +381,7 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 		return err
 	}
 	metrics := api.NewMetrics()
+	fetchBar := newProgress(errOut)
 	full, err := actors.StartNode(ctx, actors.NodeConfig{
 		Peers: peers.Config{
 			DataDir: f.dataDir, Listen: f.listen, Join: f.join, Secret: secret, NoMDNS: f.noMDNS,
@@ -396,6 +397,13 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 		Hub:       hfhub.FromEnv(),
 		Threads:   f.threads,
 		AllReduce: allreduce.Options{Wire: arWire},
+		// A bar on a terminal, a line every few seconds in a log.
+		FetchProgress: func(model string, done, total int64) {
+			fetchBar.update(model+" (layers from peers)", done, total)
+			if done >= total {
+				fetchBar.finish()
+			}
+		},
 	})
 	if err != nil {
 		if errors.Is(err, peers.ErrAddrInUse) {

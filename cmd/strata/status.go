@@ -116,6 +116,15 @@ func printStatus(out io.Writer, st api.PeersStatus) {
 	}
 	w.Flush()
 	for _, m := range st.Members {
+		for _, f := range m.Fetching {
+			pct := 0.0
+			if f.TotalBytes > 0 {
+				pct = 100 * float64(f.DoneBytes) / float64(f.TotalBytes)
+			}
+			fmt.Fprintf(out, "%s is fetching layers of %s from peers: %s of %s (%.0f%%)\n", m.PeerID, f.Model, units.Bytes(f.DoneBytes), units.Bytes(f.TotalBytes), pct)
+		}
+	}
+	for _, m := range st.Members {
 		if len(m.Links) == 0 {
 			continue
 		}
