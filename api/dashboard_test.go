@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"strata/internal/doctor"
 	"strconv"
 	"strings"
 	"testing"
@@ -99,12 +100,37 @@ func TestDashboardInChromium(t *testing.T) {
 			Sessions: []SessionStatus{{ID: "s1", Model: "stories260K", Prompt: 5, Generated: 9, Stages: []StageStatus{
 				{PeerID: "12D3KooWAAAAAAAAAAAA", Layers: [2]int{0, 2}}, {PeerID: "12D3KooWBBBBBBBBBBBB", Layers: [2]int{2, 4}}, {PeerID: "12D3KooWCCCCCCCCCCCC", Layers: [2]int{4, 5}}}}}}
 	}
-	srv3, hs3 := newTestServer(t, Config{Cluster: three})
+	withFetch := func() ClusterStatus {
+		c := three()
+		c.Members[2].Fetching = []FetchStatus{{Model: "stories260K", DoneBytes: 300e3, TotalBytes: 1200e3}}
+		return c
+	}
+	// strata doctor's report as the node serves it: one link on TCP where
+	// shared memory was possible, and a member whose clock is off.
+	report := func() doctor.Report {
+		return doctor.NewReport([]doctor.Check{
+			{Name: "members", Status: doctor.OK, Message: "3 members"},
+			{Name: "clock", Node: "12D3KooWCCCCCCCCCCCC", Status: doctor.Fail, Message: "its clock is 5s off this node's", Fix: "turn on time synchronisation"},
+			{Name: "link", Status: doctor.OK, Message: "AAAAAAAA ↔ BBBBBBBB: shm, round trip 45µs"},
+			{Name: "link", Status: doctor.Fail, Message: "AAAAAAAA ↔ CCCCCCCC: TCP, although both run on one host (shared memory is many times faster)", Fix: "start both nodes with --transport auto (the default), not tcp"},
+		})
+	}
+	srv3, hs3 := newTestServer(t, Config{Cluster: withFetch, Doctor: report})
 	srv3.Metrics().ObserveHop("12D3KooWBBBBBBBBBBBB", 2*time.Millisecond)
 	srv3.Metrics().AddBytesSent("12D3KooWBBBBBBBBBBBB", 3<<20)
 	must(t, chromedp.Do(ctx, chromedp.Navigate(hs3.URL+"/")))
 	poll(t, ctx, `document.querySelectorAll("#cluster g.node").length === 3 && document.querySelectorAll("#cluster path.link").length === 3 &&
 		document.querySelector("#sessions tbody").rows.length === 1 && document.querySelector("#cluster").textContent.includes("2.0 ms")`)
+	// The owner's view: the fetch in progress on its node's card, the
+	// findings with their fixes, the links (the TCP one stands out), and
+	// the chart of the last minutes once two samples are in.
+	poll(t, ctx, `document.querySelector("#cluster").textContent.includes("fetching stories260K: 300 KB of 1.2 MB") &&
+		document.querySelectorAll("#links tbody tr").length === 2 && document.querySelectorAll("#links tbody tr.fail").length === 1 &&
+		document.querySelector("#links tbody tr.fail").textContent.includes("tcp") &&
+		document.querySelector("#findings li.fail").textContent.includes("clock [12D3Ko…CCCCCC]: its clock is 5s off") &&
+		document.querySelector("#findings li.fail .fix").textContent.includes("time synchronisation") &&
+		document.querySelector("#health-summary").textContent.includes("2 failed") &&
+		document.querySelectorAll("#history polyline.tps").length === 1 && document.querySelectorAll("#history polyline.queue").length === 1`)
 	if path := os.Getenv("STRATA_DASHBOARD_SCREENSHOT"); path != "" {
 		if png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)); err == nil {
 			os.WriteFile(strings.TrimSuffix(path, ".png")+"-3.png", png, 0o644)

@@ -26,6 +26,9 @@ func (s *Server) routes() http.Handler {
 	s.Handle("GET /api/ps", http.HandlerFunc(s.handleOllamaPs))
 	s.Handle("GET /api/version", http.HandlerFunc(s.handleOllamaVersion))
 	s.Handle("GET /api/cluster", ClusterHandler(s.cfg.Cluster))
+	if s.cfg.Doctor != nil {
+		s.Handle("GET /api/doctor", DoctorHandler(s.cfg.Doctor))
+	}
 	s.Handle("GET /api/stats", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strata/internal/doctor"
 	"strings"
 	"time"
 )
@@ -31,6 +32,9 @@ type Config struct {
 	// generator's one-node picture when Generator is a *Local, else an
 	// empty cluster.
 	Cluster func() ClusterStatus
+	// Doctor, when set, is the report GET /api/doctor serves (strata
+	// doctor and the dashboard's health panel read it); nil = no route.
+	Doctor func() doctor.Report
 	// Metrics is where the server records what it does; nil = NewMetrics().
 	// Share it with the cluster so hops and bytes show on /metrics.
 	Metrics *Metrics

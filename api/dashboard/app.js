@@ -65,11 +65,96 @@ async function poll() {
     const stats = await s.json();
     $("cluster-error").hidden = true;
     showStats(stats);
+    record(stats);
+    drawHistory();
     drawCluster(cluster, stats);
     showSessions(cluster.sessions || []);
+    pollHealth();
   } catch (e) {
     $("cluster-error").textContent = "cannot read the cluster: " + e.message;
     $("cluster-error").hidden = false;
+  }
+}
+
+// --- the last minutes: tokens/s and requests waiting, one sample a poll ---
+
+const samples = []; // {t, tps, waiting}
+const historySeconds = 300;
+
+function record(s) {
+  const now = Date.now() / 1000;
+  samples.push({ t: now, tps: s.tokens_per_second, waiting: s.waiting });
+  while (samples.length && samples[0].t < now - historySeconds) samples.shift();
+}
+
+function drawHistory() {
+  const svg = $("history");
+  svg.textContent = "";
+  const W = 600, H = 120, left = 36, right = 36, top = 8, bottom = 18;
+  svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
+  const now = Date.now() / 1000;
+  const maxTps = Math.max(1, ...samples.map((p) => p.tps));
+  const maxQ = Math.max(1, ...samples.map((p) => p.waiting));
+  const x = (t) => left + (W - left - right) * (1 - (now - t) / historySeconds);
+  const y = (v, max) => top + (H - top - bottom) * (1 - v / max);
+  el("line", { class: "grid", x1: left, y1: H - bottom, x2: W - right, y2: H - bottom }, svg);
+  el("text", { x: 2, y: top + 8 }, svg, maxTps.toFixed(0) + " tok/s");
+  el("text", { x: W - right + 2, y: top + 8 }, svg, maxQ + " waiting");
+  el("text", { x: left, y: H - 4 }, svg, `${historySeconds / 60} min ago`);
+  el("text", { x: W - right, y: H - 4, "text-anchor": "end" }, svg, "now");
+  const line = (key, max) => samples.map((p) => `${x(p.t).toFixed(1)},${y(p[key], max).toFixed(1)}`).join(" ");
+  if (samples.length > 1) {
+    el("polyline", { class: "tps", points: line("tps", maxTps) }, svg);
+    el("polyline", { class: "queue", points: line("waiting", maxQ) }, svg);
+  }
+}
+
+// --- health: strata doctor's report (GET /api/doctor), every few polls ---
+
+let healthAt = 0;
+
+async function pollHealth() {
+  if (Date.now() - healthAt < 5000) return;
+  healthAt = Date.now();
+  let rep;
+  try {
+    const resp = await api("/api/doctor");
+    if (!resp.ok) { $("health-summary").textContent = "(this node has no doctor)"; return; }
+    rep = await resp.json();
+  } catch (e) { return; }
+  showHealth(rep);
+}
+
+function showHealth(rep) {
+  const checks = rep.checks || [];
+  const bad = checks.filter((c) => c.status !== "ok" && c.check !== "link");
+  const fails = checks.filter((c) => c.status === "fail").length;
+  const warns = checks.filter((c) => c.status === "warn").length;
+  $("health-summary").textContent = fails + warns === 0 ? "all " + checks.length + " checks pass" : `${fails} failed, ${warns} to look at (strata doctor)`;
+  const ul = $("findings");
+  ul.textContent = "";
+  for (const c of bad) {
+    const li = document.createElement("li");
+    li.className = c.status;
+    li.textContent = `${c.check}${c.node ? " [" + shortID(c.node) + "]" : ""}: ${c.message}`;
+    if (c.fix) {
+      const f = document.createElement("span");
+      f.className = "fix";
+      f.textContent = "fix: " + c.fix;
+      li.appendChild(f);
+    }
+    ul.appendChild(li);
+  }
+  // Links: doctor's link checks, "A ↔ B: transport, round trip …".
+  const body = $("links").tBodies[0];
+  body.textContent = "";
+  for (const c of checks.filter((c) => c.check === "link")) {
+    const tr = body.insertRow();
+    tr.className = c.status;
+    const [pair, rest] = c.message.split(/: (.*)/s);
+    const transport = (rest.match(/^(shm|rdma|tcp|TCP)/) || ["", "none"])[1].toLowerCase();
+    const rtt = (rest.match(/round trip ([^ ,(]+)/) || ["", "–"])[1];
+    for (const v of [pair, transport, rtt, c.status === "ok" ? "" : rest + (c.fix ? " — " + c.fix : "")]) tr.insertCell().textContent = v;
   }
 }
 
@@ -102,7 +187,7 @@ function drawCluster(c, stats) {
   const members = c.members || [];
   const W = 240, gap = 40, cols = Math.max(1, Math.min(members.length, 4));
   const rows = Math.ceil(members.length / cols) || 1;
-  const heights = members.map((m) => 78 + 26 * Math.max(1, (m.shards || []).length));
+  const heights = members.map((m) => 78 + 26 * Math.max(1, (m.shards || []).length) + 22 * (m.fetching || []).length);
   const H = Math.max(110, ...heights);
   const top = 60, rowGap = 110;
   const total = top + rows * H + (rows - 1) * rowGap + 60;
@@ -125,7 +210,13 @@ function drawCluster(c, stats) {
     const frac = m.memory_bytes ? Math.min(1, used / m.memory_bytes) : 0;
     el("rect", { class: "bar-mem", x: 10, y: 42, width: Math.max(frac > 0 ? 2 : 0, (W - 20) * frac), height: 8, rx: 3 }, g);
     const shards = m.shards || [];
-    if (shards.length === 0) el("text", { x: 10, y: 70, class: "small" }, g, "no layers loaded");
+    if (shards.length === 0 && !(m.fetching || []).length) el("text", { x: 10, y: 70, class: "small" }, g, "no layers loaded");
+    (m.fetching || []).forEach((f, j) => {
+      const y0 = H - 22 - j * 22, frac = f.total_bytes ? f.done_bytes / f.total_bytes : 0;
+      el("text", { x: 10, y: y0, class: "small fetch" }, g, `fetching ${f.model}: ${fmtBytes(f.done_bytes)} of ${fmtBytes(f.total_bytes)}`);
+      el("rect", { class: "bar-bg", x: 10, y: y0 + 4, width: W - 20, height: 6, rx: 2 }, g);
+      el("rect", { class: "bar-fetch", x: 10, y: y0 + 4, width: Math.max(2, (W - 20) * frac), height: 6, rx: 2 }, g);
+    });
     shards.forEach((sh, j) => {
       const y0 = 62 + j * 26;
       const info = models[sh.model];

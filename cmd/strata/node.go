@@ -424,18 +424,6 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 			Help: "Links that negotiated their side channel again after a fallback, once the backoff had passed."}, func() float64 { return float64(node.LinkReturns()) }),
 	)
 
-	models := api.NewFileModels(full.Weights, func() []string { return clusterModels(cat, node) }, f.context)
-	models.Info = full.Host.Info // the host's description: one per model on this node
-	srv, err := api.NewServer(api.Config{
-		Addr: ln.Addr().String(), APIKey: f.apiKey, AllowedHosts: f.allowedHosts, Generator: full.Origin, Metrics: metrics, Logger: log,
-		Models:    models,
-		Cluster:   func() api.ClusterStatus { return api.ClusterStatusOf(full) },
-		MaxActive: f.parallel,
-	})
-	if err != nil {
-		return err
-	}
-	srv.Handle("GET /api/peers", api.PeersHandler(func() api.PeersStatus { return api.PeersStatusOf(node) }))
 	localFacts := func() doctor.Local {
 		_, avail := peers.SystemMemory()
 		l := doctor.Local{MemoryOffered: node.MemoryOffered(), MemoryHeld: full.Host.UsedBytes(), SystemAvailable: avail,
@@ -448,7 +436,20 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 		return l
 	}
 	facts.Store(&localFacts)
-	srv.Handle("GET /api/doctor", api.DoctorHandler(func() doctor.Report { return api.DoctorOf(node, localFacts()) }))
+	models := api.NewFileModels(full.Weights, func() []string { return clusterModels(cat, node) }, f.context)
+	models.Info = full.Host.Info // the host's description: one per model on this node
+	srv, err := api.NewServer(api.Config{
+		Addr: ln.Addr().String(), APIKey: f.apiKey, AllowedHosts: f.allowedHosts, Generator: full.Origin, Metrics: metrics, Logger: log,
+		Models:    models,
+		Cluster:   func() api.ClusterStatus { return api.ClusterStatusOf(full) },
+		Doctor:    func() doctor.Report { return api.DoctorOf(node, localFacts()) },
+		MaxActive: f.parallel,
+	})
+	if err != nil {
+		return err
+	}
+	srv.Handle("GET /api/peers", api.PeersHandler(func() api.PeersStatus { return api.PeersStatusOf(node) }))
+
 	served := make(chan error, 1)
 	serveCtx, stopServe := context.WithCancel(context.Background())
 	defer stopServe()
