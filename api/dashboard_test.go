@@ -107,7 +107,7 @@ func TestDashboardInChromium(t *testing.T) {
 	}
 	// strata doctor's report as the node serves it: one link on TCP where
 	// shared memory was possible, and a member whose clock is off.
-	report := func() doctor.Report {
+	report := func(bool) doctor.Report {
 		return doctor.NewReport([]doctor.Check{
 			{Name: "members", Status: doctor.OK, Message: "3 members"},
 			{Name: "clock", Node: "12D3KooWCCCCCCCCCCCC", Status: doctor.Fail, Message: "its clock is 5s off this node's", Fix: "turn on time synchronisation"},

@@ -6,18 +6,62 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
 	"strata/internal/doctor"
 	"strata/peers"
+
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // DoctorOf is GET /api/doctor for node: its own machine's checks (local)
 // and the cluster as its view shows it, with every member's announced
 // findings.
-func DoctorOf(node *peers.Node, local doctor.Local) doctor.Report {
-	return doctor.NewReport(doctor.LocalChecks(local), doctor.ClusterChecks(doctorMembers(node), doctorRefused(node)))
+//
+// With probe, the node also measures the throughput of its libp2p stream
+// to every other member (ProbeBytes each, one member at a time).
+func DoctorOf(node *peers.Node, local doctor.Local, probe bool) doctor.Report {
+	members := doctorMembers(node)
+	if probe {
+		probeLinks(node, members)
+	}
+	return doctor.NewReport(doctor.LocalChecks(local), doctor.ClusterChecks(members, doctorRefused(node)))
+}
+
+// ProbeBytes is what strata doctor sends to each member to time a link.
+const ProbeBytes = 4 << 20
+
+// probeLinks fills in the stream rate of the answering node's links.
+func probeLinks(node *peers.Node, members []doctor.Member) {
+	for i := range members {
+		if members[i].ID != node.ID().String() {
+			continue
+		}
+		self := &members[i]
+		for _, m := range members {
+			if m.ID == self.ID {
+				continue
+			}
+			id, err := peer.Decode(m.ID)
+			if err != nil {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			r, err := node.ProbeThroughput(ctx, id, ProbeBytes)
+			cancel()
+			if err != nil {
+				continue
+			}
+			j := slices.IndexFunc(self.Links, func(l doctor.Link) bool { return l.Peer == m.ID })
+			if j < 0 {
+				self.Links = append(self.Links, doctor.Link{Peer: m.ID, Transport: "tcp"})
+				j = len(self.Links) - 1
+			}
+			self.Links[j].StreamRate = r
+		}
+	}
 }
 
 func doctorMembers(node *peers.Node) []doctor.Member {
@@ -55,27 +99,33 @@ func doctorRefused(node *peers.Node) []doctor.Refused {
 	return out
 }
 
-// DoctorHandler serves GET /api/doctor.
-func DoctorHandler(report func() doctor.Report) http.Handler {
+// DoctorHandler serves GET /api/doctor; ?probe=1 measures the links'
+// throughput too (strata doctor asks for it; the dashboard does not).
+func DoctorHandler(report func(probe bool) doctor.Report) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet {
 			http.Error(w, "GET only", http.StatusMethodNotAllowed)
 			return
 		}
+		probe := r.URL.Query().Get("probe") == "1"
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		enc.Encode(report())
+		enc.Encode(report(probe))
 	})
 }
 
-// FetchDoctor reads GET /api/doctor from the node at base.
-func FetchDoctor(ctx context.Context, base, key string) (doctor.Report, error) {
+// FetchDoctor reads GET /api/doctor from the node at base (with probe,
+// the node times its links' throughput).
+func FetchDoctor(ctx context.Context, base, key string, probe bool) (doctor.Report, error) {
 	if !strings.Contains(base, "://") {
 		base = "http://" + base
 	}
 	url := strings.TrimRight(base, "/") + "/api/doctor"
+	if probe {
+		url += "?probe=1"
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return doctor.Report{}, err

@@ -34,7 +34,7 @@ type Config struct {
 	Cluster func() ClusterStatus
 	// Doctor, when set, is the report GET /api/doctor serves (strata
 	// doctor and the dashboard's health panel read it); nil = no route.
-	Doctor func() doctor.Report
+	Doctor func(probe bool) doctor.Report
 	// Metrics is where the server records what it does; nil = NewMetrics().
 	// Share it with the cluster so hops and bytes show on /metrics.
 	Metrics *Metrics

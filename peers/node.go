@@ -149,6 +149,8 @@ type Node struct {
 	pubsub *pubsub.PubSub
 	member *Membership
 	mdns   mdns.Service
+	// probing holds a token while a throughput probe is being received.
+	probing chan struct{}
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -213,7 +215,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		}
 	}
 
-	n := &Node{cfg: cfg, log: cfg.Logger, host: h, dialing: make(map[peer.ID]*backoff)}
+	n := &Node{cfg: cfg, log: cfg.Logger, host: h, dialing: make(map[peer.ID]*backoff), probing: make(chan struct{}, 1)}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return protoactorLogger(cfg.Logger)
@@ -221,6 +223,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	// PIDs made from now on carry the peer ID as their address.
 	n.system.ProcessRegistry.Address = h.ID().String()
 	n.bridge = newBridge(n.ctx, h, n.system, cfg.Types, cfg.MaxMessageBytes, cfg.Inbound, cfg.Logger)
+	h.SetStreamHandler(ProbeProtocol, n.handleProbe)
 	n.ranges = weights.Serve(n.host, n.cfg.Weights)
 	n.groups = allreduce.Serve(n.host, n.log)
 	n.bridge.onSent = cfg.OnSent

@@ -141,3 +141,17 @@ func TestRestartedNodeRejoinsRememberedPeers(t *testing.T) {
 		t.Fatalf("the restarted node (no --join) is not back in the view: %v", err)
 	}
 }
+
+// TestProbeThroughput: a member times the libp2p stream to another; a
+// probe above MaxProbeBytes is refused before anything is sent.
+func TestProbeThroughput(t *testing.T) {
+	c := peerstest.New(t, 2)
+	r, err := c.Nodes[0].ProbeThroughput(ctxWithin(t, 10*time.Second), c.Nodes[1].ID(), 4<<20)
+	if err != nil || r <= 0 {
+		t.Fatalf("probe: %v, %v", r, err)
+	}
+	t.Logf("libp2p stream on loopback: %.0f MB/s", r/1e6)
+	if _, err := c.Nodes[0].ProbeThroughput(ctxWithin(t, time.Second), c.Nodes[1].ID(), peers.MaxProbeBytes+1); err == nil {
+		t.Error("a probe above MaxProbeBytes was sent")
+	}
+}

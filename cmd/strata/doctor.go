@@ -19,7 +19,7 @@ func init() { extraCommands = append(extraCommands, doctorCmd) }
 
 func doctorCmd() *cobra.Command {
 	var apiURL, apiKey, dataDir string
-	var asJSON bool
+	var asJSON, noProbe bool
 	cmd := &cobra.Command{
 		Use:   "doctor [--api URL] [--json]",
 		Short: "Check this node and, through it, every member of the cluster, and say what to fix",
@@ -32,7 +32,10 @@ incompatible protocol), systems that differ, clocks that disagree by more
 than a second, and every pair of members' link: missing (not a full
 mesh), TCP between two nodes on one host (shared memory is the fast
 path) or between two nodes with RDMA devices (RDMA is off: the fix says
-how to turn it on), or slower than its transport should be. Every member
+how to turn it on), or slower than its transport should be (round trips
+as the members measure them; the node at --api also sends 4 MB to every
+member over the libp2p stream and reports the rate, --no-probe skips
+it). Every member
 also reports its own machine's findings, which appear under its ID.
 
 When no node answers at --api, doctor checks this machine's data
@@ -45,7 +48,7 @@ failed; "warn" lines are worth a look but do not fail.`,
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), 15*time.Second)
 			defer cancel()
-			rep, err := api.FetchDoctor(ctx, apiURL, apiKey)
+			rep, err := api.FetchDoctor(ctx, apiURL, apiKey, !noProbe)
 			if err != nil {
 				rep = doctor.NewReport(localOnly(dataDir), []doctor.Check{{Name: "node", Status: doctor.Fail,
 					Message: fmt.Sprintf("no node answers at %s (%v): only this machine was checked", apiURL, err),
@@ -70,6 +73,7 @@ failed; "warn" lines are worth a look but do not fail.`,
 	f.StringVar(&apiKey, "api-key", "", "API key (default $STRATA_API_KEY)")
 	f.StringVar(&dataDir, "data-dir", defaultDataDir(), "the node's data directory, checked when no node answers")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	f.BoolVar(&noProbe, "no-probe", false, "do not time the node's links (4 MB sent to every member)")
 	return cmd
 }
 

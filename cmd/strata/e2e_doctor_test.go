@@ -61,7 +61,9 @@ func TestE2EDoctor(t *testing.T) {
 
 	t.Run("healthy", func(t *testing.T) {
 		c := newCluster(t, bin, models, 3, "800kB")
-		rep, code := doctorOf(t, bin, c.nodes[0], func(r doctor.Report) bool { return count(r, "link", doctor.OK, "", "shm") == 3 })
+		rep, code := doctorOf(t, bin, c.nodes[0], func(r doctor.Report) bool {
+			return count(r, "link", doctor.OK, "", "shm")+count(r, "link", doctor.Warn, "", "shm") == 3
+		})
 		text, _ := json.MarshalIndent(rep, "", "  ")
 		if code != 0 || !rep.OK {
 			t.Errorf("exit %d on a healthy cluster:\n%s", code, text)
@@ -74,8 +76,13 @@ func TestE2EDoctor(t *testing.T) {
 				t.Errorf("no ok %s check saying %q:\n%s", want.name, want.says, text)
 			}
 		}
-		if n := count(rep, "link", doctor.OK, "", "shm"); n != 3 {
+		if n := count(rep, "link", doctor.OK, "", "shm") + count(rep, "link", doctor.Warn, "", "shm"); n != 3 {
 			t.Errorf("%d shared-memory links, want 3:\n%s", n, text)
+		}
+		// A loaded machine may time loopback below gigabit Ethernet: a
+		// warning then, which does not fail doctor.
+		if n := count(rep, "link", doctor.OK, "", "libp2p stream") + count(rep, "link", doctor.Warn, "", "libp2p stream"); n != 2 {
+			t.Errorf("%d links timed, want the answering node's 2:\n%s", n, text)
 		}
 	})
 

@@ -442,7 +442,7 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 		Addr: ln.Addr().String(), APIKey: f.apiKey, AllowedHosts: f.allowedHosts, Generator: full.Origin, Metrics: metrics, Logger: log,
 		Models:    models,
 		Cluster:   func() api.ClusterStatus { return api.ClusterStatusOf(full) },
-		Doctor:    func() doctor.Report { return api.DoctorOf(node, localFacts()) },
+		Doctor:    func(probe bool) doctor.Report { return api.DoctorOf(node, localFacts(), probe) },
 		MaxActive: f.parallel,
 	})
 	if err != nil {

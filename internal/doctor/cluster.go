@@ -29,6 +29,11 @@ type Link struct {
 	Peer      string
 	Transport string // shm, rdma or tcp
 	RTT       time.Duration
+	// StreamRate is the measured throughput of the libp2p stream to the
+	// peer (the fallback of every link, and the transport of a TCP one),
+	// bytes/s; 0 = not measured (strata doctor measures the answering
+	// node's links).
+	StreamRate float64
 }
 
 // Refused is a node kept out of the view (an incompatible protocol).
@@ -42,6 +47,10 @@ const (
 	// traces from several nodes are read side by side.
 	MaxClockSkew = time.Second
 )
+
+// MinStreamRate is the least a libp2p stream between members should
+// carry: gigabit Ethernet's rate; a cluster's links are faster still.
+const MinStreamRate = 100e6
 
 // expectedRTT is what a small message's round trip should take on each
 // transport; above it the link is slow for what it is.
@@ -68,6 +77,17 @@ func ClusterChecks(members []Member, refused []Refused) []Check {
 	for _, r := range refused {
 		cs = append(cs, Check{Name: "protocol", Node: r.ID, Status: Fail, Message: "refused as a member: " + r.Reason,
 			Fix: "run one strata version on every node (strata version prints it); see the README on upgrades"})
+	}
+	var rdma []string
+	for _, m := range members {
+		if m.RDMA {
+			rdma = append(rdma, short(m.ID))
+		}
+	}
+	if len(rdma) > 0 {
+		cs = append(cs, Check{Name: "rdma", Status: OK, Message: "members with an RDMA device: " + strings.Join(rdma, ", ")})
+	} else {
+		cs = append(cs, Check{Name: "rdma", Status: OK, Message: "no member has a usable RDMA device (or an RDMA build): links between hosts are TCP"})
 	}
 	if len(platforms) > 1 {
 		cs = append(cs, Check{Name: "platform", Status: Warn, Message: "members run different systems: " + groups(platforms),
@@ -120,6 +140,9 @@ func linkChecks(members []Member, byID map[string]Member) []Check {
 			case l.Transport == "tcp" && ma.RDMA && mb.RDMA:
 				cs = append(cs, Check{Name: "link", Status: Fail, Message: pair + ": TCP, although both have RDMA devices",
 					Fix: "check rdma_ctl status on both Macs (RDMA over Thunderbolt is enabled from recovery mode: rdma_ctl enable), the Thunderbolt 5 cable between them, and that neither runs with --transport tcp"})
+			case l.StreamRate > 0 && l.StreamRate < MinStreamRate:
+				cs = append(cs, Check{Name: "link", Status: Warn, Message: fmt.Sprintf("%s: %s, libp2p stream %s (below gigabit Ethernet's %s)", pair, l.Transport, rate(l.StreamRate), rate(MinStreamRate)),
+					Fix: "look for a slow or shared network path between them (Wi-Fi, a 100 Mb/s port), or a busy machine"})
 			case l.RTT > 0 && l.RTT > expectedRTT[l.Transport] && expectedRTT[l.Transport] > 0:
 				cs = append(cs, Check{Name: "link", Status: Warn, Message: fmt.Sprintf("%s: %s, round trip %v (a %s link should answer within %v)", pair, l.Transport, l.RTT, l.Transport, expectedRTT[l.Transport]),
 					Fix: "look for a busy machine or network between them"})
@@ -132,11 +155,25 @@ func linkChecks(members []Member, byID map[string]Member) []Check {
 				if l.Transport == "tcp" && !sameHost && !(ma.RDMA && mb.RDMA) {
 					why = " (different hosts without RDMA on both: TCP is what they have)"
 				}
+				if l.StreamRate > 0 {
+					rtt += ", libp2p stream " + rate(l.StreamRate)
+				}
 				cs = append(cs, Check{Name: "link", Status: OK, Message: fmt.Sprintf("%s: %s, %s%s", pair, l.Transport, rtt, why)})
 			}
 		}
 	}
 	return cs
+}
+
+// rate prints bytes/s.
+func rate(bps float64) string {
+	switch {
+	case bps >= 1e9:
+		return fmt.Sprintf("%.2f GB/s", bps/1e9)
+	case bps >= 1e6:
+		return fmt.Sprintf("%.0f MB/s", bps/1e6)
+	}
+	return fmt.Sprintf("%.0f kB/s", bps/1e3)
 }
 
 func linkBetween(m Member, peer string) (Link, bool) {
