@@ -62,6 +62,12 @@ func queueFull(waiting int) *Error {
 		Message: fmt.Sprintf("The server is busy: %d requests are already waiting. Retry later.", waiting)}
 }
 
+// busy: the cluster has no memory for another session now.
+func busy(err error) *Error {
+	return &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: strPtr("cluster_busy"),
+		Message: err.Error() + ". Retry shortly."}
+}
+
 func leaving() *Error {
 	return &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: strPtr("node_leaving"),
 		Message: "This node is leaving the cluster (shutting down or restarting); send the request to another node of the cluster."}

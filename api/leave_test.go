@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -78,5 +79,23 @@ func TestLeaveRefusesNewFinishesRunning(t *testing.T) {
 	}
 	if again := s.Leave(); again != drained {
 		t.Error("a second Leave returned another channel")
+	}
+}
+
+type busyGen struct{}
+
+func (busyGen) Generate(context.Context, engine.Request, func(engine.Token) error) (engine.Result, error) {
+	return engine.Result{}, fmt.Errorf("stage s: no room: %w", engine.ErrBusy)
+}
+
+// TestBusyIs503: a cluster with no room for another session answers 503
+// with Retry-After (a refusal the client may retry), not a 500.
+func TestBusyIs503(t *testing.T) {
+	_, hs := newTestServer(t, Config{Generator: busyGen{}, Models: storiesLocal(t)})
+	resp := post(t, hs.URL+"/v1/chat/completions", "", `{"model": "stories260K", "messages": [{"role": "user", "content": "hi"}]}`)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(b), "cluster_busy") {
+		t.Errorf("busy: %d %q %s", resp.StatusCode, resp.Header.Get("Retry-After"), b)
 	}
 }

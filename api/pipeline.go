@@ -185,6 +185,9 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job, out streame
 		if errors.Is(err, ErrModelNotFound) {
 			e = modelNotFound(j.model)
 		}
+		if errors.Is(err, engine.ErrBusy) {
+			e = busy(err)
+		}
 		if s.cfg.Logger != nil {
 			s.cfg.Logger.Warn("generation failed", "model", j.model, "err", err)
 		}

@@ -805,7 +805,10 @@ type ForwardError struct {
 	// group_failed: a tensor-parallel stage's all-reduce failed (a member
 	// went silent or its link broke): the origin probes the ring's members
 	// and replays without those that do not answer.
-	GroupFailed   bool `protobuf:"varint,6,opt,name=group_failed,json=groupFailed,proto3" json:"group_failed,omitempty"`
+	GroupFailed bool `protobuf:"varint,6,opt,name=group_failed,json=groupFailed,proto3" json:"group_failed,omitempty"`
+	// busy: the stage has no memory for this session's KV cache now (other
+	// sessions hold it); the origin may try again shortly.
+	Busy          bool `protobuf:"varint,7,opt,name=busy,proto3" json:"busy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -878,6 +881,13 @@ func (x *ForwardError) GetGap() bool {
 func (x *ForwardError) GetGroupFailed() bool {
 	if x != nil {
 		return x.GroupFailed
+	}
+	return false
+}
+
+func (x *ForwardError) GetBusy() bool {
+	if x != nil {
+		return x.Busy
 	}
 	return false
 }
@@ -1186,7 +1196,7 @@ const file_messages_inference_proto_rawDesc = "" +
 	"\n" +
 	"elapsed_ns\x18\x04 \x01(\x03R\telapsedNs\x12\x1d\n" +
 	"\n" +
-	"compute_ns\x18\x05 \x01(\x03R\tcomputeNs\"\xa8\x01\n" +
+	"compute_ns\x18\x05 \x01(\x03R\tcomputeNs\"\xbc\x01\n" +
 	"\fForwardError\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x14\n" +
 	"\x05stage\x18\x02 \x01(\tR\x05stage\x12\x14\n" +
@@ -1194,7 +1204,8 @@ const file_messages_inference_proto_rawDesc = "" +
 	"\n" +
 	"cache_miss\x18\x04 \x01(\bR\tcacheMiss\x12\x10\n" +
 	"\x03gap\x18\x05 \x01(\bR\x03gap\x12!\n" +
-	"\fgroup_failed\x18\x06 \x01(\bR\vgroupFailed\"?\n" +
+	"\fgroup_failed\x18\x06 \x01(\bR\vgroupFailed\x12\x12\n" +
+	"\x04busy\x18\a \x01(\bR\x04busy\"?\n" +
 	"\vFreeSession\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x16\n" +
 	"\x06retain\x18\x02 \x01(\bR\x06retain\"\f\n" +

@@ -60,7 +60,38 @@ func (in *inbox) Receive(ctx actor.Context) {
 
 // Generate runs one generation on the cluster, calling onToken for each
 // generated token in order, like engine.Engine.Generate (the same loop).
-func (c *Origin) Generate(ctx context.Context, req Request, onToken func(engine.Token) error) (res engine.Result, err error) {
+//
+// A stage with no memory for the session's KV cache (other sessions hold
+// it) does not fail the request at once: while nothing has been
+// generated, the session is tried again, backing off, for up to
+// StepTimeout; then Generate returns an error that is engine.ErrBusy.
+func (c *Origin) Generate(ctx context.Context, req Request, onToken func(engine.Token) error) (engine.Result, error) {
+	emitted := false
+	tokens := func(t engine.Token) error {
+		emitted = true
+		return onToken(t)
+	}
+	deadline := time.Now().Add(c.opts.StepTimeout)
+	for delay := busyBackoff; ; delay = min(2*delay, maxBusyBackoff) {
+		res, err := c.generate(ctx, req, tokens)
+		if !errors.Is(err, engine.ErrBusy) || emitted || !time.Now().Add(delay).Before(deadline) {
+			return res, err
+		}
+		select {
+		case <-ctx.Done():
+			return res, err
+		case <-time.After(delay):
+		}
+	}
+}
+
+// The waits between tries of a session the cluster has no room for.
+const (
+	busyBackoff    = 50 * time.Millisecond
+	maxBusyBackoff = time.Second
+)
+
+func (c *Origin) generate(ctx context.Context, req Request, onToken func(engine.Token) error) (res engine.Result, err error) {
 	if err := req.Sampling.Validate(); err != nil {
 		return res, err
 	}
@@ -314,7 +345,7 @@ func (r *ring) await(ctx context.Context) session.Event {
 					}
 				}
 			case *messages.ForwardError:
-				return session.ForwardFailed{Session: m.Session, Stage: m.Stage, Err: m.Error, Gap: m.Gap, Group: m.GroupFailed}
+				return session.ForwardFailed{Session: m.Session, Stage: m.Stage, Err: m.Error, Gap: m.Gap, Group: m.GroupFailed, Busy: m.Busy}
 			case *messages.Token:
 				return session.Token{Session: m.Session, Position: int(m.Position), ID: int(m.Id), Compute: time.Duration(m.ComputeNs)}
 			}

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"strata/actors/plan"
+	"strata/runtime/engine"
 )
 
 // DefaultMaxRecoveries bounds how many times one session rebuilds its ring.
@@ -128,7 +129,19 @@ type ForwardFailed struct {
 	Session, Stage, Err string
 	Gap                 bool
 	Group               bool
+	// Busy: the stage had no memory for the session's KV cache; the
+	// session ends with a BusyError (its caller may try again later).
+	Busy bool
 }
+
+// A BusyError ends a session that a stage had no memory for: the cluster
+// is full with other sessions now (errors.Is(err, engine.ErrBusy)).
+type BusyError struct{ Stage, Err string }
+
+func (e *BusyError) Error() string { return fmt.Sprintf("stage %s: %s", e.Stage, e.Err) }
+
+// Is makes a BusyError engine.ErrBusy.
+func (e *BusyError) Is(target error) bool { return target == engine.ErrBusy }
 
 // StageLost says a stage of the current ring went away (its actor
 // stopped or its peer disconnected), seen at At.
@@ -403,6 +416,9 @@ func (s *Session) Step(ev Event) []Action {
 		if s.ring != nil && ev.Session == s.id {
 			if ev.Gap && s.phase == running {
 				return s.recover("", fmt.Sprintf("stage %s missed an activation: %s", ev.Stage, ev.Err), time.Time{})
+			}
+			if ev.Busy {
+				return s.failed(&BusyError{Stage: ev.Stage, Err: ev.Err})
 			}
 			return s.failed(fmt.Errorf("stage %s: %s", ev.Stage, ev.Err))
 		}

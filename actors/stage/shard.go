@@ -303,7 +303,7 @@ func (s *shard) session(ctx actor.Context, m *messages.Forward) (*shardSession, 
 		kv = s.m.CacheBytes(ctxLen)
 	}
 	if err := s.host.reserve(kv, fmt.Sprintf("the KV cache of session %s on %s", m.Session, s.pid.Id), s); err != nil {
-		return nil, err
+		return nil, noMemory{err}
 	}
 	ss = &shardSession{kvBytes: kv, origin: wire.PID(m.ReplyTo)}
 	if s.tp != nil {
@@ -357,9 +357,14 @@ func (s *shard) receiveForward(ctx actor.Context, m *messages.Forward, release f
 func (s *shard) answerError(ctx actor.Context, m *messages.Forward, err error) {
 	if err != nil && err != errSessionFreed && m.ReplyTo != nil {
 		ctx.Send(wire.PID(m.ReplyTo), &messages.ForwardError{Session: m.Session, Stage: s.pid.Id, Error: s.host.label() + err.Error(),
-			CacheMiss: errors.Is(err, errCacheMiss), Gap: errors.As(err, new(missedStep)), GroupFailed: errors.Is(err, errGroup)})
+			CacheMiss: errors.Is(err, errCacheMiss), Gap: errors.As(err, new(missedStep)), GroupFailed: errors.Is(err, errGroup),
+			Busy: errors.As(err, new(noMemory))})
 	}
 }
+
+// noMemory is the error for a session this stage has no memory for now:
+// other sessions hold it, and the origin may try again.
+type noMemory struct{ error }
 
 // missedStep is the error for a Forward that follows a step this stage
 // never got (an activation lost between stages): the origin replays.

@@ -420,6 +420,22 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 			Help: "Bytes of model weights this node sent to peers."}, func() float64 { return float64(node.Weights().Served()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "strata_link_fallbacks_total",
 			Help: "Side-channel faults (corrupt, missing or stalled frames) that sent activations back to the libp2p stream."}, func() float64 { return float64(node.LinkFallbacks()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "strata_stage_sessions",
+			Help: "Sessions open on this node's shards now (a session with stages here counts once per shard; retained prompt caches not counted)."}, func() float64 {
+			n := 0
+			for _, s := range full.Host.Stats().Shards {
+				n += int(s.Sessions)
+			}
+			return float64(n)
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "strata_stage_kv_bytes",
+			Help: "KV cache bytes this node's shards hold now, retained prompt caches included."}, func() float64 {
+			n := uint64(0)
+			for _, s := range full.Host.Stats().Shards {
+				n += s.KvBytes
+			}
+			return float64(n)
+		}),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "strata_link_returns_total",
 			Help: "Links that negotiated their side channel again after a fallback, once the backoff had passed."}, func() float64 { return float64(node.LinkReturns()) }),
 	)

@@ -196,6 +196,12 @@ const (
 	FinishLength = "length" // MaxTokens or the context length reached
 )
 
+// ErrBusy says a generation found no room: the memory of the stages (the
+// KV caches) is held by other sessions now. Nothing was generated; the
+// same request can be sent again later (the API answers 503 with
+// Retry-After).
+var ErrBusy = errors.New("the cluster is busy: no memory for another session's KV cache now")
+
 // Result summarises a finished generation.
 type Result struct {
 	PromptTokens    int

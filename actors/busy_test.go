@@ -1,0 +1,63 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"strata/actors/internal/oracle"
+	"strata/internal/testdata"
+	"strata/runtime/engine"
+)
+
+// TestBusyStageWaitsForRoom: one node with memory for the weights and one
+// session's KV cache takes two requests at once. The second session's
+// stage has no room (the first holds it): instead of failing, the second
+// is tried again until the first ends, and both answers are one node's.
+// A request that cannot get room within StepTimeout ends with
+// engine.ErrBusy (the API's 503).
+func TestBusyStageWaitsForRoom(t *testing.T) {
+	nodes := startNodes(t, 1, 1500e3, 1, 5*time.Second)
+	path := testdata.Path(t, "gguf/stories260K.gguf")
+	want := oracle.OneNode(t, path, engine.Request{MaxTokens: 120})
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	texts := make([]string, 2)
+	for i := range 2 {
+		wg.Go(func() {
+			res, err := nodes[0].Origin.Generate(context.Background(), engine.Request{Model: "stories260K", MaxTokens: 120}, func(engine.Token) error {
+				time.Sleep(2 * time.Millisecond) // hold the room a while
+				return nil
+			})
+			texts[i], errs[i] = res.Text, err
+		})
+	}
+	wg.Wait()
+	for i := range 2 {
+		if errs[i] != nil || texts[i] != want.Text {
+			t.Errorf("request %d: %v\n got %q\nwant %q", i, errs[i], texts[i], want.Text)
+		}
+	}
+
+	// A session that holds the room for longer than StepTimeout: the
+	// other ends with ErrBusy, having generated nothing.
+	hold := make(chan struct{})
+	started := make(chan struct{})
+	go nodes[0].Origin.Generate(context.Background(), engine.Request{Model: "stories260K", MaxTokens: 3}, func(engine.Token) error {
+		select {
+		case started <- struct{}{}:
+		default:
+		}
+		<-hold
+		return nil
+	})
+	<-started
+	defer close(hold)
+	n := 0
+	_, err := nodes[0].Origin.Generate(context.Background(), engine.Request{Model: "stories260K", MaxTokens: 3}, func(engine.Token) error { n++; return nil })
+	if !errors.Is(err, engine.ErrBusy) || n != 0 {
+		t.Errorf("with the room held: %v after %d tokens, want ErrBusy and none", err, n)
+	}
+}

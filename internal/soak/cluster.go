@@ -1,0 +1,224 @@
+// Package soak runs a cluster of real strata node processes under hours
+// of mixed traffic and random faults, and checks invariants while it runs
+// and at the end: every request answered (or clearly refused), every
+// greedy answer equal to a one-node reference, no session or memory left
+// behind, no node spinning while idle (scripts/soak.sh, make soak, and a
+// short run in make test).
+package soak
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// node is one strata node process, restarted as often as faults say.
+type node struct {
+	name, dataDir, api string
+	args               []string
+	log                *os.File
+
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	started time.Time // of the current process
+	done    chan struct{}
+	stopped bool // SIGSTOPped now
+}
+
+// freePort asks the kernel for a TCP port on loopback (a port picked at
+// random may be taken).
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// newNode lays out a node: its data directory, ports and flags.
+func newNode(dir, name string, args []string) (*node, error) {
+	peerPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	apiPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	n := &node{name: name, dataDir: filepath.Join(dir, name), api: fmt.Sprintf("127.0.0.1:%d", apiPort)}
+	n.args = append([]string{"node", "--data-dir", n.dataDir, "--no-mdns", "--listen", fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", peerPort), "--api", n.api}, args...)
+	if n.log, err = os.OpenFile(filepath.Join(dir, name+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+func (n *node) peerAddr() string {
+	for i, a := range n.args {
+		if a == "--listen" {
+			return n.args[i+1]
+		}
+	}
+	return ""
+}
+
+// start runs the node's process.
+func (n *node) start(bin string) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	cmd := exec.Command(bin, n.args...)
+	cmd.Stdout, cmd.Stderr = n.log, n.log
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	fmt.Fprintf(n.log, "=== soak: started pid %d at %s\n", cmd.Process.Pid, time.Now().Format(time.RFC3339Nano))
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	n.cmd, n.done, n.started, n.stopped = cmd, done, time.Now(), false
+	return nil
+}
+
+// signal sends sig to the current process.
+func (n *node) signal(sig syscall.Signal) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd != nil {
+		n.cmd.Process.Signal(sig)
+		n.stopped = sig == syscall.SIGSTOP
+	}
+}
+
+// wait waits for the current process to exit, up to d; false if it did not.
+func (n *node) wait(d time.Duration) bool {
+	n.mu.Lock()
+	done := n.done
+	n.mu.Unlock()
+	if done == nil {
+		return true
+	}
+	select {
+	case <-done:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+func (n *node) pid() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil || n.cmd.Process == nil {
+		return 0
+	}
+	return n.cmd.Process.Pid
+}
+
+// kill ends the process for good (the end of the run).
+func (n *node) kill() {
+	n.signal(syscall.SIGCONT)
+	n.signal(syscall.SIGKILL)
+	n.wait(10 * time.Second)
+}
+
+var httpClient = &http.Client{Timeout: 10 * time.Second}
+
+func getJSON(url string, v any) error {
+	resp, err := httpClient.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// members is how many members node n's view holds (0 when it does not
+// answer).
+func (n *node) members() int {
+	var st struct {
+		Members []json.RawMessage `json:"members"`
+	}
+	if err := getJSON("http://"+n.api+"/api/peers", &st); err != nil {
+		return 0
+	}
+	return len(st.Members)
+}
+
+// metrics reads the unlabelled samples of the node's /metrics.
+func (n *node) metrics() (map[string]float64, error) {
+	resp, err := httpClient.Get("http://" + n.api + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if line == "" || line[0] == '#' || strings.Contains(line, "{") {
+			continue
+		}
+		name, val, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		if f, err := strconv.ParseFloat(strings.TrimSpace(val), 64); err == nil {
+			out[name] = f
+		}
+	}
+	return out, nil
+}
+
+// sessions is the sessions node n drives plus those open on its shards.
+func (n *node) sessions() (driven, staged int, err error) {
+	var st struct {
+		Sessions []json.RawMessage `json:"sessions"`
+	}
+	if err := getJSON("http://"+n.api+"/api/cluster", &st); err != nil {
+		return 0, 0, err
+	}
+	m, err := n.metrics()
+	if err != nil {
+		return 0, 0, err
+	}
+	return len(st.Sessions), int(m["strata_stage_sessions"]), nil
+}
+
+// waitAll waits until every node in ns answers with want members, or ctx
+// ends; it returns how long that took.
+func waitAll(ctx context.Context, ns []*node, want int) (time.Duration, error) {
+	start := time.Now()
+	for {
+		ok := true
+		for _, n := range ns {
+			if n.members() != want {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return time.Since(start), nil
+		}
+		select {
+		case <-ctx.Done():
+			return time.Since(start), ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,391 @@
+package soak
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Config is one soak run.
+type Config struct {
+	Bin      string        // the strata binary
+	Model    string        // path of stories260K.gguf
+	Dir      string        // where the nodes' data directories and logs go
+	Nodes    int           // cluster nodes (4)
+	Clients  int           // concurrent clients (6)
+	Duration time.Duration // of traffic
+	Seed     uint64
+	// FaultEvery: a fault starts at a random time between Min and Max
+	// after the cluster recovered from the last one.
+	FaultMin, FaultMax time.Duration
+	// Warmup: a process's memory baseline is taken this long after it
+	// (re)started.
+	Warmup time.Duration
+	Log    io.Writer // progress lines; nil = none
+}
+
+// Report is what the run found; its JSON is the last line scripts read.
+type Report struct {
+	Seed      uint64         `json:"seed"`
+	Seconds   float64        `json:"duration_s"`
+	Nodes     int            `json:"nodes"`
+	Clients   int            `json:"clients"`
+	Requests  int            `json:"requests"`
+	Answered  int            `json:"answered"`
+	Refused   int            `json:"refused"`   // clear 429/503 or "cannot place": counted apart, not lost
+	Cancelled int            `json:"cancelled"` // clients that hung up on purpose
+	Lost      int            `json:"lost"`      // any other failure
+	Wrong     int            `json:"wrong"`     // answered, but not as the one-node reference
+	Leaked    int            `json:"leaked_sessions"`
+	Faults    map[string]int `json:"faults"`
+	ByKind    map[string]int `json:"requests_by_kind"`
+	// RSSGrowthPct is the largest growth of a node process's resident
+	// memory from its baseline (taken Warmup after it started) to the end.
+	RSSGrowthPct    float64 `json:"rss_growth_pct"`
+	GoroutineGrowth int     `json:"goroutine_growth"`
+	OpenFilesGrowth int     `json:"open_files_growth"`
+	IdleCPU         float64 `json:"idle_cpu_max"` // CPU seconds per second of the busiest node once traffic stopped
+	TTFTP50         float64 `json:"ttft_ms_p50"`  // first streamed chunk (or whole answer), ms
+	TTFTP99         float64 `json:"ttft_ms_p99"`
+	// GapP50/99: the longest pause within a stream, of streams that saw a
+	// fault begin: what a recovery costs a client.
+	GapP50           float64  `json:"recovery_gap_ms_p50"`
+	GapP99           float64  `json:"recovery_gap_ms_p99"`
+	ConvergeMaxMS    float64  `json:"converge_max_ms"`
+	Unconverged      int      `json:"unconverged"`
+	Failures         []string `json:"failures,omitempty"` // the first few lost and wrong requests, in words
+	LinkCutsNotTried bool     `json:"link_cuts_not_injected"`
+}
+
+// MaxIdleCPU is the most CPU an idle node may burn (seconds per second):
+// more is a spin (a worker pool or a retry loop that does not park).
+const MaxIdleCPU = 0.2
+
+// OK says the run met the invariants.
+func (r Report) OK(maxRSSGrowth float64) bool {
+	return r.Lost == 0 && r.Wrong == 0 && r.Leaked == 0 && r.Unconverged == 0 && r.RSSGrowthPct <= maxRSSGrowth && r.Answered > 0 &&
+		r.IdleCPU <= MaxIdleCPU
+}
+
+type sample struct {
+	pid                  int
+	rss, goroutines, fds float64
+}
+
+// Run runs the soak and returns its report.
+func Run(ctx context.Context, cfg Config) (Report, error) {
+	logf := func(format string, args ...any) {
+		if cfg.Log != nil {
+			fmt.Fprintf(cfg.Log, "soak: "+format+"\n", args...)
+		}
+	}
+	rep := Report{Seed: cfg.Seed, Nodes: cfg.Nodes, Clients: cfg.Clients, Faults: map[string]int{}, ByKind: map[string]int{}, LinkCutsNotTried: true}
+	models := filepath.Join(cfg.Dir, "models")
+	if err := os.MkdirAll(models, 0o755); err != nil {
+		return rep, err
+	}
+	if err := os.Symlink(cfg.Model, filepath.Join(models, model+".gguf")); err != nil && !os.IsExist(err) {
+		return rep, err
+	}
+
+	// The reference: one node alone, with its own secret, never faulted.
+	ref, err := newNode(cfg.Dir, "reference", []string{"--models", models, "--context", "512", "--parallel", "8"})
+	if err != nil {
+		return rep, err
+	}
+	if err := ref.start(cfg.Bin); err != nil {
+		return rep, err
+	}
+	defer ref.kill()
+
+	// The cluster: every node offers 1.7 MB, so stories260K with KV for 4
+	// sessions (2.5 MB) needs two of them; any one may go.
+	first := filepath.Join(cfg.Dir, "n0")
+	idOut, err := exec.Command(cfg.Bin, "node", "id", "--data-dir", first).Output()
+	if err != nil {
+		return rep, fmt.Errorf("node id: %w", err)
+	}
+	common := []string{"--models", models, "--memory", "1700kB", "--context", "512", "--parallel", "4", "--drain-timeout", "30s",
+		"--secret-file", filepath.Join(first, "secret")}
+	var nodes []*node
+	for i := range cfg.Nodes {
+		args := slices.Clone(common)
+		if i > 0 {
+			args = append(args, "--join", nodes[0].peerAddr()+"/p2p/"+strings.TrimSpace(string(idOut)))
+		}
+		n, err := newNode(cfg.Dir, fmt.Sprintf("n%d", i), args)
+		if err != nil {
+			return rep, err
+		}
+		nodes = append(nodes, n)
+		if err := n.start(cfg.Bin); err != nil {
+			return rep, err
+		}
+	}
+	defer func() {
+		for _, n := range nodes {
+			n.kill()
+		}
+	}()
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	_, err = waitAll(wctx, nodes, cfg.Nodes)
+	cancel()
+	if err != nil {
+		return rep, fmt.Errorf("the cluster did not form: %w", err)
+	}
+	if _, err := waitAll(ctx, []*node{ref}, 1); err != nil {
+		return rep, err
+	}
+	logf("%d nodes up (seed %d); traffic for %v", cfg.Nodes, cfg.Seed, cfg.Duration)
+
+	// The reference's answers, asked once per distinct request.
+	var refMu sync.Mutex
+	refAnswers := map[string]string{}
+	reference := func(r request) (string, error) {
+		refMu.Lock()
+		a, ok := refAnswers[r.key()]
+		refMu.Unlock()
+		if ok {
+			return a, nil
+		}
+		r.cancelAfter = 0
+		o := send(ctx, ref.api, r)
+		if o.err != nil {
+			return "", fmt.Errorf("the reference node: %w", o.err)
+		}
+		refMu.Lock()
+		refAnswers[r.key()] = o.text
+		refMu.Unlock()
+		return o.text, nil
+	}
+
+	// Memory baselines, per process.
+	var sampMu sync.Mutex
+	baseline := map[string]sample{}
+	takeBaselines := func() {
+		for _, n := range nodes {
+			pid := n.pid()
+			n.mu.Lock()
+			up, stopped := time.Since(n.started), n.stopped
+			n.mu.Unlock()
+			sampMu.Lock()
+			b, ok := baseline[n.name]
+			sampMu.Unlock()
+			if stopped || up < cfg.Warmup || ok && b.pid == pid {
+				continue
+			}
+			if m, err := n.metrics(); err == nil {
+				sampMu.Lock()
+				baseline[n.name] = sample{pid: pid, rss: m["process_resident_memory_bytes"], goroutines: m["go_goroutines"], fds: m["process_open_fds"]}
+				sampMu.Unlock()
+			}
+		}
+	}
+
+	// Traffic.
+	end := time.Now().Add(cfg.Duration)
+	start := time.Now()
+	var mu sync.Mutex
+	var ttfts, gaps []float64
+	faulting := make(chan struct{}) // closed and replaced when a fault starts
+	record := func(r request, o outcome, sawFault bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		rep.Requests++
+		rep.ByKind[r.kind]++
+		switch {
+		case o.cancelled:
+			rep.Cancelled++
+		case o.refused:
+			rep.Refused++
+		case o.err != nil:
+			rep.Lost++
+			if len(rep.Failures) < 10 {
+				rep.Failures = append(rep.Failures, fmt.Sprintf("lost %s: %v", r.kind, o.err))
+			}
+		default:
+			rep.Answered++
+		}
+		if o.ttft > 0 {
+			ttfts = append(ttfts, float64(o.ttft.Milliseconds()))
+		}
+		if sawFault && o.worstGap > 0 {
+			gaps = append(gaps, float64(o.worstGap.Milliseconds()))
+		}
+	}
+	var wg sync.WaitGroup
+	for c := range cfg.Clients {
+		rng := rand.New(rand.NewPCG(cfg.Seed, uint64(c)+1))
+		wg.Go(func() {
+			for time.Now().Before(end) && ctx.Err() == nil {
+				r := newRequest(rng)
+				mu.Lock()
+				fc := faulting
+				mu.Unlock()
+				var o outcome
+				// A node that is down or leaving: the client tries the next,
+				// as a load balancer would.
+				for try := range len(nodes) {
+					n := nodes[(rng.IntN(len(nodes))+try)%len(nodes)]
+					o = send(ctx, n.api, r)
+					if !o.refused || isPlacementRefusal(fmt.Sprint(o.err)) {
+						break
+					}
+				}
+				sawFault := false
+				select {
+				case <-fc:
+					sawFault = true
+				default:
+				}
+				if o.err == nil && !o.cancelled {
+					want, err := reference(r)
+					if err != nil {
+						o.err = err
+					} else if o.text != want {
+						mu.Lock()
+						rep.Wrong++
+						if len(rep.Failures) < 10 {
+							rep.Failures = append(rep.Failures, fmt.Sprintf("wrong %s %s:\n got %q\nwant %q", r.kind, r.key(), o.text, want))
+						}
+						mu.Unlock()
+					}
+				}
+				record(r, o, sawFault)
+			}
+		})
+	}
+
+	// Faults, one at a time, each followed by the wait for the view to
+	// hold every node again.
+	frng := rand.New(rand.NewPCG(cfg.Seed, 0))
+	var convergeMax time.Duration
+	for time.Now().Before(end) && ctx.Err() == nil {
+		wait := cfg.FaultMin + time.Duration(frng.Int64N(int64(cfg.FaultMax-cfg.FaultMin)+1))
+		deadline := time.Now().Add(wait)
+		for time.Now().Before(deadline) && time.Now().Before(end) {
+			takeBaselines()
+			time.Sleep(500 * time.Millisecond)
+		}
+		if !time.Now().Before(end) {
+			break
+		}
+		victim := nodes[frng.IntN(len(nodes))]
+		kind := []string{"kill", "stop", "leave"}[frng.IntN(3)]
+		mu.Lock()
+		close(faulting)
+		faulting = make(chan struct{})
+		mu.Unlock()
+		rep.Faults[kind]++
+		switch kind {
+		case "kill":
+			victim.signal(syscall.SIGKILL)
+			victim.wait(10 * time.Second)
+			time.Sleep(time.Duration(1+frng.IntN(4)) * time.Second)
+			if err := victim.start(cfg.Bin); err != nil {
+				return rep, err
+			}
+		case "stop":
+			d := time.Duration(1+frng.IntN(30)) * time.Second
+			victim.signal(syscall.SIGSTOP)
+			time.Sleep(d)
+			victim.signal(syscall.SIGCONT)
+			kind = fmt.Sprintf("stop %v", d)
+		case "leave":
+			victim.signal(syscall.SIGTERM)
+			if !victim.wait(60 * time.Second) {
+				rep.Failures = append(rep.Failures, fmt.Sprintf("%s did not leave within 60 s of SIGTERM", victim.name))
+				victim.signal(syscall.SIGKILL)
+				victim.wait(10 * time.Second)
+			}
+			if err := victim.start(cfg.Bin); err != nil {
+				return rep, err
+			}
+		}
+		cctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+		took, err := waitAll(cctx, nodes, cfg.Nodes)
+		cancel()
+		if err != nil {
+			rep.Unconverged++
+			rep.Failures = append(rep.Failures, fmt.Sprintf("after %s of %s the views did not hold all %d nodes within 90 s", kind, victim.name, cfg.Nodes))
+		}
+		convergeMax = max(convergeMax, took)
+		logf("%s %s: views whole again %v later (%.0fs in)", kind, victim.name, took.Round(time.Millisecond), time.Since(start).Seconds())
+	}
+	wg.Wait()
+	rep.Seconds = time.Since(start).Seconds()
+	rep.ConvergeMaxMS = float64(convergeMax.Milliseconds())
+
+	// After the traffic: no session may be left, on any node.
+	time.Sleep(2 * time.Second)
+	leaked := 0
+	for attempt := 0; attempt < 30; attempt++ {
+		leaked = 0
+		for _, n := range nodes {
+			d, s, err := n.sessions()
+			if err != nil {
+				leaked++ // a node that does not answer now is a failure too
+				continue
+			}
+			leaked += d + s
+		}
+		if leaked == 0 {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	rep.Leaked = leaked
+
+	// Idle CPU, then memory against the baselines.
+	cpu0 := map[string]float64{}
+	for _, n := range nodes {
+		if m, err := n.metrics(); err == nil {
+			cpu0[n.name] = m["process_cpu_seconds_total"]
+		}
+	}
+	const idleWindow = 5 * time.Second
+	time.Sleep(idleWindow)
+	for _, n := range nodes {
+		m, err := n.metrics()
+		if err != nil {
+			continue
+		}
+		rep.IdleCPU = max(rep.IdleCPU, (m["process_cpu_seconds_total"]-cpu0[n.name])/idleWindow.Seconds())
+		sampMu.Lock()
+		b, ok := baseline[n.name]
+		sampMu.Unlock()
+		if ok && b.pid == n.pid() && b.rss > 0 {
+			rep.RSSGrowthPct = max(rep.RSSGrowthPct, 100*(m["process_resident_memory_bytes"]-b.rss)/b.rss)
+			rep.GoroutineGrowth = max(rep.GoroutineGrowth, int(m["go_goroutines"]-b.goroutines))
+			rep.OpenFilesGrowth = max(rep.OpenFilesGrowth, int(m["process_open_fds"]-b.fds))
+		}
+	}
+	rep.TTFTP50, rep.TTFTP99 = percentile(ttfts, 50), percentile(ttfts, 99)
+	rep.GapP50, rep.GapP99 = percentile(gaps, 50), percentile(gaps, 99)
+	return rep, nil
+}
+
+func percentile(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(float64(len(s))*p/100))]
+}
+
+// JSON is the report's one line.
+func (r Report) JSON() string {
+	b, _ := json.Marshal(r)
+	return string(b)
+}

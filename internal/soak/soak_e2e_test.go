@@ -1,0 +1,92 @@
+//go:build e2e
+
+package soak
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"strata/internal/testdata"
+)
+
+// maxRSSGrowthPct is the invariant's bound: a node's resident memory at
+// the end within 10 % of its value after warm-up.
+const maxRSSGrowthPct = 10
+
+// TestE2ESoak runs the soak: SOAK_DURATION (default 5m, the make test
+// run), SOAK_SEED (default: the time), SOAK_NODES (4), SOAK_CLIENTS (6),
+// SOAK_FAULT_MIN/MAX (20s/60s), BIN (default: built here). Its last output
+// line is the report's JSON, prefixed SOAK_REPORT (scripts/soak.sh prints
+// it).
+func TestE2ESoak(t *testing.T) {
+	cfg := Config{Nodes: envInt("SOAK_NODES", 4), Clients: envInt("SOAK_CLIENTS", 6), Duration: envDuration("SOAK_DURATION", 5*time.Minute),
+		FaultMin: envDuration("SOAK_FAULT_MIN", 20*time.Second), FaultMax: envDuration("SOAK_FAULT_MAX", 60*time.Second),
+		Warmup: 30 * time.Second, Seed: uint64(time.Now().UnixNano()), Log: os.Stdout, Dir: t.TempDir(),
+		Model: testdata.Path(t, "gguf/stories260K.gguf")}
+	if s := os.Getenv("SOAK_SEED"); s != "" {
+		seed, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("SOAK_SEED %q", s)
+		}
+		cfg.Seed = seed
+	}
+	fmt.Printf("soak: seed %d (SOAK_SEED=%d repeats this run's faults)\n", cfg.Seed, cfg.Seed)
+	cfg.Bin = os.Getenv("BIN")
+	if cfg.Bin == "" {
+		cfg.Bin = filepath.Join(t.TempDir(), "strata")
+		if out, err := exec.Command("go", "build", "-o", cfg.Bin, "strata/cmd/strata").CombinedOutput(); err != nil {
+			t.Fatalf("go build: %v\n%s", err, out)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.Duration+10*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fmt.Println("SOAK_REPORT " + rep.JSON())
+	t.Logf("%d requests: %d answered, %d refused, %d cancelled, %d lost, %d wrong; faults %v; leaked sessions %d; RSS growth %.1f%%; idle CPU %.3f",
+		rep.Requests, rep.Answered, rep.Refused, rep.Cancelled, rep.Lost, rep.Wrong, rep.Faults, rep.Leaked, rep.RSSGrowthPct, rep.IdleCPU)
+	if !rep.OK(maxRSSGrowthPct) {
+		t.Errorf("invariants broken: %s", rep.JSON())
+		for _, f := range rep.Failures {
+			t.Log(f)
+		}
+		for i := range cfg.Nodes {
+			if b, err := os.ReadFile(filepath.Join(cfg.Dir, fmt.Sprintf("n%d.log", i))); err == nil {
+				t.Logf("n%d log (tail):\n%s", i, tail(string(b), 40))
+			}
+		}
+	}
+}
+
+func tail(s string, n int) string {
+	for i := len(s) - 1; i >= 0; i-- {
+		if s[i] == '\n' {
+			if n--; n == 0 {
+				return s[i+1:]
+			}
+		}
+	}
+	return s
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+func envDuration(name string, def time.Duration) time.Duration {
+	if v, err := time.ParseDuration(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
