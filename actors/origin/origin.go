@@ -291,6 +291,8 @@ func (c *Origin) load(name string, p plan.Plan, members []Member) ([]session.Sta
 			return session.Stage{}, false, errors.New(loaded.Error)
 		case !ok:
 			return session.Stage{}, true, fmt.Errorf("node %s answered LoadShard with %T", node, res)
+		case loaded.Error != "" && loaded.Busy:
+			return session.Stage{}, true, fmt.Errorf("%s: %w", loaded.Error, engine.ErrBusy)
 		case loaded.Error != "":
 			return session.Stage{}, true, errors.New(loaded.Error)
 		}

@@ -357,6 +357,7 @@ func (h *Host) load(ctx actor.Context, spec *messages.ShardSpec, group []*messag
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if err := h.reserveLocked(s.weightBytes, fmt.Sprintf("loading %s", id), nil); err != nil {
+		reply.Busy = true
 		return fail(err)
 	}
 	if err := h.spawnLocked(ctx, s, id); err != nil {

@@ -84,7 +84,10 @@ func send(ctx context.Context, api string, r request) outcome {
 	start := time.Now()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return outcome{err: fmt.Errorf("cannot reach %s: %w", api, err), refused: isConnRefused(err)}
+		// No answer at all (refused, reset, or the node died before its
+		// headers): nothing was generated for the client, which sends the
+		// request to another node, as a load balancer would.
+		return outcome{err: fmt.Errorf("cannot reach %s: %w", api, err), refused: ctx.Err() == nil}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -134,7 +137,7 @@ func send(ctx context.Context, api string, r request) outcome {
 		}
 		if ev.Error != nil {
 			o.err = errors.New(ev.Error.Message)
-			o.refused = isPlacementRefusal(ev.Error.Message)
+			o.refused = isPlacementRefusal(ev.Error.Message) || strings.Contains(ev.Error.Message, "cluster is busy")
 			return o
 		}
 		now := time.Now()
@@ -195,10 +198,6 @@ func answerText(kind string, v map[string]any) (string, error) {
 	}
 	b, _ := json.Marshal(v)
 	return "", fmt.Errorf("no %s answer in %.300s", kind, b)
-}
-
-func isConnRefused(err error) bool {
-	return strings.Contains(err.Error(), "connection refused") || strings.Contains(err.Error(), "connection reset")
 }
 
 // isPlacementRefusal: the survivors cannot hold the model, said in words.

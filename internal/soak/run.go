@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -51,12 +52,17 @@ type Report struct {
 	ByKind    map[string]int `json:"requests_by_kind"`
 	// RSSGrowthPct is the largest growth of a node process's resident
 	// memory from its baseline (taken Warmup after it started) to the end.
-	RSSGrowthPct    float64 `json:"rss_growth_pct"`
-	GoroutineGrowth int     `json:"goroutine_growth"`
-	OpenFilesGrowth int     `json:"open_files_growth"`
-	IdleCPU         float64 `json:"idle_cpu_max"` // CPU seconds per second of the busiest node once traffic stopped
-	TTFTP50         float64 `json:"ttft_ms_p50"`  // first streamed chunk (or whole answer), ms
-	TTFTP99         float64 `json:"ttft_ms_p99"`
+	RSSGrowthPct float64 `json:"rss_growth_pct"`
+	// RSSMB and HeapMB are each node's resident memory and Go heap in
+	// use at its baseline and at the end, MB: a heap that stays while RSS
+	// grows is memory the runtime has not returned, not a leak.
+	RSSMB           map[string][2]float64 `json:"rss_mb"`
+	HeapMB          map[string][2]float64 `json:"heap_mb"`
+	GoroutineGrowth int                   `json:"goroutine_growth"`
+	OpenFilesGrowth int                   `json:"open_files_growth"`
+	IdleCPU         float64               `json:"idle_cpu_max"` // CPU seconds per second of the busiest node once traffic stopped
+	TTFTP50         float64               `json:"ttft_ms_p50"`  // first streamed chunk (or whole answer), ms
+	TTFTP99         float64               `json:"ttft_ms_p99"`
 	// GapP50/99: the longest pause within a stream, of streams that saw a
 	// fault begin: what a recovery costs a client.
 	GapP50           float64  `json:"recovery_gap_ms_p50"`
@@ -78,8 +84,8 @@ func (r Report) OK(maxRSSGrowth float64) bool {
 }
 
 type sample struct {
-	pid                  int
-	rss, goroutines, fds float64
+	pid                        int
+	rss, heap, goroutines, fds float64
 }
 
 // Run runs the soak and returns its report.
@@ -89,7 +95,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 			fmt.Fprintf(cfg.Log, "soak: "+format+"\n", args...)
 		}
 	}
-	rep := Report{Seed: cfg.Seed, Nodes: cfg.Nodes, Clients: cfg.Clients, Faults: map[string]int{}, ByKind: map[string]int{}, LinkCutsNotTried: true}
+	rep := Report{Seed: cfg.Seed, Nodes: cfg.Nodes, Clients: cfg.Clients, Faults: map[string]int{}, ByKind: map[string]int{}, LinkCutsNotTried: true, RSSMB: map[string][2]float64{}, HeapMB: map[string][2]float64{}}
 	models := filepath.Join(cfg.Dir, "models")
 	if err := os.MkdirAll(models, 0o755); err != nil {
 		return rep, err
@@ -186,7 +192,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 			}
 			if m, err := n.metrics(); err == nil {
 				sampMu.Lock()
-				baseline[n.name] = sample{pid: pid, rss: m["process_resident_memory_bytes"], goroutines: m["go_goroutines"], fds: m["process_open_fds"]}
+				baseline[n.name] = sample{pid: pid, rss: m["process_resident_memory_bytes"], heap: m["go_memstats_heap_inuse_bytes"], goroutines: m["go_goroutines"], fds: m["process_open_fds"]}
 				sampMu.Unlock()
 			}
 		}
@@ -366,6 +372,8 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		sampMu.Unlock()
 		if ok && b.pid == n.pid() && b.rss > 0 {
 			rep.RSSGrowthPct = max(rep.RSSGrowthPct, 100*(m["process_resident_memory_bytes"]-b.rss)/b.rss)
+			rep.RSSMB[n.name] = [2]float64{math.Round(b.rss/1e5) / 10, math.Round(m["process_resident_memory_bytes"]/1e5) / 10}
+			rep.HeapMB[n.name] = [2]float64{math.Round(b.heap/1e5) / 10, math.Round(m["go_memstats_heap_inuse_bytes"]/1e5) / 10}
 			rep.GoroutineGrowth = max(rep.GoroutineGrowth, int(m["go_goroutines"]-b.goroutines))
 			rep.OpenFilesGrowth = max(rep.OpenFilesGrowth, int(m["process_open_fds"]-b.fds))
 		}
