@@ -65,7 +65,7 @@ func queueFull(waiting int) *Error {
 // busy: the cluster has no memory for another session now.
 func busy(err error) *Error {
 	return &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: strPtr("cluster_busy"),
-		Message: err.Error() + ". Retry shortly."}
+		Message: "The cluster is busy (no memory for another session now): " + err.Error() + ". Retry shortly."}
 }
 
 func leaving() *Error {
