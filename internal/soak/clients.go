@@ -67,11 +67,13 @@ func (r request) key() string {
 // outcome is what became of one request.
 type outcome struct {
 	text      string
-	refused   bool          // a clear 429/503, or a placement refusal in words
-	cancelled bool          // the client hung up on purpose
-	err       error         // lost: anything else
-	ttft      time.Duration // to the first streamed chunk (0: none)
-	worstGap  time.Duration // the longest wait between two chunks
+	refused   bool // a clear 429/503, or a placement refusal in words
+	cancelled bool // the client hung up on purpose
+	// originKilled: the node answering was SIGKILLed while it did.
+	originKilled bool
+	err          error         // lost: anything else
+	ttft         time.Duration // to the first streamed chunk (0: none)
+	worstGap     time.Duration // the longest wait between two chunks
 }
 
 // send sends r to the node at api and reads the answer.

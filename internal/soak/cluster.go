@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -34,6 +35,8 @@ type node struct {
 	started time.Time // of the current process
 	done    chan struct{}
 	stopped bool // SIGSTOPped now
+
+	kills atomic.Int64 // SIGKILLs so far: a request that sees it change lost its origin
 }
 
 // freePort asks the kernel for a TCP port on loopback (a port picked at

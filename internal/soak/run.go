@@ -37,19 +37,23 @@ type Config struct {
 
 // Report is what the run found; its JSON is the last line scripts read.
 type Report struct {
-	Seed      uint64         `json:"seed"`
-	Seconds   float64        `json:"duration_s"`
-	Nodes     int            `json:"nodes"`
-	Clients   int            `json:"clients"`
-	Requests  int            `json:"requests"`
-	Answered  int            `json:"answered"`
-	Refused   int            `json:"refused"`   // clear 429/503 or "cannot place": counted apart, not lost
-	Cancelled int            `json:"cancelled"` // clients that hung up on purpose
-	Lost      int            `json:"lost"`      // any other failure
-	Wrong     int            `json:"wrong"`     // answered, but not as the one-node reference
-	Leaked    int            `json:"leaked_sessions"`
-	Faults    map[string]int `json:"faults"`
-	ByKind    map[string]int `json:"requests_by_kind"`
+	Seed      uint64  `json:"seed"`
+	Seconds   float64 `json:"duration_s"`
+	Nodes     int     `json:"nodes"`
+	Clients   int     `json:"clients"`
+	Requests  int     `json:"requests"`
+	Answered  int     `json:"answered"`
+	Refused   int     `json:"refused"`   // clear 429/503 or "cannot place": counted apart, not lost
+	Cancelled int     `json:"cancelled"` // clients that hung up on purpose
+	Lost      int     `json:"lost"`      // any other failure
+	// OriginKilled are streams cut because the node the client talked to
+	// was SIGKILLed mid-answer: no other node can finish an HTTP answer
+	// that process was writing. Counted apart from lost.
+	OriginKilled int            `json:"origin_killed"`
+	Wrong        int            `json:"wrong"` // answered, but not as the one-node reference
+	Leaked       int            `json:"leaked_sessions"`
+	Faults       map[string]int `json:"faults"`
+	ByKind       map[string]int `json:"requests_by_kind"`
 	// RSSGrowthPct is the largest growth of a node process's resident
 	// memory from its baseline (taken Warmup after it started) to the end.
 	RSSGrowthPct float64 `json:"rss_growth_pct"`
@@ -214,6 +218,8 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 			rep.Cancelled++
 		case o.refused:
 			rep.Refused++
+		case o.err != nil && o.originKilled:
+			rep.OriginKilled++
 		case o.err != nil:
 			rep.Lost++
 			if len(rep.Failures) < 10 {
@@ -243,7 +249,9 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 				// as a load balancer would.
 				for try := range len(nodes) {
 					n := nodes[(rng.IntN(len(nodes))+try)%len(nodes)]
+					kills := n.kills.Load()
 					o = send(ctx, n.api, r)
+					o.originKilled = n.kills.Load() != kills
 					if !o.refused || isPlacementRefusal(fmt.Sprint(o.err)) {
 						break
 					}
@@ -295,6 +303,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		rep.Faults[kind]++
 		switch kind {
 		case "kill":
+			victim.kills.Add(1)
 			victim.signal(syscall.SIGKILL)
 			victim.wait(10 * time.Second)
 			time.Sleep(time.Duration(1+frng.IntN(4)) * time.Second)

@@ -30,7 +30,7 @@ var maxRSSGrowthPct = float64(envInt("SOAK_MAX_RSS_GROWTH", 10))
 func TestE2ESoak(t *testing.T) {
 	cfg := Config{Nodes: envInt("SOAK_NODES", 4), Clients: envInt("SOAK_CLIENTS", 6), Duration: envDuration("SOAK_DURATION", 5*time.Minute),
 		FaultMin: envDuration("SOAK_FAULT_MIN", 20*time.Second), FaultMax: envDuration("SOAK_FAULT_MAX", 60*time.Second),
-		Warmup: 30 * time.Second, Seed: uint64(time.Now().UnixNano()), Log: os.Stdout, Dir: t.TempDir(),
+		Warmup: envDuration("SOAK_WARMUP", 60*time.Second), Seed: uint64(time.Now().UnixNano()), Log: os.Stdout, Dir: t.TempDir(),
 		Model: testdata.Path(t, "gguf/stories260K.gguf")}
 	if s := os.Getenv("SOAK_SEED"); s != "" {
 		seed, err := strconv.ParseUint(s, 10, 64)
@@ -54,8 +54,8 @@ func TestE2ESoak(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fmt.Println("SOAK_REPORT " + rep.JSON())
-	t.Logf("%d requests: %d answered, %d refused, %d cancelled, %d lost, %d wrong; faults %v; leaked sessions %d; RSS growth %.1f%%; idle CPU %.3f",
-		rep.Requests, rep.Answered, rep.Refused, rep.Cancelled, rep.Lost, rep.Wrong, rep.Faults, rep.Leaked, rep.RSSGrowthPct, rep.IdleCPU)
+	t.Logf("%d requests: %d answered, %d refused, %d cancelled, %d cut by their origin's SIGKILL, %d lost, %d wrong; faults %v; leaked sessions %d; RSS growth %.1f%%; idle CPU %.3f",
+		rep.Requests, rep.Answered, rep.Refused, rep.Cancelled, rep.OriginKilled, rep.Lost, rep.Wrong, rep.Faults, rep.Leaked, rep.RSSGrowthPct, rep.IdleCPU)
 	if !rep.OK(maxRSSGrowthPct) {
 		t.Errorf("invariants broken: %s", rep.JSON())
 		for _, f := range rep.Failures {
