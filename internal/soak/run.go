@@ -208,7 +208,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	var mu sync.Mutex
 	var ttfts, gaps []float64
 	faulting := make(chan struct{}) // closed and replaced when a fault starts
-	record := func(r request, o outcome, sawFault bool) {
+	record := func(r request, o outcome, sawFault bool, on string) {
 		mu.Lock()
 		defer mu.Unlock()
 		rep.Requests++
@@ -223,7 +223,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		case o.err != nil:
 			rep.Lost++
 			if len(rep.Failures) < 10 {
-				rep.Failures = append(rep.Failures, fmt.Sprintf("lost %s: %v", r.kind, o.err))
+				rep.Failures = append(rep.Failures, fmt.Sprintf("lost %s on %s at %.1fs: %v", r.kind, on, time.Since(start).Seconds(), o.err))
 			}
 		default:
 			rep.Answered++
@@ -245,11 +245,13 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 				fc := faulting
 				mu.Unlock()
 				var o outcome
+				on := ""
 				// A node that is down or leaving: the client tries the next,
 				// as a load balancer would.
 				for try := range len(nodes) {
 					n := nodes[(rng.IntN(len(nodes))+try)%len(nodes)]
 					kills := n.kills.Load()
+					on = n.name
 					o = send(ctx, n.api, r)
 					o.originKilled = n.kills.Load() != kills
 					if !o.refused || isPlacementRefusal(fmt.Sprint(o.err)) {
@@ -275,7 +277,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 						mu.Unlock()
 					}
 				}
-				record(r, o, sawFault)
+				record(r, o, sawFault, on)
 			}
 		})
 	}

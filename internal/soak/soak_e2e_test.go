@@ -30,8 +30,13 @@ var maxRSSGrowthPct = float64(envInt("SOAK_MAX_RSS_GROWTH", 10))
 func TestE2ESoak(t *testing.T) {
 	cfg := Config{Nodes: envInt("SOAK_NODES", 4), Clients: envInt("SOAK_CLIENTS", 6), Duration: envDuration("SOAK_DURATION", 5*time.Minute),
 		FaultMin: envDuration("SOAK_FAULT_MIN", 20*time.Second), FaultMax: envDuration("SOAK_FAULT_MAX", 60*time.Second),
-		Warmup: envDuration("SOAK_WARMUP", 60*time.Second), Seed: uint64(time.Now().UnixNano()), Log: os.Stdout, Dir: t.TempDir(),
+		Warmup: envDuration("SOAK_WARMUP", 60*time.Second), Seed: uint64(time.Now().UnixNano()), Log: os.Stdout, Dir: os.Getenv("SOAK_DIR"),
 		Model: testdata.Path(t, "gguf/stories260K.gguf")}
+	if cfg.Dir == "" { // SOAK_DIR keeps the nodes' logs after the run
+		cfg.Dir = t.TempDir()
+	} else if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	if s := os.Getenv("SOAK_SEED"); s != "" {
 		seed, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
