@@ -148,6 +148,16 @@ func readConfigFile(path string) (map[string]configValue, error) {
 
 // stripComment drops a # comment that is not inside a string.
 func stripComment(s string) string {
+	if at := outsideStrings(s, '#'); len(at) > 0 {
+		return s[:at[0]]
+	}
+	return s
+}
+
+// outsideStrings returns the offsets of c in s that are not inside a
+// "…" or '…' string.
+func outsideStrings(s string, c rune) []int {
+	var at []int
 	var quote rune
 	for i, r := range s {
 		switch {
@@ -155,11 +165,11 @@ func stripComment(s string) string {
 			quote = 0
 		case quote == 0 && (r == '"' || r == '\''):
 			quote = r
-		case quote == 0 && r == '#':
-			return s[:i]
+		case quote == 0 && r == c:
+			at = append(at, i)
 		}
 	}
-	return s
+	return at
 }
 
 func tomlValues(v string) ([]string, error) {
@@ -187,18 +197,10 @@ func tomlValues(v string) ([]string, error) {
 // splitTopLevel splits an array's items on commas outside strings.
 func splitTopLevel(s string) []string {
 	var out []string
-	var quote rune
 	start := 0
-	for i, r := range s {
-		switch {
-		case quote != 0 && r == quote:
-			quote = 0
-		case quote == 0 && (r == '"' || r == '\''):
-			quote = r
-		case quote == 0 && r == ',':
-			out = append(out, s[start:i])
-			start = i + 1
-		}
+	for _, i := range outsideStrings(s, ',') {
+		out = append(out, s[start:i])
+		start = i + 1
 	}
 	return append(out, s[start:])
 }
