@@ -2,12 +2,8 @@ package api
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
 	"slices"
-	"strings"
 	"time"
 
 	"strata/internal/doctor"
@@ -35,32 +31,28 @@ const ProbeBytes = 4 << 20
 
 // probeLinks fills in the stream rate of the answering node's links.
 func probeLinks(node *peers.Node, members []doctor.Member) {
-	for i := range members {
-		if members[i].ID != node.ID().String() {
+	i := slices.IndexFunc(members, func(m doctor.Member) bool { return m.ID == node.ID().String() })
+	if i < 0 {
+		return
+	}
+	self := &members[i]
+	for _, m := range members {
+		id, err := peer.Decode(m.ID)
+		if m.ID == self.ID || err != nil {
 			continue
 		}
-		self := &members[i]
-		for _, m := range members {
-			if m.ID == self.ID {
-				continue
-			}
-			id, err := peer.Decode(m.ID)
-			if err != nil {
-				continue
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			r, err := node.ProbeThroughput(ctx, id, ProbeBytes)
-			cancel()
-			if err != nil {
-				continue
-			}
-			j := slices.IndexFunc(self.Links, func(l doctor.Link) bool { return l.Peer == m.ID })
-			if j < 0 {
-				self.Links = append(self.Links, doctor.Link{Peer: m.ID, Transport: "tcp"})
-				j = len(self.Links) - 1
-			}
-			self.Links[j].StreamRate = r
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		r, err := node.ProbeThroughput(ctx, id, ProbeBytes)
+		cancel()
+		if err != nil {
+			continue
 		}
+		j := slices.IndexFunc(self.Links, func(l doctor.Link) bool { return l.Peer == m.ID })
+		if j < 0 {
+			self.Links = append(self.Links, doctor.Link{Peer: m.ID, Transport: "tcp"})
+			j = len(self.Links) - 1
+		}
+		self.Links[j].StreamRate = r
 	}
 }
 
@@ -102,52 +94,17 @@ func doctorRefused(node *peers.Node) []doctor.Refused {
 // DoctorHandler serves GET /api/doctor; ?probe=1 measures the links'
 // throughput too (strata doctor asks for it; the dashboard does not).
 func DoctorHandler(report func(probe bool) doctor.Report) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet {
-			http.Error(w, "GET only", http.StatusMethodNotAllowed)
-			return
-		}
-		probe := r.URL.Query().Get("probe") == "1"
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Cache-Control", "no-store")
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		enc.Encode(report(probe))
-	})
+	return snapshotHandler(func(r *http.Request) any { return report(r.URL.Query().Get("probe") == "1") })
 }
 
 // FetchDoctor reads GET /api/doctor from the node at base (with probe,
 // the node times its links' throughput).
 func FetchDoctor(ctx context.Context, base, key string, probe bool) (doctor.Report, error) {
-	if !strings.Contains(base, "://") {
-		base = "http://" + base
-	}
-	url := strings.TrimRight(base, "/") + "/api/doctor"
+	path := "/api/doctor"
 	if probe {
-		url += "?probe=1"
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return doctor.Report{}, err
-	}
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
-	if err != nil {
-		return doctor.Report{}, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return doctor.Report{}, fmt.Errorf("%s: %w", url, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return doctor.Report{}, fmt.Errorf("%s: %s: %s", url, resp.Status, strings.TrimSpace(string(body)))
+		path += "?probe=1"
 	}
 	var rep doctor.Report
-	if err := json.Unmarshal(body, &rep); err != nil {
-		return doctor.Report{}, fmt.Errorf("%s: %w", url, err)
-	}
-	return rep, nil
+	_, err := fetchJSON(ctx, base, path, key, &rep)
+	return rep, err
 }

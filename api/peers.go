@@ -64,6 +64,12 @@ type PeerModel struct {
 
 // PeersHandler serves GET /api/peers from a snapshot function.
 func PeersHandler(status func() PeersStatus) http.Handler {
+	return snapshotHandler(func(*http.Request) any { return status() })
+}
+
+// snapshotHandler serves GET requests with the indented JSON of what
+// snapshot returns for them (the status endpoints a node adds).
+func snapshotHandler(snapshot func(*http.Request) any) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet {
 			http.Error(w, "GET only", http.StatusMethodNotAllowed)
@@ -73,7 +79,7 @@ func PeersHandler(status func() PeersStatus) http.Handler {
 		w.Header().Set("Cache-Control", "no-store")
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		enc.Encode(status())
+		enc.Encode(snapshot(r))
 	})
 }
 
@@ -98,13 +104,21 @@ func RequireKey(key string, h http.Handler) http.Handler {
 // ("http://127.0.0.1:7340", or just "127.0.0.1:7340"), sending key when
 // set. It returns the body as well, for printing verbatim.
 func FetchPeers(ctx context.Context, base, key string) (PeersStatus, []byte, error) {
+	var st PeersStatus
+	body, err := fetchJSON(ctx, base, "/api/peers", key, &st)
+	return st, body, err
+}
+
+// fetchJSON gets path from the node whose API is at base and decodes its
+// JSON answer into v; it returns the body too.
+func fetchJSON(ctx context.Context, base, path, key string, v any) ([]byte, error) {
 	if !strings.Contains(base, "://") {
 		base = "http://" + base
 	}
-	url := strings.TrimRight(base, "/") + "/api/peers"
+	url := strings.TrimRight(base, "/") + path
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return PeersStatus{}, nil, err
+		return nil, err
 	}
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
@@ -112,19 +126,18 @@ func FetchPeers(ctx context.Context, base, key string) (PeersStatus, []byte, err
 	client := &http.Client{Timeout: 10 * time.Second}
 	resp, err := client.Do(req)
 	if err != nil {
-		return PeersStatus{}, nil, err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if err != nil {
-		return PeersStatus{}, nil, fmt.Errorf("%s: %w", url, err)
+		return nil, fmt.Errorf("%s: %w", url, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return PeersStatus{}, nil, fmt.Errorf("%s: %s: %s", url, resp.Status, strings.TrimSpace(string(body)))
+		return nil, fmt.Errorf("%s: %s: %s", url, resp.Status, strings.TrimSpace(string(body)))
 	}
-	var st PeersStatus
-	if err := json.Unmarshal(body, &st); err != nil {
-		return PeersStatus{}, nil, fmt.Errorf("%s: %w", url, err)
+	if err := json.Unmarshal(body, v); err != nil {
+		return nil, fmt.Errorf("%s: %w", url, err)
 	}
-	return st, body, nil
+	return body, nil
 }

@@ -37,7 +37,7 @@ func readKnownPeers(dataDir string) []peer.AddrInfo {
 	byID := map[peer.ID]*peer.AddrInfo{}
 	var order []peer.ID
 	sc := bufio.NewScanner(f)
-	for sc.Scan() && len(order) <= maxKnownPeers {
+	for sc.Scan() && len(order) < maxKnownPeers {
 		ai, err := ParseJoin(strings.TrimSpace(sc.Text()))
 		if err != nil {
 			continue
