@@ -144,7 +144,11 @@ func linkChecks(members []Member, byID map[string]Member) []Check {
 				cs = append(cs, Check{Name: "link", Status: Warn, Message: fmt.Sprintf("%s: %s, libp2p stream %s (below gigabit Ethernet's %s)", pair, l.Transport, rate(l.StreamRate), rate(MinStreamRate)),
 					Fix: "look for a slow or shared network path between them (Wi-Fi, a 100 Mb/s port), or a busy machine"})
 			case l.RTT > 0 && l.RTT > expectedRTT[l.Transport] && expectedRTT[l.Transport] > 0:
-				cs = append(cs, Check{Name: "link", Status: Warn, Message: fmt.Sprintf("%s: %s, round trip %v (a %s link should answer within %v)", pair, l.Transport, l.RTT, l.Transport, expectedRTT[l.Transport]),
+				msg := fmt.Sprintf("%s: %s, round trip %v (a %s link should answer within %v)", pair, l.Transport, l.RTT, l.Transport, expectedRTT[l.Transport])
+				if l.StreamRate > 0 {
+					msg += "; libp2p stream " + rate(l.StreamRate)
+				}
+				cs = append(cs, Check{Name: "link", Status: Warn, Message: msg,
 					Fix: "look for a busy machine or network between them"})
 			default:
 				rtt := "not measured yet"
