@@ -41,16 +41,28 @@ func probeLinks(node *peers.Node, members []doctor.Member) {
 		if m.ID == self.ID || err != nil {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		r, err := node.ProbeThroughput(ctx, id, ProbeBytes)
-		cancel()
-		if err != nil {
-			continue
+		// A peer takes one probe at a time and a fresh connection may be
+		// busy settling its links: one retry before reporting a failure.
+		var r float64
+		for try := 0; try < 2; try++ {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			r, err = node.ProbeThroughput(ctx, id, ProbeBytes)
+			cancel()
+			if err == nil {
+				break
+			}
+			if try == 0 {
+				time.Sleep(200 * time.Millisecond)
+			}
 		}
 		j := slices.IndexFunc(self.Links, func(l doctor.Link) bool { return l.Peer == m.ID })
 		if j < 0 {
 			self.Links = append(self.Links, doctor.Link{Peer: m.ID, Transport: "tcp"})
 			j = len(self.Links) - 1
+		}
+		if err != nil {
+			self.Links[j].ProbeError = err.Error()
+			continue
 		}
 		self.Links[j].StreamRate = r
 	}

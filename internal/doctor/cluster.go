@@ -34,6 +34,8 @@ type Link struct {
 	// bytes/s; 0 = not measured (strata doctor measures the answering
 	// node's links).
 	StreamRate float64
+	// ProbeError says why measuring StreamRate failed, when it was tried.
+	ProbeError string
 }
 
 // Refused is a node kept out of the view (an incompatible protocol).
@@ -145,8 +147,8 @@ func linkChecks(members []Member, byID map[string]Member) []Check {
 					Fix: "look for a slow or shared network path between them (Wi-Fi, a 100 Mb/s port), or a busy machine"})
 			case l.RTT > 0 && l.RTT > expectedRTT[l.Transport] && expectedRTT[l.Transport] > 0:
 				msg := fmt.Sprintf("%s: %s, round trip %v (a %s link should answer within %v)", pair, l.Transport, l.RTT, l.Transport, expectedRTT[l.Transport])
-				if l.StreamRate > 0 {
-					msg += "; libp2p stream " + rate(l.StreamRate)
+				if st := streamOf(l); st != "" {
+					msg += "; " + st
 				}
 				cs = append(cs, Check{Name: "link", Status: Warn, Message: msg,
 					Fix: "look for a busy machine or network between them"})
@@ -159,14 +161,25 @@ func linkChecks(members []Member, byID map[string]Member) []Check {
 				if l.Transport == "tcp" && !sameHost && !(ma.RDMA && mb.RDMA) {
 					why = " (different hosts without RDMA on both: TCP is what they have)"
 				}
-				if l.StreamRate > 0 {
-					rtt += ", libp2p stream " + rate(l.StreamRate)
+				if st := streamOf(l); st != "" {
+					rtt += ", " + st
 				}
 				cs = append(cs, Check{Name: "link", Status: OK, Message: fmt.Sprintf("%s: %s, %s%s", pair, l.Transport, rtt, why)})
 			}
 		}
 	}
 	return cs
+}
+
+// streamOf says what was measured of a link's libp2p stream, if anything.
+func streamOf(l Link) string {
+	switch {
+	case l.StreamRate > 0:
+		return "libp2p stream " + rate(l.StreamRate)
+	case l.ProbeError != "":
+		return "libp2p stream not measured (" + l.ProbeError + ")"
+	}
+	return ""
 }
 
 // rate prints bytes/s.

@@ -77,6 +77,7 @@ func TestClusterChecks(t *testing.T) {
 		{"slow link", func(m []Member) { m[2].Links[0].RTT = 80 * time.Millisecond }, nil, "link", "", Warn, "should answer within"},
 		{"slow stream", func(m []Member) { m[2].Links[0].StreamRate = 20e6 }, nil, "link", "", Warn, "libp2p stream 20 MB/s (below gigabit"},
 		{"measured stream", func(m []Member) { m[2].Links[0].StreamRate = 1.5e9 }, nil, "link", "", OK, "libp2p stream 1.50 GB/s"},
+		{"unmeasured stream", func(m []Member) { m[2].Links[0].ProbeError = "no answer to the probe" }, nil, "link", "", OK, "libp2p stream not measured (no answer to the probe)"},
 		{"versions", func(m []Member) { m[1].Version = "v2" }, nil, "version", "", Warn, "v2 (protocol 1) (B)"},
 		{"platforms", func(m []Member) { m[1].Platform = "darwin/arm64 24C101" }, nil, "platform", "", Warn, "darwin/arm64"},
 		{"refused", func([]Member) {}, []Refused{{ID: "D", Reason: "incompatible protocol: it runs strata v9 (protocol 9)"}}, "protocol", "D", Fail, "v9"},
