@@ -73,6 +73,11 @@ func leaving() *Error {
 		Message: "This node is leaving the cluster (shutting down or restarting); send the request to another node of the cluster."}
 }
 
+func stopped() *Error {
+	return &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: strPtr("node_stopped"),
+		Message: "This node stopped before the answer finished (it left the cluster after its drain timeout, or was shut down); send the request again, to another node of the cluster."}
+}
+
 func tooLarge(limit int64) *Error {
 	return &Error{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Code: strPtr("request_too_large"),
 		Message: fmt.Sprintf("The request body is larger than %d bytes.", limit)}

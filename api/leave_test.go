@@ -1,9 +1,11 @@
 package api
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -97,5 +99,59 @@ func TestBusyIs503(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(b), "cluster_busy") {
 		t.Errorf("busy: %d %q %s", resp.StatusCode, resp.Header.Get("Retry-After"), b)
+	}
+}
+
+// tokenThenWaitGen sends one token, then waits for its context to end.
+type tokenThenWaitGen struct{}
+
+func (tokenThenWaitGen) Generate(ctx context.Context, req engine.Request, onToken func(engine.Token) error) (engine.Result, error) {
+	if err := onToken(engine.Token{ID: 5, Text: "ok"}); err != nil {
+		return engine.Result{}, err
+	}
+	<-ctx.Done()
+	return engine.Result{}, ctx.Err()
+}
+
+// TestStoppedNodeEndsStreamWithError: a stream cut because the node
+// stops (its drain timeout passed) ends with an error event naming that,
+// not silently as if the answer were complete (the soak's "stream ended
+// without [DONE]"); a client that hangs up gets nothing more.
+func TestStoppedNodeEndsStreamWithError(t *testing.T) {
+	s, err := NewServer(Config{Generator: tokenThenWaitGen{}, Models: storiesLocal(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ctx, ln) }()
+	resp := post(t, "http://"+ln.Addr().String()+"/v1/chat/completions", "", `{"model": "stories260K", "stream": true, "messages": [{"role": "user", "content": "hi"}]}`)
+	defer resp.Body.Close()
+	r := bufio.NewReader(resp.Body)
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("before the first token: %v", err)
+		}
+		if strings.Contains(line, `"content":"ok"`) {
+			break
+		}
+	}
+	stop()
+	rest, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatalf("the stream's end: %v", err)
+	}
+	if !strings.Contains(string(rest), `"code":"node_stopped"`) || strings.Contains(string(rest), "[DONE]") {
+		t.Errorf("after the node stopped the stream sent:\n%s", rest)
+	}
+	select {
+	case <-served:
+	case <-time.After(10 * time.Second):
+		t.Error("Serve did not return after its context ended")
 	}
 }

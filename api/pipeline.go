@@ -178,6 +178,12 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job, out streame
 	usage.TotalTokens = usage.PromptTokens + usage.CompletionTokens
 	if err != nil {
 		if ctx.Err() != nil {
+			// The node stopping cut the answer: an answer begun ends with
+			// an error the client can act on, not as if complete.
+			if errors.Is(context.Cause(ctx), errStopping) && out.failed(stopped()) {
+				s.metrics.request(j.endpoint, http.StatusOK)
+				return
+			}
 			s.metrics.request(j.endpoint, 499)
 			return
 		}

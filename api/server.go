@@ -154,8 +154,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	// No WriteTimeout: answers stream for as long as a generation runs;
 	// each write gets its own deadline instead (Config.WriteTimeout).
+	// Requests' contexts end with ctx too, with errStopping as their cause,
+	// so that an answer cut by the node's exit says so (a client that
+	// hung up is the other cause, and is not answered).
+	base, stop := context.WithCancelCause(context.Background())
+	defer context.AfterFunc(ctx, func() { stop(errStopping) })()
+	defer stop(errStopping)
 	hs := &http.Server{Handler: s.handler, ReadHeaderTimeout: min(10*time.Second, s.cfg.ReadTimeout), ReadTimeout: s.cfg.ReadTimeout,
-		IdleTimeout: 2 * time.Minute, BaseContext: func(net.Listener) context.Context { return ctx }}
+		IdleTimeout: 2 * time.Minute, BaseContext: func(net.Listener) context.Context { return base }}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {
@@ -169,6 +175,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return nil
 	}
 }
+
+// errStopping is the cause of a request context the server's end cut.
+var errStopping = errors.New("the node stopped")
 
 // IsLoopback reports whether a host:port address only accepts
 // connections from this machine.

@@ -13,7 +13,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -99,15 +99,14 @@ func newClusterEach(t *testing.T, bin string, models map[string]string, n int, m
 			t.Fatal(err)
 		}
 	}
-	base := 20000 + rand.IntN(12000) // below the kernel's ephemeral ports (32768-), which outgoing connections take
+	listen, api := localAddrs(t, n)
 	id, err := exec.Command(bin, "node", "id", "--data-dir", filepath.Join(c.dir, "n0")).Output()
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.join = fmt.Sprintf("/ip4/127.0.0.1/tcp/%d/p2p/%s", base+1, strings.TrimSpace(string(id)))
+	c.join = listen[0] + "/p2p/" + strings.TrimSpace(string(id))
 	for i := 0; i < n; i++ {
-		p := &proc{name: fmt.Sprintf("n%d", i), dataDir: filepath.Join(c.dir, fmt.Sprintf("n%d", i)),
-			listen: fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", base+1+i), api: fmt.Sprintf("127.0.0.1:%d", base+101+i)}
+		p := &proc{name: fmt.Sprintf("n%d", i), dataDir: filepath.Join(c.dir, fmt.Sprintf("n%d", i)), listen: listen[i], api: api[i]}
 		p.args = []string{"node", "--data-dir", p.dataDir, "--secret-file", filepath.Join(c.dir, "n0", "secret"), "--no-mdns",
 			"--listen", p.listen, "--api", p.api, "--models", c.models, "--memory", memory, "--parallel", "1"}
 		p.args = append(p.args, extra...)
@@ -135,6 +134,33 @@ func newClusterEach(t *testing.T, bin string, models map[string]string, n int, m
 		c.waitMembers(p, n)
 	}
 	return c
+}
+
+// localAddrs gives n nodes a libp2p listen address and an API address
+// each on loopback, on ports the kernel picked (all held at once, so they
+// differ; a port picked at random may be taken). A restarted node keeps
+// its ports.
+func localAddrs(t *testing.T, n int) (listen, api []string) {
+	t.Helper()
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	port := func() int {
+		l, err := net.Listen("tcp4", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+		return l.Addr().(*net.TCPAddr).Port
+	}
+	for range n {
+		listen = append(listen, fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", port()))
+		api = append(api, fmt.Sprintf("127.0.0.1:%d", port()))
+	}
+	return listen, api
 }
 
 func lastLines(s string, n int) string {

@@ -6,7 +6,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
@@ -83,12 +82,12 @@ func TestE2ELayersFetchedFromPeers(t *testing.T) {
 	}
 
 	c := &cluster{t: t, bin: bin, dir: t.TempDir()}
-	base := 20000 + rand.IntN(12000) // below the kernel's ephemeral ports (32768-), which outgoing connections take
+	listen, api := localAddrs(t, 3)
 	id, err := exec.Command(bin, "node", "id", "--data-dir", filepath.Join(c.dir, "a")).Output()
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.join = fmt.Sprintf("/ip4/127.0.0.1/tcp/%d/p2p/%s", base+1, strings.TrimSpace(string(id)))
+	c.join = listen[0] + "/p2p/" + strings.TrimSpace(string(id))
 	// A stage of tinyllama4 is the embedding (or head) and 2 layers, about
 	// 165 MB: 200 MB holds one, not the whole model.
 	for i, name := range []string{"a", "b", "c"} {
@@ -103,8 +102,7 @@ func TestE2ELayersFetchedFromPeers(t *testing.T) {
 				}
 			}
 		}
-		p := &proc{name: name, dataDir: filepath.Join(c.dir, name),
-			listen: fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", base+1+i), api: fmt.Sprintf("127.0.0.1:%d", base+101+i)}
+		p := &proc{name: name, dataDir: filepath.Join(c.dir, name), listen: listen[i], api: api[i]}
 		p.args = []string{"node", "--data-dir", p.dataDir, "--secret-file", filepath.Join(c.dir, "a", "secret"), "--no-mdns",
 			"--listen", p.listen, "--api", p.api, "--models", models, "--stores", "none", "--memory", memory,
 			"--parallel", "1", "--context", "256"}

@@ -57,11 +57,13 @@ type Report struct {
 	// RSSGrowthPct is the largest growth of a node process's resident
 	// memory from its baseline (taken Warmup after it started) to the end.
 	RSSGrowthPct float64 `json:"rss_growth_pct"`
-	// RSSMB and HeapMB are each node's resident memory and Go heap in
-	// use at its baseline and at the end, MB: a heap that stays while RSS
-	// grows is memory the runtime has not returned, not a leak.
-	RSSMB           map[string][2]float64 `json:"rss_mb"`
-	HeapMB          map[string][2]float64 `json:"heap_mb"`
+	// RSSMB is each node's resident memory at its baseline and at the
+	// end, MB; MemoryMB splits it (memoryParts) so that growth can be
+	// told apart: the Go heap in use, heap the runtime keeps without
+	// using, goroutine stacks, and the kernel's anonymous / file-backed /
+	// shared-memory resident pages.
+	RSSMB           map[string][2]float64            `json:"rss_mb"`
+	MemoryMB        map[string]map[string][2]float64 `json:"memory_mb"`
 	GoroutineGrowth int                   `json:"goroutine_growth"`
 	OpenFilesGrowth int                   `json:"open_files_growth"`
 	IdleCPU         float64               `json:"idle_cpu_max"` // CPU seconds per second of the busiest node once traffic stopped
@@ -88,9 +90,39 @@ func (r Report) OK(maxRSSGrowth float64) bool {
 }
 
 type sample struct {
-	pid                        int
-	rss, heap, goroutines, fds float64
+	pid                  int
+	rss, goroutines, fds float64
+	parts                map[string]float64
 }
+
+// memoryParts splits a node's memory, bytes: from its metrics and, on
+// Linux, /proc/PID/status (anonymous, file-backed and shared-memory
+// resident pages).
+func memoryParts(pid int, m map[string]float64) map[string]float64 {
+	parts := map[string]float64{
+		"heap_inuse":      m["go_memstats_heap_inuse_bytes"],
+		"heap_unreturned": m["go_memstats_heap_idle_bytes"] - m["go_memstats_heap_released_bytes"],
+		"stacks":          m["go_memstats_stack_sys_bytes"],
+	}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return parts
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		for field, part := range map[string]string{"RssAnon:": "anon", "RssFile:": "file", "RssShmem:": "shmem"} {
+			if rest, ok := strings.CutPrefix(line, field); ok {
+				var kb float64
+				if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%f kB", &kb); err == nil {
+					parts[part] = kb * 1024
+				}
+			}
+		}
+	}
+	return parts
+}
+
+// mb rounds bytes to 0.1 MB.
+func mb(b float64) float64 { return math.Round(b/1e5) / 10 }
 
 // Run runs the soak and returns its report.
 func Run(ctx context.Context, cfg Config) (Report, error) {
@@ -99,7 +131,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 			fmt.Fprintf(cfg.Log, "soak: "+format+"\n", args...)
 		}
 	}
-	rep := Report{Seed: cfg.Seed, Nodes: cfg.Nodes, Clients: cfg.Clients, Faults: map[string]int{}, ByKind: map[string]int{}, LinkCutsNotTried: true, RSSMB: map[string][2]float64{}, HeapMB: map[string][2]float64{}}
+	rep := Report{Seed: cfg.Seed, Nodes: cfg.Nodes, Clients: cfg.Clients, Faults: map[string]int{}, ByKind: map[string]int{}, LinkCutsNotTried: true, RSSMB: map[string][2]float64{}, MemoryMB: map[string]map[string][2]float64{}}
 	models := filepath.Join(cfg.Dir, "models")
 	if err := os.MkdirAll(models, 0o755); err != nil {
 		return rep, err
@@ -196,7 +228,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 			}
 			if m, err := n.metrics(); err == nil {
 				sampMu.Lock()
-				baseline[n.name] = sample{pid: pid, rss: m["process_resident_memory_bytes"], heap: m["go_memstats_heap_inuse_bytes"], goroutines: m["go_goroutines"], fds: m["process_open_fds"]}
+				baseline[n.name] = sample{pid: pid, rss: m["process_resident_memory_bytes"], goroutines: m["go_goroutines"], fds: m["process_open_fds"], parts: memoryParts(pid, m)}
 				sampMu.Unlock()
 			}
 		}
@@ -383,8 +415,12 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		sampMu.Unlock()
 		if ok && b.pid == n.pid() && b.rss > 0 {
 			rep.RSSGrowthPct = max(rep.RSSGrowthPct, 100*(m["process_resident_memory_bytes"]-b.rss)/b.rss)
-			rep.RSSMB[n.name] = [2]float64{math.Round(b.rss/1e5) / 10, math.Round(m["process_resident_memory_bytes"]/1e5) / 10}
-			rep.HeapMB[n.name] = [2]float64{math.Round(b.heap/1e5) / 10, math.Round(m["go_memstats_heap_inuse_bytes"]/1e5) / 10}
+			rep.RSSMB[n.name] = [2]float64{mb(b.rss), mb(m["process_resident_memory_bytes"])}
+			parts := map[string][2]float64{}
+			for k, v := range memoryParts(b.pid, m) {
+				parts[k] = [2]float64{mb(b.parts[k]), mb(v)}
+			}
+			rep.MemoryMB[n.name] = parts
 			rep.GoroutineGrowth = max(rep.GoroutineGrowth, int(m["go_goroutines"]-b.goroutines))
 			rep.OpenFilesGrowth = max(rep.OpenFilesGrowth, int(m["process_open_fds"]-b.fds))
 		}
