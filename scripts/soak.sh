@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# The soak (internal/soak): NODES real strata nodes (4) on loopback, a
-# model that needs two of them, CLIENTS clients (6) mixing the APIs, and a
-# fault (SIGKILL and restart, SIGSTOP for 1-30 s, a graceful leave and
-# restart) every FAULT_MIN..FAULT_MAX (20s..60s) for DURATION (10m), from
-# SEED (printed; default the time). Invariants are checked as it runs and
-# at the end; the last line is the report's JSON. BIN: the strata binary
-# (default: built by the test).
+# The soak (internal/soak): NODES real strata nodes (4), a model that
+# needs two of them, CLIENTS clients (6) mixing the APIs, and a fault
+# (SIGKILL and restart, SIGSTOP for 1-30 s, a graceful leave and restart,
+# and with network namespaces a member's link cut for 1-30 s) every
+# FAULT_MIN..FAULT_MAX (20s..60s) for DURATION (10m), after WARMUP (60s)
+# of traffic, from SEED (printed; default the time). NETWORK: auto (a
+# network namespace per node, joined by veth pairs and bridges, links
+# shaped to LINK_RATE with tc tbf, when run as root), netns, or loopback.
+# Invariants are checked as it runs and at the end; the last line is the
+# report's JSON. BIN: the strata binary (default: built by the test).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export SOAK_DURATION="${DURATION:-10m}" SOAK_NODES="${NODES:-4}" SOAK_CLIENTS="${CLIENTS:-6}"
-export SOAK_FAULT_MIN="${FAULT_MIN:-20s}" SOAK_FAULT_MAX="${FAULT_MAX:-60s}"
+export SOAK_FAULT_MIN="${FAULT_MIN:-20s}" SOAK_FAULT_MAX="${FAULT_MAX:-60s}" SOAK_WARMUP="${WARMUP:-60s}"
+export SOAK_NETWORK="${NETWORK:-auto}" SOAK_LINK_RATE="${LINK_RATE:-1gbit}"
 [ -n "${SEED:-}" ] && export SOAK_SEED="$SEED"
 [ -n "${BIN:-}" ] && export BIN="$(realpath "$BIN")"
 log=$(mktemp)

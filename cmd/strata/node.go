@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -413,6 +414,14 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 	}
 	defer full.Close()
 	node := full.Peers
+	stageSessions := func() int {
+		n := 0
+		for _, s := range full.Host.Stats().Shards {
+			n += int(s.Sessions)
+		}
+		return n
+	}
+	go returnMemoryWhenIdle(ctx, func() bool { return len(full.Origin.Sessions())+stageSessions() > 0 }, debug.FreeOSMemory, idleMemoryAfter, 2*time.Second)
 	metrics.Registry().MustRegister(
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "strata_weights_fetched_bytes_total",
 			Help: "Bytes of model weights this node fetched from peers."}, func() float64 { return float64(node.Weights().Fetched()) }),
@@ -422,11 +431,7 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 			Help: "Side-channel faults (corrupt, missing or stalled frames) that sent activations back to the libp2p stream."}, func() float64 { return float64(node.LinkFallbacks()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "strata_stage_sessions",
 			Help: "Sessions open on this node's shards now (a session with stages here counts once per shard; retained prompt caches not counted)."}, func() float64 {
-			n := 0
-			for _, s := range full.Host.Stats().Shards {
-				n += int(s.Sessions)
-			}
-			return float64(n)
+			return float64(stageSessions())
 		}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "strata_stage_kv_bytes",
 			Help: "KV cache bytes this node's shards hold now, retained prompt caches included."}, func() float64 {

@@ -76,13 +76,17 @@ type outcome struct {
 	worstGap     time.Duration // the longest wait between two chunks
 }
 
-// send sends r to the node at api and reads the answer.
-func send(ctx context.Context, api string, r request) outcome {
+// send sends r to node n and reads the answer.
+func send(ctx context.Context, n *node, r request) outcome {
+	api := n.api
 	body, _ := json.Marshal(r.body)
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+api+r.path, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
+	if n.key != "" {
+		req.Header.Set("Authorization", "Bearer "+n.key)
+	}
 	start := time.Now()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,6 +28,8 @@ import (
 // node is one strata node process, restarted as often as faults say.
 type node struct {
 	name, dataDir, api string
+	key                string   // its API key ("" = none: a loopback API)
+	prefix             []string // runs the binary (in a network namespace)
 	args               []string
 	log                *os.File
 
@@ -50,7 +53,8 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// newNode lays out a node: its data directory, ports and flags.
+// newNode lays out a node on loopback: its data directory, ports and
+// flags.
 func newNode(dir, name string, args []string) (*node, error) {
 	peerPort, err := freePort()
 	if err != nil {
@@ -60,8 +64,18 @@ func newNode(dir, name string, args []string) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &node{name: name, dataDir: filepath.Join(dir, name), api: fmt.Sprintf("127.0.0.1:%d", apiPort)}
-	n.args = append([]string{"node", "--data-dir", n.dataDir, "--no-mdns", "--listen", fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", peerPort), "--api", n.api}, args...)
+	return newNodeAt(dir, name, fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", peerPort), fmt.Sprintf("127.0.0.1:%d", apiPort), "", nil, args)
+}
+
+// newNodeAt lays out a node listening at listen (libp2p) and api, run
+// with prefix (nil, or a network namespace's "ip netns exec NS").
+func newNodeAt(dir, name, listen, api, key string, prefix, args []string) (*node, error) {
+	n := &node{name: name, dataDir: filepath.Join(dir, name), api: api, key: key, prefix: prefix}
+	n.args = append([]string{"node", "--data-dir", n.dataDir, "--no-mdns", "--listen", listen, "--api", n.api}, args...)
+	if key != "" {
+		n.args = append(n.args, "--api-key", key)
+	}
+	var err error
 	if n.log, err = os.OpenFile(filepath.Join(dir, name+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644); err != nil {
 		return nil, err
 	}
@@ -81,7 +95,8 @@ func (n *node) peerAddr() string {
 func (n *node) start(bin string) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	cmd := exec.Command(bin, n.args...)
+	argv := append(slices.Clone(n.prefix), bin)
+	cmd := exec.Command(argv[0], append(argv[1:], n.args...)...)
 	cmd.Stdout, cmd.Stderr = n.log, n.log
 	if err := cmd.Start(); err != nil {
 		return err
@@ -137,14 +152,26 @@ func (n *node) kill() {
 
 var httpClient = &http.Client{Timeout: 10 * time.Second}
 
-func getJSON(url string, v any) error {
-	resp, err := httpClient.Get(url)
+// get asks node n for path, with its API key.
+func (n *node) get(path string) (*http.Response, error) {
+	req, err := http.NewRequest(http.MethodGet, "http://"+n.api+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	if n.key != "" {
+		req.Header.Set("Authorization", "Bearer "+n.key)
+	}
+	return httpClient.Do(req)
+}
+
+func (n *node) getJSON(path string, v any) error {
+	resp, err := n.get(path)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s", url, resp.Status)
+		return fmt.Errorf("%s%s: %s", n.api, path, resp.Status)
 	}
 	return json.NewDecoder(resp.Body).Decode(v)
 }
@@ -155,7 +182,7 @@ func (n *node) members() int {
 	var st struct {
 		Members []json.RawMessage `json:"members"`
 	}
-	if err := getJSON("http://"+n.api+"/api/peers", &st); err != nil {
+	if err := n.getJSON("/api/peers", &st); err != nil {
 		return 0
 	}
 	return len(st.Members)
@@ -163,7 +190,7 @@ func (n *node) members() int {
 
 // metrics reads the unlabelled samples of the node's /metrics.
 func (n *node) metrics() (map[string]float64, error) {
-	resp, err := httpClient.Get("http://" + n.api + "/metrics")
+	resp, err := n.get("/metrics")
 	if err != nil {
 		return nil, err
 	}
@@ -193,7 +220,7 @@ func (n *node) sessions() (driven, staged int, err error) {
 	var st struct {
 		Sessions []json.RawMessage `json:"sessions"`
 	}
-	if err := getJSON("http://"+n.api+"/api/cluster", &st); err != nil {
+	if err := n.getJSON("/api/cluster", &st); err != nil {
 		return 0, 0, err
 	}
 	m, err := n.metrics()

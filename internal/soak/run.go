@@ -29,10 +29,19 @@ type Config struct {
 	// FaultEvery: a fault starts at a random time between Min and Max
 	// after the cluster recovered from the last one.
 	FaultMin, FaultMax time.Duration
-	// Warmup: a process's memory baseline is taken this long after it
-	// (re)started.
+	// Warmup: traffic runs this long before the first fault; then the
+	// clients pause, the nodes go idle (and give freed memory back), and
+	// each node's memory baseline is taken. The end is measured the same
+	// way, idle, after the traffic.
 	Warmup time.Duration
 	Log    io.Writer // progress lines; nil = none
+	// Network: "netns" puts every node in a network namespace of its own
+	// (root only; netLayout) and adds link cuts to the faults; "loopback"
+	// runs them side by side on 127.0.0.1; "auto" (or "") is netns when
+	// run as root.
+	Network string
+	// LinkRate is the tc tbf rate of each member's cluster link (netns).
+	LinkRate string
 }
 
 // Report is what the run found; its JSON is the last line scripts read.
@@ -54,8 +63,9 @@ type Report struct {
 	Leaked       int            `json:"leaked_sessions"`
 	Faults       map[string]int `json:"faults"`
 	ByKind       map[string]int `json:"requests_by_kind"`
-	// RSSGrowthPct is the largest growth of a node process's resident
-	// memory from its baseline (taken Warmup after it started) to the end.
+	// RSSGrowthPct is the largest growth of a node's resident memory from
+	// its idle baseline after warm-up to its idle end (the process may be
+	// another by then: a restarted node must settle where it was).
 	RSSGrowthPct float64 `json:"rss_growth_pct"`
 	// RSSMB is each node's resident memory at its baseline and at the
 	// end, MB; MemoryMB splits it (memoryParts) so that growth can be
@@ -76,7 +86,7 @@ type Report struct {
 	ConvergeMaxMS    float64  `json:"converge_max_ms"`
 	Unconverged      int      `json:"unconverged"`
 	Failures         []string `json:"failures,omitempty"` // the first few lost and wrong requests, in words
-	LinkCutsNotTried bool     `json:"link_cuts_not_injected"`
+	Network          string   `json:"network"`            // netns or loopback
 }
 
 // MaxIdleCPU is the most CPU an idle node may burn (seconds per second):
@@ -90,10 +100,14 @@ func (r Report) OK(maxRSSGrowth float64) bool {
 }
 
 type sample struct {
-	pid                  int
 	rss, goroutines, fds float64
 	parts                map[string]float64
 }
+
+// idleSettle is how long a quiet cluster waits once no session is left:
+// longer than a node's idle period before it returns memory (10 s, in
+// cmd/strata) plus its check interval.
+const idleSettle = 15 * time.Second
 
 // memoryParts splits a node's memory, bytes: from its metrics and, on
 // Linux, /proc/PID/status (anonymous, file-backed and shared-memory
@@ -131,7 +145,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 			fmt.Fprintf(cfg.Log, "soak: "+format+"\n", args...)
 		}
 	}
-	rep := Report{Seed: cfg.Seed, Nodes: cfg.Nodes, Clients: cfg.Clients, Faults: map[string]int{}, ByKind: map[string]int{}, LinkCutsNotTried: true, RSSMB: map[string][2]float64{}, MemoryMB: map[string]map[string][2]float64{}}
+	rep := Report{Seed: cfg.Seed, Nodes: cfg.Nodes, Clients: cfg.Clients, Faults: map[string]int{}, ByKind: map[string]int{}, RSSMB: map[string][2]float64{}, MemoryMB: map[string]map[string][2]float64{}}
 	models := filepath.Join(cfg.Dir, "models")
 	if err := os.MkdirAll(models, 0o755); err != nil {
 		return rep, err
@@ -159,13 +173,42 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	}
 	common := []string{"--models", models, "--memory", "1700kB", "--context", "512", "--parallel", "4", "--drain-timeout", "30s",
 		"--secret-file", filepath.Join(first, "secret")}
+	var layout *netLayout
+	if cfg.Network == "netns" || (cfg.Network == "" || cfg.Network == "auto") && os.Geteuid() == 0 {
+		if layout, err = newNetLayout(cfg.LinkRate); err != nil {
+			if cfg.Network == "netns" {
+				return rep, fmt.Errorf("network namespaces: %w", err)
+			}
+			logf("no network namespaces (%v): the nodes run on loopback", err)
+			layout = nil
+		} else {
+			defer layout.close()
+			// Members on different hosts: TCP between them (no shared
+			// memory), and an API key (their APIs are not on loopback).
+			common = append(common, "--transport", "tcp")
+		}
+	}
+	rep.Network = "loopback"
+	if layout != nil {
+		rep.Network = "netns"
+	}
 	var nodes []*node
 	for i := range cfg.Nodes {
 		args := slices.Clone(common)
 		if i > 0 {
 			args = append(args, "--join", nodes[0].peerAddr()+"/p2p/"+strings.TrimSpace(string(idOut)))
 		}
-		n, err := newNode(cfg.Dir, fmt.Sprintf("n%d", i), args)
+		name := fmt.Sprintf("n%d", i)
+		var n *node
+		if layout != nil {
+			clusterIP, apiIP, lerr := layout.addNode(i)
+			if lerr != nil {
+				return rep, lerr
+			}
+			n, err = newNodeAt(cfg.Dir, name, "/ip4/"+clusterIP+"/tcp/7341", apiIP+":8080", "soak-"+strings.TrimSpace(string(idOut))[:16], layout.exec(i), args)
+		} else {
+			n, err = newNode(cfg.Dir, name, args)
+		}
 		if err != nil {
 			return rep, err
 		}
@@ -201,7 +244,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 			return a, nil
 		}
 		r.cancelAfter = 0
-		o := send(ctx, ref.api, r)
+		o := send(ctx, ref, r)
 		if o.err != nil {
 			return "", fmt.Errorf("the reference node: %w", o.err)
 		}
@@ -211,27 +254,26 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		return o.text, nil
 	}
 
-	// Memory baselines, per process.
-	var sampMu sync.Mutex
-	baseline := map[string]sample{}
-	takeBaselines := func() {
-		for _, n := range nodes {
-			pid := n.pid()
-			n.mu.Lock()
-			up, stopped := time.Since(n.started), n.stopped
-			n.mu.Unlock()
-			sampMu.Lock()
-			b, ok := baseline[n.name]
-			sampMu.Unlock()
-			if stopped || up < cfg.Warmup || ok && b.pid == pid {
-				continue
-			}
-			if m, err := n.metrics(); err == nil {
-				sampMu.Lock()
-				baseline[n.name] = sample{pid: pid, rss: m["process_resident_memory_bytes"], goroutines: m["go_goroutines"], fds: m["process_open_fds"], parts: memoryParts(pid, m)}
-				sampMu.Unlock()
-			}
+	// Memory, idle: clients hold traffic (read side) per request; quiet
+	// takes it whole, so no request runs while it waits for the nodes to
+	// have no session and settle, and samples them.
+	var traffic sync.RWMutex
+	quiet := func() (map[string]sample, error) {
+		traffic.Lock()
+		defer traffic.Unlock()
+		if left := waitNoSessions(nodes, 30*time.Second); left > 0 {
+			return nil, fmt.Errorf("%d sessions still open with no request running", left)
 		}
+		time.Sleep(idleSettle)
+		out := map[string]sample{}
+		for _, n := range nodes {
+			m, err := n.metrics()
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", n.name, err)
+			}
+			out[n.name] = sample{rss: m["process_resident_memory_bytes"], goroutines: m["go_goroutines"], fds: m["process_open_fds"], parts: memoryParts(n.pid(), m)}
+		}
+		return out, nil
 	}
 
 	// Traffic.
@@ -273,6 +315,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		wg.Go(func() {
 			for time.Now().Before(end) && ctx.Err() == nil {
 				r := newRequest(rng)
+				traffic.RLock()
 				mu.Lock()
 				fc := faulting
 				mu.Unlock()
@@ -284,7 +327,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 					n := nodes[(rng.IntN(len(nodes))+try)%len(nodes)]
 					kills := n.kills.Load()
 					on = n.name
-					o = send(ctx, n.api, r)
+					o = send(ctx, n, r)
 					o.originKilled = n.kills.Load() != kills
 					if !o.refused || isPlacementRefusal(fmt.Sprint(o.err)) {
 						break
@@ -309,6 +352,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 						mu.Unlock()
 					}
 				}
+				traffic.RUnlock()
 				record(r, o, sawFault, on)
 			}
 		})
@@ -318,18 +362,25 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	// hold every node again.
 	frng := rand.New(rand.NewPCG(cfg.Seed, 0))
 	var convergeMax time.Duration
+	time.Sleep(min(cfg.Warmup, time.Until(end)))
+	baseline, err := quiet()
+	if err != nil {
+		return rep, fmt.Errorf("the baseline after warm-up: %w", err)
+	}
+	logf("baseline after %v of warm-up: RSS %s", cfg.Warmup, rssList(baseline))
 	for time.Now().Before(end) && ctx.Err() == nil {
 		wait := cfg.FaultMin + time.Duration(frng.Int64N(int64(cfg.FaultMax-cfg.FaultMin)+1))
-		deadline := time.Now().Add(wait)
-		for time.Now().Before(deadline) && time.Now().Before(end) {
-			takeBaselines()
-			time.Sleep(500 * time.Millisecond)
-		}
+		time.Sleep(min(wait, time.Until(end)))
 		if !time.Now().Before(end) {
 			break
 		}
-		victim := nodes[frng.IntN(len(nodes))]
-		kind := []string{"kill", "stop", "leave"}[frng.IntN(3)]
+		vi := frng.IntN(len(nodes))
+		victim := nodes[vi]
+		kinds := []string{"kill", "stop", "leave"}
+		if layout != nil {
+			kinds = append(kinds, "cut")
+		}
+		kind := kinds[frng.IntN(len(kinds))]
 		mu.Lock()
 		close(faulting)
 		faulting = make(chan struct{})
@@ -350,6 +401,18 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 			time.Sleep(d)
 			victim.signal(syscall.SIGCONT)
 			kind = fmt.Sprintf("stop %v", d)
+		case "cut":
+			// The member's cluster link goes down (its clients still reach
+			// it) and comes back.
+			d := time.Duration(1+frng.IntN(30)) * time.Second
+			if err := layout.setLink(vi, false); err != nil {
+				return rep, err
+			}
+			time.Sleep(d)
+			if err := layout.setLink(vi, true); err != nil {
+				return rep, err
+			}
+			kind = fmt.Sprintf("cut %v", d)
 		case "leave":
 			victim.signal(syscall.SIGTERM)
 			if !victim.wait(60 * time.Second) {
@@ -376,24 +439,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	rep.ConvergeMaxMS = float64(convergeMax.Milliseconds())
 
 	// After the traffic: no session may be left, on any node.
-	time.Sleep(2 * time.Second)
-	leaked := 0
-	for attempt := 0; attempt < 30; attempt++ {
-		leaked = 0
-		for _, n := range nodes {
-			d, s, err := n.sessions()
-			if err != nil {
-				leaked++ // a node that does not answer now is a failure too
-				continue
-			}
-			leaked += d + s
-		}
-		if leaked == 0 {
-			break
-		}
-		time.Sleep(time.Second)
-	}
-	rep.Leaked = leaked
+	rep.Leaked = waitNoSessions(nodes, 30*time.Second)
 
 	// Idle CPU, then memory against the baselines.
 	cpu0 := map[string]float64{}
@@ -405,29 +451,65 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	const idleWindow = 5 * time.Second
 	time.Sleep(idleWindow)
 	for _, n := range nodes {
-		m, err := n.metrics()
-		if err != nil {
+		if m, err := n.metrics(); err == nil {
+			rep.IdleCPU = max(rep.IdleCPU, (m["process_cpu_seconds_total"]-cpu0[n.name])/idleWindow.Seconds())
+		}
+	}
+	final, err := quiet()
+	if err != nil {
+		return rep, fmt.Errorf("the idle end: %w", err)
+	}
+	logf("idle at the end: RSS %s", rssList(final))
+	for name, b := range baseline {
+		e, ok := final[name]
+		if !ok || b.rss <= 0 {
 			continue
 		}
-		rep.IdleCPU = max(rep.IdleCPU, (m["process_cpu_seconds_total"]-cpu0[n.name])/idleWindow.Seconds())
-		sampMu.Lock()
-		b, ok := baseline[n.name]
-		sampMu.Unlock()
-		if ok && b.pid == n.pid() && b.rss > 0 {
-			rep.RSSGrowthPct = max(rep.RSSGrowthPct, 100*(m["process_resident_memory_bytes"]-b.rss)/b.rss)
-			rep.RSSMB[n.name] = [2]float64{mb(b.rss), mb(m["process_resident_memory_bytes"])}
-			parts := map[string][2]float64{}
-			for k, v := range memoryParts(b.pid, m) {
-				parts[k] = [2]float64{mb(b.parts[k]), mb(v)}
-			}
-			rep.MemoryMB[n.name] = parts
-			rep.GoroutineGrowth = max(rep.GoroutineGrowth, int(m["go_goroutines"]-b.goroutines))
-			rep.OpenFilesGrowth = max(rep.OpenFilesGrowth, int(m["process_open_fds"]-b.fds))
+		rep.RSSGrowthPct = max(rep.RSSGrowthPct, 100*(e.rss-b.rss)/b.rss)
+		rep.RSSMB[name] = [2]float64{mb(b.rss), mb(e.rss)}
+		parts := map[string][2]float64{}
+		for k, v := range e.parts {
+			parts[k] = [2]float64{mb(b.parts[k]), mb(v)}
 		}
+		rep.MemoryMB[name] = parts
+		rep.GoroutineGrowth = max(rep.GoroutineGrowth, int(e.goroutines-b.goroutines))
+		rep.OpenFilesGrowth = max(rep.OpenFilesGrowth, int(e.fds-b.fds))
 	}
 	rep.TTFTP50, rep.TTFTP99 = percentile(ttfts, 50), percentile(ttfts, 99)
 	rep.GapP50, rep.GapP99 = percentile(gaps, 50), percentile(gaps, 99)
 	return rep, nil
+}
+
+// waitNoSessions waits up to d for every node to hold no session (driven
+// or staged) and returns how many are left (a node that does not answer
+// counts as one).
+func waitNoSessions(nodes []*node, d time.Duration) int {
+	deadline := time.Now().Add(d)
+	for {
+		left := 0
+		for _, n := range nodes {
+			driven, staged, err := n.sessions()
+			if err != nil {
+				left++
+				continue
+			}
+			left += driven + staged
+		}
+		if left == 0 || time.Now().After(deadline) {
+			return left
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// rssList is the nodes' resident memory, MB, in words.
+func rssList(s map[string]sample) string {
+	var parts []string
+	for name, v := range s {
+		parts = append(parts, fmt.Sprintf("%s %.1f MB", name, mb(v.rss)))
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ", ")
 }
 
 func percentile(xs []float64, p float64) float64 {
