@@ -74,19 +74,19 @@ type Report struct {
 	// shared-memory resident pages.
 	RSSMB           map[string][2]float64            `json:"rss_mb"`
 	MemoryMB        map[string]map[string][2]float64 `json:"memory_mb"`
-	GoroutineGrowth int                   `json:"goroutine_growth"`
-	OpenFilesGrowth int                   `json:"open_files_growth"`
-	IdleCPU         float64               `json:"idle_cpu_max"` // CPU seconds per second of the busiest node once traffic stopped
-	TTFTP50         float64               `json:"ttft_ms_p50"`  // first streamed chunk (or whole answer), ms
-	TTFTP99         float64               `json:"ttft_ms_p99"`
+	GoroutineGrowth int                              `json:"goroutine_growth"`
+	OpenFilesGrowth int                              `json:"open_files_growth"`
+	IdleCPU         float64                          `json:"idle_cpu_max"` // CPU seconds per second of the busiest node once traffic stopped
+	TTFTP50         float64                          `json:"ttft_ms_p50"`  // first streamed chunk (or whole answer), ms
+	TTFTP99         float64                          `json:"ttft_ms_p99"`
 	// GapP50/99: the longest pause within a stream, of streams that saw a
 	// fault begin: what a recovery costs a client.
-	GapP50           float64  `json:"recovery_gap_ms_p50"`
-	GapP99           float64  `json:"recovery_gap_ms_p99"`
-	ConvergeMaxMS    float64  `json:"converge_max_ms"`
-	Unconverged      int      `json:"unconverged"`
-	Failures         []string `json:"failures,omitempty"` // the first few lost and wrong requests, in words
-	Network          string   `json:"network"`            // netns or loopback
+	GapP50        float64  `json:"recovery_gap_ms_p50"`
+	GapP99        float64  `json:"recovery_gap_ms_p99"`
+	ConvergeMaxMS float64  `json:"converge_max_ms"`
+	Unconverged   int      `json:"unconverged"`
+	Failures      []string `json:"failures,omitempty"` // the first few lost and wrong requests, in words
+	Network       string   `json:"network"`            // netns or loopback
 }
 
 // MaxIdleCPU is the most CPU an idle node may burn (seconds per second):
