@@ -71,18 +71,32 @@ type Sender struct {
 	Stall time.Duration
 }
 
-// NewSender registers Caps().Depth frame buffers on c.
+// NewSender registers Caps().Depth frame buffers on c. On an InPlace
+// Conn they are registered at the first message that needs them (one of
+// several frames): Write puts the others straight into the peer's slots,
+// and a shared-memory link's buffers are 16 MiB a peer that the heap
+// would otherwise hold (and, reused from freed heap, zero page by page).
 func NewSender(c Conn) (*Sender, error) {
 	caps := c.Caps()
-	reg, err := c.Register(caps.Depth * caps.FrameBytes)
-	if err != nil {
-		return nil, err
+	s := &Sender{conn: c, caps: caps, cs: make([]Completion, caps.Depth)}
+	if _, ok := c.(InPlace); !ok {
+		if err := s.register(); err != nil {
+			return nil, err
+		}
 	}
-	s := &Sender{conn: c, caps: caps, region: reg, cs: make([]Completion, caps.Depth)}
 	for i := caps.Depth - 1; i >= 0; i-- {
 		s.free = append(s.free, i)
 	}
 	return s, nil
+}
+
+func (s *Sender) register() error {
+	reg, err := s.conn.Register(s.caps.Depth * s.caps.FrameBytes)
+	if err != nil {
+		return err
+	}
+	s.region = reg
+	return nil
 }
 
 // Send posts msg as message seq. It returns once every frame is posted;
@@ -92,6 +106,11 @@ func (s *Sender) Send(ctx context.Context, seq uint64, msg []byte) error {
 	count := max(1, (len(msg)+per-1)/per)
 	if count > maxFrames {
 		return fmt.Errorf("verbs: message of %d bytes exceeds %d", len(msg), s.caps.MaxMessage())
+	}
+	if s.region == nil {
+		if err := s.register(); err != nil {
+			return err
+		}
 	}
 	for i := 0; i < count; i++ {
 		part := msg[min(i*per, len(msg)):min((i+1)*per, len(msg))]

@@ -542,3 +542,43 @@ func TestAnnouncedMessageNotAllocated(t *testing.T) {
 		t.Fatalf("a first frame announcing %d MiB took %d MiB", msgLen>>20, grew>>20)
 	}
 }
+
+// TestInPlaceSenderRegistersOnlyForLongMessages: on a ring (an InPlace
+// Conn) a Sender holds no frame buffers while every message fits one
+// frame (each 16 MiB per shared-memory peer the heap held); a message of
+// several frames registers them and arrives whole.
+func TestInPlaceSenderRegistersOnlyForLongMessages(t *testing.T) {
+	a, b, err := Loop(Caps{FrameBytes: 4096, Depth: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewSender(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewReceiver(b, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	short := []byte("one frame")
+	if err := s.Write(ctx, 1, len(short), func(dst []byte) { copy(dst, short) }); err != nil {
+		t.Fatal(err)
+	}
+	if _, got, err := r.Recv(ctx); err != nil || !bytes.Equal(got, short) {
+		t.Fatalf("short message: %q, %v", got, err)
+	}
+	if s.region != nil {
+		t.Fatal("a one-frame message registered the frame buffers")
+	}
+	long := bytes.Repeat([]byte("0123456789"), 1000) // 3 frames
+	if err := s.Send(ctx, 2, long); err != nil {
+		t.Fatal(err)
+	}
+	if _, got, err := r.Recv(ctx); err != nil || !bytes.Equal(got, long) {
+		t.Fatalf("long message: %d bytes, %v", len(got), err)
+	}
+	if s.region == nil {
+		t.Fatal("a message of several frames went without frame buffers")
+	}
+}
