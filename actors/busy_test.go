@@ -3,6 +3,10 @@ package actors
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,10 +21,18 @@ import (
 // stage has no room (the first holds it): instead of failing, the second
 // is tried again until the first ends, and both answers are one node's.
 // A request that cannot get room within StepTimeout ends with
-// engine.ErrBusy (the API's 503).
+// engine.ErrBusy (the API's 503). Each request logs one session line,
+// however many times it was tried.
 func TestBusyStageWaitsForRoom(t *testing.T) {
-	nodes := startNodes(t, 1, 1500e3, 1, 5*time.Second)
 	path := testdata.Path(t, "gguf/stories260K.gguf")
+	models := t.TempDir()
+	if err := os.Symlink(path, filepath.Join(models, "stories260K.gguf")); err != nil {
+		t.Fatal(err)
+	}
+	var log lockedBuffer
+	nodes := startNodesFn(t, models, 512, 1, 1500e3, 1, func(i int, cfg *NodeConfig) {
+		cfg.Origin.Logger = slog.New(slog.NewJSONHandler(&log, nil))
+	}, 5*time.Second)
 	want := oracle.OneNode(t, path, engine.Request{MaxTokens: 120})
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
@@ -59,5 +71,11 @@ func TestBusyStageWaitsForRoom(t *testing.T) {
 	_, err := nodes[0].Origin.Generate(context.Background(), engine.Request{Model: "stories260K", MaxTokens: 3}, func(engine.Token) error { n++; return nil })
 	if !errors.Is(err, engine.ErrBusy) || n != 0 {
 		t.Errorf("with the room held: %v after %d tokens, want ErrBusy and none", err, n)
+	}
+	if lines := strings.Count(log.String(), `"outcome":"error"`); lines != 1 {
+		t.Errorf("%d error session lines for the one request that failed (busy), want 1:\n%s", lines, log.String())
+	}
+	if !strings.Contains(log.String(), `"busy_retries":`) {
+		t.Errorf("no session line counts its busy retries:\n%s", log.String())
 	}
 }

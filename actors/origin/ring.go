@@ -72,16 +72,25 @@ func (c *Origin) Generate(ctx context.Context, req Request, onToken func(engine.
 		return onToken(t)
 	}
 	deadline := time.Now().Add(c.opts.StepTimeout)
+	busyTries := 0
 	for delay := busyBackoff; ; delay = min(2*delay, maxBusyBackoff) {
-		res, err := c.generate(ctx, req, tokens)
-		if !errors.Is(err, engine.ErrBusy) || emitted || !time.Now().Add(delay).Before(deadline) {
+		res, r, err := c.generate(ctx, req, tokens)
+		retry := errors.Is(err, engine.ErrBusy) && !emitted && time.Now().Add(delay).Before(deadline)
+		if retry {
+			select {
+			case <-ctx.Done():
+				retry = false
+			case <-time.After(delay):
+			}
+		}
+		if !retry {
+			// One line per request, however many tries it took.
+			if r != nil {
+				c.logSession(r, res, err, busyTries)
+			}
 			return res, err
 		}
-		select {
-		case <-ctx.Done():
-			return res, err
-		case <-time.After(delay):
-		}
+		busyTries++
 	}
 }
 
@@ -91,16 +100,18 @@ const (
 	maxBusyBackoff = time.Second
 )
 
-func (c *Origin) generate(ctx context.Context, req Request, onToken func(engine.Token) error) (res engine.Result, err error) {
+// generate is one try of Generate; the ring it ran (nil when it failed
+// before one began) is for the session's log line.
+func (c *Origin) generate(ctx context.Context, req Request, onToken func(engine.Token) error) (res engine.Result, r *ring, err error) {
 	if err := req.Sampling.Validate(); err != nil {
-		return res, err
+		return res, nil, err
 	}
 	if req.Constraint != nil {
-		return res, errors.New("a Constraint runs in this process only; a cluster takes a Schema")
+		return res, nil, errors.New("a Constraint runs in this process only; a cluster takes a Schema")
 	}
 	lm, err := c.models.Info(req.Model)
 	if err != nil {
-		return res, err
+		return res, nil, err
 	}
 	prompt := req.Tokens
 	if prompt == nil {
@@ -108,25 +119,23 @@ func (c *Origin) generate(ctx context.Context, req Request, onToken func(engine.
 	}
 	ctxLen := c.planContext(lm)
 	if len(prompt) == 0 || len(prompt) >= ctxLen {
-		return res, fmt.Errorf("prompt of %d tokens does not fit the context of %d", len(prompt), ctxLen)
+		return res, nil, fmt.Errorf("prompt of %d tokens does not fit the context of %d", len(prompt), ctxLen)
 	}
-	r, err := c.newRing(lm, req, prompt, ctxLen)
+	r, err = c.newRing(lm, req, prompt, ctxLen)
 	if err != nil {
-		return res, err
+		return res, nil, err
 	}
-	defer func() {
-		r.finish(err)
-		c.logSession(r, res, err)
-	}()
+	defer func() { r.finish(err) }()
 	// A ring keeps one of its positions free.
 	res, err = engine.Loop(ctx, lm.Tokenizer, prompt, req, ctxLen-1, r, onToken)
 	res.CachedTokens = r.cached
-	return res, err
+	return res, r, err
 }
 
 // logSession writes the one line per session an owner reads: how it
-// ended, its tokens, its rates and the recoveries it took.
-func (c *Origin) logSession(r *ring, res engine.Result, err error) {
+// ended, its tokens, its rates, the recoveries it took and how often it
+// was tried again for want of room (busy).
+func (c *Origin) logSession(r *ring, res engine.Result, err error, busyTries int) {
 	if c.opts.Logger == nil {
 		return
 	}
@@ -146,6 +155,9 @@ func (c *Origin) logSession(r *ring, res engine.Result, err error) {
 		slog.Duration("prefill", res.PrefillDuration.Round(time.Millisecond)), slog.Duration("elapsed", time.Since(r.info.Started).Round(time.Millisecond))}
 	if d := res.DecodeDuration; d > 0 && len(res.Tokens) > 1 {
 		attrs = append(attrs, slog.Float64("decode_tok_s", math.Round(float64(len(res.Tokens)-1)/d.Seconds()*10)/10))
+	}
+	if busyTries > 0 {
+		attrs = append(attrs, slog.Int("busy_retries", busyTries))
 	}
 	if res.FinishReason != "" {
 		attrs = append(attrs, slog.String("finish", res.FinishReason))

@@ -107,6 +107,9 @@ func (s *Sender) Send(ctx context.Context, seq uint64, msg []byte) error {
 	if count > maxFrames {
 		return fmt.Errorf("verbs: message of %d bytes exceeds %d", len(msg), s.caps.MaxMessage())
 	}
+	if _, ok := s.conn.(InPlace); ok && count == 1 && len(msg) > 0 {
+		return s.Write(ctx, seq, len(msg), func(dst []byte) { copy(dst, msg) })
+	}
 	if s.region == nil {
 		if err := s.register(); err != nil {
 			return err

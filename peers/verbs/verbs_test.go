@@ -568,11 +568,17 @@ func TestInPlaceSenderRegistersOnlyForLongMessages(t *testing.T) {
 	if _, got, err := r.Recv(ctx); err != nil || !bytes.Equal(got, short) {
 		t.Fatalf("short message: %q, %v", got, err)
 	}
+	if err := s.Send(ctx, 2, short); err != nil { // Send takes the same path
+		t.Fatal(err)
+	}
+	if _, got, err := r.Recv(ctx); err != nil || !bytes.Equal(got, short) {
+		t.Fatalf("short message sent: %q, %v", got, err)
+	}
 	if s.region != nil {
-		t.Fatal("a one-frame message registered the frame buffers")
+		t.Fatal("one-frame messages registered the frame buffers")
 	}
 	long := bytes.Repeat([]byte("0123456789"), 1000) // 3 frames
-	if err := s.Send(ctx, 2, long); err != nil {
+	if err := s.Send(ctx, 3, long); err != nil {
 		t.Fatal(err)
 	}
 	if _, got, err := r.Recv(ctx); err != nil || !bytes.Equal(got, long) {
