@@ -414,6 +414,7 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 	}
 	defer full.Close()
 	node := full.Peers
+	go node.SettleActorRegistry()
 	stageSessions := func() int {
 		n := 0
 		for _, s := range full.Host.Stats().Shards {

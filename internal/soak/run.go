@@ -42,6 +42,9 @@ type Config struct {
 	Network string
 	// LinkRate is the tc tbf rate of each member's cluster link (netns).
 	LinkRate string
+	// Faults are the kinds drawn from (kill, stop, leave, cut); none =
+	// all that the network allows (cut needs netns).
+	Faults []string
 }
 
 // Report is what the run found; its JSON is the last line scripts read.
@@ -191,6 +194,18 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	rep.Network = "loopback"
 	if layout != nil {
 		rep.Network = "netns"
+	}
+	kinds := cfg.Faults
+	if len(kinds) == 0 {
+		kinds = []string{"kill", "stop", "leave"}
+		if layout != nil {
+			kinds = append(kinds, "cut")
+		}
+	}
+	for _, k := range kinds {
+		if !slices.Contains([]string{"kill", "stop", "leave", "cut"}, k) || k == "cut" && layout == nil {
+			return rep, fmt.Errorf("fault %q: the kinds are kill, stop, leave and (in network namespaces) cut", k)
+		}
 	}
 	var nodes []*node
 	for i := range cfg.Nodes {
@@ -376,10 +391,6 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		}
 		vi := frng.IntN(len(nodes))
 		victim := nodes[vi]
-		kinds := []string{"kill", "stop", "leave"}
-		if layout != nil {
-			kinds = append(kinds, "cut")
-		}
 		kind := kinds[frng.IntN(len(kinds))]
 		mu.Lock()
 		close(faulting)

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,7 +26,8 @@ var maxRSSGrowthPct = float64(envInt("SOAK_MAX_RSS_GROWTH", 10))
 // (default 5m), SOAK_SEED (default: the time), SOAK_NODES (4), SOAK_CLIENTS (6),
 // SOAK_FAULT_MIN/MAX (20s/60s), SOAK_WARMUP (60s), SOAK_NETWORK
 // (auto|netns|loopback; auto: a network namespace per node when root),
-// SOAK_LINK_RATE (1gbit, tc tbf), BIN (default: built here). Its last output
+// SOAK_LINK_RATE (1gbit, tc tbf), SOAK_FAULTS (kinds, comma-separated:
+// kill,stop,leave,cut; default all), BIN (default: built here). Its last output
 // line is the report's JSON, prefixed SOAK_REPORT (scripts/soak.sh prints
 // it).
 func TestE2ESoak(t *testing.T) {
@@ -38,6 +40,9 @@ func TestE2ESoak(t *testing.T) {
 		cfg.Dir = t.TempDir()
 	} else if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		t.Fatal(err)
+	}
+	if f := os.Getenv("SOAK_FAULTS"); f != "" {
+		cfg.Faults = strings.Split(f, ",")
 	}
 	if s := os.Getenv("SOAK_SEED"); s != "" {
 		seed, err := strconv.ParseUint(s, 10, 64)
