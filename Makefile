@@ -55,15 +55,21 @@ deps:
 	./scripts/deps.sh
 
 # The test command CI runs (.ci/run); on a fresh machine it first installs
-# what it needs (deps). The soak (make soak) is not part of it yet: see
-# issue 30 (a rare stream that ends without [DONE], RSS growth). The arm64 kernel tests run under qemu
-# (a few minutes on 2 cores); unit tests run with the
-# race detector; the comparisons with llama.cpp and the end-to-end tests
-# (real strata node processes, a synthetic 1.1B model) run without it.
+# what it needs (deps). The arm64 kernel tests run under qemu (a few
+# minutes on 2 cores); unit tests run with the race detector; the
+# comparisons with llama.cpp and the end-to-end tests (real strata node
+# processes, a synthetic 1.1B model) run without it; last, a 5-minute soak
+# (make soak: 4 nodes, 6 clients, a fault every 20-60 s from a fixed
+# seed; in network namespaces, with link cuts, when run as root).
 test: deps vet test-arm64 release
 	STRATA_TESTDATA=$(TESTDATA) $(GO) test -race -count=1 -timeout 30m -skip '$(ORACLE_TESTS)' ./...
 	STRATA_TESTDATA=$(TESTDATA) $(GO) test -count=1 -timeout 30m -run '$(ORACLE_TESTS)' ./...
 	STRATA_TESTDATA=$(TESTDATA) $(GO) test -tags e2e -count=1 -timeout 30m -run E2E -skip Soak ./...
+	STRATA_TESTDATA=$(TESTDATA) SOAK_DURATION=5m SOAK_WARMUP=45s SOAK_SEED=$(SOAK_TEST_SEED) $(GO) test -tags e2e -count=1 -timeout 20m -run '^TestE2ESoak$$' ./internal/soak
+
+# The seed of make test's soak: its faults (kinds, victims, times) are the
+# same on every run; SOAK_TEST_SEED=N make test tries others.
+SOAK_TEST_SEED ?= 5
 
 # Tests that compare with llama.cpp (internal/llamacpp runs its prebuilt
 # CPU build from node-llama-cpp). They check numbers, not concurrency, and
@@ -115,9 +121,10 @@ bench-concurrent: build
 	BIN=./$(BIN) ./scripts/bench-concurrent.sh
 
 # The soak: 4 real nodes, 6 clients mixing the APIs, a fault every
-# 20-60 s (kill and restart, freeze, graceful leave) for DURATION (10m);
-# invariants checked, the report's JSON last (scripts/soak.sh; SEED
-# repeats a run).
+# 20-60 s (kill and restart, freeze, graceful leave, and as root a link
+# cut in network namespaces) for DURATION (10m); invariants checked, the
+# report's JSON last (scripts/soak.sh: SEED repeats a run; NETWORK,
+# FAULTS, LINK_RATE, SOAK_DIR).
 DURATION ?= 10m
 soak: build
 	BIN=./$(BIN) DURATION=$(DURATION) STRATA_TESTDATA=$(TESTDATA) ./scripts/soak.sh

@@ -73,8 +73,8 @@ type Report struct {
 	// RSSMB is each node's resident memory at its baseline and at the
 	// end, MB; MemoryMB splits it (memoryParts) so that growth can be
 	// told apart: the Go heap in use, heap the runtime keeps without
-	// using, goroutine stacks, and the kernel's anonymous / file-backed /
-	// shared-memory resident pages.
+	// using, goroutine stacks, KV caches (in the heap), and the kernel's
+	// anonymous / file-backed / shared-memory resident pages.
 	RSSMB           map[string][2]float64            `json:"rss_mb"`
 	MemoryMB        map[string]map[string][2]float64 `json:"memory_mb"`
 	GoroutineGrowth int                              `json:"goroutine_growth"`
@@ -120,6 +120,7 @@ func memoryParts(pid int, m map[string]float64) map[string]float64 {
 		"heap_inuse":      m["go_memstats_heap_inuse_bytes"],
 		"heap_unreturned": m["go_memstats_heap_idle_bytes"] - m["go_memstats_heap_released_bytes"],
 		"stacks":          m["go_memstats_stack_sys_bytes"],
+		"kv":              m["strata_stage_kv_bytes"], // retained prompt caches included
 	}
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
