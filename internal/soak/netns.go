@@ -15,15 +15,18 @@ import (
 // never cut: a member cut off from the others still answers them). The
 // nodes talk TCP (separate hosts have no shared memory between them).
 type netLayout struct {
-	tag    string // unique per run: bridge, namespace and interface names
-	subnet int    // 10.<subnet>.1.0/24 cluster, 10.<subnet>.2.0/24 api
+	tag string // unique per run: bridge, namespace and interface names
+	// subnet: 198.18.<2·subnet>.0/24 is the cluster's, the next /24 the
+	// api's; 198.18.0.0/15 is set aside for network benchmarks (RFC
+	// 2544), so a machine's own networks are not in the way.
+	subnet int
 	rate   string // tc tbf rate of every cluster link
 	undo   [][]string
 }
 
 // newNetLayout makes the bridges; nodes are added with addNode.
 func newNetLayout(rate string) (*netLayout, error) {
-	l := &netLayout{tag: fmt.Sprintf("%05d", os.Getpid()%100000), subnet: 100 + rand.IntN(150), rate: rate}
+	l := &netLayout{tag: fmt.Sprintf("%05d", os.Getpid()%100000), subnet: rand.IntN(128), rate: rate}
 	for _, br := range []struct{ name, addr string }{{l.bridge("c"), l.ip(1, 1)}, {l.bridge("a"), l.ip(2, 1)}} {
 		if err := l.run([]string{"ip", "link", "add", br.name, "type", "bridge"}, []string{"ip", "link", "del", br.name}); err != nil {
 			l.close()
@@ -42,8 +45,10 @@ func newNetLayout(rate string) (*netLayout, error) {
 }
 
 func (l *netLayout) bridge(kind string) string { return "sk" + l.tag + kind }
-func (l *netLayout) ip(net, host int) string   { return fmt.Sprintf("10.%d.%d.%d", l.subnet, net, host) }
-func (l *netLayout) ns(i int) string           { return fmt.Sprintf("strata-soak-%s-n%d", l.tag, i) }
+func (l *netLayout) ip(net, host int) string {
+	return fmt.Sprintf("198.18.%d.%d", 2*l.subnet+net-1, host)
+}
+func (l *netLayout) ns(i int) string { return fmt.Sprintf("strata-soak-%s-n%d", l.tag, i) }
 
 // clusterLink is node i's cluster veth on the host side: down cuts the
 // node off from every other member.
