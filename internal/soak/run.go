@@ -87,7 +87,7 @@ type Report struct {
 	GapP50        float64  `json:"recovery_gap_ms_p50"`
 	GapP99        float64  `json:"recovery_gap_ms_p99"`
 	ConvergeMaxMS float64  `json:"converge_max_ms"`
-	Unconverged   int      `json:"unconverged"` // faults after which the views took longer than ConvergeWithin
+	Unconverged   int      `json:"unconverged"`        // faults after which the views took longer than ConvergeWithin
 	Failures      []string `json:"failures,omitempty"` // the first few lost and wrong requests, in words
 	Network       string   `json:"network"`            // netns or loopback
 }
