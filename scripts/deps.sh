@@ -30,6 +30,10 @@ chromium --version
 command -v qemu-aarch64-static >/dev/null 2>&1 || apt_install qemu-user-static
 qemu-aarch64-static --version | head -1
 
+# ip and tc (iproute2) for the soak's network namespaces, veth links,
+# tbf shaping and link cuts (internal/soak; used when root).
+{ command -v ip >/dev/null 2>&1 && command -v tc >/dev/null 2>&1; } || apt_install iproute2
+
 # Pinned npm packages the tests read from .ci/npm/node_modules: the
 # official OpenAI, Anthropic and Ollama clients for the API compatibility
 # tests (api, cmd/strata), and node-llama-cpp, whose prebuilt CPU
