@@ -65,10 +65,13 @@ test: deps vet test-arm64 release
 	STRATA_TESTDATA=$(TESTDATA) $(GO) test -race -count=1 -timeout 30m -skip '$(ORACLE_TESTS)' ./...
 	STRATA_TESTDATA=$(TESTDATA) $(GO) test -count=1 -timeout 30m -run '$(ORACLE_TESTS)' ./...
 	STRATA_TESTDATA=$(TESTDATA) $(GO) test -tags e2e -count=1 -timeout 30m -run E2E -skip Soak ./...
-	STRATA_TESTDATA=$(TESTDATA) SOAK_DURATION=5m SOAK_WARMUP=45s SOAK_SEED=$(SOAK_TEST_SEED) $(GO) test -tags e2e -count=1 -timeout 20m -run '^TestE2ESoak$$' ./internal/soak
+	STRATA_TESTDATA=$(TESTDATA) SOAK_DURATION=5m SOAK_WARMUP=45s SOAK_SEED=$(SOAK_TEST_SEED) SOAK_MAX_RSS_GROWTH=25 $(GO) test -tags e2e -count=1 -timeout 20m -run '^TestE2ESoak$$' ./internal/soak
 
 # The seed of make test's soak: its faults (kinds, victims, times) are the
-# same on every run; SOAK_TEST_SEED=N make test tries others.
+# same on every run; SOAK_TEST_SEED=N make test tries others. Its memory
+# bound is 25 %, not the 10 % make soak holds a 30-minute run to: after 5
+# minutes a node of 50 MB has a few MB of heap fragmentation that a
+# longer run evens out (see docs/performance.md#soak).
 SOAK_TEST_SEED ?= 5
 
 # Tests that compare with llama.cpp (internal/llamacpp runs its prebuilt
