@@ -132,13 +132,13 @@ func memoryParts(pid int, m map[string]float64) map[string]float64 {
 	if err != nil {
 		return parts
 	}
+	fields := map[string]string{"RssAnon": "anon", "RssFile": "file", "RssShmem": "shmem"}
 	for _, line := range strings.Split(string(status), "\n") {
-		for field, part := range map[string]string{"RssAnon:": "anon", "RssFile:": "file", "RssShmem:": "shmem"} {
-			if rest, ok := strings.CutPrefix(line, field); ok {
-				var kb float64
-				if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%f kB", &kb); err == nil {
-					parts[part] = kb * 1024
-				}
+		name, rest, _ := strings.Cut(line, ":")
+		var kb float64
+		if part, ok := fields[name]; ok {
+			if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%f kB", &kb); err == nil {
+				parts[part] = kb * 1024
 			}
 		}
 	}
