@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"slices"
 	"time"
@@ -29,6 +30,13 @@ func DoctorOf(node *peers.Node, local doctor.Local, probe bool) doctor.Report {
 // ProbeBytes is what strata doctor sends to each member to time a link.
 const ProbeBytes = 4 << 20
 
+// ProbeBudget bounds the time all of one report's probes take together
+// (strata doctor waits ProbeBudget plus a margin for the report); members
+// left when it is spent are reported as not measured.
+const ProbeBudget = 30 * time.Second
+
+var errProbeBudget = errors.New("not tried: the probes' time budget was spent on other members")
+
 // probeLinks fills in the stream rate of the answering node's links.
 func probeLinks(node *peers.Node, members []doctor.Member) {
 	i := slices.IndexFunc(members, func(m doctor.Member) bool { return m.ID == node.ID().String() })
@@ -36,6 +44,7 @@ func probeLinks(node *peers.Node, members []doctor.Member) {
 		return
 	}
 	self := &members[i]
+	budget := time.Now().Add(ProbeBudget)
 	for _, m := range members {
 		id, err := peer.Decode(m.ID)
 		if m.ID == self.ID || err != nil {
@@ -44,8 +53,9 @@ func probeLinks(node *peers.Node, members []doctor.Member) {
 		// A peer takes one probe at a time and a fresh connection may be
 		// busy settling its links: one retry before reporting a failure.
 		var r float64
-		for try := 0; try < 2; try++ {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err = errProbeBudget
+		for try := 0; try < 2 && time.Until(budget) > 0; try++ {
+			ctx, cancel := context.WithTimeout(context.Background(), min(time.Until(budget), 5*time.Second))
 			r, err = node.ProbeThroughput(ctx, id, ProbeBytes)
 			cancel()
 			if err == nil {

@@ -46,7 +46,7 @@ failed; "warn" lines are worth a look but do not fail.`,
 			if apiKey == "" {
 				apiKey = os.Getenv("STRATA_API_KEY")
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), 15*time.Second)
+			ctx, cancel := context.WithTimeout(cmd.Context(), api.ProbeBudget+15*time.Second)
 			defer cancel()
 			rep, err := api.FetchDoctor(ctx, apiURL, apiKey, !noProbe)
 			if err != nil {

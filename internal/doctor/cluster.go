@@ -124,10 +124,7 @@ func linkChecks(members []Member, byID map[string]Member) []Check {
 	for i, a := range ids {
 		for _, b := range ids[i+1:] {
 			ma, mb := byID[a], byID[b]
-			l, ok := linkBetween(ma, b)
-			if !ok {
-				l, ok = linkBetween(mb, a)
-			}
+			l, ok := bothEnds(ma, mb)
 			pair := short(a) + " ↔ " + short(b)
 			if !ok {
 				cs = append(cs, Check{Name: "link", Status: Fail, Message: pair + ": no link (the cluster is not a full mesh)",
@@ -191,6 +188,30 @@ func rate(bps float64) string {
 		return fmt.Sprintf("%.0f MB/s", bps/1e6)
 	}
 	return fmt.Sprintf("%.0f kB/s", bps/1e3)
+}
+
+// bothEnds is the link between a and b as both ends report it: a's view
+// of it, with what only b measured filled in (the answering node times
+// its own streams, so the rate may be on either side).
+func bothEnds(a, b Member) (Link, bool) {
+	la, okA := linkBetween(a, b.ID)
+	lb, okB := linkBetween(b, a.ID)
+	switch {
+	case !okA:
+		return lb, okB
+	case !okB:
+		return la, true
+	}
+	if la.RTT == 0 {
+		la.RTT = lb.RTT
+	}
+	if la.StreamRate == 0 {
+		la.StreamRate = lb.StreamRate
+		if la.ProbeError == "" || lb.StreamRate > 0 {
+			la.ProbeError = lb.ProbeError
+		}
+	}
+	return la, true
 }
 
 func linkBetween(m Member, peer string) (Link, bool) {

@@ -77,6 +77,10 @@ func TestClusterChecks(t *testing.T) {
 		{"slow link", func(m []Member) { m[2].Links[0].RTT = 80 * time.Millisecond }, nil, "link", "", Warn, "should answer within"},
 		{"slow stream", func(m []Member) { m[2].Links[0].StreamRate = 20e6 }, nil, "link", "", Warn, "libp2p stream 20 MB/s (below gigabit"},
 		{"measured stream", func(m []Member) { m[2].Links[0].StreamRate = 1.5e9 }, nil, "link", "", OK, "libp2p stream 1.50 GB/s"},
+		// The answering node times its own links; its ID may sort after
+		// the other end's, whose announced link has no rate.
+		{"stream measured by the later end", func(m []Member) { m[1].Links[0].StreamRate = 2e9 }, nil, "link", "", OK, "A ↔ B: shm, round trip 40µs, libp2p stream 2.00 GB/s"},
+		{"unmeasured stream by the later end", func(m []Member) { m[1].Links[0].ProbeError = "no answer" }, nil, "link", "", OK, "A ↔ B: shm, round trip 40µs, libp2p stream not measured (no answer)"},
 		{"unmeasured stream", func(m []Member) { m[2].Links[0].ProbeError = "no answer to the probe" }, nil, "link", "", OK, "libp2p stream not measured (no answer to the probe)"},
 		{"versions", func(m []Member) { m[1].Version = "v2" }, nil, "version", "", Warn, "v2 (protocol 1) (B)"},
 		{"platforms", func(m []Member) { m[1].Platform = "darwin/arm64 24C101" }, nil, "platform", "", Warn, "darwin/arm64"},
