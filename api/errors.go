@@ -16,6 +16,9 @@ var (
 	ErrAPIKeyRequired = errors.New("api: an API key is required when the API binds to a non-loopback address")
 	ErrQueueFull      = errors.New("api: too many requests are waiting")
 	ErrLeaving        = errors.New("api: the node is leaving the cluster")
+	// ErrNoRoom: the model exists in the cluster but this node's disk
+	// budget has no room to fetch what it needs of it (503, not 404).
+	ErrNoRoom = errors.New("api: no room on this node for the model")
 )
 
 // Error is an API error as OpenAI shapes it: the body is
@@ -66,6 +69,16 @@ func queueFull(waiting int) *Error {
 func busy(err error) *Error {
 	return &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: strPtr("cluster_busy"),
 		Message: "The cluster is busy (no memory for another session now): " + err.Error() + ". Retry shortly."}
+}
+
+func noRoom(name string, err error) *Error {
+	return &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: strPtr("node_disk_full"),
+		Message: fmt.Sprintf("This node cannot serve %q: its budget for layers fetched from peers is full (%s). Send the request to another node of the cluster; its owner can raise --disk or remove fetched models (strata models rm).", name, strings.TrimPrefix(err.Error(), ErrNoRoom.Error()+": "))}
+}
+
+func joining(name string) *Error {
+	return &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: strPtr("node_joining"),
+		Message: fmt.Sprintf("This node has just started and has not heard from the rest of its cluster yet, so it does not know whether the cluster holds %q. Retry in a few seconds, or send the request to another node of the cluster.", name)}
 }
 
 func leaving() *Error {

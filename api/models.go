@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -180,6 +181,11 @@ func (m *FileModels) Lookup(name string) (ModelInfo, *tokenizer.Tokenizer, error
 		return ModelInfo{}, nil, fmt.Errorf("%w: %v", ErrModelNotFound, err)
 	}
 	path, err := m.store.Path(name)
+	if errors.Is(err, catalog.ErrDiskBudget) {
+		// The model is in the cluster, but this node has no room for
+		// even its header: not a 404, another node can serve it.
+		return ModelInfo{}, nil, fmt.Errorf("%w: %v", ErrNoRoom, err)
+	}
 	if err != nil {
 		return ModelInfo{}, nil, fmt.Errorf("%w: %v", ErrModelNotFound, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"strata/runtime/catalog"
 	"strata/runtime/chattemplate"
 	"strata/runtime/engine"
 )
@@ -94,6 +95,26 @@ func TestErrors(t *testing.T) {
 			checkError(t, resp, tc.status, tc.code)
 		})
 	}
+
+	t.Run("disk budget full", func(t *testing.T) {
+		// A node with no room to fetch the model's header: the model is
+		// in the cluster, so not a 404 but a 503 that sends the client on.
+		full := NewFileModels(fullDisk{}, func() []string { return []string{"stories260K"} }, 0)
+		_, hs := newTestServer(t, Config{Generator: l, Models: full})
+		resp := post(t, hs.URL+"/v1/chat/completions", "", `{"model": "stories260K", "messages": [{"role": "user", "content": "x"}]}`)
+		checkError(t, resp, 503, "node_disk_full")
+	})
+
+	t.Run("joining", func(t *testing.T) {
+		// A node that has not heard from its cluster yet cannot tell an
+		// unknown model from one the others hold: 503 until it has.
+		joining := true
+		_, hs := newTestServer(t, Config{Generator: l, Models: l, Joining: func() bool { return joining }})
+		body := `{"model": "gpt-9", "messages": [{"role": "user", "content": "x"}]}`
+		checkError(t, post(t, hs.URL+"/v1/chat/completions", "", body), 503, "node_joining")
+		joining = false
+		checkError(t, post(t, hs.URL+"/v1/chat/completions", "", body), 404, "model_not_found")
+	})
 
 	t.Run("queue full", func(t *testing.T) {
 		// One request runs (blocked), one waits, the third is refused.
@@ -433,4 +454,11 @@ func (f failing) Generate(ctx context.Context, req engine.Request, onToken func(
 		}
 	}
 	return engine.Result{}, errors.New("node lost")
+}
+
+// fullDisk is a node's finder whose disk budget has no room for a model.
+type fullDisk struct{}
+
+func (fullDisk) Path(name string) (string, error) {
+	return "", fmt.Errorf("%w: %s needs 4096 more bytes, but 0 of the 1000-byte budget (--disk) are held by models in use", catalog.ErrDiskBudget, name)
 }

@@ -59,8 +59,14 @@ func (s *Server) lookup(name string) (ModelInfo, *tokenizer.Tokenizer, *Error) {
 		return ModelInfo{}, nil, badRequest("model", "invalid_value", "%v: a model name has no path separators, glob or control characters.", err)
 	}
 	info, tok, err := s.cfg.Models.Lookup(name)
+	if errors.Is(err, ErrModelNotFound) && s.cfg.Joining != nil && s.cfg.Joining() {
+		return info, nil, joining(name)
+	}
 	if errors.Is(err, ErrModelNotFound) {
 		return info, nil, modelNotFound(name)
+	}
+	if errors.Is(err, ErrNoRoom) {
+		return info, nil, noRoom(name, err)
 	}
 	if err != nil {
 		return info, nil, serverError(fmt.Errorf("model %q: %w", name, err))

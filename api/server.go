@@ -50,6 +50,10 @@ type Config struct {
 	MaxPromptTokens int
 	// Logger receives failed generations; nil = silent.
 	Logger *slog.Logger
+	// Joining says the node has just started and has not heard from the
+	// cluster yet: a model it does not know may be one the others hold,
+	// so it answers 503 (retry, or ask another node), not 404. nil = never.
+	Joining func() bool
 	// AllowedHosts are names, besides localhost and IP addresses, that a
 	// request's Host may give when there is no APIKey ("*" = any). Other
 	// names are refused: a web page can rebind its own name to 127.0.0.1.

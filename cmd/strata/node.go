@@ -466,6 +466,7 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 		Cluster:   func() api.ClusterStatus { return api.ClusterStatusOf(full) },
 		Doctor:    func(probe bool) doctor.Report { return api.DoctorOf(node, localFacts(), probe) },
 		MaxActive: f.parallel,
+		Joining:   joiningSince(time.Now(), func() int { return len(node.Membership().View().Members) }),
 	})
 	if err != nil {
 		return err

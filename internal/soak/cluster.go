@@ -92,11 +92,14 @@ func (n *node) peerAddr() string {
 }
 
 // start runs the node's process.
-func (n *node) start(bin string) error {
+func (n *node) start(bin string) error { return n.startWith(bin, n.args) }
+
+// startWith runs the node's process with args instead of its own.
+func (n *node) startWith(bin string, args []string) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	argv := append(slices.Clone(n.prefix), bin)
-	cmd := exec.Command(argv[0], append(argv[1:], n.args...)...)
+	cmd := exec.Command(argv[0], append(argv[1:], args...)...)
 	cmd.Stdout, cmd.Stderr = n.log, n.log
 	if err := cmd.Start(); err != nil {
 		return err

@@ -186,14 +186,14 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	}
 	kinds := cfg.Faults
 	if len(kinds) == 0 {
-		kinds = []string{"kill", "stop", "leave"}
+		kinds = []string{"kill", "stop", "leave", "disk"}
 		if c.layout != nil {
 			kinds = append(kinds, "cut")
 		}
 	}
 	for _, k := range kinds {
-		if !slices.Contains([]string{"kill", "stop", "leave", "cut"}, k) || k == "cut" && c.layout == nil {
-			return rep, fmt.Errorf("fault %q: the kinds are kill, stop, leave and (in network namespaces) cut", k)
+		if !slices.Contains([]string{"kill", "stop", "leave", "disk", "cut"}, k) || k == "cut" && c.layout == nil {
+			return rep, fmt.Errorf("fault %q: the kinds are kill, stop, leave, disk and (in network namespaces) cut", k)
 		}
 	}
 	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
@@ -519,16 +519,50 @@ func (c *cluster) inject(kind string, vi int, frng *rand.Rand, bin string) (what
 		}
 		time.Sleep(d)
 		return fmt.Sprintf("cut %v", d), "", c.layout.setLink(vi, true)
-	case "leave":
-		victim.signal(syscall.SIGTERM)
-		if !victim.wait(60 * time.Second) {
-			failure = fmt.Sprintf("%s did not leave within 60 s of SIGTERM", victim.name)
-			victim.signal(syscall.SIGKILL)
-			victim.wait(10 * time.Second)
+	case "disk":
+		// The member comes back with its disk budget full: no model file
+		// of its own and no room to fetch layers (--disk 1KB). It offers
+		// memory it cannot fill; the cluster must place the model on the
+		// others. After a while it comes back whole.
+		d := time.Duration(10+frng.IntN(51)) * time.Second
+		failure = c.leave(victim)
+		if err := victim.startWith(bin, append(withoutFlag(victim.args, "--models"), "--disk", "1KB")); err != nil {
+			return kind, failure, err
 		}
-		return kind, failure, victim.start(bin)
+		time.Sleep(d)
+		if f := c.leave(victim); failure == "" {
+			failure = f
+		}
+		return fmt.Sprintf("disk full %v", d), failure, victim.start(bin)
+	case "leave":
+		return kind, c.leave(victim), victim.start(bin)
 	}
 	return kind, "", fmt.Errorf("unknown fault %q", kind)
+}
+
+// leave asks the node to leave (SIGTERM) and waits for it to exit; a
+// node that does not within 60 s is killed, and the failure said.
+func (c *cluster) leave(n *node) (failure string) {
+	n.signal(syscall.SIGTERM)
+	if !n.wait(60 * time.Second) {
+		failure = fmt.Sprintf("%s did not leave within 60 s of SIGTERM", n.name)
+		n.signal(syscall.SIGKILL)
+		n.wait(10 * time.Second)
+	}
+	return failure
+}
+
+// withoutFlag is args less flag and its value.
+func withoutFlag(args []string, flag string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		if args[i] == flag {
+			i++
+			continue
+		}
+		out = append(out, args[i])
+	}
+	return out
 }
 
 // waitNoSessions waits up to d for every node to hold no session (driven
