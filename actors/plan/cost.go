@@ -276,8 +276,8 @@ func candidate(m Model, nodes []Node, s, g int, kvPerLayer uint64, opts Options,
 		// cut by (model.PlanTP), so what is predicted is what is loaded.
 		bw := make([]float64, g)
 		var total float64
-		for j, n := range members {
-			bw[j] = float64(TPWeight(n, co))
+		for j, w := range TPWeights(members, co) {
+			bw[j] = float64(w)
 			total += bw[j]
 		}
 		heads := wholeHeads(m.KVHeads, bw)
@@ -452,15 +452,16 @@ func (ex expertSplit) held(j int, whole bool, experts int) float64 {
 }
 
 // expertCosts computes g's split both ways, from the members' integer
-// weights (TPWeight) as the loaded slices are cut (model.PlanTPWith).
+// weights (TPWeights) as the loaded slices are cut (model.PlanTPWith).
 func expertCosts(m Model, g Group, nodes []Node, co CostOptions) expertSplit {
 	n := len(g.Members)
-	w := make([]uint64, n)
+	members := make([]Node, n)
 	bw := make([]float64, n)
 	for j, mb := range g.Members {
-		node := nodeByID(nodes, mb.Node)
-		w[j], bw[j] = TPWeight(node, co), bandwidth(node, co)
+		members[j] = nodeByID(nodes, mb.Node)
+		bw[j] = bandwidth(members[j], co)
 	}
+	w := TPWeights(members, co)
 	ex := expertSplit{cols: make([]float64, n)}
 	if m.ExpertFFNUnits > 0 {
 		for j, u := range model.TPShares(m.ExpertFFNUnits, w) {
@@ -685,13 +686,31 @@ func wholeHeads(kvHeads int, weights []float64) []float64 {
 	return out
 }
 
-// TPWeight is a node's weight in the slices of a tensor-parallel group
-// (model.PlanTP): its memory bandwidth (CostOptions.DefaultBandwidth when
-// unknown) in MB/s, an integer so that every node cuts the same slices.
-func TPWeight(n Node, co CostOptions) uint64 {
+// TPWeights are the members' weights in the slices of a tensor-parallel
+// group (model.PlanTP): each member's memory bandwidth
+// (CostOptions.DefaultBandwidth when unknown) as a share of the fastest
+// member's, in eighths (1 to 8). Integers, so every node cuts the same
+// slices; coarse, so that the noise of measuring bandwidth does not move
+// a slice: members within a sixteenth of each other are equal. A slice
+// that moved would add the group's partial sums in another order, and
+// two runs on the same machines would part from one node's answer at
+// different tokens (the "bench tp nondeterminism" of issue 30: the weights
+// were the raw MB/s).
+func TPWeights(members []Node, co CostOptions) []uint64 {
 	co = co.withDefaults()
-	return max(uint64(min(bandwidth(n, co)/1e6, 1<<39)), 1)
+	var fastest float64
+	for _, n := range members {
+		fastest = max(fastest, bandwidth(n, co))
+	}
+	w := make([]uint64, len(members))
+	for j, n := range members {
+		w[j] = uint64(max(1, math.Round(tpWeightSteps*bandwidth(n, co)/fastest)))
+	}
+	return w
 }
+
+// tpWeightSteps is how finely TPWeights divides the fastest member's rate.
+const tpWeightSteps = 8
 
 func bandwidth(n Node, co CostOptions) float64 {
 	if n.MemBandwidth > 0 {

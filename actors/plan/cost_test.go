@@ -3,6 +3,7 @@ package plan
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -73,16 +74,17 @@ func TestPredictByHand(t *testing.T) {
 		t.Errorf("explanation: %s", e)
 	}
 
-	// a reads 3x faster: 3/4 of the FFN and head, but both KV heads (a
-	// tie at 1.5 heads each goes to the earlier member): a's layer takes
-	// (0.2 + 0.8*3/4) GB / 300 GB/s = 2.67 ms, b's 0.2 GB / 100 GB/s = 2 ms.
-	nodes[0].MemBandwidth = 3e11
+	// a reads 4x faster (weights 8:2): 4/5 of the FFN and head, and both
+	// KV heads (1.6 of them by share, rounded by largest remainder): a's
+	// layer takes (0.2 + 0.8*4/5) GB / 400 GB/s = 2.1 ms, b's 0.16 GB /
+	// 100 GB/s = 1.6 ms.
+	nodes[0].MemBandwidth = 4e11
 	cs, _ = Candidates(costModel(), nodes, net, Options{}, CostOptions{})
 	c := byName(t, cs, "TP 2-way")
-	if m := c.Stages[0].Members; m[0].Heads != 1 || m[1].Heads != 0 || m[0].Share != 0.75 {
+	if m := c.Stages[0].Members; m[0].Heads != 1 || m[1].Heads != 0 || m[0].Share != 0.8 {
 		t.Fatalf("members %+v", m)
 	}
-	if want := 2*8e8/3e11 + 0.75*1e8/3e11; !near(c.Weights.Seconds(), want) {
+	if want := (2*(2e8+0.8*8e8) + 0.8*1e8) / 4e11; !near(c.Weights.Seconds(), want) {
 		t.Errorf("uneven TP: weights %v, want %.6fs", c.Weights, want)
 	}
 }
@@ -202,6 +204,33 @@ func TestParseLink(t *testing.T) {
 		got, err := ParseLink(tc.in)
 		if (err != nil) != tc.err || got != tc.want {
 			t.Errorf("ParseLink(%q) = %v, %v", tc.in, got, err)
+		}
+	}
+}
+
+// TestTPWeightsIgnoreMeasurementNoise: the slices of a tensor-parallel
+// group do not move when the members' measured bandwidth wobbles (two
+// runs on the same machines would otherwise add partial sums in another
+// order and part from one node's answer at different tokens), and still
+// follow a real difference.
+func TestTPWeightsIgnoreMeasurementNoise(t *testing.T) {
+	for _, tc := range []struct {
+		bw   []float64
+		want []uint64
+	}{
+		{[]float64{19.1e9, 18.7e9, 19.6e9}, []uint64{8, 8, 8}}, // one host, measured three times
+		{[]float64{19.6e9, 18.2e9}, []uint64{8, 7}},            // 7 % apart: a difference
+		{[]float64{20e9, 10e9}, []uint64{8, 4}},
+		{[]float64{10e9, 40e9}, []uint64{2, 8}},
+		{[]float64{1e12, 1e9}, []uint64{8, 1}}, // never 0: a member with no share would hold nothing
+		{[]float64{0, 0}, []uint64{8, 8}},      // unknown: the default for both
+	} {
+		nodes := make([]Node, len(tc.bw))
+		for i, b := range tc.bw {
+			nodes[i] = Node{ID: string(rune('a' + i)), MemBandwidth: b}
+		}
+		if got := TPWeights(nodes, CostOptions{}); !slices.Equal(got, tc.want) {
+			t.Errorf("bandwidths %v: weights %v, want %v", tc.bw, got, tc.want)
 		}
 	}
 }

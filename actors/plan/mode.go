@@ -118,7 +118,7 @@ func PlaceMode(m Model, nodes []Node, net Network, opts Options, co CostOptions,
 
 // Plan turns a fitting candidate into the placement the cluster loads:
 // a stage of one member is a plain stage; a larger group is a
-// tensor-parallel stage whose members carry their TPWeight.
+// tensor-parallel stage whose members carry their TPWeights.
 func (c Candidate) Plan(m Model, nodes []Node, opts Options, co CostOptions) Plan {
 	opts = opts.withDefaults()
 	m = m.withKV(opts)
@@ -131,9 +131,14 @@ func (c Candidate) Plan(m Model, nodes []Node, opts Options, co CostOptions) Pla
 		s.WeightBytes = m.StageBytes(s.First, s.End)
 		s.KVBytes = kvPerLayer * uint64(s.End-s.First)
 		if len(g.Members) > 1 {
-			for _, mb := range g.Members {
+			members := make([]Node, len(g.Members))
+			for j, mb := range g.Members {
+				members[j] = nodeByID(nodes, mb.Node)
+			}
+			weights := TPWeights(members, co)
+			for j, mb := range g.Members {
 				kv := uint64(float64(s.KVBytes) * mb.Heads)
-				s.TP = append(s.TP, TPMember{Node: mb.Node, Weight: TPWeight(nodeByID(nodes, mb.Node), co),
+				s.TP = append(s.TP, TPMember{Node: mb.Node, Weight: weights[j],
 					WeightBytes: mb.Bytes - min(kv, mb.Bytes), KVBytes: kv})
 			}
 		}

@@ -86,7 +86,7 @@ func TestPlaceModeShapes(t *testing.T) {
 	// Uneven bandwidth: the weights follow it.
 	uneven := []Node{{ID: "a", FreeBytes: 10e9, MemBandwidth: 2e11}, {ID: "b", FreeBytes: 10e9, MemBandwidth: 1e11}}
 	p, _ = PlaceMode(fourLayers(), uneven, net, Options{Context: 512}, CostOptions{}, TensorParallel)
-	if tp := p.Stages[0].TP; len(tp) != 2 || tp[0].Weight != 200000 || tp[1].Weight != 100000 {
+	if tp := p.Stages[0].TP; len(tp) != 2 || tp[0].Weight != 8 || tp[1].Weight != 4 {
 		t.Errorf("uneven: %+v", p.Stages[0].TP)
 	}
 	// Too little memory anywhere: Place's refusal.
