@@ -3,7 +3,8 @@
 # needs two of them, CLIENTS clients (6) mixing the APIs, and a fault
 # (SIGKILL and restart, SIGSTOP for 1-30 s, a graceful leave and restart,
 # a restart with the disk budget full and no model file for 10-60 s,
-# and with network namespaces a member's link cut for 1-30 s) every
+# and with network namespaces a member's link cut for 1-30 s and a pair of
+# members unable to reach each other for 1-30 s) every
 # FAULT_MIN..FAULT_MAX (20s..60s) for DURATION (10m), after WARMUP (60s)
 # of traffic, from SEED (printed; default the time); FAULTS limits the
 # kinds (e.g. cut,kill). NETWORK: auto (a

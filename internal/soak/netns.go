@@ -96,6 +96,23 @@ func (l *netLayout) setLink(i int, up bool) error {
 	return l.do("ip", "link", "set", l.clusterLink(i), state)
 }
 
+// setPair cuts (up false) or heals the path between nodes i and j alone:
+// each drops what it sends to the other (a blackhole route in its
+// namespace), so both still reach every other member. Membership is then
+// not transitive: a third node sees both, they do not see each other.
+func (l *netLayout) setPair(i, j int, up bool) error {
+	op := "add"
+	if up {
+		op = "del"
+	}
+	for _, p := range [][2]int{{i, j}, {j, i}} {
+		if err := l.do("ip", "netns", "exec", l.ns(p[0]), "ip", "route", op, "blackhole", l.ip(1, 10+p[1])+"/32"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // exec is the prefix that runs a command in node i's namespace.
 func (l *netLayout) exec(i int) []string { return []string{"ip", "netns", "exec", l.ns(i)} }
 

@@ -188,12 +188,12 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if len(kinds) == 0 {
 		kinds = []string{"kill", "stop", "leave", "disk"}
 		if c.layout != nil {
-			kinds = append(kinds, "cut")
+			kinds = append(kinds, "cut", "split")
 		}
 	}
 	for _, k := range kinds {
-		if !slices.Contains([]string{"kill", "stop", "leave", "disk", "cut"}, k) || k == "cut" && c.layout == nil {
-			return rep, fmt.Errorf("fault %q: the kinds are kill, stop, leave, disk and (in network namespaces) cut", k)
+		if !slices.Contains([]string{"kill", "stop", "leave", "disk", "cut", "split"}, k) || (k == "cut" || k == "split") && c.layout == nil {
+			return rep, fmt.Errorf("fault %q: the kinds are kill, stop, leave, disk and (in network namespaces) cut and split", k)
 		}
 	}
 	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
@@ -519,6 +519,16 @@ func (c *cluster) inject(kind string, vi int, frng *rand.Rand, bin string) (what
 		}
 		time.Sleep(d)
 		return fmt.Sprintf("cut %v", d), "", c.layout.setLink(vi, true)
+	case "split":
+		// The member and one other cannot reach each other for a while;
+		// both reach the rest (a partial partition).
+		d := time.Duration(1+frng.IntN(30)) * time.Second
+		other := (vi + 1 + frng.IntN(len(c.nodes)-1)) % len(c.nodes)
+		if err := c.layout.setPair(vi, other, false); err != nil {
+			return kind, "", err
+		}
+		time.Sleep(d)
+		return fmt.Sprintf("split %v from %s", d, c.nodes[other].name), "", c.layout.setPair(vi, other, true)
 	case "disk":
 		// The member comes back with its disk budget full: no model file
 		// of its own and no room to fetch layers (--disk 1KB). It offers
