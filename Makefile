@@ -69,9 +69,10 @@ test: deps vet test-arm64 release
 
 # The seed of make test's soak: its faults (kinds, victims, times) are the
 # same on every run; SOAK_TEST_SEED=N make test tries others. Its memory
-# bound is 25 %, not the 10 % make soak holds a 30-minute run to: after 5
-# minutes a node of 50 MB has a few MB of heap fragmentation that a
-# longer run evens out (see docs/performance.md#soak).
+# bound is 25 %, not the 10 % make soak holds a 30-minute run to: a node
+# of 50 MB ends with a few MB more heap in use than after warm-up (spans
+# of freed objects around live ones, not live objects; a 30-minute run
+# does not keep within 10 % either, see docs/performance.md#soak).
 SOAK_TEST_SEED ?= 5
 
 # Tests that compare with llama.cpp (internal/llamacpp runs its prebuilt
