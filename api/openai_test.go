@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -108,11 +109,12 @@ func TestErrors(t *testing.T) {
 	t.Run("joining", func(t *testing.T) {
 		// A node that has not heard from its cluster yet cannot tell an
 		// unknown model from one the others hold: 503 until it has.
-		joining := true
-		_, hs := newTestServer(t, Config{Generator: l, Models: l, Joining: func() bool { return joining }})
+		var joining atomic.Bool
+		joining.Store(true)
+		_, hs := newTestServer(t, Config{Generator: l, Models: l, Joining: joining.Load})
 		body := `{"model": "gpt-9", "messages": [{"role": "user", "content": "x"}]}`
 		checkError(t, post(t, hs.URL+"/v1/chat/completions", "", body), 503, "node_joining")
-		joining = false
+		joining.Store(false)
 		checkError(t, post(t, hs.URL+"/v1/chat/completions", "", body), 404, "model_not_found")
 	})
 
