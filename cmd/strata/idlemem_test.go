@@ -53,7 +53,8 @@ func TestReturnHeapFreesPooledBuffers(t *testing.T) {
 	returnHeap()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	pool.Put(make([]byte, 64<<20))
+	buf := make([]byte, 64<<20)
+	pool.Put(&buf)
 	returnHeap()
 	runtime.ReadMemStats(&after)
 	if grew := int64(after.HeapInuse) - int64(before.HeapInuse); grew > 32<<20 {
