@@ -205,11 +205,8 @@ func bothEnds(a, b Member) (Link, bool) {
 	if la.RTT == 0 {
 		la.RTT = lb.RTT
 	}
-	if la.StreamRate == 0 {
-		la.StreamRate = lb.StreamRate
-		if la.ProbeError == "" || lb.StreamRate > 0 {
-			la.ProbeError = lb.ProbeError
-		}
+	if la.StreamRate == 0 && (lb.StreamRate > 0 || la.ProbeError == "") {
+		la.StreamRate, la.ProbeError = lb.StreamRate, lb.ProbeError
 	}
 	return la, true
 }

@@ -121,6 +121,18 @@ func (n *node) signal(sig syscall.Signal) {
 	}
 }
 
+// leave asks the node to leave (SIGTERM) and waits for it to exit; a
+// node that does not within 60 s is killed, and the failure said.
+func (n *node) leave() (failure string) {
+	n.signal(syscall.SIGTERM)
+	if !n.wait(60 * time.Second) {
+		failure = fmt.Sprintf("%s did not leave within 60 s of SIGTERM", n.name)
+		n.signal(syscall.SIGKILL)
+		n.wait(10 * time.Second)
+	}
+	return failure
+}
+
 // wait waits for the current process to exit, up to d; false if it did not.
 func (n *node) wait(d time.Duration) bool {
 	n.mu.Lock()

@@ -98,8 +98,9 @@ func (l *netLayout) setLink(i int, up bool) error {
 
 // setPair cuts (up false) or heals the path between nodes i and j alone:
 // each drops what it sends to the other (a blackhole route in its
-// namespace), so both still reach every other member. Membership is then
-// not transitive: a third node sees both, they do not see each other.
+// namespace), so both still reach every other member. Their direct
+// streams fail while heartbeats still reach both through the others (the
+// views need not lose either).
 func (l *netLayout) setPair(i, j int, up bool) error {
 	op := "add"
 	if up {

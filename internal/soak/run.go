@@ -42,10 +42,17 @@ type Config struct {
 	Network string
 	// LinkRate is the tc tbf rate of each member's cluster link (netns).
 	LinkRate string
-	// Faults are the kinds drawn from (kill, stop, leave, cut); none =
-	// all that the network allows (cut needs netns).
+	// Faults are the kinds drawn from (hostFaults, netnsFaults); none =
+	// all that the network allows.
 	Faults []string
 }
+
+// The fault kinds (cluster.inject): those any run can do, and those that
+// need the nodes in network namespaces.
+var (
+	hostFaults  = []string{"kill", "stop", "leave", "disk"}
+	netnsFaults = []string{"cut", "split"}
+)
 
 // Report is what the run found; its JSON is the last line scripts read.
 type Report struct {
@@ -186,14 +193,14 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	}
 	kinds := cfg.Faults
 	if len(kinds) == 0 {
-		kinds = []string{"kill", "stop", "leave", "disk"}
+		kinds = slices.Clone(hostFaults)
 		if c.layout != nil {
-			kinds = append(kinds, "cut", "split")
+			kinds = append(kinds, netnsFaults...)
 		}
 	}
 	for _, k := range kinds {
-		if !slices.Contains([]string{"kill", "stop", "leave", "disk", "cut", "split"}, k) || (k == "cut" || k == "split") && c.layout == nil {
-			return rep, fmt.Errorf("fault %q: the kinds are kill, stop, leave, disk and (in network namespaces) cut and split", k)
+		if !slices.Contains(hostFaults, k) && (!slices.Contains(netnsFaults, k) || c.layout == nil) {
+			return rep, fmt.Errorf("fault %q: the kinds are %s and (in network namespaces) %s", k, strings.Join(hostFaults, ", "), strings.Join(netnsFaults, ", "))
 		}
 	}
 	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
@@ -535,31 +542,19 @@ func (c *cluster) inject(kind string, vi int, frng *rand.Rand, bin string) (what
 		// memory it cannot fill; the cluster must place the model on the
 		// others. After a while it comes back whole.
 		d := time.Duration(10+frng.IntN(51)) * time.Second
-		failure = c.leave(victim)
+		failure = victim.leave()
 		if err := victim.startWith(bin, append(withoutFlag(victim.args, "--models"), "--disk", "1KB")); err != nil {
 			return kind, failure, err
 		}
 		time.Sleep(d)
-		if f := c.leave(victim); failure == "" {
+		if f := victim.leave(); failure == "" {
 			failure = f
 		}
 		return fmt.Sprintf("disk full %v", d), failure, victim.start(bin)
 	case "leave":
-		return kind, c.leave(victim), victim.start(bin)
+		return kind, victim.leave(), victim.start(bin)
 	}
 	return kind, "", fmt.Errorf("unknown fault %q", kind)
-}
-
-// leave asks the node to leave (SIGTERM) and waits for it to exit; a
-// node that does not within 60 s is killed, and the failure said.
-func (c *cluster) leave(n *node) (failure string) {
-	n.signal(syscall.SIGTERM)
-	if !n.wait(60 * time.Second) {
-		failure = fmt.Sprintf("%s did not leave within 60 s of SIGTERM", n.name)
-		n.signal(syscall.SIGKILL)
-		n.wait(10 * time.Second)
-	}
-	return failure
 }
 
 // withoutFlag is args less flag and its value.
