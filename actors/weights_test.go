@@ -416,3 +416,37 @@ func TestHostStatsNotForPeers(t *testing.T) {
 		t.Fatalf("a stage's own stats: %v", err)
 	}
 }
+
+// A node whose disk budget cannot take the layers a plan gives it
+// answers the load with fetch_failed; the session plans again without it
+// and the answer is one node's (the soak's disk faults lost requests to
+// a 500 "disk budget" before).
+func TestNodeThatCannotFetchIsLeftOut(t *testing.T) {
+	path := testdata.Path(t, "gguf/stories260K.gguf")
+	req := engine.Request{Prompt: "Lily wanted a cat.", MaxTokens: 40}
+	want := oracle.OneNode(t, path, req)
+	// b, c and d could each hold the whole model; d offers the most
+	// memory, so plans want it, but it may keep 1000 bytes of fetched
+	// layers.
+	a := startFetchNode(t, "a", map[string]string{"stories260K": path}, 1000, nil)
+	b := startFetchNode(t, "b", nil, 2e6, a.Node)
+	c := startFetchNode(t, "c", nil, 2e6, a.Node)
+	d := startFetchNodeWith(t, "d", nil, 3e6, a.Node, func(cfg *NodeConfig) { cfg.DiskBytes = 1000 })
+	waitView(t, a, b, c, d)
+	if stages := stagesOf(t, b, a, b, c, d); stages["d"] == [2]int{} {
+		t.Fatalf("plan %v: want d's", stages)
+	}
+	res, err := b.Origin.Generate(context.Background(), engine.Request{Model: "stories260K", Prompt: req.Prompt, MaxTokens: req.MaxTokens}, func(engine.Token) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Text != want.Text {
+		t.Fatalf("without d:\n got %q\nwant %q", res.Text, want.Text)
+	}
+	if res.Stats.Recoveries == 0 {
+		t.Errorf("no re-plan: d's refusal was not seen")
+	}
+	if f := d.Peers.Weights().Fetched(); f != 0 {
+		t.Errorf("d fetched %d bytes past its 1000-byte budget", f)
+	}
+}

@@ -239,13 +239,7 @@ func (s *Server) auth(h http.Handler) http.Handler {
 // admit runs h once the queue admits the request.
 func (s *Server) admit(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := s.queue.Acquire(r.Context()); err != nil {
-			if errors.Is(err, ErrQueueFull) {
-				_, waiting := s.queue.Len()
-				s.fail(w, "generate", queueFull(waiting))
-			} else if errors.Is(err, ErrLeaving) {
-				s.fail(w, "generate", leaving())
-			}
+		if !s.enter(w, r.Context(), "generate") {
 			return
 		}
 		defer s.queue.Release()

@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"regexp"
 	"sort"
 	"strconv"
 	"sync"
@@ -35,6 +36,9 @@ type Metrics struct {
 	sent      *prometheus.CounterVec   // peer
 	active    prometheus.Gauge
 	waiting   prometheus.Gauge
+	queueWait prometheus.Histogram // seconds a generation request waited for a slot
+	batch     prometheus.Histogram // sessions' steps per forward pass of a shard
+	batchRows prometheus.Histogram // token positions per forward pass of a shard
 
 	rate rateWindow
 
@@ -67,10 +71,19 @@ func NewMetrics() *Metrics {
 	m.sent = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_peer_sent_bytes_total", Help: "Bytes sent to each peer."}, []string{"peer"})
 	m.active = prometheus.NewGauge(prometheus.GaugeOpts{Name: "strata_api_active_requests", Help: "Generation requests running now."})
 	m.waiting = prometheus.NewGauge(prometheus.GaugeOpts{Name: "strata_api_queue_depth", Help: "Generation requests waiting in the queue now."})
+	m.queueWait = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "strata_api_queue_wait_seconds", Help: "Time a generation request waited in the queue for a slot (0 when one was free).",
+		Buckets: append([]float64{0}, prometheus.ExponentialBuckets(0.01, 4, 8)...)})
+	m.batch = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "strata_batch_sessions", Help: "Sessions whose steps one forward pass of this node's shards carried (continuous batching).",
+		Buckets: []float64{1, 2, 3, 4, 6, 8, 12, 16, 32, 64}})
+	m.batchRows = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "strata_batch_tokens", Help: "Token positions one forward pass of this node's shards computed (tokens per step: a decode step is one per session, a prompt chunk its length).",
+		Buckets: prometheus.ExponentialBuckets(1, 2, 10)})
 	tps := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "strata_tokens_per_second", Help: "Tokens generated per second over the last few seconds, all requests together."},
 		func() float64 { return m.rate.rate(time.Now()) })
-	for _, c := range []prometheus.Collector{m.requests, m.generated, m.prompt, m.cached, m.ttft, m.decode, m.hop, m.step, m.sent, m.active, m.waiting, tps,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
+	for _, c := range []prometheus.Collector{m.requests, m.generated, m.prompt, m.cached, m.ttft, m.decode, m.hop, m.step, m.sent, m.active, m.waiting, m.queueWait, m.batch, m.batchRows, tps,
+		// go_gc_heap_live_bytes: the heap the last collection found live
+		// (MemStats' figures count garbage not yet collected).
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)})),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
 	}
 	return m
@@ -108,6 +121,16 @@ func (m *Metrics) ObserveStep(d time.Duration) {
 		return
 	}
 	m.step.Observe(d.Seconds())
+}
+
+// ObserveBatch records one forward pass of a shard: the sessions' steps
+// it carried and the token positions they filled (stage.HostConfig.OnBatch).
+func (m *Metrics) ObserveBatch(steps, rows int) {
+	if m == nil {
+		return
+	}
+	m.batch.Observe(float64(steps))
+	m.batchRows.Observe(float64(rows))
 }
 
 // AddBytesSent counts n bytes sent to peer.
@@ -162,6 +185,14 @@ func (m *Metrics) finished(model string, promptTokens, cached, generated int, de
 	if generated > 1 && decode > 0 {
 		m.decode.Observe(float64(generated) / decode.Seconds())
 	}
+}
+
+// queued records how long an admitted generation request waited.
+func (m *Metrics) queued(d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.queueWait.Observe(d.Seconds())
 }
 
 // queue mirrors the queue's state.

@@ -17,28 +17,32 @@ func TestQueueFIFO(t *testing.T) {
 	var depth []int
 	q := newQueue(1, 3, func(active, waiting int) { depth = append(depth, waiting) })
 	ctx := context.Background()
-	if err := q.Acquire(ctx); err != nil {
-		t.Fatal(err)
+	if place, err := q.Acquire(ctx); err != nil || place != 0 {
+		t.Fatalf("a free slot: place %d, %v", place, err)
 	}
 	order := make(chan int, 3)
 	for i := range 3 {
 		go func() {
-			if err := q.Acquire(ctx); err != nil {
+			place, err := q.Acquire(ctx)
+			if err != nil {
 				t.Error(err)
 				return
+			}
+			if place != i+1 {
+				t.Errorf("waiter %d: place %d in line, want %d", i, place, i+1)
 			}
 			order <- i
 		}()
 		waitFor(t, func() bool { _, w := q.Len(); return w == i+1 }) // in line before the next one comes
 	}
-	if err := q.Acquire(ctx); !errors.Is(err, ErrQueueFull) {
+	if _, err := q.Acquire(ctx); !errors.Is(err, ErrQueueFull) {
 		t.Fatalf("beyond the bound: %v", err)
 	}
 	// A waiter that gives up leaves the line.
 	cctx, cancel := context.WithCancel(ctx)
 	q.bound = 4
 	gaveUp := make(chan error)
-	go func() { gaveUp <- q.Acquire(cctx) }()
+	go func() { _, err := q.Acquire(cctx); gaveUp <- err }()
 	waitFor(t, func() bool { _, w := q.Len(); return w == 4 })
 	cancel()
 	if err := <-gaveUp; !errors.Is(err, context.Canceled) {

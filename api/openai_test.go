@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -120,12 +121,22 @@ func TestErrors(t *testing.T) {
 
 	t.Run("queue full", func(t *testing.T) {
 		// One request runs (blocked), one waits, the third is refused.
+		// The two admitted say where they stood in line: 0 (a slot was
+		// free) and 1 (first to wait).
 		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var places []string
 		for range 2 {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				resp := post(t, busy.URL+"/v1/completions", "", `{"model": "stories260K", "prompt": "x", "stream": true}`)
+				mu.Lock()
+				places = append(places, resp.Header.Get("X-Strata-Queue-Position"))
+				mu.Unlock()
+				if resp.Header.Get("X-Strata-Queue-Wait-Ms") == "" {
+					t.Error("no X-Strata-Queue-Wait-Ms")
+				}
 				io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
 			}()
@@ -135,6 +146,13 @@ func TestErrors(t *testing.T) {
 		block <- struct{}{}
 		block <- struct{}{}
 		wg.Wait()
+		slices.Sort(places)
+		if !slices.Equal(places, []string{"0", "1"}) {
+			t.Errorf("queue positions %q, want 0 and 1", places)
+		}
+		if m := scrape(t, busy.URL, ""); !strings.Contains(m, "strata_api_queue_wait_seconds_count 2") {
+			t.Errorf("queue waits not counted:\n%s", grepLines(m, "queue_wait"))
+		}
 	})
 }
 
@@ -463,4 +481,15 @@ type fullDisk struct{}
 
 func (fullDisk) Path(name string) (string, error) {
 	return "", fmt.Errorf("%w: %s needs 4096 more bytes, but 0 of the 1000-byte budget (--disk) are held by models in use", catalog.ErrDiskBudget, name)
+}
+
+// grepLines returns the lines of text that contain s.
+func grepLines(text, s string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

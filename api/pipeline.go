@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -110,6 +111,35 @@ func (s *Server) prepareChat(w http.ResponseWriter, r *http.Request, j *job, msg
 	return false
 }
 
+// enter waits until the queue admits a generation request. Admitted, it
+// says on w's headers where the request stood in line on arrival (0: a
+// slot was free) and how long it waited — X-Strata-Queue-Position and
+// X-Strata-Queue-Wait-Ms, sent with the answer's first bytes — and
+// returns true; the caller must Release. Refused (the line is full, the
+// node is leaving), it has answered; a client that went away while
+// waiting is counted.
+func (s *Server) enter(w http.ResponseWriter, ctx context.Context, endpoint string) bool {
+	arrived := time.Now()
+	place, err := s.queue.Acquire(ctx)
+	switch {
+	case errors.Is(err, ErrQueueFull):
+		_, waiting := s.queue.Len()
+		s.fail(w, endpoint, queueFull(waiting))
+	case errors.Is(err, ErrLeaving):
+		s.fail(w, endpoint, leaving())
+	case err != nil:
+		s.metrics.request(endpoint, 499) // client closed the request while queued
+	}
+	if err != nil {
+		return false
+	}
+	waited := time.Since(arrived)
+	s.metrics.queued(waited)
+	w.Header().Set("X-Strata-Queue-Position", strconv.Itoa(place))
+	w.Header().Set("X-Strata-Queue-Wait-Ms", strconv.FormatInt(waited.Milliseconds(), 10))
+	return true
+}
+
 // run queues j, generates, and answers through out. The generation runs
 // under the request's context: a client that goes away cancels it, and
 // so does a failed write.
@@ -121,15 +151,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job, out streame
 		s.fail(w, j.endpoint, noConstraints())
 		return
 	}
-	if err := s.queue.Acquire(ctx); err != nil {
-		if errors.Is(err, ErrQueueFull) {
-			_, waiting := s.queue.Len()
-			s.fail(w, j.endpoint, queueFull(waiting))
-		} else if errors.Is(err, ErrLeaving) {
-			s.fail(w, j.endpoint, leaving())
-		} else {
-			s.metrics.request(j.endpoint, 499) // client closed the request while queued
-		}
+	if !s.enter(w, ctx, j.endpoint) {
 		return
 	}
 	defer s.queue.Release()

@@ -54,33 +54,36 @@ func (q *queue) close() <-chan struct{} {
 	return q.drained
 }
 
-// Acquire waits for a slot. It returns ErrQueueFull when the line is at
-// its bound, or ctx.Err() when ctx ends first (the place in line is given
-// up). Each nil return must be paired with one Release.
-func (q *queue) Acquire(ctx context.Context) error {
+// Acquire waits for a slot and returns the place in line the request
+// took on arrival: 0 when a slot was free, 1 when it was first to wait,
+// and so on. It returns ErrQueueFull when the line is at its bound, or
+// ctx.Err() when ctx ends first (the place in line is given up). Each nil
+// error must be paired with one Release.
+func (q *queue) Acquire(ctx context.Context) (place int, err error) {
 	q.mu.Lock()
 	if q.closed {
 		q.mu.Unlock()
-		return ErrLeaving
+		return 0, ErrLeaving
 	}
 	if q.active < q.max && q.waiters.Len() == 0 {
 		q.active++
 		q.notify()
 		q.mu.Unlock()
-		return nil
+		return 0, nil
 	}
 	if q.waiters.Len() >= q.bound {
 		q.mu.Unlock()
-		return ErrQueueFull
+		return 0, ErrQueueFull
 	}
 	w := &waiter{ready: make(chan struct{})}
 	el := q.waiters.PushBack(w)
+	place = q.waiters.Len()
 	q.notify()
 	q.mu.Unlock()
 
 	select {
 	case <-w.ready:
-		return nil
+		return place, nil
 	case <-ctx.Done():
 		q.mu.Lock()
 		defer q.mu.Unlock()
@@ -90,7 +93,7 @@ func (q *queue) Acquire(ctx context.Context) error {
 			q.waiters.Remove(el)
 			q.notify()
 		}
-		return ctx.Err()
+		return place, ctx.Err()
 	}
 }
 

@@ -252,7 +252,11 @@ type ShardLoaded struct {
 	Leaving bool `protobuf:"varint,5,opt,name=leaving,proto3" json:"leaving,omitempty"`
 	// busy: the node has no memory for the shard now (other sessions' shards
 	// and caches hold it); the session may try again shortly.
-	Busy          bool `protobuf:"varint,6,opt,name=busy,proto3" json:"busy,omitempty"`
+	Busy bool `protobuf:"varint,6,opt,name=busy,proto3" json:"busy,omitempty"`
+	// fetch_failed: the node lacks the shard's layers and could not fetch
+	// them (its disk budget is full, no peer served them): the session
+	// plans again without it, as for a node leaving.
+	FetchFailed   bool `protobuf:"varint,7,opt,name=fetch_failed,json=fetchFailed,proto3" json:"fetch_failed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -325,6 +329,13 @@ func (x *ShardLoaded) GetLeaving() bool {
 func (x *ShardLoaded) GetBusy() bool {
 	if x != nil {
 		return x.Busy
+	}
+	return false
+}
+
+func (x *ShardLoaded) GetFetchFailed() bool {
+	if x != nil {
+		return x.FetchFailed
 	}
 	return false
 }
@@ -1151,14 +1162,15 @@ const file_messages_inference_proto_rawDesc = "" +
 	"\x12tp_expert_parallel\x18\b \x01(\bR\x10tpExpertParallel\"W\n" +
 	"\tLoadShard\x12'\n" +
 	"\x05shard\x18\x01 \x01(\v2\x11.strata.ShardSpecR\x05shard\x12!\n" +
-	"\x05group\x18\x02 \x03(\v2\v.strata.PIDR\x05group\"\xab\x01\n" +
+	"\x05group\x18\x02 \x03(\v2\v.strata.PIDR\x05group\"\xce\x01\n" +
 	"\vShardLoaded\x12'\n" +
 	"\x05shard\x18\x01 \x01(\v2\x11.strata.ShardSpecR\x05shard\x12\x19\n" +
 	"\bactor_id\x18\x02 \x01(\tR\aactorId\x12\x14\n" +
 	"\x05error\x18\x03 \x01(\tR\x05error\x12\x14\n" +
 	"\x05bytes\x18\x04 \x01(\x04R\x05bytes\x12\x18\n" +
 	"\aleaving\x18\x05 \x01(\bR\aleaving\x12\x12\n" +
-	"\x04busy\x18\x06 \x01(\bR\x04busy\"\xad\x03\n" +
+	"\x04busy\x18\x06 \x01(\bR\x04busy\x12!\n" +
+	"\ffetch_failed\x18\a \x01(\bR\vfetchFailed\"\xad\x03\n" +
 	"\bSampling\x12 \n" +
 	"\vtemperature\x18\x01 \x01(\x02R\vtemperature\x12\x13\n" +
 	"\x05top_k\x18\x02 \x01(\x05R\x04topK\x12\x13\n" +

@@ -240,11 +240,19 @@ func heldLayers(mem Member, model string, layers int) ([]bool, bool) {
 // 1 Gbit/s link shared by several fetches.
 const fetchRate = 20 << 20
 
+// leftOut is the nodes a load found unable to take part: the caller may
+// re-plan without them.
+type leftOut struct {
+	unreachable []string // did not answer at all, or are leaving the cluster
+	refused     []string // answered that they cannot hold their shard
+	refusedErr  error    // what they answered
+}
+
 // load asks every stage's host to load its shard (every member's, for a
 // tensor-parallel stage: the others first, then the leader, which is told
-// their shard actors). Nodes that do not answer at all are returned
-// apart: the caller may re-plan without them.
-func (c *Origin) load(name string, p plan.Plan, members []Member) ([]session.Stage, []string, error) {
+// their shard actors). Nodes that do not answer at all, are leaving, or
+// cannot fetch their shard's layers are returned apart.
+func (c *Origin) load(name string, p plan.Plan, members []Member) ([]session.Stage, leftOut, error) {
 	byID := map[string]Member{}
 	for _, m := range members {
 		byID[m.ID] = m
@@ -256,12 +264,19 @@ func (c *Origin) load(name string, p plan.Plan, members []Member) ([]session.Sta
 	stages := make([]session.Stage, len(p.Stages))
 	errs := make([]error, len(p.Stages))
 	var mu sync.Mutex
-	var unreachable []string
-	// one loads one shard on node; it reports whether the node answered.
-	one := func(node string, spec *messages.ShardSpec, group []*messages.PID, weightBytes uint64) (session.Stage, bool, error) {
+	var left leftOut
+	leave := func(list *[]string, node string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !slices.Contains(*list, node) {
+			*list = append(*list, node)
+		}
+	}
+	// one loads one shard on node.
+	one := func(node string, spec *messages.ShardSpec, group []*messages.PID, weightBytes uint64) (session.Stage, error) {
 		mem := byID[node]
 		if mem.Host == nil {
-			return session.Stage{}, true, fmt.Errorf("node %s is not in the view", node)
+			return session.Stage{}, fmt.Errorf("node %s is not in the view", node)
 		}
 		// A node that lacks the layers fetches them first: its answer
 		// may take as long as moving their bytes.
@@ -271,39 +286,40 @@ func (c *Origin) load(name string, p plan.Plan, members []Member) ([]session.Sta
 		}
 		res, err := c.root.RequestFuture(mem.Host, &messages.LoadShard{Shard: spec, Group: group}, timeout).Result()
 		if err != nil {
-			mu.Lock()
-			if !slices.Contains(unreachable, node) {
-				unreachable = append(unreachable, node)
-			}
-			mu.Unlock()
-			return session.Stage{}, false, fmt.Errorf("node %s did not load layers %d-%d of %s: %w", node, spec.First, spec.End-1, name, err)
+			leave(&left.unreachable, node)
+			return session.Stage{}, fmt.Errorf("node %s did not load layers %d-%d of %s: %w", node, spec.First, spec.End-1, name, err)
 		}
 		loaded, ok := res.(*messages.ShardLoaded)
 		switch {
 		case ok && loaded.Leaving:
 			// A node leaving the cluster: plan again without it, as for
 			// one that did not answer.
+			leave(&left.unreachable, node)
+			return session.Stage{}, errors.New(loaded.Error)
+		case ok && loaded.FetchFailed:
+			// A node that lacks the layers and could not fetch them (its
+			// disk budget is full, say): plan again without it.
+			err := errors.New(loaded.Error)
+			leave(&left.refused, node)
 			mu.Lock()
-			if !slices.Contains(unreachable, node) {
-				unreachable = append(unreachable, node)
-			}
+			left.refusedErr = errors.Join(left.refusedErr, err)
 			mu.Unlock()
-			return session.Stage{}, false, errors.New(loaded.Error)
+			return session.Stage{}, err
 		case !ok:
-			return session.Stage{}, true, fmt.Errorf("node %s answered LoadShard with %T", node, res)
+			return session.Stage{}, fmt.Errorf("node %s answered LoadShard with %T", node, res)
 		case loaded.Error != "" && loaded.Busy:
-			return session.Stage{}, true, fmt.Errorf("%s: %w", loaded.Error, engine.ErrBusy)
+			return session.Stage{}, fmt.Errorf("%s: %w", loaded.Error, engine.ErrBusy)
 		case loaded.Error != "":
-			return session.Stage{}, true, errors.New(loaded.Error)
+			return session.Stage{}, errors.New(loaded.Error)
 		}
-		return session.Stage{Node: node, Address: mem.Host.Address, Actor: loaded.ActorId, First: int(spec.First), End: int(spec.End)}, true, nil
+		return session.Stage{Node: node, Address: mem.Host.Address, Actor: loaded.ActorId, First: int(spec.First), End: int(spec.End)}, nil
 	}
 	var wg sync.WaitGroup
 	for i, s := range p.Stages {
 		wg.Go(func() {
 			spec := &messages.ShardSpec{Model: name, First: uint32(s.First), End: uint32(s.End), Layers: uint32(layers)}
 			if len(s.TP) == 0 {
-				stages[i], _, errs[i] = one(s.Node, spec, nil, s.WeightBytes)
+				stages[i], errs[i] = one(s.Node, spec, nil, s.WeightBytes)
 				return
 			}
 			leader := byID[s.TP[0].Node]
@@ -326,7 +342,7 @@ func (c *Origin) load(name string, p plan.Plan, members []Member) ([]session.Sta
 			for j := range tp {
 				mwg.Go(func() {
 					m := s.TP[j+1]
-					tp[j], _, memberErrs[j] = one(m.Node, specOf(j+1), []*messages.PID{wire.FromPID(leader.Host)}, m.WeightBytes)
+					tp[j], memberErrs[j] = one(m.Node, specOf(j+1), []*messages.PID{wire.FromPID(leader.Host)}, m.WeightBytes)
 				})
 			}
 			mwg.Wait()
@@ -338,14 +354,15 @@ func (c *Origin) load(name string, p plan.Plan, members []Member) ([]session.Sta
 			for _, m := range tp {
 				group = append(group, wire.FromPID(stagePID(m)))
 			}
-			if stages[i], _, errs[i] = one(s.TP[0].Node, specOf(0), group, s.TP[0].WeightBytes); errs[i] == nil {
+			if stages[i], errs[i] = one(s.TP[0].Node, specOf(0), group, s.TP[0].WeightBytes); errs[i] == nil {
 				stages[i].TP = tp
 			}
 		})
 	}
 	wg.Wait()
-	slices.Sort(unreachable)
-	return stages, unreachable, errors.Join(errs...)
+	slices.Sort(left.unreachable)
+	slices.Sort(left.refused)
+	return stages, left, errors.Join(errs...)
 }
 
 func allTrue(n int) []bool {

@@ -281,8 +281,8 @@ func (r *ring) do(ctx context.Context, acts []session.Action) (int, error) {
 					ev = session.Cancel{Err: err}
 				}
 			case session.Load:
-				stages, unreachable, err := c.load(r.req.Model, a.Plan, r.members)
-				loaded := session.Loaded{ID: newSessionID(), Ring: stages, Unreachable: unreachable, At: time.Now(), Err: err}
+				stages, left, err := c.load(r.req.Model, a.Plan, r.members)
+				loaded := session.Loaded{ID: newSessionID(), Ring: stages, Unreachable: left.unreachable, Refused: left.refused, RefusedErr: left.refusedErr, At: time.Now(), Err: err}
 				if a.Resume && err == nil {
 					loaded.Resume, loaded.Cached = r.resumable(stages)
 				}

@@ -93,13 +93,17 @@ type Planned struct {
 // Loaded is the answer to a Load action. Ring is the loaded stages in
 // order and ID a fresh session ID for them (never reused: a shard keeps
 // a freed ID freed). Unreachable are the nodes that did not answer at
-// all (At: when that was seen); Err joins every failure. When the Load
+// all (At: when that was seen); Refused those that answered they cannot
+// hold their shard (they could not fetch its layers), with RefusedErr
+// their words; Err joins every failure. When the Load
 // allowed it, Resume names a session the ring's stages retained whose KV
 // caches hold the prompt's first Cached positions.
 type Loaded struct {
 	ID          string
 	Ring        []Stage
 	Unreachable []string
+	Refused     []string
+	RefusedErr  error
 	At          time.Time
 	Err         error
 	Resume      string
@@ -330,6 +334,12 @@ type Session struct {
 	chained    int
 	step       bool // the awaited token answers a single decode step
 	excluded   map[string]time.Time
+	// refused are the nodes that said they cannot hold their shard: out
+	// of every later plan of this session (being heard from does not bring
+	// them back), refusedErr their words for a plan that fails without
+	// them.
+	refused    map[string]bool
+	refusedErr error
 	recoveries int
 	refusal    error // the plan refusal a settle may lift
 	lostLater  *StageLost
@@ -352,7 +362,7 @@ func New(cfg Config) (*Session, error) {
 	if cfg.MaxRecoveries <= 0 {
 		cfg.MaxRecoveries = DefaultMaxRecoveries
 	}
-	return &Session{cfg: cfg, seq: slices.Clone(cfg.Prompt), excluded: map[string]time.Time{}}, nil
+	return &Session{cfg: cfg, seq: slices.Clone(cfg.Prompt), excluded: map[string]time.Time{}, refused: map[string]bool{}}, nil
 }
 
 // Recoveries is how many times the session rebuilt its ring.
@@ -365,7 +375,16 @@ func (s *Session) Ring() (string, []Stage) { return s.id, s.ring }
 func (s *Session) Fed() []int { return s.seq }
 
 // Excluded lists the nodes left out of the next plan, sorted.
-func (s *Session) Excluded() []string { return slices.Sorted(maps.Keys(s.excluded)) }
+func (s *Session) Excluded() []string {
+	out := slices.Collect(maps.Keys(s.excluded))
+	for n := range s.refused {
+		if _, ok := s.excluded[n]; !ok {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
 
 // Err is the error the session finished with (nil while running or after Stop).
 func (s *Session) Err() error { return s.err }
@@ -469,6 +488,11 @@ func (s *Session) planned(ev Planned) []Action {
 		// lost link is not always a lost node, so the view gets a while
 		// to show them again.
 		var refusal *plan.RefusalError
+		if errors.As(ev.Err, &refusal) && s.refusedErr != nil {
+			// Say why the nodes left out are: their words, not only "too
+			// little memory".
+			ev.Err = fmt.Errorf("%w (left out: %v)", ev.Err, s.refusedErr)
+		}
 		if errors.As(ev.Err, &refusal) && len(s.excluded) > 0 {
 			s.phase, s.refusal = settling, ev.Err
 			return []Action{AwaitView{Lost: maps.Clone(s.excluded)}}
@@ -496,12 +520,23 @@ func (s *Session) viewBack(ev ViewBack) []Action {
 }
 
 func (s *Session) loaded(ev Loaded) []Action {
-	if len(ev.Unreachable) > 0 {
+	if len(ev.Unreachable) > 0 || len(ev.Refused) > 0 {
+		var acts []Action
 		for _, n := range ev.Unreachable {
 			s.excluded[n] = ev.At
 		}
+		if len(ev.Unreachable) > 0 {
+			acts = append(acts, Log{Text: fmt.Sprintf("session: nodes %v did not answer LoadShard; re-planning without them", ev.Unreachable)})
+		}
+		for _, n := range ev.Refused {
+			s.refused[n] = true
+		}
+		if len(ev.Refused) > 0 {
+			s.refusedErr = ev.RefusedErr
+			acts = append(acts, Log{Text: fmt.Sprintf("session: nodes %v cannot hold their shards (%v); re-planning without them", ev.Refused, ev.RefusedErr)})
+		}
 		s.recoveries++
-		return append([]Action{Log{Text: fmt.Sprintf("session: nodes %v did not answer LoadShard; re-planning without them", ev.Unreachable)}}, s.attempt()...)
+		return append(acts, s.attempt()...)
 	}
 	if ev.Err != nil {
 		return s.finish(ev.Err)

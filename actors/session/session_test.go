@@ -152,6 +152,8 @@ func script(parts ...[]step) []step {
 	return out
 }
 
+var errDiskFull = errors.New("disk budget full")
+
 func TestSessionTable(t *testing.T) {
 	lostN1 := StageLost{Node: "n1", Cause: "its shard actor stopped", At: t0}
 	for _, c := range []struct {
@@ -271,6 +273,23 @@ func TestSessionTable(t *testing.T) {
 			{ViewBack{Nodes: []string{"n1"}}, []string{"log session: nodes [n1] are heard from again; trying them again", "plan -[]"}},
 			{Planned{Plan: ringPlan("n0", "n1", "n2")}, []string{"load n0,n1,n2"}},
 		}), recoveries: 2},
+		{name: "a node that cannot fetch its layers is left out for good", prompt: 10, steps: []step{
+			{Start{}, []string{"plan -[]"}},
+			{Planned{Plan: ringPlan("n0", "n1")}, []string{"load n0,n1"}},
+			{Loaded{Refused: []string{"n1"}, RefusedErr: errDiskFull, At: t0, Err: errDiskFull}, []string{"log session: nodes [n1] cannot hold their shards (disk budget full); re-planning without them", "plan -[n1]"}},
+			// Heard from all along, it is not waited for: the refusal
+			// says why in the node's words.
+			{Planned{Err: refusal}, []string{"done " + refusal.Error() + " (left out: disk budget full)"}},
+		}, recoveries: 1, err: fmt.Errorf("%w (left out: disk budget full)", refusal)},
+		{name: "left out for good, and one lost: the lost one is waited for", prompt: 10, steps: []step{
+			{Start{}, []string{"plan -[]"}},
+			{Planned{Plan: ringPlan("n0", "n1")}, []string{"load n0,n1"}},
+			{Loaded{Unreachable: []string{"n0"}, Refused: []string{"n1"}, RefusedErr: errDiskFull, At: t0, Err: errDiskFull}, []string{
+				"log session: nodes [n0] did not answer LoadShard; re-planning without them",
+				"log session: nodes [n1] cannot hold their shards (disk budget full); re-planning without them", "plan -[n0 n1]"}},
+			{Planned{Err: refusal}, []string{"await [n0]"}},
+			{ViewBack{Nodes: []string{"n0", "n1"}}, []string{"log session: nodes [n0] are heard from again; trying them again", "plan -[n1]"}},
+		}, recoveries: 2},
 		{name: "a too small cluster is refused at once", prompt: 10, steps: []step{
 			{Start{}, []string{"plan -[]"}},
 			{Planned{Err: refusal}, []string{"done " + refusal.Error()}},

@@ -2,7 +2,6 @@ package stage
 
 import (
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -35,8 +34,6 @@ type batch struct {
 	scheduled bool // a runBatch is on its way
 	limit     int  // the most steps run together (Model.InvariantRows)
 	segs      []model.Segment
-	// runs counts the batches run, carried the steps they carried.
-	runs, carried atomic.Int64
 }
 
 // gathered is one session's step in the batch.
@@ -123,8 +120,9 @@ func (s *shard) runBatch(ctx actor.Context) {
 	if err == nil {
 		err = st.ForwardBatch(b.segs)
 	}
-	b.runs.Add(1)
-	b.carried.Add(int64(len(b.steps)))
+	if on := s.host.cfg.OnBatch; on != nil {
+		on(len(b.steps), b.rows)
+	}
 	for _, g := range b.steps {
 		stepErr := err
 		if stepErr == nil {

@@ -67,6 +67,9 @@ func TestBatchedSessionsAsAlone(t *testing.T) {
 			if carried <= runs {
 				t.Errorf("no batch carried more than one session's step: %d batches, %d steps", runs, carried)
 			}
+			if rows := lc.batchRows.Load(); rows < lc.batchSteps.Load() {
+				t.Errorf("%d rows for %d steps", rows, lc.batchSteps.Load())
+			}
 			lc.waitFree(t)
 		})
 	}
@@ -74,13 +77,5 @@ func TestBatchedSessionsAsAlone(t *testing.T) {
 
 // batches sums the batches lc's shards ran and the steps they carried.
 func (lc *localCluster) batches() (runs, carried int64) {
-	for _, h := range lc.hosts {
-		h.mu.Lock()
-		for _, s := range h.shards {
-			runs += s.batch.runs.Load()
-			carried += s.batch.carried.Load()
-		}
-		h.mu.Unlock()
-	}
-	return runs, carried
+	return lc.batchRuns.Load(), lc.batchSteps.Load()
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,6 +32,9 @@ type localCluster struct {
 	hosts  []*Host
 	dir    origin.StaticDirectory
 	store  catalog.Files
+	// What the hosts' OnBatch heard: forward passes, the steps and the
+	// rows they carried.
+	batchRuns, batchSteps, batchRows atomic.Int64
 }
 
 // answers is an actor that passes the stage's answers it receives to ch,
@@ -79,7 +83,12 @@ func newLocalCluster(t testing.TB, n int, memBytes uint64, store catalog.Files, 
 		names = append(names, name)
 	}
 	for i := 0; i < n; i++ {
-		h := NewHost(HostConfig{Models: store, Pool: pool, MemoryBytes: memBytes, Name: fmt.Sprintf("n%d", i), SenderMiddleware: mw})
+		h := NewHost(HostConfig{Models: store, Pool: pool, MemoryBytes: memBytes, Name: fmt.Sprintf("n%d", i), SenderMiddleware: mw,
+			OnBatch: func(steps, rows int) {
+				lc.batchRuns.Add(1)
+				lc.batchSteps.Add(int64(steps))
+				lc.batchRows.Add(int64(rows))
+			}})
 		pid, err := lc.system.Root.SpawnNamed(h.Props(), fmt.Sprintf("%s-%d", HostName, i))
 		if err != nil {
 			t.Fatal(err)

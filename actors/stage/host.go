@@ -59,6 +59,11 @@ type HostConfig struct {
 	// OnShards, when set, hears the shard list (ShardList) after every
 	// load or unload: the node announces it in its NodeInfo.
 	OnShards func(shards []string)
+	// OnBatch, when set, hears every forward pass a shard runs on the
+	// batching path: the sessions' steps it carried and the rows (token
+	// positions) they filled. Called on the shard's goroutine: keep it
+	// cheap (a histogram's Observe).
+	OnBatch func(steps, rows int)
 }
 
 // Host loads shards on request and keeps them: one per (model, layer
@@ -206,7 +211,7 @@ func (h *Host) Receive(ctx actor.Context) {
 		if h.leaving {
 			reply = h.leavingAnswer(m.spec)
 		} else if m.err != nil {
-			reply.Error = h.label() + m.err.Error()
+			reply.Error, reply.FetchFailed = h.label()+m.err.Error(), true
 		} else {
 			reply = h.load(ctx, m.spec, m.group)
 		}

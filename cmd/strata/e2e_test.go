@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -422,20 +423,51 @@ func nodeClient(t *testing.T, pkg string) (node, modules string) {
 	return node, modules
 }
 
-// 50 concurrent streaming chat completions sent to one node of a
-// three-process cluster all complete with the one-node text.
-func TestE2EFiftyConcurrentStreams(t *testing.T) {
+// Overload: 64 concurrent streaming chat completions sent to one node of
+// a three-process cluster that runs 4 at once and lets 32 wait. Each is
+// answered with the one-node text or refused at once with 429 and
+// Retry-After; none is lost; at least the 36 that fit are answered, the
+// waiters say where they stood in line; and no node holds more memory
+// than it offers (sampled while they run).
+func TestE2EOverloadAnsweredOrRefused(t *testing.T) {
+	const requests, parallel, queue = 64, 4, 32
 	bin := buildBinary(t)
 	stories := testdata.Path(t, "gguf/stories260K.gguf")
-	c := newCluster(t, bin, map[string]string{"stories260K": stories}, 3, "1100kB", "--context", "256", "--parallel", "4")
+	c := newCluster(t, bin, map[string]string{"stories260K": stories}, 3, "1100kB", "--context", "256",
+		"--parallel", strconv.Itoa(parallel), "--queue", strconv.Itoa(queue))
 	want := strings.TrimSuffix(runLocal(t, bin, stories, "Once upon a time", 30), "\n")
 	body := `{"model": "stories260K", "stream": true, "temperature": 0, "max_tokens": 30, "messages": [{"role": "user", "content": "Once upon a time"}]}`
 	type result struct {
-		text string
-		err  error
+		text   string
+		status int
+		retry  string
+		place  int
+		err    error
 	}
-	results := make(chan result, 50)
-	for i := 0; i < 50; i++ {
+	// Memory held against memory offered, on every node, while they run.
+	stop := make(chan struct{})
+	overBudget := make(chan string, 1)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				close(overBudget)
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			for _, n := range c.nodes {
+				m, err := scrapeMetrics(n.api)
+				if err == nil && m["strata_memory_used_bytes"] > m["strata_memory_offered_bytes"] {
+					overBudget <- fmt.Sprintf("node %s holds %.0f bytes of the %.0f it offers", n.api, m["strata_memory_used_bytes"], m["strata_memory_offered_bytes"])
+					<-stop
+					close(overBudget)
+					return
+				}
+			}
+		}
+	}()
+	results := make(chan result, requests)
+	for range requests {
 		go func() {
 			resp, err := http.Post("http://"+c.nodes[1].api+"/v1/chat/completions", "application/json", strings.NewReader(body))
 			if err != nil {
@@ -443,11 +475,14 @@ func TestE2EFiftyConcurrentStreams(t *testing.T) {
 				return
 			}
 			defer resp.Body.Close()
+			r := result{status: resp.StatusCode, retry: resp.Header.Get("Retry-After")}
 			if resp.StatusCode != http.StatusOK {
 				b, _ := io.ReadAll(resp.Body)
-				results <- result{err: fmt.Errorf("%s: %s", resp.Status, b)}
+				r.text = string(b)
+				results <- r
 				return
 			}
+			r.place, r.err = strconv.Atoi(resp.Header.Get("X-Strata-Queue-Position"))
 			var text strings.Builder
 			sc := bufio.NewScanner(resp.Body)
 			for sc.Scan() {
@@ -461,21 +496,59 @@ func TestE2EFiftyConcurrentStreams(t *testing.T) {
 					}
 				}
 				if err := json.Unmarshal([]byte(line), &chunk); err != nil {
-					results <- result{err: err}
-					return
+					r.err = err
+					break
 				}
 				for _, ch := range chunk.Choices {
 					text.WriteString(ch.Delta.Content)
 				}
 			}
-			results <- result{text: text.String(), err: sc.Err()}
+			r.text = text.String()
+			if r.err == nil {
+				r.err = sc.Err()
+			}
+			results <- r
 		}()
 	}
-	for i := 0; i < 50; i++ {
+	answered, refused, lastPlace := 0, 0, 0
+	for range requests {
 		r := <-results
-		if r.err != nil || r.text != want {
-			t.Errorf("stream: %v %q; want %q", r.err, r.text, want)
+		switch {
+		case r.err != nil:
+			t.Errorf("lost: %v (status %d, %q)", r.err, r.status, r.text)
+		case r.status == http.StatusOK && r.text == want:
+			answered++
+			lastPlace = max(lastPlace, r.place)
+		case (r.status == http.StatusTooManyRequests || r.status == http.StatusServiceUnavailable) && r.retry != "":
+			refused++
+		default:
+			t.Errorf("status %d (Retry-After %q): %q; want the one-node text %q or 429/503 with Retry-After", r.status, r.retry, r.text, want)
 		}
+	}
+	close(stop)
+	if msg, ok := <-overBudget; ok {
+		t.Error(msg)
+	}
+	t.Logf("%d answered (the last admitted had waited at place %d in line), %d refused", answered, lastPlace, refused)
+	if answered < parallel+queue || answered+refused != requests {
+		t.Errorf("%d answered and %d refused of %d; want at least %d answered, the rest refused", answered, refused, requests, parallel+queue)
+	}
+	if lastPlace < 1 || lastPlace > queue {
+		t.Errorf("the deepest place in line an answered request reports is %d; want 1..%d", lastPlace, queue)
+	}
+	// The shards ran the sessions' steps in batches (continuous batching).
+	var passes, steps float64
+	for _, n := range c.nodes {
+		m, err := scrapeMetrics(n.api)
+		if err != nil {
+			t.Fatal(err)
+		}
+		passes += m["strata_batch_sessions_count"]
+		steps += m["strata_batch_sessions_sum"]
+	}
+	t.Logf("the shards ran %.0f forward passes carrying %.0f sessions' steps", passes, steps)
+	if passes == 0 || steps <= passes {
+		t.Errorf("%.0f forward passes carried %.0f steps: no batch of several sessions", passes, steps)
 	}
 }
 

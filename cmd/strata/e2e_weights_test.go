@@ -5,7 +5,6 @@ package main
 import (
 	"bufio"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -36,24 +35,36 @@ func tinyllama4(t *testing.T, bin string) string {
 // metricOf reads one unlabelled counter from a node's /metrics.
 func metricOf(t *testing.T, apiAddr, name string) int64 {
 	t.Helper()
-	resp, err := http.Get("http://" + apiAddr + "/metrics")
+	m, err := scrapeMetrics(apiAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
+	v, ok := m[name]
+	if !ok {
+		t.Fatalf("%s has no %s", apiAddr, name)
+	}
+	return int64(v)
+}
+
+// scrapeMetrics reads the unlabelled samples of a node's /metrics.
+func scrapeMetrics(apiAddr string) (map[string]float64, error) {
+	resp, err := http.Get("http://" + apiAddr + "/metrics")
+	if err != nil {
+		return nil, err
+	}
 	defer resp.Body.Close()
+	m := map[string]float64{}
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return int64(f)
+		name, v, ok := strings.Cut(sc.Text(), " ")
+		if !ok || strings.HasPrefix(name, "#") || strings.Contains(name, "{") {
+			continue
+		}
+		if f, err := strconv.ParseFloat(v, 64); err == nil {
+			m[name] = f
 		}
 	}
-	io.Copy(io.Discard, resp.Body)
-	t.Fatalf("%s has no %s", apiAddr, name)
-	return 0
+	return m, sc.Err()
 }
 
 // Three real processes; only a has stories260K and a tinyllama (4 layers

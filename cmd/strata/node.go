@@ -52,7 +52,7 @@ type nodeFlags struct {
 	stores, placement, arWire, memBW, experts                    string
 	listen, join, allowedHosts                                   []string
 	noMDNS, f16, verbsApple, noShortcut                          bool
-	context, parallel, threads, promptCache                      int
+	context, parallel, queue, threads, promptCache               int
 	stepTimeout, drainTimeout                                    time.Duration
 	// Test hooks (hidden flags): a protocol range to announce, and an
 	// offset to the clock the node announces, to make strata doctor's
@@ -120,6 +120,7 @@ others too, and strata models lists them.`,
 	fl.BoolVar(&f.noMDNS, "no-mdns", false, "do not look for peers on the LAN")
 	fl.IntVar(&f.context, "context", model.DefaultContext, "KV cache positions per session (at most the model's context length)")
 	fl.IntVar(&f.parallel, "parallel", 4, "sessions run at once; placement reserves KV memory for this many")
+	fl.IntVar(&f.queue, "queue", 64, "requests that may wait for one of the --parallel slots, first come first served; beyond them a request is refused at once (429 and Retry-After)")
 	fl.IntVar(&f.promptCache, "prompt-cache", 0, "finished sessions whose KV caches are kept for prompt caching (a conversation's next turn reuses them; they give way when memory is needed); 0 = 16, -1 = off")
 	fl.IntVar(&f.threads, "threads", 0, "worker threads for the kernels (0: all cores)")
 	fl.DurationVar(&f.drainTimeout, "drain-timeout", 2*time.Minute, "on SIGTERM or Ctrl-C, how long to let the answers this node is giving finish before it exits (it takes no new ones, and its shards move to the other nodes at once); a second signal exits at once")
@@ -298,8 +299,8 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 	}
 	defer ln.Close()
 
-	if f.parallel < 0 || f.context < 0 {
-		return fmt.Errorf("--parallel and --context must be positive")
+	if f.parallel < 0 || f.context < 0 || f.queue < 0 {
+		return fmt.Errorf("--parallel, --queue and --context must be positive")
 	}
 	if f.stepTimeout < 0 || f.stepTimeout > 0 && f.stepTimeout < 100*time.Millisecond {
 		return fmt.Errorf("--step-timeout %v: at least 100ms (0: the default, 30s)", f.stepTimeout)
@@ -396,6 +397,7 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 		Models:    cat,
 		Hub:       hfhub.FromEnv(),
 		Threads:   f.threads,
+		OnBatch:   metrics.ObserveBatch,
 		AllReduce: allreduce.Options{Wire: arWire},
 		// A bar on a terminal, a line every few seconds in a log.
 		FetchProgress: func(model string, done, total int64) {
@@ -433,6 +435,10 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 			Help: "Sessions open on this node's shards now (a session with stages here counts once per shard; retained prompt caches not counted)."}, func() float64 {
 			return float64(stageSessions())
 		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "strata_memory_used_bytes",
+			Help: "Memory this node's shards hold against the memory it offers: weights and the KV caches reserved for sessions."}, func() float64 { return float64(full.Host.UsedBytes()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "strata_memory_offered_bytes",
+			Help: "Memory this node offers the cluster (--memory, or physical memory)."}, func() float64 { return float64(node.MemoryOffered()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "strata_stage_kv_bytes",
 			Help: "KV cache bytes this node's shards hold now, retained prompt caches included."}, func() float64 {
 			n := uint64(0)
@@ -465,6 +471,7 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 		Cluster:   func() api.ClusterStatus { return api.ClusterStatusOf(full) },
 		Doctor:    func(probe bool) doctor.Report { return api.DoctorOf(node, localFacts(), probe) },
 		MaxActive: f.parallel,
+		MaxQueue:  queueBound(f.queue),
 		Joining:   joiningSince(time.Now(), func() int { return len(node.Membership().View().Members) }),
 	})
 	if err != nil {
@@ -665,4 +672,13 @@ func parseVerbsFaults(spec string) (func(peer.ID) func(int) verbs.Fault, error) 
 		}
 	}
 	return nil, fmt.Errorf("--verbs-faults %q: kind is drop, truncate, corrupt, reorder or stall", spec)
+}
+
+// queueBound is api.Config.MaxQueue for --queue n: --queue 0 lets none
+// wait, which api.Config spells negative (its 0 is the default).
+func queueBound(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }

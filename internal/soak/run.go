@@ -131,6 +131,7 @@ const idleSettle = 15 * time.Second
 func memoryParts(pid int, m map[string]float64) map[string]float64 {
 	parts := map[string]float64{
 		"heap_inuse":      m["go_memstats_heap_inuse_bytes"],
+		"heap_live":       m["go_gc_heap_live_bytes"], // what the node's last collection found live
 		"heap_unreturned": m["go_memstats_heap_idle_bytes"] - m["go_memstats_heap_released_bytes"],
 		"stacks":          m["go_memstats_stack_sys_bytes"],
 		"kv":              m["strata_stage_kv_bytes"], // retained prompt caches included
