@@ -331,9 +331,9 @@ type Session struct {
 	pos   int     // the position whose token the session waits for
 	// chained is the highest position whose token the current ring's last
 	// stage feeds to its first stage itself (0: none).
-	chained    int
-	step       bool // the awaited token answers a single decode step
-	excluded   map[string]time.Time
+	chained  int
+	step     bool // the awaited token answers a single decode step
+	excluded map[string]time.Time
 	// refused are the nodes that said they cannot hold their shard: out
 	// of every later plan of this session (being heard from does not bring
 	// them back), refusedErr their words for a plan that fails without
