@@ -402,8 +402,16 @@ func listenError(a ma.Multiaddr, err error) error {
 	return fmt.Errorf("listen %s: %v", a, strings.ReplaceAll(err.Error(), "\n", " "))
 }
 
+// seenTTL is how long gossipsub remembers a message's ID to drop copies
+// of it: far longer than a copy takes to arrive (gossip offers a message
+// for 3 heartbeats of 1 s at most), shorter than the library's 2
+// minutes. Each ID is a small string kept that long, allocated among a
+// burst's garbage; a few hundred of them kept a few MB of the heap's
+// spans in use after the garbage around them was freed (the soak's RSS).
+const seenTTL = 20 * time.Second
+
 func (n *Node) startMembership() error {
-	ps, err := pubsub.NewGossipSub(n.ctx, n.host, pubsub.WithMaxMessageSize(maxInfoBytes+4096))
+	ps, err := pubsub.NewGossipSub(n.ctx, n.host, pubsub.WithMaxMessageSize(maxInfoBytes+4096), pubsub.WithSeenMessagesTTL(seenTTL))
 	if err != nil {
 		return fmt.Errorf("gossipsub: %w", err)
 	}

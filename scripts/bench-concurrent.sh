@@ -9,6 +9,12 @@
 # strata's answers at the most streams are compared with each request
 # alone on the same node (continuous batching must not change a token).
 #
+# NODES=3 runs strata as a pipeline of that many `strata node` processes
+# instead (THREADS threads each, memory capped so that every one holds a
+# stage); the requests go to the first. Compare with NODES=1 and THREADS
+# the same total (the issue's "3 processes against one node with the
+# same total threads").
+#
 # llama-server is the native build of the llama.cpp node-llama-cpp bundles
 # (../shared/bench/build-llamacpp.sh, about 7 minutes on 2 cores): set
 # LLAMA_SERVER, or LLAMACPP_DIR where that script built it (default
@@ -20,6 +26,7 @@ TYPES=${TYPES:-Q4_K Q8_0}
 STREAMS=${STREAMS:-1 4 8}
 TOKENS=${TOKENS:-64}
 THREADS=${THREADS:-2}
+NODES=${NODES:-1}
 RUNS=${RUNS:-2}
 MODELDIR=${MODELDIR:-/tmp}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,7 +38,7 @@ PORT=${PORT:-7390}
 most=$(tr ' ' '\n' <<<"$STREAMS" | sort -n | tail -1)
 work=$(mktemp -d)
 pid=
-cleanup() { [ -z "$pid" ] || kill "$pid" 2>/dev/null || true; rm -rf "$work"; }
+cleanup() { [ -z "$pid" ] || kill $pid 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
 
 wait_http() { for _ in $(seq 1 240); do curl -sf "$1" >/dev/null 2>&1 && return 0; sleep 0.5; done; echo "bench-concurrent: $1 never answered" >&2; exit 1; }
@@ -40,19 +47,42 @@ agg() { python3 -c 'import json,sys; print(json.load(sys.stdin)["agg_tok_s"])'; 
 
 start_strata() {
 	rm -rf "$work/node" && mkdir -p "$work/node/models" && ln -s "$1" "$work/node/models/m.gguf"
-	"$BIN" node --data-dir "$work/node/data" --listen "/ip4/127.0.0.1/tcp/$((PORT + 1))" --api "127.0.0.1:$PORT" \
-		--models "$work/node/models" --parallel 8 --threads "$THREADS" --context 512 --no-mdns >"$work/node.log" 2>&1 &
-	pid=$!
-	wait_http "127.0.0.1:$PORT/v1/models"
+	if [ "$NODES" = 1 ]; then
+		"$BIN" node --data-dir "$work/node/data" --listen "/ip4/127.0.0.1/tcp/$((PORT + 1))" --api "127.0.0.1:$PORT" \
+			--models "$work/node/models" --parallel 8 --threads "$THREADS" --context 512 --no-mdns >"$work/node.log" 2>&1 &
+		pid=$!
+		wait_http "127.0.0.1:$PORT/v1/models"
+		return
+	fi
+	# A pipeline: each node offers a little more than its share of the
+	# weights and the KV of 8 sessions (so that NODES-1 cannot hold it),
+	# all hold the file (none fetches).
+	local share i join=()
+	share=$(( ($(stat -L -c %s "$1") + 100 * 1024 * 1024) * 130 / 100 / NODES ))
+	local first=/ip4/127.0.0.1/tcp/$((PORT + 101))/p2p/$("$BIN" node id --data-dir "$work/node/d1")
+	pid=
+	for ((i = 1; i <= NODES; i++)); do
+		[ "$i" = 1 ] || join=(--join "$first")
+		"$BIN" node --data-dir "$work/node/d$i" --secret-file "$work/node/d1/secret" --listen "/ip4/127.0.0.1/tcp/$((PORT + 100 + i))" \
+			--api "127.0.0.1:$([ "$i" = 1 ] && echo "$PORT" || echo $((PORT + 200 + i)))" --memory "$share" \
+			--models "$work/node/models" --parallel 8 --threads "$THREADS" --context 512 --no-mdns "${join[@]}" >"$work/node$i.log" 2>&1 &
+		pid="$pid $!"
+	done
+	"$BIN" status --api "127.0.0.1:$PORT" --expect "$NODES" --timeout 60s >/dev/null
 }
 start_llama() {
 	"$LLAMA_SERVER" -m "$1" -np 8 -t "$THREADS" -c 4096 --host 127.0.0.1 --port "$PORT" >"$work/llama.log" 2>&1 &
 	pid=$!
 	wait_http "127.0.0.1:$PORT/health"
 }
-stop() { kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; pid=; }
+stop() {
+	local p
+	for p in $pid; do kill "$p" 2>/dev/null || true; done
+	for p in $pid; do wait "$p" 2>/dev/null || true; done
+	pid=
+}
 
-echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //') ($(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)), $THREADS threads, $TOKENS tokens per request"
+echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //') ($(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)), strata: $NODES node(s) of $THREADS threads, $TOKENS tokens per request"
 for t in $TYPES; do
 	model=$MODELDIR/strata-bench-tinyllama-1.1b-$t.gguf
 	[ -f "$model" ] || "$BIN" synth --shape tinyllama-1.1b --type "$t" -o "$model" >&2

@@ -34,7 +34,11 @@ type Config struct {
 	// each node's memory baseline is taken. The end is measured the same
 	// way, idle, after the traffic.
 	Warmup time.Duration
-	Log    io.Writer // progress lines; nil = none
+	// Checkpoint: every this long after the baseline (at the first fault's
+	// end past it) the clients pause and memory is sampled idle again, so
+	// the report shows a curve (a leak climbs, a level stays); 0 = none.
+	Checkpoint time.Duration
+	Log        io.Writer // progress lines; nil = none
 	// Network: "netns" puts every node in a network namespace of its own
 	// (root only; netLayout) and adds link cuts to the faults; "loopback"
 	// runs them side by side on 127.0.0.1; "auto" (or "") is netns when
@@ -82,7 +86,10 @@ type Report struct {
 	// told apart: the Go heap in use, heap the runtime keeps without
 	// using, goroutine stacks, KV caches (in the heap), and the kernel's
 	// anonymous / file-backed / shared-memory resident pages.
-	RSSMB           map[string][2]float64            `json:"rss_mb"`
+	RSSMB map[string][2]float64 `json:"rss_mb"`
+	// Checkpoints: idle samples between the baseline and the end
+	// (Config.Checkpoint), each with its time since the start.
+	Checkpoints     []Checkpoint                     `json:"checkpoints,omitempty"`
 	MemoryMB        map[string]map[string][2]float64 `json:"memory_mb"`
 	GoroutineGrowth int                              `json:"goroutine_growth"`
 	OpenFilesGrowth int                              `json:"open_files_growth"`
@@ -113,6 +120,14 @@ const MaxIdleCPU = 0.2
 func (r Report) OK(maxRSSGrowth float64) bool {
 	return r.Lost == 0 && r.Wrong == 0 && r.Leaked == 0 && r.Unconverged == 0 && r.RSSGrowthPct <= maxRSSGrowth && r.Answered > 0 &&
 		r.IdleCPU <= MaxIdleCPU
+}
+
+// Checkpoint is the nodes' memory sampled idle partway through, MB.
+type Checkpoint struct {
+	Seconds   float64            `json:"s"`
+	RSSMB     map[string]float64 `json:"rss_mb"`
+	HeapInuse map[string]float64 `json:"heap_inuse_mb"`
+	HeapLive  map[string]float64 `json:"heap_live_mb"`
 }
 
 type sample struct {
@@ -350,7 +365,22 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		return rep, fmt.Errorf("the baseline after warm-up: %w", err)
 	}
 	logf("baseline after %v of warm-up: RSS %s", cfg.Warmup, rssList(baseline))
+	lastCheckpoint := time.Now()
 	for time.Now().Before(end) && ctx.Err() == nil {
+		if cfg.Checkpoint > 0 && time.Since(lastCheckpoint) >= cfg.Checkpoint && time.Until(end) > cfg.Checkpoint/2 {
+			at := time.Since(start)
+			now, err := quiet()
+			if err != nil {
+				return rep, fmt.Errorf("a checkpoint: %w", err)
+			}
+			cp := Checkpoint{Seconds: at.Seconds(), RSSMB: map[string]float64{}, HeapInuse: map[string]float64{}, HeapLive: map[string]float64{}}
+			for name, v := range now {
+				cp.RSSMB[name], cp.HeapInuse[name], cp.HeapLive[name] = mb(v.rss), mb(v.parts["heap_inuse"]), mb(v.parts["heap_live"])
+			}
+			rep.Checkpoints = append(rep.Checkpoints, cp)
+			logf("checkpoint at %.0fs: RSS %s", at.Seconds(), rssList(now))
+			lastCheckpoint = time.Now()
+		}
 		wait := cfg.FaultMin + time.Duration(frng.Int64N(int64(cfg.FaultMax-cfg.FaultMin)+1))
 		time.Sleep(min(wait, time.Until(end)))
 		if !time.Now().Before(end) {

@@ -24,7 +24,8 @@ var maxRSSGrowthPct = float64(envInt("SOAK_MAX_RSS_GROWTH", 10))
 
 // TestE2ESoak runs the soak (make soak; make test skips it): SOAK_DURATION
 // (default 5m), SOAK_SEED (default: the time), SOAK_NODES (4), SOAK_CLIENTS (6),
-// SOAK_FAULT_MIN/MAX (20s/60s), SOAK_WARMUP (60s), SOAK_NETWORK
+// SOAK_FAULT_MIN/MAX (20s/60s), SOAK_WARMUP (60s), SOAK_CHECKPOINT (idle
+// memory samples between baseline and end every so long; 0: none), SOAK_NETWORK
 // (auto|netns|loopback; auto: a network namespace per node when root),
 // SOAK_LINK_RATE (1gbit, tc tbf), SOAK_FAULTS (kinds, comma-separated:
 // kill,stop,leave,cut; default all), BIN (default: built here). Its last output
@@ -33,7 +34,7 @@ var maxRSSGrowthPct = float64(envInt("SOAK_MAX_RSS_GROWTH", 10))
 func TestE2ESoak(t *testing.T) {
 	cfg := Config{Nodes: envInt("SOAK_NODES", 4), Clients: envInt("SOAK_CLIENTS", 6), Duration: envDuration("SOAK_DURATION", 5*time.Minute),
 		FaultMin: envDuration("SOAK_FAULT_MIN", 20*time.Second), FaultMax: envDuration("SOAK_FAULT_MAX", 60*time.Second),
-		Warmup: envDuration("SOAK_WARMUP", 60*time.Second), Seed: uint64(time.Now().UnixNano()), Log: os.Stdout, Dir: os.Getenv("SOAK_DIR"),
+		Warmup: envDuration("SOAK_WARMUP", 60*time.Second), Checkpoint: envDuration("SOAK_CHECKPOINT", 0), Seed: uint64(time.Now().UnixNano()), Log: os.Stdout, Dir: os.Getenv("SOAK_DIR"),
 		Network: os.Getenv("SOAK_NETWORK"), LinkRate: cmp.Or(os.Getenv("SOAK_LINK_RATE"), "1gbit"),
 		Model: testdata.Path(t, "gguf/stories260K.gguf")}
 	if cfg.Dir == "" { // SOAK_DIR keeps the nodes' logs after the run
