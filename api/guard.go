@@ -239,7 +239,7 @@ func (s *Server) auth(h http.Handler) http.Handler {
 // admit runs h once the queue admits the request.
 func (s *Server) admit(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !s.enter(w, r.Context(), "generate") {
+		if !s.enter(r.Context(), w, "generate") {
 			return
 		}
 		defer s.queue.Release()

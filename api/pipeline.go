@@ -118,7 +118,7 @@ func (s *Server) prepareChat(w http.ResponseWriter, r *http.Request, j *job, msg
 // returns true; the caller must Release. Refused (the line is full, the
 // node is leaving), it has answered; a client that went away while
 // waiting is counted.
-func (s *Server) enter(w http.ResponseWriter, ctx context.Context, endpoint string) bool {
+func (s *Server) enter(ctx context.Context, w http.ResponseWriter, endpoint string) bool {
 	arrived := time.Now()
 	place, err := s.queue.Acquire(ctx)
 	switch {
@@ -151,7 +151,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job, out streame
 		s.fail(w, j.endpoint, noConstraints())
 		return
 	}
-	if !s.enter(w, ctx, j.endpoint) {
+	if !s.enter(ctx, w, j.endpoint) {
 		return
 	}
 	defer s.queue.Release()

@@ -532,7 +532,7 @@ func (s *Session) loaded(ev Loaded) []Action {
 			s.refused[n] = true
 		}
 		if len(ev.Refused) > 0 {
-			s.refusedErr = ev.RefusedErr
+			s.refusedErr = errors.Join(s.refusedErr, ev.RefusedErr)
 			acts = append(acts, Log{Text: fmt.Sprintf("session: nodes %v cannot hold their shards (%v); re-planning without them", ev.Refused, ev.RefusedErr)})
 		}
 		s.recoveries++
