@@ -403,8 +403,8 @@ func listenError(a ma.Multiaddr, err error) error {
 }
 
 // seenTTL is how long gossipsub remembers a message's ID to drop copies
-// of it: far longer than a copy takes to arrive (gossip offers a message
-// for 3 heartbeats of 1 s at most), shorter than the library's 2
+// of it: far longer than a copy takes to arrive (gossipsub serves a
+// message to peers that ask for 5 heartbeats of 1 s), shorter than the library's 2
 // minutes. Each ID is a small string kept that long, allocated among a
 // burst's garbage; a few hundred of them kept a few MB of the heap's
 // spans in use after the garbage around them was freed (the soak's RSS).

@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -447,6 +448,7 @@ func TestE2EOverloadAnsweredOrRefused(t *testing.T) {
 	// Memory held against memory offered, on every node, while they run.
 	stop := make(chan struct{})
 	overBudget := make(chan string, 1)
+	var sampled atomic.Int64 // samples that carried both figures
 	go func() {
 		for {
 			select {
@@ -457,6 +459,9 @@ func TestE2EOverloadAnsweredOrRefused(t *testing.T) {
 			}
 			for _, n := range c.nodes {
 				m, err := scrapeMetrics(n.api)
+				if err == nil && m["strata_memory_offered_bytes"] > 0 && m["strata_memory_used_bytes"] > 0 {
+					sampled.Add(1)
+				}
 				if err == nil && m["strata_memory_used_bytes"] > m["strata_memory_offered_bytes"] {
 					overBudget <- fmt.Sprintf("node %s holds %.0f bytes of the %.0f it offers", n.api, m["strata_memory_used_bytes"], m["strata_memory_offered_bytes"])
 					<-stop
@@ -528,6 +533,9 @@ func TestE2EOverloadAnsweredOrRefused(t *testing.T) {
 	close(stop)
 	if msg, ok := <-overBudget; ok {
 		t.Error(msg)
+	}
+	if sampled.Load() == 0 {
+		t.Error("no sample of strata_memory_used_bytes and strata_memory_offered_bytes: the memory check saw nothing")
 	}
 	t.Logf("%d answered (the last admitted had waited at place %d in line), %d refused", answered, lastPlace, refused)
 	if answered < parallel+queue || answered+refused != requests {
