@@ -477,7 +477,7 @@ func (h *Host) open(ctx actor.Context, spec *messages.ShardSpec, pids []*actor.P
 		return nil, err
 	}
 	s.weightBytes = plan.FromProfile(spec.Model, prof).StageBytes(int(spec.First), int(spec.End))
-	s.batch.limit = s.m.InvariantRows()
+	s.batch.limit = min(s.m.InvariantRows(), wire.MaxBatch)
 	return s, nil
 }
 

@@ -54,7 +54,7 @@ type batcher struct {
 // newBatcher starts the batcher of st, whose Batch bounds a step's rows;
 // limit bounds the one-token steps it runs together.
 func newBatcher(st *model.State, limit int) *batcher {
-	b := &batcher{st: st, rows: st.Batch, limit: max(1, limit), wake: make(chan struct{}, 1), stopped: make(chan struct{})}
+	b := &batcher{st: st, rows: st.Batch, limit: max(1, min(limit, st.Batch)), wake: make(chan struct{}, 1), stopped: make(chan struct{})}
 	go b.run()
 	return b
 }

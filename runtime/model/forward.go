@@ -104,12 +104,13 @@ func (m *Model) NewState(pool *tensor.Pool, batch, capacity int) *State {
 // InvariantRows is the most rows a ForwardBatch may hold for each row's
 // result to be the one it gets alone: the least tensor.InvariantVectors
 // over the model's matrices (a float one, such as a mixture-of-experts
-// router, allows fewer than quantized ones).
+// router, allows fewer than quantized ones; math.MaxInt, no bound, where
+// every matrix is of a type summed row-sequentially everywhere: Q4_K).
 func (m *Model) InvariantRows() int {
-	rows := math.MaxInt
+	rows, any := math.MaxInt, false
 	use := func(w tensor.Matrix) {
 		if w.Rows > 0 {
-			rows = min(rows, tensor.InvariantVectors(w.Type))
+			rows, any = min(rows, tensor.InvariantVectors(w.Type)), true
 		}
 	}
 	dense := func(d Dense) { use(d.Gate); use(d.Up); use(d.Down) }
@@ -133,8 +134,8 @@ func (m *Model) InvariantRows() int {
 		}
 	}
 	use(m.Output)
-	if rows == math.MaxInt {
-		rows = 1
+	if !any {
+		rows = 1 // no matrices: nothing is known
 	}
 	return rows
 }

@@ -1,5 +1,7 @@
 package tensor
 
+import "math"
+
 // Batches of at least batchMin vectors against Q8_0 or Q4_0 weights (and
 // the K-quants and IQ4_XS where batchKQuants) use the "row-sequential" form of the dot product:
 // for each row and vector, one float32 accumulator and, block by block in
@@ -25,17 +27,29 @@ const batchMin = 9
 
 // InvariantVectors is the most vectors MatMulAct takes at once against
 // weights of type t whose results are each the very bits the vector
-// gives alone: below batchMin, quantized weights use the one-vector
-// kernels' lane form (their four-vector forms sum alike), and float
-// weights are summed one vector at a time below four. Callers that batch
-// several sequences' tokens keep to it, so that a sequence's result does
-// not depend on its company.
+// gives alone: any number for the types summed row-sequentially
+// everywhere (seqEverywhere); below batchMin for the other quantized
+// types, which use the one-vector kernels' lane form there (their
+// four-vector forms sum alike); float weights are summed one vector at a
+// time below four. Callers that batch several sequences' tokens keep to
+// it, so that a sequence's result does not depend on its company.
 func InvariantVectors(t Type) int {
+	if seqEverywhere(t) {
+		return math.MaxInt
+	}
 	if t.BlockSize() == 1 {
 		return 3
 	}
 	return batchMin - 1
 }
+
+// seqEverywhere reports whether every kernel set computes t in the
+// row-sequential form for any number of vectors: its one-vector and
+// four-vector kernels too (Q4_K: dotQ4_KGeneric and its assembly twins).
+// A row's result then never depends on its company, the chunking of a
+// prompt or the batch size, on every CPU; and it is the same on every
+// CPU. The other types still sum one vector in lanes (InvariantVectors).
+func seqEverywhere(t Type) bool { return t == Q4_K }
 
 // usesBatchForm reports whether MatMulAct computes n vectors against t in
 // the row-sequential form. K-quant and IQ4_XS batches use it where a CPU

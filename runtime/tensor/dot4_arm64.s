@@ -328,10 +328,11 @@ q4kx4loop:
 	WORD  $0x6f8d093e // MLA V30.4S, V9.4S, V13.S[2]
 	WORD  $0x6fad095d // MLA V29.4S, V10.4S, V13.S[3]
 	WORD  $0x6fad097e // MLA V30.4S, V11.4S, V13.S[3]
-	WORD  $0x4e21dbbd // SCVTF V29.4S, V29.4S
-	WORD  $0x4e21dbde // SCVTF V30.4S, V30.4S
-	WORD  $0x4f9b13b0 // FMLA V16.4S, V29.4S, V27.S[0]
-	WORD  $0x4f9b13d1 // FMLA V17.4S, V30.4S, V27.S[0]
+	// Row-sequential: the super-block's exact integer sum, one FMA.
+	VADD  V30.S4, V29.S4, V29.S4
+	WORD  $0x4eb1bbbd // ADDV S29, V29.4S
+	WORD  $0x5e21dbbd // SCVTF S29, S29
+	WORD  $0x5f9b13b0 // FMLA S16, S29, V27.S[0]
 	// Its mins sum, sum_j m[j] * (bsums[2j] + bsums[2j+1]), to lane 0 of V25.
 	VLD1  (R8), [V2.H8, V3.H8]
 	WORD  $0x4e63bc42 // ADDP V2.8H, V2.8H, V3.8H
@@ -417,10 +418,11 @@ q4kx4loop:
 	WORD  $0x6f8d093e // MLA V30.4S, V9.4S, V13.S[2]
 	WORD  $0x6fad095d // MLA V29.4S, V10.4S, V13.S[3]
 	WORD  $0x6fad097e // MLA V30.4S, V11.4S, V13.S[3]
-	WORD  $0x4e21dbbd // SCVTF V29.4S, V29.4S
-	WORD  $0x4e21dbde // SCVTF V30.4S, V30.4S
-	WORD  $0x4fbb13b2 // FMLA V18.4S, V29.4S, V27.S[1]
-	WORD  $0x4fbb13d3 // FMLA V19.4S, V30.4S, V27.S[1]
+	// Row-sequential: the super-block's exact integer sum, one FMA.
+	VADD  V30.S4, V29.S4, V29.S4
+	WORD  $0x4eb1bbbd // ADDV S29, V29.4S
+	WORD  $0x5e21dbbd // SCVTF S29, S29
+	WORD  $0x5fbb13b2 // FMLA S18, S29, V27.S[1]
 	// Its mins sum, sum_j m[j] * (bsums[2j] + bsums[2j+1]), to lane 1 of V25.
 	VLD1  (R8), [V2.H8, V3.H8]
 	WORD  $0x4e63bc42 // ADDP V2.8H, V2.8H, V3.8H
@@ -506,10 +508,11 @@ q4kx4loop:
 	WORD  $0x6f8d093e // MLA V30.4S, V9.4S, V13.S[2]
 	WORD  $0x6fad095d // MLA V29.4S, V10.4S, V13.S[3]
 	WORD  $0x6fad097e // MLA V30.4S, V11.4S, V13.S[3]
-	WORD  $0x4e21dbbd // SCVTF V29.4S, V29.4S
-	WORD  $0x4e21dbde // SCVTF V30.4S, V30.4S
-	WORD  $0x4f9b1bb4 // FMLA V20.4S, V29.4S, V27.S[2]
-	WORD  $0x4f9b1bd5 // FMLA V21.4S, V30.4S, V27.S[2]
+	// Row-sequential: the super-block's exact integer sum, one FMA.
+	VADD  V30.S4, V29.S4, V29.S4
+	WORD  $0x4eb1bbbd // ADDV S29, V29.4S
+	WORD  $0x5e21dbbd // SCVTF S29, S29
+	WORD  $0x5f9b1bb4 // FMLA S20, S29, V27.S[2]
 	// Its mins sum, sum_j m[j] * (bsums[2j] + bsums[2j+1]), to lane 2 of V25.
 	VLD1  (R8), [V2.H8, V3.H8]
 	WORD  $0x4e63bc42 // ADDP V2.8H, V2.8H, V3.8H
@@ -595,10 +598,11 @@ q4kx4loop:
 	WORD  $0x6f8d093e // MLA V30.4S, V9.4S, V13.S[2]
 	WORD  $0x6fad095d // MLA V29.4S, V10.4S, V13.S[3]
 	WORD  $0x6fad097e // MLA V30.4S, V11.4S, V13.S[3]
-	WORD  $0x4e21dbbd // SCVTF V29.4S, V29.4S
-	WORD  $0x4e21dbde // SCVTF V30.4S, V30.4S
-	WORD  $0x4fbb1bb6 // FMLA V22.4S, V29.4S, V27.S[3]
-	WORD  $0x4fbb1bd7 // FMLA V23.4S, V30.4S, V27.S[3]
+	// Row-sequential: the super-block's exact integer sum, one FMA.
+	VADD  V30.S4, V29.S4, V29.S4
+	WORD  $0x4eb1bbbd // ADDV S29, V29.4S
+	WORD  $0x5e21dbbd // SCVTF S29, S29
+	WORD  $0x5fbb1bb6 // FMLA S22, S29, V27.S[3]
 	// Its mins sum, sum_j m[j] * (bsums[2j] + bsums[2j+1]), to lane 3 of V25.
 	VLD1  (R8), [V2.H8, V3.H8]
 	WORD  $0x4e63bc42 // ADDP V2.8H, V2.8H, V3.8H
@@ -615,37 +619,21 @@ q4kx4loop:
 	SUBS  $1, R4
 	BNE   q4kx4loop
 
-	// Vector 0: hsum8(acc) - accm.
-	WORD  $0x4e31d610 // FADD V16.4S, V16.4S, V17.4S
-	VEXT  $8, V16.B16, V16.B16, V17.B16
-	WORD  $0x4e31d610 // FADD V16.4S, V16.4S, V17.4S
-	WORD  $0x7e30da00 // FADDP S0, V16.2S
+	// Vector 0: acc - accm.
 	VDUP  V24.S[0], V1.S4
-	FSUBS F1, F0, F0
+	FSUBS F1, F16, F0
 	FMOVS F0, (R9)
-	// Vector 1: hsum8(acc) - accm.
-	WORD  $0x4e33d652 // FADD V18.4S, V18.4S, V19.4S
-	VEXT  $8, V18.B16, V18.B16, V19.B16
-	WORD  $0x4e33d652 // FADD V18.4S, V18.4S, V19.4S
-	WORD  $0x7e30da40 // FADDP S0, V18.2S
+	// Vector 1: acc - accm.
 	VDUP  V24.S[1], V1.S4
-	FSUBS F1, F0, F0
+	FSUBS F1, F18, F0
 	FMOVS F0, 4(R9)
-	// Vector 2: hsum8(acc) - accm.
-	WORD  $0x4e35d694 // FADD V20.4S, V20.4S, V21.4S
-	VEXT  $8, V20.B16, V20.B16, V21.B16
-	WORD  $0x4e35d694 // FADD V20.4S, V20.4S, V21.4S
-	WORD  $0x7e30da80 // FADDP S0, V20.2S
+	// Vector 2: acc - accm.
 	VDUP  V24.S[2], V1.S4
-	FSUBS F1, F0, F0
+	FSUBS F1, F20, F0
 	FMOVS F0, 8(R9)
-	// Vector 3: hsum8(acc) - accm.
-	WORD  $0x4e37d6d6 // FADD V22.4S, V22.4S, V23.4S
-	VEXT  $8, V22.B16, V22.B16, V23.B16
-	WORD  $0x4e37d6d6 // FADD V22.4S, V22.4S, V23.4S
-	WORD  $0x7e30dac0 // FADDP S0, V22.2S
+	// Vector 3: acc - accm.
 	VDUP  V24.S[3], V1.S4
-	FSUBS F1, F0, F0
+	FSUBS F1, F22, F0
 	FMOVS F0, 12(R9)
 	RET
 

@@ -180,6 +180,41 @@ GLOBL pairIdx<>(SB), RODATA|NOPTR, $128
 	VFMADD231SS  X9, X12, X13      \
 	VMOVSS       X13, MOFF(SP)
 
+// IRED8(XS, XT): lane 0 of XS = the sum of the 8 int32 lanes of its Y
+// register (exact, wrapping like int32; XT clobbered).
+#define IRED8(S, XS, XT) \
+	VEXTRACTI128 $1, S, XT \
+	VPADDD       XT, XS, XS \
+	VPSHUFD      $0x4e, XS, XT \
+	VPADDD       XT, XS, XS \
+	VPSHUFD      $0xb1, XS, XT \
+	VPADDD       XT, XS, XS
+
+// K4X4FINS(S, XS, XA, DADDR, BADDR, MOFF) is K4X4FIN in the
+// row-sequential form (dotQ4_KSeq): the super-block's integer sum S is
+// reduced exactly and added as one scalar FMA to lane 0 of XA.
+#define K4X4FINS(S, XS, XA, DADDR, BADDR, MOFF) \
+	VMOVSS       DADDR, X12        \
+	VMULSS       32(SP), X12, X13  \
+	IRED8(S, XS, X9)               \
+	VCVTDQ2PS    XS, XS            \
+	VFMADD231SS  XS, X13, XA       \
+	VMULSS       36(SP), X12, X12  \
+	VMOVDQU      BADDR, Y8         \
+	VEXTRACTI128 $1, Y8, X9        \
+	VPHADDW      X9, X8, X8        \
+	VMOVDQU      16(SP), X9        \
+	VPMADDWD     X8, X9, X8        \
+	VPSHUFD      $0x4e, X8, X9     \
+	VPADDD       X9, X8, X8        \
+	VPSHUFD      $0xb1, X8, X9     \
+	VPADDD       X9, X8, X8        \
+	VMOVD        X8, AX            \
+	VCVTSI2SSL   AX, X9, X9        \
+	VMOVSS       MOFF(SP), X13     \
+	VFMADD231SS  X9, X12, X13      \
+	VMOVSS       X13, MOFF(SP)
+
 // HSUM8 reduces the 8 lanes of Y0 into X0 as hsum8 does:
 // ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)). Clobbers X1.
 #define HSUM8 \
@@ -651,8 +686,9 @@ q4kloop:
 	K4MUL(2)
 	K4LOAD(112)
 	K4MUL(3)
-	VCVTDQ2PS   Y1, Y1
-	VFMADD231PS Y1, Y2, Y0
+	IRED8(Y1, X1, X3)
+	VCVTDQ2PS   X1, X1
+	VFMADD231SS X1, X2, X0
 	ADDQ $144, SI
 	ADDQ $256, DI
 	ADDQ $4, DX
@@ -660,7 +696,6 @@ q4kloop:
 	DECQ CX
 	JNZ  q4kloop
 
-	HSUM8
 	VSUBSS X5, X0, X0
 	VZEROUPPER
 	MOVSS  X0, ret+40(FP)
@@ -1748,10 +1783,10 @@ q4kx4loop:
 	K4X4PAIR(1)
 	K4X4PAIR(2)
 	K4X4PAIR(3)
-	K4X4FIN(Y0, Y4, (DX), (BX), 48)
-	K4X4FIN(Y1, Y5, (DX)(R10*1), (BX)(R12*1), 52)
-	K4X4FIN(Y2, Y6, (DX)(R10*2), (BX)(R12*2), 56)
-	K4X4FIN(Y3, Y7, (DX)(R11*1), (BX)(R13*1), 60)
+	K4X4FINS(Y0, X0, X4, (DX), (BX), 48)
+	K4X4FINS(Y1, X1, X5, (DX)(R10*1), (BX)(R12*1), 52)
+	K4X4FINS(Y2, X2, X6, (DX)(R10*2), (BX)(R12*2), 56)
+	K4X4FINS(Y3, X3, X7, (DX)(R11*1), (BX)(R13*1), 60)
 	ADDQ $144, SI
 	ADDQ $256, DI
 	ADDQ $4, DX
@@ -1760,21 +1795,13 @@ q4kx4loop:
 	JNZ  q4kx4loop
 
 	MOVQ out+64(FP), BX
-	VMOVAPS Y4, Y0
-	HSUM8
-	VSUBSS  48(SP), X0, X0
+	VSUBSS  48(SP), X4, X0
 	VMOVSS  X0, (BX)
-	VMOVAPS Y5, Y0
-	HSUM8
-	VSUBSS  52(SP), X0, X0
+	VSUBSS  52(SP), X5, X0
 	VMOVSS  X0, 4(BX)
-	VMOVAPS Y6, Y0
-	HSUM8
-	VSUBSS  56(SP), X0, X0
+	VSUBSS  56(SP), X6, X0
 	VMOVSS  X0, 8(BX)
-	VMOVAPS Y7, Y0
-	HSUM8
-	VSUBSS  60(SP), X0, X0
+	VSUBSS  60(SP), X7, X0
 	VMOVSS  X0, 12(BX)
 	VZEROUPPER
 	RET
@@ -2227,8 +2254,9 @@ q4kvloop:
 	K4MULV(2)
 	K4LOAD(112)
 	K4MULV(3)
-	VCVTDQ2PS   Y1, Y1
-	VFMADD231PS Y1, Y2, Y0
+	IRED8(Y1, X1, X3)
+	VCVTDQ2PS   X1, X1
+	VFMADD231SS X1, X2, X0
 	ADDQ $144, SI
 	ADDQ $256, DI
 	ADDQ $4, DX
@@ -2236,7 +2264,6 @@ q4kvloop:
 	DECQ CX
 	JNZ  q4kvloop
 
-	HSUM8
 	VSUBSS X5, X0, X0
 	VZEROUPPER
 	MOVSS  X0, ret+40(FP)
@@ -2295,10 +2322,10 @@ q4kx4vloop:
 	K4X4PAIRV(1)
 	K4X4PAIRV(2)
 	K4X4PAIRV(3)
-	K4X4FIN(Y0, Y4, (DX), (BX), 48)
-	K4X4FIN(Y1, Y5, (DX)(R10*1), (BX)(R12*1), 52)
-	K4X4FIN(Y2, Y6, (DX)(R10*2), (BX)(R12*2), 56)
-	K4X4FIN(Y3, Y7, (DX)(R11*1), (BX)(R13*1), 60)
+	K4X4FINS(Y0, X0, X4, (DX), (BX), 48)
+	K4X4FINS(Y1, X1, X5, (DX)(R10*1), (BX)(R12*1), 52)
+	K4X4FINS(Y2, X2, X6, (DX)(R10*2), (BX)(R12*2), 56)
+	K4X4FINS(Y3, X3, X7, (DX)(R11*1), (BX)(R13*1), 60)
 	ADDQ $144, SI
 	ADDQ $256, DI
 	ADDQ $4, DX
@@ -2307,21 +2334,13 @@ q4kx4vloop:
 	JNZ  q4kx4vloop
 
 	MOVQ out+64(FP), BX
-	VMOVAPS Y4, Y0
-	HSUM8
-	VSUBSS  48(SP), X0, X0
+	VSUBSS  48(SP), X4, X0
 	VMOVSS  X0, (BX)
-	VMOVAPS Y5, Y0
-	HSUM8
-	VSUBSS  52(SP), X0, X0
+	VSUBSS  52(SP), X5, X0
 	VMOVSS  X0, 4(BX)
-	VMOVAPS Y6, Y0
-	HSUM8
-	VSUBSS  56(SP), X0, X0
+	VSUBSS  56(SP), X6, X0
 	VMOVSS  X0, 8(BX)
-	VMOVAPS Y7, Y0
-	HSUM8
-	VSUBSS  60(SP), X0, X0
+	VSUBSS  60(SP), X7, X0
 	VMOVSS  X0, 12(BX)
 	VZEROUPPER
 	RET

@@ -77,6 +77,16 @@
 	VPMADDWD B, Y13, P
 
 // HSUMY(Y, X, T): X[0] = hsum8 of Y's lanes (T is clobbered).
+// IRED8(S, XS, XT): lane 0 of XS = the sum of the 8 int32 lanes of S
+// (its Y register; exact, wrapping like int32; XT clobbered).
+#define IRED8(S, XS, XT) \
+	VEXTRACTI128 $1, S, XT \
+	VPADDD       XT, XS, XS \
+	VPSHUFD      $0x4e, XS, XT \
+	VPADDD       XT, XS, XS \
+	VPSHUFD      $0xb1, XS, XT \
+	VPADDD       XT, XS, XS
+
 #define HSUMY(Y, X, T) \
 	VEXTRACTF128 $1, Y, T \
 	VADDPS       T, X, X  \
@@ -293,12 +303,12 @@ q4kypair:
 	VEXTRACTF128 $1, Y4, X5
 	VFMADD231SS  68(SP), X4, X9
 	VFMADD231SS  76(SP), X5, X9
-	VCVTDQ2PS    Y0, Y0
-	VBROADCASTSS 64(SP), Y2
-	VFMADD231PS  Y2, Y0, Y8
-	VCVTDQ2PS    Y1, Y1
-	VBROADCASTSS 72(SP), Y2
-	VFMADD231PS  Y2, Y1, Y8
+	IRED8(Y0, X0, X2)
+	IRED8(Y1, X1, X2)
+	VCVTDQ2PS    X0, X0
+	VCVTDQ2PS    X1, X1
+	VFMADD231SS  64(SP), X0, X8
+	VFMADD231SS  72(SP), X1, X8
 	ADDQ $288, SI
 	ADDQ $512, DI
 	ADDQ $8, DX
@@ -340,12 +350,11 @@ q4kyone:
 	VPADDD       X5, X4, X4
 	VCVTDQ2PS    X4, X4
 	VFMADD231SS  X3, X4, X9
-	VCVTDQ2PS    Y0, Y0
-	VBROADCASTSS X2, Y2
-	VFMADD231PS  Y2, Y0, Y8
+	IRED8(Y0, X0, X1)
+	VCVTDQ2PS    X0, X0
+	VFMADD231SS  X2, X0, X8
 
 q4kydone:
-	HSUMY(Y8, X8, X1)
 	VSUBSS X9, X8, X0
 	VZEROUPPER
 	MOVSS  X0, ret+40(FP)
@@ -374,6 +383,14 @@ q4kydone:
 	VCVTDQ2PS    S, S   \
 	VBROADCASTSS DD, Y5 \
 	VFMADD231PS  Y5, S, F
+
+// K4YFOLDS(S, XS, XF, DD) is K4YFOLD in the row-sequential form
+// (dotQ4_KSeq): lane 0 of XF = fma(float(sum of S's lanes), dd, XF), the
+// integer sum exact. Clobbers Y5.
+#define K4YFOLDS(S, XS, XF, DD) \
+	IRED8(S, XS, X5)   \
+	VCVTDQ2PS   XS, XS \
+	VFMADD231SS DD, XS, XF
 
 // The four-vector Q4_K kernel (prefill): per super-block the nibbles,
 // scales and mins are unpacked once for four vectors (quants x + t*xs,
@@ -439,10 +456,10 @@ q4ky4loop:
 	VPADDD       X5, X4, X4
 	VCVTDQ2PS    X4, X4
 	VFMADD231PS  X6, X4, X9
-	K4YFOLD(Y0, Y8, 32(SP))
-	K4YFOLD(Y1, Y10, 36(SP))
-	K4YFOLD(Y2, Y16, 40(SP))
-	K4YFOLD(Y3, Y17, 44(SP))
+	K4YFOLDS(Y0, X0, X8, 32(SP))
+	K4YFOLDS(Y1, X1, X10, 36(SP))
+	K4YFOLDS(Y2, X2, X16, 40(SP))
+	K4YFOLDS(Y3, X3, X17, 44(SP))
 	ADDQ $144, SI
 	ADDQ $256, DI
 	ADDQ $4, DX
@@ -451,20 +468,16 @@ q4ky4loop:
 	JNZ  q4ky4loop
 
 	MOVQ out+64(FP), BX
-	HSUMY(Y8, X8, X1)
 	VSUBSS X9, X8, X0
 	VMOVSS X0, (BX)
-	HSUMY(Y10, X10, X1)
 	VMOVSHDUP X9, X2
 	VSUBSS X2, X10, X0
 	VMOVSS X0, 4(BX)
-	VMOVAPS Y16, Y10
-	HSUMY(Y10, X10, X1)
+	VMOVAPS X16, X10
 	VMOVHLPS X9, X9, X2
 	VSUBSS X2, X10, X0
 	VMOVSS X0, 8(BX)
-	VMOVAPS Y17, Y10
-	HSUMY(Y10, X10, X1)
+	VMOVAPS X17, X10
 	VPSHUFD $0xff, X9, X2
 	VSUBSS X2, X10, X0
 	VMOVSS X0, 12(BX)

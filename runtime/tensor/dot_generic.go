@@ -148,45 +148,14 @@ func k4ScalesMins(scales []byte) (sc, m [8]int32) {
 }
 
 // dotQ4_KGeneric is the dot of a Q4_K row with Q8_K activations (quants x,
-// scales d, 16-sums bsums). Per super-block, lane l holds the integer sum
-// over the 8 sub-blocks j of sc[j] * (dot of elements 4l..4l+3 of
-// sub-block j), scaled once by d*dx; the mins term sum_j m[j]*(sum of
-// sub-block j's quants) is scaled by dmin*dx into a separate accumulator.
+// scales d, 16-sums bsums), in the row-sequential form (dotQ4_KSeq): per
+// super-block, the exact integer sums of the scaled sub-block dots and of
+// the mins terms, each added by one FMA to its own accumulator, in block
+// order. Every kernel set computes Q4_K this way for one vector, four and
+// a batch, so a row's result does not depend on how many vectors share
+// the call (SeqInvariant).
 func dotQ4_KGeneric(w []byte, x []int8, d []float32, bsums []int16) float32 {
-	nb := len(d)
-	w, x, bsums = w[:nb*q4KBytes], x[:nb*qkK], bsums[:nb*16]
-	var acc [8]float32
-	var accm float32
-	for b := range nb {
-		blk := w[b*q4KBytes : (b+1)*q4KBytes]
-		dd := d[b] * FP16ToFP32(u16le(blk))
-		dmin := d[b] * FP16ToFP32(u16le(blk[2:]))
-		sc, m := k4ScalesMins(blk[4:16])
-		qs, xs, bs := blk[16:144], x[qkK*b:qkK*(b+1)], bsums[16*b:16*b+16]
-		var sumi [8]int32
-		for j := range 8 {
-			for l := range 8 {
-				var is int32
-				for k := 4 * l; k < 4*l+4; k++ {
-					q := qs[32*(j/2)+k]
-					if j&1 == 1 {
-						q >>= 4
-					}
-					is += int32(q&15) * int32(xs[32*j+k])
-				}
-				sumi[l] += sc[j] * is
-			}
-		}
-		var msum int32
-		for j := range 8 {
-			msum += m[j] * (int32(bs[2*j]) + int32(bs[2*j+1]))
-		}
-		for l := range 8 {
-			acc[l] = fma32(float32(sumi[l]), dd, acc[l])
-		}
-		accm = fma32(float32(msum), dmin, accm)
-	}
-	return hsum8(&acc) - accm
+	return dotQ4_KSeq(w, x, d, bsums)
 }
 
 // dotQ5_KGeneric is dotQ4_KGeneric for Q5_K rows (a fifth bit from qh).

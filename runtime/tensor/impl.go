@@ -37,6 +37,16 @@ func Kernels() string {
 	return "generic"
 }
 
+// KernelSets names the kernel sets this CPU can run (SetKernels), the
+// generic one first.
+func KernelSets() []string {
+	names := make([]string, len(implementations))
+	for i, im := range implementations {
+		names[i] = im.name
+	}
+	return names
+}
+
 // SetKernels makes the kernel set name (one of Kernels' names that this
 // CPU can run) the one in use, as on a CPU that has only that set: the
 // batch forms follow the set too (usesBatchForm), so "avx2" on a CPU with

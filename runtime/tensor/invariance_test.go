@@ -16,8 +16,8 @@ func TestMatMulActBatchInvariant(t *testing.T) {
 		}
 	}()
 	const rows, maxN = 40, 17
-	if InvariantVectors(Q8_0) < 7 || InvariantVectors(F32) < 3 {
-		t.Fatalf("InvariantVectors: Q8_0 %d, F32 %d", InvariantVectors(Q8_0), InvariantVectors(F32))
+	if InvariantVectors(Q8_0) < 7 || InvariantVectors(F32) < 3 || InvariantVectors(Q4_K) < maxN {
+		t.Fatalf("InvariantVectors: Q8_0 %d, F32 %d, Q4_K %d", InvariantVectors(Q8_0), InvariantVectors(F32), InvariantVectors(Q4_K))
 	}
 	for _, im := range implementations {
 		if err := SetKernels(im.name); err != nil {
@@ -34,7 +34,7 @@ func TestMatMulActBatchInvariant(t *testing.T) {
 					a1.Set(x[i*mt.cols:(i+1)*mt.cols], 1)
 					MatMulAct(pool, alone[i*rows:(i+1)*rows], m, a1)
 				}
-				for n := 2; n <= InvariantVectors(mt.t); n++ {
+				for n := 2; n <= min(InvariantVectors(mt.t), maxN); n++ {
 					a := NewActivations(n, mt.cols)
 					a.Set(x[:n*mt.cols], n)
 					out := make([]float32, n*rows)
