@@ -11,20 +11,26 @@ import (
 	"strata/runtime/tensor"
 )
 
-// q4kTiny is a llama shape whose every matrix can be Q4_K (widths that
-// are whole 256-blocks).
+// q4kTiny is a llama shape whose every matrix can be a K-quant (widths
+// that are whole 256-blocks).
 var q4kTiny = model.Shape{Name: "q4k-tiny", Arch: "llama", Layers: 2, Embd: 256, FFN: 512, Heads: 4, KVHeads: 2,
 	Vocab: 512, Context: 1024, RopeBase: 10000}
 
 // A prompt processed in chunks of 1, 7, 64 or 512 tokens leaves the same
 // cache and gives the same logits, bit for bit, when every matrix is of a
-// type summed row-sequentially on every kernel set (Q4_K): so a prompt
+// type summed row-sequentially on every kernel set (Q4_K, Q6_K): so a prompt
 // resumed from the prompt cache, or prefilled beside other sessions'
 // steps, answers as if it ran alone in one piece. Checked with every
-// kernel set this CPU has, on one thread and on two.
+// kernel set this CPU has (all must give the same bits), on two threads.
 func TestPrefillChunkingInvariant(t *testing.T) {
+	for _, typ := range []tensor.Type{tensor.Q4_K, tensor.Q6_K} {
+		t.Run(typ.String(), func(t *testing.T) { checkChunking(t, typ) })
+	}
+}
+
+func checkChunking(t *testing.T, typ tensor.Type) {
 	p := filepath.Join(t.TempDir(), "m.gguf")
-	if err := synth.WriteFile(p, q4kTiny, synth.Options{Type: tensor.Q4_K, Seed: 3}); err != nil {
+	if err := synth.WriteFile(p, q4kTiny, synth.Options{Type: typ, Seed: 3}); err != nil {
 		t.Fatal(err)
 	}
 	f, err := gguf.Open(p)
@@ -37,7 +43,7 @@ func TestPrefillChunkingInvariant(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got := m.InvariantRows(); got != math.MaxInt {
-		t.Fatalf("InvariantRows of an all-Q4_K model: %d, want no bound", got)
+		t.Fatalf("InvariantRows of an all-%v model: %d, want no bound", typ, got)
 	}
 	const promptLen, after = 530, 3
 	tokens := make([]int, promptLen+after)
@@ -93,7 +99,8 @@ func TestPrefillChunkingInvariant(t *testing.T) {
 		if err := tensor.SetKernels(set); err != nil {
 			t.Fatal(err)
 		}
-		for _, threads := range []int{1, 2} {
+		{
+			const threads = 2 // a pool's split of the rows is the tensor tests' (TestMatMulActBatchInvariant)
 			pool := tensor.NewPool(threads)
 			for _, c := range []int{512, 64, 7, 1} {
 				got := run(pool, c)

@@ -45,11 +45,12 @@ func InvariantVectors(t Type) int {
 
 // seqEverywhere reports whether every kernel set computes t in the
 // row-sequential form for any number of vectors: its one-vector and
-// four-vector kernels too (Q4_K: dotQ4_KGeneric and its assembly twins).
+// four-vector kernels too (Q4_K and Q6_K: dotQ4_KGeneric, dotQ6_KGeneric
+// and their assembly twins).
 // A row's result then never depends on its company, the chunking of a
 // prompt or the batch size, on every CPU; and it is the same on every
 // CPU. The other types still sum one vector in lanes (InvariantVectors).
-func seqEverywhere(t Type) bool { return t == Q4_K }
+func seqEverywhere(t Type) bool { return t == Q4_K || t == Q6_K }
 
 // usesBatchForm reports whether MatMulAct computes n vectors against t in
 // the row-sequential form. K-quant and IQ4_XS batches use it where a CPU

@@ -834,10 +834,11 @@ q6kx4loop:
 	WORD  $0x4e8b94fd // SDOT V29.4S, V7.16B, V11.16B
 	WORD  $0x6f8e0b98 // MLA V24.4S, V28.4S, V14.S[2]
 	WORD  $0x6fae0bb9 // MLA V25.4S, V29.4S, V14.S[3]
-	WORD  $0x4e21db18 // SCVTF V24.4S, V24.4S
-	WORD  $0x4e21db39 // SCVTF V25.4S, V25.4S
-	WORD  $0x4f9b1310 // FMLA V16.4S, V24.4S, V27.S[0]
-	WORD  $0x4f9b1331 // FMLA V17.4S, V25.4S, V27.S[0]
+	// Row-sequential: the super-block's exact integer sum, one FMA.
+	VADD  V25.S4, V24.S4, V24.S4
+	WORD  $0x4eb1bb18 // ADDV S24, V24.4S
+	WORD  $0x5e21db18 // SCVTF S24, S24
+	WORD  $0x5f9b1310 // FMLA S16, S24, V27.S[0]
 	// Vector 1.
 	ADD   R10, R1, R6
 	VEOR  V24.B16, V24.B16, V24.B16
@@ -982,10 +983,11 @@ q6kx4loop:
 	WORD  $0x4e8b94fd // SDOT V29.4S, V7.16B, V11.16B
 	WORD  $0x6f8e0b98 // MLA V24.4S, V28.4S, V14.S[2]
 	WORD  $0x6fae0bb9 // MLA V25.4S, V29.4S, V14.S[3]
-	WORD  $0x4e21db18 // SCVTF V24.4S, V24.4S
-	WORD  $0x4e21db39 // SCVTF V25.4S, V25.4S
-	WORD  $0x4fbb1312 // FMLA V18.4S, V24.4S, V27.S[1]
-	WORD  $0x4fbb1333 // FMLA V19.4S, V25.4S, V27.S[1]
+	// Row-sequential: the super-block's exact integer sum, one FMA.
+	VADD  V25.S4, V24.S4, V24.S4
+	WORD  $0x4eb1bb18 // ADDV S24, V24.4S
+	WORD  $0x5e21db18 // SCVTF S24, S24
+	WORD  $0x5fbb1312 // FMLA S18, S24, V27.S[1]
 	// Vector 2.
 	ADD   R11, R1, R6
 	VEOR  V24.B16, V24.B16, V24.B16
@@ -1130,10 +1132,11 @@ q6kx4loop:
 	WORD  $0x4e8b94fd // SDOT V29.4S, V7.16B, V11.16B
 	WORD  $0x6f8e0b98 // MLA V24.4S, V28.4S, V14.S[2]
 	WORD  $0x6fae0bb9 // MLA V25.4S, V29.4S, V14.S[3]
-	WORD  $0x4e21db18 // SCVTF V24.4S, V24.4S
-	WORD  $0x4e21db39 // SCVTF V25.4S, V25.4S
-	WORD  $0x4f9b1b14 // FMLA V20.4S, V24.4S, V27.S[2]
-	WORD  $0x4f9b1b35 // FMLA V21.4S, V25.4S, V27.S[2]
+	// Row-sequential: the super-block's exact integer sum, one FMA.
+	VADD  V25.S4, V24.S4, V24.S4
+	WORD  $0x4eb1bb18 // ADDV S24, V24.4S
+	WORD  $0x5e21db18 // SCVTF S24, S24
+	WORD  $0x5f9b1b14 // FMLA S20, S24, V27.S[2]
 	// Vector 3.
 	ADD   R12, R1, R6
 	VEOR  V24.B16, V24.B16, V24.B16
@@ -1278,40 +1281,25 @@ q6kx4loop:
 	WORD  $0x4e8b94fd // SDOT V29.4S, V7.16B, V11.16B
 	WORD  $0x6f8e0b98 // MLA V24.4S, V28.4S, V14.S[2]
 	WORD  $0x6fae0bb9 // MLA V25.4S, V29.4S, V14.S[3]
-	WORD  $0x4e21db18 // SCVTF V24.4S, V24.4S
-	WORD  $0x4e21db39 // SCVTF V25.4S, V25.4S
-	WORD  $0x4fbb1b16 // FMLA V22.4S, V24.4S, V27.S[3]
-	WORD  $0x4fbb1b37 // FMLA V23.4S, V25.4S, V27.S[3]
+	// Row-sequential: the super-block's exact integer sum, one FMA.
+	VADD  V25.S4, V24.S4, V24.S4
+	WORD  $0x4eb1bb18 // ADDV S24, V24.4S
+	WORD  $0x5e21db18 // SCVTF S24, S24
+	WORD  $0x5fbb1b16 // FMLA S22, S24, V27.S[3]
 	ADD   $210, R0
 	ADD   $256, R1
 	ADD   $4, R2
 	SUBS  $1, R4
 	BNE   q6kx4loop
 
-	// Vector 0: hsum8(acc).
-	WORD  $0x4e31d610 // FADD V16.4S, V16.4S, V17.4S
-	VEXT  $8, V16.B16, V16.B16, V17.B16
-	WORD  $0x4e31d610 // FADD V16.4S, V16.4S, V17.4S
-	WORD  $0x7e30da00 // FADDP S0, V16.2S
-	FMOVS F0, (R9)
-	// Vector 1: hsum8(acc).
-	WORD  $0x4e33d652 // FADD V18.4S, V18.4S, V19.4S
-	VEXT  $8, V18.B16, V18.B16, V19.B16
-	WORD  $0x4e33d652 // FADD V18.4S, V18.4S, V19.4S
-	WORD  $0x7e30da40 // FADDP S0, V18.2S
-	FMOVS F0, 4(R9)
-	// Vector 2: hsum8(acc).
-	WORD  $0x4e35d694 // FADD V20.4S, V20.4S, V21.4S
-	VEXT  $8, V20.B16, V20.B16, V21.B16
-	WORD  $0x4e35d694 // FADD V20.4S, V20.4S, V21.4S
-	WORD  $0x7e30da80 // FADDP S0, V20.2S
-	FMOVS F0, 8(R9)
-	// Vector 3: hsum8(acc).
-	WORD  $0x4e37d6d6 // FADD V22.4S, V22.4S, V23.4S
-	VEXT  $8, V22.B16, V22.B16, V23.B16
-	WORD  $0x4e37d6d6 // FADD V22.4S, V22.4S, V23.4S
-	WORD  $0x7e30dac0 // FADDP S0, V22.2S
-	FMOVS F0, 12(R9)
+	// Vector 0: acc.
+	FMOVS F16, (R9)
+	// Vector 1: acc.
+	FMOVS F18, 4(R9)
+	// Vector 2: acc.
+	FMOVS F20, 8(R9)
+	// Vector 3: acc.
+	FMOVS F22, 12(R9)
 	RET
 
 

@@ -197,14 +197,16 @@ func dotQ5_KGeneric(w []byte, x []int8, d []float32, bsums []int16) float32 {
 	return hsum8(&acc) - accm
 }
 
-// dotQ6_KGeneric is the dot of a Q6_K row with Q8_K activations: lane l
-// holds the integer sum over the 8 quarters (32 elements each) of
-// scale[e/16] * (dot of elements 4l..4l+3 of the quarter, quants minus 32),
-// scaled once per super-block by d*dx.
+// dotQ6_KGeneric is the dot of a Q6_K row with Q8_K activations in the
+// row-sequential form (dotQ6_KSeq, without the 16-sums): per super-block
+// the exact integer sum over its 16 sub-blocks of scale * (dot of the
+// quants minus 32 with x), added by one FMA of d*dx, in block order. The
+// assembly kernels compute the same integer in lanes and reduce it
+// before the FMA (see seqEverywhere).
 func dotQ6_KGeneric(w []byte, x []int8, d []float32) float32 {
 	nb := len(d)
 	w, x = w[:nb*q6KBytes], x[:nb*qkK]
-	var acc [8]float32
+	var acc float32
 	for b := range nb {
 		blk := w[b*q6KBytes : (b+1)*q6KBytes]
 		dd := d[b] * FP16ToFP32(u16le(blk[208:]))
@@ -223,11 +225,13 @@ func dotQ6_KGeneric(w []byte, x []int8, d []float32) float32 {
 				}
 			}
 		}
-		for l := range 8 {
-			acc[l] = fma32(float32(sumi[l]), dd, acc[l])
+		var isum int32
+		for _, v := range sumi {
+			isum += v
 		}
+		acc = fma32(float32(isum), dd, acc)
 	}
-	return hsum8(&acc)
+	return acc
 }
 
 // The float weight types use the reference chunked dot (DotRow).
