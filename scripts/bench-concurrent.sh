@@ -15,6 +15,12 @@
 # the same total (the issue's "3 processes against one node with the
 # same total threads").
 #
+# Each server gets a fresh copy of the file (FRESH=0: the file itself):
+# on a VM whose host reclaims guest memory left idle, the page cache of a
+# file that sat a few minutes read 2-3x slower here (decode 52 tok/s on a
+# fresh copy, 22 on the file it was copied from, CPU busy in both), which
+# would favour whichever server ran first.
+#
 # llama-server is the native build of the llama.cpp node-llama-cpp bundles
 # (../shared/bench/build-llamacpp.sh, about 7 minutes on 2 cores): set
 # LLAMA_SERVER, or LLAMACPP_DIR where that script built it (default
@@ -33,6 +39,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 CONCURRENT=${CONCURRENT:-$ROOT/../shared/bench/concurrent.py}
 LLAMA_SERVER=${LLAMA_SERVER:-${LLAMACPP_DIR:-/tmp/llamacpp}/build/bin/llama-server}
 PORT=${PORT:-7390}
+FRESH=${FRESH:-1}
 [ -f "$CONCURRENT" ] || { echo "bench-concurrent: $CONCURRENT not found (set CONCURRENT)" >&2; exit 1; }
 [ -x "$LLAMA_SERVER" ] || { echo "bench-concurrent: no llama-server at $LLAMA_SERVER: strata only" >&2; LLAMA_SERVER=; }
 most=$(tr ' ' '\n' <<<"$STREAMS" | sort -n | tail -1)
@@ -45,8 +52,14 @@ wait_http() { for _ in $(seq 1 240); do curl -sf "$1" >/dev/null 2>&1 && return 
 rate() { python3 "$CONCURRENT" "http://127.0.0.1:$PORT" m "$1" "$TOKENS" "${2:-0}"; }
 agg() { python3 -c 'import json,sys; print(json.load(sys.stdin)["agg_tok_s"])'; }
 
+# fresh FILE: the file to serve, a new copy of FILE unless FRESH=0.
+fresh() {
+	if [ "$FRESH" = 0 ]; then echo "$1"; return; fi
+	rm -f "$work/fresh.gguf" && cp "$1" "$work/fresh.gguf" && echo "$work/fresh.gguf"
+}
+
 start_strata() {
-	rm -rf "$work/node" && mkdir -p "$work/node/models" && ln -s "$1" "$work/node/models/m.gguf"
+	rm -rf "$work/node" && mkdir -p "$work/node/models" && ln -s "$(fresh "$1")" "$work/node/models/m.gguf"
 	if [ "$NODES" = 1 ]; then
 		"$BIN" node --data-dir "$work/node/data" --listen "/ip4/127.0.0.1/tcp/$((PORT + 1))" --api "127.0.0.1:$PORT" \
 			--models "$work/node/models" --parallel 8 --threads "$THREADS" --context 512 --no-mdns >"$work/node.log" 2>&1 &
@@ -71,7 +84,7 @@ start_strata() {
 	"$BIN" status --api "127.0.0.1:$PORT" --expect "$NODES" --timeout 60s >/dev/null
 }
 start_llama() {
-	"$LLAMA_SERVER" -m "$1" -np 8 -t "$THREADS" -c 4096 --host 127.0.0.1 --port "$PORT" >"$work/llama.log" 2>&1 &
+	"$LLAMA_SERVER" -m "$(fresh "$1")" -np 8 -t "$THREADS" -c 4096 --host 127.0.0.1 --port "$PORT" >"$work/llama.log" 2>&1 &
 	pid=$!
 	wait_http "127.0.0.1:$PORT/health"
 }

@@ -45,6 +45,7 @@ func checkChunking(t *testing.T, typ tensor.Type) {
 	if got := m.InvariantRows(); got != math.MaxInt {
 		t.Fatalf("InvariantRows of an all-%v model: %d, want no bound", typ, got)
 	}
+	model.CheckCompany(t, m) // all five sequences' steps in one batch
 	const promptLen, after = 530, 3
 	tokens := make([]int, promptLen+after)
 	for i := range tokens {
