@@ -177,7 +177,8 @@ q80x4done:
 // V12, V13 and the 8 mins as int16 in V14 (unpacked once), the four
 // vectors' d*dx in V27 and dmin*dx in V28 (lane t: vector t). Then each
 // vector in turn, as dotQ4_KNEON, the weights reread from L1: sumi in V29,
-// V30, vector t's acc in V(16+2t), V(17+2t), its mins sum in lane t of
+// V30 (reduced to one integer, one FMA: dotQ4_KSeq), vector t's acc in
+// lane 0 of V(16+2t), its mins sum in lane t of
 // V25; the four accm (lane t) in V24. Vector t's quants, scales and
 // 16-sums are at R1, R2, R3 plus t times xs (R10-R12), ds (R13-R15), bs
 // (R19-R21) bytes.
@@ -643,8 +644,8 @@ q4kx4loop:
 // Per super-block, shared by the four vectors: the 16 scales as int32 in
 // V12 (0-3), V13 (4-7), V15 (8-11), V14 (12-15) and the four vectors'
 // d*dx in V27 (lane t). Then each vector in turn, as dotQ6_KNEON, the
-// weights reread from L1: sumi in V24, V25, vector t's acc in V(16+2t),
-// V(17+2t). Vector t's quants and scales are at R1, R2 plus t times xs
+// weights reread from L1: sumi in V24, V25 (reduced to one integer, one
+// FMA: dotQ6_KSeq), vector t's acc in lane 0 of V(16+2t). Vector t's quants and scales are at R1, R2 plus t times xs
 // (R10-R12) and ds (R13-R15) bytes.
 TEXT ·dotQ6_Kx4NEON(SB), NOSPLIT, $0-56
 	MOVD w+0(FP), R0

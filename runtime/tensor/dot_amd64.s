@@ -7,7 +7,9 @@
 // computes exactly what its generic namesake in dot_generic.go computes:
 // eight int32 lanes per 32 elements (lane l sums elements 4l..4l+3, via
 // VPMADDUBSW then VPMADDWD), converted and scaled by one VFMADD231PS per
-// block, and the same final reduction (HSUM8).
+// block, and the same final reduction (HSUM8). Q4_K and Q6_K instead sum
+// row-sequentially (dotQ4_KSeq, dotQ6_KSeq): a super-block's lanes are
+// reduced exactly as integers (IRED8) and added by one scalar FMA.
 
 DATA permQ32<>+0(SB)/4, $0
 DATA permQ32<>+4(SB)/4, $4

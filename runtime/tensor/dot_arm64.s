@@ -210,7 +210,8 @@ q40done:
 // func dotQ4_KNEON(w *byte, x *int8, d *float32, bsums *int16, nb int) float32
 //
 // Per super-block: the 8 scales as int32 in V12, V13, the 8 mins as int16
-// in V14; sumi (lanes 0-3, 4-7) in V20, V21; acc in V16, V17; accm in
+// in V14; sumi (lanes 0-3, 4-7) in V20, V21, reduced to one integer and
+// added by one FMA (row-sequential, dotQ4_KSeq); acc in F16; accm in
 // F26; dd in F10 (broadcast in V8), dmin in F11.
 TEXT ·dotQ4_KNEON(SB), NOSPLIT, $0-44
 	MOVD w+0(FP), R0
@@ -571,8 +572,9 @@ q5kloop:
 // func dotQ6_KNEON(w *byte, x *int8, d *float32, nb int) float32
 //
 // Per super-block: the 16 scales as int32 in V12 (0-3), V13 (4-7), V15
-// (8-11), V14 (12-15); sumi in V20, V21; acc in V16, V17; dd broadcast
-// in V8. Quants are rebuilt as q-32 (signed bytes) for SDOT.
+// (8-11), V14 (12-15); sumi in V20, V21, reduced to one integer and added
+// by one FMA (row-sequential, dotQ6_KSeq); acc in F16; dd in F10
+// (broadcast in V8). Quants are rebuilt as q-32 (signed bytes) for SDOT.
 TEXT ·dotQ6_KNEON(SB), NOSPLIT, $0-36
 	MOVD w+0(FP), R0
 	MOVD x+8(FP), R1
