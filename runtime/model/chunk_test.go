@@ -18,12 +18,12 @@ var q4kTiny = model.Shape{Name: "q4k-tiny", Arch: "llama", Layers: 2, Embd: 256,
 
 // A prompt processed in chunks of 1, 7, 64 or 512 tokens leaves the same
 // cache and gives the same logits, bit for bit, when every matrix is of a
-// type summed row-sequentially on every kernel set (Q4_K, Q6_K): so a prompt
+// type summed row-sequentially on every kernel set (Q4_K, Q5_K, Q6_K): so a prompt
 // resumed from the prompt cache, or prefilled beside other sessions'
 // steps, answers as if it ran alone in one piece. Checked with every
 // kernel set this CPU has (all must give the same bits), on two threads.
 func TestPrefillChunkingInvariant(t *testing.T) {
-	for _, typ := range []tensor.Type{tensor.Q4_K, tensor.Q6_K} {
+	for _, typ := range []tensor.Type{tensor.Q4_K, tensor.Q5_K, tensor.Q6_K} {
 		t.Run(typ.String(), func(t *testing.T) { checkChunking(t, typ) })
 	}
 }

@@ -7,9 +7,10 @@
 // computes exactly what its generic namesake in dot_generic.go computes:
 // eight int32 lanes per 32 elements (lane l sums elements 4l..4l+3, via
 // VPMADDUBSW then VPMADDWD), converted and scaled by one VFMADD231PS per
-// block, and the same final reduction (HSUM8). Q4_K and Q6_K instead sum
-// row-sequentially (dotQ4_KSeq, dotQ6_KSeq): a super-block's lanes are
-// reduced exactly as integers (IRED8) and added by one scalar FMA.
+// block, and the same final reduction (HSUM8). Q4_K, Q5_K and Q6_K instead
+// sum row-sequentially (dotQ4_KSeq, dotQ5_KSeq, dotQ6_KSeq): a
+// super-block's lanes are reduced exactly as integers (IRED8) and added
+// by one scalar FMA.
 
 DATA permQ32<>+0(SB)/4, $0
 DATA permQ32<>+4(SB)/4, $4
@@ -737,8 +738,9 @@ q5kloop:
 	K4LOAD(144)
 	K5BITS
 	K4MUL(3)
-	VCVTDQ2PS   Y1, Y1
-	VFMADD231PS Y1, Y2, Y0
+	IRED8(Y1, X1, X3)
+	VCVTDQ2PS   X1, X1
+	VFMADD231SS X1, X2, X0
 	ADDQ $176, SI
 	ADDQ $256, DI
 	ADDQ $4, DX
@@ -746,7 +748,6 @@ q5kloop:
 	DECQ CX
 	JNZ  q5kloop
 
-	HSUM8
 	VSUBSS X5, X0, X0
 	VZEROUPPER
 	MOVSS  X0, ret+40(FP)
@@ -2441,10 +2442,10 @@ q5kx4vloop:
 	K5X4PAIRV(1)
 	K5X4PAIRV(2)
 	K5X4PAIRV(3)
-	K4X4FIN(Y0, Y4, (DX), (BX), 48)
-	K4X4FIN(Y1, Y5, (DX)(R10*1), (BX)(R12*1), 52)
-	K4X4FIN(Y2, Y6, (DX)(R10*2), (BX)(R12*2), 56)
-	K4X4FIN(Y3, Y7, (DX)(R11*1), (BX)(R13*1), 60)
+	K4X4FINS(Y0, X0, X4, (DX), (BX), 48)
+	K4X4FINS(Y1, X1, X5, (DX)(R10*1), (BX)(R12*1), 52)
+	K4X4FINS(Y2, X2, X6, (DX)(R10*2), (BX)(R12*2), 56)
+	K4X4FINS(Y3, X3, X7, (DX)(R11*1), (BX)(R13*1), 60)
 	ADDQ $176, SI
 	ADDQ $256, DI
 	ADDQ $4, DX
@@ -2453,21 +2454,13 @@ q5kx4vloop:
 	JNZ  q5kx4vloop
 
 	MOVQ out+64(FP), BX
-	VMOVAPS Y4, Y0
-	HSUM8
-	VSUBSS  48(SP), X0, X0
+	VSUBSS  48(SP), X4, X0
 	VMOVSS  X0, (BX)
-	VMOVAPS Y5, Y0
-	HSUM8
-	VSUBSS  52(SP), X0, X0
+	VSUBSS  52(SP), X5, X0
 	VMOVSS  X0, 4(BX)
-	VMOVAPS Y6, Y0
-	HSUM8
-	VSUBSS  56(SP), X0, X0
+	VSUBSS  56(SP), X6, X0
 	VMOVSS  X0, 8(BX)
-	VMOVAPS Y7, Y0
-	HSUM8
-	VSUBSS  60(SP), X0, X0
+	VSUBSS  60(SP), X7, X0
 	VMOVSS  X0, 12(BX)
 	VZEROUPPER
 	RET
@@ -2508,8 +2501,9 @@ q5kvloop:
 	K4LOAD(144)
 	K5BITS
 	K4MULV(3)
-	VCVTDQ2PS   Y1, Y1
-	VFMADD231PS Y1, Y2, Y0
+	IRED8(Y1, X1, X3)
+	VCVTDQ2PS   X1, X1
+	VFMADD231SS X1, X2, X0
 	ADDQ $176, SI
 	ADDQ $256, DI
 	ADDQ $4, DX
@@ -2517,7 +2511,6 @@ q5kvloop:
 	DECQ CX
 	JNZ  q5kvloop
 
-	HSUM8
 	VSUBSS X5, X0, X0
 	VZEROUPPER
 	MOVSS  X0, ret+40(FP)

@@ -551,20 +551,17 @@ q5kloop:
 	WORD  $0x6f8d0b75 // MLA V21.4S, V27.4S, V13.S[2]
 	WORD  $0x6fad0b94 // MLA V20.4S, V28.4S, V13.S[3]
 	WORD  $0x6fad0bb5 // MLA V21.4S, V29.4S, V13.S[3]
-	WORD  $0x4e21da94 // SCVTF V20.4S, V20.4S
-	WORD  $0x4e21dab5 // SCVTF V21.4S, V21.4S
-	VFMLA V8.S4, V20.S4, V16.S4
-	VFMLA V8.S4, V21.S4, V17.S4
+	// Row-sequential: the super-block's exact integer sum, one FMA.
+	VADD  V21.S4, V20.S4, V20.S4
+	WORD  $0x4eb1ba94 // ADDV S20, V20.4S
+	WORD  $0x5e21da94 // SCVTF S20, S20
+	WORD  $0x1f0a4290 // FMADD S16, S20, S10, S16
 	ADD   $176, R0
 	ADD   $4, R2
 	SUBS  $1, R4
 	BNE   q5kloop
 
-	WORD  $0x4e31d610 // FADD V16.4S, V16.4S, V17.4S  (hsum8)
-	VEXT  $8, V16.B16, V16.B16, V17.B16
-	WORD  $0x4e31d610 // FADD V16.4S, V16.4S, V17.4S
-	WORD  $0x7e30da00 // FADDP S0, V16.2S
-	FSUBS F26, F0, F0
+	FSUBS F26, F16, F0
 	FMOVS F0, ret+40(FP)
 	RET
 

@@ -158,43 +158,10 @@ func dotQ4_KGeneric(w []byte, x []int8, d []float32, bsums []int16) float32 {
 	return dotQ4_KSeq(w, x, d, bsums)
 }
 
-// dotQ5_KGeneric is dotQ4_KGeneric for Q5_K rows (a fifth bit from qh).
+// dotQ5_KGeneric is dotQ4_KGeneric for Q5_K rows (a fifth bit from qh):
+// row-sequential, dotQ5_KSeq.
 func dotQ5_KGeneric(w []byte, x []int8, d []float32, bsums []int16) float32 {
-	nb := len(d)
-	w, x, bsums = w[:nb*q5KBytes], x[:nb*qkK], bsums[:nb*16]
-	var acc [8]float32
-	var accm float32
-	for b := range nb {
-		blk := w[b*q5KBytes : (b+1)*q5KBytes]
-		dd := d[b] * FP16ToFP32(u16le(blk))
-		dmin := d[b] * FP16ToFP32(u16le(blk[2:]))
-		sc, m := k4ScalesMins(blk[4:16])
-		qh, qs, xs, bs := blk[16:48], blk[48:176], x[qkK*b:qkK*(b+1)], bsums[16*b:16*b+16]
-		var sumi [8]int32
-		for j := range 8 {
-			for l := range 8 {
-				var is int32
-				for k := 4 * l; k < 4*l+4; k++ {
-					q := qs[32*(j/2)+k]
-					if j&1 == 1 {
-						q >>= 4
-					}
-					q = q&15 | (qh[k]>>j&1)<<4
-					is += int32(q) * int32(xs[32*j+k])
-				}
-				sumi[l] += sc[j] * is
-			}
-		}
-		var msum int32
-		for j := range 8 {
-			msum += m[j] * (int32(bs[2*j]) + int32(bs[2*j+1]))
-		}
-		for l := range 8 {
-			acc[l] = fma32(float32(sumi[l]), dd, acc[l])
-		}
-		accm = fma32(float32(msum), dmin, accm)
-	}
-	return hsum8(&acc) - accm
+	return dotQ5_KSeq(w, x, d, bsums)
 }
 
 // dotQ6_KGeneric is the dot of a Q6_K row with Q8_K activations in the
