@@ -2,6 +2,7 @@
 
 #include "textflag.h"
 #include "vnni_amd64.h"
+#include "ired_amd64.h"
 
 // AVX2+FMA dot products of weight rows with activations. Each routine
 // computes exactly what its generic namesake in dot_generic.go computes:
@@ -158,45 +159,12 @@ GLOBL pairIdx<>(SB), RODATA|NOPTR, $128
 	VPADDD       Y8, Y3, Y3                         \
 	VPADDD       Y9, Y3, Y3
 
-// K4X4FIN(S, A, DADDR, BADDR, MOFF): A = fma(float(S), d[t]*d, A); the
-// mins term of vector t (16-sums at BADDR) into the accumulator at
-// MOFF(SP) with d[t]*dmin. Clobbers X8, X9, X12, X13, AX.
-#define K4X4FIN(S, A, DADDR, BADDR, MOFF) \
-	VMOVSS       DADDR, X12        \
-	VMULSS       32(SP), X12, X13  \
-	VBROADCASTSS X13, Y13          \
-	VCVTDQ2PS    S, S              \
-	VFMADD231PS  S, Y13, A         \
-	VMULSS       36(SP), X12, X12  \
-	VMOVDQU      BADDR, Y8         \
-	VEXTRACTI128 $1, Y8, X9        \
-	VPHADDW      X9, X8, X8        \
-	VMOVDQU      16(SP), X9        \
-	VPMADDWD     X8, X9, X8        \
-	VPSHUFD      $0x4e, X8, X9     \
-	VPADDD       X9, X8, X8        \
-	VPSHUFD      $0xb1, X8, X9     \
-	VPADDD       X9, X8, X8        \
-	VMOVD        X8, AX            \
-	VCVTSI2SSL   AX, X9, X9        \
-	VMOVSS       MOFF(SP), X13     \
-	VFMADD231SS  X9, X12, X13      \
-	VMOVSS       X13, MOFF(SP)
-
-// IRED8(XS, XT): lane 0 of XS = the sum of the 8 int32 lanes of its Y
-// register (exact, wrapping like int32; XT clobbered).
-#define IRED8(S, XS, XT) \
-	VEXTRACTI128 $1, S, XT \
-	VPADDD       XT, XS, XS \
-	VPSHUFD      $0x4e, XS, XT \
-	VPADDD       XT, XS, XS \
-	VPSHUFD      $0xb1, XS, XT \
-	VPADDD       XT, XS, XS
-
-// K4X4FINS(S, XS, XA, DADDR, BADDR, MOFF) is K4X4FIN in the
-// row-sequential form (dotQ4_KSeq): the super-block's integer sum S is
-// reduced exactly and added as one scalar FMA to lane 0 of XA.
-#define K4X4FINS(S, XS, XA, DADDR, BADDR, MOFF) \
+// K4X4FIN(S, XS, XA, DADDR, BADDR, MOFF): lane 0 of XA = fma(float(sum
+// of S's lanes), d[t]*d, XA), the super-block's integer sum reduced
+// exactly first (row-sequential, dotQ4_KSeq); the mins term of vector t
+// (16-sums at BADDR) into the accumulator at MOFF(SP) with d[t]*dmin.
+// Clobbers X8, X9, X12, X13, AX.
+#define K4X4FIN(S, XS, XA, DADDR, BADDR, MOFF) \
 	VMOVSS       DADDR, X12        \
 	VMULSS       32(SP), X12, X13  \
 	IRED8(S, XS, X9)               \
@@ -1786,10 +1754,10 @@ q4kx4loop:
 	K4X4PAIR(1)
 	K4X4PAIR(2)
 	K4X4PAIR(3)
-	K4X4FINS(Y0, X0, X4, (DX), (BX), 48)
-	K4X4FINS(Y1, X1, X5, (DX)(R10*1), (BX)(R12*1), 52)
-	K4X4FINS(Y2, X2, X6, (DX)(R10*2), (BX)(R12*2), 56)
-	K4X4FINS(Y3, X3, X7, (DX)(R11*1), (BX)(R13*1), 60)
+	K4X4FIN(Y0, X0, X4, (DX), (BX), 48)
+	K4X4FIN(Y1, X1, X5, (DX)(R10*1), (BX)(R12*1), 52)
+	K4X4FIN(Y2, X2, X6, (DX)(R10*2), (BX)(R12*2), 56)
+	K4X4FIN(Y3, X3, X7, (DX)(R11*1), (BX)(R13*1), 60)
 	ADDQ $144, SI
 	ADDQ $256, DI
 	ADDQ $4, DX
@@ -2325,10 +2293,10 @@ q4kx4vloop:
 	K4X4PAIRV(1)
 	K4X4PAIRV(2)
 	K4X4PAIRV(3)
-	K4X4FINS(Y0, X0, X4, (DX), (BX), 48)
-	K4X4FINS(Y1, X1, X5, (DX)(R10*1), (BX)(R12*1), 52)
-	K4X4FINS(Y2, X2, X6, (DX)(R10*2), (BX)(R12*2), 56)
-	K4X4FINS(Y3, X3, X7, (DX)(R11*1), (BX)(R13*1), 60)
+	K4X4FIN(Y0, X0, X4, (DX), (BX), 48)
+	K4X4FIN(Y1, X1, X5, (DX)(R10*1), (BX)(R12*1), 52)
+	K4X4FIN(Y2, X2, X6, (DX)(R10*2), (BX)(R12*2), 56)
+	K4X4FIN(Y3, X3, X7, (DX)(R11*1), (BX)(R13*1), 60)
 	ADDQ $144, SI
 	ADDQ $256, DI
 	ADDQ $4, DX
@@ -2442,10 +2410,10 @@ q5kx4vloop:
 	K5X4PAIRV(1)
 	K5X4PAIRV(2)
 	K5X4PAIRV(3)
-	K4X4FINS(Y0, X0, X4, (DX), (BX), 48)
-	K4X4FINS(Y1, X1, X5, (DX)(R10*1), (BX)(R12*1), 52)
-	K4X4FINS(Y2, X2, X6, (DX)(R10*2), (BX)(R12*2), 56)
-	K4X4FINS(Y3, X3, X7, (DX)(R11*1), (BX)(R13*1), 60)
+	K4X4FIN(Y0, X0, X4, (DX), (BX), 48)
+	K4X4FIN(Y1, X1, X5, (DX)(R10*1), (BX)(R12*1), 52)
+	K4X4FIN(Y2, X2, X6, (DX)(R10*2), (BX)(R12*2), 56)
+	K4X4FIN(Y3, X3, X7, (DX)(R11*1), (BX)(R13*1), 60)
 	ADDQ $176, SI
 	ADDQ $256, DI
 	ADDQ $4, DX

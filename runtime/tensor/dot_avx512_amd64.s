@@ -1,6 +1,7 @@
 //go:build !purego
 
 #include "textflag.h"
+#include "ired_amd64.h"
 
 // AVX-512 kernels (F, BW, VL and VNNI). Each computes exactly what its
 // generic namesake in dot_generic.go computes: the integer lane sums are
@@ -77,16 +78,6 @@
 	VPMADDWD B, Y13, P
 
 // HSUMY(Y, X, T): X[0] = hsum8 of Y's lanes (T is clobbered).
-// IRED8(S, XS, XT): lane 0 of XS = the sum of the 8 int32 lanes of S
-// (its Y register; exact, wrapping like int32; XT clobbered).
-#define IRED8(S, XS, XT) \
-	VEXTRACTI128 $1, S, XT \
-	VPADDD       XT, XS, XS \
-	VPSHUFD      $0x4e, XS, XT \
-	VPADDD       XT, XS, XS \
-	VPSHUFD      $0xb1, XS, XT \
-	VPADDD       XT, XS, XS
-
 #define HSUMY(Y, X, T) \
 	VEXTRACTF128 $1, Y, T \
 	VADDPS       T, X, X  \
@@ -384,6 +375,23 @@ q4kydone:
 	VBROADCASTSS DD, Y5 \
 	VFMADD231PS  Y5, S, F
 
+// K4Y4OUT stores the four vectors' acc - accm at BX: the accs in lane 0
+// of X8, X10, X16, X17, the accms in the four lanes of X9.
+#define K4Y4OUT \
+	VSUBSS    X9, X8, X0      \
+	VMOVSS    X0, (BX)        \
+	VMOVSHDUP X9, X2          \
+	VSUBSS    X2, X10, X0     \
+	VMOVSS    X0, 4(BX)       \
+	VMOVAPS   X16, X10        \
+	VMOVHLPS  X9, X9, X2      \
+	VSUBSS    X2, X10, X0     \
+	VMOVSS    X0, 8(BX)       \
+	VMOVAPS   X17, X10        \
+	VPSHUFD   $0xff, X9, X2   \
+	VSUBSS    X2, X10, X0     \
+	VMOVSS    X0, 12(BX)
+
 // K4YFOLDS(S, XS, XF, DD) is K4YFOLD in the row-sequential form
 // (dotQ4_KSeq): lane 0 of XF = fma(float(sum of S's lanes), dd, XF), the
 // integer sum exact. Clobbers Y5.
@@ -468,19 +476,7 @@ q4ky4loop:
 	JNZ  q4ky4loop
 
 	MOVQ out+64(FP), BX
-	VSUBSS X9, X8, X0
-	VMOVSS X0, (BX)
-	VMOVSHDUP X9, X2
-	VSUBSS X2, X10, X0
-	VMOVSS X0, 4(BX)
-	VMOVAPS X16, X10
-	VMOVHLPS X9, X9, X2
-	VSUBSS X2, X10, X0
-	VMOVSS X0, 8(BX)
-	VMOVAPS X17, X10
-	VPSHUFD $0xff, X9, X2
-	VSUBSS X2, X10, X0
-	VMOVSS X0, 12(BX)
+	K4Y4OUT
 	VZEROUPPER
 	RET
 
@@ -743,18 +739,6 @@ q5ky4loop:
 	JNZ  q5ky4loop
 
 	MOVQ out+64(FP), BX
-	VSUBSS X9, X8, X0
-	VMOVSS X0, (BX)
-	VMOVSHDUP X9, X2
-	VSUBSS X2, X10, X0
-	VMOVSS X0, 4(BX)
-	VMOVAPS X16, X10
-	VMOVHLPS X9, X9, X2
-	VSUBSS X2, X10, X0
-	VMOVSS X0, 8(BX)
-	VMOVAPS X17, X10
-	VPSHUFD $0xff, X9, X2
-	VSUBSS X2, X10, X0
-	VMOVSS X0, 12(BX)
+	K4Y4OUT
 	VZEROUPPER
 	RET
