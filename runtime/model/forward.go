@@ -105,12 +105,13 @@ func (m *Model) NewState(pool *tensor.Pool, batch, capacity int) *State {
 // result to be the one it gets alone: the least tensor.InvariantVectors
 // over the model's matrices (a float one, such as a mixture-of-experts
 // router, allows fewer than quantized ones; math.MaxInt, no bound, where
-// every matrix is of a type summed row-sequentially everywhere: Q4_K).
+// every matrix is of a type summed row-sequentially everywhere: Q4_K,
+// Q5_K, Q6_K).
 func (m *Model) InvariantRows() int {
-	rows, any := math.MaxInt, false
+	rows, found := math.MaxInt, false
 	use := func(w tensor.Matrix) {
 		if w.Rows > 0 {
-			rows, any = min(rows, tensor.InvariantVectors(w.Type)), true
+			rows, found = min(rows, tensor.InvariantVectors(w.Type)), true
 		}
 	}
 	dense := func(d Dense) { use(d.Gate); use(d.Up); use(d.Down) }
@@ -134,7 +135,7 @@ func (m *Model) InvariantRows() int {
 		}
 	}
 	use(m.Output)
-	if !any {
+	if !found {
 		rows = 1 // no matrices: nothing is known
 	}
 	return rows
@@ -200,7 +201,8 @@ func (s *State) Forward(c *Cache, n int) error {
 // blocks fixed by position. So one-token steps of that many sequences run
 // together give each sequence the tokens it gets alone. (A longer batch,
 // such as a prompt chunk, takes the batch kernels, which sum in another
-// order: a prompt's logits depend on its chunking by float rounding.)
+// order for most types: a prompt's logits depend on its chunking by float
+// rounding, except where every matrix is Q4_K, Q5_K or Q6_K.)
 func (s *State) ForwardBatch(segs []Segment) error {
 	n := 0
 	for i, g := range segs {

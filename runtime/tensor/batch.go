@@ -17,7 +17,9 @@ import "math"
 // computes it with eight rows in the eight lanes of a register (so the
 // float work and reduction are shared by eight rows) and must match the
 // generic version below bit for bit; the result differs from the
-// one-vector form only by float32 rounding.
+// one-vector form only by float32 rounding — and not at all for Q4_K, Q5_K
+// and Q6_K, whose one-vector kernels sum the same way (seqEverywhere;
+// their batches take the batch kernels from 2 or 4 vectors).
 //
 // batchMin is 9, not 8: below it a batch takes the one-vector kernels'
 // lane form, whose results are each the vector's alone
@@ -64,7 +66,8 @@ func seqEverywhere(t Type) bool { return t == Q4_K || t == Q5_K || t == Q6_K }
 // vectors, 1.9x at four, 2.8x at eight; Q6_K 1.15x, 1.1x, 1.45x); one
 // vector keeps the one-vector kernel (the batch kernels at one vector
 // take 1.3x as long). Q5_K's from four (at two they took 1.08x as long
-// as the four-vector kernel; 1.5x faster at four, 2.3x at eight).
+// as the one-vector kernel run twice; 1.5x faster than the four-vector
+// kernel at four, 2.3x at eight).
 func usesBatchForm(t Type, n int) bool {
 	if seqEverywhere(t) && batchKQuants {
 		if t == Q5_K {

@@ -365,7 +365,8 @@ q4kloop:
 // func dotQ5_KNEON(w *byte, x *int8, d *float32, bsums *int16, nb int) float32
 //
 // Per super-block: the 8 scales as int32 in V12, V13, the 8 mins as int16
-// in V14; sumi (lanes 0-3, 4-7) in V20, V21; acc in V16, V17; accm in
+// in V14; sumi (lanes 0-3, 4-7) in V20, V21, reduced to one integer and
+// added by one FMA (row-sequential, dotQ5_KSeq); acc in F16; accm in
 // F26; dd in F10 (broadcast in V8), dmin in F11.
 // The fifth bits (qh) sit in V18, V19 for the whole super-block.
 TEXT ·dotQ5_KNEON(SB), NOSPLIT, $0-44

@@ -5,9 +5,10 @@
 
 // AVX-512 kernels (F, BW, VL and VNNI). Each computes exactly what its
 // generic namesake in dot_generic.go computes: the integer lane sums are
-// exact however they are formed, so only the float steps (one FMA per lane
-// and block, the same reduction) must follow the reference, and they do,
-// in 8-lane registers as the AVX2 kernels. What changes is how the integer
+// exact however they are formed, so only the float steps must follow the
+// reference: here (Q4_K, Q5_K) the row-sequential ones, a super-block's
+// integer lanes reduced exactly (IRED8) and added by one scalar FMA, as
+// the AVX2 kernels. What changes is how the integer
 // sums are formed: VPDPWSSD (multiply int16 pairs and accumulate: one
 // instruction where AVX2 needs VPMADDWD and VPADDD, with the scale
 // broadcast from memory inside it) and VPDPBUSD (bytes straight to int32

@@ -10,7 +10,9 @@ import (
 // kernels, which must match them bit for bit, so they follow the assembly's
 // arithmetic exactly: integer partial sums over the same groups of four
 // elements (eight "lanes" per 32 elements), a float32 fused multiply-add
-// per lane and block (fma32), and the same final reduction (hsum8).
+// per lane and block (fma32), and the same final reduction (hsum8) —
+// except Q4_K, Q5_K and Q6_K, which sum row-sequentially (one FMA per
+// super-block of its exact integer sum: seqEverywhere in batch.go).
 
 // fma32 returns a*b + c rounded once to float32, as the FMA instructions
 // do. The product of two float32s is exact in float64; the float64 sum may
@@ -153,7 +155,7 @@ func k4ScalesMins(scales []byte) (sc, m [8]int32) {
 // the mins terms, each added by one FMA to its own accumulator, in block
 // order. Every kernel set computes Q4_K this way for one vector, four and
 // a batch, so a row's result does not depend on how many vectors share
-// the call (SeqInvariant).
+// the call (seqEverywhere).
 func dotQ4_KGeneric(w []byte, x []int8, d []float32, bsums []int16) float32 {
 	return dotQ4_KSeq(w, x, d, bsums)
 }

@@ -1,7 +1,8 @@
 package tensor
 
 // The generic dots of Q2_K, Q3_K and IQ4_XS rows with Q8_K activations, in
-// the lane arrangement of the other K-quant dots (dot_generic.go): lane l
+// the lane arrangement the K-quant dots of dot_generic.go had before Q4_K,
+// Q5_K and Q6_K became row-sequential: lane l
 // holds the integer sum, over the 32-element groups of a super-block, of
 // the sub-block scale times the dot of elements 4l..4l+3 of the group; one
 // fma32 per lane and super-block scales it by the weight's and the
