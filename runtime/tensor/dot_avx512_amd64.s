@@ -78,15 +78,6 @@
 #define K4YMINS(B, P) \
 	VPMADDWD B, Y13, P
 
-// HSUMY(Y, X, T): X[0] = hsum8 of Y's lanes (T is clobbered).
-#define HSUMY(Y, X, T) \
-	VEXTRACTF128 $1, Y, T \
-	VADDPS       T, X, X  \
-	VMOVHLPS     X, X, T  \
-	VADDPS       T, X, X  \
-	VMOVSHDUP    X, T     \
-	VADDSS       T, X, X
-
 
 // K4YMULO(X, W, off, ACC): K4YMUL with the scale pair at off(SP).
 #define K4YMULO(X, W, off, ACC) \
@@ -369,13 +360,6 @@ q4kydone:
 	K4YMUL((64*g)(DI)(R11*1), Y4, 2*g, Y3)     \
 	K4YMUL((64*g+32)(DI)(R11*1), Y5, 2*g+1, Y3)
 
-// K4YFOLD(S, F, DD): F = fma(float(S), dd, F), dd broadcast from DD.
-// Clobbers Y5.
-#define K4YFOLD(S, F, DD) \
-	VCVTDQ2PS    S, S   \
-	VBROADCASTSS DD, Y5 \
-	VFMADD231PS  Y5, S, F
-
 // K4Y4OUT stores the four vectors' acc - accm at BX: the accs in lane 0
 // of X8, X10, X16, X17, the accms in the four lanes of X9.
 #define K4Y4OUT \
@@ -393,7 +377,7 @@ q4kydone:
 	VSUBSS    X2, X10, X0     \
 	VMOVSS    X0, 12(BX)
 
-// K4YFOLDS(S, XS, XF, DD) is K4YFOLD in the row-sequential form
+// K4YFOLDS(S, XS, XF, DD): the row-sequential fold of a super-block
 // (dotQ4_KSeq): lane 0 of XF = fma(float(sum of S's lanes), dd, XF), the
 // integer sum exact. Clobbers Y5.
 #define K4YFOLDS(S, XS, XF, DD) \
