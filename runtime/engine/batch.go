@@ -26,7 +26,8 @@ var errClosed = errors.New("engine: closed")
 type work struct {
 	cache  *model.Cache
 	tokens []int
-	logits []float32 // filled with the last row's logits
+	logits []float32 // filled with the last row's logits (every row's, with every)
+	every  bool      // the logits of every row, row after row (speculative verification)
 	done   chan error
 }
 
@@ -151,7 +152,11 @@ func (b *batcher) step() {
 	for _, w := range b.ran {
 		row += len(w.tokens)
 		werr := err
-		if werr == nil {
+		switch {
+		case werr != nil:
+		case w.every:
+			werr = b.st.LogitsRows(row-len(w.tokens), len(w.tokens), w.logits)
+		default:
 			var logits []float32
 			if logits, werr = b.st.LogitsOf(row - 1); werr == nil {
 				copy(w.logits, logits)

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"strata/runtime/gguf"
@@ -36,6 +37,13 @@ type Options struct {
 	// them holds (a conversation's next turn) reuses it and prefills only
 	// the rest. Each costs one context's KV cache; 0 = 1, negative = none.
 	PromptCache int
+	// Draft is a GGUF model of the same vocabulary whose greedy guesses
+	// speculative decoding checks (Request.Speculate "draft"); it shares
+	// the worker pool. Empty = none.
+	Draft string
+	// Speculate is the speculation source of requests that do not name
+	// one: "" or "off", "ngram", "draft" (see speculate.go).
+	Speculate string
 }
 
 // Engine is an open model. Generate may be called from several goroutines;
@@ -46,9 +54,14 @@ type Engine struct {
 	Info      *modelinfo.Info      // the model's description, read once
 	Tokenizer *tokenizer.Tokenizer // Info's
 	pool      *tensor.Pool
+	ownPool   bool // the pool is the engine's (a draft shares its target's)
 	ctxLen    int
 	batch     int
 	batcher   *batcher // runs every generation's forward passes
+
+	draft     *Engine      // the draft model, nil without one
+	speculate string       // the default speculation source
+	active    atomic.Int32 // generations running now
 
 	mu   sync.Mutex
 	kept []keptCache // prompt cache, least recently kept first
@@ -121,6 +134,44 @@ func Open(path string, opts Options) (*Engine, error) {
 
 // New builds an Engine over an already open file; Close closes it.
 func New(f *gguf.File, opts Options) (*Engine, error) {
+	if _, err := ParseSpeculate(opts.Speculate); err != nil {
+		return nil, err
+	}
+	e, err := newEngine(f, opts, nil)
+	if err != nil {
+		return nil, err
+	}
+	e.speculate = opts.Speculate
+	if opts.Draft != "" {
+		df, err := gguf.Open(opts.Draft)
+		if err != nil {
+			e.Close()
+			return nil, fmt.Errorf("draft model: %w", err)
+		}
+		d, err := newEngine(df, Options{Context: e.ctxLen, Batch: e.batch, KVType: opts.KVType, PromptCache: -1}, e.pool)
+		if err == nil {
+			err = checkDraftVocab(e, d)
+			if err != nil {
+				d.Close()
+			}
+		} else {
+			df.Close()
+		}
+		if err != nil {
+			e.Close()
+			return nil, fmt.Errorf("draft model %s: %w", opts.Draft, err)
+		}
+		e.draft = d
+	} else if opts.Speculate == SpeculateDraft {
+		e.Close()
+		return nil, errors.New("engine: speculation from a draft model needs one (Options.Draft)")
+	}
+	return e, nil
+}
+
+// newEngine builds an Engine over f; pool, when not nil, is shared (a
+// draft model's) and not closed with it.
+func newEngine(f *gguf.File, opts Options, pool *tensor.Pool) (*Engine, error) {
 	in, err := modelinfo.Read(f)
 	if err != nil {
 		return nil, err
@@ -147,7 +198,10 @@ func New(f *gguf.File, opts Options) (*Engine, error) {
 	if e.keep == 0 {
 		e.keep = 1
 	}
-	e.pool = tensor.NewPool(opts.Threads)
+	e.pool, e.ownPool = pool, pool == nil
+	if e.ownPool {
+		e.pool = tensor.NewPool(opts.Threads)
+	}
 	e.batcher = newBatcher(m.NewState(e.pool, e.batch, e.ctxLen), m.InvariantRows())
 	return e, nil
 }
@@ -156,7 +210,12 @@ func New(f *gguf.File, opts Options) (*Engine, error) {
 // releases the worker pool and unmaps the file.
 func (e *Engine) Close() error {
 	e.batcher.close()
-	e.pool.Close()
+	if e.draft != nil {
+		e.draft.Close()
+	}
+	if e.ownPool {
+		e.pool.Close()
+	}
 	return e.File.Close()
 }
 
@@ -181,6 +240,11 @@ type Request struct {
 	// a JSON document of this schema (structured output): on a cluster it
 	// travels to the last stage, which masks its sampling.
 	Schema *grammar.Schema
+	// Speculate chooses where guessed tokens come from (speculative
+	// decoding): "off", "ngram" or "draft"; "" = the engine's default.
+	// The answer is the same with each (see speculate.go); only its speed
+	// differs. A cluster does not speculate yet and ignores it.
+	Speculate string
 }
 
 // Token is one generated token as delivered to the callback.
@@ -212,6 +276,9 @@ type Result struct {
 	PrefillDuration time.Duration
 	DecodeDuration  time.Duration
 	Stats           Stats // this generation's decode steps
+	// Speculative decoding: tokens guessed, and those of them the model
+	// agreed with (each one a token that cost no step of its own).
+	Drafted, Accepted int
 }
 
 // Encode tokenizes a prompt the way llama.cpp and llama2.c do for the
@@ -257,17 +324,32 @@ func (e *Engine) Generate(ctx context.Context, req Request, onToken func(Token) 
 		}
 		sampler.Constrain(grammar.NewMatcher(req.Schema, e.grammarVocab(), budget))
 	}
+	spec, err := e.newSpeculation(req.Speculate, prompt)
+	if err != nil {
+		return res, err
+	}
+	e.active.Add(1)
+	defer e.active.Add(-1)
 	m := e.Model
 	cache, cached := e.takeCached(prompt)
 	if cache == nil {
 		cache = m.NewCache(e.ctxLen)
 	}
 	steps := &localSteps{prompt: prompt, from: cached, b: e.batcher, batch: e.batch, cache: cache, sampler: sampler,
-		w: work{cache: cache, logits: make([]float32, m.Vocab), done: make(chan error, 1)}}
+		w: work{cache: cache, logits: make([]float32, m.Vocab), done: make(chan error, 1)}, active: &e.active, vocab: m.Vocab}
+	if spec != nil {
+		steps.spec = spec
+		steps.sw = work{cache: cache, logits: make([]float32, (spec.most+1)*m.Vocab), every: true, done: make(chan error, 1)}
+	}
 	res, err = Loop(ctx, e.Tokenizer, prompt, req, e.ctxLen, steps, onToken)
 	res.CachedTokens = cached
+	if spec != nil {
+		res.Drafted, res.Accepted = spec.drafted, spec.accepted
+	}
 	if err == nil {
 		// A clean end: the next turn of the conversation may resume it.
+		// The cache may hold verified tokens the answer stopped before.
+		cache.Len = min(cache.Len, len(prompt)+len(res.Tokens))
 		e.keepCache(cache, seen(prompt, res.Tokens, cache.Len))
 	}
 	return res, err
@@ -297,6 +379,11 @@ type localSteps struct {
 	next    [1]int // the token fed back each step, without a new slice per token
 	steps   int
 	time    time.Duration
+
+	spec   *speculation  // nil: no speculation
+	sw     work          // a speculative step's work: every row's logits
+	active *atomic.Int32 // the engine's running generations
+	vocab  int
 }
 
 // Prefill runs the prompt, after what the cache holds, in chunks of
@@ -314,8 +401,22 @@ func (l *localSteps) Prefill(ctx context.Context) (int, error) {
 	return l.sample()
 }
 
-// Step runs one token.
+// Step runs one token, or returns the next of the tokens a speculative
+// step verified.
 func (l *localSteps) Step(ctx context.Context, fed int) (int, error) {
+	if sp := l.spec; sp != nil {
+		sp.seq = append(sp.seq, fed)
+		if len(sp.ahead) > 0 {
+			id := sp.ahead[0]
+			sp.ahead = sp.ahead[1:]
+			return id, nil
+		}
+		if l.active.Load() == 1 {
+			return l.speculate(fed)
+		}
+		// Other generations share the steps: batching already reads the
+		// weights once for several tokens, so speculation steps aside.
+	}
 	start := time.Now()
 	l.next[0] = fed
 	l.w.tokens = l.next[:]
@@ -326,6 +427,56 @@ func (l *localSteps) Step(ctx context.Context, fed int) (int, error) {
 	l.time += time.Since(start)
 	l.steps++
 	return id, err
+}
+
+// speculate runs fed and the guesses for its successors as one step,
+// keeps the longest run of guesses the sampler agrees with, and returns
+// the first token of the answer (the others wait in ahead).
+func (l *localSteps) speculate(fed int) (int, error) {
+	start := time.Now()
+	sp := l.spec
+	k := min(sp.k, l.cache.Capacity-l.cache.Len-1)
+	var err error
+	sp.guesses, err = sp.src.draft(sp.guesses[:0], sp.seq, k)
+	if err != nil {
+		return 0, err
+	}
+	at := l.cache.Len
+	sp.batch = append(append(sp.batch[:0], fed), sp.guesses...)
+	l.sw.tokens = sp.batch
+	if err := l.b.do(&l.sw); err != nil {
+		return 0, err
+	}
+	vocab := l.vocab
+	var id int
+	for i := range l.sw.tokens {
+		t := l.sampler.Sample(l.sw.logits[i*vocab : (i+1)*vocab])
+		l.sampler.Accept(t)
+		if i == 0 {
+			id = t
+		} else {
+			sp.ahead = append(sp.ahead, t)
+		}
+		if i == len(sp.guesses) || t != sp.guesses[i] {
+			break
+		}
+	}
+	// The cache keeps fed and the guesses that were right; the keys and
+	// values of the others are cut off.
+	kept := len(sp.ahead)
+	l.cache.Len = at + 1 + kept
+	sp.drafted += len(sp.guesses)
+	sp.accepted += kept
+	switch {
+	case len(sp.guesses) == 0:
+	case kept == len(sp.guesses):
+		sp.k = min(2*sp.k, sp.most)
+	default:
+		sp.k = max(1, kept+1)
+	}
+	l.time += time.Since(start)
+	l.steps++
+	return id, nil
 }
 
 // sample draws the next token from the last step's logits.

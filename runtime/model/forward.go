@@ -336,6 +336,32 @@ func (s *State) swiglu(f *Dense, in, act *tensor.Activations, out []float32, n i
 	s.matmul(out, f.Down, act)
 }
 
+// LogitsRows computes the output logits of hidden rows i..i+n-1 of s.X
+// into dst, n × Vocab values row after row (last shard only): the output
+// head is read once for up to tensor.InvariantVectors rows, so each row's
+// logits are bit for bit the ones LogitsOf gives it. Speculative decoding
+// verifies its drafted tokens with it.
+func (s *State) LogitsRows(i, n int, dst []float32) error {
+	m := s.m
+	if !m.IsLast() {
+		return fmt.Errorf("model: shard [%d,%d) has no output head", m.First, m.End)
+	}
+	if i < 0 || n < 1 || i+n > s.Batch || len(dst) < n*m.Vocab {
+		return fmt.Errorf("model: logits of rows [%d,%d) into %d values (batch %d, vocabulary %d)", i, i+n, len(dst), s.Batch, m.Vocab)
+	}
+	group := min(n, tensor.InvariantVectors(m.Output.Type), s.Batch)
+	for r := 0; r < n; r += group {
+		g := min(group, n-r)
+		xb := s.xb2[:g*m.Embd]
+		for j := range g {
+			tensor.RMSNorm(xb[j*m.Embd:(j+1)*m.Embd], s.X[(i+r+j)*m.Embd:(i+r+j+1)*m.Embd], m.OutNorm, m.RMSEps)
+		}
+		s.actEmbd.Set(xb, g)
+		s.matmul(dst[r*m.Vocab:(r+g)*m.Vocab], m.Output, s.actEmbd)
+	}
+	return nil
+}
+
 // LogitsOf computes the output logits of hidden row i of s.X into s.Logits
 // (last shard only).
 func (s *State) LogitsOf(i int) ([]float32, error) {

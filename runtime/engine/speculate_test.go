@@ -1,0 +1,295 @@
+package engine
+
+import (
+	"context"
+	"math"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"strata/internal/testdata"
+	"strata/runtime/sample"
+	"strata/runtime/synth"
+	"strata/runtime/tensor"
+)
+
+// specPair writes a small synthetic target and its draft: the same shape
+// and seed with fewer layers, so the draft shares the target's
+// embedding, output head and first layers. The shape is Peaked (its
+// residual carries a token channel that decides the top logit), so the
+// two agree often, as a trained draft and target do.
+func specPair(t testing.TB, typ tensor.Type, layers, draftLayers int) (target, draft string) {
+	dir := t.TempDir()
+	shape := smallLlama
+	shape.Context = 1024
+	shape.Peaked = true
+	target, draft = filepath.Join(dir, "target.gguf"), filepath.Join(dir, "draft.gguf")
+	if err := synth.WriteFile(target, shape, synth.Options{Type: typ, Seed: 5, Layers: layers}); err != nil {
+		t.Fatal(err)
+	}
+	if err := synth.WriteFile(draft, shape, synth.Options{Type: typ, Seed: 5, Layers: draftLayers}); err != nil {
+		t.Fatal(err)
+	}
+	return target, draft
+}
+
+// The answer with speculation is the answer without it, token for token:
+// greedy, sampled with a seed, with a repeat penalty; from n-gram
+// lookup and from a draft model; on a model summed row-sequentially
+// (Q4_K: any number of guesses) and on float and Q8_0 ones (two guesses,
+// their batch-invariance bound). And speculation did guess, and the
+// model did agree with some guesses.
+func TestSpeculationGivesTheSameAnswer(t *testing.T) {
+	stories := testdata.Path(t, "gguf/stories260K.gguf")
+	q4Target, q4Draft := specPair(t, tensor.Q4_K, 4, 1)
+	q8Target, q8Draft := specPair(t, tensor.Q8_0, 4, 1)
+	cases := []struct {
+		name, target, draft string
+		prompt              string
+		tokens              []int
+	}{
+		// stories260K is its own draft: its guesses are its greedy choices.
+		{name: "stories260K", target: stories, draft: stories, prompt: "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day,"},
+		{name: "Q4_K", target: q4Target, draft: q4Draft, tokens: []int{1, 17, 99, 300, 17, 99, 41}},
+		{name: "Q8_0", target: q8Target, draft: q8Draft, tokens: []int{1, 5, 6, 7, 8, 5, 6}},
+	}
+	samplings := map[string]sample.Params{
+		"greedy":  {},
+		"sampled": {Temperature: 0.8, TopK: 40, Seed: 7},
+		"penalty": {RepeatPenalty: 1.3, Seed: 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			open := func(o Options) *Engine {
+				o.Threads, o.Context, o.PromptCache = 2, 512, -1
+				e, err := Open(c.target, o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { e.Close() })
+				return e
+			}
+			plain, spec := open(Options{}), open(Options{Draft: c.draft})
+			if spec.Model.InvariantRows() < 3 {
+				t.Fatalf("invariant rows %d: no room for a guess", spec.Model.InvariantRows())
+			}
+			for sname, params := range samplings {
+				for _, source := range []string{SpeculateNGram, SpeculateDraft} {
+					req := Request{Prompt: c.prompt, Tokens: c.tokens, MaxTokens: 120, Sampling: params}
+					want, err := plain.Generate(context.Background(), req, func(Token) error { return nil })
+					if err != nil {
+						t.Fatal(err)
+					}
+					req.Speculate = source
+					var streamed []int
+					got, err := spec.Generate(context.Background(), req, func(tok Token) error {
+						streamed = append(streamed, tok.ID)
+						return nil
+					})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !slices.Equal(got.Tokens, want.Tokens) || got.Text != want.Text {
+						t.Errorf("%s, %s: the answer changed\n got %v\nwant %v", sname, source, got.Tokens, want.Tokens)
+					}
+					t.Logf("%s, %s: %d tokens in %d steps (%d without); %d guessed, %d right", sname, source,
+						len(got.Tokens), got.Stats.Steps, want.Stats.Steps, got.Drafted, got.Accepted)
+					if source == SpeculateDraft && (got.Drafted == 0 || got.Accepted == 0) {
+						t.Errorf("%s, draft: %d guessed, %d right", sname, got.Drafted, got.Accepted)
+					}
+					if got.Accepted > 0 && got.Stats.Steps >= want.Stats.Steps {
+						t.Errorf("%s, %s: %d steps with %d guesses accepted, %d without", sname, source, got.Stats.Steps, got.Accepted, want.Stats.Steps)
+					}
+				}
+			}
+		})
+	}
+}
+
+// stories260K repeats itself: n-gram lookup guesses well on a prompt
+// that already holds the story it continues.
+func TestNGramGuessesRepeatedText(t *testing.T) {
+	e, err := Open(testdata.Path(t, "gguf/stories260K.gguf"), Options{Threads: 1, PromptCache: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	story, err := e.Generate(context.Background(), Request{MaxTokens: 100}, func(Token) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt := append(append(append([]int{}, e.Encode("")...), story.Tokens...), e.Encode("")...)
+	want, err := e.Generate(context.Background(), Request{Tokens: prompt, MaxTokens: 100}, func(Token) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.Generate(context.Background(), Request{Tokens: prompt, MaxTokens: 100, Speculate: SpeculateNGram}, func(Token) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.Tokens, want.Tokens) {
+		t.Fatalf("retold story differs\n got %v\nwant %v", res.Tokens, want.Tokens)
+	}
+	if res.Accepted < 30 {
+		t.Errorf("%d of %d guesses right, in %d steps", res.Accepted, res.Drafted, res.Stats.Steps)
+	}
+	t.Logf("%d tokens in %d steps: %d guessed, %d right", len(res.Tokens), res.Stats.Steps, res.Drafted, res.Accepted)
+}
+
+// The prompt cache after a speculative answer holds exactly the answer:
+// the next turn resumes it and gives the uncached answer.
+func TestSpeculationThenPromptCache(t *testing.T) {
+	path := testdata.Path(t, "gguf/stories260K.gguf")
+	cached, err := Open(path, Options{Threads: 1, Context: 512, Draft: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cached.Close()
+	plain, err := Open(path, Options{Threads: 1, Context: 512, PromptCache: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	turn1 := cached.Encode("Lily and Tom went to the park. They saw a big dog.")
+	first, err := cached.Generate(context.Background(), Request{Tokens: turn1, MaxTokens: 37, Speculate: SpeculateDraft}, func(Token) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Accepted == 0 {
+		t.Fatalf("no guess accepted: %d guessed", first.Drafted)
+	}
+	turn2 := append(append(append([]int{}, turn1...), first.Tokens...), cached.Tokenizer.Encode("\nThen Tom said", false, false)...)
+	got, err := cached.Generate(context.Background(), Request{Tokens: turn2, MaxTokens: 40, Speculate: SpeculateDraft}, func(Token) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := plain.Generate(context.Background(), Request{Tokens: turn2, MaxTokens: 40}, func(Token) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.CachedTokens < len(turn1) {
+		t.Errorf("second turn: %d tokens cached, want at least %d", got.CachedTokens, len(turn1))
+	}
+	if !slices.Equal(got.Tokens, want.Tokens) {
+		t.Fatalf("cached speculative answer differs\n got %v\nwant %v", got.Tokens, want.Tokens)
+	}
+}
+
+// With temperature 1, the token at the first position decided by a
+// verification step follows the target's distribution: a chi-square test
+// over 2000 seeds, on the samples whose first token was the most common
+// one (so that they share the prefix). The draft is stories260K itself:
+// it always guesses the target's argmax, which a wrong verification rule
+// (keeping the guess) would return every time.
+func TestSpeculativeSamplingDistribution(t *testing.T) {
+	if testing.Short() {
+		t.Skip("2000 generations")
+	}
+	path := testdata.Path(t, "gguf/stories260K.gguf")
+	e, err := Open(path, Options{Threads: 1, Context: 64, PromptCache: -1, Draft: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	prompt := e.Encode("Once upon a time")
+	const n = 2000
+	firsts := map[int][]int{} // first token -> the second tokens after it
+	accepted := 0
+	for seed := range n {
+		res, err := e.Generate(context.Background(), Request{Tokens: prompt, MaxTokens: 2, Speculate: SpeculateDraft,
+			Sampling: sample.Params{Temperature: 1, Seed: uint64(seed)}}, func(Token) error { return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Tokens) == 2 {
+			firsts[res.Tokens[0]] = append(firsts[res.Tokens[0]], res.Tokens[1])
+		}
+		accepted += res.Accepted
+	}
+	mode := -1
+	for tok, seconds := range firsts {
+		if mode < 0 || len(seconds) > len(firsts[mode]) {
+			mode = tok
+		}
+	}
+	seconds := firsts[mode]
+	// The target's distribution after prompt + mode, computed apart.
+	m := e.Model
+	st := m.NewState(nil, 16, 64)
+	c := m.NewCache(64)
+	seq := append(append([]int{}, prompt...), mode)
+	if err := st.Embed(seq); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Forward(c, len(seq)); err != nil {
+		t.Fatal(err)
+	}
+	logits, err := st.LogitsOf(len(seq) - 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := softmaxOf(logits)
+	stat, df := chiSquare(seconds, p, 5)
+	limit := chiSquareQuantile(df, 0.999)
+	t.Logf("%d samples after token %d; %d guesses accepted in %d generations; chi-square %.1f on %d degrees of freedom (0.999 quantile %.1f)",
+		len(seconds), mode, accepted, n, stat, df, limit)
+	if len(seconds) < 300 {
+		t.Fatalf("only %d samples share the first token", len(seconds))
+	}
+	if accepted == 0 {
+		t.Fatal("no guess was accepted: the verification path did not run")
+	}
+	if stat > limit {
+		t.Errorf("chi-square %.1f > %.1f: the speculative samples do not follow the target's distribution", stat, limit)
+	}
+}
+
+func softmaxOf(logits []float32) []float64 {
+	top := float64(slices.Max(logits))
+	p := make([]float64, len(logits))
+	var sum float64
+	for i, l := range logits {
+		p[i] = math.Exp(float64(l) - top)
+		sum += p[i]
+	}
+	for i := range p {
+		p[i] /= sum
+	}
+	return p
+}
+
+// chiSquare is Pearson's statistic of samples against p, with the tokens
+// whose expected count is below minExpected pooled into one bin; it
+// returns the statistic and the degrees of freedom.
+func chiSquare(samples []int, p []float64, minExpected float64) (float64, int) {
+	counts := make([]float64, len(p))
+	for _, s := range samples {
+		counts[s]++
+	}
+	n := float64(len(samples))
+	var stat, restObs, restExp float64
+	bins := 0
+	for i, q := range p {
+		if e := q * n; e >= minExpected {
+			stat += (counts[i] - e) * (counts[i] - e) / e
+			bins++
+		} else {
+			restObs += counts[i]
+			restExp += e
+		}
+	}
+	if restExp > 0 {
+		stat += (restObs - restExp) * (restObs - restExp) / restExp
+		bins++
+	}
+	return stat, bins - 1
+}
+
+// chiSquareQuantile approximates the q quantile of the chi-square
+// distribution with df degrees of freedom (Wilson–Hilferty).
+func chiSquareQuantile(df int, q float64) float64 {
+	z := math.Sqrt2 * math.Erfinv(2*q-1)
+	k := float64(df)
+	h := 2 / (9 * k)
+	return k * math.Pow(1-h+z*math.Sqrt(h), 3)
+}
