@@ -34,6 +34,7 @@ func runCmd() *cobra.Command {
 		seed      int64
 		stops     []string
 		params    sample.Params
+		speculate string
 	)
 	cmd := &cobra.Command{
 		Use:   "run --model PATH|NAME [--api URL] [--prompt TEXT]",
@@ -44,7 +45,12 @@ llama.cpp and llama2.c do (BOS, then the text). Sampling is greedy unless
 
 With --api, the prompt goes to a running node (strata node) and --model
 names a model of the cluster (its file name without .gguf); the cluster
-decides which nodes run which layers.`,
+decides which nodes run which layers.
+
+--speculate guesses tokens ahead and checks several in one forward pass:
+ngram (earlier occurrences of the last tokens: repetitive text) or
+draft:PATH (a small model of the same vocabulary). The text is the same
+as without it, token for token, sampled or not; only the speed differs.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if modelPath == "" {
@@ -57,7 +63,14 @@ decides which nodes run which layers.`,
 			if err := params.Validate(); err != nil {
 				return err
 			}
+			source, draftPath, err := parseSpeculateFlag(speculate)
+			if err != nil {
+				return err
+			}
 			if apiURL != "" {
+				if source != "" && source != engine.SpeculateOff {
+					return fmt.Errorf("--speculate %s: a cluster does not speculate yet; run the model on this machine (without --api)", speculate)
+				}
 				return runRemote(cmd, apiURL, apiKey, api.GenerateRequest{
 					Model: catalog.Name(modelPath), Prompt: prompt, MaxTokens: maxTokens, Temperature: params.Temperature,
 					TopP: params.TopP, TopK: params.TopK, MinP: params.MinP, RepeatPenalty: params.RepeatPenalty, Seed: params.Seed, Stop: stops,
@@ -68,7 +81,7 @@ decides which nodes run which layers.`,
 				return fmt.Errorf("--kv-type: %w", err)
 			}
 			loadStart := time.Now()
-			e, err := engine.Open(modelPath, engine.Options{Threads: threads, Context: ctxLen, KVType: kv})
+			e, err := engine.Open(modelPath, engine.Options{Threads: threads, Context: ctxLen, KVType: kv, Draft: draftPath, Speculate: source})
 			if err != nil {
 				return err
 			}
@@ -90,9 +103,13 @@ decides which nodes run which layers.`,
 				return err
 			}
 			n := len(res.Tokens)
-			fmt.Fprintf(cmd.ErrOrStderr(), "load %v | prompt %d tokens in %v (%.1f tok/s) | generated %d tokens in %v (%.1f tok/s) | finish %s | seed %d\n",
+			spec := ""
+			if res.Drafted > 0 {
+				spec = fmt.Sprintf(" | speculation %d of %d guesses right, %d steps", res.Accepted, res.Drafted, res.Stats.Steps)
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "load %v | prompt %d tokens in %v (%.1f tok/s) | generated %d tokens in %v (%.1f tok/s)%s | finish %s | seed %d\n",
 				load.Round(time.Millisecond), res.PromptTokens, res.PrefillDuration.Round(time.Microsecond), rate(res.PromptTokens, res.PrefillDuration),
-				n, res.DecodeDuration.Round(time.Microsecond), rate(n, res.DecodeDuration), finish(res.FinishReason, err), seed)
+				n, res.DecodeDuration.Round(time.Microsecond), rate(n, res.DecodeDuration), spec, finish(res.FinishReason, err), seed)
 			return nil
 		},
 	}
@@ -111,6 +128,7 @@ decides which nodes run which layers.`,
 	f.StringArrayVar(&stops, "stop", nil, "stop before this string (repeatable)")
 	f.IntVar(&threads, "threads", 0, "worker threads (0: all cores)")
 	f.IntVar(&ctxLen, "ctx", 0, fmt.Sprintf("context length (0: the model's, at most %d)", model.DefaultContext))
+	f.StringVar(&speculate, "speculate", "off", "guess tokens ahead: off, ngram, or draft:PATH (a draft model of the same vocabulary)")
 	f.StringVar(&kvType, "kv-type", "f16", "KV cache type: "+model.KVTypes+" (local runs; a node's is set by strata node --kv-type)")
 	return cmd
 }
@@ -153,4 +171,22 @@ func finish(reason string, err error) string {
 		return "cancelled"
 	}
 	return reason
+}
+
+// parseSpeculateFlag splits --speculate into the engine's source and the
+// draft model's path: off, ngram, draft:PATH.
+func parseSpeculateFlag(s string) (source, draft string, err error) {
+	if path, ok := strings.CutPrefix(s, engine.SpeculateDraft+":"); ok {
+		if path == "" {
+			return "", "", fmt.Errorf("--speculate draft:PATH: the draft model's path is missing")
+		}
+		return engine.SpeculateDraft, path, nil
+	}
+	if s == engine.SpeculateDraft {
+		return "", "", fmt.Errorf("--speculate draft needs the draft model: draft:PATH")
+	}
+	if _, err := engine.ParseSpeculate(s); err != nil {
+		return "", "", fmt.Errorf("--speculate: %w", err)
+	}
+	return s, "", nil
 }

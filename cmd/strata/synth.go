@@ -21,6 +21,7 @@ func synthCmd() *cobra.Command {
 		o                    synth.Options
 		maxSize              string
 		split                int
+		peaked               bool
 	)
 	cmd := &cobra.Command{
 		Use:   "synth --shape NAME --type T -o FILE",
@@ -36,6 +37,7 @@ func synthCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			s.Peaked = s.Peaked || peaked
 			if o.Type, err = tensor.ParseType(typeName); err != nil {
 				return err
 			}
@@ -74,6 +76,9 @@ func synthCmd() *cobra.Command {
 	f.Uint64Var(&o.Seed, "seed", 1, "random seed (same seed, same file)")
 	f.BoolVar(&o.Sparse, "sparse", false, "write zero weights as holes (for models too large to fill)")
 	f.IntVar(&o.Layers, "layers", 0, "override the layer count (0: the shape's)")
+	f.BoolVar(&peaked, "peaked", false, "carry each token's identity to the output head in a residual channel, as the tiny test shapes do:\n"+
+		"the top logit is then decided by the last token, so a target and its draft of fewer layers (--layers, same seed) agree\n"+
+		"as often as a trained pair does (speculative decoding benchmarks)")
 	f.StringVar(&maxSize, "max-size", "64GB", "refuse filled files larger than this")
 	f.IntVar(&split, "split", 0, "write N parts named as llama.cpp's gguf-split does: FILE-00001-of-0000N.gguf ... (FILE is -o without .gguf)")
 	return cmd

@@ -411,7 +411,7 @@ func (l *localSteps) Step(ctx context.Context, fed int) (int, error) {
 			sp.ahead = sp.ahead[1:]
 			return id, nil
 		}
-		if l.active.Load() == 1 {
+		if l.active.Load() == 1 && sp.guessing() {
 			return l.speculate(fed)
 		}
 		// Other generations share the steps: batching already reads the
@@ -465,15 +465,7 @@ func (l *localSteps) speculate(fed int) (int, error) {
 	// values of the others are cut off.
 	kept := len(sp.ahead)
 	l.cache.Len = at + 1 + kept
-	sp.drafted += len(sp.guesses)
-	sp.accepted += kept
-	switch {
-	case len(sp.guesses) == 0:
-	case kept == len(sp.guesses):
-		sp.k = min(2*sp.k, sp.most)
-	default:
-		sp.k = max(1, kept+1)
-	}
+	sp.learn(len(sp.guesses), kept)
 	l.time += time.Since(start)
 	l.steps++
 	return id, nil

@@ -48,6 +48,40 @@ func ParseSpeculate(s string) (string, error) {
 // one more.
 const maxDraft = 8
 
+// maxRest is the most steps speculation rests after repeated misses.
+const maxRest = 32
+
+// guessing reports whether this step should guess, counting a resting
+// step down.
+func (sp *speculation) guessing() bool {
+	if sp.resting > 0 {
+		sp.resting--
+		return false
+	}
+	return true
+}
+
+// learn adapts k (and the rest) to a step's outcome: kept of guessed
+// guesses were right.
+func (sp *speculation) learn(guessed, kept int) {
+	sp.drafted += guessed
+	sp.accepted += kept
+	switch {
+	case guessed == 0:
+	case kept == guessed:
+		sp.k = min(2*sp.k, sp.most)
+		sp.rest = 0
+	case kept > 0:
+		sp.k = kept + 1
+		sp.rest = 0
+	case sp.k > 1:
+		sp.k = 1
+	default:
+		sp.rest = min(max(1, 2*sp.rest), maxRest)
+		sp.resting = sp.rest
+	}
+}
+
 // drafter proposes the tokens that follow seq.
 type drafter interface {
 	// draft appends to dst up to k tokens guessed to follow seq (the
@@ -157,6 +191,11 @@ type speculation struct {
 	guesses []int
 	batch   []int // a step's tokens: the fed one, then the guesses
 	ahead   []int // verified tokens not yet returned
+	// Back-off: after a step whose only guess was wrong, the next rest
+	// steps do not guess (a wrong guess costs the draft and a wider
+	// step); rest doubles with each such miss, up to maxRest, and is
+	// reset by a right guess.
+	rest, resting int
 	// Counts for the Result.
 	drafted, accepted int
 }
