@@ -11,6 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"strata/runtime/engine"
 )
 
 // Metrics collects what GET /metrics exports (Prometheus text format) and
@@ -29,6 +31,8 @@ type Metrics struct {
 	generated *prometheus.CounterVec   // model
 	prompt    *prometheus.CounterVec   // model
 	cached    *prometheus.CounterVec   // model
+	drafted   *prometheus.CounterVec   // model
+	accepted  *prometheus.CounterVec   // model
 	ttft      prometheus.Histogram     // seconds from request arrival to the first token
 	decode    prometheus.Histogram     // tokens/s of each finished generation's decode
 	hop       *prometheus.HistogramVec // peer
@@ -60,6 +64,8 @@ func NewMetrics() *Metrics {
 	m.generated = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_generated_tokens_total", Help: "Tokens generated through the API."}, []string{"model"})
 	m.prompt = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_prompt_tokens_total", Help: "Prompt tokens processed through the API."}, []string{"model"})
 	m.cached = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_prompt_cached_tokens_total", Help: "Prompt tokens whose KV cache was reused from an earlier request (prompt caching) instead of prefilled."}, []string{"model"})
+	m.drafted = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_speculative_drafted_tokens_total", Help: "Tokens guessed by speculative decoding (n-gram lookup or a draft model) and checked by the model."}, []string{"model"})
+	m.accepted = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_speculative_accepted_tokens_total", Help: "Guessed tokens the model agreed with: each one a token without a forward pass of its own."}, []string{"model"})
 	m.ttft = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "strata_time_to_first_token_seconds", Help: "Time from a request's arrival (queueing included) to its first generated token.",
 		Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)})
 	m.decode = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "strata_decode_tokens_per_second", Help: "Decode speed of each finished generation.",
@@ -79,7 +85,7 @@ func NewMetrics() *Metrics {
 		Buckets: prometheus.ExponentialBuckets(1, 2, 10)})
 	tps := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "strata_tokens_per_second", Help: "Tokens generated per second over the last few seconds, all requests together."},
 		func() float64 { return m.rate.rate(time.Now()) })
-	for _, c := range []prometheus.Collector{m.requests, m.generated, m.prompt, m.cached, m.ttft, m.decode, m.hop, m.step, m.sent, m.active, m.waiting, m.queueWait, m.batch, m.batchRows, tps,
+	for _, c := range []prometheus.Collector{m.requests, m.generated, m.prompt, m.cached, m.drafted, m.accepted, m.ttft, m.decode, m.hop, m.step, m.sent, m.active, m.waiting, m.queueWait, m.batch, m.batchRows, tps,
 		// go_gc_heap_live_bytes: the heap the last collection found live
 		// (MemStats' figures count garbage not yet collected).
 		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)})),
@@ -176,12 +182,17 @@ func (m *Metrics) token(model string) {
 }
 
 // finished records a generation's prompt size and decode speed.
-func (m *Metrics) finished(model string, promptTokens, cached, generated int, decode time.Duration) {
+func (m *Metrics) finished(model string, res engine.Result) {
 	if m == nil {
 		return
 	}
+	promptTokens, cached, generated, decode := res.PromptTokens, res.CachedTokens, len(res.Tokens), res.DecodeDuration
 	m.prompt.WithLabelValues(model).Add(float64(promptTokens))
 	m.cached.WithLabelValues(model).Add(float64(cached))
+	if res.Drafted > 0 {
+		m.drafted.WithLabelValues(model).Add(float64(res.Drafted))
+		m.accepted.WithLabelValues(model).Add(float64(res.Accepted))
+	}
 	if generated > 1 && decode > 0 {
 		m.decode.Observe(float64(generated) / decode.Seconds())
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"strata/internal/testdata"
 	"strata/runtime/catalog"
+	"strata/runtime/engine"
 )
 
 func TestQueueFIFO(t *testing.T) {
@@ -176,5 +178,57 @@ func TestFileModels(t *testing.T) {
 	decode(t, post(t, hs.URL+"/v1/completions", "", `{"model": "stories260K", "prompt": "Once", "max_tokens": 3, "temperature": 0}`), &p)
 	if p.Usage == nil || p.Usage.CompletionTokens != 3 {
 		t.Errorf("%+v", p)
+	}
+}
+
+// A node whose engine speculates reports the guesses in the answer's
+// usage (completion_tokens_details, OpenAI's predicted-output fields)
+// and in /metrics; the text is the one without speculation.
+func TestSpeculationUsageAndMetrics(t *testing.T) {
+	path := testdata.Path(t, "gguf/stories260K.gguf")
+	e, err := engine.Open(path, engine.Options{Threads: 1, Draft: path, Speculate: engine.SpeculateDraft})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	l, err := NewLocal(e, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, hs := newTestServer(t, Config{Generator: l, Models: l})
+	_, plain := newTestServer(t, Config{})
+	body := map[string]any{"model": "stories260K", "temperature": 0, "max_tokens": 40,
+		"messages": []map[string]string{{"role": "user", "content": "Once upon a time"}}}
+	var got, want struct {
+		Choices []struct {
+			Message struct{ Content string } `json:"message"`
+		} `json:"choices"`
+		Usage Usage `json:"usage"`
+	}
+	for _, r := range []struct {
+		url string
+		out any
+	}{{hs.URL, &got}, {plain.URL, &want}} {
+		resp := post(t, r.url+"/v1/chat/completions", "", body)
+		if err := json.NewDecoder(resp.Body).Decode(r.out); err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	if len(got.Choices) != 1 || len(want.Choices) != 1 || got.Choices[0].Message.Content != want.Choices[0].Message.Content {
+		t.Fatalf("answer %+v, want %+v", got.Choices, want.Choices)
+	}
+	d := got.Usage.CompletionTokensDetails
+	if d == nil || d.AcceptedPredictionTokens == 0 || want.Usage.CompletionTokensDetails != nil {
+		t.Fatalf("usage %+v (without speculation %+v)", d, want.Usage.CompletionTokensDetails)
+	}
+	text := scrape(t, hs.URL, "")
+	for _, want := range []string{
+		fmt.Sprintf(`strata_speculative_accepted_tokens_total{model="stories260K"} %d`, d.AcceptedPredictionTokens),
+		fmt.Sprintf(`strata_speculative_drafted_tokens_total{model="stories260K"} %d`, d.AcceptedPredictionTokens+d.RejectedPredictionTokens),
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
 	}
 }

@@ -195,8 +195,11 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job, out streame
 			}
 			return out.text(text)
 		})
-	s.metrics.finished(j.model, res.PromptTokens, res.CachedTokens, len(res.Tokens), res.DecodeDuration)
+	s.metrics.finished(j.model, res)
 	usage := Usage{PromptTokens: len(j.tokens), CompletionTokens: len(res.Tokens), PromptTokensDetails: &PromptTokensDetails{CachedTokens: res.CachedTokens}}
+	if res.Drafted > 0 {
+		usage.CompletionTokensDetails = &CompletionTokensDetails{AcceptedPredictionTokens: res.Accepted, RejectedPredictionTokens: res.Drafted - res.Accepted}
+	}
 	usage.TotalTokens = usage.PromptTokens + usage.CompletionTokens
 	if err != nil {
 		if ctx.Err() != nil {

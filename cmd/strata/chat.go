@@ -39,6 +39,7 @@ func chatCmd() *cobra.Command {
 		maxTokens int
 		threads   int
 		ctxLen    int
+		speculate string
 	)
 	cmd := &cobra.Command{
 		Use:   "chat [--api URL] [--model NAME|PATH]",
@@ -73,12 +74,16 @@ to a GGUF file) in this process.`,
 				base = "http://" + base
 			}
 			base = strings.TrimSuffix(base, "/")
+			source, draft, err := parseSpeculateFlag(speculate)
+			if err != nil {
+				return err
+			}
 			c := &chatClient{base: base, key: apiKey, http: &http.Client{}}
 			list, err := c.models(ctx)
 			var unreachable *unreachableError
 			switch {
 			case errors.As(err, &unreachable):
-				node, err := startInProcess(ctx, inProcessOptions{Model: modelName, Threads: threads, Context: ctxLen})
+				node, err := startInProcess(ctx, inProcessOptions{Model: modelName, Threads: threads, Context: ctxLen, Speculate: source, Draft: draft})
 				if err != nil {
 					return fmt.Errorf("no node answers at %s (%v), and none could start here: %w", base, unreachable.err, err)
 				}
@@ -91,6 +96,8 @@ to a GGUF file) in this process.`,
 				}
 			case err != nil:
 				return err
+			case source != "" && source != engine.SpeculateOff:
+				return fmt.Errorf("--speculate %s: the node at %s runs the model on a cluster, which does not speculate yet", speculate, base)
 			}
 			if looksLikePath(modelName) {
 				modelName = catalog.Name(modelName)
@@ -136,6 +143,7 @@ to a GGUF file) in this process.`,
 	f.IntVar(&maxTokens, "max-tokens", 0, "most tokens per answer (0: until the model stops or the context is full)")
 	f.IntVar(&threads, "threads", 0, "worker threads when the model runs in this process (0: all cores)")
 	f.IntVar(&ctxLen, "ctx", 0, fmt.Sprintf("context length when the model runs in this process (0: the model's, at most %d)", model.DefaultContext))
+	f.StringVar(&speculate, "speculate", "off", "when the model runs in this process, guess tokens ahead: off, ngram, or draft:PATH (same answers, faster where guesses are right)")
 	return cmd
 }
 
@@ -145,9 +153,11 @@ func looksLikePath(s string) bool {
 
 // inProcessOptions tells startInProcess what to run.
 type inProcessOptions struct {
-	Model   string // path of a GGUF file
-	Threads int
-	Context int
+	Model     string // path of a GGUF file
+	Threads   int
+	Context   int
+	Speculate string // the engine's speculation source
+	Draft     string // the draft model's path, for Speculate "draft"
 }
 
 // inProcessNode is a node chat started in this process.
@@ -171,7 +181,7 @@ func startLocalEngine(ctx context.Context, opts inProcessOptions) (*inProcessNod
 	if _, err := os.Stat(opts.Model); err != nil {
 		return nil, fmt.Errorf("--model %s is not a model file here: %w", opts.Model, err)
 	}
-	e, err := engine.Open(opts.Model, engine.Options{Threads: opts.Threads, Context: opts.Context})
+	e, err := engine.Open(opts.Model, engine.Options{Threads: opts.Threads, Context: opts.Context, Speculate: opts.Speculate, Draft: opts.Draft})
 	if err != nil {
 		return nil, err
 	}

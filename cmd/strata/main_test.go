@@ -81,6 +81,42 @@ func TestRunTellsTheStory(t *testing.T) {
 	}
 }
 
+// run --speculate prints the same story, and how many guesses were right;
+// bad values are refused with what to write instead.
+func TestRunSpeculates(t *testing.T) {
+	stories := testdata.Path(t, "gguf/stories260K.gguf")
+	story := func(out string) string { return out[:strings.Index(out, "load ")] }
+	plain, err := run(t, "run", "--model", stories, "--max-tokens", "60")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, spec := range []string{"ngram", "draft:" + stories} {
+		out, err := run(t, "run", "--model", stories, "--max-tokens", "60", "--speculate", spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if story(out) != story(plain) {
+			t.Errorf("--speculate %s: the story changed:\n%s\nwant\n%s", spec, story(out), story(plain))
+		}
+		if !strings.Contains(out, "guesses right") {
+			t.Errorf("--speculate %s: no speculation counts:\n%s", spec, out)
+		}
+	}
+	for spec, want := range map[string]string{"draft": "draft:PATH", "draft:": "path is missing", "eagle": "want off, ngram or draft",
+		"draft:/nonexistent.gguf": "/nonexistent.gguf"} {
+		if _, err := run(t, "run", "--model", stories, "--speculate", spec); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("--speculate %s: %v, want an error with %q", spec, err, want)
+		}
+	}
+	// A draft of another vocabulary is refused.
+	if _, err := run(t, "run", "--model", stories, "--speculate", "draft:"+testdata.Path(t, "gguf/llama-2-tiny-random.gguf")); err == nil || !strings.Contains(err.Error(), "share the vocabulary") {
+		t.Errorf("draft of another vocabulary: %v", err)
+	}
+	if _, err := run(t, "run", "--api", "127.0.0.1:1", "--model", "m", "--speculate", "ngram"); err == nil || !strings.Contains(err.Error(), "does not speculate yet") {
+		t.Errorf("--api with --speculate: %v", err)
+	}
+}
+
 func TestPlan(t *testing.T) {
 	out, err := run(t, "plan", "--shape", "kimi-k2", "--type", "Q8_0", "--nodes", "a=512GB,b=512GB,c=256GB,d=256GB")
 	if err != nil {
