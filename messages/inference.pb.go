@@ -529,7 +529,14 @@ type Forward struct {
 	ChainUntil uint32 `protobuf:"varint,15,opt,name=chain_until,json=chainUntil,proto3" json:"chain_until,omitempty"`
 	// loop is the whole ring, first stage first, for the shortcut: set on
 	// the origin's sampled Forwards when chain_until is.
-	Loop          []*PID `protobuf:"bytes,16,rep,name=loop,proto3" json:"loop,omitempty"`
+	Loop []*PID `protobuf:"bytes,16,rep,name=loop,proto3" json:"loop,omitempty"`
+	// Speculative decoding: guesses are the tokens of positions
+	// position+count-len(guesses) .. position+count-1 (the step's rows after
+	// its first sampled one), carried to the last stage. It samples the rows
+	// from position+count-len(guesses)-1 on in order and stops at the first
+	// draw that differs from the guess there; Token.id and Token.more are its
+	// draws. Only with sample; not through the shortcut.
+	Guesses       []int32 `protobuf:"varint,17,rep,packed,name=guesses,proto3" json:"guesses,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -676,6 +683,13 @@ func (x *Forward) GetLoop() []*PID {
 	return nil
 }
 
+func (x *Forward) GetGuesses() []int32 {
+	if x != nil {
+		return x.Guesses
+	}
+	return nil
+}
+
 // Chain raises a session's chain_until on its last stage (Forward.chain_until).
 type Chain struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -738,7 +752,11 @@ type Token struct {
 	// elapsed_ns is the last stage's own time for this step.
 	ElapsedNs int64 `protobuf:"varint,4,opt,name=elapsed_ns,json=elapsedNs,proto3" json:"elapsed_ns,omitempty"`
 	// compute_ns is the compute time of every stage for this step.
-	ComputeNs     int64 `protobuf:"varint,5,opt,name=compute_ns,json=computeNs,proto3" json:"compute_ns,omitempty"`
+	ComputeNs int64 `protobuf:"varint,5,opt,name=compute_ns,json=computeNs,proto3" json:"compute_ns,omitempty"`
+	// more: after a step with guesses, the draws that followed id (each
+	// guess the stage agreed with, then the first draw that differed, or one
+	// after the last guess); position is id's.
+	More          []int32 `protobuf:"varint,6,rep,packed,name=more,proto3" json:"more,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -806,6 +824,13 @@ func (x *Token) GetComputeNs() int64 {
 		return x.ComputeNs
 	}
 	return 0
+}
+
+func (x *Token) GetMore() []int32 {
+	if x != nil {
+		return x.More
+	}
+	return nil
 }
 
 // ForwardError reports a failed step to the session.
@@ -1187,7 +1212,7 @@ const file_messages_inference_proto_rawDesc = "" +
 	"jsonSchema\x12\x1f\n" +
 	"\vschema_from\x18\f \x01(\rR\n" +
 	"schemaFrom\x12#\n" +
-	"\rschema_budget\x18\r \x01(\rR\fschemaBudget\"\xf6\x03\n" +
+	"\rschema_budget\x18\r \x01(\rR\fschemaBudget\"\x90\x04\n" +
 	"\aForward\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x1a\n" +
 	"\bposition\x18\x02 \x01(\rR\bposition\x12\x14\n" +
@@ -1208,10 +1233,11 @@ const file_messages_inference_proto_rawDesc = "" +
 	"\x06resume\x18\x0e \x01(\tR\x06resume\x12\x1f\n" +
 	"\vchain_until\x18\x0f \x01(\rR\n" +
 	"chainUntil\x12\x1f\n" +
-	"\x04loop\x18\x10 \x03(\v2\v.strata.PIDR\x04loop\"7\n" +
+	"\x04loop\x18\x10 \x03(\v2\v.strata.PIDR\x04loop\x12\x18\n" +
+	"\aguesses\x18\x11 \x03(\x05R\aguesses\"7\n" +
 	"\x05Chain\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x14\n" +
-	"\x05until\x18\x02 \x01(\rR\x05until\"\x8b\x01\n" +
+	"\x05until\x18\x02 \x01(\rR\x05until\"\x9f\x01\n" +
 	"\x05Token\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x1a\n" +
 	"\bposition\x18\x02 \x01(\rR\bposition\x12\x0e\n" +
@@ -1219,7 +1245,8 @@ const file_messages_inference_proto_rawDesc = "" +
 	"\n" +
 	"elapsed_ns\x18\x04 \x01(\x03R\telapsedNs\x12\x1d\n" +
 	"\n" +
-	"compute_ns\x18\x05 \x01(\x03R\tcomputeNs\"\xbc\x01\n" +
+	"compute_ns\x18\x05 \x01(\x03R\tcomputeNs\x12\x12\n" +
+	"\x04more\x18\x06 \x03(\x05R\x04more\"\xbc\x01\n" +
 	"\fForwardError\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x14\n" +
 	"\x05stage\x18\x02 \x01(\tR\x05stage\x12\x14\n" +

@@ -31,6 +31,9 @@ type shard struct {
 	state *model.State       // scratch shared by all sessions: the actor runs one batch at a time (nil on a TP member)
 	tp    *tpShard           // set on a member of a tensor-parallel stage
 	ids   [wire.MaxBatch]int // token ids of the batch being gathered (first stage)
+	// verifyLogits holds a speculative step's logits, a row per guess and
+	// one more (last stage).
+	verifyLogits []float32
 	// The batch being gathered (batch.go): steps of several sessions that
 	// run as one forward pass.
 	batch       batch
@@ -383,6 +386,9 @@ func (s *shard) forward(ctx actor.Context, m *messages.Forward, release func()) 
 	if s.tp != nil && !s.tp.leads() && !s.tp.fromLeader(ctx.Sender()) {
 		return fmt.Errorf("stage %s is a tensor-parallel member: it takes steps from its leader only", s.pid.Id)
 	}
+	if err := s.checkGuesses(m, n); err != nil {
+		return err
+	}
 	// Accept lists the session's sequence so far (a replay sends it all
 	// with its first chunk): no longer than the session's context, nor
 	// than a context this node allows (each token costs the actor, which
@@ -430,7 +436,7 @@ func (s *shard) pass(ctx actor.Context, m *messages.Forward, ss *shardSession, s
 			Hidden: encodeHidden(hidden, m.HiddenType), HiddenType: m.HiddenType,
 			Route: m.Route[1:], ReplyTo: m.ReplyTo, Context: m.Context, Sampling: m.Sampling,
 			Accept: m.Accept, Sample: m.Sample, ComputeNs: m.ComputeNs + time.Since(start).Nanoseconds(),
-			Resume: m.Resume, ChainUntil: m.ChainUntil, Loop: m.Loop,
+			Resume: m.Resume, ChainUntil: m.ChainUntil, Loop: m.Loop, Guesses: m.Guesses,
 		}
 		ctx.Send(wire.PID(m.Route[0]), next)
 		return nil
@@ -447,6 +453,9 @@ func (s *shard) pass(ctx actor.Context, m *messages.Forward, ss *shardSession, s
 	}
 	if !m.Sample {
 		return nil
+	}
+	if len(m.Guesses) > 0 {
+		return s.verify(ctx, m, ss, start, row)
 	}
 	if logits == nil && s.tp == nil {
 		var err error
@@ -504,4 +513,59 @@ func (s *shard) chain(ctx actor.Context, m *messages.Chain) {
 		ss.held = nil
 		ctx.Send(wire.PID(ss.loop[0]), h)
 	}
+}
+
+// checkGuesses refuses a step whose speculative guesses the stages cannot
+// check: more guesses than rows after the first, ids outside the
+// vocabulary, a step that does not sample or feeds on through the
+// shortcut, or a tensor-parallel stage (its group gathers one row's
+// logits).
+func (s *shard) checkGuesses(m *messages.Forward, n int) error {
+	g := len(m.Guesses)
+	switch {
+	case g == 0:
+		return nil
+	case g >= n || !m.Sample || m.ChainUntil != 0:
+		return fmt.Errorf("a step of %d positions with %d guesses (sample %v, chain_until %d): guesses need a sampled step of more positions, without the shortcut", n, g, m.Sample, m.ChainUntil)
+	case s.tp != nil:
+		return fmt.Errorf("stage %s is tensor-parallel: it does not check guesses", s.pid.Id)
+	}
+	for _, t := range m.Guesses {
+		if t < 0 || int(t) >= s.m.Vocab {
+			return fmt.Errorf("guess %d outside the vocabulary of %d", t, s.m.Vocab)
+		}
+	}
+	return nil
+}
+
+// verify is the last stage's end of a speculative step: it draws the
+// token of each row from the first sampled one on, in order, with the
+// session's sampler (as one-token steps would), and stops at the first
+// draw that differs from the guess for the next position. The draws go
+// to the session: the first as Token.id, the others as Token.more. row is
+// the step's last row in the stage's state.
+func (s *shard) verify(ctx actor.Context, m *messages.Forward, ss *shardSession, start time.Time, row int) error {
+	rows := len(m.Guesses) + 1
+	vocab := s.m.Vocab
+	if need := rows * vocab; cap(s.verifyLogits) < need {
+		s.verifyLogits = make([]float32, need)
+	}
+	logits := s.verifyLogits[:rows*vocab]
+	if err := s.state.LogitsRows(row-rows+1, rows, logits); err != nil {
+		return err
+	}
+	var draws []int32
+	for i := range rows {
+		id := ss.sampler.Sample(logits[i*vocab : (i+1)*vocab])
+		ss.sampler.Accept(id)
+		draws = append(draws, int32(id))
+		if i == rows-1 || int32(id) != m.Guesses[i] {
+			break
+		}
+	}
+	own := time.Since(start).Nanoseconds()
+	first := int(m.Position+m.Count) - len(m.Guesses)
+	ctx.Send(wire.PID(m.ReplyTo), &messages.Token{Session: m.Session, Position: uint32(first), Id: draws[0], More: draws[1:],
+		ElapsedNs: own, ComputeNs: m.ComputeNs + own})
+	return nil
 }

@@ -324,9 +324,13 @@ func (e *Engine) Generate(ctx context.Context, req Request, onToken func(Token) 
 		}
 		sampler.Constrain(grammar.NewMatcher(req.Schema, e.grammarVocab(), budget))
 	}
-	spec, err := e.newSpeculation(req.Speculate, prompt)
+	source := req.Speculate
+	if source == "" {
+		source = e.speculate
+	}
+	spec, err := NewSpeculator(source, e.draft, e.ctxLen, min(e.batch, e.Model.InvariantRows())-1)
 	if err != nil {
-		return res, err
+		return res, fmt.Errorf("engine: %w", err)
 	}
 	e.active.Add(1)
 	defer e.active.Add(-1)
@@ -339,12 +343,13 @@ func (e *Engine) Generate(ctx context.Context, req Request, onToken func(Token) 
 		w: work{cache: cache, logits: make([]float32, m.Vocab), done: make(chan error, 1)}, active: &e.active, vocab: m.Vocab}
 	if spec != nil {
 		steps.spec = spec
-		steps.sw = work{cache: cache, logits: make([]float32, (spec.most+1)*m.Vocab), every: true, done: make(chan error, 1)}
+		steps.seq = append(make([]int, 0, len(prompt)+256), prompt...)
+		steps.sw = work{cache: cache, logits: make([]float32, (spec.Most()+1)*m.Vocab), every: true, done: make(chan error, 1)}
 	}
 	res, err = Loop(ctx, e.Tokenizer, prompt, req, e.ctxLen, steps, onToken)
 	res.CachedTokens = cached
 	if spec != nil {
-		res.Drafted, res.Accepted = spec.drafted, spec.accepted
+		res.Drafted, res.Accepted = spec.Drafted, spec.Accepted
 	}
 	if err == nil {
 		// A clean end: the next turn of the conversation may resume it.
@@ -380,8 +385,14 @@ type localSteps struct {
 	steps   int
 	time    time.Duration
 
-	spec   *speculation  // nil: no speculation
-	sw     work          // a speculative step's work: every row's logits
+	// Speculative decoding (nil spec: none): the prompt and every token
+	// fed, the verified tokens not yet returned, a step's tokens (the fed
+	// one, then the guesses) and its work (every row's logits).
+	spec   *Speculator
+	seq    []int
+	ahead  []int
+	rows   []int
+	sw     work
 	active *atomic.Int32 // the engine's running generations
 	vocab  int
 }
@@ -404,14 +415,14 @@ func (l *localSteps) Prefill(ctx context.Context) (int, error) {
 // Step runs one token, or returns the next of the tokens a speculative
 // step verified.
 func (l *localSteps) Step(ctx context.Context, fed int) (int, error) {
-	if sp := l.spec; sp != nil {
-		sp.seq = append(sp.seq, fed)
-		if len(sp.ahead) > 0 {
-			id := sp.ahead[0]
-			sp.ahead = sp.ahead[1:]
+	if l.spec != nil {
+		l.seq = append(l.seq, fed)
+		if len(l.ahead) > 0 {
+			id := l.ahead[0]
+			l.ahead = l.ahead[1:]
 			return id, nil
 		}
-		if l.active.Load() == 1 && sp.guessing() {
+		if l.active.Load() == 1 {
 			return l.speculate(fed)
 		}
 		// Other generations share the steps: batching already reads the
@@ -434,38 +445,34 @@ func (l *localSteps) Step(ctx context.Context, fed int) (int, error) {
 // the first token of the answer (the others wait in ahead).
 func (l *localSteps) speculate(fed int) (int, error) {
 	start := time.Now()
-	sp := l.spec
-	k := min(sp.k, l.cache.Capacity-l.cache.Len-1)
-	var err error
-	sp.guesses, err = sp.src.draft(sp.guesses[:0], sp.seq, k)
+	guesses, err := l.spec.Guess(l.seq, l.cache.Capacity-l.cache.Len-1)
 	if err != nil {
 		return 0, err
 	}
 	at := l.cache.Len
-	sp.batch = append(append(sp.batch[:0], fed), sp.guesses...)
-	l.sw.tokens = sp.batch
+	l.rows = append(append(l.rows[:0], fed), guesses...)
+	l.sw.tokens = l.rows
 	if err := l.b.do(&l.sw); err != nil {
 		return 0, err
 	}
-	vocab := l.vocab
 	var id int
-	for i := range l.sw.tokens {
-		t := l.sampler.Sample(l.sw.logits[i*vocab : (i+1)*vocab])
+	for i := range l.rows {
+		t := l.sampler.Sample(l.sw.logits[i*l.vocab : (i+1)*l.vocab])
 		l.sampler.Accept(t)
 		if i == 0 {
 			id = t
 		} else {
-			sp.ahead = append(sp.ahead, t)
+			l.ahead = append(l.ahead, t)
 		}
-		if i == len(sp.guesses) || t != sp.guesses[i] {
+		if i == len(guesses) || t != guesses[i] {
 			break
 		}
 	}
 	// The cache keeps fed and the guesses that were right; the keys and
 	// values of the others are cut off.
-	kept := len(sp.ahead)
+	kept := len(l.ahead)
 	l.cache.Len = at + 1 + kept
-	sp.learn(len(sp.guesses), kept)
+	l.spec.Learn(len(guesses), kept)
 	l.time += time.Since(start)
 	l.steps++
 	return id, nil

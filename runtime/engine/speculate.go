@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 )
 
@@ -50,37 +51,6 @@ const maxDraft = 8
 
 // maxRest is the most steps speculation rests after repeated misses.
 const maxRest = 32
-
-// guessing reports whether this step should guess, counting a resting
-// step down.
-func (sp *speculation) guessing() bool {
-	if sp.resting > 0 {
-		sp.resting--
-		return false
-	}
-	return true
-}
-
-// learn adapts k (and the rest) to a step's outcome: kept of guessed
-// guesses were right.
-func (sp *speculation) learn(guessed, kept int) {
-	sp.drafted += guessed
-	sp.accepted += kept
-	switch {
-	case guessed == 0:
-	case kept == guessed:
-		sp.k = min(2*sp.k, sp.most)
-		sp.rest = 0
-	case kept > 0:
-		sp.k = kept + 1
-		sp.rest = 0
-	case sp.k > 1:
-		sp.k = 1
-	default:
-		sp.rest = min(max(1, 2*sp.rest), maxRest)
-		sp.resting = sp.rest
-	}
-}
 
 // drafter proposes the tokens that follow seq.
 type drafter interface {
@@ -182,32 +152,30 @@ func argmax(x []float32) int {
 	return best
 }
 
-// speculation is one generation's drafting state.
-type speculation struct {
+// Speculator is one generation's guesser: a source of guesses, and how
+// many to make, adapted to how many the model accepts. The engine and a
+// cluster's session (strata/actors/origin) each drive one per generation.
+type Speculator struct {
 	src     drafter
-	most    int   // the most guesses one step may verify (exactness, batch)
-	k       int   // guesses for the next step; adapts to the acceptance
-	seq     []int // the prompt and every token returned so far
+	most    int // the most guesses one step may check
+	k       int // guesses for the next step
 	guesses []int
-	batch   []int // a step's tokens: the fed one, then the guesses
-	ahead   []int // verified tokens not yet returned
 	// Back-off: after a step whose only guess was wrong, the next rest
 	// steps do not guess (a wrong guess costs the draft and a wider
 	// step); rest doubles with each such miss, up to maxRest, and is
 	// reset by a right guess.
 	rest, resting int
-	// Counts for the Result.
-	drafted, accepted int
+	// Drafted counts the guesses checked, Accepted those the model
+	// agreed with.
+	Drafted, Accepted int
 }
 
-// newSpeculation returns the drafting state of a generation, or nil
-// (speculation off, or the model's batch invariance leaves no room for a
-// guess).
-func (e *Engine) newSpeculation(source string, prompt []int) (*speculation, error) {
-	if source == "" {
-		source = e.speculate
-	}
-	most := min(maxDraft, e.batch-1, e.Model.InvariantRows()-1)
+// NewSpeculator returns a guesser from source (ngram; draft, with draft,
+// the draft model, whose own KV cache holds up to capacity positions)
+// that makes at most most guesses a step; nil for "" or off, or when
+// most < 1. The caller caps most at its batch invariance bound
+// (Model.InvariantRows - 1) for the answer to stay exact.
+func NewSpeculator(source string, draft *Engine, capacity, most int) (*Speculator, error) {
 	var src drafter
 	switch source {
 	case "", SpeculateOff:
@@ -215,17 +183,55 @@ func (e *Engine) newSpeculation(source string, prompt []int) (*speculation, erro
 	case SpeculateNGram:
 		src = ngramDrafter{}
 	case SpeculateDraft:
-		if e.draft == nil {
-			return nil, fmt.Errorf("engine: speculation from a draft model, but none was opened (Options.Draft)")
+		if draft == nil {
+			return nil, errors.New("speculation from a draft model, but none was opened (--speculate draft:PATH, Options.Draft)")
 		}
-		src = newModelDrafter(e.draft, e.ctxLen)
+		src = newModelDrafter(draft, capacity)
 	default:
-		return nil, fmt.Errorf("engine: unknown speculation source %q", source)
+		return nil, fmt.Errorf("unknown speculation source %q", source)
 	}
+	most = min(most, maxDraft)
 	if most < 1 {
 		return nil, nil
 	}
-	return &speculation{src: src, most: most, k: most, seq: append(make([]int, 0, len(prompt)+256), prompt...)}, nil
+	return &Speculator{src: src, most: most, k: most}, nil
+}
+
+// Most is the most guesses one step checks.
+func (sp *Speculator) Most() int { return sp.most }
+
+// Guess returns up to room guesses for the tokens after seq (the prompt
+// and the answer so far, the last token not yet run); none while it
+// rests after misses. The slice is reused by the next Guess.
+func (sp *Speculator) Guess(seq []int, room int) ([]int, error) {
+	if sp.resting > 0 {
+		sp.resting--
+		return nil, nil
+	}
+	var err error
+	sp.guesses, err = sp.src.draft(sp.guesses[:0], seq, min(sp.k, room))
+	return sp.guesses, err
+}
+
+// Learn adapts the next guesses to a step's outcome: kept of guessed
+// guesses were right.
+func (sp *Speculator) Learn(guessed, kept int) {
+	sp.Drafted += guessed
+	sp.Accepted += kept
+	switch {
+	case guessed == 0:
+	case kept == guessed:
+		sp.k = min(2*sp.k, sp.most)
+		sp.rest = 0
+	case kept > 0:
+		sp.k = kept + 1
+		sp.rest = 0
+	case sp.k > 1:
+		sp.k = 1
+	default:
+		sp.rest = min(max(1, 2*sp.rest), maxRest)
+		sp.resting = sp.rest
+	}
 }
 
 // checkDraftVocab refuses a draft model whose tokens differ from the
