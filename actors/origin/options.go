@@ -8,6 +8,7 @@ import (
 
 	"strata/actors/plan"
 	"strata/messages"
+	"strata/runtime/engine"
 	"strata/runtime/model"
 )
 
@@ -62,6 +63,14 @@ type Options struct {
 	// (to first stages, and their probes and frees); nil = none. With
 	// HostConfig.SenderMiddleware it shapes or cuts in-process links.
 	SenderMiddleware []actor.SenderMiddleware
+	// Speculate is the speculation source of requests that name none
+	// (engine.Request.Speculate): "" or off, ngram, draft. A speculating
+	// session sends guesses with its steps, which the last stage checks
+	// (see strata/actors/session); it gives up the token shortcut.
+	Speculate string
+	// Draft is the draft model for the draft source, run on this node
+	// (the session's origin); nil = none.
+	Draft *engine.Engine
 	// Metrics hears the timing of every decode step; nil = none.
 	Metrics Metrics
 	// Logger receives one line per recovery and one per session (its

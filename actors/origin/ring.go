@@ -129,6 +129,9 @@ func (c *Origin) generate(ctx context.Context, req Request, onToken func(engine.
 	// A ring keeps one of its positions free.
 	res, err = engine.Loop(ctx, lm.Tokenizer, prompt, req, ctxLen-1, r, onToken)
 	res.CachedTokens = r.cached
+	if r.spec != nil {
+		res.Drafted, res.Accepted = r.spec.Drafted, r.spec.Accepted
+	}
 	return res, r, err
 }
 
@@ -192,6 +195,11 @@ type ring struct {
 	resumed *prefixEntry
 	cached  int
 
+	// Speculative decoding (nil: off): the guesser, and the guesses sent
+	// with the step in flight.
+	spec *engine.Speculator
+	seq  []int // the text so far for the guesser, reused
+
 	// Decode step timing: round trips, and the stages' compute within them.
 	stepStart             time.Time
 	stepTime, stepCompute time.Duration
@@ -201,7 +209,17 @@ type ring struct {
 func (c *Origin) newRing(lm *modelinfo.Info, req Request, prompt []int, ctxLen int) (*ring, error) {
 	cfg := session.Config{Prompt: prompt, MaxBatch: wire.MaxBatch, Vocab: lm.Tokenizer.VocabSize(), StepTimeout: c.opts.StepTimeout,
 		PromptCache: c.prefix != nil}
-	if !c.opts.NoShortcut {
+	source := req.Speculate
+	if source == "" {
+		source = c.opts.Speculate
+	}
+	// Guesses stay within the model's batch invariance bound, so the
+	// answer is the one without them.
+	spec, err := engine.NewSpeculator(source, c.opts.Draft, ctxLen, min(lm.InvariantRows, wire.MaxBatch)-1)
+	if err != nil {
+		return nil, err
+	}
+	if !c.opts.NoShortcut && spec == nil {
 		cfg.ChainBelow = feedLimit(len(prompt), req.MaxTokens, ctxLen)
 	}
 	core, err := session.New(cfg)
@@ -211,7 +229,7 @@ func (c *Origin) newRing(lm *modelinfo.Info, req Request, prompt []int, ctxLen i
 	in := &inbox{ch: make(chan any, 8)}
 	self := c.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return in }))
 	info := &SessionInfo{Model: req.Model, Prompt: len(prompt), Started: time.Now(), inbox: self}
-	return &ring{c: c, core: core, req: req, tok: lm.Tokenizer, in: in, self: self, ctxLen: ctxLen, info: info}, nil
+	return &ring{c: c, core: core, req: req, tok: lm.Tokenizer, in: in, self: self, ctxLen: ctxLen, info: info, spec: spec}, nil
 }
 
 // feedLimit is the first position engine.Loop never feeds a token at,
@@ -233,10 +251,39 @@ func (r *ring) Prefill(ctx context.Context) (int, error) {
 	return r.emitted(r.do(ctx, r.core.Step(session.Start{})))
 }
 
-// Step implements engine.Stepper.
+// Step implements engine.Stepper. With speculation, a step whose token
+// the ring has not checked yet carries guesses for the tokens after it.
 func (r *ring) Step(ctx context.Context, fed int) (int, error) {
 	r.stepStart = time.Now()
-	return r.emitted(r.do(ctx, r.core.Step(session.Next{Token: fed})))
+	next := session.Next{Token: fed}
+	if r.spec != nil && r.core.Ahead() == 0 && r.guessable() {
+		r.seq = append(append(r.seq[:0], r.core.Fed()...), fed)
+		guesses, err := r.spec.Guess(r.seq, r.ctxLen-2-len(r.seq))
+		if err != nil {
+			return 0, err
+		}
+		next.Guesses = guesses
+	}
+	guessed := len(next.Guesses)
+	id, err := r.emitted(r.do(ctx, r.core.Step(next)))
+	if err == nil && guessed > 0 {
+		// The guesses the last stage agreed with wait in the core; after
+		// a recovery (which drops them) none counts.
+		r.spec.Learn(guessed, r.core.Ahead())
+	}
+	return id, err
+}
+
+// guessable reports whether the ring can check guesses: no stage is
+// tensor-parallel (a group gathers only one row's logits).
+func (r *ring) guessable() bool {
+	_, stages := r.core.Ring()
+	for _, st := range stages {
+		if len(st.TP) > 0 {
+			return false
+		}
+	}
+	return len(stages) > 0
 }
 
 // emitted counts a generated token for the session's listing.
@@ -359,7 +406,14 @@ func (r *ring) await(ctx context.Context) session.Event {
 			case *messages.ForwardError:
 				return session.ForwardFailed{Session: m.Session, Stage: m.Stage, Err: m.Error, Gap: m.Gap, Group: m.GroupFailed, Busy: m.Busy}
 			case *messages.Token:
-				return session.Token{Session: m.Session, Position: int(m.Position), ID: int(m.Id), Compute: time.Duration(m.ComputeNs)}
+				t := session.Token{Session: m.Session, Position: int(m.Position), ID: int(m.Id), Compute: time.Duration(m.ComputeNs)}
+				if len(m.More) > 0 {
+					t.More = make([]int, len(m.More))
+					for i, id := range m.More {
+						t.More[i] = int(id)
+					}
+				}
+				return t
 			}
 		}
 	}
@@ -410,6 +464,9 @@ func (r *ring) send(a session.Forward) {
 		ReplyTo: wire.FromPID(r.self), HiddenType: r.c.opts.Hidden, Sample: a.Sample, Context: uint32(r.ctxLen)}
 	for _, t := range a.Tokens {
 		f.Tokens = append(f.Tokens, int32(t))
+	}
+	for _, t := range a.Guesses {
+		f.Guesses = append(f.Guesses, int32(t))
 	}
 	if a.ChainUntil > 0 {
 		f.ChainUntil = uint32(a.ChainUntil)

@@ -121,6 +121,10 @@ type Token struct {
 	Position int
 	ID       int
 	Compute  time.Duration // the stages' compute within the step
+	// More, after a step with guesses (Next.Guesses): the draws after ID,
+	// for the positions after it (each guess the last stage agreed with,
+	// then one more).
+	More []int
 }
 
 // ForwardFailed is a stage's error for a Forward of the ring Session.
@@ -166,8 +170,15 @@ type Probed struct {
 }
 
 // Next feeds the token the last Emit gave back into the ring: the caller
-// wants the token after it.
-type Next struct{ Token int }
+// wants the token after it. Guesses (speculative decoding) are tokens
+// guessed to follow it: the ring runs them in the same step, and its last
+// stage keeps those it agrees with (Token.More), so several tokens come
+// back for one round. A session with the shortcut (ChainBelow) takes no
+// guesses, nor one whose earlier guesses wait to be emitted.
+type Next struct {
+	Token   int
+	Guesses []int
+}
 
 // Stop ends a session that finished normally.
 type Stop struct{}
@@ -231,6 +242,9 @@ type Forward struct {
 	Accept     []int
 	Resume     string
 	ChainUntil int
+	// Guesses are the last len(Guesses) of Tokens: the last stage checks
+	// them (see Next).
+	Guesses []int
 }
 
 // Chain lets ring Session's last stage feed the tokens it samples for
@@ -347,6 +361,10 @@ type Session struct {
 	// Prompt caching: the ring resumed a retained session and has not
 	// answered yet; resuming failed once (never again this session).
 	resumed, noCache bool
+	// Speculative decoding: the guesses of the awaited step, and the
+	// checked tokens not yet emitted (the ring's caches hold them, all
+	// but the last).
+	guessed, ahead []int
 }
 
 // New returns a session that has not started.
@@ -373,6 +391,10 @@ func (s *Session) Ring() (string, []Stage) { return s.id, s.ring }
 
 // Fed is every token the ring has been given: the prompt, then the fed-back tokens.
 func (s *Session) Fed() []int { return s.seq }
+
+// Ahead is how many checked tokens wait to be emitted (each Next emits
+// the next of them without a step).
+func (s *Session) Ahead() int { return len(s.ahead) }
 
 // Excluded lists the nodes left out of the next plan, sorted.
 func (s *Session) Excluded() []string {
@@ -454,7 +476,7 @@ func (s *Session) Step(ev Event) []Action {
 		}
 	case Next:
 		if s.phase == emitted {
-			return s.next(ev.Token)
+			return s.next(ev.Token, ev.Guesses)
 		}
 	case Stop:
 		if s.phase == emitted {
@@ -474,6 +496,9 @@ func (s *Session) Step(ev Event) []Action {
 // attempt plans a new ring: after freeing the old one, unless the
 // session has lost too many.
 func (s *Session) attempt() []Action {
+	// Checked tokens not yet emitted are the old ring's: the new one
+	// samples them again.
+	s.guessed, s.ahead = nil, nil
 	if s.recoveries > s.cfg.MaxRecoveries {
 		return s.finish(fmt.Errorf("session lost its ring %d times; giving up", s.recoveries))
 	}
@@ -587,12 +612,28 @@ func (s *Session) token(ev Token) []Action {
 	if ev.ID < 0 || ev.ID >= s.cfg.Vocab {
 		return s.failed(fmt.Errorf("the last stage sent token id %d, outside the vocabulary", ev.ID))
 	}
+	// After a step with guesses, More holds the draws that followed: each
+	// draw but the last equal to its guess, no more than one per guess.
+	if len(ev.More) > len(s.guessed) {
+		return s.failed(fmt.Errorf("the last stage sent %d tokens after %d guesses", len(ev.More)+1, len(s.guessed)))
+	}
+	prev := ev.ID
+	for i, t := range ev.More {
+		if t < 0 || t >= s.cfg.Vocab {
+			return s.failed(fmt.Errorf("the last stage sent token id %d, outside the vocabulary", t))
+		}
+		if prev != s.guessed[i] {
+			return s.failed(fmt.Errorf("the last stage went on after token %d, which differs from the guess %d", prev, s.guessed[i]))
+		}
+		prev = t
+	}
+	s.ahead, s.guessed = append(s.ahead[:0], ev.More...), nil
 	s.resumed = false // the stages adopted the retained session
 	s.phase = emitted
 	return []Action{Emit{Token: ev.ID, Compute: ev.Compute, Step: s.step}}
 }
 
-func (s *Session) next(tok int) []Action {
+func (s *Session) next(tok int, guesses []int) []Action {
 	s.seq = append(s.seq, tok)
 	if lost := s.lostLater; lost != nil {
 		// A stage went while the caller held the token: rebuild now,
@@ -600,7 +641,22 @@ func (s *Session) next(tok int) []Action {
 		s.lostLater = nil
 		return s.recover(lost.Node, lost.Cause, lost.At)
 	}
+	if len(s.ahead) > 0 {
+		// The ring checked the next token with tok's step already: it
+		// holds tok, and the next token is known.
+		id := s.ahead[0]
+		s.ahead = s.ahead[1:]
+		s.pos = len(s.seq)
+		return []Action{Emit{Token: id}}
+	}
 	pos := len(s.seq) - 1
+	if len(guesses) > 0 && s.cfg.ChainBelow == 0 && len(guesses) < s.cfg.MaxBatch {
+		s.phase, s.pos, s.step = running, len(s.seq), true
+		s.guessed = slices.Clone(guesses)
+		tokens := append(slices.Clone(s.seq[pos:]), guesses...)
+		return []Action{Forward{Session: s.id, Position: pos, Tokens: tokens, Sample: true, Guesses: s.guessed},
+			Wait{Session: s.id, Position: s.pos, Timeout: s.cfg.StepTimeout}}
+	}
 	s.phase, s.pos, s.step = running, len(s.seq), true
 	// The token after this one may be fed on by the last stage too, one
 	// token ahead of the caller.

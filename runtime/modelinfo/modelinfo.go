@@ -8,11 +8,13 @@
 package modelinfo
 
 import (
+	"math"
 	"sync"
 
 	"strata/runtime/gguf"
 	"strata/runtime/grammar"
 	"strata/runtime/model"
+	"strata/runtime/tensor"
 	"strata/runtime/tokenizer"
 )
 
@@ -31,6 +33,10 @@ type Info struct {
 	ExpertUnits int
 	// SizeBytes is the bytes of every tensor's data.
 	SizeBytes uint64
+	// InvariantRows is the most rows a batch of the model may hold with
+	// each row computed as alone (model.Model.InvariantRows, from the
+	// tensor types, without loading them).
+	InvariantRows int
 
 	vocabOnce sync.Once
 	vocab     *grammar.Vocab
@@ -56,8 +62,17 @@ func Read(f *gguf.File) (*Info, error) {
 	} else if cfg.Experts > 0 {
 		in.ExpertUnits = cfg.ExpertFFN / u.FFN
 	}
+	in.InvariantRows = math.MaxInt
+	hasOutput := false
 	for _, t := range f.Tensors() {
 		in.SizeBytes += uint64(len(f.Data(t)))
+		hasOutput = hasOutput || t.Name == "output.weight"
+	}
+	for _, t := range f.Tensors() {
+		// Matrices; the embedding only where it is the output head too.
+		if len(t.Dims) >= 2 && (t.Name != "token_embd.weight" || !hasOutput) {
+			in.InvariantRows = min(in.InvariantRows, tensor.InvariantVectors(t.Type))
+		}
 	}
 	return in, nil
 }

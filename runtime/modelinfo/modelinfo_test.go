@@ -5,6 +5,7 @@ import (
 
 	"strata/internal/testdata"
 	"strata/runtime/gguf"
+	"strata/runtime/model"
 )
 
 func TestRead(t *testing.T) {
@@ -37,5 +38,27 @@ func TestReadRefusesAFileWithoutAModel(t *testing.T) {
 	defer f.Close()
 	if _, err := Read(f); err == nil {
 		t.Error("a vocabulary-only file described as a model")
+	}
+}
+
+// InvariantRows from the file's tensor types is the loaded model's.
+func TestInvariantRowsWithoutLoading(t *testing.T) {
+	for _, name := range []string{"gguf/stories260K.gguf", "gguf/llama-2-tiny-random.gguf"} {
+		f, err := gguf.Open(testdata.Path(t, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, err := Read(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := model.Load(f, 0, in.Config.Layers)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if in.InvariantRows != m.InvariantRows() {
+			t.Errorf("%s: %d rows from the types, %d loaded", name, in.InvariantRows, m.InvariantRows())
+		}
+		f.Close()
 	}
 }

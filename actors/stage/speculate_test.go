@@ -1,0 +1,86 @@
+package stage
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+
+	"strata/actors/internal/oracle"
+	"strata/actors/origin"
+	"strata/runtime/engine"
+	"strata/runtime/sample"
+)
+
+// Speculative decoding across a pipeline: the session sends guesses with
+// its steps (n-gram lookup, or a draft model on the origin), the last of
+// three stages checks them, every stage cuts its KV cache back past the
+// rejected ones on the next step. The answer is one node's, token for
+// token, greedy and seeded; some guesses were accepted; the sessions end
+// freed. Losing a stage mid-answer replays to the same text.
+func TestSpeculationOnPipeline(t *testing.T) {
+	store := oracle.Stories(t)
+	path := store["stories260K"]
+	draft, err := engine.Open(path, engine.Options{Threads: 1, Context: 512, PromptCache: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer draft.Close()
+	prompt := "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day,"
+	for _, params := range []sample.Params{{}, {Temperature: 0.8, TopK: 40, Seed: 11}} {
+		want := oracle.OneNode(t, path, engine.Request{Prompt: prompt, MaxTokens: 150, Sampling: params})
+		for _, source := range []string{engine.SpeculateNGram, engine.SpeculateDraft} {
+			t.Run(fmt.Sprintf("%s-temp%v", source, params.Temperature), func(t *testing.T) {
+				lc := newLocalCluster(t, 3, 800e3, store)
+				cl := lc.cluster(origin.Options{PlanContext: 512, Speculate: source, Draft: draft})
+				defer cl.Close()
+				if p, _, err := cl.Plan("stories260K"); err != nil || len(p.Stages) != 3 {
+					t.Fatalf("plan %v, %v; want 3 stages", p, err)
+				}
+				res, err := cl.Generate(context.Background(), engine.Request{Model: "stories260K", Prompt: prompt, MaxTokens: 150, Sampling: params},
+					func(engine.Token) error { return nil })
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(res.Tokens, want.Tokens) || res.Text != want.Text {
+					t.Fatalf("tokens differ from one node\n got %v\nwant %v", res.Tokens, want.Tokens)
+				}
+				t.Logf("%d tokens in %d steps: %d guessed, %d right", len(res.Tokens), res.Stats.Steps, res.Drafted, res.Accepted)
+				if res.Accepted == 0 {
+					t.Errorf("no guess accepted (%d guessed)", res.Drafted)
+				}
+				lc.waitFree(t)
+			})
+		}
+	}
+	// A stage lost mid-answer: the ring is rebuilt, what was fed replays,
+	// the guesses in flight are dropped, and the text is one node's.
+	want := oracle.OneNode(t, path, engine.Request{Prompt: prompt, MaxTokens: 200})
+	for _, victim := range []int{0, 2} {
+		t.Run(fmt.Sprintf("kill-stage-%d", victim), func(t *testing.T) {
+			lc := newLocalCluster(t, 4, 800e3, store)
+			dir := &dynDirectory{members: append([]origin.Member(nil), lc.dir...)}
+			cl := origin.New(lc.system, dir, lc.hosts[0], origin.Options{PlanContext: 512, Speculate: engine.SpeculateDraft, Draft: draft})
+			defer cl.Close()
+			p, _, err := cl.Plan("stories260K")
+			if err != nil || len(p.Stages) != 3 {
+				t.Fatalf("%v %v", p, err)
+			}
+			idx := int(p.Stages[victim].Node[1] - '0')
+			n := 0
+			res, err := cl.Generate(context.Background(), engine.Request{Model: "stories260K", Prompt: prompt, MaxTokens: 200}, func(engine.Token) error {
+				if n++; n == 41 {
+					lc.kill(t, dir, idx)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Text != want.Text || res.Stats.Recoveries == 0 {
+				t.Errorf("after losing a stage (%d recoveries):\n got %q\nwant %q", res.Stats.Recoveries, res.Text, want.Text)
+			}
+			lc.waitFree(t)
+		})
+	}
+}
