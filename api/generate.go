@@ -30,6 +30,9 @@ type GenerateRequest struct {
 	RepeatPenalty float32  `json:"repeat_penalty"`
 	Seed          uint64   `json:"seed"`
 	Stop          []string `json:"stop"`
+	// Speculate: off, ngram or draft (the node's draft model); "" = the
+	// node's default (strata node --speculate).
+	Speculate string `json:"speculate,omitempty"`
 }
 
 // GenerateEvent is one line of the NDJSON stream POST /api/strata/generate
@@ -45,6 +48,9 @@ type GenerateEvent struct {
 	Tokens       int     `json:"tokens,omitempty"`
 	PrefillMS    float64 `json:"prefill_ms,omitempty"`
 	DecodeMS     float64 `json:"decode_ms,omitempty"`
+	// Speculative decoding: guesses checked, and those accepted.
+	Drafted  int `json:"drafted,omitempty"`
+	Accepted int `json:"accepted,omitempty"`
 }
 
 // maxRequestBytes bounds a request body.
@@ -76,6 +82,10 @@ func GenerateHandler(g Generator) http.Handler {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
+		if _, err := engine.ParseSpeculate(req.Speculate); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
 		w.Header().Set("Content-Type", "application/x-ndjson")
 		enc := json.NewEncoder(w)
 		flusher, _ := w.(http.Flusher)
@@ -88,13 +98,14 @@ func GenerateHandler(g Generator) http.Handler {
 			}
 			return nil
 		}
-		res, err := g.Generate(r.Context(), engine.Request{Model: req.Model, Prompt: req.Prompt, MaxTokens: req.MaxTokens, Sampling: params, Stop: req.Stop},
+		res, err := g.Generate(r.Context(), engine.Request{Model: req.Model, Prompt: req.Prompt, MaxTokens: req.MaxTokens, Sampling: params, Stop: req.Stop, Speculate: req.Speculate},
 			func(t engine.Token) error {
 				id := t.ID
 				return send(GenerateEvent{Text: t.Text, Token: &id})
 			})
 		final := GenerateEvent{Done: true, FinishReason: res.FinishReason, PromptTokens: res.PromptTokens, Tokens: len(res.Tokens),
-			PrefillMS: float64(res.PrefillDuration.Microseconds()) / 1000, DecodeMS: float64(res.DecodeDuration.Microseconds()) / 1000}
+			PrefillMS: float64(res.PrefillDuration.Microseconds()) / 1000, DecodeMS: float64(res.DecodeDuration.Microseconds()) / 1000,
+			Drafted: res.Drafted, Accepted: res.Accepted}
 		if err != nil {
 			final.Error = err.Error()
 		}

@@ -212,6 +212,13 @@ func (c *Origin) newRing(lm *modelinfo.Info, req Request, prompt []int, ctxLen i
 	source := req.Speculate
 	if source == "" {
 		source = c.opts.Speculate
+		if source == engine.SpeculateDraft && (c.opts.Draft == nil || engine.DraftFits(lm.Tokenizer, c.opts.Draft) != nil) {
+			source = engine.SpeculateOff // the node's draft guesses for other models only
+		}
+	} else if source == engine.SpeculateDraft && c.opts.Draft != nil {
+		if err := engine.DraftFits(lm.Tokenizer, c.opts.Draft); err != nil {
+			return nil, fmt.Errorf("model %s: %w", req.Model, err)
+		}
 	}
 	// Guesses stay within the model's batch invariance bound, so the
 	// answer is the one without them.

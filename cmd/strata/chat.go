@@ -97,7 +97,7 @@ to a GGUF file) in this process.`,
 			case err != nil:
 				return err
 			case source != "" && source != engine.SpeculateOff:
-				return fmt.Errorf("--speculate %s: the node at %s runs the model on a cluster, which does not speculate yet", speculate, base)
+				return fmt.Errorf("--speculate %s: the node at %s answers; a node speculates as its owner set it (strata node --speculate)", speculate, base)
 			}
 			if looksLikePath(modelName) {
 				modelName = catalog.Name(modelName)

@@ -112,8 +112,8 @@ func TestRunSpeculates(t *testing.T) {
 	if _, err := run(t, "run", "--model", stories, "--speculate", "draft:"+testdata.Path(t, "gguf/llama-2-tiny-random.gguf")); err == nil || !strings.Contains(err.Error(), "share the vocabulary") {
 		t.Errorf("draft of another vocabulary: %v", err)
 	}
-	if _, err := run(t, "run", "--api", "127.0.0.1:1", "--model", "m", "--speculate", "ngram"); err == nil || !strings.Contains(err.Error(), "does not speculate yet") {
-		t.Errorf("--api with --speculate: %v", err)
+	if _, err := run(t, "run", "--api", "127.0.0.1:1", "--model", "m", "--speculate", "eagle"); err == nil || !strings.Contains(err.Error(), "want off, ngram or draft") {
+		t.Errorf("--api with --speculate eagle: %v", err)
 	}
 }
 

@@ -36,6 +36,7 @@ import (
 	"strata/peers/side"
 	"strata/peers/verbs"
 	"strata/runtime/catalog"
+	"strata/runtime/engine"
 	"strata/runtime/model"
 )
 
@@ -49,6 +50,7 @@ type nodeFlags struct {
 	dataDir, secret, secretFile, memory, models, apiAddr, apiKey string
 	configFile, logFormat, logLevel                              string
 	disk, transport, verbsFaults, kvType                         string
+	speculate                                                    string
 	stores, placement, arWire, memBW, experts                    string
 	listen, join, allowedHosts                                   []string
 	noMDNS, f16, verbsApple, noShortcut                          bool
@@ -135,6 +137,8 @@ others too, and strata models lists them.`,
 	fl.MarkHidden("verbs-apple")
 	fl.MarkHidden("verbs-faults")
 	fl.StringVar(&f.kvType, "kv-type", "f16", "KV cache type of this node's shards and of its plans: "+model.KVTypes+" (use the same on every node: it rounds the model's output)")
+	fl.StringVar(&f.speculate, "speculate", "off", "sessions this node starts guess tokens ahead, checked by the ring's last stage in the same step: off, ngram, or draft:MODEL\n"+
+		"(a model name or GGUF path of the same vocabulary, run here); the answers do not change, single answers on a pipeline get faster")
 	fl.BoolVar(&f.noShortcut, "no-token-shortcut", false, "sessions this node starts send each token to the first stage themselves, not from the last stage (one hop more per token; for comparisons)")
 	fl.BoolVar(&f.f16, "f16-activations", false, "send activations between nodes as f16 (half the bytes; output may differ slightly from one node)")
 	fl.StringVar(&f.placement, "placement", "pipeline", "how the sessions started here place a model: pipeline (layers split across nodes), auto (the cost model's fastest plan, see strata plan), tp (every layer split across a tensor-parallel group) or hybrid (stages of tensor-parallel groups); use the same on every node")
@@ -363,6 +367,22 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 		}
 		cat.Partial.SetBudget(budget)
 	}
+	specSource, specDraft, err := parseSpeculateFlag(f.speculate)
+	if err != nil {
+		return err
+	}
+	var draft *engine.Engine
+	if specDraft != "" {
+		if _, statErr := os.Stat(specDraft); statErr != nil {
+			if specDraft, err = cat.Path(specDraft); err != nil {
+				return fmt.Errorf("--speculate draft: %w", err)
+			}
+		}
+		if draft, err = engine.Open(specDraft, engine.Options{Threads: f.threads, Context: f.context, KVType: kv, PromptCache: -1}); err != nil {
+			return fmt.Errorf("--speculate draft: %w", err)
+		}
+		defer draft.Close()
+	}
 	protocols, err := parseProtocolRange(f.testProtocol)
 	if err != nil {
 		return err
@@ -393,7 +413,7 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 			Verbs:     side.Options{Apple: f.verbsApple, Faults: faults},
 		},
 		Origin: origin.Options{PlanContext: f.context, PlanSessions: f.parallel, PromptCache: f.promptCache, NoShortcut: f.noShortcut, StepTimeout: f.stepTimeout, Metrics: metrics, Logger: log, Hidden: hiddenType(f.f16), KVType: kv,
-			Placement: placement, Experts: experts},
+			Placement: placement, Experts: experts, Speculate: specSource, Draft: draft},
 		Models:    cat,
 		Hub:       hfhub.FromEnv(),
 		Threads:   f.threads,

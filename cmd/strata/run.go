@@ -50,7 +50,9 @@ decides which nodes run which layers.
 --speculate guesses tokens ahead and checks several in one forward pass:
 ngram (earlier occurrences of the last tokens: repetitive text) or
 draft:PATH (a small model of the same vocabulary). The text is the same
-as without it, token for token, sampled or not; only the speed differs.`,
+as without it, token for token, sampled or not; only the speed differs.
+With --api, draft uses the node's draft model (strata node --speculate
+draft:MODEL).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if modelPath == "" {
@@ -63,18 +65,21 @@ as without it, token for token, sampled or not; only the speed differs.`,
 			if err := params.Validate(); err != nil {
 				return err
 			}
-			source, draftPath, err := parseSpeculateFlag(speculate)
-			if err != nil {
-				return err
-			}
 			if apiURL != "" {
-				if source != "" && source != engine.SpeculateOff {
-					return fmt.Errorf("--speculate %s: a cluster does not speculate yet; run the model on this machine (without --api)", speculate)
+				// The node runs its own draft model (strata node
+				// --speculate draft:MODEL): a name here is not sent.
+				if _, err := engine.ParseSpeculate(remoteSpeculate(speculate)); err != nil {
+					return fmt.Errorf("--speculate: %w", err)
 				}
 				return runRemote(cmd, apiURL, apiKey, api.GenerateRequest{
 					Model: catalog.Name(modelPath), Prompt: prompt, MaxTokens: maxTokens, Temperature: params.Temperature,
 					TopP: params.TopP, TopK: params.TopK, MinP: params.MinP, RepeatPenalty: params.RepeatPenalty, Seed: params.Seed, Stop: stops,
+					Speculate: remoteSpeculate(speculate),
 				})
+			}
+			source, draftPath, err := parseSpeculateFlag(speculate)
+			if err != nil {
+				return err
 			}
 			kv, err := model.ParseKVType(kvType)
 			if err != nil {
@@ -153,9 +158,13 @@ func runRemote(cmd *cobra.Command, url, key string, req api.GenerateRequest) err
 	}
 	prefill := time.Duration(final.PrefillMS * float64(time.Millisecond))
 	decode := time.Duration(final.DecodeMS * float64(time.Millisecond))
-	fmt.Fprintf(cmd.ErrOrStderr(), "via %s | prompt %d tokens in %v (%.1f tok/s) | generated %d tokens in %v (%.1f tok/s) | finish %s | total %v\n",
+	spec := ""
+	if final.Drafted > 0 {
+		spec = fmt.Sprintf(" | speculation %d of %d guesses right", final.Accepted, final.Drafted)
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "via %s | prompt %d tokens in %v (%.1f tok/s) | generated %d tokens in %v (%.1f tok/s)%s | finish %s | total %v\n",
 		url, final.PromptTokens, prefill.Round(time.Microsecond), rate(final.PromptTokens, prefill), final.Tokens, decode.Round(time.Microsecond),
-		rate(final.Tokens, decode), finish(final.FinishReason, ctx.Err()), time.Since(start).Round(time.Millisecond))
+		rate(final.Tokens, decode), spec, finish(final.FinishReason, ctx.Err()), time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
@@ -171,6 +180,15 @@ func finish(reason string, err error) string {
 		return "cancelled"
 	}
 	return reason
+}
+
+// remoteSpeculate is --speculate as a node takes it: off, ngram, draft
+// (its own draft model; the name given here is not sent).
+func remoteSpeculate(s string) string {
+	if strings.HasPrefix(s, engine.SpeculateDraft) {
+		return engine.SpeculateDraft
+	}
+	return s
 }
 
 // parseSpeculateFlag splits --speculate into the engine's source and the

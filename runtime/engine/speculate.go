@@ -3,6 +3,8 @@ package engine
 import (
 	"errors"
 	"fmt"
+
+	"strata/runtime/tokenizer"
 )
 
 // Speculative decoding. A step that feeds one token may instead feed it
@@ -237,8 +239,17 @@ func (sp *Speculator) Learn(guessed, kept int) {
 // checkDraftVocab refuses a draft model whose tokens differ from the
 // target's: its guesses would be other words.
 func checkDraftVocab(target, draft *Engine) error {
-	t, d := target.Tokenizer, draft.Tokenizer
-	if t.VocabSize() != d.VocabSize() || target.Model.Vocab != draft.Model.Vocab {
+	if target.Model.Vocab != draft.Model.Vocab {
+		return fmt.Errorf("engine: the draft model's embedding has %d tokens, the target's %d: a draft must share the vocabulary", draft.Model.Vocab, target.Model.Vocab)
+	}
+	return DraftFits(target.Tokenizer, draft)
+}
+
+// DraftFits says whether draft can guess for a model of vocabulary t:
+// the same tokens, id for id; an error says where they differ.
+func DraftFits(t *tokenizer.Tokenizer, draft *Engine) error {
+	d := draft.Tokenizer
+	if t.VocabSize() != d.VocabSize() {
 		return fmt.Errorf("engine: the draft model's vocabulary has %d tokens, the target's %d: a draft must share the vocabulary", d.VocabSize(), t.VocabSize())
 	}
 	for i := range t.VocabSize() {
