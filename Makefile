@@ -7,7 +7,7 @@ TESTDATA ?= $(or $(STRATA_TESTDATA),$(abspath ../shared/testdata))
 FUZZTIME ?= 1m
 PROTOC_GEN_GO_VERSION := v1.36.12
 
-.PHONY: all build release soak deps test test-arm64 test-long demo bench bench-vs-llamacpp bench-links bench-concurrent fuzz proto vet clean
+.PHONY: all build release soak deps test test-arm64 test-long demo bench bench-vs-llamacpp bench-links bench-concurrent bench-speculate fuzz proto vet clean
 
 all: build
 
@@ -123,6 +123,13 @@ bench-links: build
 # against each alone (scripts/bench-concurrent.sh). Not part of make test.
 bench-concurrent: build
 	BIN=./$(BIN) ./scripts/bench-concurrent.sh
+
+# Speculative decoding, single stream: --speculate off, ngram and draft on
+# one node and on 3 node processes, a synthetic tinyllama-1.1b Q4_K pair
+# (--peaked, 22 and 2 layers) and stories260K retelling a story; the
+# llama-server -md row beside it (scripts/bench-speculate.sh).
+bench-speculate: build
+	BIN=./$(BIN) ./scripts/bench-speculate.sh
 
 # The soak: 4 real nodes, 6 clients mixing the APIs, a fault every
 # 20-60 s (kill and restart, freeze, graceful leave, and as root a link
