@@ -47,6 +47,9 @@ func brief(a Action) string {
 		if a.ChainUntil > 0 {
 			s += fmt.Sprintf(" chain<=%d", a.ChainUntil)
 		}
+		if len(a.Guesses) > 0 {
+			s += fmt.Sprintf(" guesses%v", a.Guesses)
+		}
 		return s
 	case Chain:
 		return fmt.Sprintf("chain %s <=%d", a.Session, a.Until)
@@ -503,5 +506,65 @@ func TestShortcut(t *testing.T) {
 	}
 	if want := []string{"ring b n1", "fwd b 0+3 open(4)", "fwd b 3+1 sample chain<=4", "wait b 4 1s"}; strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("new ring:\n got %q\nwant %q", got, want)
+	}
+}
+
+// Speculative decoding in the core: a Next with guesses sends them with
+// its token as one sampled step; the answer's extra draws are emitted one
+// per Next without a step; the step after them starts where the ring
+// agreed (the stages rewind). Draws that do not follow the guesses, or
+// more of them than guesses, fail the session; a lost stage drops the
+// draws not yet emitted and replays only what was fed.
+func TestGuesses(t *testing.T) {
+	s := newSession(t, 10, false)
+	for i, st := range script(start, []step{
+		// 50 at 10, guesses 60 61 62 for 11..13: one step of 4 positions.
+		{Next{Token: 50, Guesses: []int{60, 61, 62}}, []string{"fwd a 10+4 sample guesses[60 61 62]", "wait a 11 1s"}},
+		// The last stage agreed with 60 and 61, drew 70 for 13.
+		{Token{Session: "a", Position: 11, ID: 60, More: []int{61, 70}}, []string{"emit 60 step"}},
+		{Next{Token: 60, Guesses: []int{99}}, []string{"emit 61"}},
+		{Next{Token: 61}, []string{"emit 70"}},
+		// 70 goes at 13, where the stages hold the rejected guess 62.
+		{Next{Token: 70, Guesses: []int{80}}, []string{"fwd a 13+2 sample guesses[80]", "wait a 14 1s"}},
+		{Token{Session: "a", Position: 14, ID: 81}, []string{"emit 81 step"}},
+		{Next{Token: 81, Guesses: []int{90, 91}}, []string{"fwd a 14+3 sample guesses[90 91]", "wait a 15 1s"}},
+		{Token{Session: "a", Position: 15, ID: 90, More: []int{91, 92}}, []string{"emit 90 step"}},
+		{Next{Token: 90}, []string{"emit 91"}},
+		// A stage lost while 92 waits: the new ring replays what was fed
+		// (the prompt, 50 60 61 70 81 90 91) and samples 92's position again.
+		{StageLost{Node: "n2", Cause: "gone", At: t0}, nil},
+		{Next{Token: 91}, []string{"log session a: node n2 left the session's ring (gone); re-planning and replaying 17 tokens", "free a", "plan -[n2]"}},
+		{Planned{Plan: ringPlan("n0", "n1")}, []string{"load n0,n1"}},
+		{loaded("b", ringPlan("n0", "n1")), []string{"ring b n0,n1", "fwd b 0+4 open(17)", "fwd b 4+4", "fwd b 8+2",
+			"fwd b 10+1", "fwd b 11+1", "fwd b 12+1", "fwd b 13+1", "fwd b 14+1", "fwd b 15+1", "fwd b 16+1 sample", "wait b 17 2s"}},
+		{Token{Session: "b", Position: 17, ID: 92}, []string{"emit 92"}},
+	}) {
+		var got []string
+		for _, a := range s.Step(st.ev) {
+			got = append(got, brief(a))
+		}
+		if strings.Join(got, "\n") != strings.Join(st.want, "\n") {
+			t.Fatalf("step %d (%T %+v):\n got %q\nwant %q", i, st.ev, st.ev, got, st.want)
+		}
+	}
+	if s.Ahead() != 0 {
+		t.Errorf("%d draws ahead after the replay", s.Ahead())
+	}
+
+	// A last stage that does not follow the guesses fails the session.
+	for name, tok := range map[string]Token{
+		"went on after a wrong guess": {Session: "a", Position: 11, ID: 61, More: []int{61}},
+		"more draws than guesses":     {Session: "a", Position: 11, ID: 60, More: []int{61, 62}},
+		"draw outside the vocabulary": {Session: "a", Position: 11, ID: 60, More: []int{100}},
+	} {
+		s := newSession(t, 10, false)
+		for _, st := range start {
+			s.Step(st.ev)
+		}
+		s.Step(Next{Token: 50, Guesses: []int{60}})
+		acts := s.Step(tok)
+		if last := brief(acts[len(acts)-1]); !strings.HasPrefix(last, "done the last stage") {
+			t.Errorf("%s: %q", name, last)
+		}
 	}
 }

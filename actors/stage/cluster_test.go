@@ -301,6 +301,12 @@ func TestShardRejectsBadForward(t *testing.T) {
 		// Non-finite activations: F32 NaN, F16 infinity.
 		{Session: "w", Count: 1, Context: 64, Hidden: binary.LittleEndian.AppendUint32(make([]byte, 252), 0x7fc00000), ReplyTo: wire.FromPID(self), Sample: true},
 		{Session: "x", Count: 1, Context: 64, Hidden: binary.LittleEndian.AppendUint16(make([]byte, 126), 0x7c00), HiddenType: messages.HiddenType_HIDDEN_F16, ReplyTo: wire.FromPID(self), Sample: true},
+		// Speculative guesses: as many as rows, outside the vocabulary,
+		// on a step that does not sample, with the shortcut.
+		{Session: "y", Count: 1, Context: 64, Hidden: make([]byte, 256), ReplyTo: wire.FromPID(self), Sample: true, Guesses: []int32{5}},
+		{Session: "y", Count: 2, Context: 64, Hidden: make([]byte, 512), ReplyTo: wire.FromPID(self), Sample: true, Guesses: []int32{1 << 20}},
+		{Session: "y", Count: 2, Context: 64, Hidden: make([]byte, 512), ReplyTo: wire.FromPID(self), Guesses: []int32{5}},
+		{Session: "y", Count: 2, Context: 64, Hidden: make([]byte, 512), ReplyTo: wire.FromPID(self), Sample: true, Guesses: []int32{5}, ChainUntil: 3},
 	} {
 		lc.system.Root.Send(shardPID, bad)
 		select {
