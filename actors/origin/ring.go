@@ -263,7 +263,7 @@ func (r *ring) Prefill(ctx context.Context) (int, error) {
 func (r *ring) Step(ctx context.Context, fed int) (int, error) {
 	r.stepStart = time.Now()
 	next := session.Next{Token: fed}
-	if r.spec != nil && r.core.Ahead() == 0 && r.guessable() {
+	if r.spec != nil && r.core.Ahead() == 0 && r.guessable() && r.alone() {
 		r.seq = append(append(r.seq[:0], r.core.Fed()...), fed)
 		guesses, err := r.spec.Guess(r.seq, r.ctxLen-2-len(r.seq))
 		if err != nil {
@@ -279,6 +279,15 @@ func (r *ring) Step(ctx context.Context, fed int) (int, error) {
 		r.spec.Learn(guessed, r.core.Ahead())
 	}
 	return id, err
+}
+
+// alone reports whether this is the only session the node drives now:
+// with others, their steps share the stages' forward passes (batching
+// reads the weights once for them), so speculation steps aside.
+func (r *ring) alone() bool {
+	r.c.mu.Lock()
+	defer r.c.mu.Unlock()
+	return len(r.c.sessions) <= 1
 }
 
 // guessable reports whether the ring can check guesses: no stage is

@@ -293,3 +293,47 @@ func chiSquareQuantile(df int, q float64) float64 {
 	h := 2 / (9 * k)
 	return k * math.Pow(1-h+z*math.Sqrt(h), 3)
 }
+
+// Speculating generations in company give the tokens each gives alone
+// (speculation steps aside while others share the steps, and takes up
+// again when a generation is alone).
+func TestSpeculationInCompany(t *testing.T) {
+	path := testdata.Path(t, "gguf/stories260K.gguf")
+	e, err := Open(path, Options{Threads: 2, Context: 256, PromptCache: -1, Draft: path, Speculate: SpeculateDraft})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	var reqs []Request
+	for i := range 4 {
+		reqs = append(reqs, Request{Tokens: []int{1, 2 + i*17, 3 + i*5}, MaxTokens: 40 + 30*i})
+	}
+	alone := make([]Result, len(reqs))
+	for i, r := range reqs {
+		if alone[i], err = e.Generate(context.Background(), r, func(Token) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if alone[i].Accepted == 0 {
+			t.Fatalf("request %d alone: no guess accepted", i)
+		}
+	}
+	got := make([]Result, len(reqs))
+	errs := make(chan error, len(reqs))
+	for i, r := range reqs {
+		go func() {
+			var err error
+			got[i], err = e.Generate(context.Background(), r, func(Token) error { return nil })
+			errs <- err
+		}()
+	}
+	for range reqs {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range reqs {
+		if !slices.Equal(got[i].Tokens, alone[i].Tokens) {
+			t.Errorf("request %d in company:\n got %v\nwant %v", i, got[i].Tokens, alone[i].Tokens)
+		}
+	}
+}
