@@ -263,7 +263,7 @@ func (r *ring) Prefill(ctx context.Context) (int, error) {
 func (r *ring) Step(ctx context.Context, fed int) (int, error) {
 	r.stepStart = time.Now()
 	next := session.Next{Token: fed}
-	if r.spec != nil && r.core.Ahead() == 0 && r.guessable() && r.alone() {
+	if r.spec != nil && r.core.Ahead() == 0 && r.alone() {
 		r.seq = append(append(r.seq[:0], r.core.Fed()...), fed)
 		guesses, err := r.spec.Guess(r.seq, r.ctxLen-2-len(r.seq))
 		if err != nil {
@@ -288,18 +288,6 @@ func (r *ring) alone() bool {
 	r.c.mu.Lock()
 	defer r.c.mu.Unlock()
 	return len(r.c.sessions) <= 1
-}
-
-// guessable reports whether the ring can check guesses: no stage is
-// tensor-parallel (a group gathers only one row's logits).
-func (r *ring) guessable() bool {
-	_, stages := r.core.Ring()
-	for _, st := range stages {
-		if len(st.TP) > 0 {
-			return false
-		}
-	}
-	return len(stages) > 0
 }
 
 // emitted counts a generated token for the session's listing.

@@ -455,7 +455,7 @@ func (s *shard) pass(ctx actor.Context, m *messages.Forward, ss *shardSession, s
 		return nil
 	}
 	if len(m.Guesses) > 0 {
-		return s.verify(ctx, m, ss, start, row)
+		return s.verify(ctx, m, ss, start, row, logits)
 	}
 	if logits == nil && s.tp == nil {
 		var err error
@@ -518,8 +518,7 @@ func (s *shard) chain(ctx actor.Context, m *messages.Chain) {
 // checkGuesses refuses a step whose speculative guesses the stages cannot
 // check: more guesses than rows after the first, ids outside the
 // vocabulary, a step that does not sample or feeds on through the
-// shortcut, or a tensor-parallel stage (its group gathers one row's
-// logits).
+// shortcut.
 func (s *shard) checkGuesses(m *messages.Forward, n int) error {
 	g := len(m.Guesses)
 	switch {
@@ -527,8 +526,6 @@ func (s *shard) checkGuesses(m *messages.Forward, n int) error {
 		return nil
 	case g >= n || !m.Sample || m.ChainUntil != 0:
 		return fmt.Errorf("a step of %d positions with %d guesses (sample %v, chain_until %d): guesses need a sampled step of more positions, without the shortcut", n, g, m.Sample, m.ChainUntil)
-	case s.tp != nil:
-		return fmt.Errorf("stage %s is tensor-parallel: it does not check guesses", s.pid.Id)
 	}
 	for _, t := range m.Guesses {
 		if t < 0 || int(t) >= s.m.Vocab {
@@ -543,16 +540,22 @@ func (s *shard) checkGuesses(m *messages.Forward, n int) error {
 // session's sampler (as one-token steps would), and stops at the first
 // draw that differs from the guess for the next position. The draws go
 // to the session: the first as Token.id, the others as Token.more. row is
-// the step's last row in the stage's state.
-func (s *shard) verify(ctx actor.Context, m *messages.Forward, ss *shardSession, start time.Time, row int) error {
+// the step's last row in the stage's state; logits, when not nil, are
+// the rows' logits a tensor-parallel group gathered.
+func (s *shard) verify(ctx actor.Context, m *messages.Forward, ss *shardSession, start time.Time, row int, logits []float32) error {
 	rows := len(m.Guesses) + 1
 	vocab := s.m.Vocab
-	if need := rows * vocab; cap(s.verifyLogits) < need {
-		s.verifyLogits = make([]float32, need)
+	if logits == nil {
+		if need := rows * vocab; cap(s.verifyLogits) < need {
+			s.verifyLogits = make([]float32, need)
+		}
+		logits = s.verifyLogits[:rows*vocab]
+		if err := s.state.LogitsRows(row-rows+1, rows, logits); err != nil {
+			return err
+		}
 	}
-	logits := s.verifyLogits[:rows*vocab]
-	if err := s.state.LogitsRows(row-rows+1, rows, logits); err != nil {
-		return err
+	if len(logits) != rows*vocab {
+		return fmt.Errorf("session %s: %d logits for %d rows of %d", m.Session, len(logits), rows, vocab)
 	}
 	var draws []int32
 	for i := range rows {

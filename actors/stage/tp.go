@@ -233,8 +233,27 @@ func (s *shard) tpStep(ctx actor.Context, m *messages.Forward, ss *shardSession,
 		return nil, nil, fail(err)
 	}
 	if t.m.IsLast() && m.Sample {
-		if logits, err = st.LogitsOf(sctx, n-1, ss.ar); err != nil {
-			return nil, nil, fail(err)
+		// A step with guesses needs the logits of the rows from its first
+		// sampled one on: gathered one row at a time (the same gather as
+		// a one-token step's, so each row's logits are its own).
+		rows := 1 + len(m.Guesses)
+		if rows > 1 {
+			vocab := t.m.Vocab
+			if cap(s.verifyLogits) < rows*vocab {
+				s.verifyLogits = make([]float32, rows*vocab)
+			}
+			logits = s.verifyLogits[:rows*vocab]
+		}
+		for j := range rows {
+			row, err := st.LogitsOf(sctx, n-rows+j, ss.ar)
+			if err != nil {
+				return nil, nil, fail(err)
+			}
+			if rows == 1 {
+				logits = row
+			} else {
+				copy(logits[j*t.m.Vocab:], row)
+			}
 		}
 	}
 	return st.X[:n*embd], logits, nil

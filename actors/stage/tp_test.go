@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -378,5 +379,49 @@ func TestTPGroupNotReformedByStranger(t *testing.T) {
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("the answer after the attempts took %v", d)
+	}
+}
+
+// Speculation on tensor-parallel and hybrid rings: the last stage's group
+// gathers the logits of every checked row, and the text is one node's.
+func TestTPSpeculation(t *testing.T) {
+	store := oracle.Stories(t)
+	draft, err := engine.Open(store["stories260K"], engine.Options{Threads: 1, Context: 512, PromptCache: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer draft.Close()
+	prompt := "Lily and Tom went to the park. They saw"
+	want := oracle.OneNodeF32(t, store["stories260K"], engine.Request{Prompt: prompt, MaxTokens: 120})
+	for _, c := range []struct {
+		name       string
+		bandwidths []float64
+		mode       plan.Mode
+	}{
+		{"tp-2", []float64{1e9, 1e9}, plan.TensorParallel},
+		{"hybrid-2x2", []float64{1e9, 1e9, 1e9, 1e9}, plan.Hybrid},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			lc := newTPCluster(t, c.bandwidths, 4<<20, store)
+			cl := lc.cluster(origin.Options{PlanContext: 512, KVType: model.KVF32, Placement: c.mode, Speculate: engine.SpeculateDraft, Draft: draft})
+			defer cl.Close()
+			res, err := cl.Generate(context.Background(), engine.Request{Model: "stories260K", Prompt: prompt, MaxTokens: 120}, func(engine.Token) error {
+				if len(cl.Sessions()) != 1 || len(cl.Sessions()[0].Stages[0].TP) < 2 {
+					return fmt.Errorf("the session lists no tensor-parallel stage: %+v", cl.Sessions())
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(res.Tokens, want.Tokens) {
+				t.Fatalf("tokens differ from one node (first at %d)\n got %v\nwant %v", firstDiff(res.Tokens, want.Tokens), res.Tokens, want.Tokens)
+			}
+			if res.Accepted == 0 {
+				t.Errorf("no guess accepted (%d guessed)", res.Drafted)
+			}
+			t.Logf("%d tokens in %d steps: %d of %d guesses right", len(res.Tokens), res.Stats.Steps, res.Accepted, res.Drafted)
+			lc.waitFree(t)
+		})
 	}
 }
