@@ -307,6 +307,7 @@ func TestShardRejectsBadForward(t *testing.T) {
 		{Session: "y", Count: 2, Context: 64, Hidden: make([]byte, 512), ReplyTo: wire.FromPID(self), Sample: true, Guesses: []int32{1 << 20}},
 		{Session: "y", Count: 2, Context: 64, Hidden: make([]byte, 512), ReplyTo: wire.FromPID(self), Guesses: []int32{5}},
 		{Session: "y", Count: 2, Context: 64, Hidden: make([]byte, 512), ReplyTo: wire.FromPID(self), Sample: true, Guesses: []int32{5}, ChainUntil: 3},
+		{Session: "y", Count: 20, Context: 64, Hidden: make([]byte, 20*256), ReplyTo: wire.FromPID(self), Sample: true, Guesses: make([]int32, 19)},
 	} {
 		lc.system.Root.Send(shardPID, bad)
 		select {

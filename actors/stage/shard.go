@@ -524,6 +524,8 @@ func (s *shard) checkGuesses(m *messages.Forward, n int) error {
 	switch {
 	case g == 0:
 		return nil
+	case g > wire.MaxGuesses:
+		return fmt.Errorf("a step with %d guesses; at most %d", g, wire.MaxGuesses)
 	case g >= n || !m.Sample || m.ChainUntil != 0:
 		return fmt.Errorf("a step of %d positions with %d guesses (sample %v, chain_until %d): guesses need a sampled step of more positions, without the shortcut", n, g, m.Sample, m.ChainUntil)
 	}

@@ -84,3 +84,41 @@ func TestSpeculationOnPipeline(t *testing.T) {
 		})
 	}
 }
+
+// A speculating session retains its ring's caches for the conversation's
+// next turn (the stages may hold checked guesses past what was fed: the
+// resume cuts them off), and the next turn's answer is the uncached one.
+func TestSpeculationThenPromptCache(t *testing.T) {
+	store := oracle.Stories(t)
+	draft, err := engine.Open(store["stories260K"], engine.Options{Threads: 1, Context: 512, PromptCache: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer draft.Close()
+	lc := newLocalCluster(t, 3, 800e3, store)
+	cached := lc.cluster(origin.Options{PlanContext: 512, Speculate: engine.SpeculateDraft, Draft: draft})
+	defer cached.Close()
+	plain := newLocalCluster(t, 3, 800e3, store).cluster(origin.Options{PlanContext: 512, PromptCache: -1})
+	defer plain.Close()
+	lm, err := lc.hosts[0].Info("stories260K")
+	if err != nil {
+		t.Fatal(err)
+	}
+	turn1 := lm.Tokenizer.Encode("Lily and Tom went to the park. They saw a big dog.", true, false)
+	first := generate(t, cached, engine.Request{Model: "stories260K", Tokens: turn1, MaxTokens: 37})
+	if first.Accepted == 0 {
+		t.Fatalf("first turn: no guess accepted (%d guessed)", first.Drafted)
+	}
+	seen := append(append([]int(nil), turn1...), first.Tokens[:len(first.Tokens)-1]...)
+	turn2 := append(append([]int(nil), seen...), lm.Tokenizer.Encode("\nThen Tom said", false, false)...)
+	want := generate(t, plain, engine.Request{Model: "stories260K", Tokens: turn2, MaxTokens: 60})
+	got := generate(t, cached, engine.Request{Model: "stories260K", Tokens: turn2, MaxTokens: 60})
+	if got.CachedTokens != len(seen) {
+		t.Errorf("second turn: %d cached tokens, want %d", got.CachedTokens, len(seen))
+	}
+	if !slices.Equal(got.Tokens, want.Tokens) {
+		t.Fatalf("cached speculative answer differs\n got %v\nwant %v", got.Tokens, want.Tokens)
+	}
+	cached.DropPromptCache()
+	waitNoCache(t, lc)
+}

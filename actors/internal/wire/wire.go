@@ -13,6 +13,11 @@ import (
 // prompt chunks are no longer, and a stage refuses longer ones.
 const MaxBatch = 64
 
+// MaxGuesses is the most speculative guesses one Forward may carry: the
+// origin guesses no more than 8, and a last stage keeps the logits of
+// every checked row (MaxGuesses+1 rows of the vocabulary).
+const MaxGuesses = 16
+
 // PID is the actor PID a message names.
 func PID(p *messages.PID) *actor.PID {
 	return &actor.PID{Address: p.GetAddress(), Id: p.GetId()}
