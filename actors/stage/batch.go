@@ -10,19 +10,20 @@ import (
 	"strata/runtime/model"
 )
 
-// Continuous batching on a stage. A shard does not run a one-token step
-// as it takes it: it gathers the step (its token, or its hidden states
-// decoded into the stage's input rows) and sends itself a runBatch, which
-// arrives after the Forwards already in its mailbox. Those join the batch
-// (up to Model.InvariantRows steps), and runBatch then runs them all as
-// one forward pass (model.ForwardBatch: the weights read once for every
+// Continuous batching on a stage. A shard does not run a step as it
+// takes it: it gathers the step (its tokens, or its hidden states decoded
+// into the stage's input rows) and sends itself a runBatch, which arrives
+// after the Forwards already in its mailbox. Those join the batch (up to
+// Model.InvariantRows rows in all: one-token steps, prompt chunks and
+// speculative checks alike), and runBatch then runs them all as one
+// forward pass (model.ForwardBatch: the weights read once for every
 // session, each attending over its own cache), and passes each step on.
-// A step of several positions (a prompt chunk) runs alone, at once: more
-// rows take the batch kernels, whose sums would make a session's results
-// depend on its company; within the bound they do not. One session alone
-// waits for nothing. Any other message (a free, a chain, a watch's end)
-// first runs the gathered batch, so it sees the sessions as it would
-// have without batching.
+// Within the bound every row is computed as it would be alone, so a
+// session's results do not depend on its company; a step of more rows
+// than the bound (a prompt chunk of a float or Q8_0 model) runs alone, at
+// once. One session alone waits for nothing. Any other message (a free,
+// a chain, a watch's end) first runs the gathered batch, so it sees the
+// sessions as it would have without batching.
 
 // runBatch is the shard's message to itself: run the gathered batch.
 type runBatch struct{}
@@ -32,7 +33,7 @@ type batch struct {
 	steps     []gathered
 	rows      int  // the input rows they fill (state.X, or ids on the first stage)
 	scheduled bool // a runBatch is on its way
-	limit     int  // the most steps run together (Model.InvariantRows)
+	limit     int  // the most rows run together (Model.InvariantRows, at most wire.MaxBatch)
 	segs      []model.Segment
 }
 
@@ -49,8 +50,8 @@ type gathered struct {
 // m.Hidden has been read.
 func (s *shard) gather(ctx actor.Context, m *messages.Forward, ss *shardSession, n int, start time.Time, release func()) error {
 	b := &s.batch
-	if n > 1 || len(b.steps) >= b.limit || b.has(ss) {
-		s.runBatch(ctx) // a chunk alone; room first; one step per session per batch
+	if b.rows+n > b.limit || b.has(ss) {
+		s.runBatch(ctx) // room first; one step per session per batch
 	}
 	// A position before the cache's end rewinds it: a replay after a
 	// failure, or a retried step, overwrites what was there.
@@ -78,8 +79,8 @@ func (s *shard) gather(ctx actor.Context, m *messages.Forward, ss *shardSession,
 	ss.cache.Len = pos
 	b.steps = append(b.steps, gathered{m: m, ss: ss, row: b.rows, start: start})
 	b.rows += n
-	if n > 1 {
-		s.runBatch(ctx)
+	if b.rows >= b.limit {
+		s.runBatch(ctx) // full, or a step of more rows than the bound, alone
 		return nil
 	}
 	if !b.scheduled {

@@ -10,13 +10,15 @@ import (
 
 // Continuous batching on one node. Every generation's forward passes go
 // through the engine's batcher: one goroutine that owns a State and, at
-// each step, runs the decoded tokens of up to Model.InvariantRows
-// generations as one ForwardBatch, so the weights are read once for all
-// of them. Generations arrive and leave at any step. A prompt chunk runs
-// alone, in its turn (first come, first served): a batch of more rows
-// takes the batch kernels, whose sums would make a generation's tokens
-// depend on its company. Within the bound every row is computed as it
-// would be alone, so they do not.
+// each step, runs the work of several generations (decoded tokens,
+// prompt chunks, speculative checks) as one ForwardBatch of up to
+// Model.InvariantRows rows, so the weights are read once for all of them.
+// Generations arrive and leave at any step. Within the bound every row is
+// computed as it would be alone, so a generation's tokens do not depend
+// on its company; a model of Q4_K/Q5_K/Q6_K matrices has no bound (up to
+// the State's rows), so a prompt chunk shares its step with others'
+// decoding instead of stalling it. Work of more rows than the bound (a
+// prompt chunk of a float or Q8_0 model) runs alone, in its turn.
 
 // errClosed answers work sent to a closed engine.
 var errClosed = errors.New("engine: closed")
@@ -35,7 +37,7 @@ type work struct {
 type batcher struct {
 	st    *model.State
 	rows  int // the most rows one step runs (the State's batch)
-	limit int // the most one-token steps run together (Model.InvariantRows)
+	limit int // the most rows run together (Model.InvariantRows, at most rows)
 
 	mu      sync.Mutex
 	pending []*work
@@ -48,12 +50,14 @@ type batcher struct {
 	toks []int
 	ran  []*work
 
-	// Counters, under mu: steps run and rows they carried.
-	steps, rowsRun int64
+	// Counters, under mu: steps run, rows they carried, and steps where
+	// work of several rows (a prompt chunk, a speculative check) ran in
+	// company.
+	steps, rowsRun, mixed int64
 }
 
 // newBatcher starts the batcher of st, whose Batch bounds a step's rows;
-// limit bounds the one-token steps it runs together.
+// limit bounds the rows of the work it runs together.
 func newBatcher(st *model.State, limit int) *batcher {
 	b := &batcher{st: st, rows: st.Batch, limit: max(1, min(limit, st.Batch)), wake: make(chan struct{}, 1), stopped: make(chan struct{})}
 	go b.run()
@@ -96,11 +100,12 @@ func (b *batcher) close() {
 	<-b.stopped
 }
 
-// stats returns the steps run and the rows they carried.
-func (b *batcher) stats() (steps, rows int64) {
+// stats returns the steps run, the rows they carried, and the steps that
+// ran work of several rows in company.
+func (b *batcher) stats() (steps, rows, mixed int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.steps, b.rowsRun
+	return b.steps, b.rowsRun, b.mixed
 }
 
 func (b *batcher) run() {
@@ -116,15 +121,14 @@ func (b *batcher) run() {
 			<-b.wake
 			b.mu.Lock()
 		}
-		// First come, first served: the oldest work first; a prompt
-		// chunk alone, or with it the oldest other one-token steps, up to
-		// the limit. The rest waits for the next step.
+		// First come, first served: the oldest work first, then the
+		// others that fit within the limit, in order; work of more rows
+		// than the limit only alone. The rest waits for the next step.
 		b.ran, b.segs, b.toks = b.ran[:0], b.segs[:0], b.toks[:0]
 		rest := b.pending[:0]
 		n := 0
-		alone := len(b.pending[0].tokens) > 1
 		for _, w := range b.pending {
-			if len(b.ran) > 0 && (alone || len(w.tokens) > 1 || len(b.ran) == b.limit) {
+			if len(b.ran) > 0 && n+len(w.tokens) > b.limit {
 				rest = append(rest, w)
 				continue
 			}
@@ -137,6 +141,9 @@ func (b *batcher) run() {
 		b.pending = rest
 		b.steps++
 		b.rowsRun += int64(n)
+		if len(b.ran) > 1 && n > len(b.ran) {
+			b.mixed++
+		}
 		b.mu.Unlock()
 		b.step()
 	}

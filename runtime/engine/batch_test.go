@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 
@@ -57,7 +58,7 @@ func TestConcurrentGenerationsAsAlone(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			steps0, rows0 := e.batcher.stats()
+			steps0, rows0, mixed0 := e.batcher.stats()
 			together := make([]Result, len(reqs))
 			errs := make([]error, len(reqs))
 			var wg sync.WaitGroup
@@ -75,12 +76,13 @@ func TestConcurrentGenerationsAsAlone(t *testing.T) {
 					t.Errorf("generation %d in company:\n got %v\nalone %v", i, together[i].Tokens, alone[i].Tokens)
 				}
 			}
-			steps, rows := e.batcher.stats()
-			steps, rows = steps-steps0, rows-rows0
-			t.Logf("%d steps carried %d rows (%.2f per step)", steps, rows, float64(rows)/float64(steps))
+			steps, rows, mixed := e.batcher.stats()
+			steps, rows, mixed = steps-steps0, rows-rows0, mixed-mixed0
+			t.Logf("%d steps carried %d rows (%.2f per step); %d mixed prompt chunks with others' work", steps, rows, float64(rows)/float64(steps), mixed)
 			if rows <= steps {
 				t.Errorf("no step ran more than one generation's rows: %d steps, %d rows", steps, rows)
 			}
+
 		})
 	}
 }
@@ -97,4 +99,65 @@ func TestClosedEngineRefuses(t *testing.T) {
 	}
 	e.pool.Close()
 	e.File.Close()
+}
+
+// A prompt chunk shares a step with another generation's decoding where
+// the rows fit the model's invariance bound (here a Q4_K model: any
+// number), and the logits of both are those they get in steps of their
+// own.
+func TestPromptChunkSharesAStep(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "q4k.gguf")
+	if err := synth.WriteFile(p, smallLlama, synth.Options{Type: tensor.Q4_K, Seed: 3}); err != nil {
+		t.Fatal(err)
+	}
+	e, err := Open(p, Options{Threads: 2, Context: 64, Batch: 16, PromptCache: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	m := e.Model
+	newWork := func(tokens []int, at int) *work {
+		c := m.NewCache(64)
+		c.Len = at
+		return &work{cache: c, tokens: tokens, logits: make([]float32, m.Vocab), done: make(chan error, 1)}
+	}
+	// Caches with something in them: a few tokens each, alone.
+	prefix := []int{1, 7, 9, 11}
+	warm := func() (*work, *work) {
+		a, b := newWork(prefix, 0), newWork(prefix[:2], 0)
+		for _, w := range []*work{a, b} {
+			if err := e.batcher.do(w); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return a, b
+	}
+	// Alone: a chunk of 5 on a, one token on b.
+	a, b := warm()
+	a.tokens, b.tokens = []int{20, 21, 22, 23, 24}, []int{30}
+	for _, w := range []*work{a, b} {
+		if err := e.batcher.do(w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantA, wantB := slices.Clone(a.logits), slices.Clone(b.logits)
+	// Together: both pending before the batcher looks.
+	a, b = warm()
+	a.tokens, b.tokens = []int{20, 21, 22, 23, 24}, []int{30}
+	_, _, mixed0 := e.batcher.stats()
+	e.batcher.mu.Lock()
+	e.batcher.pending = append(e.batcher.pending, a, b)
+	e.batcher.mu.Unlock()
+	e.batcher.wake <- struct{}{}
+	for _, w := range []*work{a, b} {
+		if err := <-w.done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, mixed := e.batcher.stats(); mixed != mixed0+1 {
+		t.Fatalf("the chunk and the token ran in %d mixed steps, want 1", mixed-mixed0)
+	}
+	if !slices.Equal(a.logits, wantA) || !slices.Equal(b.logits, wantB) {
+		t.Error("logits in company differ from alone")
+	}
 }
