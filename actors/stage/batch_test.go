@@ -3,13 +3,20 @@ package stage
 import (
 	"context"
 	"fmt"
+	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"strata/actors/internal/oracle"
 	"strata/actors/origin"
+	"strata/runtime/catalog"
 	"strata/runtime/engine"
+	"strata/runtime/model"
 	"strata/runtime/sample"
+	"strata/runtime/synth"
+	"strata/runtime/tensor"
 )
 
 // Eight sessions at once on one node and on a ring of three stages: each
@@ -78,4 +85,53 @@ func TestBatchedSessionsAsAlone(t *testing.T) {
 // batches sums the batches lc's shards ran and the steps they carried.
 func (lc *localCluster) batches() (runs, carried int64) {
 	return lc.batchRuns.Load(), lc.batchSteps.Load()
+}
+
+// On a model summed row-sequentially (Q4_K), prompt chunks of sessions
+// that start while others decode share the stage's forward passes with
+// them, and every session's text is one node's alone.
+func TestChunksShareStepsOnQ4K(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "q4k.gguf")
+	shape := model.Shape{Name: "llama-small", Arch: "llama", Layers: 4, Embd: 256, FFN: 512, Heads: 4, KVHeads: 2, Vocab: 512, Context: 512, RopeBase: 10000}
+	if err := synth.WriteFile(path, shape, synth.Options{Type: tensor.Q4_K, Seed: 7}); err != nil {
+		t.Fatal(err)
+	}
+	store := catalog.Files{"q4k": path}
+	lc := newLocalCluster(t, 1, 64<<20, store)
+	cl := lc.cluster(origin.Options{PlanContext: 512, PlanSessions: 4})
+	defer cl.Close()
+	var reqs []engine.Request
+	for i := range 4 {
+		var toks []int
+		for j := range 10 + 45*i {
+			toks = append(toks, 1+(i*31+j*7)%500)
+		}
+		reqs = append(reqs, engine.Request{Model: "q4k", Tokens: toks, MaxTokens: 60})
+	}
+	got := make([]engine.Result, len(reqs))
+	errs := make([]error, len(reqs))
+	var wg sync.WaitGroup
+	for i, r := range reqs {
+		wg.Go(func() {
+			time.Sleep(time.Duration(i) * 2 * time.Millisecond) // the later ones start while the first decode
+			got[i], errs[i] = cl.Generate(context.Background(), r, func(engine.Token) error { return nil })
+		})
+	}
+	wg.Wait()
+	for i, r := range reqs {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		r.Model = ""
+		want := oracle.OneNode(t, path, r)
+		if !slices.Equal(got[i].Tokens, want.Tokens) {
+			t.Errorf("session %d in company:\n got %v\nwant %v", i, got[i].Tokens, want.Tokens)
+		}
+	}
+	runs, steps := lc.batchRuns.Load(), lc.batchSteps.Load()
+	t.Logf("%d forward passes carried %d steps and %d rows", runs, steps, lc.batchRows.Load())
+	if steps == runs {
+		t.Log("no two steps shared a forward pass this time (the sessions did not overlap)")
+	}
+	lc.waitFree(t)
 }
