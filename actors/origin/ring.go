@@ -130,7 +130,8 @@ func (c *Origin) generate(ctx context.Context, req Request, onToken func(engine.
 	res, err = engine.Loop(ctx, lm.Tokenizer, prompt, req, ctxLen-1, r, onToken)
 	res.CachedTokens = r.cached
 	if r.spec != nil {
-		res.Drafted, res.Accepted = r.spec.Drafted, r.spec.Accepted
+		// Checked tokens the answer stopped before did not count.
+		res.Drafted, res.Accepted = r.spec.Drafted, r.spec.Accepted-r.core.Ahead()
 	}
 	return res, r, err
 }
@@ -222,7 +223,7 @@ func (c *Origin) newRing(lm *modelinfo.Info, req Request, prompt []int, ctxLen i
 	}
 	// Guesses stay within the model's batch invariance bound, so the
 	// answer is the one without them.
-	spec, err := engine.NewSpeculator(source, c.opts.Draft, ctxLen, min(lm.InvariantRows, wire.MaxBatch)-1)
+	spec, err := engine.NewSpeculator(source, c.opts.Draft, ctxLen, lm.Tokenizer.VocabSize(), min(lm.InvariantRows, wire.MaxBatch)-1)
 	if err != nil {
 		return nil, err
 	}
@@ -264,18 +265,20 @@ func (r *ring) Step(ctx context.Context, fed int) (int, error) {
 	r.stepStart = time.Now()
 	next := session.Next{Token: fed}
 	if r.spec != nil && r.core.Ahead() == 0 && r.alone() {
+		// fed goes at len(seq)-1; the guesses after it stay below the
+		// ring's last position (ctxLen-1, kept free).
 		r.seq = append(append(r.seq[:0], r.core.Fed()...), fed)
-		guesses, err := r.spec.Guess(r.seq, r.ctxLen-2-len(r.seq))
+		guesses, err := r.spec.Guess(r.seq, r.ctxLen-1-len(r.seq))
 		if err != nil {
-			return 0, err
+			r.c.logf("session: the draft model failed (%v); going on without guesses", err)
 		}
 		next.Guesses = guesses
 	}
-	guessed := len(next.Guesses)
+	guessed, recoveries := len(next.Guesses), r.core.Recoveries()
 	id, err := r.emitted(r.do(ctx, r.core.Step(next)))
-	if err == nil && guessed > 0 {
-		// The guesses the last stage agreed with wait in the core; after
-		// a recovery (which drops them) none counts.
+	if err == nil && guessed > 0 && r.core.Recoveries() == recoveries {
+		// The guesses the last stage agreed with wait in the core (a
+		// recovery drops them and samples again: that step learns nothing).
 		r.spec.Learn(guessed, r.core.Ahead())
 	}
 	return id, err

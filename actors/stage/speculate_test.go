@@ -122,3 +122,32 @@ func TestSpeculationThenPromptCache(t *testing.T) {
 	cached.DropPromptCache()
 	waitNoCache(t, lc)
 }
+
+// A speculating session runs to the end of its context (no token limit):
+// the guesses shrink to the room left and stop, and the text is the one
+// without speculation. (Guessing past the room once panicked.)
+func TestSpeculationToTheContextEnd(t *testing.T) {
+	store := oracle.Stories(t)
+	draft, err := engine.Open(store["stories260K"], engine.Options{Threads: 1, Context: 512, PromptCache: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer draft.Close()
+	prompt := "Lily was sad. Lily was sad. Lily was sad. Lily was sad. Lily was"
+	for _, ctxLen := range []int{90, 102, 105, 108, 114} {
+		lc := newLocalCluster(t, 3, 800e3, store)
+		plain := lc.cluster(origin.Options{PlanContext: ctxLen})
+		want := generate(t, plain, engine.Request{Model: "stories260K", Prompt: prompt})
+		plain.Close()
+		for _, source := range []string{engine.SpeculateNGram, engine.SpeculateDraft} {
+			cl := lc.cluster(origin.Options{PlanContext: ctxLen, Speculate: source, Draft: draft})
+			got := generate(t, cl, engine.Request{Model: "stories260K", Prompt: prompt})
+			cl.Close()
+			if !slices.Equal(got.Tokens, want.Tokens) || got.FinishReason != want.FinishReason {
+				t.Errorf("context %d, %s: %d tokens (%s), want %d (%s)\n got %v\nwant %v", ctxLen, source, len(got.Tokens), got.FinishReason,
+					len(want.Tokens), want.FinishReason, got.Tokens, want.Tokens)
+			}
+		}
+		lc.waitFree(t)
+	}
+}

@@ -145,7 +145,7 @@ func New(f *gguf.File, opts Options) (*Engine, error) {
 	if opts.Draft != "" {
 		df, err := gguf.Open(opts.Draft)
 		if err != nil {
-			e.Close()
+			e.stop()
 			return nil, fmt.Errorf("draft model: %w", err)
 		}
 		d, err := newEngine(df, Options{Context: e.ctxLen, Batch: e.batch, KVType: opts.KVType, PromptCache: -1}, e.pool)
@@ -158,12 +158,12 @@ func New(f *gguf.File, opts Options) (*Engine, error) {
 			df.Close()
 		}
 		if err != nil {
-			e.Close()
+			e.stop()
 			return nil, fmt.Errorf("draft model %s: %w", opts.Draft, err)
 		}
 		e.draft = d
 	} else if opts.Speculate == SpeculateDraft {
-		e.Close()
+		e.stop()
 		return nil, errors.New("engine: speculation from a draft model needs one (Options.Draft)")
 	}
 	return e, nil
@@ -209,6 +209,13 @@ func newEngine(f *gguf.File, opts Options, pool *tensor.Pool) (*Engine, error) {
 // Close stops the engine's batcher (generations still running fail),
 // releases the worker pool and unmaps the file.
 func (e *Engine) Close() error {
+	e.stop()
+	return e.File.Close()
+}
+
+// stop is Close without closing the file (New's caller owns it when New
+// fails).
+func (e *Engine) stop() {
 	e.batcher.close()
 	if e.draft != nil {
 		e.draft.Close()
@@ -216,7 +223,6 @@ func (e *Engine) Close() error {
 	if e.ownPool {
 		e.pool.Close()
 	}
-	return e.File.Close()
 }
 
 // ContextLength is the most positions (prompt + generated) one generation holds.
@@ -243,7 +249,7 @@ type Request struct {
 	// Speculate chooses where guessed tokens come from (speculative
 	// decoding): "off", "ngram" or "draft"; "" = the engine's default.
 	// The answer is the same with each (see speculate.go); only its speed
-	// differs. A cluster does not speculate yet and ignores it.
+	// differs.
 	Speculate string
 }
 
@@ -328,7 +334,7 @@ func (e *Engine) Generate(ctx context.Context, req Request, onToken func(Token) 
 	if source == "" {
 		source = e.speculate
 	}
-	spec, err := NewSpeculator(source, e.draft, e.ctxLen, min(e.batch, e.Model.InvariantRows())-1)
+	spec, err := NewSpeculator(source, e.draft, e.ctxLen, e.Model.Vocab, min(e.batch, e.Model.InvariantRows())-1)
 	if err != nil {
 		return res, fmt.Errorf("engine: %w", err)
 	}
@@ -349,7 +355,8 @@ func (e *Engine) Generate(ctx context.Context, req Request, onToken func(Token) 
 	res, err = Loop(ctx, e.Tokenizer, prompt, req, e.ctxLen, steps, onToken)
 	res.CachedTokens = cached
 	if spec != nil {
-		res.Drafted, res.Accepted = spec.Drafted, spec.Accepted
+		// Checked tokens the answer stopped before did not count.
+		res.Drafted, res.Accepted = spec.Drafted, spec.Accepted-len(steps.ahead)
 	}
 	if err == nil {
 		// A clean end: the next turn of the conversation may resume it.
@@ -447,7 +454,7 @@ func (l *localSteps) speculate(fed int) (int, error) {
 	start := time.Now()
 	guesses, err := l.spec.Guess(l.seq, l.cache.Capacity-l.cache.Len-1)
 	if err != nil {
-		return 0, err
+		guesses = nil // the draft failed: this generation goes on without guesses
 	}
 	at := l.cache.Len
 	l.rows = append(append(l.rows[:0], fed), guesses...)

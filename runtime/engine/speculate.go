@@ -98,20 +98,29 @@ func equalInts(a, b []int) bool {
 
 // modelDrafter guesses with a draft model: greedy continuations from its
 // own KV cache, which follows the answer (cut back to what it shares with
-// the text, then fed the rest).
+// the text, then fed the rest). The cache is made at the first guess (a
+// generation that never guesses, in company, holds none) and holds up to
+// capacity positions, at most the draft engine's context; a text longer
+// than that gets no guesses.
 type modelDrafter struct {
-	d    *Engine
-	held []int // the tokens whose keys and values the cache holds
-	w    work
+	d        *Engine
+	capacity int
+	held     []int // the tokens whose keys and values the cache holds
+	w        work
 }
 
 func newModelDrafter(d *Engine, capacity int) *modelDrafter {
-	m := d.Model
-	c := m.NewCache(capacity)
-	return &modelDrafter{d: d, w: work{cache: c, logits: make([]float32, m.Vocab), done: make(chan error, 1)}}
+	return &modelDrafter{d: d, capacity: min(capacity, d.ctxLen)}
 }
 
 func (m *modelDrafter) draft(dst, seq []int, k int) ([]int, error) {
+	k = min(k, m.capacity-len(seq))
+	if k < 1 {
+		return dst, nil
+	}
+	if m.w.cache == nil {
+		m.w = work{cache: m.d.Model.NewCache(m.capacity), logits: make([]float32, m.d.Model.Vocab), done: make(chan error, 1)}
+	}
 	p := 0
 	for p < len(m.held) && p < len(seq) && m.held[p] == seq[p] {
 		p++
@@ -119,10 +128,10 @@ func (m *modelDrafter) draft(dst, seq []int, k int) ([]int, error) {
 	p = min(p, len(seq)-1) // the last token runs again: its logits are the first guess
 	m.held = append(m.held[:p], seq[p:]...)
 	m.w.cache.Len = p
-	k = min(k, m.w.cache.Capacity-len(seq))
 	for i := p; i < len(seq); i += m.d.batch {
 		m.w.tokens = seq[i:min(i+m.d.batch, len(seq))]
 		if err := m.d.batcher.do(&m.w); err != nil {
+			m.held = m.held[:0]
 			return dst, err
 		}
 	}
@@ -136,6 +145,7 @@ func (m *modelDrafter) draft(dst, seq []int, k int) ([]int, error) {
 		one[0] = t
 		m.w.tokens = one[:]
 		if err := m.d.batcher.do(&m.w); err != nil {
+			m.held = m.held[:0]
 			return dst, err
 		}
 		m.held = append(m.held, t)
@@ -159,6 +169,7 @@ func argmax(x []float32) int {
 // cluster's session (strata/actors/origin) each drive one per generation.
 type Speculator struct {
 	src     drafter
+	vocab   int // guesses are ids below it (a draft's embedding may be padded)
 	most    int // the most guesses one step may check
 	k       int // guesses for the next step
 	guesses []int
@@ -173,11 +184,11 @@ type Speculator struct {
 }
 
 // NewSpeculator returns a guesser from source (ngram; draft, with draft,
-// the draft model, whose own KV cache holds up to capacity positions)
-// that makes at most most guesses a step; nil for "" or off, or when
-// most < 1. The caller caps most at its batch invariance bound
-// (Model.InvariantRows - 1) for the answer to stay exact.
-func NewSpeculator(source string, draft *Engine, capacity, most int) (*Speculator, error) {
+// the draft model, whose own KV cache holds up to capacity positions) for
+// a model of vocab tokens that makes at most most guesses a step; nil for
+// "" or off, or when most < 1. The caller caps most at its batch
+// invariance bound (Model.InvariantRows - 1) for the answer to stay exact.
+func NewSpeculator(source string, draft *Engine, capacity, vocab, most int) (*Speculator, error) {
 	var src drafter
 	switch source {
 	case "", SpeculateOff:
@@ -196,7 +207,7 @@ func NewSpeculator(source string, draft *Engine, capacity, most int) (*Speculato
 	if most < 1 {
 		return nil, nil
 	}
-	return &Speculator{src: src, most: most, k: most}, nil
+	return &Speculator{src: src, vocab: vocab, most: most, k: most}, nil
 }
 
 // Most is the most guesses one step checks.
@@ -204,15 +215,30 @@ func (sp *Speculator) Most() int { return sp.most }
 
 // Guess returns up to room guesses for the tokens after seq (the prompt
 // and the answer so far, the last token not yet run); none while it
-// rests after misses. The slice is reused by the next Guess.
+// rests after misses, or when room < 1. The slice is reused by the next
+// Guess. A source that fails (a draft model's error) guesses no more in
+// this generation: the error is returned once, and the generation may go
+// on without guesses.
 func (sp *Speculator) Guess(seq []int, room int) ([]int, error) {
-	if sp.resting > 0 {
-		sp.resting--
+	k := min(sp.k, room)
+	if sp.resting > 0 || k < 1 || sp.src == nil {
+		sp.resting = max(0, sp.resting-1)
 		return nil, nil
 	}
 	var err error
-	sp.guesses, err = sp.src.draft(sp.guesses[:0], seq, min(sp.k, room))
-	return sp.guesses, err
+	sp.guesses, err = sp.src.draft(sp.guesses[:0], seq, k)
+	if err != nil {
+		sp.src = nil
+		return nil, err
+	}
+	// Only ids of the model's vocabulary: a guess past it ends the run.
+	for i, t := range sp.guesses {
+		if t < 0 || t >= sp.vocab {
+			sp.guesses = sp.guesses[:i]
+			break
+		}
+	}
+	return sp.guesses, nil
 }
 
 // Learn adapts the next guesses to a step's outcome: kept of guessed
@@ -237,11 +263,9 @@ func (sp *Speculator) Learn(guessed, kept int) {
 }
 
 // checkDraftVocab refuses a draft model whose tokens differ from the
-// target's: its guesses would be other words.
+// target's: its guesses would be other words. (Their embeddings may be
+// padded to different sizes; guesses past the target's are dropped.)
 func checkDraftVocab(target, draft *Engine) error {
-	if target.Model.Vocab != draft.Model.Vocab {
-		return fmt.Errorf("engine: the draft model's embedding has %d tokens, the target's %d: a draft must share the vocabulary", draft.Model.Vocab, target.Model.Vocab)
-	}
 	return DraftFits(target.Tokenizer, draft)
 }
 
