@@ -227,6 +227,11 @@ func (c *Origin) newRing(lm *modelinfo.Info, req Request, prompt []int, ctxLen i
 	if err != nil {
 		return nil, err
 	}
+	if spec != nil && !c.idle() {
+		// Other sessions share the stages' passes now: this one would
+		// step aside from guessing anyway, and keeps the shortcut.
+		spec = nil
+	}
 	if !c.opts.NoShortcut && spec == nil {
 		cfg.ChainBelow = feedLimit(len(prompt), req.MaxTokens, ctxLen)
 	}
@@ -282,6 +287,13 @@ func (r *ring) Step(ctx context.Context, fed int) (int, error) {
 		r.spec.Learn(guessed, r.core.Ahead())
 	}
 	return id, err
+}
+
+// idle reports whether the node drives no session now.
+func (c *Origin) idle() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.sessions) == 0
 }
 
 // alone reports whether this is the only session the node drives now:
