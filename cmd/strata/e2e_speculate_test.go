@@ -59,18 +59,7 @@ func TestE2ESpeculationOnPipeline(t *testing.T) {
 		func(text string) error {
 			got.WriteString(text)
 			if tokens++; tokens == 40 {
-				for _, s := range clusterStatusOf(t, origin.api).Sessions {
-					for _, stg := range s.Stages {
-						for _, p := range c.nodes {
-							if victim == nil && p != origin && peerIDOf(t, c.bin, p) == stg.PeerID {
-								victim = p
-							}
-						}
-					}
-				}
-				if victim == nil {
-					t.Fatal("no stage on a node other than the origin")
-				}
+				victim = c.stageNode(origin)
 				c.kill(victim)
 			}
 			return nil

@@ -593,19 +593,7 @@ func TestE2ENodeKilledMidAnswer(t *testing.T) {
 		switch tokens {
 		case 15:
 			// Kill a node that holds a stage and is not the origin.
-			st := clusterStatusOf(t, origin.api)
-			for _, s := range st.Sessions {
-				for _, stg := range s.Stages {
-					for _, p := range c.nodes {
-						if victim == nil && p != origin && peerIDOf(t, c.bin, p) == stg.PeerID {
-							victim = p
-						}
-					}
-				}
-			}
-			if victim == nil {
-				t.Fatal("no stage on a node other than the origin")
-			}
+			victim = c.stageNode(origin)
 			killedAt = time.Now()
 			c.kill(victim)
 			last = time.Now()
@@ -644,6 +632,23 @@ func TestE2ENodeKilledMidAnswer(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// stageNode is a node, other than origin, that holds a stage of a
+// session origin drives now.
+func (c *cluster) stageNode(origin *proc) *proc {
+	t := c.t
+	for _, s := range clusterStatusOf(t, origin.api).Sessions {
+		for _, stg := range s.Stages {
+			for _, p := range c.nodes {
+				if p != origin && peerIDOf(t, c.bin, p) == stg.PeerID {
+					return p
+				}
+			}
+		}
+	}
+	t.Fatal("no stage on a node other than the origin")
+	return nil
 }
 
 func peerIDOf(t *testing.T, bin string, p *proc) string {

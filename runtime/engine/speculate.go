@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"strata/runtime/sample"
 	"strata/runtime/tokenizer"
 )
 
@@ -137,7 +138,7 @@ func (m *modelDrafter) draft(dst, seq []int, k int) ([]int, error) {
 	}
 	var one [1]int
 	for i := range k {
-		t := argmax(m.w.logits)
+		t := sample.Greedy(m.w.logits)
 		dst = append(dst, t)
 		if i == k-1 {
 			break
@@ -151,17 +152,6 @@ func (m *modelDrafter) draft(dst, seq []int, k int) ([]int, error) {
 		m.held = append(m.held, t)
 	}
 	return dst, nil
-}
-
-// argmax is the greedy choice: the lowest id of the largest logit.
-func argmax(x []float32) int {
-	best := 0
-	for i, v := range x {
-		if v > x[best] {
-			best = i
-		}
-	}
-	return best
 }
 
 // Speculator is one generation's guesser: a source of guesses, and how

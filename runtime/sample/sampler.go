@@ -182,8 +182,11 @@ func (s *Sampler) applyPenalties(logits []float32) {
 	}
 }
 
-// argmax returns the lowest id holding the largest logit, skipping NaN;
-// 0 if every logit is NaN.
+// Greedy is the greedy choice: the lowest id holding the largest logit,
+// skipping NaN; 0 if every logit is NaN. logits are not changed.
+func Greedy(logits []float32) int { return argmax(logits) }
+
+// argmax is Greedy.
 func argmax(logits []float32) int {
 	first := 0
 	for first < len(logits) && logits[first] != logits[first] {

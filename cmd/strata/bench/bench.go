@@ -21,6 +21,7 @@ import (
 	"strata/internal/membw"
 	"strata/runtime/gguf"
 	"strata/runtime/model"
+	"strata/runtime/sample"
 	"strata/runtime/tensor"
 )
 
@@ -210,7 +211,7 @@ func runBench(path string, threads, promptTokens, genTokens, bufMiB int, kv mode
 	// experts only (so the average over the tokens generated).
 	start, read0 := time.Now(), st.BytesRead()
 	for range genTokens {
-		if err := st.Embed([]int{argmax(logits)}); err != nil {
+		if err := st.Embed([]int{sample.Greedy(logits)}); err != nil {
 			return nil, err
 		}
 		if err := st.Forward(cache, 1); err != nil {
@@ -241,14 +242,4 @@ func runBench(path string, threads, promptTokens, genTokens, bufMiB int, kv mode
 	r.DecodeCeiling = bw * 1e9 / float64(r.WeightBytesPerTok)
 	r.DecodeFraction = r.DecodeTokensPerS / r.DecodeCeiling
 	return r, nil
-}
-
-func argmax(x []float32) int {
-	best := 0
-	for i, v := range x {
-		if v > x[best] {
-			best = i
-		}
-	}
-	return best
 }

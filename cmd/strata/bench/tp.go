@@ -20,6 +20,7 @@ import (
 	"strata/peers/allreduce"
 	"strata/runtime/gguf"
 	"strata/runtime/model"
+	"strata/runtime/sample"
 	"strata/runtime/tensor"
 )
 
@@ -259,7 +260,7 @@ func decodeOne(m *model.Model, threads int, prompt []int, gen int) (tpRun, error
 			return r, err
 		}
 		if i < gen {
-			r.tokens = append(r.tokens, argmax(l))
+			r.tokens = append(r.tokens, sample.Greedy(l))
 			r.logits = append(r.logits, append([]float32(nil), l...))
 			tokens = r.tokens[len(r.tokens)-1:]
 		}
@@ -424,7 +425,7 @@ func decodeMember(ctx context.Context, m *model.TPModel, threads int, prompt []i
 			return r, err
 		}
 		if step < gen {
-			r.Tokens = append(r.Tokens, argmax(l))
+			r.Tokens = append(r.Tokens, sample.Greedy(l))
 			tokens = r.Tokens[len(r.Tokens)-1:]
 		}
 	}
