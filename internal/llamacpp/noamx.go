@@ -2,6 +2,7 @@ package llamacpp
 
 import (
 	"fmt"
+	"hash/fnv"
 	"os"
 	"path/filepath"
 	"sync"
@@ -27,32 +28,58 @@ var noAMX struct {
 // symbolic links, except that node-llama-cpp's folders of prebuilt
 // libraries leave out the AMX CPU build; node must run with
 // NODE_PRESERVE_SYMLINKS=1, so that packages resolve inside the mirror.
-// It returns mods itself where no folder holds that build. The mirror is
-// made once per process, in the system's temporary folder.
+// It returns mods itself where no folder holds that build. The mirror
+// lives in the system's temporary folder under a name made from mods and
+// its modification time: made once, by whichever test process comes
+// first (built aside, then renamed into place), and reused by the others
+// (one folder of links per node_modules, not one per process).
 func withoutAMX(mods string) (string, error) {
 	builds, err := filepath.Glob(filepath.Join(mods, "@node-llama-cpp", "*", "bins", "*", amxVariant))
 	if err != nil || len(builds) == 0 {
 		return mods, err
 	}
 	noAMX.once.Do(func() {
-		dir, err := os.MkdirTemp("", "strata-node-modules-")
-		if err != nil {
-			noAMX.err = err
-			return
-		}
-		skip := map[string]bool{}
-		for _, b := range builds {
-			for p := b; p != mods; p = filepath.Dir(p) {
-				skip[p] = true
-			}
-		}
-		if err := mirror(mods, filepath.Join(dir, "node_modules"), skip); err != nil {
-			noAMX.err = fmt.Errorf("llamacpp: mirroring %s without %s: %w", mods, amxVariant, err)
-			return
-		}
-		noAMX.dir = filepath.Join(dir, "node_modules")
+		noAMX.dir, noAMX.err = mirrorOnce(mods, builds)
 	})
 	return noAMX.dir, noAMX.err
+}
+
+// mirrorOnce returns the shared mirror of mods without builds, making it
+// if no process has.
+func mirrorOnce(mods string, builds []string) (string, error) {
+	fi, err := os.Stat(mods)
+	if err != nil {
+		return "", err
+	}
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s\x00%d", mods, fi.ModTime().UnixNano())
+	final := filepath.Join(os.TempDir(), fmt.Sprintf("strata-node-modules-%x", h.Sum64()))
+	made := filepath.Join(final, "node_modules")
+	if _, err := os.Stat(made); err == nil {
+		return made, nil
+	}
+	dir, err := os.MkdirTemp("", "strata-node-modules-new-")
+	if err != nil {
+		return "", err
+	}
+	skip := map[string]bool{}
+	for _, b := range builds {
+		for p := b; p != mods; p = filepath.Dir(p) {
+			skip[p] = true
+		}
+	}
+	if err := mirror(mods, filepath.Join(dir, "node_modules"), skip); err != nil {
+		os.RemoveAll(dir)
+		return "", fmt.Errorf("llamacpp: mirroring %s without %s: %w", mods, amxVariant, err)
+	}
+	if err := os.Rename(dir, final); err != nil {
+		// Another process put its mirror there first: use that one.
+		os.RemoveAll(dir)
+		if _, statErr := os.Stat(made); statErr != nil {
+			return "", fmt.Errorf("llamacpp: placing the mirror of %s: %w", mods, err)
+		}
+	}
+	return made, nil
 }
 
 // mirror makes dst a folder of symbolic links to src's entries; an entry

@@ -52,3 +52,34 @@ func TestMirrorWithoutAMX(t *testing.T) {
 		t.Errorf("a linked package reads %q, %v", b, err)
 	}
 }
+
+// Test processes share one mirror per node_modules: a second call (as
+// another process would make) finds the first one's and leaves nothing
+// else behind.
+func TestMirrorShared(t *testing.T) {
+	mods := filepath.Join(t.TempDir(), "node_modules")
+	build := filepath.Join(mods, "@node-llama-cpp", "linux-x64", "bins", "linux-x64", amxVariant)
+	if err := os.MkdirAll(filepath.Dir(build), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(build, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := filepath.Glob(filepath.Join(os.TempDir(), "strata-node-modules-*"))
+	first, err := mirrorOnce(mods, []string{build})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(filepath.Dir(first)) })
+	second, err := mirrorOnce(mods, []string{build})
+	if err != nil || second != first {
+		t.Fatalf("second mirror %s, %v; want %s", second, err, first)
+	}
+	after, _ := filepath.Glob(filepath.Join(os.TempDir(), "strata-node-modules-*"))
+	if len(after) != len(before)+1 {
+		t.Errorf("%d mirror folders after two calls, %d before", len(after), len(before))
+	}
+	if _, err := os.Lstat(filepath.Join(first, "@node-llama-cpp", "linux-x64", "bins", "linux-x64", amxVariant)); !os.IsNotExist(err) {
+		t.Errorf("the AMX build is in the mirror: %v", err)
+	}
+}
