@@ -82,7 +82,7 @@ func GenerateHandler(g Generator) http.Handler {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		if _, err := engine.ParseSpeculate(req.Speculate); err != nil {
+		if err := engine.CheckSpeculate(req.Speculate); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}

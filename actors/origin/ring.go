@@ -227,7 +227,7 @@ func (c *Origin) newRing(lm *modelinfo.Info, req Request, prompt []int, ctxLen i
 	if err != nil {
 		return nil, err
 	}
-	if spec != nil && !c.idle() {
+	if spec != nil && c.driving() > 0 {
 		// Other sessions share the stages' passes now: this one would
 		// step aside from guessing anyway, and keeps the shortcut.
 		spec = nil
@@ -269,7 +269,7 @@ func (r *ring) Prefill(ctx context.Context) (int, error) {
 func (r *ring) Step(ctx context.Context, fed int) (int, error) {
 	r.stepStart = time.Now()
 	next := session.Next{Token: fed}
-	if r.spec != nil && r.core.Ahead() == 0 && r.alone() {
+	if r.spec != nil && r.core.Ahead() == 0 && r.c.driving() <= 1 {
 		// fed goes at len(seq)-1; the guesses after it stay below the
 		// ring's last position (ctxLen-1, kept free).
 		r.seq = append(append(r.seq[:0], r.core.Fed()...), fed)
@@ -289,20 +289,14 @@ func (r *ring) Step(ctx context.Context, fed int) (int, error) {
 	return id, err
 }
 
-// idle reports whether the node drives no session now.
-func (c *Origin) idle() bool {
+// driving is how many sessions the node drives now. A speculating
+// session steps aside while it is not the only one: the others' steps
+// share the stages' forward passes (batching reads the weights once for
+// them).
+func (c *Origin) driving() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.sessions) == 0
-}
-
-// alone reports whether this is the only session the node drives now:
-// with others, their steps share the stages' forward passes (batching
-// reads the weights once for them), so speculation steps aside.
-func (r *ring) alone() bool {
-	r.c.mu.Lock()
-	defer r.c.mu.Unlock()
-	return len(r.c.sessions) <= 1
+	return len(c.sessions)
 }
 
 // emitted counts a generated token for the session's listing.

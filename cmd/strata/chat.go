@@ -74,7 +74,7 @@ to a GGUF file) in this process.`,
 				base = "http://" + base
 			}
 			base = strings.TrimSuffix(base, "/")
-			source, draft, err := parseSpeculateFlag(speculate)
+			source, draft, err := parseSpeculateFlag(speculate, false)
 			if err != nil {
 				return err
 			}

@@ -367,7 +367,7 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 		}
 		cat.Partial.SetBudget(budget)
 	}
-	specSource, specDraft, err := parseSpeculateFlag(f.speculate)
+	specSource, specDraft, err := parseSpeculateFlag(f.speculate, false)
 	if err != nil {
 		return err
 	}

@@ -68,16 +68,17 @@ draft:MODEL).`,
 			if apiURL != "" {
 				// The node runs its own draft model (strata node
 				// --speculate draft:MODEL): a name here is not sent.
-				if _, err := engine.ParseSpeculate(remoteSpeculate(speculate)); err != nil {
-					return fmt.Errorf("--speculate: %w", err)
+				source, _, err := parseSpeculateFlag(speculate, true)
+				if err != nil {
+					return err
 				}
 				return runRemote(cmd, apiURL, apiKey, api.GenerateRequest{
 					Model: catalog.Name(modelPath), Prompt: prompt, MaxTokens: maxTokens, Temperature: params.Temperature,
 					TopP: params.TopP, TopK: params.TopK, MinP: params.MinP, RepeatPenalty: params.RepeatPenalty, Seed: params.Seed, Stop: stops,
-					Speculate: remoteSpeculate(speculate),
+					Speculate: source,
 				})
 			}
-			source, draftPath, err := parseSpeculateFlag(speculate)
+			source, draftPath, err := parseSpeculateFlag(speculate, false)
 			if err != nil {
 				return err
 			}
@@ -182,28 +183,23 @@ func finish(reason string, err error) string {
 	return reason
 }
 
-// remoteSpeculate is --speculate as a node takes it: off, ngram, draft
-// (its own draft model; the name given here is not sent).
-func remoteSpeculate(s string) string {
-	if strings.HasPrefix(s, engine.SpeculateDraft) {
-		return engine.SpeculateDraft
-	}
-	return s
-}
-
 // parseSpeculateFlag splits --speculate into the engine's source and the
-// draft model's path: off, ngram, draft:PATH.
-func parseSpeculateFlag(s string) (source, draft string, err error) {
+// draft model's path: off, ngram, draft:PATH. For a node (remote), draft
+// alone names the node's own draft model, and a path given is not sent.
+func parseSpeculateFlag(s string, remote bool) (source, draft string, err error) {
 	if path, ok := strings.CutPrefix(s, engine.SpeculateDraft+":"); ok {
 		if path == "" {
 			return "", "", fmt.Errorf("--speculate draft:PATH: the draft model's path is missing")
 		}
+		if remote {
+			path = ""
+		}
 		return engine.SpeculateDraft, path, nil
 	}
-	if s == engine.SpeculateDraft {
+	if s == engine.SpeculateDraft && !remote {
 		return "", "", fmt.Errorf("--speculate draft needs the draft model: draft:PATH")
 	}
-	if _, err := engine.ParseSpeculate(s); err != nil {
+	if err := engine.CheckSpeculate(s); err != nil {
 		return "", "", fmt.Errorf("--speculate: %w", err)
 	}
 	return s, "", nil

@@ -134,7 +134,7 @@ func Open(path string, opts Options) (*Engine, error) {
 
 // New builds an Engine over an already open file; Close closes it.
 func New(f *gguf.File, opts Options) (*Engine, error) {
-	if _, err := ParseSpeculate(opts.Speculate); err != nil {
+	if err := CheckSpeculate(opts.Speculate); err != nil {
 		return nil, err
 	}
 	e, err := newEngine(f, opts, nil)
@@ -150,7 +150,7 @@ func New(f *gguf.File, opts Options) (*Engine, error) {
 		}
 		d, err := newEngine(df, Options{Context: e.ctxLen, Batch: e.batch, KVType: opts.KVType, PromptCache: -1}, e.pool)
 		if err == nil {
-			err = checkDraftVocab(e, d)
+			err = DraftFits(e.Tokenizer, d)
 			if err != nil {
 				d.Close()
 			}

@@ -39,13 +39,13 @@ const (
 	SpeculateDraft = "draft" // guesses from the draft model (Options.Draft)
 )
 
-// ParseSpeculate checks a speculation source: "", off, ngram or draft.
-func ParseSpeculate(s string) (string, error) {
+// CheckSpeculate checks a speculation source: "", off, ngram or draft.
+func CheckSpeculate(s string) error {
 	switch s {
 	case "", SpeculateOff, SpeculateNGram, SpeculateDraft:
-		return s, nil
+		return nil
 	}
-	return "", fmt.Errorf("speculation %q: want off, ngram or draft", s)
+	return fmt.Errorf("speculation %q: want off, ngram or draft", s)
 }
 
 // maxDraft is the most tokens drafted for one step: the step's batch is
@@ -252,15 +252,10 @@ func (sp *Speculator) Learn(guessed, kept int) {
 	}
 }
 
-// checkDraftVocab refuses a draft model whose tokens differ from the
-// target's: its guesses would be other words. (Their embeddings may be
-// padded to different sizes; guesses past the target's are dropped.)
-func checkDraftVocab(target, draft *Engine) error {
-	return DraftFits(target.Tokenizer, draft)
-}
-
 // DraftFits says whether draft can guess for a model of vocabulary t:
-// the same tokens, id for id; an error says where they differ.
+// the same tokens, id for id (a draft of other tokens would guess other
+// words); an error says where they differ. Their embeddings may be padded
+// to different sizes: guesses past the target's are dropped.
 func DraftFits(t *tokenizer.Tokenizer, draft *Engine) error {
 	d := draft.Tokenizer
 	if t.VocabSize() != d.VocabSize() {
