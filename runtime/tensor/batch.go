@@ -30,16 +30,22 @@ const batchMin = 9
 // InvariantVectors is the most vectors MatMulAct takes at once against
 // weights of type t whose results are each the very bits the vector
 // gives alone: any number for the types summed row-sequentially
-// everywhere (seqEverywhere); below batchMin for the other quantized
-// types, which use the one-vector kernels' lane form there (their
-// four-vector forms sum alike); float weights are summed one vector at a
-// time below four. Callers that batch several sequences' tokens keep to
-// it, so that a sequence's result does not depend on its company.
+// everywhere (seqEverywhere) and for float weights where every float
+// kernel sums in one order (floatOrderEverywhere: amd64 and the generic
+// kernels); below batchMin for the other quantized types, which use the
+// one-vector kernels' lane form there (their four-vector forms sum
+// alike); on arm64 float weights are summed one vector at a time below
+// four (its four-vector float kernels sum in another order). Callers
+// that batch several sequences' tokens keep to it, so that a sequence's
+// result does not depend on its company.
 func InvariantVectors(t Type) int {
 	if seqEverywhere(t) {
 		return math.MaxInt
 	}
 	if t.BlockSize() == 1 {
+		if floatOrderEverywhere {
+			return math.MaxInt
+		}
 		return 3
 	}
 	return batchMin - 1

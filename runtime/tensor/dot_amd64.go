@@ -95,7 +95,7 @@ func dotQ8_0RowsAVX2(w *byte, x *int8, d *float32, nb, rows, rs int, out *float3
 func dotQ4_0RowsAVX2(w *byte, x *int8, d, s8 *float32, nb, rows, rs int, out *float32)
 
 // dotF32x4AVX2 sets out[t] = the dot of n float32 weights with the vector
-// at x + t*xs bytes, t = 0..3 (float rounding differs from dotF32AVX2).
+// at x + t*xs bytes, t = 0..3, each the bits dotF32RowAVX2 gives.
 //
 //go:noescape
 func dotF32x4AVX2(w *byte, x *float32, xs, n int, out *float32)
@@ -138,21 +138,45 @@ func dotQ5_KAVX2(w *byte, x *int8, d *float32, bsums *int16, nb int) float32
 //go:noescape
 func dotQ6_KAVX2(w *byte, x *int8, d *float32, nb int) float32
 
-// dotF32AVX2 is sum(w[i]*x[i]) for n float32 elements, four 8-lane FMA
-// accumulators (a different rounding order from dotF32Generic).
+// dotF32AVX2 is Dot's kernel: sum(a[i]*b[i]) for n float32 elements in
+// dotVecGeneric's order (four 8-lane FMA accumulators over 32 elements).
 //
 //go:noescape
 func dotF32AVX2(w *byte, x *float32, n int) float32
 
-// dotF16AVX2 is dotF32AVX2 with fp16 weights (converted exactly).
+// dotF32RowAVX2 is the dot of a row of n float32 weights with x in the
+// float order (dot_amd64.s), the order of dotF32x4AVX2 and
+// dotF32Rows4AVX2 too, so that a vector's result does not depend on the
+// kernel its batch takes.
+//
+//go:noescape
+func dotF32RowAVX2(w *byte, x *float32, n int) float32
+
+// dotF16AVX2 is dotF32RowAVX2 with fp16 weights (converted exactly).
 //
 //go:noescape
 func dotF16AVX2(w *byte, x *float32, n int) float32
 
-// dotBF16AVX2 is dotF32AVX2 with bf16 weights (converted exactly).
+// dotBF16AVX2 is dotF32RowAVX2 with bf16 weights (converted exactly).
 //
 //go:noescape
 func dotBF16AVX2(w *byte, x *float32, n int) float32
+
+// dotF32Rows4AVX2 sets out[r] = dotF32RowAVX2(w+r*rs, x, n) for
+// r < 4*groups (groups > 0, n > 0), four rows at a time.
+//
+//go:noescape
+func dotF32Rows4AVX2(w *byte, x *float32, n, groups, rs int, out *float32)
+
+// dotF16Rows4AVX2 is dotF32Rows4AVX2 for fp16 weights.
+//
+//go:noescape
+func dotF16Rows4AVX2(w *byte, x *float32, n, groups, rs int, out *float32)
+
+// dotBF16Rows4AVX2 is dotF32Rows4AVX2 for bf16 weights.
+//
+//go:noescape
+func dotBF16Rows4AVX2(w *byte, x *float32, n, groups, rs int, out *float32)
 
 // quantizeQ32AVX2 is quantizeQ32Generic over nb blocks.
 //
@@ -239,7 +263,7 @@ func dotF32Row(w []byte, x []float32) float32 {
 		return dotF32Generic(w, x)
 	}
 	_ = w[4*len(x)-1]
-	return dotF32AVX2(unsafe.SliceData(w), unsafe.SliceData(x), len(x))
+	return dotF32RowAVX2(unsafe.SliceData(w), unsafe.SliceData(x), len(x))
 }
 
 func dotF16Row(w []byte, x []float32) float32 {
@@ -401,6 +425,23 @@ func dotRows(w Matrix, a *Activations, i, lo, hi int, out []float32) bool {
 		default:
 			dotQ4_0RowsAVX2(&w.Data[lo*rb], &a.q32p[i*a.pairStride], &a.d32[i*nb], &a.s8f[i*nb], nb, rows, rb, &out[0])
 		}
+	case F32, F16, BF16:
+		groups := rows / 4
+		if groups > 0 {
+			_, _ = w.Data[(lo+4*groups)*rb-1], a.x[(i+1)*cols-1]
+			wp, xp, op := &w.Data[lo*rb], &a.x[i*cols], &out[0]
+			switch w.Type {
+			case F32:
+				dotF32Rows4AVX2(wp, xp, cols, groups, rb, op)
+			case F16:
+				dotF16Rows4AVX2(wp, xp, cols, groups, rb, op)
+			default:
+				dotBF16Rows4AVX2(wp, xp, cols, groups, rb, op)
+			}
+		}
+		for r := lo + 4*groups; r < hi; r++ {
+			out[r-lo] = dotAct(w.Type, w.Data[r*rb:(r+1)*rb], a, i, cols)
+		}
 	default:
 		return false
 	}
@@ -423,3 +464,8 @@ func swiglu(out, gate, up []float32) {
 	swigluAVX2(unsafe.SliceData(out), unsafe.SliceData(gate), unsafe.SliceData(up), n)
 	swigluGeneric(out[n:], gate[n:], up[n:])
 }
+
+// floatOrderEverywhere: every amd64 float kernel (one row, four rows,
+// four vectors) sums in the float order (dot_amd64.s), and the generic
+// ones take one vector at a time.
+const floatOrderEverywhere = true

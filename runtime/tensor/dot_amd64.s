@@ -805,8 +805,17 @@ q6kloop:
 	MOVSS X0, ret+32(FP)
 	RET
 
-// The float dots: four 8-lane FMA accumulators over 32 elements, then one
-// over 8, then single elements; weights are converted exactly to float32.
+// The float dots. Every kernel (one vector, four vectors, four rows)
+// sums a row's products in one order, the "float order": two 8-lane FMA
+// accumulators over 16 elements a round (elements 0-7 and 8-15), one
+// more round of 8 into the first where 8 remain, the two added, the sum
+// of the 8 lanes (HSUM8's tree), then single elements by scalar FMA. So a
+// vector's result is the same bits alone, in a batch of four vectors, or
+// among many rows: float weights batch without changing any result
+// (InvariantVectors). Weights are converted exactly to float32.
+
+// dotF32AVX2 is Dot's kernel (dotVecGeneric's order: four accumulators
+// over 32 elements), not a weight row's.
 
 // func dotF32AVX2(w *byte, x *float32, n int) float32
 TEXT ·dotF32AVX2(SB), NOSPLIT, $0-28
@@ -867,6 +876,55 @@ f32done:
 	MOVSS X0, ret+24(FP)
 	RET
 
+// func dotF32RowAVX2(w *byte, x *float32, n int) float32
+TEXT ·dotF32RowAVX2(SB), NOSPLIT, $0-28
+	MOVQ   w+0(FP), SI
+	MOVQ   x+8(FP), DI
+	MOVQ   n+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+
+f32rloop16:
+	CMPQ        CX, $16
+	JLT         f32rloop8
+	VMOVUPS 0(SI), Y4
+	VMOVUPS 32(SI), Y5
+	VFMADD231PS (DI), Y4, Y0
+	VFMADD231PS 32(DI), Y5, Y1
+	ADDQ        $64, SI
+	ADDQ        $64, DI
+	SUBQ        $16, CX
+	JMP         f32rloop16
+
+f32rloop8:
+	CMPQ        CX, $8
+	JLT         f32rsum
+	VMOVUPS 0(SI), Y4
+	VFMADD231PS (DI), Y4, Y0
+	ADDQ        $32, SI
+	ADDQ        $32, DI
+	SUBQ        $8, CX
+
+f32rsum:
+	VADDPS Y1, Y0, Y0
+	HSUM8
+	TESTQ CX, CX
+	JZ    f32rdone
+
+f32rloop1:
+	VMOVSS (SI), X4
+	VFMADD231SS (DI), X4, X0
+	ADDQ        $4, SI
+	ADDQ        $4, DI
+	DECQ        CX
+	JNZ         f32rloop1
+
+f32rdone:
+	VZEROUPPER
+	MOVSS X0, ret+24(FP)
+	RET
+
+
 // func dotF16AVX2(w *byte, x *float32, n int) float32
 TEXT ·dotF16AVX2(SB), NOSPLIT, $0-28
 	MOVQ   w+0(FP), SI
@@ -874,41 +932,30 @@ TEXT ·dotF16AVX2(SB), NOSPLIT, $0-28
 	MOVQ   n+16(FP), CX
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
 
-f16loop32:
-	CMPQ        CX, $32
-	JLT         f16sum
+f16loop16:
+	CMPQ        CX, $16
+	JLT         f16loop8
 	VCVTPH2PS 0(SI), Y4
 	VCVTPH2PS 16(SI), Y5
-	VCVTPH2PS 32(SI), Y6
-	VCVTPH2PS 48(SI), Y7
 	VFMADD231PS (DI), Y4, Y0
 	VFMADD231PS 32(DI), Y5, Y1
-	VFMADD231PS 64(DI), Y6, Y2
-	VFMADD231PS 96(DI), Y7, Y3
-	ADDQ        $64, SI
-	ADDQ        $128, DI
-	SUBQ        $32, CX
-	JMP         f16loop32
-
-f16sum:
-	VADDPS Y2, Y0, Y0
-	VADDPS Y3, Y1, Y1
-	VADDPS Y1, Y0, Y0
+	ADDQ        $32, SI
+	ADDQ        $64, DI
+	SUBQ        $16, CX
+	JMP         f16loop16
 
 f16loop8:
 	CMPQ        CX, $8
-	JLT         f16tail
+	JLT         f16sum
 	VCVTPH2PS 0(SI), Y4
 	VFMADD231PS (DI), Y4, Y0
 	ADDQ        $16, SI
 	ADDQ        $32, DI
 	SUBQ        $8, CX
-	JMP         f16loop8
 
-f16tail:
+f16sum:
+	VADDPS Y1, Y0, Y0
 	HSUM8
 	TESTQ CX, CX
 	JZ    f16done
@@ -928,6 +975,7 @@ f16done:
 	MOVSS X0, ret+24(FP)
 	RET
 
+
 // func dotBF16AVX2(w *byte, x *float32, n int) float32
 TEXT ·dotBF16AVX2(SB), NOSPLIT, $0-28
 	MOVQ   w+0(FP), SI
@@ -935,46 +983,33 @@ TEXT ·dotBF16AVX2(SB), NOSPLIT, $0-28
 	MOVQ   n+16(FP), CX
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
 
-bf16loop32:
-	CMPQ        CX, $32
-	JLT         bf16sum
+bf16loop16:
+	CMPQ        CX, $16
+	JLT         bf16loop8
 	VPMOVZXWD 0(SI), Y4
 	VPSLLD    $16, Y4, Y4
 	VPMOVZXWD 16(SI), Y5
 	VPSLLD    $16, Y5, Y5
-	VPMOVZXWD 32(SI), Y6
-	VPSLLD    $16, Y6, Y6
-	VPMOVZXWD 48(SI), Y7
-	VPSLLD    $16, Y7, Y7
 	VFMADD231PS (DI), Y4, Y0
 	VFMADD231PS 32(DI), Y5, Y1
-	VFMADD231PS 64(DI), Y6, Y2
-	VFMADD231PS 96(DI), Y7, Y3
-	ADDQ        $64, SI
-	ADDQ        $128, DI
-	SUBQ        $32, CX
-	JMP         bf16loop32
-
-bf16sum:
-	VADDPS Y2, Y0, Y0
-	VADDPS Y3, Y1, Y1
-	VADDPS Y1, Y0, Y0
+	ADDQ        $32, SI
+	ADDQ        $64, DI
+	SUBQ        $16, CX
+	JMP         bf16loop16
 
 bf16loop8:
 	CMPQ        CX, $8
-	JLT         bf16tail
+	JLT         bf16sum
 	VPMOVZXWD 0(SI), Y4
 	VPSLLD    $16, Y4, Y4
 	VFMADD231PS (DI), Y4, Y0
 	ADDQ        $16, SI
 	ADDQ        $32, DI
 	SUBQ        $8, CX
-	JMP         bf16loop8
 
-bf16tail:
+bf16sum:
+	VADDPS Y1, Y0, Y0
 	HSUM8
 	TESTQ CX, CX
 	JZ    bf16done
@@ -993,6 +1028,337 @@ bf16done:
 	VZEROUPPER
 	MOVSS X0, ret+24(FP)
 	RET
+
+// The four-row float dots (decode): rows w, w+rs, w+2rs, w+3rs (rs in
+// bytes) against one vector x, each row in the float order with its own
+// two accumulators (eight chains, so the FMA units stay busy where one
+// row's two chains would wait on latency); groups of four rows, out[r]
+// for r < 4*groups.
+
+// func dotF32Rows4AVX2(w *byte, x *float32, n, groups, rs int, out *float32)
+TEXT ·dotF32Rows4AVX2(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), R12
+	MOVQ rs+32(FP), R10
+	LEAQ (R10)(R10*2), R11
+	MOVQ out+40(FP), BX
+	MOVQ groups+24(FP), R13
+
+f32r4group:
+	MOVQ   R12, SI
+	MOVQ   x+8(FP), DI
+	MOVQ   n+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+
+f32r4loop16:
+	CMPQ        CX, $16
+	JLT         f32r4loop8
+	VMOVUPS     (DI), Y8
+	VMOVUPS     32(DI), Y9
+	VFMADD231PS (SI), Y8, Y0
+	VFMADD231PS 32(SI), Y9, Y1
+	VFMADD231PS (SI)(R10*1), Y8, Y2
+	VFMADD231PS 32(SI)(R10*1), Y9, Y3
+	VFMADD231PS (SI)(R10*2), Y8, Y4
+	VFMADD231PS 32(SI)(R10*2), Y9, Y5
+	VFMADD231PS (SI)(R11*1), Y8, Y6
+	VFMADD231PS 32(SI)(R11*1), Y9, Y7
+	ADDQ        $64, SI
+	ADDQ        $64, DI
+	SUBQ        $16, CX
+	JMP         f32r4loop16
+
+f32r4loop8:
+	CMPQ        CX, $8
+	JLT         f32r4sum
+	VMOVUPS     (DI), Y8
+	VFMADD231PS (SI), Y8, Y0
+	VFMADD231PS (SI)(R10*1), Y8, Y2
+	VFMADD231PS (SI)(R10*2), Y8, Y4
+	VFMADD231PS (SI)(R11*1), Y8, Y6
+	ADDQ        $32, SI
+	ADDQ        $32, DI
+	SUBQ        $8, CX
+
+f32r4sum:
+	VADDPS Y1, Y0, Y0
+	HSUMR(Y0, X0, X12)
+	VADDPS Y3, Y2, Y2
+	HSUMR(Y2, X2, X12)
+	VADDPS Y5, Y4, Y4
+	HSUMR(Y4, X4, X12)
+	VADDPS Y7, Y6, Y6
+	HSUMR(Y6, X6, X12)
+	TESTQ CX, CX
+	JZ    f32r4store
+
+f32r4loop1:
+	VMOVSS (DI), X8
+	VMOVSS (SI), X10
+	VFMADD231SS X10, X8, X0
+	VMOVSS (SI)(R10*1), X10
+	VFMADD231SS X10, X8, X2
+	VMOVSS (SI)(R10*2), X10
+	VFMADD231SS X10, X8, X4
+	VMOVSS (SI)(R11*1), X10
+	VFMADD231SS X10, X8, X6
+	ADDQ        $4, SI
+	ADDQ        $4, DI
+	DECQ        CX
+	JNZ         f32r4loop1
+
+f32r4store:
+	VMOVSS X0, (BX)
+	VMOVSS X2, 4(BX)
+	VMOVSS X4, 8(BX)
+	VMOVSS X6, 12(BX)
+	ADDQ   $16, BX
+	LEAQ   (R12)(R10*4), R12
+	DECQ   R13
+	JNZ    f32r4group
+	VZEROUPPER
+	RET
+
+
+// func dotF16Rows4AVX2(w *byte, x *float32, n, groups, rs int, out *float32)
+TEXT ·dotF16Rows4AVX2(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), R12
+	MOVQ rs+32(FP), R10
+	LEAQ (R10)(R10*2), R11
+	MOVQ out+40(FP), BX
+	MOVQ groups+24(FP), R13
+
+f16r4group:
+	MOVQ   R12, SI
+	MOVQ   x+8(FP), DI
+	MOVQ   n+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+
+f16r4loop16:
+	CMPQ        CX, $16
+	JLT         f16r4loop8
+	VMOVUPS     (DI), Y8
+	VMOVUPS     32(DI), Y9
+	VCVTPH2PS 0(SI), Y10
+	VCVTPH2PS 16(SI), Y11
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y11, Y9, Y1
+	VCVTPH2PS (SI)(R10*1), Y10
+	VCVTPH2PS 16(SI)(R10*1), Y11
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y11, Y9, Y3
+	VCVTPH2PS (SI)(R10*2), Y10
+	VCVTPH2PS 16(SI)(R10*2), Y11
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y11, Y9, Y5
+	VCVTPH2PS (SI)(R11*1), Y10
+	VCVTPH2PS 16(SI)(R11*1), Y11
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y11, Y9, Y7
+	ADDQ        $32, SI
+	ADDQ        $64, DI
+	SUBQ        $16, CX
+	JMP         f16r4loop16
+
+f16r4loop8:
+	CMPQ        CX, $8
+	JLT         f16r4sum
+	VMOVUPS     (DI), Y8
+	VCVTPH2PS (SI), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VCVTPH2PS (SI)(R10*1), Y10
+	VFMADD231PS Y10, Y8, Y2
+	VCVTPH2PS (SI)(R10*2), Y10
+	VFMADD231PS Y10, Y8, Y4
+	VCVTPH2PS (SI)(R11*1), Y10
+	VFMADD231PS Y10, Y8, Y6
+	ADDQ        $16, SI
+	ADDQ        $32, DI
+	SUBQ        $8, CX
+
+f16r4sum:
+	VADDPS Y1, Y0, Y0
+	HSUMR(Y0, X0, X12)
+	VADDPS Y3, Y2, Y2
+	HSUMR(Y2, X2, X12)
+	VADDPS Y5, Y4, Y4
+	HSUMR(Y4, X4, X12)
+	VADDPS Y7, Y6, Y6
+	HSUMR(Y6, X6, X12)
+	TESTQ CX, CX
+	JZ    f16r4store
+
+f16r4loop1:
+	VMOVSS (DI), X8
+	MOVWLZX   (SI), AX
+	VMOVD     AX, X10
+	VCVTPH2PS X10, X10
+	VFMADD231SS X10, X8, X0
+	MOVWLZX   (SI)(R10*1), AX
+	VMOVD     AX, X10
+	VCVTPH2PS X10, X10
+	VFMADD231SS X10, X8, X2
+	MOVWLZX   (SI)(R10*2), AX
+	VMOVD     AX, X10
+	VCVTPH2PS X10, X10
+	VFMADD231SS X10, X8, X4
+	MOVWLZX   (SI)(R11*1), AX
+	VMOVD     AX, X10
+	VCVTPH2PS X10, X10
+	VFMADD231SS X10, X8, X6
+	ADDQ        $2, SI
+	ADDQ        $4, DI
+	DECQ        CX
+	JNZ         f16r4loop1
+
+f16r4store:
+	VMOVSS X0, (BX)
+	VMOVSS X2, 4(BX)
+	VMOVSS X4, 8(BX)
+	VMOVSS X6, 12(BX)
+	ADDQ   $16, BX
+	LEAQ   (R12)(R10*4), R12
+	DECQ   R13
+	JNZ    f16r4group
+	VZEROUPPER
+	RET
+
+
+// func dotBF16Rows4AVX2(w *byte, x *float32, n, groups, rs int, out *float32)
+TEXT ·dotBF16Rows4AVX2(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), R12
+	MOVQ rs+32(FP), R10
+	LEAQ (R10)(R10*2), R11
+	MOVQ out+40(FP), BX
+	MOVQ groups+24(FP), R13
+
+bf16r4group:
+	MOVQ   R12, SI
+	MOVQ   x+8(FP), DI
+	MOVQ   n+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+
+bf16r4loop16:
+	CMPQ        CX, $16
+	JLT         bf16r4loop8
+	VMOVUPS     (DI), Y8
+	VMOVUPS     32(DI), Y9
+	VPMOVZXWD 0(SI), Y10
+	VPSLLD    $16, Y10, Y10
+	VPMOVZXWD 16(SI), Y11
+	VPSLLD    $16, Y11, Y11
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y11, Y9, Y1
+	VPMOVZXWD (SI)(R10*1), Y10
+	VPSLLD    $16, Y10, Y10
+	VPMOVZXWD 16(SI)(R10*1), Y11
+	VPSLLD    $16, Y11, Y11
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y11, Y9, Y3
+	VPMOVZXWD (SI)(R10*2), Y10
+	VPSLLD    $16, Y10, Y10
+	VPMOVZXWD 16(SI)(R10*2), Y11
+	VPSLLD    $16, Y11, Y11
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y11, Y9, Y5
+	VPMOVZXWD (SI)(R11*1), Y10
+	VPSLLD    $16, Y10, Y10
+	VPMOVZXWD 16(SI)(R11*1), Y11
+	VPSLLD    $16, Y11, Y11
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y11, Y9, Y7
+	ADDQ        $32, SI
+	ADDQ        $64, DI
+	SUBQ        $16, CX
+	JMP         bf16r4loop16
+
+bf16r4loop8:
+	CMPQ        CX, $8
+	JLT         bf16r4sum
+	VMOVUPS     (DI), Y8
+	VPMOVZXWD (SI), Y10
+	VPSLLD    $16, Y10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VPMOVZXWD (SI)(R10*1), Y10
+	VPSLLD    $16, Y10, Y10
+	VFMADD231PS Y10, Y8, Y2
+	VPMOVZXWD (SI)(R10*2), Y10
+	VPSLLD    $16, Y10, Y10
+	VFMADD231PS Y10, Y8, Y4
+	VPMOVZXWD (SI)(R11*1), Y10
+	VPSLLD    $16, Y10, Y10
+	VFMADD231PS Y10, Y8, Y6
+	ADDQ        $16, SI
+	ADDQ        $32, DI
+	SUBQ        $8, CX
+
+bf16r4sum:
+	VADDPS Y1, Y0, Y0
+	HSUMR(Y0, X0, X12)
+	VADDPS Y3, Y2, Y2
+	HSUMR(Y2, X2, X12)
+	VADDPS Y5, Y4, Y4
+	HSUMR(Y4, X4, X12)
+	VADDPS Y7, Y6, Y6
+	HSUMR(Y6, X6, X12)
+	TESTQ CX, CX
+	JZ    bf16r4store
+
+bf16r4loop1:
+	VMOVSS (DI), X8
+	MOVWLZX (SI), AX
+	SHLL    $16, AX
+	VMOVD   AX, X10
+	VFMADD231SS X10, X8, X0
+	MOVWLZX (SI)(R10*1), AX
+	SHLL    $16, AX
+	VMOVD   AX, X10
+	VFMADD231SS X10, X8, X2
+	MOVWLZX (SI)(R10*2), AX
+	SHLL    $16, AX
+	VMOVD   AX, X10
+	VFMADD231SS X10, X8, X4
+	MOVWLZX (SI)(R11*1), AX
+	SHLL    $16, AX
+	VMOVD   AX, X10
+	VFMADD231SS X10, X8, X6
+	ADDQ        $2, SI
+	ADDQ        $4, DI
+	DECQ        CX
+	JNZ         bf16r4loop1
+
+bf16r4store:
+	VMOVSS X0, (BX)
+	VMOVSS X2, 4(BX)
+	VMOVSS X4, 8(BX)
+	VMOVSS X6, 12(BX)
+	ADDQ   $16, BX
+	LEAQ   (R12)(R10*4), R12
+	DECQ   R13
+	JNZ    bf16r4group
+	VZEROUPPER
+	RET
+
 
 // func quantizeQ32AVX2(x *float32, q *int8, d *float32, nb int)
 TEXT ·quantizeQ32AVX2(SB), NOSPLIT, $0-32

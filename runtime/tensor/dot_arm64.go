@@ -310,3 +310,7 @@ func (a *Activations) allocBatch()       {}
 func quantizeQ8K(x []float32, q []int8, d []float32, bsums []int16) {
 	quantizeQ8KGeneric(x, q, d, bsums)
 }
+
+// floatOrderEverywhere is false on arm64: dotF32x4NEON and its kin sum
+// four vectors in another order than the one-vector kernels.
+const floatOrderEverywhere = false

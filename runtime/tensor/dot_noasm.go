@@ -43,3 +43,6 @@ const batchKQuants = false
 func quantizeQ8K(x []float32, q []int8, d []float32, bsums []int16) {
 	quantizeQ8KGeneric(x, q, d, bsums)
 }
+
+// floatOrderEverywhere: the generic float dots take one vector at a time.
+const floatOrderEverywhere = true
