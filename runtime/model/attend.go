@@ -126,8 +126,9 @@ func (s *State) attendUnit(wk *attnWorker, u int) {
 // the head width) worth handing to the pool's workers: below it (a small
 // model's decode step) waking them costs more than it saves, and keeps
 // them spinning after the step, on cores the next stage or the sampler
-// wants. Every query's arithmetic is the same either way.
-var attnSplitWork = 1 << 16 // variables: the tests split all the work
+// wants (see tensor's splitWork: the same bound, for the same reason).
+// Every query's arithmetic is the same either way.
+var attnSplitWork = 1 << 18 // variables: the tests split all the work
 
 // work is the job's query-key products times the head width.
 func (j *attnJob) work() int {

@@ -68,7 +68,7 @@ func MatVec(p *Pool, out []float32, w Matrix, x []float32) {
 // stories260K's output matrix) waking them costs more than the product,
 // and they spin after it, on cores that a pipeline's next stage on the
 // same host wants; each output is the same either way.
-var splitWork = 1 << 16 // a variable: the tests split every product
+var splitWork = 1 << 18 // a variable: the tests split every product
 
 // MatMul multiplies w by n input vectors stored back to back in x
 // (len n*w.Cols): out[i*w.Rows+r] = dot(row r of w, x[i*w.Cols:(i+1)*w.Cols]).
