@@ -15,6 +15,7 @@ import (
 	"strata/actors/session"
 	"strata/messages"
 	"strata/runtime/engine"
+	"strata/runtime/grammar"
 	"strata/runtime/modelinfo"
 	"strata/runtime/tokenizer"
 )
@@ -200,6 +201,10 @@ type ring struct {
 	// with the step in flight.
 	spec *engine.Speculator
 	seq  []int // the text so far for the guesser, reused
+	// guard follows the answer with the schema's grammar (structured
+	// output with speculation): guesses it would mask are cut here, as
+	// the last stage would not draw them.
+	guard *grammar.Matcher
 
 	// Decode step timing: round trips, and the stages' compute within them.
 	stepStart             time.Time
@@ -242,7 +247,13 @@ func (c *Origin) newRing(lm *modelinfo.Info, req Request, prompt []int, ctxLen i
 	in := &inbox{ch: make(chan any, 8)}
 	self := c.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return in }))
 	info := &SessionInfo{Model: req.Model, Prompt: len(prompt), Started: time.Now(), inbox: self}
-	return &ring{c: c, core: core, req: req, tok: lm.Tokenizer, in: in, self: self, ctxLen: ctxLen, info: info, spec: spec}, nil
+	r := &ring{c: c, core: core, req: req, tok: lm.Tokenizer, in: in, self: self, ctxLen: ctxLen, info: info, spec: spec}
+	if spec != nil && req.Schema != nil {
+		var p messages.Sampling
+		r.constrain(&p)
+		r.guard = grammar.NewMatcher(req.Schema, lm.Vocab(), int(p.SchemaBudget))
+	}
+	return r, nil
 }
 
 // feedLimit is the first position engine.Loop never feeds a token at,
@@ -269,6 +280,9 @@ func (r *ring) Prefill(ctx context.Context) (int, error) {
 func (r *ring) Step(ctx context.Context, fed int) (int, error) {
 	r.stepStart = time.Now()
 	next := session.Next{Token: fed}
+	if r.guard != nil {
+		r.guard.Accept(fed) // every token of the answer is fed once, in order
+	}
 	if r.spec != nil && r.core.Ahead() == 0 && r.c.driving() <= 1 {
 		// fed goes at len(seq)-1; the guesses after it stay below the
 		// ring's last position (ctxLen-1, kept free).
@@ -276,6 +290,9 @@ func (r *ring) Step(ctx context.Context, fed int) (int, error) {
 		guesses, err := r.spec.Guess(r.seq, r.ctxLen-1-len(r.seq))
 		if err != nil {
 			r.c.logf("session: the draft model failed (%v); going on without guesses", err)
+		}
+		if r.guard != nil {
+			guesses = guesses[:r.guard.Allows(guesses)]
 		}
 		next.Guesses = guesses
 	}

@@ -456,6 +456,8 @@ func (l *localSteps) speculate(fed int) (int, error) {
 	if err != nil {
 		guesses = nil // the draft failed: this generation goes on without guesses
 	}
+	// Structured output: no row for a guess the grammar would mask.
+	guesses = guesses[:l.sampler.Allows(guesses)]
 	at := l.cache.Len
 	l.rows = append(append(l.rows[:0], fed), guesses...)
 	l.sw.tokens = l.rows

@@ -3,6 +3,7 @@ package grammar
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -123,4 +124,110 @@ func TestMaskSameAsScan(t *testing.T) {
 		}
 		t.Logf("%s: %d masks walked twice", voc.name, rewalks)
 	}
+}
+
+// TestAllowsAgreesWithMask: for runs of tokens, some drawn under the mask
+// and some at random, Allows counts exactly the leading tokens that a
+// Mask-then-Accept walk leaves unmasked, up to where Mask's fallback for
+// a too-tight budget allows what Allows does not, and changes nothing:
+// the matcher masks the same after it.
+func TestAllowsAgreesWithMask(t *testing.T) {
+	toy := newToy()
+	v := VocabOf(toy)
+	logits := make([]float32, v.size)
+	for si, src := range maskSchemas {
+		s, err := Compile([]byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rng := rand.New(rand.NewPCG(uint64(si), 9))
+		cut := 0
+		for trial := range 60 {
+			budget := 0 // none
+			switch trial % 3 {
+			case 1:
+				budget = 40 + trial
+			case 2:
+				budget = 2 + trial%12 // tight: it cuts, and Mask falls back
+			}
+			m := NewMatcher(s, v, budget)
+			// A prefix drawn under the mask puts the document somewhere.
+			for range rng.IntN(6) {
+				m.Mask(fill(logits, rng))
+				m.Accept(argmax(logits))
+			}
+			// Guesses: mostly tokens the mask allows in turn, some not.
+			walker := NewMatcher(s, v, budget)
+			walker.st, walker.budget = append([]frame(nil), m.st...), m.budget
+			var guesses []int
+			want := -1
+			for i := range 8 {
+				if walker.maskByScan(fill(logits, rng)) && want < 0 {
+					// Too few tokens left for any ending within the
+					// budget: Mask allows every valid token, Allows none.
+					want = i
+				}
+				g := argmax(logits)
+				if rng.IntN(5) == 0 {
+					g = rng.IntN(v.size)
+				}
+				if math.IsInf(float64(logits[g]), -1) && want < 0 {
+					want = i
+				}
+				guesses = append(guesses, g)
+				walker.Accept(g)
+				if want < 0 && slices.Contains(v.eog, int32(g)) {
+					want = i + 1 // nothing follows an end
+				}
+			}
+			if want < 0 {
+				want = len(guesses)
+			}
+			if m.dead {
+				continue
+			}
+			m.Mask(fill(logits, rand.New(rand.NewPCG(1, 1))))
+			before := append([]float32(nil), logits...)
+			if got := m.Allows(guesses); got != want {
+				t.Fatalf("schema %d, trial %d: Allows(%q) = %d, the mask walk allows %d", si, trial, pieces(v, guesses), got, want)
+			}
+			m.Mask(fill(logits, rand.New(rand.NewPCG(1, 1))))
+			for i := range logits {
+				if math.Float32bits(logits[i]) != math.Float32bits(before[i]) {
+					t.Fatalf("schema %d, trial %d: Allows changed the matcher's mask at token %d", si, trial, i)
+				}
+			}
+			if want < len(guesses) {
+				cut++
+			}
+		}
+		if cut == 0 {
+			t.Errorf("schema %d: no run was cut: the test checks nothing", si)
+		}
+	}
+}
+
+func fill(logits []float32, rng *rand.Rand) []float32 {
+	for i := range logits {
+		logits[i] = float32(rng.NormFloat64() * 3)
+	}
+	return logits
+}
+
+func argmax(logits []float32) int {
+	best := 0
+	for i, l := range logits {
+		if l > logits[best] {
+			best = i
+		}
+	}
+	return best
+}
+
+func pieces(v *Vocab, tokens []int) []string {
+	var p []string
+	for _, t := range tokens {
+		p = append(p, v.pieces[t])
+	}
+	return p
 }

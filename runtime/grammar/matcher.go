@@ -2,6 +2,7 @@ package grammar
 
 import (
 	"math"
+	"slices"
 
 	"strata/runtime/sample"
 )
@@ -99,9 +100,10 @@ type Matcher struct {
 	stack   [][]frame
 	allowed []bool
 	dead    bool
+	peek    []frame // Allows' copy of the state
 }
 
-var _ sample.Constraint = (*Matcher)(nil)
+var _ sample.Lookahead = (*Matcher)(nil)
 
 // NewMatcher starts a document of s over vocabulary v. maxTokens, when
 // above 0, is the generation's token budget: tokens that would leave too
@@ -188,6 +190,45 @@ func (m *Matcher) walk(x int32, depth, limit int) int {
 		n += m.walk(e.child, depth+1, limit)
 	}
 	return n
+}
+
+// Allows returns how many of tokens, in order, could be drawn from here
+// (sample.Lookahead): each must continue the document (an end-of-
+// generation token only where it may end, and nothing after it) and,
+// under a token budget, leave enough tokens for the shortest ending. It
+// is never looser than Mask (whose fallback, when the budget is too
+// tight for every token, allows more) and leaves the matcher as it was.
+func (m *Matcher) Allows(tokens []int) int {
+	if m.dead {
+		return 0
+	}
+	st := append(m.peek[:0], m.st...)
+	defer func() { m.peek = st[:0] }()
+	budget := m.budget
+	for i, t := range tokens {
+		if slices.Contains(m.v.eog, int32(t)) {
+			if canEnd(st) {
+				return i + 1
+			}
+			return i
+		}
+		if t < 0 || t >= len(m.v.pieces) || m.v.pieces[t] == "" {
+			return i
+		}
+		for _, b := range []byte(m.v.pieces[t]) {
+			var ok bool
+			if st, ok = step(st, b); !ok {
+				return i
+			}
+		}
+		if budget >= 0 {
+			if minRest(st) > budget-1 {
+				return i
+			}
+			budget = max(budget-1, 0)
+		}
+	}
+	return len(tokens)
 }
 
 // Accept advances the document past token (the one drawn after Mask).

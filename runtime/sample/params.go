@@ -132,3 +132,14 @@ type Constraint interface {
 	// Accept advances past token, the one just drawn.
 	Accept(token int)
 }
+
+// Lookahead is a Constraint that can also say, without changing its
+// state, how many of a run of tokens it would allow one after another:
+// speculative decoding cuts its guesses at the first one the constraint
+// would mask, so a check spends no row on a token that cannot be drawn.
+type Lookahead interface {
+	Constraint
+	// Allows returns the length of the longest prefix of tokens that
+	// could be drawn in turn from here.
+	Allows(tokens []int) int
+}

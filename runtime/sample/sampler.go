@@ -46,6 +46,16 @@ type Sampler struct {
 // prompt is not part of what c constrains). nil removes the constraint.
 func (s *Sampler) Constrain(c Constraint) { s.c = c }
 
+// Allows returns how many of tokens, in order, the constraint would let
+// the sampler draw (see Lookahead): all of them without a constraint or
+// with one that cannot look ahead.
+func (s *Sampler) Allows(tokens []int) int {
+	if c, ok := s.c.(Lookahead); ok {
+		return c.Allows(tokens)
+	}
+	return len(tokens)
+}
+
 // New returns a Sampler for logits of length vocabSize. It validates p and
 // allocates all scratch that Sample needs: 8 bytes per vocabulary token,
 // plus 8 more when a penalty is on.
