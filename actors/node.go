@@ -146,6 +146,16 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 		Groups: peerGroups{p: p, opts: ar}, NodeAddress: func(node string) string { return node },
 		OnShards: func(shards []string) { p.Membership().SetShards(shards) }, OnBatch: cfg.OnBatch})
 	host.Store(n.Host)
+	if d := cfg.Origin.Draft; d != nil {
+		// The draft guesses for the sessions this node starts: its weights
+		// and a cache for one of them (one speculates at a time: a session
+		// that starts beside others does not) are memory the node holds.
+		if err := n.Host.Hold(d.Footprint(), "the draft model (--speculate draft)"); err != nil {
+			p.Close()
+			n.pool.Close()
+			return nil, err
+		}
+	}
 	weights.busy = n.Host.Uses
 	hostPID, err := p.ActorSystem().Root.SpawnNamed(n.Host.Props(), stage.HostName)
 	if err != nil {

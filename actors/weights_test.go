@@ -39,6 +39,20 @@ func startFetchNode(t *testing.T, name string, files map[string]string, memBytes
 
 func startFetchNodeWith(t *testing.T, name string, files map[string]string, memBytes uint64, join *Node, adjust func(*NodeConfig)) *fetchNode {
 	t.Helper()
+	cfg := fetchNodeConfig(t, files, memBytes, join)
+	adjust(&cfg)
+	nd, err := StartNode(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nd.Close() })
+	return &fetchNode{Node: nd, name: name}
+}
+
+// fetchNodeConfig is the configuration startFetchNodeWith starts a node
+// with, before adjust.
+func fetchNodeConfig(t *testing.T, files map[string]string, memBytes uint64, join *Node) NodeConfig {
+	t.Helper()
 	models := t.TempDir()
 	for n, path := range files {
 		if err := os.Symlink(path, filepath.Join(models, n+".gguf")); err != nil {
@@ -62,13 +76,7 @@ func startFetchNodeWith(t *testing.T, name string, files map[string]string, memB
 	if join != nil {
 		cfg.Peers.Join = []string{fmt.Sprintf("%s/p2p/%s", join.Peers.Addrs()[0], join.Peers.ID())}
 	}
-	adjust(&cfg)
-	nd, err := StartNode(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { nd.Close() })
-	return &fetchNode{Node: nd, name: name}
+	return cfg
 }
 
 // waitView waits until every node sees exactly the given live nodes.

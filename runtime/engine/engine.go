@@ -68,6 +68,17 @@ type Engine struct {
 	keep int         // its capacity
 }
 
+// Footprint is the memory the engine holds as a draft model: its weights
+// and the KV cache of one generation of its whole context (a draft's
+// cache is made at its session's first guess).
+func (e *Engine) Footprint() uint64 {
+	var weights uint64
+	for _, t := range e.File.Tensors() {
+		weights += uint64(len(e.File.Data(t)))
+	}
+	return weights + e.Model.CacheBytes(e.ctxLen)
+}
+
 // keptCache is a finished generation's KV cache and the tokens it holds.
 type keptCache struct {
 	cache  *model.Cache

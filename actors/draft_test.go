@@ -1,0 +1,42 @@
+package actors
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"strata/internal/testdata"
+	"strata/runtime/engine"
+)
+
+// A node that runs a draft model (--speculate draft) holds its weights
+// and one session's draft cache against the memory it offers: placement
+// sees that much less free, and a node whose --memory cannot hold the
+// draft refuses to start, in words.
+func TestDraftHoldsNodeMemory(t *testing.T) {
+	path := testdata.Path(t, "gguf/stories260K.gguf")
+	draft, err := engine.Open(path, engine.Options{Threads: 1, Context: 512, PromptCache: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer draft.Close()
+	need := draft.Footprint()
+	if need < 1_000_000 { // 1.2 MB of weights and 5 layers' KV for 512 positions
+		t.Fatalf("draft footprint %d bytes: weights or cache not counted", need)
+	}
+	nd := startFetchNodeWith(t, "a", map[string]string{"stories260K": path}, 64<<20, nil, func(c *NodeConfig) {
+		c.Origin.Speculate, c.Origin.Draft = engine.SpeculateDraft, draft
+	})
+	if got := nd.Host.UsedBytes(); got != need {
+		t.Errorf("a node with a draft holds %d bytes before any shard, want the draft's %d", got, need)
+	}
+
+	cfg := fetchNodeConfig(t, map[string]string{"stories260K": path}, need/2, nil)
+	cfg.Origin.Speculate, cfg.Origin.Draft = engine.SpeculateDraft, draft
+	if small, err := StartNode(context.Background(), cfg); err == nil {
+		small.Close()
+		t.Fatalf("a node with --memory %d started with a draft of %d bytes", need/2, need)
+	} else if !strings.Contains(err.Error(), "draft model") {
+		t.Errorf("error does not name the draft: %v", err)
+	}
+}
