@@ -1033,7 +1033,11 @@ bf16done:
 // bytes) against one vector x, each row in the float order with its own
 // two accumulators (eight chains, so the FMA units stay busy where one
 // row's two chains would wait on latency); groups of four rows, out[r]
-// for r < 4*groups.
+// for r < 4*groups. The 16-bit kernels take 32 elements a round (two
+// rounds of the float order) and prefetch 1 KiB ahead in each row: at
+// 16 a round, four rows' streams of half a cache line per round read
+// F16 weights 15 % slower than the one-row kernel before them
+// (8192x4096, one thread); with both, within noise of it.
 
 // func dotF32Rows4AVX2(w *byte, x *float32, n, groups, rs int, out *float32)
 TEXT ·dotF32Rows4AVX2(SB), NOSPLIT, $0-48
@@ -1147,6 +1151,54 @@ f16r4group:
 	VXORPS Y6, Y6, Y6
 	VXORPS Y7, Y7, Y7
 
+f16r4loop32:
+	CMPQ        CX, $32
+	JLT         f16r4loop16
+	PREFETCHT0  1024(SI)
+	PREFETCHT0  1024(SI)(R10*1)
+	PREFETCHT0  1024(SI)(R10*2)
+	PREFETCHT0  1024(SI)(R11*1)
+	VMOVUPS     0(DI), Y8
+	VMOVUPS     32(DI), Y9
+	VCVTPH2PS 0(SI), Y10
+	VCVTPH2PS 16(SI), Y11
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y11, Y9, Y1
+	VCVTPH2PS 0(SI)(R10*1), Y10
+	VCVTPH2PS 16(SI)(R10*1), Y11
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y11, Y9, Y3
+	VCVTPH2PS 0(SI)(R10*2), Y10
+	VCVTPH2PS 16(SI)(R10*2), Y11
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y11, Y9, Y5
+	VCVTPH2PS 0(SI)(R11*1), Y10
+	VCVTPH2PS 16(SI)(R11*1), Y11
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y11, Y9, Y7
+	VMOVUPS     64(DI), Y8
+	VMOVUPS     96(DI), Y9
+	VCVTPH2PS 32(SI), Y10
+	VCVTPH2PS 48(SI), Y11
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y11, Y9, Y1
+	VCVTPH2PS 32(SI)(R10*1), Y10
+	VCVTPH2PS 48(SI)(R10*1), Y11
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y11, Y9, Y3
+	VCVTPH2PS 32(SI)(R10*2), Y10
+	VCVTPH2PS 48(SI)(R10*2), Y11
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y11, Y9, Y5
+	VCVTPH2PS 32(SI)(R11*1), Y10
+	VCVTPH2PS 48(SI)(R11*1), Y11
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y11, Y9, Y7
+	ADDQ        $64, SI
+	ADDQ        $128, DI
+	SUBQ        $32, CX
+	JMP         f16r4loop32
+
 f16r4loop16:
 	CMPQ        CX, $16
 	JLT         f16r4loop8
@@ -1257,6 +1309,70 @@ bf16r4group:
 	VXORPS Y5, Y5, Y5
 	VXORPS Y6, Y6, Y6
 	VXORPS Y7, Y7, Y7
+
+bf16r4loop32:
+	CMPQ        CX, $32
+	JLT         bf16r4loop16
+	PREFETCHT0  1024(SI)
+	PREFETCHT0  1024(SI)(R10*1)
+	PREFETCHT0  1024(SI)(R10*2)
+	PREFETCHT0  1024(SI)(R11*1)
+	VMOVUPS     0(DI), Y8
+	VMOVUPS     32(DI), Y9
+	VPMOVZXWD 0(SI), Y10
+	VPSLLD    $16, Y10, Y10
+	VPMOVZXWD 16(SI), Y11
+	VPSLLD    $16, Y11, Y11
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y11, Y9, Y1
+	VPMOVZXWD 0(SI)(R10*1), Y10
+	VPSLLD    $16, Y10, Y10
+	VPMOVZXWD 16(SI)(R10*1), Y11
+	VPSLLD    $16, Y11, Y11
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y11, Y9, Y3
+	VPMOVZXWD 0(SI)(R10*2), Y10
+	VPSLLD    $16, Y10, Y10
+	VPMOVZXWD 16(SI)(R10*2), Y11
+	VPSLLD    $16, Y11, Y11
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y11, Y9, Y5
+	VPMOVZXWD 0(SI)(R11*1), Y10
+	VPSLLD    $16, Y10, Y10
+	VPMOVZXWD 16(SI)(R11*1), Y11
+	VPSLLD    $16, Y11, Y11
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y11, Y9, Y7
+	VMOVUPS     64(DI), Y8
+	VMOVUPS     96(DI), Y9
+	VPMOVZXWD 32(SI), Y10
+	VPSLLD    $16, Y10, Y10
+	VPMOVZXWD 48(SI), Y11
+	VPSLLD    $16, Y11, Y11
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y11, Y9, Y1
+	VPMOVZXWD 32(SI)(R10*1), Y10
+	VPSLLD    $16, Y10, Y10
+	VPMOVZXWD 48(SI)(R10*1), Y11
+	VPSLLD    $16, Y11, Y11
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y11, Y9, Y3
+	VPMOVZXWD 32(SI)(R10*2), Y10
+	VPSLLD    $16, Y10, Y10
+	VPMOVZXWD 48(SI)(R10*2), Y11
+	VPSLLD    $16, Y11, Y11
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y11, Y9, Y5
+	VPMOVZXWD 32(SI)(R11*1), Y10
+	VPSLLD    $16, Y10, Y10
+	VPMOVZXWD 48(SI)(R11*1), Y11
+	VPSLLD    $16, Y11, Y11
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y11, Y9, Y7
+	ADDQ        $64, SI
+	ADDQ        $128, DI
+	SUBQ        $32, CX
+	JMP         bf16r4loop32
 
 bf16r4loop16:
 	CMPQ        CX, $16

@@ -16,7 +16,8 @@ func TestMatMulActBatchInvariant(t *testing.T) {
 		}
 	}()
 	// 43 rows: four-row float kernels leave three to the one-row kernel;
-	// float rows of 267 and 7 take the 8-element round and the tails.
+	// float rows of 283 (8 rounds of 32, one of 16, one of 8, 3) and 7
+	// take every loop of the float kernels.
 	const rows, maxN = 43, 17
 	if InvariantVectors(Q8_0) < 7 || InvariantVectors(F32) < 3 || InvariantVectors(Q4_K) < maxN {
 		t.Fatalf("InvariantVectors: Q8_0 %d, F32 %d, Q4_K %d", InvariantVectors(Q8_0), InvariantVectors(F32), InvariantVectors(Q4_K))
@@ -28,7 +29,7 @@ func TestMatMulActBatchInvariant(t *testing.T) {
 		for _, threads := range []int{1, 2} {
 			pool := NewPool(threads)
 			types := append(matTypes[:len(matTypes):len(matTypes)], matTypes[0], matTypes[1], matTypes[2], matTypes[0])
-			types[len(matTypes)].cols, types[len(matTypes)+1].cols, types[len(matTypes)+2].cols, types[len(matTypes)+3].cols = 267, 267, 267, 7
+			types[len(matTypes)].cols, types[len(matTypes)+1].cols, types[len(matTypes)+2].cols, types[len(matTypes)+3].cols = 283, 283, 283, 7
 			for _, mt := range types {
 				m, _ := randomMatrix(t, mt.t, rows, mt.cols, 1)
 				x := testData("normal", maxN*mt.cols, 2)
