@@ -9,10 +9,10 @@ import (
 	"strata/runtime/engine"
 )
 
-// A node that runs a draft model (--speculate draft) holds its weights
-// and one session's draft cache against the memory it offers: placement
-// sees that much less free, and a node whose --memory cannot hold the
-// draft refuses to start, in words.
+// A node that runs a draft model (--speculate draft) keeps its weights
+// and one session's draft cache out of the memory it offers: placement
+// (which plans with what nodes offer) sees that much less, and a node
+// whose --memory cannot hold the draft refuses to start, in words.
 func TestDraftHoldsNodeMemory(t *testing.T) {
 	path := testdata.Path(t, "gguf/stories260K.gguf")
 	draft, err := engine.Open(path, engine.Options{Threads: 1, Context: 512, PromptCache: -1})
@@ -27,8 +27,11 @@ func TestDraftHoldsNodeMemory(t *testing.T) {
 	nd := startFetchNodeWith(t, "a", map[string]string{"stories260K": path}, 64<<20, nil, func(c *NodeConfig) {
 		c.Origin.Speculate, c.Origin.Draft = engine.SpeculateDraft, draft
 	})
-	if got := nd.Host.UsedBytes(); got != need {
-		t.Errorf("a node with a draft holds %d bytes before any shard, want the draft's %d", got, need)
+	if got := nd.Peers.MemoryOffered(); got != 64<<20-need {
+		t.Errorf("a node of 64 MiB with a draft of %d bytes offers %d, want %d", need, got, 64<<20-need)
+	}
+	if got := nd.Host.UsedBytes(); got != 0 {
+		t.Errorf("the shard host counts %d bytes before any shard", got)
 	}
 
 	cfg := fetchNodeConfig(t, map[string]string{"stories260K": path}, need/2, nil)

@@ -17,6 +17,7 @@ import (
 	"strata/actors/origin"
 	"strata/actors/stage"
 	"strata/messages"
+	"strata/internal/units"
 	"strata/peers"
 	"strata/peers/allreduce"
 	"strata/runtime/catalog"
@@ -126,6 +127,17 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 		cfg.Peers.MemoryBandwidth = MeasureMemoryBandwidth(pool.Threads())
 	}
 	cfg.Peers.Inbound = append(slices.Clone(cfg.Peers.Inbound), PeerInbound()...)
+	if d := cfg.Origin.Draft; d != nil {
+		// The draft guesses for the sessions this node starts: its weights
+		// and a cache for one of them (one speculates at a time: a session
+		// that starts beside others does not) are memory the node keeps,
+		// not memory it offers for shards.
+		cfg.Peers.HeldBytes = d.Footprint()
+		if c := cfg.Peers.MemoryBytes; c > 0 && cfg.Peers.HeldBytes >= c {
+			return nil, fmt.Errorf("the draft model (--speculate draft) needs %s of the node's memory, and --memory offers %s: nothing would be left for shards",
+				units.Bytes(cfg.Peers.HeldBytes), units.Bytes(c))
+		}
+	}
 	p, err := peers.New(ctx, cfg.Peers)
 	if err != nil {
 		pool.Close()
@@ -146,16 +158,6 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 		Groups: peerGroups{p: p, opts: ar}, NodeAddress: func(node string) string { return node },
 		OnShards: func(shards []string) { p.Membership().SetShards(shards) }, OnBatch: cfg.OnBatch})
 	host.Store(n.Host)
-	if d := cfg.Origin.Draft; d != nil {
-		// The draft guesses for the sessions this node starts: its weights
-		// and a cache for one of them (one speculates at a time: a session
-		// that starts beside others does not) are memory the node holds.
-		if err := n.Host.Hold(d.Footprint(), "the draft model (--speculate draft)"); err != nil {
-			p.Close()
-			n.pool.Close()
-			return nil, err
-		}
-	}
 	weights.busy = n.Host.Uses
 	hostPID, err := p.ActorSystem().Root.SpawnNamed(n.Host.Props(), stage.HostName)
 	if err != nil {

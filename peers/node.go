@@ -60,6 +60,9 @@ type Config struct {
 	// MemoryBytes caps the memory the node offers the cluster. 0: all of
 	// physical memory.
 	MemoryBytes uint64
+	// HeldBytes is memory the node keeps for itself within that (its
+	// draft model): offered to no one.
+	HeldBytes uint64
 	// OnSent, when set, hears the bytes of actor messages written to each
 	// peer (after each successful write batch), for metrics.
 	OnSent func(peer string, bytes int)
@@ -575,7 +578,8 @@ func (n *Node) Close() error {
 
 // memory returns what the node offers: total and available bytes.
 // MemoryOffered is the memory this node offers the cluster: the
-// MemoryBytes cap, or physical memory when there is none (0 if unknown).
+// MemoryBytes cap, or physical memory when there is none (0 if unknown),
+// less HeldBytes.
 func (n *Node) MemoryOffered() uint64 {
 	total, _ := n.memory()
 	return total
@@ -583,12 +587,16 @@ func (n *Node) MemoryOffered() uint64 {
 
 func (n *Node) memory() (total, avail uint64) {
 	total, avail = systemMemory()
+	held := n.cfg.HeldBytes
 	if total == 0 { // unknown: offer the cap, if any, as free
-		return n.cfg.MemoryBytes, n.cfg.MemoryBytes
+		c := n.cfg.MemoryBytes - min(held, n.cfg.MemoryBytes)
+		return c, c
 	}
 	if c := n.cfg.MemoryBytes; c > 0 {
 		total = min(total, c)
 	}
+	total -= min(held, total)
+	avail -= min(held, avail)
 	if avail > total {
 		avail = total
 	}

@@ -681,11 +681,6 @@ func (h *Host) release(n uint64) {
 	h.mu.Unlock()
 }
 
-// Hold takes n bytes of the node's memory for good, for what is not a
-// shard (the node's draft model): placement then offers only the rest,
-// and an error says when the node does not have n bytes free.
-func (h *Host) Hold(n uint64, what string) error { return h.reserve(n, what, nil) }
-
 // Fetching is how many shards the host is fetching from peers now.
 func (h *Host) Fetching() int { return int(h.fetching.Load()) }
 

@@ -378,3 +378,42 @@ func TestGuessesPassTheGrammarFirst(t *testing.T) {
 		t.Errorf("%d guesses checked, %d drawn: a guess the grammar masks reached a check", got.Drafted, got.Accepted)
 	}
 }
+
+// A stop string ends a speculating answer where it ends the plain one,
+// even when the tokens after it were already checked.
+func TestSpeculationStopsAtAStopString(t *testing.T) {
+	stories := testdata.Path(t, "gguf/stories260K.gguf")
+	open := func(o Options) *Engine {
+		o.Threads, o.Context, o.PromptCache = 2, 512, -1
+		e, err := Open(stories, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { e.Close() })
+		return e
+	}
+	plain, spec := open(Options{}), open(Options{Draft: stories})
+	for _, stop := range []string{"park", "ball.", "\n"} {
+		req := Request{Prompt: "Once upon a time, there was a little girl named Lily. She loved to play outside in the", MaxTokens: 100, Stop: []string{stop}}
+		want, err := plain.Generate(context.Background(), req, func(Token) error { return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, source := range []string{SpeculateNGram, SpeculateDraft} {
+			req.Speculate = source
+			got, err := spec.Generate(context.Background(), req, func(Token) error { return nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Text != want.Text || got.FinishReason != want.FinishReason {
+				t.Errorf("stop %q, %s: %q (%s), without speculation %q (%s)", stop, source, got.Text, got.FinishReason, want.Text, want.FinishReason)
+			}
+			if want.FinishReason != FinishStop {
+				t.Errorf("stop %q: the plain answer ended by %s: the case tests nothing", stop, want.FinishReason)
+			}
+			if got.Accepted > got.Drafted {
+				t.Errorf("stop %q, %s: %d of %d guesses counted right", stop, source, got.Accepted, got.Drafted)
+			}
+		}
+	}
+}
