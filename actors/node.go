@@ -16,8 +16,8 @@ import (
 
 	"strata/actors/origin"
 	"strata/actors/stage"
-	"strata/messages"
 	"strata/internal/units"
+	"strata/messages"
 	"strata/peers"
 	"strata/peers/allreduce"
 	"strata/runtime/catalog"
