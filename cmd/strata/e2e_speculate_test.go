@@ -21,8 +21,8 @@ func TestE2ESpeculationOnPipeline(t *testing.T) {
 	stories := testdata.Path(t, "gguf/stories260K.gguf")
 	c := newClusterEach(t, bin, map[string]string{"stories260K": stories}, 4, "800kB", func(i int) []string {
 		if i == 3 {
-			// The draft (1.5 MB: weights and a 512-position cache) is held
-			// against --memory: this node offers the others' 800 kB besides.
+			// The draft (1.5 MB: weights and a 512-position cache) comes off
+			// what the node offers: with it, the others' 800 kB remain.
 			return []string{"--speculate", "draft:" + stories, "--memory", "2300kB"}
 		}
 		return nil
