@@ -22,11 +22,7 @@ import (
 func TestSpeculationOnPipeline(t *testing.T) {
 	store := oracle.Stories(t)
 	path := store["stories260K"]
-	draft, err := engine.Open(path, engine.Options{Threads: 1, Context: 512, PromptCache: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer draft.Close()
+	draft := openDraft(t, path)
 	prompt := "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day,"
 	for _, params := range []sample.Params{{}, {Temperature: 0.8, TopK: 40, Seed: 11}} {
 		want := oracle.OneNode(t, path, engine.Request{Prompt: prompt, MaxTokens: 150, Sampling: params})
@@ -160,11 +156,7 @@ func TestSpeculationToTheContextEnd(t *testing.T) {
 func TestGuessesPassTheGrammarOnPipeline(t *testing.T) {
 	store := oracle.Stories(t)
 	path := store["stories260K"]
-	draft, err := engine.Open(path, engine.Options{Threads: 1, Context: 512, PromptCache: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer draft.Close()
+	draft := openDraft(t, path)
 	sc, err := grammar.Compile([]byte(`{"type":"object","properties":{"name":{"type":"string","maxLength":60},"age":{"type":"integer"}},"required":["name","age"]}`))
 	if err != nil {
 		t.Fatal(err)
@@ -186,4 +178,15 @@ func TestGuessesPassTheGrammarOnPipeline(t *testing.T) {
 		t.Errorf("%d guesses checked, %d drawn: a guess the grammar masks reached the last stage", res.Drafted, res.Accepted)
 	}
 	lc.waitFree(t)
+}
+
+// openDraft opens path as a draft model: 1 thread, 512 positions.
+func openDraft(t *testing.T, path string) *engine.Engine {
+	t.Helper()
+	draft, err := engine.Open(path, engine.Options{Threads: 1, Context: 512, PromptCache: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { draft.Close() })
+	return draft
 }

@@ -61,16 +61,7 @@ func TestSpeculationGivesTheSameAnswer(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			open := func(o Options) *Engine {
-				o.Threads, o.Context, o.PromptCache = 2, 512, -1
-				e, err := Open(c.target, o)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { e.Close() })
-				return e
-			}
-			plain, spec := open(Options{}), open(Options{Draft: c.draft})
+			plain, spec := openPair(t, c.target, c.draft)
 			if spec.Model.InvariantRows() < 3 {
 				t.Fatalf("invariant rows %d: no room for a guess", spec.Model.InvariantRows())
 			}
@@ -350,16 +341,7 @@ func TestGuessesPassTheGrammarFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	open := func(o Options) *Engine {
-		o.Threads, o.Context, o.PromptCache = 2, 512, -1
-		e, err := Open(stories, o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { e.Close() })
-		return e
-	}
-	plain, spec := open(Options{}), open(Options{Draft: stories})
+	plain, spec := openPair(t, stories, stories)
 	req := Request{Prompt: `Lily was a little girl. {"name": "Lily`, MaxTokens: 60, Schema: sc}
 	want, err := plain.Generate(context.Background(), req, func(Token) error { return nil })
 	if err != nil {
@@ -383,16 +365,7 @@ func TestGuessesPassTheGrammarFirst(t *testing.T) {
 // even when the tokens after it were already checked.
 func TestSpeculationStopsAtAStopString(t *testing.T) {
 	stories := testdata.Path(t, "gguf/stories260K.gguf")
-	open := func(o Options) *Engine {
-		o.Threads, o.Context, o.PromptCache = 2, 512, -1
-		e, err := Open(stories, o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { e.Close() })
-		return e
-	}
-	plain, spec := open(Options{}), open(Options{Draft: stories})
+	plain, spec := openPair(t, stories, stories)
 	for _, stop := range []string{"park", "ball.", "\n"} {
 		req := Request{Prompt: "Once upon a time, there was a little girl named Lily. She loved to play outside in the", MaxTokens: 100, Stop: []string{stop}}
 		want, err := plain.Generate(context.Background(), req, func(Token) error { return nil })
@@ -416,4 +389,20 @@ func TestSpeculationStopsAtAStopString(t *testing.T) {
 			}
 		}
 	}
+}
+
+// openPair opens target twice, 2 threads, 512 positions, no prompt
+// cache: plain, and spec with draft as its draft model.
+func openPair(t *testing.T, target, draft string) (plain, spec *Engine) {
+	t.Helper()
+	open := func(o Options) *Engine {
+		o.Threads, o.Context, o.PromptCache = 2, 512, -1
+		e, err := Open(target, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { e.Close() })
+		return e
+	}
+	return open(Options{}), open(Options{Draft: draft})
 }

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"strata/runtime/sample"
 )
 
 // maskByScan is Mask as it was before the walk counted the tokens it
@@ -154,7 +156,7 @@ func TestAllowsAgreesWithMask(t *testing.T) {
 			// A prefix drawn under the mask puts the document somewhere.
 			for range rng.IntN(6) {
 				m.Mask(fill(logits, rng))
-				m.Accept(argmax(logits))
+				m.Accept(sample.Greedy(logits))
 			}
 			// Guesses: mostly tokens the mask allows in turn, some not.
 			walker := NewMatcher(s, v, budget)
@@ -167,7 +169,7 @@ func TestAllowsAgreesWithMask(t *testing.T) {
 					// budget: Mask allows every valid token, Allows none.
 					want = i
 				}
-				g := argmax(logits)
+				g := sample.Greedy(logits)
 				if rng.IntN(5) == 0 {
 					g = rng.IntN(v.size)
 				}
@@ -212,16 +214,6 @@ func fill(logits []float32, rng *rand.Rand) []float32 {
 		logits[i] = float32(rng.NormFloat64() * 3)
 	}
 	return logits
-}
-
-func argmax(logits []float32) int {
-	best := 0
-	for i, l := range logits {
-		if l > logits[best] {
-			best = i
-		}
-	}
-	return best
 }
 
 func pieces(v *Vocab, tokens []int) []string {
