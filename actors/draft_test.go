@@ -43,3 +43,12 @@ func TestDraftHoldsNodeMemory(t *testing.T) {
 		t.Errorf("error does not name the draft: %v", err)
 	}
 }
+
+// archOf reads GOARCH out of the platform a node announces.
+func TestArchOf(t *testing.T) {
+	for platform, want := range map[string]string{"linux/amd64 6.1.0-18-amd64": "amd64", "darwin/arm64 24A335": "arm64", "linux/arm64": "arm64", "": "", "weird": ""} {
+		if got := archOf(platform); got != want {
+			t.Errorf("archOf(%q) = %q, want %q", platform, got, want)
+		}
+	}
+}

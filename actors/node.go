@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -83,6 +84,18 @@ type Node struct {
 // StartNode starts the peer, spawns the shard host, and returns the node.
 // Models are found through cfg.Models.
 func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
+	if d := cfg.Origin.Draft; d != nil {
+		// The draft guesses for the sessions this node starts: its weights
+		// and a cache for one of them (one speculates at a time: a session
+		// that starts beside others does not) are memory the node keeps,
+		// not memory it offers for shards. Checked first: a refusal costs
+		// nothing started.
+		cfg.Peers.HeldBytes = d.Footprint()
+		if c := cfg.Peers.MemoryBytes; c > 0 && cfg.Peers.HeldBytes >= c {
+			return nil, fmt.Errorf("the draft model (--speculate draft) needs %s of the node's memory, and --memory offers %s: nothing would be left for shards",
+				units.Bytes(cfg.Peers.HeldBytes), units.Bytes(c))
+		}
+	}
 	var host atomic.Pointer[stage.Host] // set once the peer is up; heartbeats may ask before
 	cfg.Peers.UsedBytes = func() uint64 {
 		if h := host.Load(); h != nil {
@@ -127,21 +140,17 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 		cfg.Peers.MemoryBandwidth = MeasureMemoryBandwidth(pool.Threads())
 	}
 	cfg.Peers.Inbound = append(slices.Clone(cfg.Peers.Inbound), PeerInbound()...)
-	if d := cfg.Origin.Draft; d != nil {
-		// The draft guesses for the sessions this node starts: its weights
-		// and a cache for one of them (one speculates at a time: a session
-		// that starts beside others does not) are memory the node keeps,
-		// not memory it offers for shards.
-		cfg.Peers.HeldBytes = d.Footprint()
-		if c := cfg.Peers.MemoryBytes; c > 0 && cfg.Peers.HeldBytes >= c {
-			return nil, fmt.Errorf("the draft model (--speculate draft) needs %s of the node's memory, and --memory offers %s: nothing would be left for shards",
-				units.Bytes(cfg.Peers.HeldBytes), units.Bytes(c))
-		}
-	}
 	p, err := peers.New(ctx, cfg.Peers)
 	if err != nil {
 		pool.Close()
 		return nil, err
+	}
+	if cfg.Peers.HeldBytes > 0 && p.MemoryOffered() == 0 {
+		// Physical memory (below the cap, or no cap given) is what the
+		// draft does not leave room in.
+		p.Close()
+		pool.Close()
+		return nil, fmt.Errorf("the draft model (--speculate draft) needs %s, all of the node's memory: nothing would be left for shards", units.Bytes(cfg.Peers.HeldBytes))
 	}
 	n := &Node{Peers: p, pool: pool, Weights: weights}
 	weights.peers, weights.dir = p, viewDirectory{p}
@@ -282,6 +291,7 @@ func (d viewDirectory) Members() []origin.Member {
 			}
 		}
 		mem.Fetches = info.GetFetchesWeights()
+		mem.Arch = archOf(info.GetPlatform())
 		for _, mi := range info.GetModels() {
 			if !mi.GetPartial() {
 				mem.Models = append(mem.Models, mi.GetName())
@@ -307,4 +317,15 @@ func shortID(id string) string {
 		return id[len(id)-8:]
 	}
 	return id
+}
+
+// archOf is the GOARCH of a platform a node announces ("linux/amd64
+// 6.1.0"); "" when it does not say.
+func archOf(platform string) string {
+	_, rest, ok := strings.Cut(platform, "/")
+	if !ok {
+		return ""
+	}
+	arch, _, _ := strings.Cut(rest, " ")
+	return arch
 }

@@ -27,6 +27,10 @@ type Member struct {
 	// Fetches says it keeps layers it fetches from peers: a plan may give
 	// it layers of a model it lacks.
 	Fetches bool
+	// Arch is its GOARCH ("" unknown): a speculative check that a stage
+	// of another architecture computes stays within the bound that holds
+	// on every one.
+	Arch string
 }
 
 // Directory is the current membership view: the members plans may use

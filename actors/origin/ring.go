@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"runtime"
 	"slices"
 	"time"
 
@@ -201,6 +202,10 @@ type ring struct {
 	// with the step in flight.
 	spec *engine.Speculator
 	seq  []int // the text so far for the guesser, reused
+	// mostGuesses bounds a step's guesses: the model's batch-invariance
+	// bound here where every stage runs on this node's architecture, the
+	// bound that holds on every one where not (see use).
+	mostGuesses, mostHere, mostAnywhere int
 	// guard follows the answer with the schema's grammar (structured
 	// output with speculation): guesses it would mask are cut here, as
 	// the last stage would not draw them.
@@ -247,7 +252,9 @@ func (c *Origin) newRing(lm *modelinfo.Info, req Request, prompt []int, ctxLen i
 	in := &inbox{ch: make(chan any, 8)}
 	self := c.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return in }))
 	info := &SessionInfo{Model: req.Model, Prompt: len(prompt), Started: time.Now(), inbox: self}
-	r := &ring{c: c, core: core, req: req, tok: lm.Tokenizer, in: in, self: self, ctxLen: ctxLen, info: info, spec: spec}
+	r := &ring{c: c, core: core, req: req, tok: lm.Tokenizer, in: in, self: self, ctxLen: ctxLen, info: info, spec: spec,
+		mostHere: min(lm.InvariantRows, wire.MaxBatch) - 1, mostAnywhere: min(lm.InvariantRowsAnywhere, wire.MaxBatch) - 1}
+	r.mostGuesses = r.mostAnywhere
 	if spec != nil && req.Schema != nil {
 		var p messages.Sampling
 		r.constrain(&p)
@@ -287,7 +294,7 @@ func (r *ring) Step(ctx context.Context, fed int) (int, error) {
 		// fed goes at len(seq)-1; the guesses after it stay below the
 		// ring's last position (ctxLen-1, kept free).
 		r.seq = append(append(r.seq[:0], r.core.Fed()...), fed)
-		guesses, err := r.spec.Guess(r.seq, r.ctxLen-1-len(r.seq))
+		guesses, err := r.spec.Guess(r.seq, min(r.ctxLen-1-len(r.seq), r.mostGuesses))
 		if err != nil {
 			r.c.logf("session: the draft model failed (%v); going on without guesses", err)
 		}
@@ -458,6 +465,22 @@ func (r *ring) use(id string, stages []session.Stage) {
 		pids = append(pids, stagePID(s))
 		for _, m := range s.TP {
 			pids = append(pids, stagePID(m))
+		}
+	}
+	if r.spec != nil {
+		r.mostGuesses = r.mostHere
+		arch := map[string]string{}
+		for _, m := range c.dir.Members() {
+			arch[m.ID] = m.Arch
+		}
+		for _, s := range stages {
+			for _, node := range s.Nodes() {
+				if arch[node] != runtime.GOARCH {
+					// A stage elsewhere (or of unknown kind) checks the
+					// guesses with its own kernels.
+					r.mostGuesses = r.mostAnywhere
+				}
+			}
 		}
 	}
 	c.system.Root.Send(r.self, watchStages{pids})

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -94,7 +95,7 @@ func newLocalCluster(t testing.TB, n int, memBytes uint64, store catalog.Files, 
 			t.Fatal(err)
 		}
 		lc.hosts = append(lc.hosts, h)
-		lc.dir = append(lc.dir, origin.Member{ID: fmt.Sprintf("n%d", i), Host: pid, MemoryBytes: memBytes, Models: names})
+		lc.dir = append(lc.dir, origin.Member{ID: fmt.Sprintf("n%d", i), Host: pid, MemoryBytes: memBytes, Models: names, Arch: runtime.GOARCH})
 	}
 	t.Cleanup(func() {
 		lc.system.Shutdown()

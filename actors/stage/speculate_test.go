@@ -190,3 +190,43 @@ func openDraft(t *testing.T, path string) *engine.Engine {
 	t.Cleanup(func() { draft.Close() })
 	return draft
 }
+
+// Guesses are checked by every stage's kernels: where a stage runs on
+// another architecture than the origin (whose bound sized them), a step
+// carries no more guesses than the bound that holds on every one — two
+// for stories260K, a float model, whose amd64 bound is 8. The answer is
+// one node's either way.
+func TestGuessesWithinEveryStagesBound(t *testing.T) {
+	store := oracle.Stories(t)
+	path := store["stories260K"]
+	draft := openDraft(t, path)
+	prompt := "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day,"
+	req := engine.Request{Model: "stories260K", Prompt: prompt, MaxTokens: 120}
+	want := oracle.OneNode(t, path, req)
+	for _, other := range []bool{false, true} {
+		lc := newLocalCluster(t, 3, 800e3, store)
+		if other {
+			lc.dir[2].Arch = "elsewhere"
+		}
+		cl := lc.cluster(origin.Options{PlanContext: 512, Speculate: engine.SpeculateDraft, Draft: draft})
+		res, err := cl.Generate(context.Background(), req, func(engine.Token) error { return nil })
+		cl.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Text != want.Text {
+			t.Fatalf("other architecture %v: the text differs from one node's", other)
+		}
+		// Every step draws one token besides the guesses it keeps, and
+		// the prompt's step one: the answer took at most this many checks.
+		checks := len(res.Tokens) - res.Accepted
+		t.Logf("other architecture %v: %d guesses in %d steps, %d right", other, res.Drafted, checks, res.Accepted)
+		switch {
+		case other && res.Drafted > 2*checks:
+			t.Errorf("a stage of another architecture: %d guesses in %d steps, more than 2 a step", res.Drafted, checks)
+		case !other && res.Drafted <= 2*checks:
+			t.Errorf("every stage here: %d guesses in %d steps, no step above the portable bound: the test checks nothing", res.Drafted, checks)
+		}
+		lc.waitFree(t)
+	}
+}

@@ -29,8 +29,9 @@ import (
 // speculation, token for token, greedy or not.
 //
 // Exactness needs the verification batch within Model.InvariantRows: k is
-// capped there (no cap for a model of Q4_K/Q5_K/Q6_K matrices; two
-// guesses for a float or Q8_0 one).
+// capped there (no cap for a model of Q4_K/Q5_K/Q6_K matrices, nor for
+// a float one on amd64; seven guesses for a Q8_0 one, two for a float one
+// on arm64), and on a cluster within every stage's architecture's bound.
 
 // Speculation sources (Request.Speculate, Options.Speculate).
 const (

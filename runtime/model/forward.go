@@ -103,10 +103,10 @@ func (m *Model) NewState(pool *tensor.Pool, batch, capacity int) *State {
 
 // InvariantRows is the most rows a ForwardBatch may hold for each row's
 // result to be the one it gets alone: the least tensor.InvariantVectors
-// over the model's matrices (a float one, such as a mixture-of-experts
-// router, allows fewer than quantized ones; math.MaxInt, no bound, where
-// every matrix is of a type summed row-sequentially everywhere: Q4_K,
-// Q5_K, Q6_K).
+// over the model's matrices (Q8_0 and Q4_0 allow 8; a float one, such
+// as a mixture-of-experts router, 3 on arm64 and no bound on amd64;
+// math.MaxInt, no bound, where every matrix is of a type summed in one
+// order by every kernel: Q4_K, Q5_K, Q6_K, and floats on amd64).
 func (m *Model) InvariantRows() int {
 	rows, found := math.MaxInt, false
 	use := func(w tensor.Matrix) {

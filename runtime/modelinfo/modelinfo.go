@@ -37,6 +37,10 @@ type Info struct {
 	// each row computed as alone (model.Model.InvariantRows, from the
 	// tensor types, without loading them).
 	InvariantRows int
+	// InvariantRowsAnywhere is InvariantRows on every architecture
+	// (tensor.InvariantVectorsAnywhere): the bound for a batch that
+	// stages on other machines compute.
+	InvariantRowsAnywhere int
 
 	vocabOnce sync.Once
 	vocab     *grammar.Vocab
@@ -62,7 +66,7 @@ func Read(f *gguf.File) (*Info, error) {
 	} else if cfg.Experts > 0 {
 		in.ExpertUnits = cfg.ExpertFFN / u.FFN
 	}
-	in.InvariantRows = math.MaxInt
+	in.InvariantRows, in.InvariantRowsAnywhere = math.MaxInt, math.MaxInt
 	hasOutput := false
 	for _, t := range f.Tensors() {
 		in.SizeBytes += uint64(len(f.Data(t)))
@@ -72,6 +76,7 @@ func Read(f *gguf.File) (*Info, error) {
 		// Matrices; the embedding only where it is the output head too.
 		if len(t.Dims) >= 2 && (t.Name != "token_embd.weight" || !hasOutput) {
 			in.InvariantRows = min(in.InvariantRows, tensor.InvariantVectors(t.Type))
+			in.InvariantRowsAnywhere = min(in.InvariantRowsAnywhere, tensor.InvariantVectorsAnywhere(t.Type))
 		}
 	}
 	return in, nil

@@ -51,6 +51,17 @@ func InvariantVectors(t Type) int {
 	return batchMin - 1
 }
 
+// InvariantVectorsAnywhere is InvariantVectors on every architecture:
+// what a batch may hold for its rows to be computed as alone wherever it
+// runs (a cluster's stages may be of another architecture than the node
+// that sizes the batch).
+func InvariantVectorsAnywhere(t Type) int {
+	if t.BlockSize() == 1 && !seqEverywhere(t) {
+		return 3 // arm64's float kernels (floatOrderEverywhere)
+	}
+	return InvariantVectors(t)
+}
+
 // seqEverywhere reports whether every kernel set computes t in the
 // row-sequential form for any number of vectors: its one-vector and
 // four-vector kernels too (Q4_K, Q5_K and Q6_K: dotQ4_KGeneric,

@@ -1933,8 +1933,8 @@ q40rdone:
 
 // The four-vector float dots (prefill): each 8 weights are converted once
 // for four vectors x, x+xs, x+2xs, x+3xs (xs in bytes), two accumulators
-// per vector. Float results agree with the one-vector dots within float
-// rounding, not bit for bit.
+// per vector: the float order (see the one-row kernels), so each result
+// is the bits the one-row and four-row kernels give.
 
 // func dotF32x4AVX2(w *byte, x *float32, xs, n int, out *float32)
 TEXT ·dotF32x4AVX2(SB), NOSPLIT, $0-40
