@@ -323,6 +323,23 @@ func (c *Origin) driving() int {
 	return len(c.sessions)
 }
 
+// allOfThisArch reports whether every node of stages announces this
+// node's architecture.
+func (c *Origin) allOfThisArch(stages []session.Stage) bool {
+	arch := map[string]string{}
+	for _, m := range c.dir.Members() {
+		arch[m.ID] = m.Arch
+	}
+	for _, s := range stages {
+		for _, node := range s.Nodes() {
+			if arch[node] != runtime.GOARCH {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // emitted counts a generated token for the session's listing.
 func (r *ring) emitted(id int, err error) (int, error) {
 	if err == nil && !r.tok.IsEOG(id) {
@@ -468,19 +485,11 @@ func (r *ring) use(id string, stages []session.Stage) {
 		}
 	}
 	if r.spec != nil {
+		// A stage elsewhere (or of unknown kind) checks the guesses with
+		// its own kernels.
 		r.mostGuesses = r.mostHere
-		arch := map[string]string{}
-		for _, m := range c.dir.Members() {
-			arch[m.ID] = m.Arch
-		}
-		for _, s := range stages {
-			for _, node := range s.Nodes() {
-				if arch[node] != runtime.GOARCH {
-					// A stage elsewhere (or of unknown kind) checks the
-					// guesses with its own kernels.
-					r.mostGuesses = r.mostAnywhere
-				}
-			}
+		if !c.allOfThisArch(stages) {
+			r.mostGuesses = r.mostAnywhere
 		}
 	}
 	c.system.Root.Send(r.self, watchStages{pids})

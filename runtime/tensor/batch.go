@@ -46,18 +46,23 @@ func InvariantVectors(t Type) int {
 		if floatOrderEverywhere {
 			return math.MaxInt
 		}
-		return 3
+		return floatLaneVectors
 	}
 	return batchMin - 1
 }
+
+// floatLaneVectors is the float bound where the four-vector float kernels
+// sum in another order than the one-vector ones (arm64): below four, a
+// batch takes the one-vector kernels.
+const floatLaneVectors = 3
 
 // InvariantVectorsAnywhere is InvariantVectors on every architecture:
 // what a batch may hold for its rows to be computed as alone wherever it
 // runs (a cluster's stages may be of another architecture than the node
 // that sizes the batch).
 func InvariantVectorsAnywhere(t Type) int {
-	if t.BlockSize() == 1 && !seqEverywhere(t) {
-		return 3 // arm64's float kernels (floatOrderEverywhere)
+	if t.BlockSize() == 1 {
+		return floatLaneVectors
 	}
 	return InvariantVectors(t)
 }

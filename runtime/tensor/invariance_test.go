@@ -2,6 +2,7 @@ package tensor
 
 import (
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -22,14 +23,23 @@ func TestMatMulActBatchInvariant(t *testing.T) {
 	if InvariantVectors(Q8_0) < 7 || InvariantVectors(F32) < 3 || InvariantVectors(Q4_K) < maxN {
 		t.Fatalf("InvariantVectors: Q8_0 %d, F32 %d, Q4_K %d", InvariantVectors(Q8_0), InvariantVectors(F32), InvariantVectors(Q4_K))
 	}
+	types := slices.Clone(matTypes)
+	for _, cols := range []int{283, 7} {
+		for _, ft := range []Type{F32, F16, BF16} {
+			if cols == 283 || ft == F32 {
+				types = append(types, struct {
+					t    Type
+					cols int
+				}{ft, cols})
+			}
+		}
+	}
 	for _, im := range implementations {
 		if err := SetKernels(im.name); err != nil {
 			t.Fatal(err)
 		}
 		for _, threads := range []int{1, 2} {
 			pool := NewPool(threads)
-			types := append(matTypes[:len(matTypes):len(matTypes)], matTypes[0], matTypes[1], matTypes[2], matTypes[0])
-			types[len(matTypes)].cols, types[len(matTypes)+1].cols, types[len(matTypes)+2].cols, types[len(matTypes)+3].cols = 283, 283, 283, 7
 			for _, mt := range types {
 				m, _ := randomMatrix(t, mt.t, rows, mt.cols, 1)
 				x := testData("normal", maxN*mt.cols, 2)
