@@ -186,7 +186,7 @@ func TestFileModels(t *testing.T) {
 // and in /metrics; the text is the one without speculation.
 func TestSpeculationUsageAndMetrics(t *testing.T) {
 	path := testdata.Path(t, "gguf/stories260K.gguf")
-	e, err := engine.Open(path, engine.Options{Threads: 1, Draft: path, Speculate: engine.SpeculateDraft})
+	e, err := engine.Open(path, engine.Options{Threads: 1, Draft: path, Speculate: engine.SpeculateDraft, GuessEveryStep: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,8 +66,13 @@ type Options struct {
 	// Speculate is the speculation source of requests that name none
 	// (engine.Request.Speculate): "" or off, ngram, draft. A speculating
 	// session sends guesses with its steps, which the last stage checks
-	// (see strata/actors/session); it gives up the token shortcut.
+	// (see strata/actors/session); it gives up the token shortcut while
+	// it guesses, and guesses where that is measured faster than plain
+	// steps with the shortcut (engine's pace.go).
 	Speculate string
+	// GuessEveryStep guesses at every step, also where plain steps are
+	// faster: for tests, and for measuring speculation itself.
+	GuessEveryStep bool
 	// Draft is the draft model for the draft source, run on this node
 	// (the session's origin); nil = none.
 	Draft *engine.Engine

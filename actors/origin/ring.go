@@ -179,15 +179,18 @@ func (c *Origin) logSession(r *ring, res engine.Result, err error, busyTries int
 // turns what its inbox, its timer and the caller do into events. All of
 // it runs on the goroutine that called Generate.
 type ring struct {
-	c       *Origin
-	core    *session.Session
-	req     Request
-	tok     *tokenizer.Tokenizer
-	in      *inbox
-	self    *actor.PID
-	ctxLen  int
-	info    *SessionInfo
-	members []Member // of the last plan: whom Load asks
+	c      *Origin
+	core   *session.Session
+	req    Request
+	tok    *tokenizer.Tokenizer
+	in     *inbox
+	self   *actor.PID
+	ctxLen int
+	// chainLimit is the first position the caller never feeds (the
+	// shortcut's end, session.Config.ChainBelow).
+	chainLimit int
+	info       *SessionInfo
+	members    []Member // of the last plan: whom Load asks
 
 	// The wait for a token: its position and timer (nil: none).
 	waitPos int
@@ -237,13 +240,17 @@ func (c *Origin) newRing(lm *modelinfo.Info, req Request, prompt []int, ctxLen i
 	if err != nil {
 		return nil, err
 	}
+	if spec != nil && c.opts.GuessEveryStep {
+		spec.GuessEveryStep()
+	}
 	if spec != nil && c.driving() > 0 {
 		// Other sessions share the stages' passes now: this one would
 		// step aside from guessing anyway, and keeps the shortcut.
 		spec = nil
 	}
+	chainLimit := feedLimit(len(prompt), req.MaxTokens, ctxLen)
 	if !c.opts.NoShortcut && spec == nil {
-		cfg.ChainBelow = feedLimit(len(prompt), req.MaxTokens, ctxLen)
+		cfg.ChainBelow = chainLimit
 	}
 	core, err := session.New(cfg)
 	if err != nil {
@@ -252,7 +259,7 @@ func (c *Origin) newRing(lm *modelinfo.Info, req Request, prompt []int, ctxLen i
 	in := &inbox{ch: make(chan any, 8)}
 	self := c.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return in }))
 	info := &SessionInfo{Model: req.Model, Prompt: len(prompt), Started: time.Now(), inbox: self}
-	r := &ring{c: c, core: core, req: req, tok: lm.Tokenizer, in: in, self: self, ctxLen: ctxLen, info: info, spec: spec,
+	r := &ring{c: c, core: core, req: req, tok: lm.Tokenizer, in: in, self: self, ctxLen: ctxLen, chainLimit: chainLimit, info: info, spec: spec,
 		mostHere: min(lm.InvariantRows, wire.MaxBatch) - 1, mostAnywhere: min(lm.InvariantRowsAnywhere, wire.MaxBatch) - 1}
 	r.mostGuesses = r.mostAnywhere
 	if spec != nil && req.Schema != nil {
@@ -290,7 +297,16 @@ func (r *ring) Step(ctx context.Context, fed int) (int, error) {
 	if r.guard != nil {
 		r.guard.Accept(fed) // every token of the answer is fed once, in order
 	}
-	if r.spec != nil && r.core.Ahead() == 0 && r.c.driving() <= 1 {
+	if r.spec != nil {
+		r.spec.Tick(r.core.Ahead())
+	}
+	if n := r.plain(); n > 0 {
+		// Plain steps have been faster than checked ones: this step and
+		// the next n-1 are plain, and the shortcut feeds the tokens they
+		// feed (at len(Fed)+1 .. len(Fed)+n-1; the one after them goes
+		// with guesses again).
+		next.ChainBelow = min(len(r.core.Fed())+n, r.chainLimit)
+	} else if r.spec != nil && r.core.CanGuess() && r.c.driving() <= 1 {
 		// fed goes at len(seq)-1; the guesses after it stay below the
 		// ring's last position (ctxLen-1, kept free).
 		r.seq = append(append(r.seq[:0], r.core.Fed()...), fed)
@@ -311,6 +327,15 @@ func (r *ring) Step(ctx context.Context, fed int) (int, error) {
 		r.spec.Learn(guessed, r.core.Ahead())
 	}
 	return id, err
+}
+
+// plain is how many tokens a speculating session takes the plain way
+// from now: its speculator found plain steps faster (the shortcut on).
+func (r *ring) plain() int {
+	if r.spec == nil || r.c.opts.NoShortcut || r.core.Ahead() > 0 {
+		return 0
+	}
+	return r.spec.Plain()
 }
 
 // driving is how many sessions the node drives now. A speculating

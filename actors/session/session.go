@@ -173,11 +173,16 @@ type Probed struct {
 // wants the token after it. Guesses (speculative decoding) are tokens
 // guessed to follow it: the ring runs them in the same step, and its last
 // stage keeps those it agrees with (Token.More), so several tokens come
-// back for one round. A session with the shortcut (ChainBelow) takes no
-// guesses, nor one whose earlier guesses wait to be emitted.
+// back for one round. A token the shortcut fed already (see CanGuess)
+// takes no guesses, nor one whose earlier guesses wait to be emitted.
+//
+// ChainBelow, when above Config.ChainBelow, raises it: the caller takes
+// the tokens at positions below it without guesses, and the shortcut may
+// feed them (a speculating caller whose guesses do not pay).
 type Next struct {
-	Token   int
-	Guesses []int
+	Token      int
+	Guesses    []int
+	ChainBelow int
 }
 
 // Stop ends a session that finished normally.
@@ -396,6 +401,10 @@ func (s *Session) Fed() []int { return s.seq }
 // the next of them without a step).
 func (s *Session) Ahead() int { return len(s.ahead) }
 
+// CanGuess reports whether the next Next may carry guesses: no checked
+// tokens wait, and the shortcut has not fed the token it feeds already.
+func (s *Session) CanGuess() bool { return len(s.ahead) == 0 && len(s.seq) > s.chained }
+
 // Excluded lists the nodes left out of the next plan, sorted.
 func (s *Session) Excluded() []string {
 	out := slices.Collect(maps.Keys(s.excluded))
@@ -476,7 +485,7 @@ func (s *Session) Step(ev Event) []Action {
 		}
 	case Next:
 		if s.phase == emitted {
-			return s.next(ev.Token, ev.Guesses)
+			return s.next(ev.Token, ev.Guesses, ev.ChainBelow)
 		}
 	case Stop:
 		if s.phase == emitted {
@@ -633,7 +642,7 @@ func (s *Session) token(ev Token) []Action {
 	return []Action{Emit{Token: ev.ID, Compute: ev.Compute, Step: s.step}}
 }
 
-func (s *Session) next(tok int, guesses []int) []Action {
+func (s *Session) next(tok int, guesses []int, chainBelow int) []Action {
 	s.seq = append(s.seq, tok)
 	if lost := s.lostLater; lost != nil {
 		// A stage went while the caller held the token: rebuild now,
@@ -650,7 +659,8 @@ func (s *Session) next(tok int, guesses []int) []Action {
 		return []Action{Emit{Token: id}}
 	}
 	pos := len(s.seq) - 1
-	if len(guesses) > 0 && s.cfg.ChainBelow == 0 && len(guesses) < s.cfg.MaxBatch {
+	s.cfg.ChainBelow = max(s.cfg.ChainBelow, chainBelow)
+	if len(guesses) > 0 && pos > s.chained && len(guesses) < s.cfg.MaxBatch {
 		s.phase, s.pos, s.step = running, len(s.seq), true
 		s.guessed = slices.Clone(guesses)
 		tokens := append(slices.Clone(s.seq[pos:]), guesses...)

@@ -551,6 +551,39 @@ func TestGuesses(t *testing.T) {
 		t.Errorf("%d draws ahead after the replay", s.Ahead())
 	}
 
+}
+
+// TestGuessesThenShortcut: a speculating caller whose guesses do not pay
+// takes the shortcut for a while (Next.ChainBelow), and guesses again
+// after it: no guess rides on a token the last stage fed already.
+func TestGuessesThenShortcut(t *testing.T) {
+	s := newSession(t, 10, false)
+	for i, st := range script(start, []step{
+		{Next{Token: 50, Guesses: []int{60}}, []string{"fwd a 10+2 sample guesses[60]", "wait a 11 1s"}},
+		{Token{Session: "a", Position: 11, ID: 61}, []string{"emit 61 step"}},
+		// Plain for the tokens at 11 and 12: the shortcut feeds 12's.
+		{Next{Token: 61, ChainBelow: 13}, []string{"fwd a 11+1 sample chain<=12", "wait a 12 1s"}},
+		{Token{Session: "a", Position: 12, ID: 62}, []string{"emit 62 step"}},
+		{Next{Token: 62, Guesses: []int{70}}, []string{"wait a 13 1s"}},
+		{Token{Session: "a", Position: 13, ID: 63}, []string{"emit 63 step"}},
+		// The window is over: 63 goes with a guess again.
+		{Next{Token: 63, Guesses: []int{70}}, []string{"fwd a 13+2 sample guesses[70]", "wait a 14 1s"}},
+		{Token{Session: "a", Position: 14, ID: 70, More: []int{71}}, []string{"emit 70 step"}},
+	}) {
+		var got []string
+		for _, a := range s.Step(st.ev) {
+			got = append(got, brief(a))
+		}
+		if strings.Join(got, "\n") != strings.Join(st.want, "\n") {
+			t.Fatalf("step %d (%T %+v):\n got %q\nwant %q", i, st.ev, st.ev, got, st.want)
+		}
+	}
+	if s.CanGuess() {
+		t.Error("CanGuess with a checked token waiting")
+	}
+}
+
+func TestBadGuessDraws(t *testing.T) {
 	// A last stage that does not follow the guesses fails the session.
 	for name, tok := range map[string]Token{
 		"went on after a wrong guess": {Session: "a", Position: 11, ID: 61, More: []int{61}},

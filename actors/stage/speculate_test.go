@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"strata/actors/internal/oracle"
@@ -26,10 +27,14 @@ func TestSpeculationOnPipeline(t *testing.T) {
 	prompt := "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day,"
 	for _, params := range []sample.Params{{}, {Temperature: 0.8, TopK: 40, Seed: 11}} {
 		want := oracle.OneNode(t, path, engine.Request{Prompt: prompt, MaxTokens: 150, Sampling: params})
-		for _, source := range []string{engine.SpeculateNGram, engine.SpeculateDraft} {
+		for _, source := range []string{engine.SpeculateNGram, engine.SpeculateDraft, "paced-" + engine.SpeculateNGram, "paced-" + engine.SpeculateDraft} {
 			t.Run(fmt.Sprintf("%s-temp%v", source, params.Temperature), func(t *testing.T) {
+				// Paced (the default): plain windows with the shortcut
+				// where guessing is measured slower, which depends on the
+				// machine; the text is the same either way.
+				paced := strings.HasPrefix(source, "paced-")
 				lc := newLocalCluster(t, 3, 800e3, store)
-				cl := lc.cluster(origin.Options{PlanContext: 512, Speculate: source, Draft: draft})
+				cl := lc.cluster(origin.Options{PlanContext: 512, GuessEveryStep: !paced, Speculate: strings.TrimPrefix(source, "paced-"), Draft: draft})
 				defer cl.Close()
 				if p, _, err := cl.Plan("stories260K"); err != nil || len(p.Stages) != 3 {
 					t.Fatalf("plan %v, %v; want 3 stages", p, err)
@@ -43,7 +48,7 @@ func TestSpeculationOnPipeline(t *testing.T) {
 					t.Fatalf("tokens differ from one node\n got %v\nwant %v", res.Tokens, want.Tokens)
 				}
 				t.Logf("%d tokens in %d steps: %d guessed, %d right", len(res.Tokens), res.Stats.Steps, res.Drafted, res.Accepted)
-				if res.Accepted == 0 {
+				if res.Accepted == 0 && !paced {
 					t.Errorf("no guess accepted (%d guessed)", res.Drafted)
 				}
 				lc.waitFree(t)
@@ -57,7 +62,7 @@ func TestSpeculationOnPipeline(t *testing.T) {
 		t.Run(fmt.Sprintf("kill-stage-%d", victim), func(t *testing.T) {
 			lc := newLocalCluster(t, 4, 800e3, store)
 			dir := &dynDirectory{members: append([]origin.Member(nil), lc.dir...)}
-			cl := origin.New(lc.system, dir, lc.hosts[0], origin.Options{PlanContext: 512, Speculate: engine.SpeculateDraft, Draft: draft})
+			cl := origin.New(lc.system, dir, lc.hosts[0], origin.Options{PlanContext: 512, GuessEveryStep: true, Speculate: engine.SpeculateDraft, Draft: draft})
 			defer cl.Close()
 			p, _, err := cl.Plan("stories260K")
 			if err != nil || len(p.Stages) != 3 {
@@ -93,7 +98,7 @@ func TestSpeculationThenPromptCache(t *testing.T) {
 	}
 	defer draft.Close()
 	lc := newLocalCluster(t, 3, 800e3, store)
-	cached := lc.cluster(origin.Options{PlanContext: 512, Speculate: engine.SpeculateDraft, Draft: draft})
+	cached := lc.cluster(origin.Options{PlanContext: 512, GuessEveryStep: true, Speculate: engine.SpeculateDraft, Draft: draft})
 	defer cached.Close()
 	plain := newLocalCluster(t, 3, 800e3, store).cluster(origin.Options{PlanContext: 512, PromptCache: -1})
 	defer plain.Close()
@@ -137,7 +142,7 @@ func TestSpeculationToTheContextEnd(t *testing.T) {
 		want := generate(t, plain, engine.Request{Model: "stories260K", Prompt: prompt})
 		plain.Close()
 		for _, source := range []string{engine.SpeculateNGram, engine.SpeculateDraft} {
-			cl := lc.cluster(origin.Options{PlanContext: ctxLen, Speculate: source, Draft: draft})
+			cl := lc.cluster(origin.Options{PlanContext: ctxLen, GuessEveryStep: true, Speculate: source, Draft: draft})
 			got := generate(t, cl, engine.Request{Model: "stories260K", Prompt: prompt})
 			cl.Close()
 			if !slices.Equal(got.Tokens, want.Tokens) || got.FinishReason != want.FinishReason {
@@ -164,7 +169,7 @@ func TestGuessesPassTheGrammarOnPipeline(t *testing.T) {
 	req := engine.Request{Model: "stories260K", Prompt: `Lily was a little girl. {"name": "Lily`, MaxTokens: 60, Schema: sc}
 	want := oracle.OneNode(t, path, req)
 	lc := newLocalCluster(t, 3, 800e3, store)
-	cl := lc.cluster(origin.Options{PlanContext: 512, Speculate: engine.SpeculateDraft, Draft: draft})
+	cl := lc.cluster(origin.Options{PlanContext: 512, GuessEveryStep: true, Speculate: engine.SpeculateDraft, Draft: draft})
 	defer cl.Close()
 	res, err := cl.Generate(context.Background(), req, func(engine.Token) error { return nil })
 	if err != nil {
@@ -208,7 +213,7 @@ func TestGuessesWithinEveryStagesBound(t *testing.T) {
 		if other {
 			lc.dir[2].Arch = "elsewhere"
 		}
-		cl := lc.cluster(origin.Options{PlanContext: 512, Speculate: engine.SpeculateDraft, Draft: draft})
+		cl := lc.cluster(origin.Options{PlanContext: 512, GuessEveryStep: true, Speculate: engine.SpeculateDraft, Draft: draft})
 		res, err := cl.Generate(context.Background(), req, func(engine.Token) error { return nil })
 		cl.Close()
 		if err != nil {

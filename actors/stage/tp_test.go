@@ -403,7 +403,7 @@ func TestTPSpeculation(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			lc := newTPCluster(t, c.bandwidths, 4<<20, store)
-			cl := lc.cluster(origin.Options{PlanContext: 512, KVType: model.KVF32, Placement: c.mode, Speculate: engine.SpeculateDraft, Draft: draft})
+			cl := lc.cluster(origin.Options{PlanContext: 512, KVType: model.KVF32, Placement: c.mode, Speculate: engine.SpeculateDraft, GuessEveryStep: true, Draft: draft})
 			defer cl.Close()
 			res, err := cl.Generate(context.Background(), engine.Request{Model: "stories260K", Prompt: prompt, MaxTokens: 120}, func(engine.Token) error {
 				if len(cl.Sessions()) != 1 || len(cl.Sessions()[0].Stages[0].TP) < 2 {

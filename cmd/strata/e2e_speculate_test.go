@@ -23,7 +23,9 @@ func TestE2ESpeculationOnPipeline(t *testing.T) {
 		if i == 3 {
 			// The draft (1.5 MB: weights and a 512-position cache) comes off
 			// what the node offers: with it, the others' 800 kB remain.
-			return []string{"--speculate", "draft:" + stories, "--memory", "2300kB"}
+			// Every step guesses: stories260K is too small for its own
+			// draft to pay, so the pacer would mostly take plain steps.
+			return []string{"--speculate", "draft:" + stories, "--guess-every-step", "--memory", "2300kB"}
 		}
 		return nil
 	}, "--context", "512")

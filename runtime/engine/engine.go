@@ -44,6 +44,10 @@ type Options struct {
 	// Speculate is the speculation source of requests that do not name
 	// one: "" or "off", "ngram", "draft" (see speculate.go).
 	Speculate string
+	// GuessEveryStep guesses at every step, also where plain steps are
+	// measured faster (pace.go): for tests, and for measuring speculation
+	// itself.
+	GuessEveryStep bool
 }
 
 // Engine is an open model. Generate may be called from several goroutines;
@@ -59,9 +63,10 @@ type Engine struct {
 	batch     int
 	batcher   *batcher // runs every generation's forward passes
 
-	draft     *Engine      // the draft model, nil without one
-	speculate string       // the default speculation source
-	active    atomic.Int32 // generations running now
+	draft          *Engine      // the draft model, nil without one
+	speculate      string       // the default speculation source
+	guessEveryStep bool         // Options.GuessEveryStep
+	active         atomic.Int32 // generations running now
 
 	mu   sync.Mutex
 	kept []keptCache // prompt cache, least recently kept first
@@ -152,7 +157,7 @@ func New(f *gguf.File, opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.speculate = opts.Speculate
+	e.speculate, e.guessEveryStep = opts.Speculate, opts.GuessEveryStep
 	if opts.Draft != "" {
 		df, err := gguf.Open(opts.Draft)
 		if err != nil {
@@ -349,6 +354,9 @@ func (e *Engine) Generate(ctx context.Context, req Request, onToken func(Token) 
 	if err != nil {
 		return res, fmt.Errorf("engine: %w", err)
 	}
+	if spec != nil && e.guessEveryStep {
+		spec.GuessEveryStep()
+	}
 	e.active.Add(1)
 	defer e.active.Add(-1)
 	m := e.Model
@@ -434,6 +442,7 @@ func (l *localSteps) Prefill(ctx context.Context) (int, error) {
 // step verified.
 func (l *localSteps) Step(ctx context.Context, fed int) (int, error) {
 	if l.spec != nil {
+		l.spec.Tick(len(l.ahead))
 		l.seq = append(l.seq, fed)
 		if len(l.ahead) > 0 {
 			id := l.ahead[0]

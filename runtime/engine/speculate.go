@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"strata/runtime/sample"
 	"strata/runtime/tokenizer"
@@ -169,6 +170,7 @@ type Speculator struct {
 	// step); rest doubles with each such miss, up to maxRest, and is
 	// reset by a right guess.
 	rest, resting int
+	pace          *pacer
 	// Drafted counts the guesses checked, Accepted those the model
 	// agreed with.
 	Drafted, Accepted int
@@ -198,7 +200,31 @@ func NewSpeculator(source string, draft *Engine, capacity, vocab, most int) (*Sp
 	if most < 1 {
 		return nil, nil
 	}
-	return &Speculator{src: src, vocab: vocab, most: most, k: most}, nil
+	return &Speculator{src: src, vocab: vocab, most: most, k: most, pace: newPacer(time.Now)}, nil
+}
+
+// Tick tells the speculator that the generation handed out a token (any
+// token, checked or not), and how many checked tokens wait to be handed
+// out after it: it times the answer, to guess only where guessing is
+// faster (pace.go).
+func (sp *Speculator) Tick(waiting int) {
+	if sp.pace != nil {
+		sp.pace.tick(waiting)
+	}
+}
+
+// GuessEveryStep turns the pacing off: the speculator guesses at every
+// step, also where plain steps are faster.
+func (sp *Speculator) GuessEveryStep() { sp.pace = nil }
+
+// Plain is how many more tokens the generation runs without guesses
+// because plain steps have been faster; 0 while it guesses. A cluster
+// session uses the token shortcut for them.
+func (sp *Speculator) Plain() int {
+	if sp.pace == nil || !sp.pace.plain {
+		return 0
+	}
+	return sp.pace.left()
 }
 
 // Most is the most guesses one step checks.
@@ -206,12 +232,15 @@ func (sp *Speculator) Most() int { return sp.most }
 
 // Guess returns up to room guesses for the tokens after seq (the prompt
 // and the answer so far, the last token not yet run); none while it
-// rests after misses, or when room < 1. The slice is reused by the next
-// Guess. A source that fails (a draft model's error) guesses no more in
+// rests after misses, while plain steps are faster (Plain), or when
+// room < 1. The slice is reused by the next Guess. A source that fails (a draft model's error) guesses no more in
 // this generation: the error is returned once, and the generation may go
 // on without guesses.
 func (sp *Speculator) Guess(seq []int, room int) ([]int, error) {
 	k := min(sp.k, room)
+	if sp.Plain() > 0 {
+		return nil, nil
+	}
 	if sp.resting > 0 || k < 1 || sp.src == nil {
 		sp.resting = max(0, sp.resting-1)
 		return nil, nil

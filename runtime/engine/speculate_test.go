@@ -101,7 +101,7 @@ func TestSpeculationGivesTheSameAnswer(t *testing.T) {
 // stories260K repeats itself: n-gram lookup guesses well on a prompt
 // that already holds the story it continues.
 func TestNGramGuessesRepeatedText(t *testing.T) {
-	e, err := Open(testdata.Path(t, "gguf/stories260K.gguf"), Options{Threads: 1, PromptCache: -1})
+	e, err := Open(testdata.Path(t, "gguf/stories260K.gguf"), Options{Threads: 1, PromptCache: -1, GuessEveryStep: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestNGramGuessesRepeatedText(t *testing.T) {
 // the next turn resumes it and gives the uncached answer.
 func TestSpeculationThenPromptCache(t *testing.T) {
 	path := testdata.Path(t, "gguf/stories260K.gguf")
-	cached, err := Open(path, Options{Threads: 1, Context: 512, Draft: path})
+	cached, err := Open(path, Options{Threads: 1, Context: 512, Draft: path, GuessEveryStep: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +178,7 @@ func TestSpeculativeSamplingDistribution(t *testing.T) {
 		t.Skip("2000 generations")
 	}
 	path := testdata.Path(t, "gguf/stories260K.gguf")
-	e, err := Open(path, Options{Threads: 1, Context: 64, PromptCache: -1, Draft: path})
+	e, err := Open(path, Options{Threads: 1, Context: 64, PromptCache: -1, Draft: path, GuessEveryStep: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +291,7 @@ func chiSquareQuantile(df int, q float64) float64 {
 // again when a generation is alone).
 func TestSpeculationInCompany(t *testing.T) {
 	path := testdata.Path(t, "gguf/stories260K.gguf")
-	e, err := Open(path, Options{Threads: 2, Context: 256, PromptCache: -1, Draft: path, Speculate: SpeculateDraft})
+	e, err := Open(path, Options{Threads: 2, Context: 256, PromptCache: -1, Draft: path, Speculate: SpeculateDraft, GuessEveryStep: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -404,5 +404,5 @@ func openPair(t *testing.T, target, draft string) (plain, spec *Engine) {
 		t.Cleanup(func() { e.Close() })
 		return e
 	}
-	return open(Options{}), open(Options{Draft: draft})
+	return open(Options{}), open(Options{Draft: draft, GuessEveryStep: true})
 }
