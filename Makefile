@@ -7,7 +7,7 @@ TESTDATA ?= $(or $(STRATA_TESTDATA),$(abspath ../shared/testdata))
 FUZZTIME ?= 1m
 PROTOC_GEN_GO_VERSION := v1.36.12
 
-.PHONY: all build release soak deps test test-arm64 test-long demo bench bench-vs-llamacpp bench-links bench-concurrent bench-speculate fuzz proto vet clean
+.PHONY: all build release soak deps test test-arm64 test-long demo bench bench-vs-llamacpp bench-links bench-concurrent bench-speculate fuzz proto shaders vet clean
 
 all: build
 
@@ -24,6 +24,8 @@ build:
 # macOS build carries Apple's RDMA over Thunderbolt (-tags applerdma loads
 # librdma at run time through purego); the Linux builds have no RDMA
 # (libibverbs needs cgo: build from source with -tags ibverbs for it).
+# How make shaders compiles (TestShadersMatchSources reads it here).
+GLSLC_FLAGS := -O --target-env=vulkan1.1
 RELEASE_TARGETS := darwin/arm64 linux/amd64 linux/arm64
 release:
 	@rm -rf dist && mkdir -p dist
@@ -62,7 +64,7 @@ deps:
 # (make soak: 4 nodes, 6 clients, a fault every 20-60 s from a fixed
 # seed; in network namespaces, with link cuts, when run as root).
 test: deps vet test-arm64 release
-	STRATA_TESTDATA=$(TESTDATA) $(GO) test -race -count=1 -timeout 30m -skip '$(ORACLE_TESTS)' ./...
+	STRATA_TESTDATA=$(TESTDATA) STRATA_WANT_VULKAN=1 $(GO) test -race -count=1 -timeout 30m -skip '$(ORACLE_TESTS)' ./...
 	STRATA_TESTDATA=$(TESTDATA) $(GO) test -count=1 -timeout 30m -run '$(ORACLE_TESTS)' ./...
 	STRATA_TESTDATA=$(TESTDATA) $(GO) test -tags e2e -count=1 -timeout 30m -run E2E -skip Soak ./...
 	STRATA_TESTDATA=$(TESTDATA) SOAK_DURATION=5m SOAK_WARMUP=45s SOAK_SEED=$(SOAK_TEST_SEED) SOAK_MAX_RSS_GROWTH=25 $(GO) test -tags e2e -count=1 -timeout 20m -run '^TestE2ESoak$$' ./internal/soak
@@ -160,6 +162,16 @@ proto:
 	@if ls messages/*.proto >/dev/null 2>&1; then \
 		PATH="$$($(GO) env GOPATH)/bin:$$PATH" protoc --go_out=. --go_opt=module=strata messages/*.proto; \
 	else echo "no messages/*.proto yet"; fi
+
+# Recompile the GPU kernels (runtime/gpu/shaders/*.comp) to SPIR-V
+# (committed, with the compiler's version: TestShadersMatchSources checks
+# them where the same glslc is installed): glslc from Debian's glslc.
+shaders:
+	@command -v glslc >/dev/null || { echo "installing glslc (Debian glslc)"; \
+		$$(command -v sudo) apt-get install -y glslc; }
+	cd runtime/gpu/shaders && for f in *.comp; do \
+		glslc $(GLSLC_FLAGS) -o $${f%.comp}.spv $$f || exit 1; \
+	done && glslc --version | head -1 > glslc.version
 
 clean:
 	rm -rf bin dist

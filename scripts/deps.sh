@@ -30,6 +30,15 @@ chromium --version
 command -v qemu-aarch64-static >/dev/null 2>&1 || apt_install qemu-user-static
 qemu-aarch64-static --version | head -1
 
+# Vulkan for the GPU backend's tests (runtime/gpu, STRATA_WANT_VULKAN):
+# the loader, Mesa's lavapipe (a conformant Vulkan device on the CPU) and
+# glslc (make shaders; TestShadersMatchSources).
+if ! ldconfig -p | grep -q 'libvulkan\.so\.1' || ! ls /usr/share/vulkan/icd.d/lvp_icd*.json >/dev/null 2>&1 ||
+   ! command -v glslc >/dev/null 2>&1; then
+  apt_install libvulkan1 mesa-vulkan-drivers glslc
+fi
+glslc --version | head -1
+
 # ip and tc (iproute2) for the soak's network namespaces, veth links,
 # tbf shaping and link cuts (internal/soak; used when root).
 { command -v ip >/dev/null 2>&1 && command -v tc >/dev/null 2>&1; } || apt_install iproute2

@@ -361,3 +361,14 @@ func alignedInt8(n int) []int8 {
 	off := int(-uintptr(unsafe.Pointer(unsafe.SliceData(b))) & 63)
 	return b[off : off+n : off+n]
 }
+
+// QuantizeQ32 quantizes activations x (whole blocks of 32) into quants q
+// and block scales d exactly as MatMulAct does for Q8_0 and Q4_0 weights,
+// for other backends (strata/runtime/gpu) to feed the same integers to
+// their block dots.
+func QuantizeQ32(x []float32, q []int8, d []float32) {
+	if len(x)%32 != 0 || len(q) < len(x) || len(d) < len(x)/32 {
+		panic(fmt.Sprintf("tensor: QuantizeQ32: %d floats into %d quants and %d scales", len(x), len(q), len(d)))
+	}
+	quantizeQ32(x, q[:len(x)], d[:len(x)/32])
+}

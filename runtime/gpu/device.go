@@ -1,0 +1,316 @@
+package gpu
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"unsafe"
+)
+
+// Device is one Vulkan device with a compute queue. Its methods may be
+// called from several goroutines; work is submitted one batch at a time.
+type Device struct {
+	Name  string // as the driver names it ("llvmpipe (LLVM 15.0.6, 256 bits)")
+	Kind  string // "discrete GPU", "integrated GPU", "CPU" (lavapipe), …
+	Index int    // among this machine's Vulkan devices
+
+	instance, physical, device, queue uintptr
+	family                            uint32
+	// hostType is the memory type buffers use: host-visible and
+	// coherent (device-local too where the device shares memory with
+	// the host, as Apple's and lavapipe's do).
+	hostType    uint32
+	maxRange    uint64 // the most bytes one storage buffer binding may span
+	shared      bool   // hostType is device-local: the device reads host memory directly
+	cmdPool     uint64
+	cmd         uintptr
+	fence       uint64
+	descPool    uint64
+	descriptors int // descriptor sets allocated from descPool since its reset
+	mu          sync.Mutex
+	kernels     map[string]*kernel
+	closed      bool
+}
+
+// Devices lists this machine's Vulkan devices (none, with an error, when
+// there is no Vulkan loader or driver).
+func Devices() ([]DeviceInfo, error) {
+	inst, err := newInstance()
+	if err != nil {
+		return nil, err
+	}
+	defer vk.destroyInstance(inst, nil)
+	phys, err := physicalDevices(inst)
+	if err != nil {
+		return nil, err
+	}
+	var out []DeviceInfo
+	for i, p := range phys {
+		name, kind, _ := describe(p)
+		out = append(out, DeviceInfo{Index: i, Name: name, Kind: kind})
+	}
+	return out, nil
+}
+
+// DeviceInfo names a device without opening it.
+type DeviceInfo struct {
+	Index      int
+	Name, Kind string
+}
+
+// Open opens device index (Devices' order), or with index < 0 the first
+// GPU, else the first device of any kind.
+func Open(index int) (*Device, error) {
+	inst, err := newInstance()
+	if err != nil {
+		return nil, err
+	}
+	d, err := open(inst, index)
+	if err != nil {
+		vk.destroyInstance(inst, nil)
+		return nil, err
+	}
+	return d, nil
+}
+
+func open(inst uintptr, index int) (*Device, error) {
+	phys, err := physicalDevices(inst)
+	if err != nil {
+		return nil, err
+	}
+	if len(phys) == 0 {
+		return nil, errors.New("gpu: the Vulkan loader found no device (is a driver installed? Debian: mesa-vulkan-drivers)")
+	}
+	if index >= len(phys) {
+		return nil, fmt.Errorf("gpu: no Vulkan device %d (this machine has %d)", index, len(phys))
+	}
+	if index < 0 {
+		index = 0
+		for i, p := range phys {
+			if _, kind, _ := describe(p); kind == "discrete GPU" || kind == "integrated GPU" {
+				index = i
+				break
+			}
+		}
+	}
+	d := &Device{Index: index, instance: inst, physical: phys[index], kernels: map[string]*kernel{}}
+	d.Name, d.Kind, d.maxRange = describe(d.physical)
+	if err := d.init(); err != nil {
+		d.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+func newInstance() (uintptr, error) {
+	if err := load(); err != nil {
+		return 0, err
+	}
+	app := &applicationInfo{sType: stApplicationInfo, pApplicationName: cString("strata"), pEngineName: cString("strata"), apiVersion: apiVersion11}
+	info := &instanceCreateInfo{sType: stInstanceCreateInfo, pApplicationInfo: app}
+	var inst uintptr
+	r := vk.createInstance(info, nil, &inst)
+	runtime.KeepAlive(app)
+	if err := r.err("vkCreateInstance"); err != nil {
+		return 0, err
+	}
+	return inst, nil
+}
+
+func physicalDevices(inst uintptr) ([]uintptr, error) {
+	var n uint32
+	if err := vk.enumeratePhysicalDevices(inst, &n, nil).err("vkEnumeratePhysicalDevices"); err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	phys := make([]uintptr, n)
+	if err := vk.enumeratePhysicalDevices(inst, &n, &phys[0]).err("vkEnumeratePhysicalDevices"); err != nil {
+		return nil, err
+	}
+	return phys[:n], nil
+}
+
+func describe(p uintptr) (name, kind string, maxRange uint64) {
+	props := new(physicalDeviceProperties)
+	vk.getPhysicalDeviceProperties(p, props)
+	raw := props[propsDeviceName : propsDeviceName+256]
+	if i := bytes.IndexByte(raw, 0); i >= 0 {
+		raw = raw[:i]
+	}
+	kind = deviceKinds[*(*uint32)(unsafe.Pointer(&props[propsDeviceType]))]
+	maxRange = uint64(*(*uint32)(unsafe.Pointer(&props[propsMaxStorageBufferRange])))
+	return string(raw), kind, maxRange
+}
+
+func (d *Device) init() error {
+	// A queue family that computes.
+	var n uint32
+	vk.getPhysicalDeviceQueueFamilyProps(d.physical, &n, nil)
+	fams := make([]queueFamilyProperties, max(n, 1))
+	vk.getPhysicalDeviceQueueFamilyProps(d.physical, &n, &fams[0])
+	found := false
+	for i, f := range fams[:n] {
+		if f.queueFlags&queueCompute != 0 && f.queueCount > 0 {
+			d.family, found = uint32(i), true
+			break
+		}
+	}
+	if !found {
+		return fmt.Errorf("gpu: %s has no compute queue", d.Name)
+	}
+	// Host-visible, coherent memory; device-local too if there is such.
+	mem := new(memoryProperties)
+	vk.getPhysicalDeviceMemoryProperties(d.physical, mem)
+	best := -1
+	for i := range mem.memoryTypeCount {
+		f := mem.memoryTypes[i].propertyFlags
+		if f&(memHostVisible|memHostCoherent) != memHostVisible|memHostCoherent {
+			continue
+		}
+		if best < 0 || (f&memDeviceLocal != 0 && mem.memoryTypes[best].propertyFlags&memDeviceLocal == 0) {
+			best = int(i)
+		}
+	}
+	if best < 0 {
+		return fmt.Errorf("gpu: %s has no host-visible coherent memory", d.Name)
+	}
+	d.hostType, d.shared = uint32(best), mem.memoryTypes[best].propertyFlags&memDeviceLocal != 0
+
+	prio := new(float32)
+	*prio = 1
+	q := &deviceQueueCreateInfo{sType: stDeviceQueueCreateInfo, queueFamilyIndex: d.family, queueCount: 1, pQueuePriorities: prio}
+	info := &deviceCreateInfo{sType: stDeviceCreateInfo, queueCreateInfoCount: 1, pQueueCreateInfos: q}
+	r := vk.createDevice(d.physical, info, nil, &d.device)
+	runtime.KeepAlive(q)
+	runtime.KeepAlive(prio)
+	if err := r.err("vkCreateDevice"); err != nil {
+		return err
+	}
+	vk.getDeviceQueue(d.device, d.family, 0, &d.queue)
+
+	pool := &commandPoolCreateInfo{sType: stCommandPoolCreateInfo, flags: commandPoolResetBuffer, queueFamilyIndex: d.family}
+	if err := vk.createCommandPool(d.device, pool, nil, &d.cmdPool).err("vkCreateCommandPool"); err != nil {
+		return err
+	}
+	alloc := &commandBufferAllocateInfo{sType: stCommandBufferAllocateInfo, commandPool: d.cmdPool, commandBufferCount: 1}
+	if err := vk.allocateCommandBuffers(d.device, alloc, &d.cmd).err("vkAllocateCommandBuffers"); err != nil {
+		return err
+	}
+	if err := vk.createFence(d.device, &fenceCreateInfo{sType: stFenceCreateInfo}, nil, &d.fence).err("vkCreateFence"); err != nil {
+		return err
+	}
+	size := &descriptorPoolSize{typ: descriptorStorageBuffer, descriptorCount: 8 * maxDescriptorSets}
+	dp := &descriptorPoolCreateInfo{sType: stDescriptorPoolCreateInfo, maxSets: maxDescriptorSets, poolSizeCount: 1, pPoolSizes: size}
+	return vk.createDescriptorPool(d.device, dp, nil, &d.descPool).err("vkCreateDescriptorPool")
+}
+
+// maxDescriptorSets is how many dispatches one submission may hold.
+const maxDescriptorSets = 256
+
+// SharesMemory reports whether the device reads host memory directly
+// (unified memory: Apple silicon, integrated GPUs, lavapipe).
+func (d *Device) SharesMemory() bool { return d.shared }
+
+// Close releases the device and everything made on it.
+func (d *Device) Close() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return
+	}
+	d.closed = true
+	if d.device != 0 {
+		for _, k := range d.kernels {
+			k.destroy(d.device)
+		}
+		if d.descPool != 0 {
+			vk.destroyDescriptorPool(d.device, d.descPool, nil)
+		}
+		if d.fence != 0 {
+			vk.destroyFence(d.device, d.fence, nil)
+		}
+		if d.cmdPool != 0 {
+			vk.destroyCommandPool(d.device, d.cmdPool, nil)
+		}
+		vk.destroyDevice(d.device, nil)
+	}
+	if d.instance != 0 {
+		vk.destroyInstance(d.instance, nil)
+	}
+}
+
+// Buffer is device memory the host can read and write (Bytes).
+type Buffer struct {
+	d      *Device
+	buf    uint64
+	mem    uint64
+	size   uint64
+	mapped unsafe.Pointer
+}
+
+// NewBuffer allocates size bytes (rounded up to 4) of storage memory.
+func (d *Device) NewBuffer(size int) (*Buffer, error) {
+	if size <= 0 {
+		return nil, fmt.Errorf("gpu: a buffer of %d bytes", size)
+	}
+	n := uint64(size+3) &^ 3
+	if d.maxRange > 0 && n > d.maxRange {
+		return nil, fmt.Errorf("gpu: a buffer of %d bytes is over %s's binding limit of %d", n, d.Name, d.maxRange)
+	}
+	b := &Buffer{d: d, size: n}
+	info := &bufferCreateInfo{sType: stBufferCreateInfo, size: n, usage: bufferStorage}
+	if err := vk.createBuffer(d.device, info, nil, &b.buf).err("vkCreateBuffer"); err != nil {
+		return nil, err
+	}
+	var req memoryRequirements
+	vk.getBufferMemoryRequirements(d.device, b.buf, &req)
+	if req.memoryTypeBits&(1<<d.hostType) == 0 {
+		b.Free()
+		return nil, fmt.Errorf("gpu: %s cannot place a storage buffer in host-visible memory", d.Name)
+	}
+	alloc := &memoryAllocateInfo{sType: stMemoryAllocateInfo, allocationSize: req.size, memoryTypeIndex: d.hostType}
+	if err := vk.allocateMemory(d.device, alloc, nil, &b.mem).err("vkAllocateMemory"); err != nil {
+		b.Free()
+		return nil, fmt.Errorf("%w (%d bytes)", err, req.size)
+	}
+	if err := vk.bindBufferMemory(d.device, b.buf, b.mem, 0).err("vkBindBufferMemory"); err != nil {
+		b.Free()
+		return nil, err
+	}
+	if err := vk.mapMemory(d.device, b.mem, 0, n, 0, &b.mapped).err("vkMapMemory"); err != nil {
+		b.Free()
+		return nil, err
+	}
+	return b, nil
+}
+
+// Bytes is the buffer's memory, mapped: write inputs before Run, read
+// outputs after it.
+func (b *Buffer) Bytes() []byte { return unsafe.Slice((*byte)(b.mapped), b.size) }
+
+// Float32s is the buffer's memory as float32s.
+func (b *Buffer) Float32s() []float32 { return unsafe.Slice((*float32)(b.mapped), b.size/4) }
+
+// Size is the buffer's size in bytes.
+func (b *Buffer) Size() int { return int(b.size) }
+
+// Free releases the buffer.
+func (b *Buffer) Free() {
+	dev := b.d.device
+	if b.mapped != nil {
+		vk.unmapMemory(dev, b.mem)
+		b.mapped = nil
+	}
+	if b.buf != 0 {
+		vk.destroyBuffer(dev, b.buf, nil)
+		b.buf = 0
+	}
+	if b.mem != 0 {
+		vk.freeMemory(dev, b.mem, nil)
+		b.mem = 0
+	}
+}
