@@ -40,11 +40,14 @@ func TestDevices(t *testing.T) {
 	}
 }
 
-// matmulShapes take every path of the kernels: a row shorter than a
-// workgroup, lengths not a multiple of 64 (F32), several vectors, and
-// more rows than one dispatch dimension holds.
-var matmulShapes = []struct{ rows, cols, n int }{
-	{1, 32, 1}, {7, 96, 1}, {33, 288, 3}, {300, 2048, 2}, {70000, 32, 1},
+// The shapes of each type's test take every path of the kernels: a row
+// shorter than a workgroup's stride, rows of a few and of many blocks,
+// several vectors, and more rows than one dispatch dimension holds.
+func matmulShapes(block int) []struct{ rows, cols, n int } {
+	b := max(block, 32)
+	return []struct{ rows, cols, n int }{
+		{1, b, 1}, {7, 3 * b, 1}, {33, 9 * b, 3}, {300, max(2048, 8*b), 2}, {70000, b, 1},
+	}
 }
 
 func randVec(r *rand.Rand, n int) []float32 {
@@ -55,108 +58,158 @@ func randVec(r *rand.Rand, n int) []float32 {
 	return v
 }
 
-// within checks got against want, element by element, to tol times the
-// sum of the absolute products behind each (scale: one per output).
-func within(t *testing.T, what string, got, want, scale []float32, tol float64) {
-	t.Helper()
-	for i := range want {
-		if d := math.Abs(float64(got[i] - want[i])); d > tol*float64(scale[i])+1e-30 || math.IsNaN(float64(got[i])) {
-			t.Fatalf("%s: element %d: %g, want %g (difference %g, allowed %g)", what, i, got[i], want[i], d, tol*float64(scale[i]))
-		}
-	}
-}
-
-// absProducts is |W| |x|: the scale of each output's rounding error.
-func absProducts(w []float32, x []float32, rows, cols, n int) []float32 {
-	out := make([]float32, rows*n)
+// absProducts is |W| |x| for each output: the scale of its rounding error.
+func absProducts(w []float32, x []float32, rows, cols, n int) []float64 {
+	out := make([]float64, rows*n)
 	for v := range n {
 		for r := range rows {
 			var s float64
 			for c := range cols {
 				s += math.Abs(float64(w[r*cols+c]) * float64(x[v*cols+c]))
 			}
-			out[v*rows+r] = float32(s)
+			out[v*rows+r] = s
 		}
 	}
 	return out
 }
 
-// TestMatMulF32 agrees with tensor.MatMul within float32 rounding (the
-// sums run in another order: 64 strided partial sums and a tree).
-func TestMatMulF32(t *testing.T) {
+// inputAsCPU is x as the CPU's kernels see it for weights of type t: the
+// quantized activations, dequantized.
+func inputAsCPU(t tensor.Type, x []float32) []float32 {
+	out := make([]float32, len(x))
+	switch kernelOf[t].input {
+	case floats:
+		copy(out, x)
+	case quants32:
+		q, d := make([]int8, len(x)), make([]float32, len(x)/32)
+		tensor.QuantizeQ32(x, q, d)
+		for i := range out {
+			out[i] = float32(q[i]) * d[i/32]
+		}
+	case quantsK:
+		q, d, s := make([]int8, len(x)), make([]float32, len(x)/256), make([]int16, len(x)/16)
+		tensor.QuantizeQ8K(x, q, d, s)
+		for i := range out {
+			out[i] = float32(q[i]) * d[i/256]
+		}
+	}
+	return out
+}
+
+// TestMatMul: every weight type with a kernel agrees with the CPU's
+// tensor.MatMulAct on the same quantized activations. The block dots
+// are exact integers on both; the floats that sum them run in another
+// order (64 strided partial sums and a tree), so each output may differ
+// by float32 rounding of the sums behind it: a few units of 2^-24 per
+// addition, relative to |W||x| (and, for Q4_K, whose scaled dots and
+// mins are summed apart and then subtracted, to both sums).
+func TestMatMul(t *testing.T) {
 	d := openDevice(t)
 	r := rand.New(rand.NewPCG(1, 2))
-	for _, s := range matmulShapes {
-		wf := randVec(r, s.rows*s.cols)
-		x := randVec(r, s.n*s.cols)
-		raw, err := tensor.Quantize(tensor.F32, wf)
-		if err != nil {
-			t.Fatal(err)
+	for _, typ := range []tensor.Type{tensor.F32, tensor.F16, tensor.Q8_0, tensor.Q4_0, tensor.Q4_K, tensor.Q6_K} {
+		k := kernelOf[typ]
+		for _, s := range matmulShapes(k.block) {
+			wf := randVec(r, s.rows*s.cols)
+			x := randVec(r, s.n*s.cols)
+			raw, err := tensor.Quantize(typ, wf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := tensor.NewMatrix(typ, s.rows, s.cols, raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := tensor.NewActivations(s.n, s.cols)
+			a.Set(x, s.n)
+			want := make([]float32, s.rows*s.n)
+			tensor.MatMulAct(nil, want, m, a)
+			dm, err := d.Upload(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make([]float32, len(want))
+			if err := d.MatMul(got, dm, x, s.n); err != nil {
+				t.Fatal(err)
+			}
+			dm.Free()
+
+			deq := make([]float32, len(wf))
+			if err := tensor.Dequantize(typ, raw, deq); err != nil {
+				t.Fatal(err)
+			}
+			scale := absProducts(deq, inputAsCPU(typ, x), s.rows, s.cols, s.n)
+			adds := float64(s.cols/k.block + 64)
+			if typ == tensor.Q4_K {
+				adds *= 4 // the mins' sum as large as the dots'
+			}
+			for i := range want {
+				diff := math.Abs(float64(got[i] - want[i]))
+				if allowed := adds * 0x1p-24 * scale[i]; diff > allowed || math.IsNaN(float64(got[i])) {
+					t.Fatalf("%v %dx%d, %d vectors: element %d: %g, want %g (difference %g, allowed %g)",
+						typ, s.rows, s.cols, s.n, i, got[i], want[i], diff, allowed)
+				}
+			}
 		}
-		m, err := tensor.NewMatrix(tensor.F32, s.rows, s.cols, raw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := make([]float32, s.rows*s.n)
-		tensor.MatMul(nil, want, m, x, s.n)
-		dm, err := d.Upload(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := make([]float32, len(want))
-		if err := d.MatMul(got, dm, x, s.n); err != nil {
-			t.Fatal(err)
-		}
-		dm.Free()
-		within(t, "F32", got, want, absProducts(wf, x, s.rows, s.cols, s.n), 4*float64(s.cols)*0x1p-24)
 	}
 }
 
-// TestMatMulQ8_0 agrees with tensor.MatMulAct: the same quantized
-// activations, every block's integer dot exact, the float sums of the
-// blocks in another order.
-func TestMatMulQ8_0(t *testing.T) {
+// TestMatMulIntegerDotsExact: with every scale a power of two and
+// integer activations whose blocks reach ±127 (so their quants are the
+// values themselves and their scales 1), every product and sum is exact
+// in float32 whatever the order, so the device must give the CPU's
+// results bit for bit: an integer block dot off by one shows. The blocks
+// are random bytes with the scale fields set.
+func TestMatMulIntegerDotsExact(t *testing.T) {
 	d := openDevice(t)
-	r := rand.New(rand.NewPCG(3, 4))
-	for _, s := range matmulShapes {
-		wf := randVec(r, s.rows*s.cols)
-		x := randVec(r, s.n*s.cols)
-		raw, err := tensor.Quantize(tensor.Q8_0, wf)
+	r := rand.New(rand.NewPCG(5, 6))
+	scales := map[tensor.Type]struct {
+		bytes   int
+		offsets []int // of the f16 scales in a block
+	}{
+		tensor.Q8_0: {34, []int{0}}, tensor.Q4_0: {18, []int{0}},
+		tensor.Q4_K: {144, []int{0, 2}}, tensor.Q6_K: {210, []int{208}},
+	}
+	for typ, sc := range scales {
+		k := kernelOf[typ]
+		rows, cols, n := 33, 2*max(k.block, 32), 3
+		raw := make([]byte, rows*cols/max(k.block, 32)*sc.bytes)
+		for i := range raw {
+			raw[i] = byte(r.Uint32())
+		}
+		for b := 0; b < len(raw); b += sc.bytes {
+			for _, off := range sc.offsets {
+				raw[b+off], raw[b+off+1] = 0x00, 0x24 // f16 2^-6
+			}
+		}
+		m, err := tensor.NewMatrix(typ, rows, cols, raw)
 		if err != nil {
 			t.Fatal(err)
 		}
-		m, err := tensor.NewMatrix(tensor.Q8_0, s.rows, s.cols, raw)
-		if err != nil {
-			t.Fatal(err)
+		x := make([]float32, n*cols)
+		for i := range x {
+			x[i] = float32(r.IntN(255) - 127)
+			if i%32 == 5 {
+				x[i] = 127
+			}
 		}
-		a := tensor.NewActivations(s.n, s.cols)
-		a.Set(x, s.n)
-		want := make([]float32, s.rows*s.n)
+		a := tensor.NewActivations(n, cols)
+		a.Set(x, n)
+		want := make([]float32, rows*n)
 		tensor.MatMulAct(nil, want, m, a)
 		dm, err := d.Upload(m)
 		if err != nil {
 			t.Fatal(err)
 		}
 		got := make([]float32, len(want))
-		if err := d.MatMul(got, dm, x, s.n); err != nil {
+		if err := d.MatMul(got, dm, x, n); err != nil {
 			t.Fatal(err)
 		}
 		dm.Free()
-
-		// The scale of the float error: the blocks' |scaled integer dots|,
-		// from the dequantized weights and the activations' quants.
-		deq := make([]float32, len(wf))
-		if err := tensor.Dequantize(tensor.Q8_0, raw, deq); err != nil {
-			t.Fatal(err)
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("%v: element %d: %g, want %g exactly", typ, i, got[i], want[i])
+			}
 		}
-		q := make([]int8, len(x))
-		ds := make([]float32, len(x)/32)
-		tensor.QuantizeQ32(x, q, ds)
-		xq := make([]float32, len(x))
-		for i := range xq {
-			xq[i] = float32(q[i]) * ds[i/32]
-		}
-		within(t, "Q8_0", got, want, absProducts(deq, xq, s.rows, s.cols, s.n), 4*float64(s.cols/32+8)*0x1p-24)
 	}
 }
 
@@ -164,15 +217,15 @@ func TestMatMulQ8_0(t *testing.T) {
 // the CPU.
 func TestUploadRefusesOtherTypes(t *testing.T) {
 	d := openDevice(t)
-	raw, err := tensor.Quantize(tensor.Q4_K, make([]float32, 256))
+	raw, err := tensor.Quantize(tensor.Q5_K, make([]float32, 256))
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := tensor.NewMatrix(tensor.Q4_K, 1, 256, raw)
+	m, err := tensor.NewMatrix(tensor.Q5_K, 1, 256, raw)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := d.Upload(m); err == nil {
-		t.Error("Q4_K uploaded; no kernel for it yet")
+		t.Error("Q5_K uploaded; no kernel for it yet")
 	}
 }

@@ -15,12 +15,30 @@ type Matrix struct {
 	buf        *Buffer
 }
 
-// kernelOf names the matrix-times-vectors kernel of each weight type this
-// package has so far; other types stay on the CPU.
-var kernelOf = map[tensor.Type]string{
-	tensor.F32:  "matmul_f32",
-	tensor.Q8_0: "matmul_q8_0",
+// Kernels holds the matrix-times-vectors kernel of each weight type this
+// package has, with the activations' form it takes and the columns its
+// blocks come in; other types stay on the CPU.
+var kernelOf = map[tensor.Type]struct {
+	name  string
+	input inputForm
+	block int
+}{
+	tensor.F32:  {"matmul_f32", floats, 1},
+	tensor.F16:  {"matmul_f16", floats, 2},
+	tensor.Q8_0: {"matmul_q8_0", quants32, 32},
+	tensor.Q4_0: {"matmul_q4_0", quants32, 32},
+	tensor.Q4_K: {"matmul_q4_k", quantsK, 256},
+	tensor.Q6_K: {"matmul_q6_k", quantsK, 256},
 }
+
+// inputForm is how a kernel takes the vectors.
+type inputForm int
+
+const (
+	floats   inputForm = iota // as they are
+	quants32                  // quants and scales of blocks of 32 (tensor.QuantizeQ32)
+	quantsK                   // Q8_K: quants, scales and 16-sums of blocks of 256 (tensor.QuantizeQ8K)
+)
 
 // Supports reports whether the device multiplies weights of type t.
 func Supports(t tensor.Type) bool {
@@ -30,11 +48,12 @@ func Supports(t tensor.Type) bool {
 
 // Upload copies m into device memory.
 func (d *Device) Upload(m tensor.Matrix) (*Matrix, error) {
-	if !Supports(m.Type) {
+	k, ok := kernelOf[m.Type]
+	if !ok {
 		return nil, fmt.Errorf("gpu: no kernel for %v weights yet", m.Type)
 	}
-	if m.Type == tensor.Q8_0 && m.Cols%32 != 0 {
-		return nil, fmt.Errorf("gpu: a Q8_0 matrix of %d columns", m.Cols)
+	if m.Cols%k.block != 0 {
+		return nil, fmt.Errorf("gpu: a %v matrix of %d columns (the kernel takes multiples of %d)", m.Type, m.Cols, k.block)
 	}
 	b, err := d.NewBuffer(len(m.Data))
 	if err != nil {
@@ -48,51 +67,66 @@ func (d *Device) Upload(m tensor.Matrix) (*Matrix, error) {
 func (m *Matrix) Free() { m.buf.Free() }
 
 // MatMul computes out[v*Rows+r] = W[r] · x[v*Cols:(v+1)*Cols] for the n
-// vectors of x, as tensor.MatMulAct does on the CPU: F32 weights take x
-// as it is, Q8_0 weights take x quantized into 32-blocks the CPU's way
-// (tensor.QuantizeQ32), so every block's integer dot is the CPU's; the
-// float sums of the blocks and of the row run in another order, so
-// results agree within float rounding, not bit for bit.
+// vectors of x, as tensor.MatMulAct does on the CPU: float weights take x
+// as it is, quantized ones take x quantized the CPU's way (blocks of 32
+// for Q8_0 and Q4_0, Q8_K for the K-quants), so every block's integer
+// dot is the CPU's; the float sums of the blocks and of the row run in
+// another order, so results agree within float rounding, not bit for bit.
 func (d *Device) MatMul(out []float32, w *Matrix, x []float32, n int) error {
 	if n < 1 || len(x) != n*w.Cols || len(out) != n*w.Rows {
 		return fmt.Errorf("gpu: MatMul of %dx%d with %d floats for %d vectors into %d", w.Rows, w.Cols, len(x), n, len(out))
 	}
-	y, err := d.NewBuffer(4 * len(out))
+	k := kernelOf[w.Type]
+	bufs := []*Buffer{w.buf}
+	defer func() {
+		for _, b := range bufs[1:] {
+			b.Free()
+		}
+	}()
+	add := func(size int) (*Buffer, error) {
+		b, err := d.NewBuffer(size)
+		if err == nil {
+			bufs = append(bufs, b)
+		}
+		return b, err
+	}
+	switch k.input {
+	case floats:
+		xb, err := add(4 * len(x))
+		if err != nil {
+			return err
+		}
+		copy(xb.Float32s(), x)
+	case quants32, quantsK:
+		block := 32
+		if k.input == quantsK {
+			block = 256
+		}
+		q, err := add(len(x))
+		if err != nil {
+			return err
+		}
+		s, err := add(4 * len(x) / block)
+		if err != nil {
+			return err
+		}
+		qs := unsafe.Slice((*int8)(unsafe.Pointer(&q.Bytes()[0])), len(x))
+		if k.input == quants32 {
+			tensor.QuantizeQ32(x, qs, s.Float32s())
+			break
+		}
+		sums, err := add(2 * len(x) / 16)
+		if err != nil {
+			return err
+		}
+		tensor.QuantizeQ8K(x, qs, s.Float32s(), unsafe.Slice((*int16)(unsafe.Pointer(&sums.Bytes()[0])), len(x)/16))
+	}
+	y, err := add(4 * len(out))
 	if err != nil {
 		return err
 	}
-	defer y.Free()
-	groups := workgroups(w.Rows, n)
-	push := pushU32(uint32(w.Rows), uint32(w.Cols))
-	switch w.Type {
-	case tensor.F32:
-		xb, err := d.NewBuffer(4 * len(x))
-		if err != nil {
-			return err
-		}
-		defer xb.Free()
-		copy(xb.Float32s(), x)
-		err = d.run(dispatch{name: kernelOf[w.Type], buffers: []*Buffer{w.buf, xb, y}, push: push, groups: groups})
-		if err != nil {
-			return err
-		}
-	case tensor.Q8_0:
-		q, err := d.NewBuffer(len(x))
-		if err != nil {
-			return err
-		}
-		defer q.Free()
-		s, err := d.NewBuffer(4 * len(x) / 32)
-		if err != nil {
-			return err
-		}
-		defer s.Free()
-		qs := unsafe.Slice((*int8)(unsafe.Pointer(&q.Bytes()[0])), len(x))
-		tensor.QuantizeQ32(x, qs, s.Float32s()[:len(x)/32])
-		err = d.run(dispatch{name: kernelOf[w.Type], buffers: []*Buffer{w.buf, q, s, y}, push: push, groups: groups})
-		if err != nil {
-			return err
-		}
+	if err := d.run(dispatch{name: k.name, buffers: bufs, push: pushU32(uint32(w.Rows), uint32(w.Cols)), groups: workgroups(w.Rows, n)}); err != nil {
+		return err
 	}
 	copy(out, y.Float32s())
 	return nil

@@ -372,3 +372,13 @@ func QuantizeQ32(x []float32, q []int8, d []float32) {
 	}
 	quantizeQ32(x, q[:len(x)], d[:len(x)/32])
 }
+
+// QuantizeQ8K quantizes activations x (whole blocks of 256) into Q8_K
+// quants q, block scales d and the sums of every 16 quants, exactly as
+// MatMulAct does for K-quant weights (see QuantizeQ32).
+func QuantizeQ8K(x []float32, q []int8, d []float32, bsums []int16) {
+	if len(x)%qkK != 0 || len(q) < len(x) || len(d) < len(x)/qkK || len(bsums) < len(x)/16 {
+		panic(fmt.Sprintf("tensor: QuantizeQ8K: %d floats into %d quants, %d scales and %d sums", len(x), len(q), len(d), len(bsums)))
+	}
+	quantizeQ8K(x, q[:len(x)], d[:len(x)/qkK], bsums[:len(x)/16])
+}
