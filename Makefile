@@ -171,7 +171,7 @@ shaders:
 		$$(command -v sudo) apt-get install -y glslc; }
 	cd runtime/gpu/shaders && for f in *.comp; do \
 		glslc $(GLSLC_FLAGS) -o $${f%.comp}.spv $$f || exit 1; \
-	done && glslc --version | head -1 > glslc.version
+	done && glslc --version | sed -n 1p > glslc.version
 
 clean:
 	rm -rf bin dist

@@ -37,7 +37,7 @@ if ! ldconfig -p | grep -q 'libvulkan\.so\.1' || ! ls /usr/share/vulkan/icd.d/lv
    ! command -v glslc >/dev/null 2>&1; then
   apt_install libvulkan1 mesa-vulkan-drivers glslc
 fi
-glslc --version | head -1
+glslc --version | sed -n 1p
 
 # ip and tc (iproute2) for the soak's network namespaces, veth links,
 # tbf shaping and link cuts (internal/soak; used when root).

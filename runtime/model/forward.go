@@ -40,6 +40,11 @@ type State struct {
 	// lookups have read since the State was made (see BytesRead).
 	bytesRead int64
 
+	// acc computes the matrix products it holds (a GPU); nil = none.
+	// accErr is its first failure, after which the CPU computes them.
+	acc    Accelerator
+	accErr error
+
 	// The attention task's parameters, set before each pool.Run so the
 	// closure is built once (a fresh closure per call would allocate).
 	job        attnJob
@@ -108,35 +113,13 @@ func (m *Model) NewState(pool *tensor.Pool, batch, capacity int) *State {
 // math.MaxInt, no bound, where every matrix is of a type summed in one
 // order by every kernel: Q4_K, Q5_K, Q6_K, and floats on amd64).
 func (m *Model) InvariantRows() int {
-	rows, found := math.MaxInt, false
-	use := func(w tensor.Matrix) {
-		if w.Rows > 0 {
-			rows, found = min(rows, tensor.InvariantVectors(w.Type)), true
-		}
+	ws := m.Matrices(0, len(m.Blocks), true)
+	if len(ws) == 0 {
+		return 1 // no matrices: nothing is known
 	}
-	dense := func(d Dense) { use(d.Gate); use(d.Up); use(d.Down) }
-	for _, b := range m.Blocks {
-		use(b.Q)
-		use(b.K)
-		use(b.V)
-		use(b.O)
-		if a := b.MLA; a != nil {
-			for _, w := range append(append([]tensor.Matrix{a.QA, a.QB, a.Q, a.KVA, a.KVB}, a.KB...), a.VB...) {
-				use(w)
-			}
-		}
-		dense(b.Dense)
-		if e := b.MoE; e != nil {
-			use(e.Router)
-			dense(e.Shared)
-			for _, d := range e.Experts {
-				dense(d)
-			}
-		}
-	}
-	use(m.Output)
-	if !found {
-		rows = 1 // no matrices: nothing is known
+	rows := math.MaxInt
+	for _, w := range ws {
+		rows = min(rows, tensor.InvariantVectors(w.Type))
 	}
 	return rows
 }
@@ -151,10 +134,87 @@ func (s *State) Capacity() int { return s.capacity }
 // token.
 func (s *State) BytesRead() int64 { return s.bytesRead }
 
-// matmul is tensor.MatMulAct on the State's pool, counting the bytes of w.
+// matmul is tensor.MatMulAct on the State's pool, or on its accelerator
+// where that holds w, counting the bytes of w.
 func (s *State) matmul(out []float32, w tensor.Matrix, a *tensor.Activations) {
-	tensor.MatMulAct(s.pool, out, w, a)
 	s.bytesRead += int64(len(w.Data))
+	if s.acc != nil {
+		ok, err := s.acc.MatMul(out, w, a.Vectors(), a.N())
+		if err != nil {
+			s.acc, s.accErr = nil, err // the CPU takes over, for good
+		} else if ok {
+			return
+		}
+	}
+	tensor.MatMulAct(s.pool, out, w, a)
+}
+
+// Accelerator computes matrix products on another device
+// (strata/runtime/gpu's Offload).
+type Accelerator interface {
+	// MatMul computes out = w · x for the n vectors of x as
+	// tensor.MatMulAct does, within float rounding (each output's sum in
+	// an order of its own, whatever n: batch invariance holds), or says
+	// false when it does not hold w. After an error the State computes
+	// on the CPU.
+	MatMul(out []float32, w tensor.Matrix, x []float32, n int) (bool, error)
+}
+
+// Accelerate hands the matrix products a holds to a (nil: none).
+func (s *State) Accelerate(a Accelerator) { s.acc, s.accErr = a, nil }
+
+// AcceleratorErr is the accelerator's failure, if one made the State go
+// back to the CPU.
+func (s *State) AcceleratorErr() error { return s.accErr }
+
+// Matrices lists the matrices of blocks [from, to) (indices into Blocks),
+// and with head the output head where the shard has it.
+func (m *Model) Matrices(from, to int, head bool) []tensor.Matrix {
+	return m.matrices(from, to, head, true)
+}
+
+// Products is Matrices without the routed experts and MLA's per-head
+// absorbed matrices, which the pool's workers multiply a token or an
+// expert at a time: the matrices an Accelerator computes for the State.
+func (m *Model) Products(from, to int, head bool) []tensor.Matrix {
+	return m.matrices(from, to, head, false)
+}
+
+func (m *Model) matrices(from, to int, head, all bool) []tensor.Matrix {
+	var out []tensor.Matrix
+	use := func(ws ...tensor.Matrix) {
+		for _, w := range ws {
+			if w.Rows > 0 {
+				out = append(out, w)
+			}
+		}
+	}
+	dense := func(d Dense) { use(d.Gate, d.Up, d.Down) }
+	for _, b := range m.Blocks[from:to] {
+		use(b.Q, b.K, b.V, b.O)
+		if a := b.MLA; a != nil {
+			use(a.QA, a.QB, a.Q, a.KVA, a.KVB)
+			if all {
+				use(a.KB...)
+				use(a.VB...)
+			}
+		}
+		dense(b.Dense)
+		if e := b.MoE; e != nil {
+			use(e.Router)
+			dense(e.Shared)
+			for _, d := range e.Experts {
+				if !all {
+					break
+				}
+				dense(d)
+			}
+		}
+	}
+	if head {
+		use(m.Output)
+	}
+	return out
 }
 
 // Embed writes the embeddings of tokens into s.X (first shard only).

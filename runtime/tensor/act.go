@@ -90,6 +90,9 @@ func (a *Activations) Set(x []float32, n int) {
 // N is the number of vectors set.
 func (a *Activations) N() int { return a.n }
 
+// Vectors is the current input as Set gave it (n vectors of Cols).
+func (a *Activations) Vectors() []float32 { return a.x[:a.n*a.Cols] }
+
 // prepare quantizes the current input into the form weights of type t
 // need, unless already done since the last Set.
 func (a *Activations) prepare(t Type) {

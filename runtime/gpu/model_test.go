@@ -1,0 +1,110 @@
+package gpu
+
+import (
+	"math"
+	"path/filepath"
+	"testing"
+
+	"strata/internal/testdata"
+	"strata/runtime/gguf"
+	"strata/runtime/model"
+	"strata/runtime/modelinfo"
+	"strata/runtime/synth"
+	"strata/runtime/tensor"
+)
+
+// TestOffloadedModel: whole models with their matrix products on the
+// device (every layer and the output head, then only the last layer)
+// give the CPU's teacher-forced logits within tolerance and the same
+// argmax at every position: stories260K (F32) and synthetic models of
+// the other weight types. Float weights: within 1e-4 of the logits'
+// range (the sums' order is all that differs). Quantized weights: within
+// the CPU's own tolerance against llama.cpp (model's oracleTol for Q8_0,
+// 2e-2), for the same reason as there: a last-bit difference before an
+// activation quantizer can move a value across a rounding step, and from
+// there on the two differ by the 8-bit rounding itself.
+func TestOffloadedModel(t *testing.T) {
+	d := openDevice(t)
+	dir := t.TempDir()
+	models := []struct {
+		name, path string
+		tol        float64
+	}{{"stories260K", testdata.Path(t, "gguf/stories260K.gguf"), 1e-4}}
+	for _, c := range []struct {
+		shape string
+		typ   tensor.Type
+	}{{"llama3-tiny", tensor.F16}, {"llama3-tiny", tensor.Q8_0}, {"qwen3-tiny", tensor.Q4_0}, {"qwen2-tiny", tensor.Q4_K}, {"qwen3moe-tiny", tensor.Q6_K}, {"deepseek2-tiny", tensor.Q8_0}} {
+		p := filepath.Join(dir, c.shape+"-"+c.typ.String()+".gguf")
+		if err := synth.WriteFile(p, model.Shapes[c.shape], synth.Options{Type: c.typ, Seed: 7}); err != nil {
+			t.Fatal(err)
+		}
+		models = append(models, struct {
+			name, path string
+			tol        float64
+		}{c.shape + " " + c.typ.String(), p, map[bool]float64{false: 1e-4, true: 2e-2}[c.typ != tensor.F16]})
+	}
+	for _, mc := range models {
+		f, err := gguf.Open(mc.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, err := modelinfo.Read(f)
+		if err != nil {
+			f.Close()
+			t.Fatal(err)
+		}
+		m, err := model.Load(f, 0, in.Config.Layers)
+		if err != nil {
+			f.Close()
+			t.Fatal(err)
+		}
+		ids := make([]int, 40)
+		for i := range ids {
+			ids[i] = (i*37 + 11) % min(m.Vocab, 500)
+		}
+		var want [][]float32
+		if err := model.TeacherForced(m, nil, ids, 7, func(_ int, l []float32) { want = append(want, append([]float32(nil), l...)) }); err != nil {
+			t.Fatal(err)
+		}
+		for _, layers := range []int{len(m.Blocks), 1} {
+			o, err := d.Offload(m.Products(len(m.Blocks)-layers, len(m.Blocks), layers == len(m.Blocks)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			held, _ := o.Held()
+			if held == 0 {
+				t.Fatalf("%s: no matrix offloaded", mc.name)
+			}
+			err = model.TeacherForcedOn(m, nil, o, ids, 7, func(i int, got []float32) {
+				lo, hi := float32(math.Inf(1)), float32(math.Inf(-1))
+				for _, v := range want[i] {
+					lo, hi = min(lo, v), max(hi, v)
+				}
+				for j := range got {
+					if d := math.Abs(float64(got[j] - want[i][j])); d > mc.tol*float64(hi-lo) {
+						t.Fatalf("%s, %d layers on the device: position %d logit %d: %g, want %g", mc.name, layers, i, j, got[j], want[i][j])
+					}
+				}
+				if a, b := argmax(got), argmax(want[i]); a != b {
+					t.Errorf("%s, %d layers on the device: position %d: argmax %d, want %d", mc.name, layers, i, a, b)
+				}
+			})
+			o.Free()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s: %d layers (%d matrices) on the device: logits within %g of their range", mc.name, layers, held, mc.tol)
+		}
+		f.Close()
+	}
+}
+
+func argmax(v []float32) int {
+	best := 0
+	for i, x := range v {
+		if x > v[best] {
+			best = i
+		}
+	}
+	return best
+}
