@@ -11,6 +11,7 @@ import (
 
 	"strata/internal/llamacpp"
 	"strata/runtime/gguf"
+	"strata/runtime/gpu"
 	"strata/runtime/model"
 	"strata/runtime/tensor"
 )
@@ -24,6 +25,7 @@ func logitsCmd() *cobra.Command {
 		top, batch int
 		threads    int
 		asJSON     bool
+		gf         gpuFlags
 	)
 	cmd := &cobra.Command{
 		Use:   `logits --model FILE --ids "1 2 3 ..." [--top K] [--kv-type T] [--json]`,
@@ -66,8 +68,22 @@ func logitsCmd() *cobra.Command {
 			}
 			pool := tensor.NewPool(threads)
 			defer pool.Close()
+			device, layers, err := gf.parse()
+			if err != nil {
+				return err
+			}
+			acc, err := gpu.Accelerate(m, device, layers)
+			if err != nil {
+				return err
+			}
+			var on model.Accelerator
+			if acc != nil {
+				defer acc.Close()
+				on = acc
+				fmt.Fprintf(cmd.ErrOrStderr(), "gpu: %s\n", acc)
+			}
 			var out llamacpp.Logits
-			err = model.TeacherForced(m, pool, seq, batch, func(_ int, logits []float32) {
+			err = model.TeacherForcedOn(m, pool, on, seq, batch, func(_ int, logits []float32) {
 				out.Positions = append(out.Positions, llamacpp.TopOf(logits, top))
 			})
 			if err != nil {
@@ -88,6 +104,7 @@ func logitsCmd() *cobra.Command {
 	fl.IntVar(&threads, "threads", 0, "compute threads (0: one per core)")
 	fl.StringVar(&kvType, "kv-type", "f16", "KV cache type: "+model.KVTypes+" (the oracle script keeps llama.cpp's in f32)")
 	fl.BoolVar(&asJSON, "json", false, "print JSON")
+	gf.add(fl)
 	return cmd
 }
 

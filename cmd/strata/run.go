@@ -35,6 +35,7 @@ func runCmd() *cobra.Command {
 		stops     []string
 		params    sample.Params
 		speculate string
+		gf        gpuFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "run --model PATH|NAME [--api URL] [--prompt TEXT]",
@@ -87,9 +88,17 @@ draft:MODEL).`,
 				return fmt.Errorf("--kv-type: %w", err)
 			}
 			loadStart := time.Now()
-			e, err := engine.Open(modelPath, engine.Options{Threads: threads, Context: ctxLen, KVType: kv, Draft: draftPath, Speculate: source})
+			device, layers, err := gf.parse()
 			if err != nil {
 				return err
+			}
+			e, err := engine.Open(modelPath, engine.Options{Threads: threads, Context: ctxLen, KVType: kv, Draft: draftPath, Speculate: source,
+				GPU: device, GPULayers: layers})
+			if err != nil {
+				return err
+			}
+			if where := e.GPU(); where != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "gpu: %s\n", where)
 			}
 			defer e.Close()
 			load := time.Since(loadStart)
@@ -136,6 +145,7 @@ draft:MODEL).`,
 	f.IntVar(&ctxLen, "ctx", 0, fmt.Sprintf("context length (0: the model's, at most %d)", model.DefaultContext))
 	f.StringVar(&speculate, "speculate", "off", "guess tokens ahead: off, ngram, or draft:PATH (a draft model of the same vocabulary)")
 	f.StringVar(&kvType, "kv-type", "f16", "KV cache type: "+model.KVTypes+" (local runs; a node's is set by strata node --kv-type)")
+	gf.add(f)
 	return cmd
 }
 

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"strata/runtime/gguf"
+	"strata/runtime/gpu"
 	"strata/runtime/grammar"
 	"strata/runtime/model"
 	"strata/runtime/modelinfo"
@@ -48,6 +49,11 @@ type Options struct {
 	// measured faster (pace.go): for tests, and for measuring speculation
 	// itself.
 	GuessEveryStep bool
+	// GPU is the device that computes the matrix products of the last
+	// GPULayers layers (gpu.AllLayers: all, with the output head): "" or
+	// off (none), auto (the first GPU, if any), or a device index.
+	GPU       string
+	GPULayers int
 }
 
 // Engine is an open model. Generate may be called from several goroutines;
@@ -66,6 +72,7 @@ type Engine struct {
 	draft          *Engine      // the draft model, nil without one
 	speculate      string       // the default speculation source
 	guessEveryStep bool         // Options.GuessEveryStep
+	gpu            *gpu.Offload // the matrix products on a device; nil = none
 	active         atomic.Int32 // generations running now
 
 	mu   sync.Mutex
@@ -218,8 +225,27 @@ func newEngine(f *gguf.File, opts Options, pool *tensor.Pool) (*Engine, error) {
 	if e.ownPool {
 		e.pool = tensor.NewPool(opts.Threads)
 	}
-	e.batcher = newBatcher(m.NewState(e.pool, e.batch, e.ctxLen), m.InvariantRows())
+	st := m.NewState(e.pool, e.batch, e.ctxLen)
+	if e.gpu, err = gpu.Accelerate(m, opts.GPU, opts.GPULayers); err != nil {
+		if e.ownPool {
+			e.pool.Close()
+		}
+		return nil, err
+	}
+	if e.gpu != nil {
+		st.Accelerate(e.gpu)
+	}
+	e.batcher = newBatcher(st, m.InvariantRows())
 	return e, nil
+}
+
+// GPU says which device computes the model's matrix products, and which;
+// "" when the CPU computes them all.
+func (e *Engine) GPU() string {
+	if e.gpu == nil {
+		return ""
+	}
+	return e.gpu.String()
 }
 
 // Close stops the engine's batcher (generations still running fail),
@@ -238,6 +264,9 @@ func (e *Engine) stop() {
 	}
 	if e.ownPool {
 		e.pool.Close()
+	}
+	if e.gpu != nil {
+		e.gpu.Close()
 	}
 }
 

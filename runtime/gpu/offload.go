@@ -2,8 +2,10 @@ package gpu
 
 import (
 	"fmt"
+	"strconv"
 	"sync"
 
+	"strata/runtime/model"
 	"strata/runtime/tensor"
 )
 
@@ -15,6 +17,9 @@ type Offload struct {
 	mu    sync.Mutex
 	held  map[*byte]*Matrix // by the first byte of the matrix's data (its mmap'd weights)
 	bytes int64
+	// Set by Accelerate: it opened the device, for layers of of.
+	own        bool
+	layers, of int
 }
 
 // Offload uploads the matrices of ws that the device has kernels for;
@@ -63,4 +68,89 @@ func (o *Offload) Free() {
 		delete(o.held, k)
 	}
 	o.bytes = 0
+}
+
+// Device choices (--gpu): off, auto (the first GPU; none on a machine
+// whose only Vulkan device is the CPU, such as lavapipe), or an index
+// into Devices (any kind, lavapipe too).
+const (
+	DeviceOff  = "off"
+	DeviceAuto = "auto"
+)
+
+// AllLayers asks Accelerate for every layer and the output head.
+const AllLayers = -1
+
+// ParseLayers reads --gpu-layers: a count, or all.
+func ParseLayers(s string) (int, error) {
+	if s == "all" {
+		return AllLayers, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("--gpu-layers %q: want a number of layers or all", s)
+	}
+	return n, nil
+}
+
+// Accelerate opens the device that choice names and puts the matrix
+// products of m's last layers there (AllLayers: every layer of the shard
+// and its output head, as llama.cpp's -ngl counts them); nil for off,
+// for auto on a machine without a GPU, or for 0 layers. Close releases
+// the device too.
+func Accelerate(m *model.Model, choice string, layers int) (*Offload, error) {
+	if choice == "" || choice == DeviceOff || layers == 0 {
+		return nil, nil
+	}
+	index := -1
+	if choice != DeviceAuto {
+		i, err := strconv.Atoi(choice)
+		if err != nil || i < 0 {
+			return nil, fmt.Errorf("--gpu %q: want auto, off or a device index (strata doctor lists them)", choice)
+		}
+		index = i
+	}
+	d, err := Open(index)
+	if err != nil {
+		if choice == DeviceAuto {
+			return nil, nil // no Vulkan: the CPU it is
+		}
+		return nil, err
+	}
+	if choice == DeviceAuto && d.Kind == "CPU" {
+		d.Close() // a Vulkan device on the CPU is no faster than the CPU's own kernels
+		return nil, nil
+	}
+	n := len(m.Blocks)
+	if layers == AllLayers || layers > n {
+		layers = n
+	}
+	o, err := d.Offload(m.Products(n-layers, n, layers == n))
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	o.own, o.layers, o.of = true, layers, n
+	return o, nil
+}
+
+// String says where the products run, for logs and reports.
+func (o *Offload) String() string {
+	held, bytes := o.Held()
+	s := fmt.Sprintf("%s (%s): %d matrices, %.1f MB", o.d.Name, o.d.Kind, held, float64(bytes)/1e6)
+	switch {
+	case o.of > 0 && o.layers == o.of:
+		s += fmt.Sprintf(", the matrix products of all %d layers and the output head", o.of)
+	case o.of > 0:
+		s += fmt.Sprintf(", the matrix products of the last %d of %d layers", o.layers, o.of)
+	}
+	return s
+}
+
+// Close frees the matrices and, when Accelerate opened it, the device.
+func (o *Offload) Close() {
+	o.Free()
+	if o.own {
+		o.d.Close()
+	}
 }

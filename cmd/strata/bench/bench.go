@@ -20,6 +20,7 @@ import (
 
 	"strata/internal/membw"
 	"strata/runtime/gguf"
+	"strata/runtime/gpu"
 	"strata/runtime/model"
 	"strata/runtime/sample"
 	"strata/runtime/tensor"
@@ -27,10 +28,12 @@ import (
 
 // benchReport is what strata bench measures; --json prints it as is.
 type benchReport struct {
-	Model        string `json:"model"`
-	Kernels      string `json:"kernels"`
-	KVType       string `json:"kv_type"`
-	Threads      int    `json:"threads"`
+	Model   string `json:"model"`
+	Kernels string `json:"kernels"`
+	KVType  string `json:"kv_type"`
+	Threads int    `json:"threads"`
+	// GPU is the device of the matrix products (--gpu), "" for none.
+	GPU          string `json:"gpu,omitempty"`
 	PromptTokens int    `json:"prompt_tokens"`
 	GenTokens    int    `json:"gen_tokens"`
 
@@ -63,6 +66,8 @@ func Command() *cobra.Command {
 		bufMiB       int
 		cpuProfile   string
 		kvType       string
+		gpuDevice    string
+		gpuLayers    string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench --model FILE [--threads N] [--prompt-tokens P] [--gen-tokens G] [--kv-type T] [--json]",
@@ -102,7 +107,11 @@ counts); peak RSS covers the model run, not the bandwidth buffer.`,
 				}
 				defer pprof.StopCPUProfile()
 			}
-			r, err := runBench(modelPath, threads, promptTokens, genTokens, bufMiB, kv)
+			layers, err := gpu.ParseLayers(gpuLayers)
+			if err != nil {
+				return err
+			}
+			r, err := runBench(modelPath, threads, promptTokens, genTokens, bufMiB, kv, gpuDevice, layers)
 			if err != nil {
 				return err
 			}
@@ -113,6 +122,9 @@ counts); peak RSS covers the model run, not the bandwidth buffer.`,
 				return enc.Encode(r)
 			}
 			fmt.Fprintf(out, "model      %s (%s kernels, %d threads, %s KV cache)\n", r.Model, r.Kernels, r.Threads, r.KVType)
+			if r.GPU != "" {
+				fmt.Fprintf(out, "gpu        %s\n", r.GPU)
+			}
 			fmt.Fprintf(out, "prefill    %d tokens in %.3fs: %.1f tokens/s\n", r.PromptTokens, r.PrefillSeconds, r.PrefillTokensPerS)
 			fmt.Fprintf(out, "decode     %d tokens in %.3fs: %.2f tokens/s (%.1f GB/s of weights)\n", r.GenTokens, r.DecodeSeconds, r.DecodeTokensPerS, r.DecodeWeightGBs)
 			fmt.Fprintf(out, "bandwidth  %.1f GB/s read (%d threads, %d MiB buffer)\n", r.BandwidthGBs, r.Threads, r.BandwidthBufferMiB)
@@ -131,13 +143,15 @@ counts); peak RSS covers the model run, not the bandwidth buffer.`,
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
 	f.StringVar(&kvType, "kv-type", "f16", "KV cache type: "+model.KVTypes)
+	f.StringVar(&gpuDevice, "gpu", gpu.DeviceOff, "Vulkan device for the matrix products: off, auto or a device index (lavapipe, a Vulkan device on the CPU, is no GPU's speed)")
+	f.StringVar(&gpuLayers, "gpu-layers", "all", "with --gpu, how many of the last layers' matrix products run on the device: N or all")
 	f.IntVar(&bufMiB, "bandwidth-mib", 1024, "size of the bandwidth buffer in MiB (keep it far above the L3 cache)")
 	cmd.AddCommand(benchLinkCmd())
 	cmd.AddCommand(benchTPCmd())
 	return cmd
 }
 
-func runBench(path string, threads, promptTokens, genTokens, bufMiB int, kv model.KVType) (*benchReport, error) {
+func runBench(path string, threads, promptTokens, genTokens, bufMiB int, kv model.KVType, gpuDevice string, gpuLayers int) (*benchReport, error) {
 	f, err := gguf.Open(path)
 	if err != nil {
 		return nil, err
@@ -165,6 +179,15 @@ func runBench(path string, threads, promptTokens, genTokens, bufMiB int, kv mode
 	cache := m.NewCache(capacity)
 	r := &benchReport{Model: path, Kernels: tensor.Kernels(), KVType: kv.String(), Threads: threads, PromptTokens: promptTokens,
 		GenTokens: genTokens, ModelWeightBytes: int64(prof.TotalBytes()), BandwidthBufferMiB: bufMiB}
+	acc, err := gpu.Accelerate(m, gpuDevice, gpuLayers)
+	if err != nil {
+		return nil, err
+	}
+	if acc != nil {
+		defer acc.Close()
+		st.Accelerate(acc)
+		r.GPU = acc.String()
+	}
 
 	// A deterministic prompt of ordinary token ids (past the specials).
 	prompt := make([]int, promptTokens)
@@ -226,6 +249,9 @@ func runBench(path string, threads, promptTokens, genTokens, bufMiB int, kv mode
 	r.PrefillCores = (cpu1 - cpu0).Seconds() / prefill.Seconds()
 	r.DecodeCores = (cpu2 - cpu1).Seconds() / decode.Seconds()
 	r.PeakRSSBytes = membw.PeakRSS()
+	if err := st.AcceleratorErr(); err != nil {
+		return nil, fmt.Errorf("the device failed (%w); the run finished on the CPU", err)
+	}
 
 	bw1, err := membw.Measure(membw.Options{Threads: threads, Bytes: bufMiB << 20})
 	if err != nil {
