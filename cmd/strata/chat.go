@@ -40,6 +40,7 @@ func chatCmd() *cobra.Command {
 		threads   int
 		ctxLen    int
 		speculate string
+		gf        gpuFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "chat [--api URL] [--model NAME|PATH]",
@@ -78,12 +79,17 @@ to a GGUF file) in this process.`,
 			if err != nil {
 				return err
 			}
+			device, layers, err := gf.parse()
+			if err != nil {
+				return err
+			}
 			c := &chatClient{base: base, key: apiKey, http: &http.Client{}}
 			list, err := c.models(ctx)
 			var unreachable *unreachableError
 			switch {
 			case errors.As(err, &unreachable):
-				node, err := startInProcess(ctx, inProcessOptions{Model: modelName, Threads: threads, Context: ctxLen, Speculate: source, Draft: draft})
+				node, err := startInProcess(ctx, inProcessOptions{Model: modelName, Threads: threads, Context: ctxLen, Speculate: source, Draft: draft,
+					GPU: device, GPULayers: layers})
 				if err != nil {
 					return fmt.Errorf("no node answers at %s (%v), and none could start here: %w", base, unreachable.err, err)
 				}
@@ -144,6 +150,7 @@ to a GGUF file) in this process.`,
 	f.IntVar(&threads, "threads", 0, "worker threads when the model runs in this process (0: all cores)")
 	f.IntVar(&ctxLen, "ctx", 0, fmt.Sprintf("context length when the model runs in this process (0: the model's, at most %d)", model.DefaultContext))
 	f.StringVar(&speculate, "speculate", "off", "when the model runs in this process, guess tokens ahead: off, ngram, or draft:PATH (same answers, faster where guesses are right)")
+	gf.add(f)
 	return cmd
 }
 
@@ -158,6 +165,8 @@ type inProcessOptions struct {
 	Context   int
 	Speculate string // the engine's speculation source
 	Draft     string // the draft model's path, for Speculate "draft"
+	GPU       string // the engine's device (--gpu)
+	GPULayers int
 }
 
 // inProcessNode is a node chat started in this process.
@@ -181,7 +190,8 @@ func startLocalEngine(ctx context.Context, opts inProcessOptions) (*inProcessNod
 	if _, err := os.Stat(opts.Model); err != nil {
 		return nil, fmt.Errorf("--model %s is not a model file here: %w", opts.Model, err)
 	}
-	e, err := engine.Open(opts.Model, engine.Options{Threads: opts.Threads, Context: opts.Context, Speculate: opts.Speculate, Draft: opts.Draft})
+	e, err := engine.Open(opts.Model, engine.Options{Threads: opts.Threads, Context: opts.Context, Speculate: opts.Speculate, Draft: opts.Draft,
+		GPU: opts.GPU, GPULayers: opts.GPULayers})
 	if err != nil {
 		return nil, err
 	}

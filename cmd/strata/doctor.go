@@ -54,6 +54,7 @@ failed; "warn" lines are worth a look but do not fail.`,
 					Message: fmt.Sprintf("no node answers at %s (%v): only this machine was checked", apiURL, err),
 					Fix:     "start one (strata node, or strata service install), or point --api at a running node"}})
 			}
+			rep.Checks = append(rep.Checks, doctor.VulkanCheck(vulkanFacts()))
 			out := cmd.OutOrStdout()
 			if asJSON {
 				enc := json.NewEncoder(out)

@@ -15,6 +15,15 @@ func (g *gpuFlags) add(f *pflag.FlagSet) {
 	f.StringVar(&g.layers, "gpu-layers", "all", "with --gpu, how many of the last layers' matrix products run on the device: N, or all (every layer and the output head)")
 }
 
+// vulkanFacts is what strata doctor says of this machine's Vulkan devices.
+func vulkanFacts() ([]string, string) {
+	list, err := gpu.List()
+	if err != nil {
+		return nil, err.Error()
+	}
+	return list, ""
+}
+
 // parse returns the device choice and the layer count.
 func (g *gpuFlags) parse() (string, int, error) {
 	n, err := gpu.ParseLayers(g.layers)

@@ -45,6 +45,17 @@ func TestLocalChecks(t *testing.T) {
 	}
 }
 
+// The gpu line lists the Vulkan devices, or says why there are none:
+// information, never a failure (the CPU computes without one).
+func TestVulkanCheck(t *testing.T) {
+	if c := VulkanCheck([]string{"0: llvmpipe (CPU)", "1: Apple M3 Ultra (integrated GPU)"}, ""); c.Status != OK || !strings.Contains(c.Message, "1: Apple M3 Ultra (integrated GPU)") {
+		t.Errorf("devices: %+v", c)
+	}
+	if c := VulkanCheck(nil, "gpu: no Vulkan loader (libvulkan) on this machine"); c.Status != OK || !strings.Contains(c.Message, "no Vulkan loader") {
+		t.Errorf("no loader: %+v", c)
+	}
+}
+
 func TestClusterChecks(t *testing.T) {
 	link := func(peer, tr string, rtt time.Duration) []Link { return []Link{{Peer: peer, Transport: tr, RTT: rtt}} }
 	healthy := []Member{

@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"fmt"
+	"strings"
 
 	"strata/internal/units"
 )
@@ -94,7 +95,19 @@ func LocalChecks(l Local) []Check {
 		if l.GPUWiredLimitMB > 0 {
 			msg = fmt.Sprintf("iogpu.wired_limit_mb is %d MB", l.GPUWiredLimitMB)
 		}
-		cs = append(cs, Check{Name: "gpu-wired", Status: OK, Message: msg + "; strata runs on the CPU for now, so it does not limit the model"})
+		cs = append(cs, Check{Name: "gpu-wired", Status: OK, Message: msg + "; strata's nodes compute on the CPU for now, so it does not limit the model"})
 	}
 	return cs
+}
+
+// VulkanCheck is the gpu line: the machine's Vulkan devices ("0: NAME
+// (KIND)"), or why there are none. Information, never a failure: the CPU
+// computes without one. The strata doctor command looks in its own
+// process (a node does not load a Vulkan driver it does not use).
+func VulkanCheck(devices []string, why string) Check {
+	if len(devices) == 0 {
+		return Check{Name: "gpu", Status: OK, Message: "no Vulkan device on this machine (" + why + "): strata computes on the CPU"}
+	}
+	return Check{Name: "gpu", Status: OK, Message: "Vulkan devices on this machine: " + strings.Join(devices, "; ") +
+		" (strata run, logits and bench --gpu N put matrix products there)"}
 }

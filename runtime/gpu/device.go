@@ -314,3 +314,28 @@ func (b *Buffer) Free() {
 		b.mem = 0
 	}
 }
+
+var (
+	listOnce sync.Once
+	listed   []string
+	listErr  error
+)
+
+// List describes this machine's Vulkan devices, "INDEX: NAME (KIND)",
+// looked up once per process (a driver's first start may take a second).
+func List() ([]string, error) {
+	listOnce.Do(func() {
+		ds, err := Devices()
+		if err != nil {
+			listErr = err
+			return
+		}
+		for _, d := range ds {
+			listed = append(listed, fmt.Sprintf("%d: %s (%s)", d.Index, d.Name, d.Kind))
+		}
+		if len(listed) == 0 {
+			listErr = errors.New("the Vulkan loader found no device")
+		}
+	})
+	return listed, listErr
+}
