@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"sync"
 	"unsafe"
+
+	"github.com/ebitengine/purego"
 )
 
 // Device is one Vulkan device with a compute queue. Its methods may be
@@ -23,15 +25,22 @@ type Device struct {
 	// the host, as Apple's and lavapipe's do).
 	hostType    uint32
 	maxRange    uint64 // the most bytes one storage buffer binding may span
+	offsetAlign uint64 // minStorageBufferOffsetAlignment
 	shared      bool   // hostType is device-local: the device reads host memory directly
-	cmdPool     uint64
-	cmd         uintptr
-	fence       uint64
-	descPool    uint64
-	descriptors int // descriptor sets allocated from descPool since its reset
-	mu          sync.Mutex
-	kernels     map[string]*kernel
-	closed      bool
+	// importAlign is the host-pointer alignment of VK_EXT_external_memory_host
+	// where the device has it (0: no import; weights are copied), and
+	// hostPointerProps its function, found through vkGetDeviceProcAddr
+	// for this device (a driver's functions move when its last instance
+	// is destroyed and it is loaded again).
+	importAlign      uint64
+	hostPointerProps func(uintptr, uint32, unsafe.Pointer, *memoryHostPointerProperties) vkResult
+	cmdPool          uint64
+	cmd              uintptr
+	fence            uint64
+	descPool         uint64
+	mu               sync.Mutex
+	kernels          map[string]*kernel
+	closed           bool
 }
 
 // Devices lists this machine's Vulkan devices (none, with an error, when
@@ -48,7 +57,7 @@ func Devices() ([]DeviceInfo, error) {
 	}
 	var out []DeviceInfo
 	for i, p := range phys {
-		name, kind, _ := describe(p)
+		name, kind, _, _ := describe(p)
 		out = append(out, DeviceInfo{Index: i, Name: name, Kind: kind})
 	}
 	return out, nil
@@ -89,14 +98,14 @@ func open(inst uintptr, index int) (*Device, error) {
 	if index < 0 {
 		index = 0
 		for i, p := range phys {
-			if _, kind, _ := describe(p); kind == "discrete GPU" || kind == "integrated GPU" {
+			if _, kind, _, _ := describe(p); kind == "discrete GPU" || kind == "integrated GPU" {
 				index = i
 				break
 			}
 		}
 	}
 	d := &Device{Index: index, instance: inst, physical: phys[index], kernels: map[string]*kernel{}}
-	d.Name, d.Kind, d.maxRange = describe(d.physical)
+	d.Name, d.Kind, d.maxRange, d.offsetAlign = describe(d.physical)
 	if err := d.init(); err != nil {
 		d.Close()
 		return nil, err
@@ -134,7 +143,7 @@ func physicalDevices(inst uintptr) ([]uintptr, error) {
 	return phys[:n], nil
 }
 
-func describe(p uintptr) (name, kind string, maxRange uint64) {
+func describe(p uintptr) (name, kind string, maxRange, offsetAlign uint64) {
 	props := new(physicalDeviceProperties)
 	vk.getPhysicalDeviceProperties(p, props)
 	raw := props[propsDeviceName : propsDeviceName+256]
@@ -143,7 +152,39 @@ func describe(p uintptr) (name, kind string, maxRange uint64) {
 	}
 	kind = deviceKinds[*(*uint32)(unsafe.Pointer(&props[propsDeviceType]))]
 	maxRange = uint64(*(*uint32)(unsafe.Pointer(&props[propsMaxStorageBufferRange])))
-	return string(raw), kind, maxRange
+	offsetAlign = *(*uint64)(unsafe.Pointer(&props[propsMinStorageBufferOffsetAlignment]))
+	return string(raw), kind, maxRange, offsetAlign
+}
+
+// hasExtension reports whether physical device p offers extension name.
+func hasExtension(p uintptr, name string) bool {
+	var n uint32
+	if vk.enumerateDeviceExtensionProperties(p, nil, &n, nil) != 0 || n == 0 {
+		return false
+	}
+	exts := make([]extensionProperties, n)
+	if vk.enumerateDeviceExtensionProperties(p, nil, &n, &exts[0]) != 0 {
+		return false
+	}
+	for _, e := range exts[:n] {
+		raw := e.extensionName[:]
+		if i := bytes.IndexByte(raw, 0); i >= 0 {
+			raw = raw[:i]
+		}
+		if string(raw) == name {
+			return true
+		}
+	}
+	return false
+}
+
+// hostImportAlign is the device's minImportedHostPointerAlignment.
+func hostImportAlign(p uintptr) uint64 {
+	ext := &externalMemoryHostProperties{sType: stPhysicalDeviceExternalMemoryHostProperties}
+	props := &physicalDeviceProperties2{sType: stPhysicalDeviceProperties2, pNext: unsafe.Pointer(ext)}
+	vk.getPhysicalDeviceProperties2(p, props)
+	runtime.KeepAlive(ext)
+	return ext.minImportedHostPointerAlignment
 }
 
 func (d *Device) init() error {
@@ -184,11 +225,26 @@ func (d *Device) init() error {
 	*prio = 1
 	q := &deviceQueueCreateInfo{sType: stDeviceQueueCreateInfo, queueFamilyIndex: d.family, queueCount: 1, pQueuePriorities: prio}
 	info := &deviceCreateInfo{sType: stDeviceCreateInfo, queueCreateInfoCount: 1, pQueueCreateInfos: q}
+	// Weights are imported where the device reads host memory directly;
+	// elsewhere they are copied once.
+	imports := d.shared && hasExtension(d.physical, extMemoryHost)
+	ext := new(*byte)
+	*ext = cString(extMemoryHost)
+	if imports {
+		info.enabledExtensionCount, info.ppEnabledExtensionNames = 1, unsafe.Pointer(ext)
+	}
 	r := vk.createDevice(d.physical, info, nil, &d.device)
 	runtime.KeepAlive(q)
 	runtime.KeepAlive(prio)
+	runtime.KeepAlive(ext)
 	if err := r.err("vkCreateDevice"); err != nil {
 		return err
+	}
+	if imports {
+		if fn := vk.getDeviceProcAddr(d.device, cString("vkGetMemoryHostPointerPropertiesEXT")); fn != 0 {
+			purego.RegisterFunc(&d.hostPointerProps, fn)
+			d.importAlign = hostImportAlign(d.physical)
+		}
 	}
 	vk.getDeviceQueue(d.device, d.family, 0, &d.queue)
 
@@ -243,13 +299,17 @@ func (d *Device) Close() {
 	}
 }
 
-// Buffer is device memory the host can read and write (Bytes).
+// Buffer is device memory the host can read and write (Bytes), or host
+// memory the device reads in place (Import).
 type Buffer struct {
 	d      *Device
 	buf    uint64
 	mem    uint64
 	size   uint64
 	mapped unsafe.Pointer
+	// The range the shaders see: all of it, or an imported slice's place
+	// within the pages imported around it.
+	off, rng uint64
 }
 
 // NewBuffer allocates size bytes (rounded up to 4) of storage memory.
@@ -261,7 +321,7 @@ func (d *Device) NewBuffer(size int) (*Buffer, error) {
 	if d.maxRange > 0 && n > d.maxRange {
 		return nil, fmt.Errorf("gpu: a buffer of %d bytes is over %s's binding limit of %d", n, d.Name, d.maxRange)
 	}
-	b := &Buffer{d: d, size: n}
+	b := &Buffer{d: d, size: n, rng: n}
 	info := &bufferCreateInfo{sType: stBufferCreateInfo, size: n, usage: bufferStorage}
 	if err := vk.createBuffer(d.device, info, nil, &b.buf).err("vkCreateBuffer"); err != nil {
 		return nil, err
@@ -288,12 +348,93 @@ func (d *Device) NewBuffer(size int) (*Buffer, error) {
 	return b, nil
 }
 
-// Bytes is the buffer's memory, mapped: write inputs before Run, read
-// outputs after it.
-func (b *Buffer) Bytes() []byte { return unsafe.Slice((*byte)(b.mapped), b.size) }
+// Import makes host memory data (which must stay mapped, unchanged, until
+// the buffer is freed: a model file's weights) a buffer the device reads
+// in place, without a copy. It fails where the device cannot import host
+// memory, or cannot bind data where it lies; the caller then copies.
+func (d *Device) Import(data []byte) (*Buffer, error) {
+	if d.importAlign == 0 || d.hostPointerProps == nil {
+		return nil, fmt.Errorf("gpu: %s cannot read host memory in place", d.Name)
+	}
+	if len(data) == 0 {
+		return nil, errors.New("gpu: importing no bytes")
+	}
+	ptr := uintptr(unsafe.Pointer(&data[0]))
+	align := uintptr(d.importAlign)
+	base := ptr &^ (align - 1)
+	end := (ptr + uintptr(len(data)) + align - 1) &^ (align - 1)
+	off := uint64(ptr - base)
+	if d.offsetAlign > 0 && off%d.offsetAlign != 0 {
+		return nil, fmt.Errorf("gpu: data at offset %d of its page, not a multiple of %s's %d", off, d.Name, d.offsetAlign)
+	}
+	size := uint64(end - base)
+	if d.maxRange > 0 && uint64(len(data)) > d.maxRange {
+		return nil, fmt.Errorf("gpu: %d bytes are over %s's binding limit of %d", len(data), d.Name, d.maxRange)
+	}
+	// The pages around data are mapped (a file mapping spans whole pages),
+	// and the device only reads them.
+	host := unsafe.Add(unsafe.Pointer(&data[0]), -int(off))
+	props := &memoryHostPointerProperties{sType: stMemoryHostPointerProperties}
+	if err := d.hostPointerProps(d.device, handleHostAllocation, host, props).err("vkGetMemoryHostPointerPropertiesEXT"); err != nil {
+		return nil, err
+	}
+	typ := -1
+	for i := range 32 {
+		if props.memoryTypeBits&(1<<i) != 0 && (typ < 0 || uint32(i) == d.hostType) {
+			typ = i
+		}
+	}
+	if typ < 0 {
+		return nil, fmt.Errorf("gpu: %s offers no memory type for host memory at %#x", d.Name, base)
+	}
+	b := &Buffer{d: d, size: size, off: off, rng: uint64(len(data)+3) &^ 3}
+	ext := &externalMemoryBufferCreateInfo{sType: stExternalMemoryBufferCreateInfo, handleTypes: handleHostAllocation}
+	info := &bufferCreateInfo{sType: stBufferCreateInfo, pNext: unsafe.Pointer(ext), size: size, usage: bufferStorage}
+	err := vk.createBuffer(d.device, info, nil, &b.buf).err("vkCreateBuffer (imported)")
+	runtime.KeepAlive(ext)
+	if err != nil {
+		return nil, err
+	}
+	var req memoryRequirements
+	vk.getBufferMemoryRequirements(d.device, b.buf, &req)
+	if req.memoryTypeBits&(1<<typ) == 0 || req.size > size {
+		b.Free()
+		return nil, fmt.Errorf("gpu: %s cannot place a storage buffer in imported memory", d.Name)
+	}
+	imp := &importMemoryHostPointerInfo{sType: stImportMemoryHostPointerInfo, handleType: handleHostAllocation, pHostPointer: host}
+	alloc := &memoryAllocateInfo{sType: stMemoryAllocateInfo, pNext: unsafe.Pointer(imp), allocationSize: size, memoryTypeIndex: uint32(typ)}
+	err = vk.allocateMemory(d.device, alloc, nil, &b.mem).err("vkAllocateMemory (imported)")
+	runtime.KeepAlive(imp)
+	if err != nil {
+		b.Free()
+		return nil, err
+	}
+	if err := vk.bindBufferMemory(d.device, b.buf, b.mem, 0).err("vkBindBufferMemory"); err != nil {
+		b.Free()
+		return nil, err
+	}
+	return b, nil
+}
 
-// Float32s is the buffer's memory as float32s.
-func (b *Buffer) Float32s() []float32 { return unsafe.Slice((*float32)(b.mapped), b.size/4) }
+// Imported reports whether the buffer reads host memory in place.
+func (b *Buffer) Imported() bool { return b.mapped == nil }
+
+// Bytes is the buffer's memory, mapped: write inputs before Run, read
+// outputs after it. Nil for an imported buffer.
+func (b *Buffer) Bytes() []byte {
+	if b.mapped == nil {
+		return nil
+	}
+	return unsafe.Slice((*byte)(b.mapped), b.size)
+}
+
+// Float32s is the buffer's memory as float32s (nil for an imported one).
+func (b *Buffer) Float32s() []float32 {
+	if b.mapped == nil {
+		return nil
+	}
+	return unsafe.Slice((*float32)(b.mapped), b.size/4)
+}
 
 // Size is the buffer's size in bytes.
 func (b *Buffer) Size() int { return int(b.size) }

@@ -22,7 +22,7 @@ func openDevice(t *testing.T) *Device {
 		t.Skipf("no Vulkan device: %v", err)
 	}
 	t.Cleanup(d.Close)
-	t.Logf("device %d: %s (%s, shares host memory: %v)", d.Index, d.Name, d.Kind, d.SharesMemory())
+	t.Logf("device %d: %s (%s, shares host memory: %v, imports host memory aligned to %d, binds at offsets of %d)", d.Index, d.Name, d.Kind, d.SharesMemory(), d.importAlign, d.offsetAlign)
 	return d
 }
 
@@ -227,5 +227,44 @@ func TestUploadRefusesOtherTypes(t *testing.T) {
 	}
 	if _, err := d.Upload(m); err == nil {
 		t.Error("Q5_K uploaded; no kernel for it yet")
+	}
+}
+
+// Weights the device cannot bind where they lie (here: at an odd
+// address) are copied, and multiply the same as weights read in place.
+func TestUploadCopiesWhatItCannotImport(t *testing.T) {
+	d := openDevice(t)
+	r := rand.New(rand.NewPCG(7, 8))
+	rows, cols := 9, 64
+	raw, err := tensor.Quantize(tensor.Q8_0, randVec(r, rows*cols))
+	if err != nil {
+		t.Fatal(err)
+	}
+	odd := make([]byte, len(raw)+1)[1:]
+	copy(odd, raw)
+	x := randVec(r, cols)
+	var outs [2][]float32
+	for i, data := range [][]byte{raw, odd} {
+		m, err := tensor.NewMatrix(tensor.Q8_0, rows, cols, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dm, err := d.Upload(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 1 && dm.Imported() {
+			t.Errorf("weights at an odd address imported (binding offsets of %d)", d.offsetAlign)
+		}
+		outs[i] = make([]float32, rows)
+		if err := d.MatMul(outs[i], dm, x, 1); err != nil {
+			t.Fatal(err)
+		}
+		dm.Free()
+	}
+	for i := range outs[0] {
+		if outs[0][i] != outs[1][i] {
+			t.Fatalf("row %d: %g copied, %g in place", i, outs[1][i], outs[0][i])
+		}
 	}
 }

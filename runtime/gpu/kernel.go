@@ -139,7 +139,7 @@ func (d *Device) run(ds ...dispatch) error {
 		infos := make([]descriptorBufferInfo, len(x.buffers))
 		writes := make([]writeDescriptorSet, len(x.buffers))
 		for j, b := range x.buffers {
-			infos[j] = descriptorBufferInfo{buffer: b.buf, rng: b.size}
+			infos[j] = descriptorBufferInfo{buffer: b.buf, offset: b.off, rng: b.rng}
 			writes[j] = writeDescriptorSet{sType: stWriteDescriptorSet, dstSet: sets[i], dstBinding: uint32(j), descriptorCount: 1,
 				descriptorType: descriptorStorageBuffer, pBufferInfo: &infos[j]}
 		}

@@ -55,13 +55,21 @@ func (d *Device) Upload(m tensor.Matrix) (*Matrix, error) {
 	if m.Cols%k.block != 0 {
 		return nil, fmt.Errorf("gpu: a %v matrix of %d columns (the kernel takes multiples of %d)", m.Type, m.Cols, k.block)
 	}
-	b, err := d.NewBuffer(len(m.Data))
+	// In place where the device reads host memory (the mmap'd weights
+	// are not copied: m.Data must stay mapped until Free), else a copy.
+	b, err := d.Import(m.Data)
 	if err != nil {
-		return nil, err
+		if b, err = d.NewBuffer(len(m.Data)); err != nil {
+			return nil, err
+		}
+		copy(b.Bytes(), m.Data)
 	}
-	copy(b.Bytes(), m.Data)
 	return &Matrix{Type: m.Type, Rows: m.Rows, Cols: m.Cols, buf: b}, nil
 }
+
+// Imported reports whether the device reads the matrix where it lies in
+// host memory (no copy).
+func (m *Matrix) Imported() bool { return m.buf.Imported() }
 
 // Free releases the matrix's device memory.
 func (m *Matrix) Free() { m.buf.Free() }

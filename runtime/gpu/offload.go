@@ -17,6 +17,9 @@ type Offload struct {
 	mu    sync.Mutex
 	held  map[*byte]*Matrix // by the first byte of the matrix's data (its mmap'd weights)
 	bytes int64
+	// copied is the bytes copied to the device (the rest is read in
+	// place: imported host memory).
+	copied int64
 	// Set by Accelerate: it opened the device, for layers of of.
 	own        bool
 	layers, of int
@@ -37,6 +40,9 @@ func (d *Device) Offload(ws []tensor.Matrix) (*Offload, error) {
 		}
 		o.held[&w.Data[0]] = m
 		o.bytes += int64(len(w.Data))
+		if !m.Imported() {
+			o.copied += int64(len(w.Data))
+		}
 	}
 	return o, nil
 }
@@ -44,6 +50,10 @@ func (d *Device) Offload(ws []tensor.Matrix) (*Offload, error) {
 // Held is how many matrices, and how many bytes of weights, the device
 // holds.
 func (o *Offload) Held() (int, int64) { return len(o.held), o.bytes }
+
+// Copied is how many of the held bytes were copied into device memory
+// (the others the device reads in place, in the mmap'd file).
+func (o *Offload) Copied() int64 { return o.copied }
 
 // MatMul implements model.Accelerator.
 func (o *Offload) MatMul(out []float32, w tensor.Matrix, x []float32, n int) (bool, error) {
@@ -67,7 +77,7 @@ func (o *Offload) Free() {
 		m.Free()
 		delete(o.held, k)
 	}
-	o.bytes = 0
+	o.bytes, o.copied = 0, 0
 }
 
 // Device choices (--gpu): off, auto (the first GPU; none on a machine
@@ -137,7 +147,7 @@ func Accelerate(m *model.Model, choice string, layers int) (*Offload, error) {
 // String says where the products run, for logs and reports.
 func (o *Offload) String() string {
 	held, bytes := o.Held()
-	s := fmt.Sprintf("%s (%s): %d matrices, %.1f MB", o.d.Name, o.d.Kind, held, float64(bytes)/1e6)
+	s := fmt.Sprintf("%s (%s): %d matrices, %.1f MB (%.1f MB copied, the rest read in place)", o.d.Name, o.d.Kind, held, float64(bytes)/1e6, float64(o.copied)/1e6)
 	switch {
 	case o.of > 0 && o.layers == o.of:
 		s += fmt.Sprintf(", the matrix products of all %d layers and the output head", o.of)

@@ -47,6 +47,19 @@ const (
 	stCommandBufferAllocateInfo     = 40
 	stCommandBufferBeginInfo        = 42
 	stMemoryBarrier                 = 46
+
+	stPhysicalDeviceProperties2                  = 1000059001
+	stExternalMemoryBufferCreateInfo             = 1000072000
+	stImportMemoryHostPointerInfo                = 1000178000
+	stMemoryHostPointerProperties                = 1000178001
+	stPhysicalDeviceExternalMemoryHostProperties = 1000178002
+)
+
+// VK_EXT_external_memory_host: buffers over host memory the process
+// already has (the mmap'd weights), without a copy.
+const (
+	extMemoryHost        = "VK_EXT_external_memory_host"
+	handleHostAllocation = 0x80
 )
 
 const (
@@ -106,10 +119,51 @@ type physicalDeviceProperties [1024]byte
 const (
 	propsDeviceType = 16
 	propsDeviceName = 20 // char[256]
-	// VkPhysicalDeviceLimits starts at 296; maxStorageBufferRange is its
-	// eighth uint32.
-	propsMaxStorageBufferRange = 296 + 7*4
+	// Within VkPhysicalDeviceLimits, which starts at 296 (offsetof in
+	// vulkan_core.h): maxStorageBufferRange (uint32) and
+	// minStorageBufferOffsetAlignment (VkDeviceSize).
+	propsMaxStorageBufferRange           = 324
+	propsMinStorageBufferOffsetAlignment = 624
 )
+
+// physicalDeviceProperties2 with VkPhysicalDeviceExternalMemoryHostPropertiesEXT
+// chained: only the import alignment is read.
+type physicalDeviceProperties2 struct {
+	sType      uint32
+	pNext      unsafe.Pointer
+	properties [824]byte
+}
+
+type externalMemoryHostProperties struct {
+	sType                           uint32
+	pNext                           unsafe.Pointer
+	minImportedHostPointerAlignment uint64
+}
+
+type externalMemoryBufferCreateInfo struct {
+	sType       uint32
+	pNext       unsafe.Pointer
+	handleTypes uint32
+}
+
+type importMemoryHostPointerInfo struct {
+	sType        uint32
+	pNext        unsafe.Pointer
+	handleType   uint32
+	pHostPointer unsafe.Pointer
+}
+
+type memoryHostPointerProperties struct {
+	sType          uint32
+	pNext          unsafe.Pointer
+	memoryTypeBits uint32
+}
+
+// extensionProperties is VkExtensionProperties.
+type extensionProperties struct {
+	extensionName [256]byte
+	specVersion   uint32
+}
 
 type queueFamilyProperties struct {
 	queueFlags, queueCount, timestampValidBits uint32
@@ -307,52 +361,55 @@ type memoryBarrier struct {
 
 // vk is the function table, loaded once.
 var vk struct {
-	createInstance                    func(*instanceCreateInfo, unsafe.Pointer, *uintptr) vkResult
-	destroyInstance                   func(uintptr, unsafe.Pointer)
-	enumeratePhysicalDevices          func(uintptr, *uint32, *uintptr) vkResult
-	getPhysicalDeviceProperties       func(uintptr, *physicalDeviceProperties)
-	getPhysicalDeviceQueueFamilyProps func(uintptr, *uint32, *queueFamilyProperties)
-	getPhysicalDeviceMemoryProperties func(uintptr, *memoryProperties)
-	createDevice                      func(uintptr, *deviceCreateInfo, unsafe.Pointer, *uintptr) vkResult
-	destroyDevice                     func(uintptr, unsafe.Pointer)
-	getDeviceQueue                    func(uintptr, uint32, uint32, *uintptr)
-	createBuffer                      func(uintptr, *bufferCreateInfo, unsafe.Pointer, *uint64) vkResult
-	destroyBuffer                     func(uintptr, uint64, unsafe.Pointer)
-	getBufferMemoryRequirements       func(uintptr, uint64, *memoryRequirements)
-	allocateMemory                    func(uintptr, *memoryAllocateInfo, unsafe.Pointer, *uint64) vkResult
-	freeMemory                        func(uintptr, uint64, unsafe.Pointer)
-	bindBufferMemory                  func(uintptr, uint64, uint64, uint64) vkResult
-	mapMemory                         func(uintptr, uint64, uint64, uint64, uint32, *unsafe.Pointer) vkResult
-	unmapMemory                       func(uintptr, uint64)
-	createShaderModule                func(uintptr, *shaderModuleCreateInfo, unsafe.Pointer, *uint64) vkResult
-	destroyShaderModule               func(uintptr, uint64, unsafe.Pointer)
-	createDescriptorSetLayout         func(uintptr, *descriptorSetLayoutCreateInfo, unsafe.Pointer, *uint64) vkResult
-	destroyDescriptorSetLayout        func(uintptr, uint64, unsafe.Pointer)
-	createPipelineLayout              func(uintptr, *pipelineLayoutCreateInfo, unsafe.Pointer, *uint64) vkResult
-	destroyPipelineLayout             func(uintptr, uint64, unsafe.Pointer)
-	createComputePipelines            func(uintptr, uint64, uint32, *computePipelineCreateInfo, unsafe.Pointer, *uint64) vkResult
-	destroyPipeline                   func(uintptr, uint64, unsafe.Pointer)
-	createDescriptorPool              func(uintptr, *descriptorPoolCreateInfo, unsafe.Pointer, *uint64) vkResult
-	destroyDescriptorPool             func(uintptr, uint64, unsafe.Pointer)
-	resetDescriptorPool               func(uintptr, uint64, uint32) vkResult
-	allocateDescriptorSets            func(uintptr, *descriptorSetAllocateInfo, *uint64) vkResult
-	updateDescriptorSets              func(uintptr, uint32, *writeDescriptorSet, uint32, unsafe.Pointer)
-	createCommandPool                 func(uintptr, *commandPoolCreateInfo, unsafe.Pointer, *uint64) vkResult
-	destroyCommandPool                func(uintptr, uint64, unsafe.Pointer)
-	allocateCommandBuffers            func(uintptr, *commandBufferAllocateInfo, *uintptr) vkResult
-	beginCommandBuffer                func(uintptr, *commandBufferBeginInfo) vkResult
-	endCommandBuffer                  func(uintptr) vkResult
-	resetCommandBuffer                func(uintptr, uint32) vkResult
-	cmdBindPipeline                   func(uintptr, uint32, uint64)
-	cmdBindDescriptorSets             func(uintptr, uint32, uint64, uint32, uint32, *uint64, uint32, unsafe.Pointer)
-	cmdPushConstants                  func(uintptr, uint64, uint32, uint32, uint32, unsafe.Pointer)
-	cmdDispatch                       func(uintptr, uint32, uint32, uint32)
-	cmdPipelineBarrier                func(uintptr, uint32, uint32, uint32, uint32, *memoryBarrier, uint32, unsafe.Pointer, uint32, unsafe.Pointer)
-	queueSubmit                       func(uintptr, uint32, *submitInfo, uint64) vkResult
-	createFence                       func(uintptr, *fenceCreateInfo, unsafe.Pointer, *uint64) vkResult
-	destroyFence                      func(uintptr, uint64, unsafe.Pointer)
-	waitForFences                     func(uintptr, uint32, *uint64, uint32, uint64) vkResult
-	resetFences                       func(uintptr, uint32, *uint64) vkResult
+	createInstance                     func(*instanceCreateInfo, unsafe.Pointer, *uintptr) vkResult
+	destroyInstance                    func(uintptr, unsafe.Pointer)
+	enumeratePhysicalDevices           func(uintptr, *uint32, *uintptr) vkResult
+	getPhysicalDeviceProperties        func(uintptr, *physicalDeviceProperties)
+	getPhysicalDeviceQueueFamilyProps  func(uintptr, *uint32, *queueFamilyProperties)
+	getPhysicalDeviceMemoryProperties  func(uintptr, *memoryProperties)
+	createDevice                       func(uintptr, *deviceCreateInfo, unsafe.Pointer, *uintptr) vkResult
+	destroyDevice                      func(uintptr, unsafe.Pointer)
+	getDeviceQueue                     func(uintptr, uint32, uint32, *uintptr)
+	createBuffer                       func(uintptr, *bufferCreateInfo, unsafe.Pointer, *uint64) vkResult
+	destroyBuffer                      func(uintptr, uint64, unsafe.Pointer)
+	getBufferMemoryRequirements        func(uintptr, uint64, *memoryRequirements)
+	allocateMemory                     func(uintptr, *memoryAllocateInfo, unsafe.Pointer, *uint64) vkResult
+	freeMemory                         func(uintptr, uint64, unsafe.Pointer)
+	bindBufferMemory                   func(uintptr, uint64, uint64, uint64) vkResult
+	mapMemory                          func(uintptr, uint64, uint64, uint64, uint32, *unsafe.Pointer) vkResult
+	unmapMemory                        func(uintptr, uint64)
+	createShaderModule                 func(uintptr, *shaderModuleCreateInfo, unsafe.Pointer, *uint64) vkResult
+	destroyShaderModule                func(uintptr, uint64, unsafe.Pointer)
+	createDescriptorSetLayout          func(uintptr, *descriptorSetLayoutCreateInfo, unsafe.Pointer, *uint64) vkResult
+	destroyDescriptorSetLayout         func(uintptr, uint64, unsafe.Pointer)
+	createPipelineLayout               func(uintptr, *pipelineLayoutCreateInfo, unsafe.Pointer, *uint64) vkResult
+	destroyPipelineLayout              func(uintptr, uint64, unsafe.Pointer)
+	createComputePipelines             func(uintptr, uint64, uint32, *computePipelineCreateInfo, unsafe.Pointer, *uint64) vkResult
+	destroyPipeline                    func(uintptr, uint64, unsafe.Pointer)
+	createDescriptorPool               func(uintptr, *descriptorPoolCreateInfo, unsafe.Pointer, *uint64) vkResult
+	destroyDescriptorPool              func(uintptr, uint64, unsafe.Pointer)
+	resetDescriptorPool                func(uintptr, uint64, uint32) vkResult
+	allocateDescriptorSets             func(uintptr, *descriptorSetAllocateInfo, *uint64) vkResult
+	updateDescriptorSets               func(uintptr, uint32, *writeDescriptorSet, uint32, unsafe.Pointer)
+	createCommandPool                  func(uintptr, *commandPoolCreateInfo, unsafe.Pointer, *uint64) vkResult
+	destroyCommandPool                 func(uintptr, uint64, unsafe.Pointer)
+	allocateCommandBuffers             func(uintptr, *commandBufferAllocateInfo, *uintptr) vkResult
+	beginCommandBuffer                 func(uintptr, *commandBufferBeginInfo) vkResult
+	endCommandBuffer                   func(uintptr) vkResult
+	resetCommandBuffer                 func(uintptr, uint32) vkResult
+	cmdBindPipeline                    func(uintptr, uint32, uint64)
+	cmdBindDescriptorSets              func(uintptr, uint32, uint64, uint32, uint32, *uint64, uint32, unsafe.Pointer)
+	cmdPushConstants                   func(uintptr, uint64, uint32, uint32, uint32, unsafe.Pointer)
+	cmdDispatch                        func(uintptr, uint32, uint32, uint32)
+	cmdPipelineBarrier                 func(uintptr, uint32, uint32, uint32, uint32, *memoryBarrier, uint32, unsafe.Pointer, uint32, unsafe.Pointer)
+	queueSubmit                        func(uintptr, uint32, *submitInfo, uint64) vkResult
+	createFence                        func(uintptr, *fenceCreateInfo, unsafe.Pointer, *uint64) vkResult
+	destroyFence                       func(uintptr, uint64, unsafe.Pointer)
+	waitForFences                      func(uintptr, uint32, *uint64, uint32, uint64) vkResult
+	resetFences                        func(uintptr, uint32, *uint64) vkResult
+	getPhysicalDeviceProperties2       func(uintptr, *physicalDeviceProperties2)
+	enumerateDeviceExtensionProperties func(uintptr, *byte, *uint32, *extensionProperties) vkResult
+	getDeviceProcAddr                  func(uintptr, *byte) uintptr
 }
 
 // loaderNames are the Vulkan loader's names, tried in order: Linux's, the
@@ -440,6 +497,9 @@ func load() error {
 			{&vk.destroyFence, "vkDestroyFence"},
 			{&vk.waitForFences, "vkWaitForFences"},
 			{&vk.resetFences, "vkResetFences"},
+			{&vk.getPhysicalDeviceProperties2, "vkGetPhysicalDeviceProperties2"},
+			{&vk.enumerateDeviceExtensionProperties, "vkEnumerateDeviceExtensionProperties"},
+			{&vk.getDeviceProcAddr, "vkGetDeviceProcAddr"},
 		} {
 			if _, err := purego.Dlsym(lib, f.name); err != nil {
 				loadErr = fmt.Errorf("gpu: the Vulkan loader lacks %s: %v", f.name, err)
