@@ -33,7 +33,7 @@ type Device struct {
 	// for this device (a driver's functions move when its last instance
 	// is destroyed and it is loaded again).
 	importAlign      uint64
-	hostPointerProps func(uintptr, uint32, unsafe.Pointer, *memoryHostPointerProperties) vkResult
+	hostPointerProps func(uintptr, uint32, uintptr, *memoryHostPointerProperties) vkResult
 	cmdPool          uint64
 	cmd              uintptr
 	fence            uint64
@@ -372,8 +372,9 @@ func (d *Device) Import(data []byte) (*Buffer, error) {
 		return nil, fmt.Errorf("gpu: %d bytes are over %s's binding limit of %d", len(data), d.Name, d.maxRange)
 	}
 	// The pages around data are mapped (a file mapping spans whole pages),
-	// and the device only reads them.
-	host := unsafe.Add(unsafe.Pointer(&data[0]), -int(off))
+	// and the device only reads them. An address, not a Go pointer: the
+	// pages may hold more than data's allocation.
+	host := base
 	props := &memoryHostPointerProperties{sType: stMemoryHostPointerProperties}
 	if err := d.hostPointerProps(d.device, handleHostAllocation, host, props).err("vkGetMemoryHostPointerPropertiesEXT"); err != nil {
 		return nil, err

@@ -150,7 +150,7 @@ type importMemoryHostPointerInfo struct {
 	sType        uint32
 	pNext        unsafe.Pointer
 	handleType   uint32
-	pHostPointer unsafe.Pointer
+	pHostPointer uintptr // an address outside Go's view: the pages around mmap'd data
 }
 
 type memoryHostPointerProperties struct {
