@@ -45,6 +45,9 @@ type NodeConfig struct {
 	// OnBatch, when set, hears every forward pass the node's shards run
 	// (stage.HostConfig.OnBatch): the steps and token positions it carried.
 	OnBatch func(steps, rows int)
+	// Accelerate, when set, puts the matrix products of the shards the
+	// node holds on a device (stage.HostConfig.Accelerate).
+	Accelerate func(m *model.Model) (model.Accelerator, func(), error)
 	// DiskBytes caps the bytes of fetched layers kept (the --disk
 	// budget); 0 = no cap. Used only when the store is created here.
 	DiskBytes int64
@@ -165,7 +168,7 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	ar.Shm = cfg.Peers.Transport != peers.TransportTCP
 	n.Host = stage.NewHost(stage.HostConfig{Models: store, Pool: n.pool, MemoryBytes: p.MemoryOffered(), Name: shortID(p.ID().String()), MaxContext: maxCtx, SenderMiddleware: cfg.SenderMiddleware, KVType: cfg.Origin.KVType,
 		Groups: peerGroups{p: p, opts: ar}, NodeAddress: func(node string) string { return node },
-		OnShards: func(shards []string) { p.Membership().SetShards(shards) }, OnBatch: cfg.OnBatch})
+		OnShards: func(shards []string) { p.Membership().SetShards(shards) }, OnBatch: cfg.OnBatch, Accelerate: cfg.Accelerate})
 	host.Store(n.Host)
 	weights.busy = n.Host.Uses
 	hostPID, err := p.ActorSystem().Root.SpawnNamed(n.Host.Props(), stage.HostName)

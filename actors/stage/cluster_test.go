@@ -77,6 +77,13 @@ func quietSystem() *actor.ActorSystem {
 
 func newLocalCluster(t testing.TB, n int, memBytes uint64, store catalog.Files, mw ...actor.SenderMiddleware) *localCluster {
 	t.Helper()
+	return newLocalClusterWith(t, n, memBytes, store, nil, mw...)
+}
+
+// newLocalClusterWith is newLocalCluster with configure editing host i's
+// configuration before it starts (nil: none).
+func newLocalClusterWith(t testing.TB, n int, memBytes uint64, store catalog.Files, configure func(i int, c *HostConfig), mw ...actor.SenderMiddleware) *localCluster {
+	t.Helper()
 	lc := &localCluster{system: quietSystem(), store: store}
 	pool := tensor.NewPool(2)
 	var names []string
@@ -84,12 +91,16 @@ func newLocalCluster(t testing.TB, n int, memBytes uint64, store catalog.Files, 
 		names = append(names, name)
 	}
 	for i := 0; i < n; i++ {
-		h := NewHost(HostConfig{Models: store, Pool: pool, MemoryBytes: memBytes, Name: fmt.Sprintf("n%d", i), SenderMiddleware: mw,
+		cfg := HostConfig{Models: store, Pool: pool, MemoryBytes: memBytes, Name: fmt.Sprintf("n%d", i), SenderMiddleware: mw,
 			OnBatch: func(steps, rows int) {
 				lc.batchRuns.Add(1)
 				lc.batchSteps.Add(int64(steps))
 				lc.batchRows.Add(int64(rows))
-			}})
+			}}
+		if configure != nil {
+			configure(i, &cfg)
+		}
+		h := NewHost(cfg)
 		pid, err := lc.system.Root.SpawnNamed(h.Props(), fmt.Sprintf("%s-%d", HostName, i))
 		if err != nil {
 			t.Fatal(err)

@@ -56,6 +56,12 @@ type HostConfig struct {
 	// relay a session's steps to another node); nil = not checked (an
 	// in-process cluster, whose nodes share one address).
 	NodeAddress func(node string) string
+	// Accelerate, when set, puts a shard's matrix products on another
+	// device (strata node --gpu): it returns the accelerator and what
+	// releases it when the shard stops, or nil for the CPU (its reason in
+	// the error, which does not fail the load). Tensor-parallel members
+	// stay on the CPU.
+	Accelerate func(m *model.Model) (model.Accelerator, func(), error)
 	// OnShards, when set, hears the shard list (ShardList) after every
 	// load or unload: the node announces it in its NodeInfo.
 	OnShards func(shards []string)
@@ -491,6 +497,13 @@ func (h *Host) spawnLocked(ctx actor.Context, s *shard, id string) error {
 		s.tp.state = s.tp.m.NewState(h.cfg.Pool, wire.MaxBatch, s.maxContext)
 	} else {
 		s.state = s.m.NewState(h.cfg.Pool, wire.MaxBatch, s.maxContext)
+		if h.cfg.Accelerate != nil {
+			// A device that cannot take the shard leaves it on the CPU.
+			if acc, release, err := h.cfg.Accelerate(s.m); err == nil && acc != nil {
+				s.state.Accelerate(acc)
+				s.releaseAcc = release
+			}
+		}
 	}
 	// The PID is known before the actor starts, so nothing reads it half-set.
 	h.spawns++

@@ -28,9 +28,12 @@ type shard struct {
 	// m is the stage's model; on a tensor-parallel member only its
 	// Config, First and End are set (the weights are tp's).
 	m     *model.Model
-	state *model.State       // scratch shared by all sessions: the actor runs one batch at a time (nil on a TP member)
-	tp    *tpShard           // set on a member of a tensor-parallel stage
-	ids   [wire.MaxBatch]int // token ids of the batch being gathered (first stage)
+	state *model.State // scratch shared by all sessions: the actor runs one batch at a time (nil on a TP member)
+	// releaseAcc frees the device's hold on the shard's weights
+	// (HostConfig.Accelerate); nil = none.
+	releaseAcc func()
+	tp         *tpShard           // set on a member of a tensor-parallel stage
+	ids        [wire.MaxBatch]int // token ids of the batch being gathered (first stage)
 	// verifyLogits holds a speculative step's logits, a row per guess and
 	// one more (last stage).
 	verifyLogits []float32
@@ -164,6 +167,10 @@ func (s *shard) Receive(ctx actor.Context) {
 			s.free(id)
 		}
 		s.host.release(s.dropAllCached())
+		if s.releaseAcc != nil {
+			s.releaseAcc()
+			s.releaseAcc = nil
+		}
 	}
 }
 

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"fmt"
+	"io"
+
 	"github.com/spf13/pflag"
 
 	"strata/runtime/gpu"
+	"strata/runtime/model"
 )
 
 // gpuFlags are --gpu and --gpu-layers, for the commands that run a model
@@ -13,6 +17,39 @@ type gpuFlags struct{ device, layers string }
 func (g *gpuFlags) add(f *pflag.FlagSet) {
 	f.StringVar(&g.device, "gpu", gpu.DeviceOff, "Vulkan device for the matrix products: off, auto (the first GPU, if any) or a device index (strata doctor lists them; a CPU device such as lavapipe only by index)")
 	f.StringVar(&g.layers, "gpu-layers", "all", "with --gpu, how many of the last layers' matrix products run on the device: N, or all (every layer and the output head)")
+}
+
+// nodeGPU opens the device of strata node --gpu and returns the hook that
+// puts each shard's matrix products there (nil without a device) and
+// what closes the device. A shard goes to the device only if the device
+// reads its weights in place (unified memory): a copy would hold memory
+// the node's --memory does not count, so such a shard stays on the CPU.
+func nodeGPU(g gpuFlags, log io.Writer) (func(*model.Model) (model.Accelerator, func(), error), func(), error) {
+	device, layers, err := g.parse()
+	if err != nil {
+		return nil, func() {}, err
+	}
+	d, err := gpu.OpenChoice(device)
+	if err != nil || d == nil || layers == 0 {
+		if d != nil {
+			d.Close()
+		}
+		return nil, func() {}, err
+	}
+	fmt.Fprintf(log, "gpu: %s (%s): the matrix products of the shards this node holds\n", d.Name, d.Kind)
+	return func(m *model.Model) (model.Accelerator, func(), error) {
+		o, err := d.OffloadLayers(m, layers)
+		if err != nil {
+			return nil, nil, err
+		}
+		if o.Copied() > 0 {
+			o.Free()
+			fmt.Fprintf(log, "gpu: %s would copy the weights of layers [%d,%d), outside --memory: they stay on the CPU\n", d.Name, m.First, m.End)
+			return nil, nil, nil
+		}
+		fmt.Fprintf(log, "gpu: layers [%d,%d) on %s: %s\n", m.First, m.End, d.Name, o)
+		return o, o.Free, nil
+	}, d.Close, nil
 }
 
 // vulkanFacts is what strata doctor says of this machine's Vulkan devices.

@@ -52,6 +52,7 @@ type nodeFlags struct {
 	disk, transport, verbsFaults, kvType                         string
 	speculate                                                    string
 	guessEveryStep                                               bool
+	gpu                                                          gpuFlags
 	stores, placement, arWire, memBW, experts                    string
 	listen, join, allowedHosts                                   []string
 	noMDNS, f16, verbsApple, noShortcut                          bool
@@ -140,6 +141,7 @@ others too, and strata models lists them.`,
 	fl.StringVar(&f.kvType, "kv-type", "f16", "KV cache type of this node's shards and of its plans: "+model.KVTypes+" (use the same on every node: it rounds the model's output)")
 	fl.StringVar(&f.speculate, "speculate", "off", "sessions this node starts guess tokens ahead, checked by the ring's last stage in the same step: off, ngram, or draft:MODEL\n"+
 		"(a model name or GGUF path of the same vocabulary, run here); the answers do not change, single answers on a pipeline get faster")
+	f.gpu.add(fl)
 	fl.BoolVar(&f.guessEveryStep, "guess-every-step", false, "with --speculate, guess at every step, also where plain steps are measured faster (for measuring speculation itself)")
 	fl.BoolVar(&f.noShortcut, "no-token-shortcut", false, "sessions this node starts send each token to the first stage themselves, not from the last stage (one hop more per token; for comparisons)")
 	fl.BoolVar(&f.f16, "f16-activations", false, "send activations between nodes as f16 (half the bytes; output may differ slightly from one node)")
@@ -385,6 +387,11 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 		}
 		defer draft.Close()
 	}
+	accelerate, closeGPU, err := nodeGPU(f.gpu, errOut)
+	if err != nil {
+		return err
+	}
+	defer closeGPU()
 	protocols, err := parseProtocolRange(f.testProtocol)
 	if err != nil {
 		return err
@@ -416,11 +423,12 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 		},
 		Origin: origin.Options{PlanContext: f.context, PlanSessions: f.parallel, PromptCache: f.promptCache, NoShortcut: f.noShortcut, StepTimeout: f.stepTimeout, Metrics: metrics, Logger: log, Hidden: hiddenType(f.f16), KVType: kv,
 			Placement: placement, Experts: experts, Speculate: specSource, GuessEveryStep: f.guessEveryStep, Draft: draft},
-		Models:    cat,
-		Hub:       hfhub.FromEnv(),
-		Threads:   f.threads,
-		OnBatch:   metrics.ObserveBatch,
-		AllReduce: allreduce.Options{Wire: arWire},
+		Models:     cat,
+		Hub:        hfhub.FromEnv(),
+		Threads:    f.threads,
+		OnBatch:    metrics.ObserveBatch,
+		Accelerate: accelerate,
+		AllReduce:  allreduce.Options{Wire: arWire},
 		// A bar on a terminal, a line every few seconds in a log.
 		FetchProgress: func(model string, done, total int64) {
 			fetchBar.update(model+" (layers from peers)", done, total)

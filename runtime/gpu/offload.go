@@ -103,13 +103,12 @@ func ParseLayers(s string) (int, error) {
 	return n, nil
 }
 
-// Accelerate opens the device that choice names and puts the matrix
-// products of m's last layers there (AllLayers: every layer of the shard
-// and its output head, as llama.cpp's -ngl counts them); nil for off,
-// for auto on a machine without a GPU, or for 0 layers. Close releases
-// the device too.
-func Accelerate(m *model.Model, choice string, layers int) (*Offload, error) {
-	if choice == "" || choice == DeviceOff || layers == 0 {
+// OpenChoice opens the device that choice names (--gpu): nil for off,
+// and for auto on a machine without a GPU (no Vulkan, or only a device
+// on the CPU such as lavapipe, which is no faster than the CPU's own
+// kernels).
+func OpenChoice(choice string) (*Device, error) {
+	if choice == "" || choice == DeviceOff {
 		return nil, nil
 	}
 	index := -1
@@ -128,19 +127,46 @@ func Accelerate(m *model.Model, choice string, layers int) (*Offload, error) {
 		return nil, err
 	}
 	if choice == DeviceAuto && d.Kind == "CPU" {
-		d.Close() // a Vulkan device on the CPU is no faster than the CPU's own kernels
+		d.Close()
 		return nil, nil
 	}
+	return d, nil
+}
+
+// OffloadLayers puts the matrix products of m's last layers on the
+// device (AllLayers, or more than m has: every layer of the shard and its
+// output head, as llama.cpp's -ngl counts them).
+func (d *Device) OffloadLayers(m *model.Model, layers int) (*Offload, error) {
 	n := len(m.Blocks)
 	if layers == AllLayers || layers > n {
 		layers = n
 	}
 	o, err := d.Offload(m.Products(n-layers, n, layers == n))
 	if err != nil {
+		return nil, err
+	}
+	o.layers, o.of = layers, n
+	return o, nil
+}
+
+// Accelerate opens the device that choice names and puts the matrix
+// products of m's last layers there (OffloadLayers); nil for off, for
+// auto on a machine without a GPU, or for 0 layers. Close releases the
+// device too.
+func Accelerate(m *model.Model, choice string, layers int) (*Offload, error) {
+	if layers == 0 {
+		return nil, nil
+	}
+	d, err := OpenChoice(choice)
+	if d == nil || err != nil {
+		return nil, err
+	}
+	o, err := d.OffloadLayers(m, layers)
+	if err != nil {
 		d.Close()
 		return nil, err
 	}
-	o.own, o.layers, o.of = true, layers, n
+	o.own = true
 	return o, nil
 }
 
