@@ -1,3 +1,5 @@
+//lint:file-ignore U1000 the structures mirror vulkan_core.h field for field: C reads the fields Go never sets
+
 package gpu
 
 import (
