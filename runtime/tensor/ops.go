@@ -57,15 +57,9 @@ func RoPEFactors(x []float32, nHeads, headDim, ropeDim, pos int, freqBase, freqS
 		panic(fmt.Sprintf("tensor: RoPE: len(x)=%d nHeads=%d headDim=%d ropeDim=%d", len(x), nHeads, headDim, ropeDim))
 	}
 	half := ropeDim / 2
-	thetaScale := math.Pow(float64(freqBase), -2/float64(ropeDim))
-	theta := float64(pos) * float64(freqScale)
+	angles := newRopeAngles(ropeDim, pos, freqBase, freqScale, factors)
 	for i := 0; i < half; i++ {
-		angle := theta
-		if factors != nil {
-			angle /= float64(factors[i])
-		}
-		s, c := math.Sincos(angle)
-		sin, cos := float32(s), float32(c)
+		sin, cos := angles.next(i)
 		ia, ib := 2*i, 2*i+1
 		if neox {
 			ia, ib = i, i+half
@@ -76,7 +70,44 @@ func RoPEFactors(x []float32, nHeads, headDim, ropeDim, pos int, freqBase, freqS
 			head[ia] = a*cos - b*sin
 			head[ib] = a*sin + b*cos
 		}
-		theta *= thetaScale
+	}
+}
+
+// ropeAngles walks the angles of RoPE's pairs for one position: pair i
+// turns by pos*freqScale * freqBase^(-2i/ropeDim) / factors[i], each angle
+// the previous times the same factor, in float64.
+type ropeAngles struct {
+	theta, scale float64
+	factors      []float32
+}
+
+func newRopeAngles(ropeDim, pos int, freqBase, freqScale float32, factors []float32) ropeAngles {
+	return ropeAngles{theta: float64(pos) * float64(freqScale), scale: math.Pow(float64(freqBase), -2/float64(ropeDim)), factors: factors}
+}
+
+// next returns pair i's sine and cosine (pairs in order from 0).
+func (a *ropeAngles) next(i int) (sin, cos float32) {
+	angle := a.theta
+	if a.factors != nil {
+		angle /= float64(a.factors[i])
+	}
+	a.theta *= a.scale
+	s, c := math.Sincos(angle)
+	return float32(s), float32(c)
+}
+
+// RoPETable writes the cosine and sine of each of the ropeDim/2 pairs'
+// angles at position pos into dst (cos, sin, cos, sin, ...), exactly as
+// RoPEFactors computes them: for backends that rotate elsewhere
+// (strata/runtime/gpu).
+func RoPETable(dst []float32, ropeDim, pos int, freqBase, freqScale float32, factors []float32) {
+	half := ropeDim / 2
+	if len(dst) < 2*half || (factors != nil && len(factors) < half) {
+		panic(fmt.Sprintf("tensor: RoPETable: %d values for %d pairs", len(dst), half))
+	}
+	angles := newRopeAngles(ropeDim, pos, freqBase, freqScale, factors)
+	for i := range half {
+		dst[2*i+1], dst[2*i] = angles.next(i)
 	}
 }
 

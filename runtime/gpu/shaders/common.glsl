@@ -1,12 +1,7 @@
-// Shared by the matrix kernels (included): each workgroup computes one
-// output, row rowIndex() of W times vector gl_WorkGroupID.z, its 64
-// invocations striding the row; groupSum adds their parts.
+// Shared by the row kernels (included): each workgroup computes one row
+// (of a matrix product: row rowIndex() of W times vector gl_WorkGroupID.z),
+// its 64 invocations striding the row; groupSum adds their parts.
 layout(local_size_x = 64) in;
-
-layout(push_constant) uniform Shape {
-	uint rows;
-	uint cols;
-} p;
 
 shared float part[64];
 

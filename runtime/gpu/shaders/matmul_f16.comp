@@ -3,6 +3,7 @@
 // out[v][r] = W[r] . x[v] for F16 weights (an even number of columns:
 // two halves a word) and float vectors x.
 #include "common.glsl"
+#include "shape.glsl"
 
 layout(std430, binding = 0) readonly buffer Weights { uint w[]; };
 layout(std430, binding = 1) readonly buffer Vectors { float x[]; };

@@ -2,6 +2,7 @@
 #extension GL_GOOGLE_include_directive : require
 // out[v][r] = W[r] . x[v] for F32 weights W (rows x cols) and vectors x.
 #include "common.glsl"
+#include "shape.glsl"
 
 layout(std430, binding = 0) readonly buffer Weights { float w[]; };
 layout(std430, binding = 1) readonly buffer Vectors { float x[]; };

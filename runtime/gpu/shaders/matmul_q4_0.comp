@@ -5,6 +5,7 @@
 // element k+16 in the high one, value (q - 8) * scale; 18 bytes) and
 // activations quantized into blocks of 32 as for Q8_0.
 #include "common.glsl"
+#include "shape.glsl"
 
 layout(std430, binding = 0) readonly buffer Weights { uint w[]; };
 layout(std430, binding = 1) readonly buffer Quants { uint xq[]; };

@@ -11,6 +11,7 @@
 // quant sums, and the row sums each in float before taking one from the
 // other.
 #include "common.glsl"
+#include "shape.glsl"
 
 layout(std430, binding = 0) readonly buffer Weights { uint w[]; };
 layout(std430, binding = 1) readonly buffer Quants { uint xq[]; };

@@ -6,6 +6,7 @@
 // blocks of 256 (tensor.QuantizeQ8K). As on the CPU, a super-block's dot
 // is one exact integer, scaled by d times the activations' scale.
 #include "common.glsl"
+#include "shape.glsl"
 
 layout(std430, binding = 0) readonly buffer Weights { uint w[]; };
 layout(std430, binding = 1) readonly buffer Quants { uint xq[]; };

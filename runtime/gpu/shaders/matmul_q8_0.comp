@@ -6,6 +6,7 @@
 // them: tensor.QuantizeQ32). Each block's dot is an exact integer sum;
 // the blocks' scaled sums are added in float.
 #include "common.glsl"
+#include "shape.glsl"
 
 layout(std430, binding = 0) readonly buffer Weights { uint w[]; };
 layout(std430, binding = 1) readonly buffer Quants { uint xq[]; };
