@@ -91,9 +91,9 @@ const (
 // AllLayers asks Accelerate for every layer and the output head.
 const AllLayers = -1
 
-// ParseLayers reads --gpu-layers: a count, or all.
+// ParseLayers reads --gpu-layers: a count, or all ("" too).
 func ParseLayers(s string) (int, error) {
-	if s == "all" {
+	if s == "all" || s == "" {
 		return AllLayers, nil
 	}
 	n, err := strconv.Atoi(s)
