@@ -268,3 +268,41 @@ func TestUploadCopiesWhatItCannotImport(t *testing.T) {
 		}
 	}
 }
+
+// A matrix larger than the device binds stays on the CPU; the others
+// are offloaded.
+func TestOffloadSkipsWhatTheDeviceCannotBind(t *testing.T) {
+	d := openDevice(t)
+	r := rand.New(rand.NewPCG(15, 16))
+	small, err := tensor.NewMatrix(tensor.F32, 2, 32, mustQuantize(t, tensor.F32, randVec(r, 64)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	big, err := tensor.NewMatrix(tensor.F32, 4, 32, mustQuantize(t, tensor.F32, randVec(r, 128)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit := d.maxRange
+	d.maxRange = uint64(len(small.Data)) // as if the device bound no more
+	defer func() { d.maxRange = limit }()
+	o, err := d.Offload([]tensor.Matrix{small, big})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Free()
+	if held, _ := o.Held(); held != 1 {
+		t.Fatalf("%d matrices offloaded, want the small one", held)
+	}
+	if ok, _ := o.MatMul(make([]float32, 4), big, randVec(r, 32), 1); ok {
+		t.Error("the big matrix was multiplied on the device")
+	}
+}
+
+func mustQuantize(t *testing.T, typ tensor.Type, v []float32) []byte {
+	t.Helper()
+	raw, err := tensor.Quantize(typ, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}

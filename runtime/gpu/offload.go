@@ -25,12 +25,14 @@ type Offload struct {
 	layers, of int
 }
 
-// Offload uploads the matrices of ws that the device has kernels for;
-// the others stay on the CPU.
+// Offload uploads the matrices of ws that the device has kernels for and
+// can bind whole (its maxStorageBufferRange: 128 MB on some GPUs); the
+// others stay on the CPU.
 func (d *Device) Offload(ws []tensor.Matrix) (*Offload, error) {
 	o := &Offload{d: d, held: map[*byte]*Matrix{}}
 	for _, w := range ws {
-		if !Supports(w.Type) || len(w.Data) == 0 || o.held[&w.Data[0]] != nil || w.Cols%kernelOf[w.Type].block != 0 {
+		if !Supports(w.Type) || len(w.Data) == 0 || o.held[&w.Data[0]] != nil || w.Cols%kernelOf[w.Type].block != 0 ||
+			(d.maxRange > 0 && uint64(len(w.Data)) > d.maxRange) {
 			continue
 		}
 		m, err := d.Upload(w)
