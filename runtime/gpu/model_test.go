@@ -9,6 +9,7 @@ import (
 	"strata/runtime/gguf"
 	"strata/runtime/model"
 	"strata/runtime/modelinfo"
+	"strata/runtime/sample"
 	"strata/runtime/synth"
 	"strata/runtime/tensor"
 )
@@ -90,7 +91,7 @@ func TestOffloadedModel(t *testing.T) {
 						t.Fatalf("%s, %d layers on the device: position %d logit %d: %g, want %g", mc.name, layers, i, j, got[j], want[i][j])
 					}
 				}
-				if a, b := argmax(got), argmax(want[i]); a != b {
+				if a, b := sample.Greedy(got), sample.Greedy(want[i]); a != b {
 					t.Errorf("%s, %d layers on the device: position %d: argmax %d, want %d", mc.name, layers, i, a, b)
 				}
 			})
@@ -102,14 +103,4 @@ func TestOffloadedModel(t *testing.T) {
 		}
 		f.Close()
 	}
-}
-
-func argmax(v []float32) int {
-	best := 0
-	for i, x := range v {
-		if x > v[best] {
-			best = i
-		}
-	}
-	return best
 }
