@@ -33,6 +33,7 @@ func TestGPUStage(t *testing.T) {
 	prompt := "Once upon a time, there was a little girl named Lily."
 	want := oracle.OneNode(t, store["stories260K"], engine.Request{Prompt: prompt, MaxTokens: 120})
 	var held, released atomic.Int32
+	var offloads []*gpu.Offload // written by the host's goroutine before the session runs
 	lc := newLocalClusterWith(t, 3, 800e3, store, func(i int, c *HostConfig) {
 		if i != 1 {
 			return
@@ -43,6 +44,7 @@ func TestGPUStage(t *testing.T) {
 				return nil, nil, err
 			}
 			held.Add(1)
+			offloads = append(offloads, o)
 			return o, func() { o.Free(); released.Add(1) }, nil
 		}
 	})
@@ -59,6 +61,9 @@ func TestGPUStage(t *testing.T) {
 	}
 	if held.Load() != 1 {
 		t.Fatalf("%d shards on the device, want 1", held.Load())
+	}
+	if c := offloads[0].Calls(); c == 0 {
+		t.Fatal("the device computed no product")
 	}
 	cl.Close()
 	// The shard stops (as when evicted): the device lets its weights go.

@@ -511,6 +511,10 @@ func (h *Host) spawnLocked(ctx actor.Context, s *shard, id string) error {
 	s.pid = actor.NewPID(ctx.Self().Address, ctx.Self().Id+"/"+name)
 	pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return s }, actor.WithSenderMiddleware(h.cfg.SenderMiddleware...)), name)
 	if err != nil {
+		if s.releaseAcc != nil {
+			s.releaseAcc()
+			s.releaseAcc = nil
+		}
 		return fmt.Errorf("spawn %s: %v", id, err)
 	}
 	if !pid.Equal(s.pid) {

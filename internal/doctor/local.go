@@ -109,5 +109,5 @@ func VulkanCheck(devices []string, why string) Check {
 		return Check{Name: "gpu", Status: OK, Message: "no Vulkan device on this machine (" + why + "): strata computes on the CPU"}
 	}
 	return Check{Name: "gpu", Status: OK, Message: "Vulkan devices on this machine: " + strings.Join(devices, "; ") +
-		" (strata run, logits and bench --gpu N put matrix products there)"}
+		" (--gpu N on strata run, chat, logits, bench and node puts matrix products there)"}
 }

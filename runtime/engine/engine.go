@@ -50,8 +50,9 @@ type Options struct {
 	// itself.
 	GuessEveryStep bool
 	// GPU is the device that computes the matrix products of the last
-	// GPULayers layers (gpu.AllLayers: all, with the output head): "" or
-	// off (none), auto (the first GPU, if any), or a device index.
+	// GPULayers layers (gpu.AllLayers: all, with the output head; 0:
+	// none): "" or off (none), auto (the first GPU, if any), or a device
+	// index.
 	GPU       string
 	GPULayers int
 }

@@ -7,8 +7,11 @@ import "time"
 // token shortcut, which saves a hop a token), so where guesses are often
 // wrong, or the model is so small that every row costs nearly a step,
 // speculation is slower than none. The pacer times the answer's tokens in
-// windows: a first guessing window, a short plain one (no guesses: the
-// shortcut on a cluster), then runs of whichever was faster, each
+// windows: a first guessing window, a one-step plain probe (no guesses;
+// on a cluster still without the token shortcut, which a window's first
+// token cannot take, so the probe undercounts plain speed there and
+// errs toward guessing), then runs of whichever was faster (plain runs
+// take the shortcut), each
 // compared with the other way's last rate when it ends; a run doubles
 // while the same way wins, and a plain run is followed by a guessing
 // probe, since what guesses yield depends on the text.

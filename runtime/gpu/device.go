@@ -107,6 +107,7 @@ func open(inst uintptr, index int) (*Device, error) {
 	d := &Device{Index: index, instance: inst, physical: phys[index], kernels: map[string]*kernel{}}
 	d.Name, d.Kind, d.maxRange, d.offsetAlign = describe(d.physical)
 	if err := d.init(); err != nil {
+		d.instance = 0 // Open destroys it
 		d.Close()
 		return nil, err
 	}
@@ -206,20 +207,26 @@ func (d *Device) init() error {
 	// Host-visible, coherent memory; device-local too if there is such.
 	mem := new(memoryProperties)
 	vk.getPhysicalDeviceMemoryProperties(d.physical, mem)
+	// Unified memory (an integrated GPU, a CPU device): the device-local
+	// host-visible type is the host's RAM. A discrete GPU's such type is
+	// its small BAR window: there, system memory the GPU reads over the
+	// bus (staging the weights into VRAM is not done yet).
+	d.shared = d.Kind == "integrated GPU" || d.Kind == "CPU"
 	best := -1
 	for i := range mem.memoryTypeCount {
 		f := mem.memoryTypes[i].propertyFlags
 		if f&(memHostVisible|memHostCoherent) != memHostVisible|memHostCoherent {
 			continue
 		}
-		if best < 0 || (f&memDeviceLocal != 0 && mem.memoryTypes[best].propertyFlags&memDeviceLocal == 0) {
+		local, bestLocal := f&memDeviceLocal != 0, best >= 0 && mem.memoryTypes[best].propertyFlags&memDeviceLocal != 0
+		if best < 0 || (d.shared && local && !bestLocal) || (!d.shared && !local && bestLocal) {
 			best = int(i)
 		}
 	}
 	if best < 0 {
 		return fmt.Errorf("gpu: %s has no host-visible coherent memory", d.Name)
 	}
-	d.hostType, d.shared = uint32(best), mem.memoryTypes[best].propertyFlags&memDeviceLocal != 0
+	d.hostType = uint32(best)
 
 	prio := new(float32)
 	*prio = 1
@@ -317,6 +324,9 @@ func (d *Device) NewBuffer(size int) (*Buffer, error) {
 	if size <= 0 {
 		return nil, fmt.Errorf("gpu: a buffer of %d bytes", size)
 	}
+	if d.isClosed() {
+		return nil, fmt.Errorf("gpu: %s is closed", d.Name)
+	}
 	n := uint64(size+3) &^ 3
 	if d.maxRange > 0 && n > d.maxRange {
 		return nil, fmt.Errorf("gpu: a buffer of %d bytes is over %s's binding limit of %d", n, d.Name, d.maxRange)
@@ -353,7 +363,7 @@ func (d *Device) NewBuffer(size int) (*Buffer, error) {
 // in place, without a copy. It fails where the device cannot import host
 // memory, or cannot bind data where it lies; the caller then copies.
 func (d *Device) Import(data []byte) (*Buffer, error) {
-	if d.importAlign == 0 || d.hostPointerProps == nil {
+	if d.importAlign == 0 || d.hostPointerProps == nil || d.isClosed() {
 		return nil, fmt.Errorf("gpu: %s cannot read host memory in place", d.Name)
 	}
 	if len(data) == 0 {
@@ -364,7 +374,7 @@ func (d *Device) Import(data []byte) (*Buffer, error) {
 	base := ptr &^ (align - 1)
 	end := (ptr + uintptr(len(data)) + align - 1) &^ (align - 1)
 	off := uint64(ptr - base)
-	if d.offsetAlign > 0 && off%d.offsetAlign != 0 {
+	if off%max(d.offsetAlign, 4) != 0 { // the shaders read words
 		return nil, fmt.Errorf("gpu: data at offset %d of its page, not a multiple of %s's %d", off, d.Name, d.offsetAlign)
 	}
 	size := uint64(end - base)
@@ -440,8 +450,19 @@ func (b *Buffer) Float32s() []float32 {
 // Size is the buffer's size in bytes.
 func (b *Buffer) Size() int { return int(b.size) }
 
-// Free releases the buffer.
+// isClosed reports whether Close has run.
+func (d *Device) isClosed() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.closed
+}
+
+// Free releases the buffer (nothing after the device closed, which
+// released it).
 func (b *Buffer) Free() {
+	if b.d.isClosed() {
+		return
+	}
 	dev := b.d.device
 	if b.mapped != nil {
 		vk.unmapMemory(dev, b.mem)

@@ -95,9 +95,14 @@ func TestOffloadedModel(t *testing.T) {
 					t.Errorf("%s, %d layers on the device: position %d: argmax %d, want %d", mc.name, layers, i, a, b)
 				}
 			})
+			calls := o.Calls()
 			o.Free()
 			if err != nil {
 				t.Fatal(err)
+			}
+			// Every position runs each held product once (the head: once a position).
+			if calls < int64(len(ids)/7) {
+				t.Errorf("%s: the device computed %d products in %d forward passes", mc.name, calls, (len(ids)+6)/7)
 			}
 			t.Logf("%s: %d layers (%d matrices) on the device: logits within %g of their range", mc.name, layers, held, mc.tol)
 		}

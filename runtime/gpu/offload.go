@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"strata/runtime/model"
 	"strata/runtime/tensor"
@@ -14,7 +15,8 @@ import (
 // matrix product at a time, the rest of the layer on the CPU.
 type Offload struct {
 	d     *Device
-	mu    sync.Mutex
+	mu    sync.RWMutex // held across a product: Free waits for it
+	calls atomic.Int64
 	held  map[*byte]*Matrix // by the first byte of the matrix's data (its mmap'd weights)
 	bytes int64
 	// copied is the bytes copied to the device (the rest is read in
@@ -62,14 +64,18 @@ func (o *Offload) MatMul(out []float32, w tensor.Matrix, x []float32, n int) (bo
 	if len(w.Data) == 0 {
 		return false, nil
 	}
-	o.mu.Lock()
+	o.mu.RLock()
+	defer o.mu.RUnlock()
 	m := o.held[&w.Data[0]]
-	o.mu.Unlock()
 	if m == nil || m.Rows != w.Rows || m.Cols != w.Cols || m.Type != w.Type {
 		return false, nil
 	}
+	o.calls.Add(1)
 	return true, o.d.MatMul(out, m, x, n)
 }
+
+// Calls is how many products the device has computed.
+func (o *Offload) Calls() int64 { return o.calls.Load() }
 
 // Free releases the matrices.
 func (o *Offload) Free() {

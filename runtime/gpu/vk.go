@@ -433,6 +433,10 @@ var errNoLoader = errors.New("gpu: no Vulkan loader (libvulkan) on this machine"
 // load opens the Vulkan loader and binds the functions, once.
 func load() error {
 	loadOnce.Do(func() {
+		if unsafe.Sizeof(uintptr(0)) != 8 {
+			loadErr = errors.New("gpu: the Vulkan bindings are for 64-bit targets")
+			return
+		}
 		names := loaderNames[runtime.GOOS]
 		if len(names) == 0 {
 			loadErr = fmt.Errorf("gpu: Vulkan is not supported on %s", runtime.GOOS)

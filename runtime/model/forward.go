@@ -173,9 +173,10 @@ func (m *Model) Matrices(from, to int, head bool) []tensor.Matrix {
 	return m.matrices(from, to, head, true)
 }
 
-// Products is Matrices without the routed experts and MLA's per-head
-// absorbed matrices, which the pool's workers multiply a token or an
-// expert at a time: the matrices an Accelerator computes for the State.
+// Products is Matrices without the routed experts and MLA's kv_b and
+// per-head absorbed matrices, which the pool's workers multiply a token
+// or an expert at a time: the matrices an Accelerator computes for the
+// State.
 func (m *Model) Products(from, to int, head bool) []tensor.Matrix {
 	return m.matrices(from, to, head, false)
 }
@@ -193,8 +194,9 @@ func (m *Model) matrices(from, to int, head, all bool) []tensor.Matrix {
 	for _, b := range m.Blocks[from:to] {
 		use(b.Q, b.K, b.V, b.O)
 		if a := b.MLA; a != nil {
-			use(a.QA, a.QB, a.Q, a.KVA, a.KVB)
+			use(a.QA, a.QB, a.Q, a.KVA)
 			if all {
+				use(a.KVB) // the pool's workers multiply its rows (KB, VB)
 				use(a.KB...)
 				use(a.VB...)
 			}
