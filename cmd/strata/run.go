@@ -119,7 +119,9 @@ draft:MODEL).`,
 			}
 			n := len(res.Tokens)
 			spec := ""
-			if res.Drafted > 0 {
+			if source != "" && source != engine.SpeculateOff {
+				// Paced: an answer where plain steps were faster guesses
+				// little or nothing (engine's pace.go).
 				spec = fmt.Sprintf(" | speculation %d of %d guesses right, %d steps", res.Accepted, res.Drafted, res.Stats.Steps)
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "load %v | prompt %d tokens in %v (%.1f tok/s) | generated %d tokens in %v (%.1f tok/s)%s | finish %s | seed %d\n",
