@@ -11,10 +11,10 @@ import "time"
 // on a cluster still without the token shortcut, which a window's first
 // token cannot take, so the probe undercounts plain speed there and
 // errs toward guessing), then runs of whichever was faster (plain runs
-// take the shortcut), each
-// compared with the other way's last rate when it ends; a run doubles
-// while the same way wins, and a plain run is followed by a guessing
-// probe, since what guesses yield depends on the text.
+// take the shortcut), each compared with the other way's last rate when
+// it ends; a run doubles while the same way wins, and a plain run is
+// followed by a guessing probe, since what guesses yield depends on the
+// text.
 //
 // Windows end at a token count and a minimum time, so that a model that
 // makes thousands of tokens a second is not judged on a few microseconds.

@@ -233,7 +233,8 @@ func (sp *Speculator) Most() int { return sp.most }
 // Guess returns up to room guesses for the tokens after seq (the prompt
 // and the answer so far, the last token not yet run); none while it
 // rests after misses, while plain steps are faster (Plain), or when
-// room < 1. The slice is reused by the next Guess. A source that fails (a draft model's error) guesses no more in
+// room < 1. The slice is reused by the next Guess. A source that fails
+// (a draft model's error) guesses no more in
 // this generation: the error is returned once, and the generation may go
 // on without guesses.
 func (sp *Speculator) Guess(seq []int, room int) ([]int, error) {

@@ -447,9 +447,6 @@ func (b *Buffer) Float32s() []float32 {
 	return unsafe.Slice((*float32)(b.mapped), b.size/4)
 }
 
-// Size is the buffer's size in bytes.
-func (b *Buffer) Size() int { return int(b.size) }
-
 // isClosed reports whether Close has run.
 func (d *Device) isClosed() bool {
 	d.mu.Lock()

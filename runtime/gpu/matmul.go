@@ -40,13 +40,8 @@ const (
 	quantsK                   // Q8_K: quants, scales and 16-sums of blocks of 256 (tensor.QuantizeQ8K)
 )
 
-// Supports reports whether the device multiplies weights of type t.
-func Supports(t tensor.Type) bool {
-	_, ok := kernelOf[t]
-	return ok
-}
-
-// Upload copies m into device memory.
+// Upload gives the device m: read in place where it can (Import), else
+// copied into device memory.
 func (d *Device) Upload(m tensor.Matrix) (*Matrix, error) {
 	k, ok := kernelOf[m.Type]
 	if !ok {
@@ -85,19 +80,9 @@ func (d *Device) MatMul(out []float32, w *Matrix, x []float32, n int) error {
 		return fmt.Errorf("gpu: MatMul of %dx%d with %d floats for %d vectors into %d", w.Rows, w.Cols, len(x), n, len(out))
 	}
 	k := kernelOf[w.Type]
-	bufs := []*Buffer{w.buf}
-	defer func() {
-		for _, b := range bufs[1:] {
-			b.Free()
-		}
-	}()
-	add := func(size int) (*Buffer, error) {
-		b, err := d.NewBuffer(size)
-		if err == nil {
-			bufs = append(bufs, b)
-		}
-		return b, err
-	}
+	var s scratch
+	defer s.free()
+	add := func(size int) (*Buffer, error) { return s.add(d.NewBuffer(size)) }
 	switch k.input {
 	case floats:
 		xb, err := add(4 * len(x))
@@ -114,26 +99,26 @@ func (d *Device) MatMul(out []float32, w *Matrix, x []float32, n int) error {
 		if err != nil {
 			return err
 		}
-		s, err := add(4 * len(x) / block)
+		scales, err := add(4 * len(x) / block)
 		if err != nil {
 			return err
 		}
 		qs := unsafe.Slice((*int8)(unsafe.Pointer(&q.Bytes()[0])), len(x))
 		if k.input == quants32 {
-			tensor.QuantizeQ32(x, qs, s.Float32s())
+			tensor.QuantizeQ32(x, qs, scales.Float32s())
 			break
 		}
 		sums, err := add(2 * len(x) / 16)
 		if err != nil {
 			return err
 		}
-		tensor.QuantizeQ8K(x, qs, s.Float32s(), unsafe.Slice((*int16)(unsafe.Pointer(&sums.Bytes()[0])), len(x)/16))
+		tensor.QuantizeQ8K(x, qs, scales.Float32s(), unsafe.Slice((*int16)(unsafe.Pointer(&sums.Bytes()[0])), len(x)/16))
 	}
 	y, err := add(4 * len(out))
 	if err != nil {
 		return err
 	}
-	if err := d.run(dispatch{name: k.name, buffers: bufs, push: pushU32(uint32(w.Rows), uint32(w.Cols)), groups: workgroups(w.Rows, n)}); err != nil {
+	if err := d.run(dispatch{name: k.name, buffers: append([]*Buffer{w.buf}, s...), push: pushU32(uint32(w.Rows), uint32(w.Cols)), groups: workgroups(w.Rows, n)}); err != nil {
 		return err
 	}
 	copy(out, y.Float32s())

@@ -33,7 +33,8 @@ type Offload struct {
 func (d *Device) Offload(ws []tensor.Matrix) (*Offload, error) {
 	o := &Offload{d: d, held: map[*byte]*Matrix{}}
 	for _, w := range ws {
-		if !Supports(w.Type) || len(w.Data) == 0 || o.held[&w.Data[0]] != nil || w.Cols%kernelOf[w.Type].block != 0 ||
+		k, ok := kernelOf[w.Type]
+		if !ok || len(w.Data) == 0 || o.held[&w.Data[0]] != nil || w.Cols%k.block != 0 ||
 			(d.maxRange > 0 && uint64(len(w.Data)) > d.maxRange) {
 			continue
 		}

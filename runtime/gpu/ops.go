@@ -11,16 +11,6 @@ import (
 // them, each on host slices (a submission per call, like MatMul): the
 // pieces a layer on the device will chain without leaving it.
 
-// upload returns a device buffer holding v.
-func (d *Device) upload(v []float32) (*Buffer, error) {
-	b, err := d.NewBuffer(4 * max(len(v), 1))
-	if err != nil {
-		return nil, err
-	}
-	copy(b.Float32s(), v)
-	return b, nil
-}
-
 // scratch holds a call's buffers, freed together.
 type scratch []*Buffer
 
@@ -37,6 +27,34 @@ func (s scratch) free() {
 	}
 }
 
+// runFloats runs kernel name with ins as its first bindings and, for
+// outLen > 0, an output binding of outLen floats after them; then copies
+// into dst the output, or with outLen 0 the first input (rewritten in
+// place).
+func (d *Device) runFloats(name string, dst []float32, ins [][]float32, outLen int, push []byte, groups [3]uint32) error {
+	var s scratch
+	defer s.free()
+	for _, v := range append(ins, make([]float32, outLen)) {
+		if len(v) == 0 {
+			continue // no output binding
+		}
+		b, err := s.add(d.NewBuffer(4 * len(v)))
+		if err != nil {
+			return err
+		}
+		copy(b.Float32s(), v)
+	}
+	if err := d.run(dispatch{name: name, buffers: s, push: push, groups: groups}); err != nil {
+		return err
+	}
+	result := s[0]
+	if outLen > 0 {
+		result = s[len(s)-1]
+	}
+	copy(dst, result.Float32s())
+	return nil
+}
+
 // RMSNorm sets each of the rows of x (len(weight) elements each) to
 // itself times weight over its root mean square, as tensor.RMSNorm.
 func (d *Device) RMSNorm(out, x, weight []float32, eps float32) error {
@@ -44,27 +62,9 @@ func (d *Device) RMSNorm(out, x, weight []float32, eps float32) error {
 	if n == 0 || len(x)%n != 0 || len(out) != len(x) {
 		return fmt.Errorf("gpu: RMSNorm of %d values by a weight of %d into %d", len(x), n, len(out))
 	}
-	var s scratch
-	defer s.free()
-	xb, err := s.add(d.upload(x))
-	if err != nil {
-		return err
-	}
-	wb, err := s.add(d.upload(weight))
-	if err != nil {
-		return err
-	}
-	yb, err := s.add(d.NewBuffer(4 * len(out)))
-	if err != nil {
-		return err
-	}
 	rows := len(x) / n
-	push := append(pushU32(uint32(rows), uint32(n)), pushU32(math.Float32bits(eps))...)
-	if err := d.run(dispatch{name: "rmsnorm", buffers: []*Buffer{xb, wb, yb}, push: push, groups: workgroups(rows, 1)}); err != nil {
-		return err
-	}
-	copy(out, yb.Float32s())
-	return nil
+	push := pushU32(uint32(rows), uint32(n), math.Float32bits(eps))
+	return d.runFloats("rmsnorm", out, [][]float32{x, weight}, len(out), push, workgroups(rows, 1))
 }
 
 // SwiGLU sets out[i] = SiLU(gate[i]) * up[i], as tensor.SwiGLU.
@@ -72,25 +72,7 @@ func (d *Device) SwiGLU(out, gate, up []float32) error {
 	if len(gate) != len(up) || len(out) != len(gate) || len(out) == 0 {
 		return fmt.Errorf("gpu: SwiGLU of %d and %d into %d", len(gate), len(up), len(out))
 	}
-	var s scratch
-	defer s.free()
-	gb, err := s.add(d.upload(gate))
-	if err != nil {
-		return err
-	}
-	ub, err := s.add(d.upload(up))
-	if err != nil {
-		return err
-	}
-	yb, err := s.add(d.NewBuffer(4 * len(out)))
-	if err != nil {
-		return err
-	}
-	if err := d.run(dispatch{name: "swiglu", buffers: []*Buffer{gb, ub, yb}, push: pushU32(uint32(len(out))), groups: elementGroups(len(out))}); err != nil {
-		return err
-	}
-	copy(out, yb.Float32s())
-	return nil
+	return d.runFloats("swiglu", out, [][]float32{gate, up}, len(out), pushU32(uint32(len(out))), elementGroups(len(out)))
 }
 
 // RoPE rotates, in place, the heads of each row of x (row r at position
@@ -106,26 +88,12 @@ func (d *Device) RoPE(x []float32, heads, headDim, ropeDim int, positions []int,
 	for r, pos := range positions {
 		tensor.RoPETable(table[2*half*r:2*half*(r+1)], ropeDim, pos, freqBase, freqScale, factors)
 	}
-	var s scratch
-	defer s.free()
-	xb, err := s.add(d.upload(x))
-	if err != nil {
-		return err
-	}
-	tb, err := s.add(d.upload(table))
-	if err != nil {
-		return err
-	}
 	nx := uint32(0)
 	if neox {
 		nx = 1
 	}
 	push := pushU32(uint32(rows), uint32(heads), uint32(headDim), uint32(ropeDim), nx)
-	if err := d.run(dispatch{name: "rope", buffers: []*Buffer{xb, tb}, push: push, groups: elementGroups(rows * heads * half)}); err != nil {
-		return err
-	}
-	copy(x, xb.Float32s())
-	return nil
+	return d.runFloats("rope", x, [][]float32{x, table}, 0, push, elementGroups(rows*heads*half))
 }
 
 // elementGroups covers n elements with workgroups of 64, over x and then y.
