@@ -14,9 +14,9 @@ import (
 	"strata/runtime/tensor"
 )
 
-// TestOffloadedModel: whole models with their matrix products on the
-// device (every layer and the output head, then only the last layer)
-// give the CPU's teacher-forced logits within tolerance and the same
+// TestOffloadedModel: whole models on the device (every layer and the
+// output head, then only the last layer; dense layers whole, the others
+// a matrix product at a time) give the CPU's teacher-forced logits within tolerance and the same
 // argmax at every position: stories260K (F32) and synthetic models of
 // the other weight types. Float weights: within 1e-4 of the logits'
 // range (the sums' order is all that differs). Quantized weights: within
@@ -70,9 +70,15 @@ func TestOffloadedModel(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, layers := range []int{len(m.Blocks), 1} {
-			o, err := d.Offload(m.Products(len(m.Blocks)-layers, len(m.Blocks), layers == len(m.Blocks)))
+			o, err := d.OffloadLayers(m, layers)
 			if err != nil {
 				t.Fatal(err)
+			}
+			// Dense layers with grouped-query attention run whole; the
+			// others a product at a time.
+			dense := m.Experts == 0 && m.MLA.KVLoraRank == 0
+			if whole := o.WholeLayers(); dense && whole != layers || !dense && whole != 0 {
+				t.Errorf("%s: %d of %d offloaded layers run whole", mc.name, whole, layers)
 			}
 			held, bytes := o.Held()
 			if held == 0 {
@@ -102,7 +108,7 @@ func TestOffloadedModel(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// Every position runs each held product once (the head: once a position).
+			// Every forward pass runs each offloaded layer on the device.
 			if calls < int64(len(ids)/7) {
 				t.Errorf("%s: the device computed %d products in %d forward passes", mc.name, calls, (len(ids)+6)/7)
 			}

@@ -25,13 +25,24 @@ type Offload struct {
 	// Set by Accelerate: it opened the device, for layers of of.
 	own        bool
 	layers, of int
+
+	// Whole layers (layer.go), set by OffloadLayers: the model, the
+	// blocks the device runs entire and their norms and biases (small),
+	// the widest of their feed-forward networks, and the scratch of a
+	// call (one call at a time: layerMu).
+	m       *model.Model
+	whole   map[int]*wholeLayer
+	small   []*Buffer
+	ffn     int
+	layerMu sync.Mutex
+	work    layerWork
 }
 
 // Offload uploads the matrices of ws that the device has kernels for and
 // can bind whole (its maxStorageBufferRange: 128 MB on some GPUs); the
 // others stay on the CPU.
 func (d *Device) Offload(ws []tensor.Matrix) (*Offload, error) {
-	o := &Offload{d: d, held: map[*byte]*Matrix{}}
+	o := &Offload{d: d, held: map[*byte]*Matrix{}, whole: map[int]*wholeLayer{}}
 	for _, w := range ws {
 		k, ok := kernelOf[w.Type]
 		if !ok || len(w.Data) == 0 || o.held[&w.Data[0]] != nil || w.Cols%k.block != 0 ||
@@ -86,6 +97,12 @@ func (o *Offload) Free() {
 		m.Free()
 		delete(o.held, k)
 	}
+	clear(o.whole)
+	scratch(o.small).free()
+	o.small = nil
+	o.layerMu.Lock()
+	o.work.free()
+	o.layerMu.Unlock()
 	o.bytes, o.copied = 0, 0
 }
 
@@ -154,6 +171,10 @@ func (d *Device) OffloadLayers(m *model.Model, layers int) (*Offload, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := o.wholeLayers(m, n-layers, n); err != nil {
+		o.Free()
+		return nil, err
+	}
 	o.layers, o.of = layers, n
 	return o, nil
 }
@@ -185,9 +206,12 @@ func (o *Offload) String() string {
 	s := fmt.Sprintf("%s (%s): %d matrices, %.1f MB (%.1f MB copied, the rest read in place)", o.d.Name, o.d.Kind, held, float64(bytes)/1e6, float64(o.copied)/1e6)
 	switch {
 	case o.of > 0 && o.layers == o.of:
-		s += fmt.Sprintf(", the matrix products of all %d layers and the output head", o.of)
+		s += fmt.Sprintf(", all %d layers and the output head", o.of)
 	case o.of > 0:
-		s += fmt.Sprintf(", the matrix products of the last %d of %d layers", o.layers, o.of)
+		s += fmt.Sprintf(", the last %d of %d layers", o.layers, o.of)
+	}
+	if o.of > 0 {
+		s += fmt.Sprintf(" (%d whole, the rest a matrix product at a time)", len(o.whole))
 	}
 	return s
 }

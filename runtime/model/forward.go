@@ -43,6 +43,7 @@ type State struct {
 	// acc computes the matrix products it holds (a GPU); nil = none.
 	// accErr is its first failure, after which the CPU computes them.
 	acc    Accelerator
+	layers LayerAccelerator // acc, where it runs whole layers too
 	accErr error
 
 	// The attention task's parameters, set before each pool.Run so the
@@ -141,7 +142,7 @@ func (s *State) matmul(out []float32, w tensor.Matrix, a *tensor.Activations) {
 	if s.acc != nil {
 		ok, err := s.acc.MatMul(out, w, a.Vectors(), a.N())
 		if err != nil {
-			s.acc, s.accErr = nil, err // the CPU takes over, for good
+			s.dropAccelerator(err)
 		} else if ok {
 			return
 		}
@@ -160,8 +161,34 @@ type Accelerator interface {
 	MatMul(out []float32, w tensor.Matrix, x []float32, n int) (bool, error)
 }
 
-// Accelerate hands the matrix products a holds to a (nil: none).
-func (s *State) Accelerate(a Accelerator) { s.acc, s.accErr = a, nil }
+// LayerAccelerator is an Accelerator that also runs whole layers: norms,
+// products, RoPE, the keys and values stored into each segment's cache,
+// attention, SwiGLU and the residual adds, one submission to the device
+// per layer instead of one per product.
+type LayerAccelerator interface {
+	Accelerator
+	// Layer runs block l (an index into Blocks) over the n rows of x, the
+	// rows of segs, as State.layer does within float rounding: x is
+	// updated in place and the rows' keys and values written at
+	// positions Cache.Len.. of each segment's cache (whose Len the State
+	// advances). It says false when it does not run layer l (the State
+	// then does, its products through MatMul). After an error x is as it
+	// was and the State computes on the CPU.
+	Layer(l int, x []float32, segs []Segment) (bool, error)
+}
+
+// Accelerate hands the matrix products a holds, and where it is a
+// LayerAccelerator the layers it runs, to a (nil: none).
+func (s *State) Accelerate(a Accelerator) {
+	s.acc, s.accErr = a, nil
+	s.layers, _ = a.(LayerAccelerator)
+}
+
+// dropAccelerator makes the CPU take over after the accelerator failed,
+// for good.
+func (s *State) dropAccelerator(err error) {
+	s.acc, s.layers, s.accErr = nil, nil, err
+}
 
 // AcceleratorErr is the accelerator's failure, if one made the State go
 // back to the CPU.
@@ -285,6 +312,15 @@ func (s *State) ForwardBatch(segs []Segment) error {
 		return fmt.Errorf("model: batch of %d tokens, the state holds 1..%d", n, s.Batch)
 	}
 	for l := range s.m.Blocks {
+		if s.layers != nil {
+			ok, err := s.layers.Layer(l, s.X[:n*s.m.Embd], segs)
+			if err != nil {
+				s.dropAccelerator(err)
+			} else if ok {
+				s.bytesRead += s.m.Blocks[l].denseBytes()
+				continue
+			}
+		}
 		s.layer(l, segs, n)
 	}
 	for _, g := range segs {

@@ -170,6 +170,12 @@ func (c *Cache) Bytes() int64 {
 // Type is the cache's element type.
 func (c *Cache) Type() KVType { return c.typ }
 
+// Layer is the memory of block l's keys and values (l an index into the
+// shard's Blocks; v is nil with multi-head latent attention), laid out
+// [head][position][row] with Capacity positions a head: for a device
+// that reads and writes the cache where it lies.
+func (c *Cache) Layer(l int) (k, v []byte) { return c.k[l], c.v[l] }
+
 // row returns the bytes of head h's row at pos in a layer's store.
 func (c *Cache) row(store []byte, h, pos int) []byte {
 	off := (h*c.Capacity + pos) * c.rowBytes

@@ -17,6 +17,16 @@ type Layer struct {
 	MoE     *MoE
 }
 
+// denseBytes is the bytes of a dense layer's matrices, which one pass
+// over it reads.
+func (b *Layer) denseBytes() int64 {
+	var n int
+	for _, w := range []*tensor.Matrix{&b.Q, &b.K, &b.V, &b.O, &b.Gate, &b.Up, &b.Down} {
+		n += len(w.Data)
+	}
+	return int64(n)
+}
+
 // Attention holds a block's self-attention weights: grouped-query (Q, K,
 // V) or multi-head latent attention (MLA).
 type Attention struct {

@@ -1,0 +1,332 @@
+package gpu
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"slices"
+
+	"strata/runtime/model"
+	"strata/runtime/tensor"
+)
+
+// Whole layers on the device (model.LayerAccelerator): a dense layer with
+// grouped-query attention (llama, qwen2, qwen3) runs as one submission,
+// the hidden rows copied in once and out once: RMSNorm, the activations
+// quantized on the device, the Q/K/V products, biases, per-head norms,
+// RoPE, the new keys and values written into each sequence's KV cache,
+// attention, the output product, SwiGLU and the residual adds. The KV
+// cache stays where model.Cache keeps it, in host memory the device
+// imports for the call (VK_EXT_external_memory_host), so the CPU's
+// prompt cache, rollback and replay see what the device wrote. Mixture-
+// of-experts and latent-attention layers, and caches of other element
+// types than f16 and f32, keep one submission per product.
+
+// maxHeadDim is the widest head the attention kernel takes.
+const maxHeadDim = 256
+
+// wholeLayer is a block the device runs entire: its matrices held, its
+// norms and biases copied (nil where the block has none).
+type wholeLayer struct {
+	q, k, v, o, gate, up, down      *Matrix
+	attnNorm, ffnNorm, qNorm, kNorm *Buffer
+	bq, bk, bv                      *Buffer
+}
+
+// layerWork is the scratch of whole layers, grown to the largest batch
+// seen and reused: the hidden rows and every intermediate, and the
+// activations in both quantized forms.
+type layerWork struct {
+	rows                         int
+	bufs                         scratch
+	x, xb, q, k, v, att, hb, hb2 *Buffer
+	q32, d32                     *Buffer // quants32 form
+	qK, dK, sK                   *Buffer // quantsK form
+	table                        *Buffer // RoPE's cosines and sines, a row per row
+	positions                    []int   // the positions table holds
+}
+
+// wholeLayers picks the held blocks the device can run entire.
+func (o *Offload) wholeLayers(m *model.Model, from, to int) error {
+	c := m.Config
+	if o.d.importAlign == 0 || o.d.hostPointerProps == nil || c.HeadDim > maxHeadDim || c.HeadDim%2 != 0 ||
+		c.KVHeads == 0 || c.Heads%c.KVHeads != 0 {
+		return nil // the KV cache cannot be read in place, or a shape the kernels lack
+	}
+	floats := func(v []float32) (*Buffer, error) {
+		if v == nil {
+			return nil, nil
+		}
+		b, err := o.d.NewBuffer(4 * len(v))
+		if err != nil {
+			return nil, err
+		}
+		copy(b.Float32s(), v)
+		o.small = append(o.small, b)
+		return b, nil
+	}
+	for l := from; l < to; l++ {
+		b := &m.Blocks[l]
+		if b.MoE != nil || b.MLA != nil {
+			continue
+		}
+		w := &wholeLayer{q: o.matrix(b.Q), k: o.matrix(b.K), v: o.matrix(b.V), o: o.matrix(b.O),
+			gate: o.matrix(b.Gate), up: o.matrix(b.Up), down: o.matrix(b.Down)}
+		if slices.Contains([]*Matrix{w.q, w.k, w.v, w.o, w.gate, w.up, w.down}, nil) {
+			continue
+		}
+		for _, f := range []struct {
+			dst **Buffer
+			v   []float32
+		}{{&w.attnNorm, b.AttnNorm}, {&w.ffnNorm, b.FFNNorm}, {&w.qNorm, b.QNorm}, {&w.kNorm, b.KNorm},
+			{&w.bq, b.Bq}, {&w.bk, b.Bk}, {&w.bv, b.Bv}} {
+			buf, err := floats(f.v)
+			if err != nil {
+				return err
+			}
+			*f.dst = buf
+		}
+		o.whole[l] = w
+		o.ffn = max(o.ffn, b.Gate.Rows)
+	}
+	o.m = m
+	return nil
+}
+
+// matrix is the device's copy of w, nil where it holds none.
+func (o *Offload) matrix(w tensor.Matrix) *Matrix {
+	if len(w.Data) == 0 {
+		return nil
+	}
+	m := o.held[&w.Data[0]]
+	if m == nil || m.Rows != w.Rows || m.Cols != w.Cols || m.Type != w.Type {
+		return nil
+	}
+	return m
+}
+
+// WholeLayers is how many layers the device runs entire (the others, of
+// the offloaded ones, one product at a time).
+func (o *Offload) WholeLayers() int { return len(o.whole) }
+
+// Layer implements model.LayerAccelerator.
+func (o *Offload) Layer(l int, x []float32, segs []model.Segment) (bool, error) {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	w := o.whole[l]
+	if w == nil {
+		return false, nil
+	}
+	n := 0
+	for _, g := range segs {
+		if t := g.Cache.Type(); t != model.KVF16 && t != model.KVF32 {
+			return false, nil
+		}
+		n += g.N
+	}
+	if 3*len(segs)+24 > maxDescriptorSets {
+		return false, nil // more sequences than one submission holds
+	}
+	o.layerMu.Lock()
+	defer o.layerMu.Unlock()
+	c := o.m.Config
+	if len(x) != n*c.Embd {
+		return false, fmt.Errorf("gpu: layer %d: %d values for %d rows of %d", l, len(x), n, c.Embd)
+	}
+	work := &o.work
+	if err := work.grow(o.d, c, o.ffn, n); err != nil {
+		return false, err
+	}
+	if err := work.rope(o.m, segs, n); err != nil {
+		return false, err
+	}
+	// The caches, imported for the call: a Cache's memory is Go's, which
+	// may be released to the system once the Cache is gone, so no import
+	// outlives the call.
+	var caches scratch
+	defer caches.free()
+	for _, g := range segs {
+		k, v := g.Cache.Layer(l)
+		for _, mem := range [][]byte{k, v} {
+			if _, err := caches.add(o.d.Import(mem)); err != nil {
+				return false, fmt.Errorf("gpu: reading a KV cache in place: %w", err)
+			}
+		}
+	}
+	copy(work.x.Float32s(), x)
+	r := recorder{work: work, n: n}
+	embd, qd, kvd := c.Embd, c.QDim(), c.KVDim()
+
+	// x += O · Attn(RoPE(Q, K, V of RMSNorm(x)))
+	r.norm(work.x, w.attnNorm, work.xb, n, embd, c.RMSEps)
+	r.product(work.q, w.q, work.xb)
+	r.product(work.k, w.k, work.xb)
+	r.product(work.v, w.v, work.xb)
+	if w.bq != nil {
+		r.add(work.q, w.bq, n*qd, qd)
+		r.add(work.k, w.bk, n*kvd, kvd)
+		r.add(work.v, w.bv, n*kvd, kvd)
+	}
+	if w.qNorm != nil {
+		r.norm(work.q, w.qNorm, work.q, n*c.Heads, c.HeadDim, c.RMSEps)
+		r.norm(work.k, w.kNorm, work.k, n*c.KVHeads, c.HeadDim, c.RMSEps)
+	}
+	r.rope(work.q, c.Heads, c)
+	r.rope(work.k, c.KVHeads, c)
+	f16 := uint32(0)
+	row := 0
+	for i, g := range segs {
+		kc, vc := caches[2*i], caches[2*i+1]
+		if g.Cache.Type() == model.KVF16 {
+			f16 = 1
+		} else {
+			f16 = 0
+		}
+		for _, kv := range []struct{ src, dst *Buffer }{{work.k, kc}, {work.v, vc}} {
+			push := pushU32(uint32(row), uint32(g.N), uint32(g.Cache.Len), uint32(c.KVHeads), uint32(c.HeadDim), uint32(g.Cache.Capacity), f16)
+			r.ds = append(r.ds, dispatch{name: "kv_store", buffers: []*Buffer{kv.src, kv.dst}, push: push, groups: elementGroups(g.N * kvd / 2)})
+		}
+		push := pushU32(uint32(row), uint32(g.N), uint32(g.Cache.Len), uint32(c.Heads), uint32(c.KVHeads), uint32(c.HeadDim),
+			uint32(g.Cache.Capacity), uint32(qd), f16, math.Float32bits(float32(1/math.Sqrt(float64(c.HeadDim)))))
+		r.ds = append(r.ds, dispatch{name: "attention", buffers: []*Buffer{work.q, kc, vc, work.att}, push: push, groups: [3]uint32{uint32(c.Heads), uint32(g.N), 1}})
+		row += g.N
+	}
+	r.product(work.xb, w.o, work.att)
+	r.add(work.x, work.xb, n*embd, n*embd)
+
+	// x += Down(SiLU(Gate h) * Up h), h = RMSNorm(x)
+	r.norm(work.x, w.ffnNorm, work.xb, n, embd, c.RMSEps)
+	r.product(work.hb, w.gate, work.xb)
+	r.product(work.hb2, w.up, work.xb)
+	width := w.gate.Rows
+	r.ds = append(r.ds, dispatch{name: "swiglu", buffers: []*Buffer{work.hb, work.hb2, work.hb}, push: pushU32(uint32(n * width)), groups: elementGroups(n * width)})
+	r.product(work.xb, w.down, work.hb)
+	r.add(work.x, work.xb, n*embd, n*embd)
+
+	o.calls.Add(1)
+	if err := o.d.run(r.ds...); err != nil {
+		return false, err
+	}
+	runtime.KeepAlive(segs) // the caches' memory, imported above
+	copy(x, work.x.Float32s()[:n*embd])
+	return true, nil
+}
+
+// recorder collects one layer's dispatches, quantizing a product's input
+// only where the last quantization in that form was of another buffer.
+type recorder struct {
+	work      *layerWork
+	n         int
+	ds        []dispatch
+	in32, inK *Buffer // the buffers q32/d32 and qK/dK/sK hold quantized
+}
+
+func (r *recorder) norm(x, weight, out *Buffer, rows, cols int, eps float32) {
+	r.ds = append(r.ds, dispatch{name: "rmsnorm", buffers: []*Buffer{x, weight, out}, push: pushU32(uint32(rows), uint32(cols), math.Float32bits(eps)), groups: workgroups(rows, 1)})
+	r.wrote(out)
+}
+
+func (r *recorder) add(y, x *Buffer, n, period int) {
+	r.ds = append(r.ds, dispatch{name: "add", buffers: []*Buffer{y, x}, push: pushU32(uint32(n), uint32(period)), groups: elementGroups(n)})
+	r.wrote(y)
+}
+
+func (r *recorder) rope(x *Buffer, heads int, c model.Config) {
+	nx := uint32(0)
+	if c.RopeNeox {
+		nx = 1
+	}
+	push := pushU32(uint32(r.n), uint32(heads), uint32(c.HeadDim), uint32(c.RopeDim), nx)
+	r.ds = append(r.ds, dispatch{name: "rope", buffers: []*Buffer{x, r.work.table}, push: push, groups: elementGroups(r.n * heads * c.RopeDim / 2)})
+	r.wrote(x)
+}
+
+// wrote forgets quantized forms of b, which a dispatch rewrites.
+func (r *recorder) wrote(b *Buffer) {
+	if r.in32 == b {
+		r.in32 = nil
+	}
+	if r.inK == b {
+		r.inK = nil
+	}
+}
+
+// product records out = w · in for the batch's rows.
+func (r *recorder) product(out *Buffer, w *Matrix, in *Buffer) {
+	k := kernelOf[w.Type]
+	values := r.n * w.Cols
+	var bufs []*Buffer
+	switch k.input {
+	case floats:
+		bufs = []*Buffer{w.buf, in, out}
+	case quants32:
+		if r.in32 != in {
+			r.ds = append(r.ds, dispatch{name: "quantize_q32", buffers: []*Buffer{in, r.work.q32, r.work.d32}, push: pushU32(uint32(values / 32)), groups: elementGroups(values / 32)})
+			r.in32 = in
+		}
+		bufs = []*Buffer{w.buf, r.work.q32, r.work.d32, out}
+	case quantsK:
+		if r.inK != in {
+			r.ds = append(r.ds, dispatch{name: "quantize_q8k", buffers: []*Buffer{in, r.work.qK, r.work.dK, r.work.sK}, push: pushU32(uint32(values / 256)), groups: elementGroups(values / 256)})
+			r.inK = in
+		}
+		bufs = []*Buffer{w.buf, r.work.qK, r.work.dK, r.work.sK, out}
+	}
+	r.ds = append(r.ds, dispatch{name: k.name, buffers: bufs, push: pushU32(uint32(w.Rows), uint32(w.Cols)), groups: workgroups(w.Rows, r.n)})
+	r.wrote(out)
+}
+
+// grow makes the scratch hold n rows of c's layers.
+func (w *layerWork) grow(d *Device, c model.Config, ffn, n int) error {
+	if n <= w.rows {
+		return nil
+	}
+	w.free()
+	widest := max(c.Embd, c.QDim(), ffn)
+	for _, b := range []struct {
+		dst  **Buffer
+		size int
+	}{
+		{&w.x, 4 * n * c.Embd}, {&w.xb, 4 * n * max(c.Embd, c.QDim())}, {&w.q, 4 * n * c.QDim()},
+		{&w.k, 4 * n * c.KVDim()}, {&w.v, 4 * n * c.KVDim()}, {&w.att, 4 * n * c.QDim()},
+		{&w.hb, 4 * n * ffn}, {&w.hb2, 4 * n * ffn},
+		{&w.q32, n * widest}, {&w.d32, 4 * n * widest / 32},
+		{&w.qK, n * widest}, {&w.dK, 4 * max(1, n*widest/256)}, {&w.sK, 2 * n * widest / 16},
+		{&w.table, 4 * n * max(2, c.RopeDim)},
+	} {
+		buf, err := w.bufs.add(d.NewBuffer(max(4, b.size)))
+		if err != nil {
+			w.free()
+			return err
+		}
+		*b.dst = buf
+	}
+	w.rows = n
+	return nil
+}
+
+// rope writes the cosines and sines of the rows' positions (each
+// segment's from its cache's Len) into the table, unless it holds them.
+func (w *layerWork) rope(m *model.Model, segs []model.Segment, n int) error {
+	pos := make([]int, 0, n)
+	for _, g := range segs {
+		for j := range g.N {
+			pos = append(pos, g.Cache.Len+j)
+		}
+	}
+	if slices.Equal(pos, w.positions) {
+		return nil
+	}
+	half := m.RopeDim / 2
+	table := w.table.Float32s()
+	for r, p := range pos {
+		tensor.RoPETable(table[2*half*r:2*half*(r+1)], m.RopeDim, p, m.RopeBase, m.RopeScale, m.RopeFactors)
+	}
+	w.positions = pos
+	return nil
+}
+
+func (w *layerWork) free() {
+	w.bufs.free()
+	*w = layerWork{}
+}
