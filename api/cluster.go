@@ -17,6 +17,7 @@ type MemberStatus struct {
 	PeerID      string        `json:"peer_id"`
 	Addrs       []string      `json:"addrs,omitempty"`
 	MemoryBytes uint64        `json:"memory_bytes"`
+	Device      string        `json:"device,omitempty"` // see PeerStatus.Device
 	Models      []string      `json:"models,omitempty"`
 	Shards      []ShardStatus `json:"shards"`
 	// Links: the answering node's own links, the others' as announced

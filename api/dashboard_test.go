@@ -103,6 +103,7 @@ func TestDashboardInChromium(t *testing.T) {
 	withFetch := func() ClusterStatus {
 		c := three()
 		c.Members[2].Fetching = []FetchStatus{{Model: "stories260K", DoneBytes: 300e3, TotalBytes: 1200e3}}
+		c.Members[1].Device = "Apple M3 Ultra (integrated)"
 		return c
 	}
 	// strata doctor's report as the node serves it: one link on TCP where
@@ -121,10 +122,12 @@ func TestDashboardInChromium(t *testing.T) {
 	must(t, chromedp.Do(ctx, chromedp.Navigate(hs3.URL+"/")))
 	poll(t, ctx, `document.querySelectorAll("#cluster g.node").length === 3 && document.querySelectorAll("#cluster path.link").length === 3 &&
 		document.querySelector("#sessions tbody").rows.length === 1 && document.querySelector("#cluster").textContent.includes("2.0 ms")`)
-	// The owner's view: the fetch in progress on its node's card, the
+	// The owner's view: the fetch in progress on its node's card, a GPU
+	// node's device on its card, the
 	// findings with their fixes, the links (the TCP one stands out), and
 	// the chart of the last minutes once two samples are in.
 	poll(t, ctx, `document.querySelector("#cluster").textContent.includes("fetching stories260K: 300 KB of 1.2 MB") &&
+		document.querySelector("#cluster g.node[data-peer='12D3KooWBBBBBBBBBBBB']").textContent.includes("device: Apple M3 Ultra (integrated)") &&
 		document.querySelectorAll("#links tbody tr").length === 2 && document.querySelectorAll("#links tbody tr.fail").length === 1 &&
 		document.querySelector("#links tbody tr.fail").textContent.includes("tcp") &&
 		document.querySelector("#findings li.fail").textContent.includes("clock [12D3Ko…CCCCCC]: its clock is 5s off") &&

@@ -33,9 +33,12 @@ type PeerStatus struct {
 	ComputeFlops         float64 `json:"compute_flops"`
 	// MemoryBandwidth is the node's measured memory read rate, bytes/s
 	// (0: not measured).
-	MemoryBandwidth float64     `json:"memory_bandwidth"`
-	Models          []PeerModel `json:"models"`
-	Shards          []string    `json:"shards"`
+	MemoryBandwidth float64 `json:"memory_bandwidth"`
+	// Device is the compute device beside the CPU its shards use
+	// (strata node --gpu), "NAME (KIND)"; empty: the CPU only.
+	Device string      `json:"device,omitempty"`
+	Models []PeerModel `json:"models"`
+	Shards []string    `json:"shards"`
 	// LastSeenMS is how long ago, in milliseconds, its last heartbeat came.
 	LastSeenMS int64 `json:"last_seen_ms"`
 	// Links are the node's links to the peers it sends activations to: the

@@ -17,7 +17,7 @@ func ClusterStatusOf(n *actors.Node) ClusterStatus {
 	st := PeersStatusOf(n.Peers)
 	cs := ClusterStatus{Self: st.Self, Members: []MemberStatus{}, Sessions: []SessionStatus{}}
 	for _, m := range st.Members {
-		ms := MemberStatus{PeerID: m.PeerID, Addrs: m.Addrs, MemoryBytes: m.MemoryBytes, Shards: []ShardStatus{}, Links: m.Links, Fetching: m.Fetching}
+		ms := MemberStatus{PeerID: m.PeerID, Addrs: m.Addrs, MemoryBytes: m.MemoryBytes, Device: m.Device, Shards: []ShardStatus{}, Links: m.Links, Fetching: m.Fetching}
 		for _, md := range m.Models {
 			ms.Models = append(ms.Models, md.Name)
 		}
@@ -52,8 +52,8 @@ func PeersStatusOf(node *peers.Node) PeersStatus {
 		ps := PeerStatus{
 			PeerID: m.ID.String(), Addrs: in.Addrs, Version: in.Version,
 			MemoryBytes: in.MemoryTotalBytes, MemoryAvailableBytes: in.MemoryAvailableBytes, ComputeFlops: in.ComputeFlops,
-			MemoryBandwidth: in.MemoryBandwidth,
-			Models:          []PeerModel{}, Shards: in.Shards, LastSeenMS: now.Sub(m.LastSeen).Milliseconds(),
+			MemoryBandwidth: in.MemoryBandwidth, Device: in.Device,
+			Models: []PeerModel{}, Shards: in.Shards, LastSeenMS: now.Sub(m.LastSeen).Milliseconds(),
 		}
 		if ps.Addrs == nil {
 			ps.Addrs = []string{}

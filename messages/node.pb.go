@@ -88,7 +88,11 @@ type NodeInfo struct {
 	// findings are the node's own health findings (strata doctor's local
 	// checks: memory, disk budget, open-file limit, secret file mode), each
 	// one line, empty when all is well.
-	Findings      []string `protobuf:"bytes,18,rep,name=findings,proto3" json:"findings,omitempty"`
+	Findings []string `protobuf:"bytes,18,rep,name=findings,proto3" json:"findings,omitempty"`
+	// device is the compute device beside the CPU that the node's shards
+	// use (strata node --gpu): "NAME (KIND)", e.g. "Apple M3 Ultra
+	// (integrated)"; empty on a node that computes on the CPU only.
+	Device        string `protobuf:"bytes,23,opt,name=device,proto3" json:"device,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -275,6 +279,13 @@ func (x *NodeInfo) GetFindings() []string {
 		return x.Findings
 	}
 	return nil
+}
+
+func (x *NodeInfo) GetDevice() string {
+	if x != nil {
+		return x.Device
+	}
+	return ""
 }
 
 // FetchProgress is one model's fetch of layers from peers.
@@ -514,7 +525,7 @@ var File_messages_node_proto protoreflect.FileDescriptor
 
 const file_messages_node_proto_rawDesc = "" +
 	"\n" +
-	"\x13messages/node.proto\x12\x06strata\"\xe8\x05\n" +
+	"\x13messages/node.proto\x12\x06strata\"\x80\x06\n" +
 	"\bNodeInfo\x12\x17\n" +
 	"\apeer_id\x18\x01 \x01(\tR\x06peerId\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\x03R\vincarnation\x12\x10\n" +
@@ -538,7 +549,8 @@ const file_messages_node_proto_rawDesc = "" +
 	"\bplatform\x18\x0f \x01(\tR\bplatform\x12&\n" +
 	"\x0fclock_unix_nano\x18\x10 \x01(\x03R\rclockUnixNano\x12\x18\n" +
 	"\aleaving\x18\x11 \x01(\bR\aleaving\x12\x1a\n" +
-	"\bfindings\x18\x12 \x03(\tR\bfindings\"e\n" +
+	"\bfindings\x18\x12 \x03(\tR\bfindings\x12\x16\n" +
+	"\x06device\x18\x17 \x01(\tR\x06device\"e\n" +
 	"\rFetchProgress\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1d\n" +
 	"\n" +

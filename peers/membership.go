@@ -89,8 +89,8 @@ func validateInfo(info *messages.NodeInfo, from peer.ID) error {
 			return fmt.Errorf("%w: shard too long", ErrBadInfo)
 		}
 	}
-	if len(info.Platform) > maxInfoString || len(info.BootId) > maxInfoString || len(info.Findings) > maxFindings {
-		return fmt.Errorf("%w: platform too long or too many findings", ErrBadInfo)
+	if len(info.Platform) > maxInfoString || len(info.BootId) > maxInfoString || len(info.Device) > maxInfoString || len(info.Findings) > maxFindings {
+		return fmt.Errorf("%w: platform, boot ID or device too long, or too many findings", ErrBadInfo)
 	}
 	for _, f := range info.Findings {
 		if len(f) > maxInfoString {
@@ -411,6 +411,7 @@ func (m *Membership) info() *messages.NodeInfo {
 		Shards:               m.shards,
 		FetchesWeights:       n.cfg.FetchesWeights,
 		MemoryBandwidth:      n.cfg.MemoryBandwidth,
+		Device:               n.cfg.Device,
 	}
 	m.mu.Unlock()
 	info.Links = n.announcedLinks()

@@ -84,6 +84,9 @@ type Config struct {
 	// MemoryBandwidth is the memory read rate to announce, in bytes/s (0:
 	// not measured).
 	MemoryBandwidth float64
+	// Device is the compute device beside the CPU to announce, "NAME
+	// (KIND)" ("": none).
+	Device string
 	// Version is the build version to announce.
 	Version string
 	// Protocols is the range of cluster protocol versions to announce and

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -173,6 +174,7 @@ func TestValidateInfo(t *testing.T) {
 		"link transport": func(i *messages.NodeInfo) { i.Links[0].Transport = "carrier-pigeon" },
 		"link peer":      func(i *messages.NodeInfo) { i.Links[0].PeerId = "not-a-peer" },
 		"link rtt":       func(i *messages.NodeInfo) { i.Links[0].RttUs = math.MaxUint32 },
+		"long device":    func(i *messages.NodeInfo) { i.Device = strings.Repeat("x", maxInfoString+1) },
 		"too many links": func(i *messages.NodeInfo) {
 			for range maxInfoLinks {
 				i.Links = append(i.Links, i.Links[0])

@@ -187,7 +187,9 @@ function drawCluster(c, stats) {
   const members = c.members || [];
   const W = 240, gap = 40, cols = Math.max(1, Math.min(members.length, 4));
   const rows = Math.ceil(members.length / cols) || 1;
-  const heights = members.map((m) => 78 + 26 * Math.max(1, (m.shards || []).length) + 22 * (m.fetching || []).length);
+  // A node with a device (strata node --gpu) has a line for it under its name.
+  const deviceLine = (m) => (m.device ? 16 : 0);
+  const heights = members.map((m) => 78 + deviceLine(m) + 26 * Math.max(1, (m.shards || []).length) + 22 * (m.fetching || []).length);
   const H = Math.max(110, ...heights);
   const top = 60, rowGap = 110;
   const total = top + rows * H + (rows - 1) * rowGap + 60;
@@ -200,17 +202,19 @@ function drawCluster(c, stats) {
     const g = el("g", { class: "node" + (m.peer_id === c.self ? " self" : ""), "data-peer": m.peer_id, transform: `translate(${x},${y})` }, svg);
     el("rect", { class: "box", width: W, height: H, rx: 8 }, g);
     el("text", { x: 10, y: 18 }, g, shortID(m.peer_id) + (m.peer_id === c.self ? " (this node)" : ""));
+    const dy = deviceLine(m);
+    if (m.device) el("text", { x: 10, y: 34, class: "small device" }, g, "device: " + m.device);
     let used = 0;
     for (const sh of m.shards || []) {
       const info = models[sh.model];
       if (info && info.layers) used += info.size_bytes * (sh.layers[1] - sh.layers[0]) / info.layers;
     }
-    el("text", { x: 10, y: 36, class: "small" }, g, `weights ${fmtBytes(used)} of ${fmtBytes(m.memory_bytes)} memory`);
-    el("rect", { class: "bar-bg", x: 10, y: 42, width: W - 20, height: 8, rx: 3 }, g);
+    el("text", { x: 10, y: 36 + dy, class: "small" }, g, `weights ${fmtBytes(used)} of ${fmtBytes(m.memory_bytes)} memory`);
+    el("rect", { class: "bar-bg", x: 10, y: 42 + dy, width: W - 20, height: 8, rx: 3 }, g);
     const frac = m.memory_bytes ? Math.min(1, used / m.memory_bytes) : 0;
-    el("rect", { class: "bar-mem", x: 10, y: 42, width: Math.max(frac > 0 ? 2 : 0, (W - 20) * frac), height: 8, rx: 3 }, g);
+    el("rect", { class: "bar-mem", x: 10, y: 42 + dy, width: Math.max(frac > 0 ? 2 : 0, (W - 20) * frac), height: 8, rx: 3 }, g);
     const shards = m.shards || [];
-    if (shards.length === 0 && !(m.fetching || []).length) el("text", { x: 10, y: 70, class: "small" }, g, "no layers loaded");
+    if (shards.length === 0 && !(m.fetching || []).length) el("text", { x: 10, y: 70 + dy, class: "small" }, g, "no layers loaded");
     (m.fetching || []).forEach((f, j) => {
       const y0 = H - 22 - j * 22, frac = f.total_bytes ? f.done_bytes / f.total_bytes : 0;
       el("text", { x: 10, y: y0, class: "small fetch" }, g, `fetching ${f.model}: ${fmtBytes(f.done_bytes)} of ${fmtBytes(f.total_bytes)}`);
@@ -218,7 +222,7 @@ function drawCluster(c, stats) {
       el("rect", { class: "bar-fetch", x: 10, y: y0 + 4, width: Math.max(2, (W - 20) * frac), height: 6, rx: 2 }, g);
     });
     shards.forEach((sh, j) => {
-      const y0 = 62 + j * 26;
+      const y0 = 62 + dy + j * 26;
       const info = models[sh.model];
       const total = (info && info.layers) || sh.layers[1] || 1;
       el("text", { x: 10, y: y0 + 8, class: "small" }, g, `${sh.model}: layers ${sh.layers[0]}–${sh.layers[1] - 1} of ${total}`);

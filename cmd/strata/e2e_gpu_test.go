@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -14,9 +15,10 @@ import (
 	"strata/runtime/gpu"
 )
 
-// A 3-process pipeline whose nodes compute their shards' matrix products
-// on a Vulkan device (strata node --gpu 0: lavapipe in CI), the last two
-// layers of each, tells one node's story, token for token.
+// A 3-process pipeline whose nodes compute their shards' last two layers
+// on a Vulkan device (strata node --gpu 0: lavapipe in CI; stories260K's
+// layers run whole there) tells one node's story, token for token; each
+// node announces its device, and strata status shows it.
 func TestE2EGPUNode(t *testing.T) {
 	if _, err := gpu.List(); err != nil {
 		if os.Getenv("STRATA_WANT_VULKAN") != "" {
@@ -52,5 +54,20 @@ func TestE2EGPUNode(t *testing.T) {
 	}
 	if shards < 2 {
 		t.Errorf("%d shards on the device, want the pipeline's stages (at least 2)", shards)
+	}
+	list, _ := gpu.List()
+	device := strings.TrimPrefix(list[0], "0: ")
+	var st api.PeersStatus
+	if err := getJSON("http://"+c.nodes[0].api+"/api/peers", &st); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range st.Members {
+		if m.Device != device {
+			t.Errorf("member %s announces device %q, want %q", m.PeerID, m.Device, device)
+		}
+	}
+	out, err := exec.Command(bin, "status", "--api", c.nodes[0].api).CombinedOutput()
+	if err != nil || strings.Count(string(out), device) != len(c.nodes) {
+		t.Errorf("strata status (%v) does not show the device of each node:\n%s", err, out)
 	}
 }

@@ -20,23 +20,24 @@ func (g *gpuFlags) add(f *pflag.FlagSet) {
 }
 
 // nodeGPU opens the device of strata node --gpu and returns the hook that
-// puts each shard's matrix products there (nil without a device) and
-// what closes the device. A shard goes to the device only if the device
+// puts each shard's layers there (nil without a device), what closes the
+// device, and its name and kind to announce ("" without one). A shard goes to the device only if the device
 // reads its weights in place (unified memory): a copy would hold memory
 // the node's --memory does not count, so such a shard stays on the CPU.
-func nodeGPU(g gpuFlags, log io.Writer) (func(*model.Model) (model.Accelerator, func(), error), func(), error) {
+func nodeGPU(g gpuFlags, log io.Writer) (func(*model.Model) (model.Accelerator, func(), error), func(), string, error) {
 	device, layers, err := g.parse()
 	if err != nil {
-		return nil, func() {}, err
+		return nil, func() {}, "", err
 	}
 	d, err := gpu.OpenChoice(device)
 	if err != nil || d == nil || layers == 0 {
 		if d != nil {
 			d.Close()
 		}
-		return nil, func() {}, err
+		return nil, func() {}, "", err
 	}
-	fmt.Fprintf(log, "gpu: %s (%s): the matrix products of the shards this node holds\n", d.Name, d.Kind)
+	name := fmt.Sprintf("%s (%s)", d.Name, d.Kind)
+	fmt.Fprintf(log, "gpu: %s: the layers of the shards this node holds\n", name)
 	return func(m *model.Model) (model.Accelerator, func(), error) {
 		o, err := d.OffloadLayers(m, layers)
 		if err != nil {
@@ -49,7 +50,7 @@ func nodeGPU(g gpuFlags, log io.Writer) (func(*model.Model) (model.Accelerator, 
 		}
 		fmt.Fprintf(log, "gpu: layers [%d,%d) on %s: %s\n", m.First, m.End, d.Name, o)
 		return o, o.Free, nil
-	}, d.Close, nil
+	}, d.Close, name, nil
 }
 
 // vulkanFacts is what strata doctor says of this machine's Vulkan devices.

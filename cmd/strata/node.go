@@ -387,7 +387,7 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 		}
 		defer draft.Close()
 	}
-	accelerate, closeGPU, err := nodeGPU(f.gpu, errOut)
+	accelerate, closeGPU, device, err := nodeGPU(f.gpu, errOut)
 	if err != nil {
 		return err
 	}
@@ -415,7 +415,7 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 	full, err := actors.StartNode(ctx, actors.NodeConfig{
 		Peers: peers.Config{
 			DataDir: f.dataDir, Listen: f.listen, Join: f.join, Secret: secret, NoMDNS: f.noMDNS,
-			MemoryBytes: memCap, Version: version, Logger: log, MemoryBandwidth: memBW,
+			MemoryBytes: memCap, Version: version, Logger: log, MemoryBandwidth: memBW, Device: device,
 			Protocols: protocols, ClockOffset: f.testClockOffset, Findings: findings,
 			OnSent:    metrics.AddBytesSent,
 			Transport: f.transport,

@@ -94,7 +94,7 @@ func statusError(url string, err error) error {
 func printStatus(out io.Writer, st api.PeersStatus) {
 	fmt.Fprintf(out, "%d members (view version %d, as seen by %s)\n", len(st.Members), st.ViewVersion, st.Self)
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "PEER ID\tMEMORY (FREE)\tMEMORY READS\tMODELS\tSHARDS (MODEL:FIRST-END)\tADDRESSES")
+	fmt.Fprintln(w, "PEER ID\tMEMORY (FREE)\tMEMORY READS\tDEVICE\tMODELS\tSHARDS (MODEL:FIRST-END)\tADDRESSES")
 	for _, m := range st.Members {
 		id := m.PeerID
 		if id == st.Self {
@@ -112,7 +112,11 @@ func printStatus(out io.Writer, st api.PeersStatus) {
 		if m.MemoryBandwidth > 0 {
 			bw = fmt.Sprintf("%.0f GB/s", m.MemoryBandwidth/1e9)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", id, mem, bw, orDash(strings.Join(models, ", ")), orDash(strings.Join(m.Shards, " ")), orDash(strings.Join(m.Addrs, " ")))
+		device := m.Device
+		if device == "" {
+			device = "CPU"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", id, mem, bw, device, orDash(strings.Join(models, ", ")), orDash(strings.Join(m.Shards, " ")), orDash(strings.Join(m.Addrs, " ")))
 	}
 	w.Flush()
 	for _, m := range st.Members {
