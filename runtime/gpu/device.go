@@ -427,6 +427,15 @@ func (d *Device) Import(data []byte) (*Buffer, error) {
 	return b, nil
 }
 
+// view is bytes [off, off+size) of b, bound where b is (not to be freed:
+// b owns the memory).
+func (b *Buffer) view(off, size uint64) *Buffer {
+	v := *b
+	v.off += off
+	v.rng = (size + 3) &^ 3
+	return &v
+}
+
 // Imported reports whether the buffer reads host memory in place.
 func (b *Buffer) Imported() bool { return b.mapped == nil }
 

@@ -1,10 +1,12 @@
 package gpu
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"runtime"
 	"slices"
+	"unsafe"
 
 	"strata/runtime/model"
 	"strata/runtime/tensor"
@@ -25,8 +27,9 @@ import (
 // maxHeadDim is the widest head the attention kernel takes.
 const maxHeadDim = 256
 
-// wholeLayer is a block the device runs entire: its matrices held, its
-// norms and biases copied (nil where the block has none).
+// wholeLayer is a block the device runs entire, or its attention half (a
+// mixture-of-experts layer: gate, up and down nil): its matrices held,
+// its norms and biases copied (nil where the block has none).
 type wholeLayer struct {
 	q, k, v, o, gate, up, down      *Matrix
 	attnNorm, ffnNorm, qNorm, kNorm *Buffer
@@ -67,13 +70,19 @@ func (o *Offload) wholeLayers(m *model.Model, from, to int) error {
 	}
 	for l := from; l < to; l++ {
 		b := &m.Blocks[l]
-		if b.MoE != nil || b.MLA != nil {
+		if b.MLA != nil {
 			continue
 		}
-		w := &wholeLayer{q: o.matrix(b.Q), k: o.matrix(b.K), v: o.matrix(b.V), o: o.matrix(b.O),
-			gate: o.matrix(b.Gate), up: o.matrix(b.Up), down: o.matrix(b.Down)}
-		if slices.Contains([]*Matrix{w.q, w.k, w.v, w.o, w.gate, w.up, w.down}, nil) {
+		w := &wholeLayer{q: o.matrix(b.Q), k: o.matrix(b.K), v: o.matrix(b.V), o: o.matrix(b.O)}
+		if slices.Contains([]*Matrix{w.q, w.k, w.v, w.o}, nil) {
 			continue
+		}
+		if b.MoE == nil {
+			w.gate, w.up, w.down = o.matrix(b.Gate), o.matrix(b.Up), o.matrix(b.Down)
+			if slices.Contains([]*Matrix{w.gate, w.up, w.down}, nil) {
+				continue
+			}
+			o.ffn = max(o.ffn, b.Gate.Rows)
 		}
 		for _, f := range []struct {
 			dst **Buffer
@@ -87,7 +96,6 @@ func (o *Offload) wholeLayers(m *model.Model, from, to int) error {
 			*f.dst = buf
 		}
 		o.whole[l] = w
-		o.ffn = max(o.ffn, b.Gate.Rows)
 	}
 	o.m = m
 	return nil
@@ -105,41 +113,49 @@ func (o *Offload) matrix(w tensor.Matrix) *Matrix {
 	return m
 }
 
-// WholeLayers is how many layers the device runs entire (the others, of
-// the offloaded ones, one product at a time).
-func (o *Offload) WholeLayers() int { return len(o.whole) }
+// WholeLayers is how many layers the device runs entire, and how many
+// of the others their attention half of (mixture-of-experts layers,
+// whose feed-forward half runs a product at a time).
+func (o *Offload) WholeLayers() (whole, attention int) {
+	for _, w := range o.whole {
+		if w.gate != nil {
+			whole++
+		} else {
+			attention++
+		}
+	}
+	return whole, attention
+}
 
 // Layer implements model.LayerAccelerator.
-func (o *Offload) Layer(l int, x []float32, segs []model.Segment) (bool, error) {
+func (o *Offload) Layer(l int, x []float32, segs []model.Segment) (model.Ran, error) {
 	o.mu.RLock()
 	defer o.mu.RUnlock()
 	w := o.whole[l]
 	if w == nil {
-		return false, nil
+		return model.RanNone, nil
 	}
 	n := 0
 	for _, g := range segs {
 		if t := g.Cache.Type(); t != model.KVF16 && t != model.KVF32 {
-			return false, nil
+			return model.RanNone, nil
 		}
 		n += g.N
 	}
 	if 3*len(segs)+24 > maxDescriptorSets {
-		return false, nil // more sequences than one submission holds
+		return model.RanNone, nil // more sequences than one submission holds
 	}
 	o.layerMu.Lock()
 	defer o.layerMu.Unlock()
 	c := o.m.Config
 	if len(x) != n*c.Embd {
-		return false, fmt.Errorf("gpu: layer %d: %d values for %d rows of %d", l, len(x), n, c.Embd)
+		return model.RanNone, fmt.Errorf("gpu: layer %d: %d values for %d rows of %d", l, len(x), n, c.Embd)
 	}
 	work := &o.work
 	if err := work.grow(o.d, c, o.ffn, n); err != nil {
-		return false, err
+		return model.RanNone, err
 	}
-	if err := work.rope(o.m, segs, n); err != nil {
-		return false, err
-	}
+	work.rope(o.m, segs, n)
 	// The caches, imported for the call: a Cache's memory is Go's, which
 	// may be released to the system once the Cache is gone, so no import
 	// outlives the call.
@@ -149,7 +165,7 @@ func (o *Offload) Layer(l int, x []float32, segs []model.Segment) (bool, error) 
 		k, v := g.Cache.Layer(l)
 		for _, mem := range [][]byte{k, v} {
 			if _, err := caches.add(o.d.Import(mem)); err != nil {
-				return false, fmt.Errorf("gpu: reading a KV cache in place: %w", err)
+				return model.RanNone, fmt.Errorf("gpu: reading a KV cache in place: %w", err)
 			}
 		}
 	}
@@ -195,21 +211,25 @@ func (o *Offload) Layer(l int, x []float32, segs []model.Segment) (bool, error) 
 	r.add(work.x, work.xb, n*embd, n*embd)
 
 	// x += Down(SiLU(Gate h) * Up h), h = RMSNorm(x)
-	r.norm(work.x, w.ffnNorm, work.xb, n, embd, c.RMSEps)
-	r.product(work.hb, w.gate, work.xb)
-	r.product(work.hb2, w.up, work.xb)
-	width := w.gate.Rows
-	r.ds = append(r.ds, dispatch{name: "swiglu", buffers: []*Buffer{work.hb, work.hb2, work.hb}, push: pushU32(uint32(n * width)), groups: elementGroups(n * width)})
-	r.product(work.xb, w.down, work.hb)
-	r.add(work.x, work.xb, n*embd, n*embd)
+	ran := model.RanAttention
+	if w.gate != nil {
+		r.norm(work.x, w.ffnNorm, work.xb, n, embd, c.RMSEps)
+		r.product(work.hb, w.gate, work.xb)
+		r.product(work.hb2, w.up, work.xb)
+		width := w.gate.Rows
+		r.ds = append(r.ds, dispatch{name: "swiglu", buffers: []*Buffer{work.hb, work.hb2, work.hb}, push: pushU32(uint32(n * width)), groups: elementGroups(n * width)})
+		r.product(work.xb, w.down, work.hb)
+		r.add(work.x, work.xb, n*embd, n*embd)
+		ran = model.RanLayer
+	}
 
 	o.calls.Add(1)
 	if err := o.d.run(r.ds...); err != nil {
-		return false, err
+		return model.RanNone, err
 	}
 	runtime.KeepAlive(segs) // the caches' memory, imported above
 	copy(x, work.x.Float32s()[:n*embd])
-	return true, nil
+	return ran, nil
 }
 
 // recorder collects one layer's dispatches, quantizing a product's input
@@ -307,7 +327,7 @@ func (w *layerWork) grow(d *Device, c model.Config, ffn, n int) error {
 
 // rope writes the cosines and sines of the rows' positions (each
 // segment's from its cache's Len) into the table, unless it holds them.
-func (w *layerWork) rope(m *model.Model, segs []model.Segment, n int) error {
+func (w *layerWork) rope(m *model.Model, segs []model.Segment, n int) {
 	pos := make([]int, 0, n)
 	for _, g := range segs {
 		for j := range g.N {
@@ -315,7 +335,7 @@ func (w *layerWork) rope(m *model.Model, segs []model.Segment, n int) error {
 		}
 	}
 	if slices.Equal(pos, w.positions) {
-		return nil
+		return
 	}
 	half := m.RopeDim / 2
 	table := w.table.Float32s()
@@ -323,10 +343,88 @@ func (w *layerWork) rope(m *model.Model, segs []model.Segment, n int) error {
 		tensor.RoPETable(table[2*half*r:2*half*(r+1)], m.RopeDim, p, m.RopeBase, m.RopeScale, m.RopeFactors)
 	}
 	w.positions = pos
-	return nil
 }
 
 func (w *layerWork) free() {
 	w.bufs.free()
 	*w = layerWork{}
+}
+
+// expertTensor is a held 3-D expert tensor (ffn_{gate,up,down}_exps): its
+// first byte's address and length, for finding the expert a view is.
+type expertTensor struct {
+	base, size uintptr
+	m          *Matrix
+}
+
+// expertTensors views the routed experts' matrices of blocks [from, to)
+// of m as whole 3-D tensors (each a matrix of all experts' rows), where
+// the shard holds every expert and they lie one after the other, as a
+// GGUF's expert tensors do.
+func expertTensors(m *model.Model, from, to int) []tensor.Matrix {
+	var out []tensor.Matrix
+	for _, b := range m.Blocks[from:to] {
+		if b.MoE == nil || len(b.MoE.Experts) == 0 {
+			continue
+		}
+		es := b.MoE.Experts
+		for _, pick := range []func(d *model.Dense) tensor.Matrix{
+			func(d *model.Dense) tensor.Matrix { return d.Gate },
+			func(d *model.Dense) tensor.Matrix { return d.Up },
+			func(d *model.Dense) tensor.Matrix { return d.Down },
+		} {
+			first := pick(&es[0])
+			if len(first.Data) == 0 {
+				continue
+			}
+			base, size, whole := uintptr(unsafe.Pointer(&first.Data[0])), uintptr(len(first.Data)), true
+			for e := range es {
+				w := pick(&es[e])
+				if len(w.Data) != len(first.Data) || w.Type != first.Type || w.Cols != first.Cols ||
+					uintptr(unsafe.Pointer(&w.Data[0])) != base+uintptr(e)*size {
+					whole = false
+					break
+				}
+			}
+			if !whole {
+				continue
+			}
+			all := unsafe.Slice(&first.Data[0], len(es)*len(first.Data))
+			out = append(out, tensor.Matrix{Type: first.Type, Rows: len(es) * first.Rows, Cols: first.Cols, Data: all})
+		}
+	}
+	return out
+}
+
+// holdExperts records the expert tensors of ts (expertTensors) that the
+// device holds, in address order.
+func (o *Offload) holdExperts(ts []tensor.Matrix) {
+	o.experts = o.experts[:0]
+	for _, t := range ts {
+		if m := o.matrix(t); m != nil {
+			o.experts = append(o.experts, expertTensor{base: uintptr(unsafe.Pointer(&t.Data[0])), size: uintptr(len(t.Data)), m: m})
+		}
+	}
+	slices.SortFunc(o.experts, func(a, b expertTensor) int { return cmp.Compare(a.base, b.base) })
+}
+
+// expert is the device's view of w, an expert's matrix inside a held
+// expert tensor, or nil: the product then runs on the CPU (also where
+// the view's offset is not one the device binds at).
+func (o *Offload) expert(w tensor.Matrix) *Matrix {
+	p := uintptr(unsafe.Pointer(&w.Data[0]))
+	i, _ := slices.BinarySearchFunc(o.experts, p, func(e expertTensor, p uintptr) int { return cmp.Compare(e.base, p+1) })
+	if i == 0 {
+		return nil
+	}
+	t := o.experts[i-1]
+	off := p - t.base
+	if off+uintptr(len(w.Data)) > t.size || t.m.Type != w.Type || t.m.Cols != w.Cols {
+		return nil // not inside it
+	}
+	rowBytes := uintptr(len(w.Data) / w.Rows)
+	if off%rowBytes != 0 || (t.m.buf.off+uint64(off))%max(o.d.offsetAlign, 4) != 0 {
+		return nil
+	}
+	return &Matrix{Type: w.Type, Rows: w.Rows, Cols: w.Cols, buf: t.m.buf.view(uint64(off), uint64(len(w.Data)))}
 }

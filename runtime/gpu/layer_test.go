@@ -88,8 +88,8 @@ func TestWholeLayersBatchOfSequences(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer o.Free()
-	if o.WholeLayers() != len(m.Blocks) {
-		t.Fatalf("%d of %d layers whole", o.WholeLayers(), len(m.Blocks))
+	if whole, _ := o.WholeLayers(); whole != len(m.Blocks) {
+		t.Fatalf("%d of %d layers whole", whole, len(m.Blocks))
 	}
 	for _, kv := range []model.KVType{model.KVF16, model.KVF32} {
 		if err := m.SetKVType(kv); err != nil {

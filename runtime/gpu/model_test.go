@@ -15,8 +15,9 @@ import (
 )
 
 // TestOffloadedModel: whole models on the device (every layer and the
-// output head, then only the last layer; dense layers whole, the others
-// a matrix product at a time) give the CPU's teacher-forced logits within tolerance and the same
+// output head, then only the last layer; dense layers whole, mixture-of-
+// experts ones their attention half and then their routed experts, and
+// latent attention a matrix product at a time) give the CPU's teacher-forced logits within tolerance and the same
 // argmax at every position: stories260K (F32) and synthetic models of
 // the other weight types. Float weights: within 1e-4 of the logits'
 // range (the sums' order is all that differs). Quantized weights: within
@@ -74,11 +75,29 @@ func TestOffloadedModel(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// Dense layers with grouped-query attention run whole; the
-			// others a product at a time.
-			dense := m.Experts == 0 && m.MLA.KVLoraRank == 0
-			if whole := o.WholeLayers(); dense && whole != layers || !dense && whole != 0 {
-				t.Errorf("%s: %d of %d offloaded layers run whole", mc.name, whole, layers)
+			// Dense layers with grouped-query attention run whole; mixture-
+			// of-experts ones their attention half, their experts a product
+			// at a time; latent attention a product at a time.
+			gqa, moe := m.MLA.KVLoraRank == 0, m.Experts > 0
+			whole, attention := o.WholeLayers()
+			switch {
+			case gqa && !moe && (whole != layers || attention != 0),
+				gqa && moe && (whole != 0 || attention != layers),
+				!gqa && whole+attention != 0:
+				t.Errorf("%s: of %d offloaded layers, %d run whole and %d their attention", mc.name, layers, whole, attention)
+			}
+			if moe && len(o.experts) != 3*min(layers, len(m.Blocks)-m.DenseLayers) {
+				t.Errorf("%s: %d expert tensors held for %d layers", mc.name, len(o.experts), layers)
+			}
+			for _, b := range m.Blocks[len(m.Blocks)-layers:] {
+				if b.MoE == nil {
+					continue
+				}
+				for e := range b.MoE.Experts {
+					if d := b.MoE.Experts[e]; o.expert(d.Gate) == nil || o.expert(d.Up) == nil || o.expert(d.Down) == nil {
+						t.Fatalf("%s: expert %d's matrices are not on the device", mc.name, e)
+					}
+				}
 			}
 			held, bytes := o.Held()
 			if held == 0 {

@@ -30,8 +30,11 @@ type Offload struct {
 	// blocks the device runs entire and their norms and biases (small),
 	// the widest of their feed-forward networks, and the scratch of a
 	// call (one call at a time: layerMu).
-	m       *model.Model
-	whole   map[int]*wholeLayer
+	m     *model.Model
+	whole map[int]*wholeLayer
+	// experts are the held expert tensors of mixture-of-experts layers
+	// (whole, all experts), in which an expert's matrices are views.
+	experts []expertTensor
 	small   []*Buffer
 	ffn     int
 	layerMu sync.Mutex
@@ -78,9 +81,11 @@ func (o *Offload) MatMul(out []float32, w tensor.Matrix, x []float32, n int) (bo
 	}
 	o.mu.RLock()
 	defer o.mu.RUnlock()
-	m := o.held[&w.Data[0]]
-	if m == nil || m.Rows != w.Rows || m.Cols != w.Cols || m.Type != w.Type {
-		return false, nil
+	m := o.matrix(w)
+	if m == nil {
+		if m = o.expert(w); m == nil {
+			return false, nil
+		}
 	}
 	o.calls.Add(1)
 	return true, o.d.MatMul(out, m, x, n)
@@ -98,6 +103,7 @@ func (o *Offload) Free() {
 		delete(o.held, k)
 	}
 	clear(o.whole)
+	o.experts = nil
 	scratch(o.small).free()
 	o.small = nil
 	o.layerMu.Lock()
@@ -167,10 +173,12 @@ func (d *Device) OffloadLayers(m *model.Model, layers int) (*Offload, error) {
 	if layers == AllLayers || layers > n {
 		layers = n
 	}
-	o, err := d.Offload(m.Products(n-layers, n, layers == n))
+	experts := expertTensors(m, n-layers, n)
+	o, err := d.Offload(append(m.Products(n-layers, n, layers == n), experts...))
 	if err != nil {
 		return nil, err
 	}
+	o.holdExperts(experts)
 	if err := o.wholeLayers(m, n-layers, n); err != nil {
 		o.Free()
 		return nil, err
@@ -211,7 +219,8 @@ func (o *Offload) String() string {
 		s += fmt.Sprintf(", the last %d of %d layers", o.layers, o.of)
 	}
 	if o.of > 0 {
-		s += fmt.Sprintf(" (%d whole, the rest a matrix product at a time)", len(o.whole))
+		whole, attention := o.WholeLayers()
+		s += fmt.Sprintf(" (%d whole, %d the attention half, the rest a matrix product at a time; %d expert tensors)", whole, attention, len(o.experts))
 	}
 	return s
 }

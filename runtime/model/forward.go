@@ -161,21 +161,33 @@ type Accelerator interface {
 	MatMul(out []float32, w tensor.Matrix, x []float32, n int) (bool, error)
 }
 
-// LayerAccelerator is an Accelerator that also runs whole layers: norms,
-// products, RoPE, the keys and values stored into each segment's cache,
-// attention, SwiGLU and the residual adds, one submission to the device
-// per layer instead of one per product.
+// LayerAccelerator is an Accelerator that also runs whole layers, or
+// their attention half: norms, products, RoPE, the keys and values
+// stored into each segment's cache, attention, SwiGLU and the residual
+// adds, one submission to the device instead of one per product.
 type LayerAccelerator interface {
 	Accelerator
 	// Layer runs block l (an index into Blocks) over the n rows of x, the
 	// rows of segs, as State.layer does within float rounding: x is
 	// updated in place and the rows' keys and values written at
 	// positions Cache.Len.. of each segment's cache (whose Len the State
-	// advances). It says false when it does not run layer l (the State
-	// then does, its products through MatMul). After an error x is as it
-	// was and the State computes on the CPU.
-	Layer(l int, x []float32, segs []Segment) (bool, error)
+	// advances). It says how much of the layer it ran: none (the State
+	// runs the layer, its products through MatMul), the attention half
+	// (x += Attn(RMSNorm(x)); the State runs the feed-forward half), or
+	// all of it. After an error x is as it was and the State computes on
+	// the CPU.
+	Layer(l int, x []float32, segs []Segment) (Ran, error)
 }
+
+// Ran is how much of a layer a LayerAccelerator ran.
+type Ran int
+
+// How much of a layer ran on the accelerator.
+const (
+	RanNone Ran = iota
+	RanAttention
+	RanLayer
+)
 
 // Accelerate hands the matrix products a holds, and where it is a
 // LayerAccelerator the layers it runs, to a (nil: none).
@@ -312,16 +324,23 @@ func (s *State) ForwardBatch(segs []Segment) error {
 		return fmt.Errorf("model: batch of %d tokens, the state holds 1..%d", n, s.Batch)
 	}
 	for l := range s.m.Blocks {
+		ran := RanNone
 		if s.layers != nil {
-			ok, err := s.layers.Layer(l, s.X[:n*s.m.Embd], segs)
-			if err != nil {
+			var err error
+			if ran, err = s.layers.Layer(l, s.X[:n*s.m.Embd], segs); err != nil {
 				s.dropAccelerator(err)
-			} else if ok {
-				s.bytesRead += s.m.Blocks[l].denseBytes()
-				continue
+				ran = RanNone
 			}
 		}
-		s.layer(l, segs, n)
+		switch ran {
+		case RanNone:
+			s.layer(l, segs, n)
+		case RanAttention:
+			s.bytesRead += s.m.Blocks[l].attentionBytes()
+			s.feedForwardAdd(l, n)
+		case RanLayer:
+			s.bytesRead += s.m.Blocks[l].attentionBytes() + s.m.Blocks[l].denseBytes()
+		}
 	}
 	for _, g := range segs {
 		g.Cache.Len += g.N
@@ -335,6 +354,12 @@ func (s *State) layer(l int, segs []Segment, n int) {
 	x := s.X[:n*s.m.Embd]
 	s.attention(l, segs, n) // into s.xb2
 	tensor.Add(x, s.xb2[:len(x)])
+	s.feedForwardAdd(l, n)
+}
+
+// feedForwardAdd is x += FFN(RMSNorm(x)), the second half of a layer.
+func (s *State) feedForwardAdd(l, n int) {
+	x := s.X[:n*s.m.Embd]
 	s.feedForward(l, n) // into s.xb
 	tensor.Add(x, s.xb[:len(x)])
 }

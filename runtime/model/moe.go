@@ -178,7 +178,7 @@ func (s *State) mixture(w *MoE, xb, out []float32, n int) {
 	for i := 0; i < n; i++ {
 		s.route(w, i)
 	}
-	if n == 1 && !ms.byRows {
+	if n == 1 && !ms.byRows && s.acc == nil {
 		s.mixOne(w, out)
 	} else {
 		s.mixGrouped(w, xb, out, n)
@@ -231,7 +231,8 @@ func (s *State) mixGrouped(w *MoE, xb, out []float32, n int) {
 		}
 		ms.active[j] = int32(e)
 	}
-	if ms.ys != nil && !ms.byRows && len(ms.active) >= 4*len(ms.workers) {
+	// (With an accelerator, one expert at a time: its products go there.)
+	if ms.ys != nil && !ms.byRows && s.acc == nil && len(ms.active) >= 4*len(ms.workers) {
 		s.expertsParallel(w, xb, out, n)
 		return
 	}

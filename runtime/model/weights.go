@@ -17,14 +17,15 @@ type Layer struct {
 	MoE     *MoE
 }
 
-// denseBytes is the bytes of a dense layer's matrices, which one pass
-// over it reads.
+// attentionBytes and denseBytes are the bytes of the grouped-query
+// attention's matrices and of a dense feed-forward network, which one
+// pass over them reads.
+func (b *Layer) attentionBytes() int64 {
+	return int64(len(b.Q.Data) + len(b.K.Data) + len(b.V.Data) + len(b.O.Data))
+}
+
 func (b *Layer) denseBytes() int64 {
-	var n int
-	for _, w := range []*tensor.Matrix{&b.Q, &b.K, &b.V, &b.O, &b.Gate, &b.Up, &b.Down} {
-		n += len(w.Data)
-	}
-	return int64(n)
+	return int64(len(b.Gate.Data) + len(b.Up.Data) + len(b.Down.Data))
 }
 
 // Attention holds a block's self-attention weights: grouped-query (Q, K,
