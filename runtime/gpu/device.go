@@ -41,6 +41,12 @@ type Device struct {
 	mu               sync.Mutex
 	kernels          map[string]*kernel
 	closed           bool
+
+	// MatMul's buffers (the input, its scales and 16-sums, the output),
+	// kept from call to call and grown as needed: allocating device
+	// memory for every product costs more than many products on a GPU.
+	productMu sync.Mutex
+	product   [4]*Buffer
 }
 
 // Devices lists this machine's Vulkan devices (none, with an error, when
@@ -280,6 +286,14 @@ func (d *Device) SharesMemory() bool { return d.shared }
 
 // Close releases the device and everything made on it.
 func (d *Device) Close() {
+	d.productMu.Lock()
+	for i, b := range d.product {
+		if b != nil {
+			b.Free()
+			d.product[i] = nil
+		}
+	}
+	d.productMu.Unlock()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {

@@ -80,9 +80,16 @@ func (d *Device) MatMul(out []float32, w *Matrix, x []float32, n int) error {
 		return fmt.Errorf("gpu: MatMul of %dx%d with %d floats for %d vectors into %d", w.Rows, w.Cols, len(x), n, len(out))
 	}
 	k := kernelOf[w.Type]
-	var s scratch
-	defer s.free()
-	add := func(size int) (*Buffer, error) { return s.add(d.NewBuffer(size)) }
+	d.productMu.Lock()
+	defer d.productMu.Unlock()
+	var s []*Buffer
+	add := func(size int) (*Buffer, error) {
+		b, err := d.productBuffer(len(s), size)
+		if err == nil {
+			s = append(s, b)
+		}
+		return b, err
+	}
 	switch k.input {
 	case floats:
 		xb, err := add(4 * len(x))
@@ -123,6 +130,25 @@ func (d *Device) MatMul(out []float32, w *Matrix, x []float32, n int) error {
 	}
 	copy(out, y.Float32s())
 	return nil
+}
+
+// productBuffer is MatMul's buffer i, of at least size bytes (a larger
+// one does: the kernels read and write only what the shape says). Call
+// with d.productMu held.
+func (d *Device) productBuffer(i, size int) (*Buffer, error) {
+	if b := d.product[i]; b != nil && b.size >= uint64(size) {
+		return b, nil
+	}
+	if b := d.product[i]; b != nil {
+		b.Free()
+		d.product[i] = nil
+	}
+	b, err := d.NewBuffer(max(size, 4096))
+	if err != nil {
+		return nil, err
+	}
+	d.product[i] = b
+	return b, nil
 }
 
 // maxGroups is the most workgroups a dispatch has in one dimension that
