@@ -43,10 +43,15 @@ type layerWork struct {
 	rows                         int
 	bufs                         scratch
 	x, xb, q, k, v, att, hb, hb2 *Buffer
-	q32, d32                     *Buffer // quants32 form
-	qK, dK, sK                   *Buffer // quantsK form
-	table                        *Buffer // RoPE's cosines and sines, a row per row
-	positions                    []int   // the positions table holds
+	quantBufs
+	table     *Buffer // RoPE's cosines and sines, a row per row
+	positions []int   // the positions table holds
+}
+
+// quantBufs hold a product's input quantized, in either form.
+type quantBufs struct {
+	q32, d32   *Buffer // quants32 form
+	qK, dK, sK *Buffer // quantsK form
 }
 
 // wholeLayers picks the held blocks the device can run entire.
@@ -170,7 +175,7 @@ func (o *Offload) Layer(l int, x []float32, segs []model.Segment) (model.Ran, er
 		}
 	}
 	copy(work.x.Float32s(), x)
-	r := recorder{work: work, n: n}
+	r := recorder{quants: &work.quantBufs, table: work.table, n: n}
 	embd, qd, kvd := c.Embd, c.QDim(), c.KVDim()
 
 	// x += O · Attn(RoPE(Q, K, V of RMSNorm(x)))
@@ -232,13 +237,15 @@ func (o *Offload) Layer(l int, x []float32, segs []model.Segment) (model.Ran, er
 	return ran, nil
 }
 
-// recorder collects one layer's dispatches, quantizing a product's input
-// only where the last quantization in that form was of another buffer.
+// recorder collects one submission's dispatches over buffers of n rows,
+// quantizing a product's input only where the last quantization in that
+// form was of another buffer.
 type recorder struct {
-	work      *layerWork
+	quants    *quantBufs
+	table     *Buffer // RoPE's (rope only)
 	n         int
 	ds        []dispatch
-	in32, inK *Buffer // the buffers q32/d32 and qK/dK/sK hold quantized
+	in32, inK *Buffer // the buffers quants holds quantized, in each form
 }
 
 func (r *recorder) norm(x, weight, out *Buffer, rows, cols int, eps float32) {
@@ -257,7 +264,7 @@ func (r *recorder) rope(x *Buffer, heads int, c model.Config) {
 		nx = 1
 	}
 	push := pushU32(uint32(r.n), uint32(heads), uint32(c.HeadDim), uint32(c.RopeDim), nx)
-	r.ds = append(r.ds, dispatch{name: "rope", buffers: []*Buffer{x, r.work.table}, push: push, groups: elementGroups(r.n * heads * c.RopeDim / 2)})
+	r.ds = append(r.ds, dispatch{name: "rope", buffers: []*Buffer{x, r.table}, push: push, groups: elementGroups(r.n * heads * c.RopeDim / 2)})
 	r.wrote(x)
 }
 
@@ -273,26 +280,33 @@ func (r *recorder) wrote(b *Buffer) {
 
 // product records out = w · in for the batch's rows.
 func (r *recorder) product(out *Buffer, w *Matrix, in *Buffer) {
+	r.productRows(out, w, in, 0, r.n)
+}
+
+// productRows records rows v0 .. v0+count-1 of out = w · the same rows of
+// in (all n rows of in quantized, where w's kernel takes them so, once).
+func (r *recorder) productRows(out *Buffer, w *Matrix, in *Buffer, v0, count int) {
 	k := kernelOf[w.Type]
 	values := r.n * w.Cols
+	q := r.quants
 	var bufs []*Buffer
 	switch k.input {
 	case floats:
 		bufs = []*Buffer{w.buf, in, out}
 	case quants32:
 		if r.in32 != in {
-			r.ds = append(r.ds, dispatch{name: "quantize_q32", buffers: []*Buffer{in, r.work.q32, r.work.d32}, push: pushU32(uint32(values / 32)), groups: elementGroups(values / 32)})
+			r.ds = append(r.ds, dispatch{name: "quantize_q32", buffers: []*Buffer{in, q.q32, q.d32}, push: pushU32(uint32(values / 32)), groups: elementGroups(values / 32)})
 			r.in32 = in
 		}
-		bufs = []*Buffer{w.buf, r.work.q32, r.work.d32, out}
+		bufs = []*Buffer{w.buf, q.q32, q.d32, out}
 	case quantsK:
 		if r.inK != in {
-			r.ds = append(r.ds, dispatch{name: "quantize_q8k", buffers: []*Buffer{in, r.work.qK, r.work.dK, r.work.sK}, push: pushU32(uint32(values / 256)), groups: elementGroups(values / 256)})
+			r.ds = append(r.ds, dispatch{name: "quantize_q8k", buffers: []*Buffer{in, q.qK, q.dK, q.sK}, push: pushU32(uint32(values / 256)), groups: elementGroups(values / 256)})
 			r.inK = in
 		}
-		bufs = []*Buffer{w.buf, r.work.qK, r.work.dK, r.work.sK, out}
+		bufs = []*Buffer{w.buf, q.qK, q.dK, q.sK, out}
 	}
-	r.ds = append(r.ds, dispatch{name: k.name, buffers: bufs, push: pushU32(uint32(w.Rows), uint32(w.Cols)), groups: workgroups(w.Rows, r.n)})
+	r.ds = append(r.ds, dispatch{name: k.name, buffers: bufs, push: pushU32(uint32(w.Rows), uint32(w.Cols), uint32(v0)), groups: workgroups(w.Rows, count)})
 	r.wrote(out)
 }
 

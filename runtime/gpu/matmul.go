@@ -125,7 +125,7 @@ func (d *Device) MatMul(out []float32, w *Matrix, x []float32, n int) error {
 	if err != nil {
 		return err
 	}
-	if err := d.run(dispatch{name: k.name, buffers: append([]*Buffer{w.buf}, s...), push: pushU32(uint32(w.Rows), uint32(w.Cols)), groups: workgroups(w.Rows, n)}); err != nil {
+	if err := d.run(dispatch{name: k.name, buffers: append([]*Buffer{w.buf}, s...), push: pushU32(uint32(w.Rows), uint32(w.Cols), 0), groups: workgroups(w.Rows, n)}); err != nil {
 		return err
 	}
 	copy(out, y.Float32s())

@@ -36,7 +36,7 @@ func TestOffloadedModel(t *testing.T) {
 	for _, c := range []struct {
 		shape string
 		typ   tensor.Type
-	}{{"llama3-tiny", tensor.F16}, {"llama3-tiny", tensor.Q8_0}, {"qwen3-tiny", tensor.Q4_0}, {"qwen2-tiny", tensor.Q4_K}, {"qwen3moe-tiny", tensor.Q6_K}, {"deepseek2-tiny", tensor.Q8_0}} {
+	}{{"llama3-tiny", tensor.F16}, {"llama3-tiny", tensor.Q8_0}, {"qwen3-tiny", tensor.Q4_0}, {"qwen2-tiny", tensor.Q4_K}, {"qwen3moe-tiny", tensor.Q6_K}, {"qwen3moe-tiny", tensor.F16}, {"deepseek2-tiny", tensor.Q8_0}} {
 		p := filepath.Join(dir, c.shape+"-"+c.typ.String()+".gguf")
 		if err := synth.WriteFile(p, model.Shapes[c.shape], synth.Options{Type: c.typ, Seed: 7}); err != nil {
 			t.Fatal(err)
@@ -122,8 +122,11 @@ func TestOffloadedModel(t *testing.T) {
 					t.Errorf("%s, %d layers on the device: position %d: argmax %d, want %d", mc.name, layers, i, a, b)
 				}
 			})
-			calls := o.Calls()
+			calls, expertRuns := o.Calls(), o.expertRuns.Load()
 			o.Free()
+			if moe && expertRuns == 0 {
+				t.Errorf("%s: no routed experts ran on the device", mc.name)
+			}
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -34,11 +34,13 @@ type Offload struct {
 	whole map[int]*wholeLayer
 	// experts are the held expert tensors of mixture-of-experts layers
 	// (whole, all experts), in which an expert's matrices are views.
-	experts []expertTensor
-	small   []*Buffer
-	ffn     int
-	layerMu sync.Mutex
-	work    layerWork
+	experts    []expertTensor
+	expertRuns atomic.Int64 // Experts calls that ran
+	small      []*Buffer
+	ffn        int
+	layerMu    sync.Mutex // the scratch of layers and experts: one call at a time
+	work       layerWork
+	moe        moeWork
 }
 
 // Offload uploads the matrices of ws that the device has kernels for and
@@ -108,6 +110,7 @@ func (o *Offload) Free() {
 	o.small = nil
 	o.layerMu.Lock()
 	o.work.free()
+	o.moe.free()
 	o.layerMu.Unlock()
 	o.bytes, o.copied = 0, 0
 }

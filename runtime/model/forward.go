@@ -42,9 +42,10 @@ type State struct {
 
 	// acc computes the matrix products it holds (a GPU); nil = none.
 	// accErr is its first failure, after which the CPU computes them.
-	acc    Accelerator
-	layers LayerAccelerator // acc, where it runs whole layers too
-	accErr error
+	acc     Accelerator
+	layers  LayerAccelerator  // acc, where it runs whole layers too
+	experts ExpertAccelerator // acc, where it runs routed experts too
+	accErr  error
 
 	// The attention task's parameters, set before each pool.Run so the
 	// closure is built once (a fresh closure per call would allocate).
@@ -194,12 +195,26 @@ const (
 func (s *State) Accelerate(a Accelerator) {
 	s.acc, s.accErr = a, nil
 	s.layers, _ = a.(LayerAccelerator)
+	s.experts, _ = a.(ExpertAccelerator)
 }
 
 // dropAccelerator makes the CPU take over after the accelerator failed,
 // for good.
 func (s *State) dropAccelerator(err error) {
-	s.acc, s.layers, s.accErr = nil, nil, err
+	s.acc, s.layers, s.experts, s.accErr = nil, nil, nil, err
+}
+
+// ExpertAccelerator is an Accelerator that also runs a mixture-of-
+// experts layer's routed experts, all of a batch's in one submission.
+type ExpertAccelerator interface {
+	Accelerator
+	// Experts adds to out (rows of Embd) each token's routed experts'
+	// outputs on its normed input (the same row of xb), weighted: token
+	// i's j-th expert is experts[i*used+j], its weight weights[i*used+j];
+	// as the State adds them (in ascending expert id), within float
+	// rounding. It says false when it does not hold w's experts; after
+	// an error out is as it was.
+	Experts(w *MoE, xb, out []float32, experts []int32, weights []float32) (bool, error)
 }
 
 // AcceleratorErr is the accelerator's failure, if one made the State go

@@ -232,6 +232,18 @@ func (s *State) mixGrouped(w *MoE, xb, out []float32, n int) {
 		ms.active[j] = int32(e)
 	}
 	// (With an accelerator, one expert at a time: its products go there.)
+	if s.experts != nil {
+		ok, err := s.experts.Experts(w, xb[:n*embd], out[:n*embd], ms.experts[:n*used], ms.weights[:n*used])
+		if err != nil {
+			s.dropAccelerator(err)
+		} else if ok {
+			for _, e := range ms.active {
+				d := &w.Experts[e]
+				s.bytesRead += int64(len(d.Gate.Data) + len(d.Up.Data) + len(d.Down.Data))
+			}
+			return
+		}
+	}
 	if ms.ys != nil && !ms.byRows && s.acc == nil && len(ms.active) >= 4*len(ms.workers) {
 		s.expertsParallel(w, xb, out, n)
 		return

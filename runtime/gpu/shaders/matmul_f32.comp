@@ -9,7 +9,7 @@ layout(std430, binding = 1) readonly buffer Vectors { float x[]; };
 layout(std430, binding = 2) writeonly buffer Out { float y[]; };
 
 void main() {
-	uint r = rowIndex(), v = gl_WorkGroupID.z;
+	uint r = rowIndex(), v = p.v0 + gl_WorkGroupID.z;
 	if (r >= p.rows) {
 		return; // the whole workgroup: r is the group's
 	}

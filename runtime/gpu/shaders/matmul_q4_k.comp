@@ -27,7 +27,7 @@ int bsum(uint i) {
 }
 
 void main() {
-	uint r = rowIndex(), v = gl_WorkGroupID.z;
+	uint r = rowIndex(), v = p.v0 + gl_WorkGroupID.z;
 	if (r >= p.rows) {
 		return;
 	}

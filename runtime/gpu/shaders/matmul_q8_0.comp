@@ -16,7 +16,7 @@ layout(std430, binding = 3) writeonly buffer Out { float y[]; };
 #include "bytes.glsl"
 
 void main() {
-	uint r = rowIndex(), v = gl_WorkGroupID.z;
+	uint r = rowIndex(), v = p.v0 + gl_WorkGroupID.z;
 	if (r >= p.rows) {
 		return;
 	}

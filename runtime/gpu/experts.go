@@ -1,0 +1,181 @@
+package gpu
+
+import (
+	"slices"
+	"unsafe"
+
+	"strata/runtime/model"
+)
+
+// A mixture-of-experts layer's routed experts in one submission
+// (model.ExpertAccelerator): the router chose on the CPU; the device
+// gathers each expert's tokens into one group of rows (a token once per
+// expert it went to), runs each chosen expert's gate and up products
+// over its group (the matrix kernels' v0: one buffer holds every
+// group), SwiGLU over all rows at once, each expert's down product, and
+// adds every token's experts' outputs, weighted, in ascending expert id
+// as the CPU does.
+
+// moeWork is the scratch of Experts, grown to the most tokens and slots
+// (tokens × experts per token) seen.
+type moeWork struct {
+	tokens, slots int
+	embd, width   int
+	bufs          scratch
+	x, out        *Buffer // [tokens × Embd] the normed inputs; the sum
+	xe, ys        *Buffer // [slots × Embd] gathered inputs; expert outputs
+	hb, hb2       *Buffer // [slots × expert width]
+	rows          *Buffer // [slots] the token each gathered row holds
+	slot, weight  *Buffer // [tokens × used] each token's output rows and weights, by expert id
+	quantBufs
+}
+
+// Experts implements model.ExpertAccelerator.
+func (o *Offload) Experts(w *model.MoE, xb, out []float32, experts []int32, weights []float32) (bool, error) {
+	if len(w.Experts) == 0 || len(experts) == 0 || len(experts) != len(weights) {
+		return false, nil
+	}
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	first := &w.Experts[0]
+	if o.expertTensor(first.Gate.Data, len(w.Experts)) == nil || o.expertTensor(first.Up.Data, len(w.Experts)) == nil ||
+		o.expertTensor(first.Down.Data, len(w.Experts)) == nil {
+		return false, nil
+	}
+	embd, width := first.Gate.Cols, first.Gate.Rows
+	n := len(xb) / embd
+	if n == 0 || len(xb) != n*embd || len(out) != len(xb) || len(experts)%n != 0 {
+		return false, nil
+	}
+	used, slots := len(experts)/n, len(experts)
+
+	// Group the slots by expert (counting sort: ascending id, and within
+	// an expert ascending token).
+	start := make([]int, len(w.Experts)+1)
+	for _, e := range experts {
+		if e < 0 || int(e) >= len(w.Experts) {
+			return false, nil
+		}
+		start[e+1]++
+	}
+	for e := range w.Experts {
+		start[e+1] += start[e]
+	}
+	next := slices.Clone(start)
+	rows := make([]uint32, slots) // gathered row → token
+	at := make([]uint32, slots)   // slot → gathered row
+	for t, e := range experts {
+		rows[next[e]], at[t] = uint32(t/used), uint32(next[e])
+		next[e]++
+	}
+	type group struct {
+		gate, up, down *Matrix
+		lo, n          int
+	}
+	var groups []group
+	for e := range w.Experts {
+		if k := start[e+1] - start[e]; k > 0 {
+			d := &w.Experts[e]
+			g := group{gate: o.expert(d.Gate), up: o.expert(d.Up), down: o.expert(d.Down), lo: start[e], n: k}
+			if g.gate == nil || g.up == nil || g.down == nil {
+				return false, nil // an expert the device cannot bind
+			}
+			groups = append(groups, g)
+		}
+	}
+	if 3*len(groups)+8 > maxDescriptorSets {
+		return false, nil
+	}
+	// Each token's slots in ascending expert id, as the CPU adds them.
+	slot, weight := make([]uint32, slots), make([]float32, slots)
+	for i := range n {
+		order := make([]int, used)
+		for j := range order {
+			order[j] = i*used + j
+		}
+		slices.SortStableFunc(order, func(a, b int) int { return int(experts[a]) - int(experts[b]) })
+		for j, t := range order {
+			slot[i*used+j], weight[i*used+j] = at[t], weights[t]
+		}
+	}
+
+	o.layerMu.Lock()
+	defer o.layerMu.Unlock()
+	work := &o.moe
+	if err := work.grow(o.d, n, slots, embd, width); err != nil {
+		return false, err
+	}
+	copy(work.x.Float32s(), xb)
+	copy(work.out.Float32s(), out)
+	copy(unsafe.Slice((*uint32)(unsafe.Pointer(&work.rows.Bytes()[0])), slots), rows)
+	copy(unsafe.Slice((*uint32)(unsafe.Pointer(&work.slot.Bytes()[0])), slots), slot)
+	copy(work.weight.Float32s(), weight)
+
+	r := recorder{quants: &work.quantBufs, n: slots}
+	r.ds = append(r.ds, dispatch{name: "gather_rows", buffers: []*Buffer{work.x, work.rows, work.xe}, push: pushU32(uint32(slots), uint32(embd)), groups: elementGroups(slots * embd)})
+	for _, g := range groups {
+		r.productRows(work.hb, g.gate, work.xe, g.lo, g.n)
+		r.productRows(work.hb2, g.up, work.xe, g.lo, g.n)
+	}
+	r.ds = append(r.ds, dispatch{name: "swiglu", buffers: []*Buffer{work.hb, work.hb2, work.hb}, push: pushU32(uint32(slots * width)), groups: elementGroups(slots * width)})
+	for _, g := range groups {
+		r.productRows(work.ys, g.down, work.hb, g.lo, g.n)
+	}
+	r.ds = append(r.ds, dispatch{name: "moe_combine", buffers: []*Buffer{work.out, work.ys, work.slot, work.weight}, push: pushU32(uint32(n), uint32(used), uint32(embd)), groups: elementGroups(n * embd)})
+	o.calls.Add(1)
+	if err := o.d.run(r.ds...); err != nil {
+		return false, err
+	}
+	o.expertRuns.Add(1)
+	copy(out, work.out.Float32s()[:len(out)])
+	return true, nil
+}
+
+// expertTensor is the held expert tensor that starts at data (expert 0's
+// matrix) and holds experts such matrices, or nil.
+func (o *Offload) expertTensor(data []byte, experts int) *Matrix {
+	if len(data) == 0 {
+		return nil
+	}
+	base := uintptr(unsafe.Pointer(&data[0]))
+	for _, t := range o.experts {
+		if t.base == base && t.size == uintptr(experts*len(data)) {
+			return t.m
+		}
+	}
+	return nil
+}
+
+// grow makes the scratch hold tokens rows and slots gathered rows of an
+// expert width wide.
+func (w *moeWork) grow(d *Device, tokens, slots, embd, width int) error {
+	if tokens <= w.tokens && slots <= w.slots && embd == w.embd && width == w.width {
+		return nil
+	}
+	w.free()
+	widest := max(embd, width)
+	for _, b := range []struct {
+		dst  **Buffer
+		size int
+	}{
+		{&w.x, 4 * tokens * embd}, {&w.out, 4 * tokens * embd}, {&w.xe, 4 * slots * embd}, {&w.ys, 4 * slots * embd},
+		{&w.hb, 4 * slots * width}, {&w.hb2, 4 * slots * width},
+		{&w.rows, 4 * slots}, {&w.slot, 4 * slots}, {&w.weight, 4 * slots},
+		{&w.q32, slots * widest}, {&w.d32, 4 * slots * widest / 32},
+		{&w.qK, slots * widest}, {&w.dK, 4 * slots * widest / 256}, {&w.sK, 2 * slots * widest / 16},
+	} {
+		buf, err := w.bufs.add(d.NewBuffer(max(4, b.size)))
+		if err != nil {
+			w.free()
+			return err
+		}
+		*b.dst = buf
+	}
+	w.tokens, w.slots, w.embd, w.width = tokens, slots, embd, width
+	return nil
+}
+
+func (w *moeWork) free() {
+	w.bufs.free()
+	*w = moeWork{}
+}
