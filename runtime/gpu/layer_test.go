@@ -8,9 +8,7 @@ import (
 	"unsafe"
 
 	"strata/internal/testdata"
-	"strata/runtime/gguf"
 	"strata/runtime/model"
-	"strata/runtime/modelinfo"
 	"strata/runtime/tensor"
 )
 
@@ -70,19 +68,7 @@ func TestQuantizeKernels(t *testing.T) {
 // keys and values the device stored give the CPU's next step.
 func TestWholeLayersBatchOfSequences(t *testing.T) {
 	d := openDevice(t)
-	f, err := gguf.Open(testdata.Path(t, "gguf/stories260K.gguf"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	in, err := modelinfo.Read(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := model.Load(f, 0, in.Config.Layers)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := loadModel(t, testdata.Path(t, "gguf/stories260K.gguf"))
 	o, err := d.OffloadLayers(m, AllLayers)
 	if err != nil {
 		t.Fatal(err)

@@ -48,20 +48,7 @@ func TestOffloadedModel(t *testing.T) {
 		models = append(models, modelCase{c.shape + " " + c.typ.String(), p, tol})
 	}
 	for _, mc := range models {
-		f, err := gguf.Open(mc.path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		in, err := modelinfo.Read(f)
-		if err != nil {
-			f.Close()
-			t.Fatal(err)
-		}
-		m, err := model.Load(f, 0, in.Config.Layers)
-		if err != nil {
-			f.Close()
-			t.Fatal(err)
-		}
+		m := loadModel(t, mc.path)
 		ids := make([]int, 40)
 		for i := range ids {
 			ids[i] = (i*37 + 11) % min(m.Vocab, 500)
@@ -136,6 +123,25 @@ func TestOffloadedModel(t *testing.T) {
 			}
 			t.Logf("%s: %d layers (%d matrices) on the device: logits within %g of their range", mc.name, layers, held, mc.tol)
 		}
-		f.Close()
 	}
+}
+
+// loadModel loads every layer of the GGUF model at path (closed when the
+// test ends).
+func loadModel(t *testing.T, path string) *model.Model {
+	t.Helper()
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	in, err := modelinfo.Read(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.Load(f, 0, in.Config.Layers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
