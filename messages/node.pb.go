@@ -91,7 +91,7 @@ type NodeInfo struct {
 	Findings []string `protobuf:"bytes,18,rep,name=findings,proto3" json:"findings,omitempty"`
 	// device is the compute device beside the CPU that the node's shards
 	// use (strata node --gpu): "NAME (KIND)", e.g. "Apple M3 Ultra
-	// (integrated)"; empty on a node that computes on the CPU only.
+	// (integrated GPU)"; empty on a node that computes on the CPU only.
 	Device        string `protobuf:"bytes,23,opt,name=device,proto3" json:"device,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

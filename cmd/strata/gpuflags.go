@@ -38,6 +38,12 @@ func nodeGPU(g gpuFlags, log io.Writer) (func(*model.Model) (model.Accelerator, 
 	}
 	name := fmt.Sprintf("%s (%s)", d.Name, d.Kind)
 	fmt.Fprintf(log, "gpu: %s: the layers of the shards this node holds\n", name)
+	if !d.SharesMemory() {
+		// Every shard would be copied (below): announce no device the
+		// shards do not use.
+		fmt.Fprintf(log, "gpu: %s does not share the host's memory: shards stay on the CPU\n", name)
+		name = ""
+	}
 	return func(m *model.Model) (model.Accelerator, func(), error) {
 		o, err := d.OffloadLayers(m, layers)
 		if err != nil {

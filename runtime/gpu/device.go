@@ -278,7 +278,7 @@ func (d *Device) init() error {
 }
 
 // maxDescriptorSets is how many dispatches one submission may hold.
-const maxDescriptorSets = 256
+const maxDescriptorSets = 2048 // a prompt chunk over 384 experts: 3 products each
 
 // SharesMemory reports whether the device reads host memory directly
 // (unified memory: Apple silicon, integrated GPUs, lavapipe).
@@ -372,9 +372,9 @@ func (d *Device) NewBuffer(size int) (*Buffer, error) {
 	return b, nil
 }
 
-// Import makes host memory data (which must stay mapped, unchanged, until
-// the buffer is freed: a model file's weights) a buffer the device reads
-// in place, without a copy. It fails where the device cannot import host
+// Import makes host memory data (which must stay mapped until the buffer
+// is freed: a model file's weights, or a KV cache for one call) a buffer
+// the device reads, and may write, in place, without a copy. It fails where the device cannot import host
 // memory, or cannot bind data where it lies; the caller then copies.
 func (d *Device) Import(data []byte) (*Buffer, error) {
 	if d.importAlign == 0 || d.hostPointerProps == nil || d.isClosed() {

@@ -38,8 +38,7 @@ func (o *Offload) Experts(w *model.MoE, xb, out []float32, experts []int32, weig
 	o.mu.RLock()
 	defer o.mu.RUnlock()
 	first := &w.Experts[0]
-	if o.expertTensor(first.Gate.Data, len(w.Experts)) == nil || o.expertTensor(first.Up.Data, len(w.Experts)) == nil ||
-		o.expertTensor(first.Down.Data, len(w.Experts)) == nil {
+	if !o.holdsExperts(w) {
 		return false, nil
 	}
 	embd, width := first.Gate.Cols, first.Gate.Rows

@@ -118,6 +118,24 @@ func (o *Offload) matrix(w tensor.Matrix) *Matrix {
 	return m
 }
 
+// HoldsExperts reports whether the device holds w's routed experts
+// (model.ExpertAccelerator).
+func (o *Offload) HoldsExperts(w *model.MoE) bool {
+	if len(w.Experts) == 0 {
+		return false
+	}
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	return o.holdsExperts(w)
+}
+
+// holdsExperts is HoldsExperts with o.mu held.
+func (o *Offload) holdsExperts(w *model.MoE) bool {
+	first := &w.Experts[0]
+	return o.expertTensor(first.Gate.Data, len(w.Experts)) != nil && o.expertTensor(first.Up.Data, len(w.Experts)) != nil &&
+		o.expertTensor(first.Down.Data, len(w.Experts)) != nil
+}
+
 // WholeLayers is how many layers the device runs entire, and how many
 // of the others their attention half of (mixture-of-experts layers,
 // whose feed-forward half runs a product at a time).
@@ -156,24 +174,26 @@ func (o *Offload) Layer(l int, x []float32, segs []model.Segment) (model.Ran, er
 	if len(x) != n*c.Embd {
 		return model.RanNone, fmt.Errorf("gpu: layer %d: %d values for %d rows of %d", l, len(x), n, c.Embd)
 	}
-	work := &o.work
-	if err := work.grow(o.d, c, o.ffn, n); err != nil {
-		return model.RanNone, err
-	}
-	work.rope(o.m, segs, n)
 	// The caches, imported for the call: a Cache's memory is Go's, which
 	// may be released to the system once the Cache is gone, so no import
-	// outlives the call.
+	// outlives the call. A cache the device cannot bind (over its binding
+	// range, at an offset it cannot bind at) is no failure: the State
+	// runs the layer, its products still here.
 	var caches scratch
 	defer caches.free()
 	for _, g := range segs {
 		k, v := g.Cache.Layer(l)
 		for _, mem := range [][]byte{k, v} {
 			if _, err := caches.add(o.d.Import(mem)); err != nil {
-				return model.RanNone, fmt.Errorf("gpu: reading a KV cache in place: %w", err)
+				return model.RanNone, nil
 			}
 		}
 	}
+	work := &o.work
+	if err := work.grow(o.d, c, o.ffn, n); err != nil {
+		return model.RanNone, err
+	}
+	work.rope(o.m, segs, n)
 	copy(work.x.Float32s(), x)
 	r := recorder{quants: &work.quantBufs, table: work.table, n: n}
 	embd, qd, kvd := c.Embd, c.QDim(), c.KVDim()

@@ -213,6 +213,8 @@ func Accelerate(m *model.Model, choice string, layers int) (*Offload, error) {
 
 // String says where the products run, for logs and reports.
 func (o *Offload) String() string {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
 	held, bytes := o.Held()
 	s := fmt.Sprintf("%s (%s): %d matrices, %.1f MB (%.1f MB copied, the rest read in place)", o.d.Name, o.d.Kind, held, float64(bytes)/1e6, float64(o.copied)/1e6)
 	switch {

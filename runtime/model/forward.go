@@ -215,6 +215,16 @@ type ExpertAccelerator interface {
 	// rounding. It says false when it does not hold w's experts; after
 	// an error out is as it was.
 	Experts(w *MoE, xb, out []float32, experts []int32, weights []float32) (bool, error)
+	// HoldsExperts reports whether it holds w's routed experts (where
+	// not, the State keeps its own fast paths for the layer).
+	HoldsExperts(w *MoE) bool
+}
+
+// expertsOnAccelerator reports whether layer w's routed experts go to
+// the accelerator: then the State runs them one expert at a time (or
+// hands them all to it), not in its one-token and parallel forms.
+func (s *State) expertsOnAccelerator(w *MoE) bool {
+	return s.experts != nil && s.experts.HoldsExperts(w)
 }
 
 // AcceleratorErr is the accelerator's failure, if one made the State go

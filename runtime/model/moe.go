@@ -178,7 +178,7 @@ func (s *State) mixture(w *MoE, xb, out []float32, n int) {
 	for i := 0; i < n; i++ {
 		s.route(w, i)
 	}
-	if n == 1 && !ms.byRows && s.acc == nil {
+	if n == 1 && !ms.byRows && !s.expertsOnAccelerator(w) {
 		s.mixOne(w, out)
 	} else {
 		s.mixGrouped(w, xb, out, n)
@@ -231,8 +231,9 @@ func (s *State) mixGrouped(w *MoE, xb, out []float32, n int) {
 		}
 		ms.active[j] = int32(e)
 	}
-	// (With an accelerator, one expert at a time: its products go there.)
-	if s.experts != nil {
+	// (Experts on an accelerator: all at once there, or one at a time,
+	// their products there.)
+	if s.expertsOnAccelerator(w) {
 		ok, err := s.experts.Experts(w, xb[:n*embd], out[:n*embd], ms.experts[:n*used], ms.weights[:n*used])
 		if err != nil {
 			s.dropAccelerator(err)
@@ -244,7 +245,7 @@ func (s *State) mixGrouped(w *MoE, xb, out []float32, n int) {
 			return
 		}
 	}
-	if ms.ys != nil && !ms.byRows && s.acc == nil && len(ms.active) >= 4*len(ms.workers) {
+	if ms.ys != nil && !ms.byRows && !s.expertsOnAccelerator(w) && len(ms.active) >= 4*len(ms.workers) {
 		s.expertsParallel(w, xb, out, n)
 		return
 	}
