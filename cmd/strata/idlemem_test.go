@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,12 +14,18 @@ import (
 // while sessions run, and again after the next busy spell.
 func TestReturnMemoryWhenIdle(t *testing.T) {
 	var busy atomic.Bool
-	var frees atomic.Int32
+	var frees, wakes atomic.Int32
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	busy.Store(true)
 	go func() {
-		returnMemoryWhenIdle(ctx, busy.Load, func() { frees.Add(1) }, 30*time.Millisecond, 2*time.Millisecond)
+		returnMemoryWhenIdle(ctx, busy.Load, func(idle bool) {
+			if idle {
+				frees.Add(1)
+			} else {
+				wakes.Add(1)
+			}
+		}, 30*time.Millisecond, 2*time.Millisecond)
 		close(done)
 	}()
 	waitFor := func(want int32) {
@@ -39,10 +46,36 @@ func TestReturnMemoryWhenIdle(t *testing.T) {
 	waitFor(1) // once per idle period
 	busy.Store(true)
 	time.Sleep(20 * time.Millisecond)
+	if wakes.Load() != 1 {
+		t.Fatalf("%d wakes after the first busy spell, want 1", wakes.Load())
+	}
 	busy.Store(false)
 	waitFor(2)
 	cancel()
 	<-done
+	if wakes.Load() != 2 {
+		t.Fatalf("%d wakes after the node stopped idle, want 2 (the busy target back)", wakes.Load())
+	}
+}
+
+// TestIdleHeapKeepsTheHeapTight: an idle node's collector target is
+// idleGCPercent, and the busy one comes back when it is busy again.
+func TestIdleHeapKeepsTheHeapTight(t *testing.T) {
+	was := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(was)
+	idle := idleHeap()
+	idle(false) // busy before it was ever idle: nothing to restore
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Fatalf("GOGC %d before the node was idle, want 100", got)
+	}
+	idle(true)
+	if got := debug.SetGCPercent(idleGCPercent); got != idleGCPercent {
+		t.Fatalf("GOGC %d while idle, want %d", got, idleGCPercent)
+	}
+	idle(false)
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Fatalf("GOGC %d once busy again, want the busy 100", got)
+	}
 }
 
 // TestReturnHeapFreesPooledBuffers: what a sync.Pool holds when the node

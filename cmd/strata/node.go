@@ -453,7 +453,7 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 		}
 		return n
 	}
-	go returnMemoryWhenIdle(ctx, func() bool { return len(full.Origin.Sessions())+stageSessions() > 0 }, returnHeap, idleMemoryAfter, 2*time.Second)
+	go returnMemoryWhenIdle(ctx, func() bool { return len(full.Origin.Sessions())+stageSessions() > 0 }, idleHeap(), idleMemoryAfter, idleTick)
 	metrics.Registry().MustRegister(
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "strata_weights_fetched_bytes_total",
 			Help: "Bytes of model weights this node fetched from peers."}, func() float64 { return float64(node.Weights().Fetched()) }),

@@ -28,6 +28,33 @@ type moeWork struct {
 	rows          *Buffer // [slots] the token each gathered row holds
 	slot, weight  *Buffer // [tokens × used] each token's output rows and weights, by expert id
 	quantBufs
+	host expertLists // the host-side lists that fill rows, slot and weight
+}
+
+// expertLists is what Experts builds on the host each call, kept so that
+// a call allocates nothing.
+type expertLists struct {
+	start, next, order []int
+	rows, at, slot     []uint32
+	weight             []float32
+	groups             []expertGroup
+}
+
+// expertGroup is one chosen expert's matrices and its rows among the
+// gathered ones.
+type expertGroup struct {
+	gate, up, down *Matrix
+	lo, n          int
+}
+
+// resize makes *s hold n elements (their values undefined), reusing its
+// array where it is large enough.
+func resize[T any](s *[]T, n int) []T {
+	if cap(*s) < n {
+		*s = make([]T, n)
+	}
+	*s = (*s)[:n]
+	return *s
 }
 
 // Experts implements model.ExpertAccelerator.
@@ -49,8 +76,13 @@ func (o *Offload) Experts(w *model.MoE, xb, out []float32, experts []int32, weig
 	used, slots := len(experts)/n, len(experts)
 
 	// Group the slots by expert (counting sort: ascending id, and within
-	// an expert ascending token).
-	start := make([]int, len(w.Experts)+1)
+	// an expert ascending token). The host-side lists are kept across
+	// calls; o.mu is only read-locked, so they are built under layerMu.
+	o.layerMu.Lock()
+	defer o.layerMu.Unlock()
+	h := &o.moe.host
+	start := resize(&h.start, len(w.Experts)+1)
+	clear(start)
 	for _, e := range experts {
 		if e < 0 || int(e) >= len(w.Experts) {
 			return false, nil
@@ -60,22 +92,20 @@ func (o *Offload) Experts(w *model.MoE, xb, out []float32, experts []int32, weig
 	for e := range w.Experts {
 		start[e+1] += start[e]
 	}
-	next := slices.Clone(start)
-	rows := make([]uint32, slots) // gathered row → token
-	at := make([]uint32, slots)   // slot → gathered row
+	next := resize(&h.next, len(start))
+	copy(next, start)
+	rows := resize(&h.rows, slots) // gathered row → token
+	at := resize(&h.at, slots)     // slot → gathered row
 	for t, e := range experts {
 		rows[next[e]], at[t] = uint32(t/used), uint32(next[e])
 		next[e]++
 	}
-	type group struct {
-		gate, up, down *Matrix
-		lo, n          int
-	}
-	var groups []group
+	groups := h.groups[:0]
+	defer func() { clear(groups); h.groups = groups[:0] }() // keep no matrix alive
 	for e := range w.Experts {
 		if k := start[e+1] - start[e]; k > 0 {
 			d := &w.Experts[e]
-			g := group{gate: o.expert(d.Gate), up: o.expert(d.Up), down: o.expert(d.Down), lo: start[e], n: k}
+			g := expertGroup{gate: o.expert(d.Gate), up: o.expert(d.Up), down: o.expert(d.Down), lo: start[e], n: k}
 			if g.gate == nil || g.up == nil || g.down == nil {
 				return false, nil // an expert the device cannot bind
 			}
@@ -86,9 +116,8 @@ func (o *Offload) Experts(w *model.MoE, xb, out []float32, experts []int32, weig
 		return false, nil
 	}
 	// Each token's slots in ascending expert id, as the CPU adds them.
-	slot, weight := make([]uint32, slots), make([]float32, slots)
+	slot, weight, order := resize(&h.slot, slots), resize(&h.weight, slots), resize(&h.order, used)
 	for i := range n {
-		order := make([]int, used)
 		for j := range order {
 			order[j] = i*used + j
 		}
@@ -98,8 +127,6 @@ func (o *Offload) Experts(w *model.MoE, xb, out []float32, experts []int32, weig
 		}
 	}
 
-	o.layerMu.Lock()
-	defer o.layerMu.Unlock()
 	work := &o.moe
 	if err := work.grow(o.d, n, slots, embd, width); err != nil {
 		return false, err
@@ -176,5 +203,5 @@ func (w *moeWork) grow(d *Device, tokens, slots, embd, width int) error {
 
 func (w *moeWork) free() {
 	w.bufs.free()
-	*w = moeWork{}
+	*w = moeWork{host: w.host}
 }

@@ -46,6 +46,7 @@ type layerWork struct {
 	quantBufs
 	table     *Buffer // RoPE's cosines and sines, a row per row
 	positions []int   // the positions table holds
+	spare     []int   // the list rope builds the next positions in
 }
 
 // quantBufs hold a product's input quantized, in either form.
@@ -362,12 +363,13 @@ func (w *layerWork) grow(d *Device, c model.Config, ffn, n int) error {
 // rope writes the cosines and sines of the rows' positions (each
 // segment's from its cache's Len) into the table, unless it holds them.
 func (w *layerWork) rope(m *model.Model, segs []model.Segment, n int) {
-	pos := make([]int, 0, n)
+	pos := w.spare[:0] // two lists swapped, so that a call allocates nothing
 	for _, g := range segs {
 		for j := range g.N {
 			pos = append(pos, g.Cache.Len+j)
 		}
 	}
+	w.spare = pos
 	if slices.Equal(pos, w.positions) {
 		return
 	}
@@ -376,7 +378,7 @@ func (w *layerWork) rope(m *model.Model, segs []model.Segment, n int) {
 	for r, p := range pos {
 		tensor.RoPETable(table[2*half*r:2*half*(r+1)], m.RopeDim, p, m.RopeBase, m.RopeScale, m.RopeFactors)
 	}
-	w.positions = pos
+	w.positions, w.spare = pos, w.positions
 }
 
 func (w *layerWork) free() {
