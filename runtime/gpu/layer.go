@@ -19,8 +19,8 @@ import (
 // RoPE, the new keys and values written into each sequence's KV cache,
 // attention, the output product, SwiGLU and the residual adds. The KV
 // cache stays where model.Cache keeps it, in host memory the device
-// imports for the call (VK_EXT_external_memory_host), so the CPU's
-// prompt cache, rollback and replay see what the device wrote. Mixture-
+// imports (VK_EXT_external_memory_host; once per Cache, kvimport.go), so
+// the CPU's prompt cache, rollback and replay see what the device wrote. Mixture-
 // of-experts and latent-attention layers, and caches of other element
 // types than f16 and f32, keep one submission per product.
 
@@ -175,20 +175,20 @@ func (o *Offload) Layer(l int, x []float32, segs []model.Segment) (model.Ran, er
 	if len(x) != n*c.Embd {
 		return model.RanNone, fmt.Errorf("gpu: layer %d: %d values for %d rows of %d", l, len(x), n, c.Embd)
 	}
-	// The caches, imported for the call: a Cache's memory is Go's, which
-	// may be released to the system once the Cache is gone, so no import
-	// outlives the call. A cache the device cannot bind (over its binding
+	// The caches' layers, imported once and kept while each Cache lives
+	// (kvimport.go). A cache the device cannot bind (over its binding
 	// range, at an offset it cannot bind at) is no failure: the State
 	// runs the layer, its products still here.
-	var caches scratch
-	defer caches.free()
+	var temp scratch
+	defer temp.free()
+	caches := o.kvBufs[:0]
+	defer func() { clear(caches); o.kvBufs = caches[:0] }()
 	for _, g := range segs {
-		k, v := g.Cache.Layer(l)
-		for _, mem := range [][]byte{k, v} {
-			if _, err := caches.add(o.d.Import(mem)); err != nil {
-				return model.RanNone, nil
-			}
+		k, v, err := o.kv.layer(o.d, g.Cache, l, &temp)
+		if err != nil {
+			return model.RanNone, nil
 		}
+		caches = append(caches, k, v)
 	}
 	work := &o.work
 	if err := work.grow(o.d, c, o.ffn, n); err != nil {
@@ -253,7 +253,7 @@ func (o *Offload) Layer(l int, x []float32, segs []model.Segment) (model.Ran, er
 	if err := o.d.run(r.ds...); err != nil {
 		return model.RanNone, err
 	}
-	runtime.KeepAlive(segs) // the caches' memory, imported above
+	runtime.KeepAlive(segs) // the caches (their imports live as long)
 	copy(x, work.x.Float32s()[:n*embd])
 	return ran, nil
 }

@@ -41,6 +41,8 @@ type Offload struct {
 	layerMu    sync.Mutex // the scratch of layers and experts: one call at a time
 	work       layerWork
 	moe        moeWork
+	kv         kvImports // the KV caches' layers the device has imported
+	kvBufs     []*Buffer // a call's list of them
 }
 
 // Offload uploads the matrices of ws that the device has kernels for and
@@ -111,6 +113,7 @@ func (o *Offload) Free() {
 	o.layerMu.Lock()
 	o.work.free()
 	o.moe.free()
+	o.kv.free()
 	o.layerMu.Unlock()
 	o.bytes, o.copied = 0, 0
 }
