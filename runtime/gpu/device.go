@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -47,7 +48,14 @@ type Device struct {
 	// memory for every product costs more than many products on a GPU.
 	productMu sync.Mutex
 	product   [4]*Buffer
+
+	allocated  atomic.Int64  // bytes of device memory allocated now (imports not counted)
+	allocAlign atomic.Uint64 // the most bytes an allocation has added to its size (and its alignment)
 }
+
+// Allocated is the device memory allocated through this Device now,
+// bytes: buffers, copied weights and scratch; not host memory it imports.
+func (d *Device) Allocated() int64 { return d.allocated.Load() }
 
 // Devices lists this machine's Vulkan devices (none, with an error, when
 // there is no Vulkan loader or driver).
@@ -331,6 +339,7 @@ type Buffer struct {
 	// The range the shaders see: all of it, or an imported slice's place
 	// within the pages imported around it.
 	off, rng uint64
+	owned    uint64 // bytes of device memory allocated for it (not imported)
 }
 
 // NewBuffer allocates size bytes (rounded up to 4) of storage memory.
@@ -361,6 +370,9 @@ func (d *Device) NewBuffer(size int) (*Buffer, error) {
 		b.Free()
 		return nil, fmt.Errorf("%w (%d bytes)", err, req.size)
 	}
+	b.owned = req.size
+	d.allocated.Add(int64(req.size))
+	d.allocAlign.Store(max(d.allocAlign.Load(), req.size-n+req.alignment)) // what one allocation may add
 	if err := vk.bindBufferMemory(d.device, b.buf, b.mem, 0).err("vkBindBufferMemory"); err != nil {
 		b.Free()
 		return nil, err
@@ -447,6 +459,7 @@ func (b *Buffer) view(off, size uint64) *Buffer {
 	v := *b
 	v.off += off
 	v.rng = (size + 3) &^ 3
+	v.owned = 0 // b's memory: b accounts for it
 	return &v
 }
 
@@ -495,6 +508,8 @@ func (b *Buffer) Free() {
 	if b.mem != 0 {
 		vk.freeMemory(dev, b.mem, nil)
 		b.mem = 0
+		b.d.allocated.Add(-int64(b.owned))
+		b.owned = 0
 	}
 }
 

@@ -174,28 +174,30 @@ func (o *Offload) expertTensor(data []byte, experts int) *Matrix {
 
 // grow makes the scratch hold tokens rows and slots gathered rows of an
 // expert width wide.
+// moeWorkSizes are the bytes of moeWork's buffers, in the order grow
+// makes them.
+func moeWorkSizes(tokens, slots, embd, width int) []int {
+	widest := max(embd, width)
+	return bufferSizes(4*tokens*embd, 4*tokens*embd, 4*slots*embd, 4*slots*embd,
+		4*slots*width, 4*slots*width,
+		4*slots, 4*slots, 4*slots,
+		slots*widest, 4*slots*widest/32,
+		slots*widest, 4*slots*widest/256, 2*slots*widest/16)
+}
+
 func (w *moeWork) grow(d *Device, tokens, slots, embd, width int) error {
 	if tokens <= w.tokens && slots <= w.slots && embd == w.embd && width == w.width {
 		return nil
 	}
 	w.free()
-	widest := max(embd, width)
-	for _, b := range []struct {
-		dst  **Buffer
-		size int
-	}{
-		{&w.x, 4 * tokens * embd}, {&w.out, 4 * tokens * embd}, {&w.xe, 4 * slots * embd}, {&w.ys, 4 * slots * embd},
-		{&w.hb, 4 * slots * width}, {&w.hb2, 4 * slots * width},
-		{&w.rows, 4 * slots}, {&w.slot, 4 * slots}, {&w.weight, 4 * slots},
-		{&w.q32, slots * widest}, {&w.d32, 4 * slots * widest / 32},
-		{&w.qK, slots * widest}, {&w.dK, 4 * slots * widest / 256}, {&w.sK, 2 * slots * widest / 16},
-	} {
-		buf, err := w.bufs.add(d.NewBuffer(max(4, b.size)))
+	sizes := moeWorkSizes(tokens, slots, embd, width)
+	for i, dst := range []**Buffer{&w.x, &w.out, &w.xe, &w.ys, &w.hb, &w.hb2, &w.rows, &w.slot, &w.weight, &w.q32, &w.d32, &w.qK, &w.dK, &w.sK} {
+		buf, err := w.bufs.add(d.NewBuffer(sizes[i]))
 		if err != nil {
 			w.free()
 			return err
 		}
-		*b.dst = buf
+		*dst = buf
 	}
 	w.tokens, w.slots, w.embd, w.width = tokens, slots, embd, width
 	return nil

@@ -332,29 +332,31 @@ func (r *recorder) productRows(out *Buffer, w *Matrix, in *Buffer, v0, count int
 }
 
 // grow makes the scratch hold n rows of c's layers.
+// layerWorkSizes are the bytes of layerWork's buffers for n rows, in
+// the order grow makes them.
+func layerWorkSizes(c model.Config, ffn, n int) []int {
+	widest := max(c.Embd, c.QDim(), ffn)
+	return bufferSizes(4*n*c.Embd, 4*n*max(c.Embd, c.QDim()), 4*n*c.QDim(),
+		4*n*c.KVDim(), 4*n*c.KVDim(), 4*n*c.QDim(),
+		4*n*ffn, 4*n*ffn,
+		n*widest, 4*n*widest/32,
+		n*widest, 4*max(1, n*widest/256), 2*n*widest/16,
+		4*n*max(2, c.RopeDim))
+}
+
 func (w *layerWork) grow(d *Device, c model.Config, ffn, n int) error {
 	if n <= w.rows {
 		return nil
 	}
 	w.free()
-	widest := max(c.Embd, c.QDim(), ffn)
-	for _, b := range []struct {
-		dst  **Buffer
-		size int
-	}{
-		{&w.x, 4 * n * c.Embd}, {&w.xb, 4 * n * max(c.Embd, c.QDim())}, {&w.q, 4 * n * c.QDim()},
-		{&w.k, 4 * n * c.KVDim()}, {&w.v, 4 * n * c.KVDim()}, {&w.att, 4 * n * c.QDim()},
-		{&w.hb, 4 * n * ffn}, {&w.hb2, 4 * n * ffn},
-		{&w.q32, n * widest}, {&w.d32, 4 * n * widest / 32},
-		{&w.qK, n * widest}, {&w.dK, 4 * max(1, n*widest/256)}, {&w.sK, 2 * n * widest / 16},
-		{&w.table, 4 * n * max(2, c.RopeDim)},
-	} {
-		buf, err := w.bufs.add(d.NewBuffer(max(4, b.size)))
+	sizes := layerWorkSizes(c, ffn, n)
+	for i, dst := range []**Buffer{&w.x, &w.xb, &w.q, &w.k, &w.v, &w.att, &w.hb, &w.hb2, &w.q32, &w.d32, &w.qK, &w.dK, &w.sK, &w.table} {
+		buf, err := w.bufs.add(d.NewBuffer(sizes[i]))
 		if err != nil {
 			w.free()
 			return err
 		}
-		*b.dst = buf
+		*dst = buf
 	}
 	w.rows = n
 	return nil

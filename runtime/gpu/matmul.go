@@ -132,6 +132,9 @@ func (d *Device) MatMul(out []float32, w *Matrix, x []float32, n int) error {
 	return nil
 }
 
+// productMin is the smallest of MatMul's buffers.
+const productMin = 4096
+
 // productBuffer is MatMul's buffer i, of at least size bytes (a larger
 // one does: the kernels read and write only what the shape says). Call
 // with d.productMu held.
@@ -143,7 +146,7 @@ func (d *Device) productBuffer(i, size int) (*Buffer, error) {
 		b.Free()
 		d.product[i] = nil
 	}
-	b, err := d.NewBuffer(max(size, 4096))
+	b, err := d.NewBuffer(max(size, productMin))
 	if err != nil {
 		return nil, err
 	}

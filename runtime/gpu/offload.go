@@ -240,3 +240,83 @@ func (o *Offload) Close() {
 		o.d.Close()
 	}
 }
+
+// MemoryBytes is the device memory the Offload allocates, at most, when
+// its calls carry up to rows rows: weights it copied, the layers' norms
+// and biases, the scratch of whole layers and of the experts'
+// submission, and MatMul's buffers (the Device's, shared by the Offloads
+// on it, so counted whole for each: an upper bound). Host memory the
+// device reads in place (mmap'd weights, KV caches) is not in it. A node
+// counts it against --memory beside the shard's weights.
+func (o *Offload) MemoryBytes(rows int) uint64 {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	total := uint64(o.copied)
+	for _, b := range o.small {
+		total += b.owned
+	}
+	slack := o.d.allocAlign.Load() // what a driver adds to an allocation (seen here, with the weights' norms)
+	add := func(sizes []int) {
+		for _, s := range sizes {
+			total += uint64(s+3)&^3 + slack
+		}
+	}
+	if len(o.whole) > 0 {
+		add(layerWorkSizes(o.m.Config, o.ffn, rows))
+	}
+	if len(o.experts) > 0 {
+		c := o.m.Config
+		add(moeWorkSizes(rows, rows*c.ExpertsUsed, c.Embd, c.ExpertFFN))
+	}
+	var slots []int
+	for _, m := range o.held {
+		if !o.isExpertTensor(m) {
+			for i, size := range productSizes(rows, m) {
+				if i == len(slots) {
+					slots = append(slots, 0)
+				}
+				slots[i] = max(slots[i], size)
+			}
+		}
+	}
+	add(slots)
+	return total
+}
+
+func (o *Offload) isExpertTensor(m *Matrix) bool {
+	for _, t := range o.experts {
+		if t.m == m {
+			return true
+		}
+	}
+	return false
+}
+
+// bufferSizes are buffer sizes in bytes, each at least a word.
+func bufferSizes(sizes ...int) []int {
+	for i := range sizes {
+		sizes[i] = max(4, sizes[i])
+	}
+	return sizes
+}
+
+// productSizes are the sizes of MatMul's buffers (productBuffer) for n
+// vectors through m, in their slots: the input (floats, or bytes of
+// quants, then their scales and the K-quants' 16-sums), then the output.
+func productSizes(n int, m *Matrix) []int {
+	in, out := n*m.Cols, n*m.Rows
+	var sizes []int
+	switch kernelOf[m.Type].input {
+	case floats:
+		sizes = []int{4 * in}
+	case quants32:
+		sizes = []int{in, 4 * in / 32}
+	case quantsK:
+		sizes = []int{in, 4 * in / 256, 2 * in / 16}
+	}
+	sizes = append(sizes, 4*out)
+	for i := range sizes {
+		sizes[i] = max(productMin, sizes[i])
+	}
+	return sizes
+}
