@@ -19,6 +19,10 @@ func (g *gpuFlags) add(f *pflag.FlagSet) {
 	f.StringVar(&g.layers, "gpu-layers", "all", "with --gpu, how many of the last layers' matrix products run on the device: N, or all (every layer and the output head)")
 }
 
+// shardBatchRows is the most rows a shard's forward pass carries (the
+// stage's batch bound, actors/internal/wire.MaxBatch).
+const shardBatchRows = 64
+
 // nodeGPU opens the device of strata node --gpu and returns the hook that
 // puts each shard's layers there (nil without a device), what closes the
 // device, and its name and kind to announce ("" without one). A shard goes to the device only if the device
@@ -54,7 +58,8 @@ func nodeGPU(g gpuFlags, log io.Writer) (func(*model.Model) (model.Accelerator, 
 			fmt.Fprintf(log, "gpu: %s would copy the weights of layers [%d,%d), outside --memory: they stay on the CPU\n", d.Name, m.First, m.End)
 			return nil, nil, nil
 		}
-		fmt.Fprintf(log, "gpu: layers [%d,%d) on %s: %s\n", m.First, m.End, d.Name, o)
+		fmt.Fprintf(log, "gpu: layers [%d,%d) on %s: %s; device memory at a batch of %d rows: up to %.1f MB, not counted in --memory\n",
+			m.First, m.End, d.Name, o, shardBatchRows, float64(o.MemoryBytes(shardBatchRows))/1e6)
 		return o, o.Free, nil
 	}, d.Close, name, nil
 }
