@@ -7,7 +7,6 @@ import (
 
 	"strata/internal/testdata"
 	"strata/runtime/model"
-	"strata/runtime/synth"
 	"strata/runtime/tensor"
 )
 
@@ -24,17 +23,7 @@ import (
 func TestDeviceRowsDoNotDependOnTheirCompany(t *testing.T) {
 	d := openDevice(t)
 	dir := t.TempDir()
-	paths := []string{testdata.Path(t, "gguf/stories260K.gguf")}
-	for _, c := range []struct {
-		shape string
-		typ   tensor.Type
-	}{{"qwen2-tiny", tensor.Q4_K}, {"qwen3moe-tiny", tensor.Q6_K}} {
-		p := filepath.Join(dir, c.shape+"-"+c.typ.String()+".gguf")
-		if err := synth.WriteFile(p, model.Shapes[c.shape], synth.Options{Type: c.typ, Seed: 7}); err != nil {
-			t.Fatal(err)
-		}
-		paths = append(paths, p)
-	}
+	paths := []string{testdata.Path(t, "gguf/stories260K.gguf"), synthModel(t, dir, "qwen2-tiny", tensor.Q4_K), synthModel(t, dir, "qwen3moe-tiny", tensor.Q6_K)}
 	for _, path := range paths {
 		t.Run(filepath.Base(path), func(t *testing.T) {
 			m := loadModel(t, path)
@@ -52,35 +41,7 @@ func TestDeviceRowsDoNotDependOnTheirCompany(t *testing.T) {
 			}
 			s := m.NewState(nil, 16, 1024)
 			s.Accelerate(o)
-			// step runs rows of the sequences with caches cs in one batch
-			// and returns every row's logits.
-			step := func(cs []*model.Cache, rows [][]int) [][]float32 {
-				t.Helper()
-				var ids []int
-				var segs []model.Segment
-				for i, r := range rows {
-					ids = append(ids, r...)
-					segs = append(segs, model.Segment{Cache: cs[i], N: len(r)})
-				}
-				if err := s.Embed(ids); err != nil {
-					t.Fatal(err)
-				}
-				if err := s.ForwardBatch(segs); err != nil {
-					t.Fatal(err)
-				}
-				if s.AcceleratorErr() != nil {
-					t.Fatal(s.AcceleratorErr())
-				}
-				var out [][]float32
-				for i := range ids {
-					l, err := s.LogitsOf(i)
-					if err != nil {
-						t.Fatal(err)
-					}
-					out = append(out, slices.Clone(l))
-				}
-				return out
-			}
+			step := func(cs []*model.Cache, rows [][]int) [][]float32 { return batchStep(t, s, cs, rows) }
 			// Alone: each prompt in one chunk, then its next rows alone.
 			var alone [][]float32
 			var aloneLast [][]float32

@@ -3,12 +3,14 @@ package gpu
 import (
 	"math"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
 	"testing"
 	"unsafe"
 
 	"strata/internal/testdata"
 	"strata/runtime/model"
+	"strata/runtime/synth"
 	"strata/runtime/tensor"
 )
 
@@ -110,29 +112,7 @@ func TestWholeLayersBatchOfSequences(t *testing.T) {
 			}
 			s := m.NewState(nil, 16, 1024)
 			s.Accelerate(acc)
-			var ids []int
-			var segs []model.Segment
-			for i, n := range next {
-				ids = append(ids, n...)
-				segs = append(segs, model.Segment{Cache: caches[i], N: len(n)})
-			}
-			if err := s.Embed(ids); err != nil {
-				t.Fatal(err)
-			}
-			if err := s.ForwardBatch(segs); err != nil {
-				t.Fatal(err)
-			}
-			if s.AcceleratorErr() != nil {
-				t.Fatal(s.AcceleratorErr())
-			}
-			var out [][]float32
-			for i := range ids {
-				l, err := s.LogitsOf(i)
-				if err != nil {
-					t.Fatal(err)
-				}
-				out = append(out, slices.Clone(l))
-			}
+			out := batchStep(t, s, caches, next)
 			for _, c := range caches {
 				if err := cpu.Embed([]int{42}); err != nil {
 					t.Fatal(err)
@@ -166,4 +146,45 @@ func TestWholeLayersBatchOfSequences(t *testing.T) {
 			}
 		}
 	}
+}
+
+// batchStep runs rows[i] of the sequences with caches[i] as one batch on
+// s and returns every row's logits.
+func batchStep(t *testing.T, s *model.State, caches []*model.Cache, rows [][]int) [][]float32 {
+	t.Helper()
+	var ids []int
+	var segs []model.Segment
+	for i, r := range rows {
+		ids = append(ids, r...)
+		segs = append(segs, model.Segment{Cache: caches[i], N: len(r)})
+	}
+	if err := s.Embed(ids); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ForwardBatch(segs); err != nil {
+		t.Fatal(err)
+	}
+	if s.AcceleratorErr() != nil {
+		t.Fatal(s.AcceleratorErr())
+	}
+	var out [][]float32
+	for i := range ids {
+		l, err := s.LogitsOf(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, slices.Clone(l))
+	}
+	return out
+}
+
+// synthModel writes a synthetic model of shape and weight type into dir
+// (seed 7) and returns its path.
+func synthModel(t *testing.T, dir, shape string, typ tensor.Type) string {
+	t.Helper()
+	p := filepath.Join(dir, shape+"-"+typ.String()+".gguf")
+	if err := synth.WriteFile(p, model.Shapes[shape], synth.Options{Type: typ, Seed: 7}); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -6,7 +6,6 @@ import (
 
 	"strata/internal/testdata"
 	"strata/runtime/model"
-	"strata/runtime/synth"
 	"strata/runtime/tensor"
 )
 
@@ -18,17 +17,7 @@ import (
 // and not twice as much.
 func TestMemoryBytesBoundsWhatTheDeviceAllocates(t *testing.T) {
 	dir := t.TempDir()
-	paths := []string{testdata.Path(t, "gguf/stories260K.gguf")}
-	for _, c := range []struct {
-		shape string
-		typ   tensor.Type
-	}{{"qwen3moe-tiny", tensor.Q6_K}, {"deepseek2-tiny", tensor.Q8_0}} {
-		p := filepath.Join(dir, c.shape+"-"+c.typ.String()+".gguf")
-		if err := synth.WriteFile(p, model.Shapes[c.shape], synth.Options{Type: c.typ, Seed: 7}); err != nil {
-			t.Fatal(err)
-		}
-		paths = append(paths, p)
-	}
+	paths := []string{testdata.Path(t, "gguf/stories260K.gguf"), synthModel(t, dir, "qwen3moe-tiny", tensor.Q6_K), synthModel(t, dir, "deepseek2-tiny", tensor.Q8_0)}
 	const rows = 64
 	for _, path := range paths {
 		t.Run(filepath.Base(path), func(t *testing.T) {

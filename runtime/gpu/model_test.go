@@ -2,7 +2,6 @@ package gpu
 
 import (
 	"math"
-	"path/filepath"
 	"testing"
 
 	"strata/internal/testdata"
@@ -10,7 +9,6 @@ import (
 	"strata/runtime/model"
 	"strata/runtime/modelinfo"
 	"strata/runtime/sample"
-	"strata/runtime/synth"
 	"strata/runtime/tensor"
 )
 
@@ -37,10 +35,7 @@ func TestOffloadedModel(t *testing.T) {
 		shape string
 		typ   tensor.Type
 	}{{"llama3-tiny", tensor.F16}, {"llama3-tiny", tensor.Q8_0}, {"qwen3-tiny", tensor.Q4_0}, {"qwen2-tiny", tensor.Q4_K}, {"qwen3moe-tiny", tensor.Q6_K}, {"qwen3moe-tiny", tensor.F16}, {"deepseek2-tiny", tensor.Q8_0}} {
-		p := filepath.Join(dir, c.shape+"-"+c.typ.String()+".gguf")
-		if err := synth.WriteFile(p, model.Shapes[c.shape], synth.Options{Type: c.typ, Seed: 7}); err != nil {
-			t.Fatal(err)
-		}
+		p := synthModel(t, dir, c.shape, c.typ)
 		tol := 2e-2 // 8-bit activations
 		if c.typ == tensor.F16 {
 			tol = 1e-4
