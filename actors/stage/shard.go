@@ -52,8 +52,7 @@ type shard struct {
 	sessions map[string]*shardSession
 	// freed remembers recently freed sessions: a Forward still in flight
 	// when its session ended must not bring it back.
-	freed     map[string]bool
-	freedList []string
+	freed freedSessions
 	// cached holds retained sessions' KV caches (prompt caching,
 	// retained.go), by the ID of the session that filled them.
 	cached map[string]*cachedKV
@@ -63,9 +62,6 @@ type shard struct {
 	file *gguf.File
 	gram grammars
 }
-
-// maxFreed bounds the freed-session memory.
-const maxFreed = 4096
 
 // shardSession is one session's state on a shard.
 type shardSession struct {
@@ -260,24 +256,14 @@ func (s *shard) free(session string) bool {
 
 // markFreedLocked remembers that a session ended (s.mu held).
 func (s *shard) markFreedLocked(session string) {
-	if !s.freed[session] {
-		if s.freed == nil {
-			s.freed = map[string]bool{}
-		}
-		s.freed[session] = true
-		s.freedList = append(s.freedList, session)
-		if len(s.freedList) > maxFreed {
-			delete(s.freed, s.freedList[0])
-			s.freedList = s.freedList[1:]
-		}
-	}
+	s.freed.add(session)
 }
 
 // session returns the session's state, creating it on its first Forward.
 func (s *shard) session(ctx actor.Context, m *messages.Forward) (*shardSession, error) {
 	s.mu.Lock()
 	ss, ok := s.sessions[m.Session]
-	freed := s.freed[m.Session]
+	freed := s.freed.has(m.Session)
 	s.mu.Unlock()
 	if ok {
 		if m.ReplyTo == nil || !wire.PID(m.ReplyTo).Equal(ss.origin) {
