@@ -67,16 +67,17 @@ func returnMemoryWhenIdle(ctx context.Context, busy func() bool, idle func(bool)
 // tight (idleGCPercent); going busy, the collector's target is the one it
 // had.
 func idleHeap() func(bool) {
-	busyPercent := -1
+	busyPercent, saved := 0, false // GOGC=off reads as -1: a flag, not a sentinel
 	return func(idle bool) {
 		if !idle {
-			if busyPercent >= 0 {
+			if saved {
 				debug.SetGCPercent(busyPercent)
+				saved = false
 			}
 			return
 		}
 		returnHeap()
-		busyPercent = debug.SetGCPercent(idleGCPercent)
+		busyPercent, saved = debug.SetGCPercent(idleGCPercent), true
 	}
 }
 

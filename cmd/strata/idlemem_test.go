@@ -76,6 +76,13 @@ func TestIdleHeapKeepsTheHeapTight(t *testing.T) {
 	if got := debug.SetGCPercent(100); got != 100 {
 		t.Fatalf("GOGC %d once busy again, want the busy 100", got)
 	}
+	// GOGC=off (-1) comes back too.
+	debug.SetGCPercent(-1)
+	idle(true)
+	idle(false)
+	if got := debug.SetGCPercent(100); got != -1 {
+		t.Fatalf("GOGC %d once busy again, want off (-1) as it was", got)
+	}
 }
 
 // TestReturnHeapFreesPooledBuffers: what a sync.Pool holds when the node

@@ -51,6 +51,7 @@ type Device struct {
 
 	allocated  atomic.Int64  // bytes of device memory allocated now (imports not counted)
 	allocAlign atomic.Uint64 // the most bytes an allocation has added to its size (and its alignment)
+	imports    atomic.Int64  // host memory imports alive now
 }
 
 // Allocated is the device memory allocated through this Device now,
@@ -340,6 +341,7 @@ type Buffer struct {
 	// within the pages imported around it.
 	off, rng uint64
 	owned    uint64 // bytes of device memory allocated for it (not imported)
+	imported bool   // an import of host memory (counted in Device.imports until freed)
 }
 
 // NewBuffer allocates size bytes (rounded up to 4) of storage memory.
@@ -372,7 +374,12 @@ func (d *Device) NewBuffer(size int) (*Buffer, error) {
 	}
 	b.owned = req.size
 	d.allocated.Add(int64(req.size))
-	d.allocAlign.Store(max(d.allocAlign.Load(), req.size-n+req.alignment)) // what one allocation may add
+	for pad := req.size - n + req.alignment; ; { // what one allocation may add: the most seen
+		was := d.allocAlign.Load()
+		if was >= pad || d.allocAlign.CompareAndSwap(was, pad) {
+			break
+		}
+	}
 	if err := vk.bindBufferMemory(d.device, b.buf, b.mem, 0).err("vkBindBufferMemory"); err != nil {
 		b.Free()
 		return nil, err
@@ -450,6 +457,8 @@ func (d *Device) Import(data []byte) (*Buffer, error) {
 		b.Free()
 		return nil, err
 	}
+	b.imported = true
+	d.imports.Add(1)
 	return b, nil
 }
 
@@ -459,7 +468,7 @@ func (b *Buffer) view(off, size uint64) *Buffer {
 	v := *b
 	v.off += off
 	v.rng = (size + 3) &^ 3
-	v.owned = 0 // b's memory: b accounts for it
+	v.owned, v.imported = 0, false // b's memory: b accounts for it
 	return &v
 }
 
@@ -510,6 +519,10 @@ func (b *Buffer) Free() {
 		b.mem = 0
 		b.d.allocated.Add(-int64(b.owned))
 		b.owned = 0
+		if b.imported {
+			b.d.imports.Add(-1)
+			b.imported = false
+		}
 	}
 }
 

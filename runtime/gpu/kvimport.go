@@ -13,12 +13,16 @@ import (
 // driver call that may pin every page of the range (a long context's
 // layer is megabytes), so a whole layer imports each cache's layer once
 // and keeps the import while the Cache lives: Go never moves a live
-// object nor returns its pages. The import is freed once the Cache is
-// unreachable (a cleanup counts it; the next call sweeps), before Go may
-// give those pages back or reuse them, and never used for another Cache
-// at the same address (keys hold weak pointers: a dead Cache's never
-// equals a new one's). Past maxKVImports the imports of a call are made
-// for that call only, as drivers cap allocations (4096 on many).
+// object nor returns its pages. Once the Cache is unreachable a cleanup
+// counts it and the next call frees its imports. Until then the import
+// outlives the memory (Go may reuse or return those pages first), which
+// is safe because a dead cache's entry is never used again: keys hold
+// weak pointers, and a dead Cache's never equals a new one's at the same
+// address. On a driver that pins imported pages they stay pinned until
+// that next call (an idle node keeps them). Past maxKVImports the imports
+// of a call are made for that call only, as drivers cap allocations
+// (4096 on many; the bound is per Offload, so several shards on one
+// device may hold more).
 
 // maxKVImports is how many cache layers (each a K and a V import) the
 // device keeps imported (a variable for tests).

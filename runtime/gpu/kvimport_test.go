@@ -22,6 +22,7 @@ func TestKVImportsLiveWithTheirCaches(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer o.Free()
+	weights := d.imports.Load() // the matrices, read in place
 	layers := len(m.Blocks)
 	s := m.NewState(nil, 16, 256)
 	s.Accelerate(o)
@@ -72,6 +73,9 @@ func TestKVImportsLiveWithTheirCaches(t *testing.T) {
 	if got := held(); got != layers {
 		t.Fatalf("%d cache layers imported once the first cache was gone, want %d (its own)", got, layers)
 	}
+	if n := d.imports.Load() - weights; n != int64(2*layers) {
+		t.Fatalf("%d cache imports alive, want %d: the gone cache's were not freed", n, 2*layers)
+	}
 	if got := run(b, []int{31}); got != want {
 		t.Fatalf("the second cache's step: %g, want the first's %g", got, want)
 	}
@@ -86,6 +90,9 @@ func TestKVImportsLiveWithTheirCaches(t *testing.T) {
 	}
 	if got := held(); got != layers {
 		t.Fatalf("%d cache layers held past the bound of %d", got, layers)
+	}
+	if n := d.imports.Load() - weights; n != int64(2*layers) {
+		t.Fatalf("%d cache imports alive after calls past the bound, want the %d kept (a call's own must be freed)", n, 2*layers)
 	}
 	runtime.KeepAlive(b)
 	runtime.KeepAlive(c)

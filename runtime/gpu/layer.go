@@ -253,6 +253,7 @@ func (o *Offload) Layer(l int, x []float32, segs []model.Segment) (model.Ran, er
 	if err := o.d.run(r.ds...); err != nil {
 		return model.RanNone, err
 	}
+	o.layerRuns.Add(1)
 	runtime.KeepAlive(segs) // the caches (their imports live as long)
 	copy(x, work.x.Float32s()[:n*embd])
 	return ran, nil

@@ -10,7 +10,7 @@ import (
 )
 
 // TestMemoryBytesBoundsWhatTheDeviceAllocates: what an Offload says it
-// allocates at a batch of 64 rows (what a node counts against --memory)
+// allocates at a batch of 64 rows (what a node logs per shard)
 // is at least what the device allocated for it by the end of such a
 // batch, every path taken (whole dense layers; a mixture of experts'
 // attention half and experts' submission; latent attention's products),

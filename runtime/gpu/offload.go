@@ -36,6 +36,7 @@ type Offload struct {
 	// (whole, all experts), in which an expert's matrices are views.
 	experts    []expertTensor
 	expertRuns atomic.Int64 // Experts calls that ran
+	layerRuns  atomic.Int64 // Layer calls that ran on the device (whole layers or attention halves)
 	small      []*Buffer
 	ffn        int
 	layerMu    sync.Mutex // the scratch of layers and experts: one call at a time
@@ -108,7 +109,8 @@ func (o *Offload) Free() {
 	}
 	clear(o.whole)
 	o.experts = nil
-	scratch(o.small).free()
+	small := scratch(o.small)
+	small.free()
 	o.small = nil
 	o.layerMu.Lock()
 	o.work.free()
@@ -247,15 +249,18 @@ func (o *Offload) Close() {
 // submission, and MatMul's buffers (the Device's, shared by the Offloads
 // on it, so counted whole for each: an upper bound). Host memory the
 // device reads in place (mmap'd weights, KV caches) is not in it. A node
-// counts it against --memory beside the shard's weights.
+// logs it per shard; neither --memory nor placement counts it yet.
 func (o *Offload) MemoryBytes(rows int) uint64 {
 	o.mu.RLock()
 	defer o.mu.RUnlock()
+	slack := o.d.allocAlign.Load() // what a driver adds to an allocation (seen here, with the weights' norms)
 	total := uint64(o.copied)
+	if o.copied > 0 {
+		total += slack * uint64(len(o.held)) // each copy is an allocation
+	}
 	for _, b := range o.small {
 		total += b.owned
 	}
-	slack := o.d.allocAlign.Load() // what a driver adds to an allocation (seen here, with the weights' norms)
 	add := func(sizes []int) {
 		for _, s := range sizes {
 			total += uint64(s+3)&^3 + slack

@@ -11,7 +11,9 @@ import (
 // them, each on host slices (a submission per call, like MatMul): the
 // pieces a layer on the device will chain without leaving it.
 
-// scratch holds a call's buffers, freed together.
+// scratch holds a call's buffers, freed together. free has a pointer
+// receiver so that `defer s.free()` frees what was added after the defer
+// (a value receiver would free the empty list the defer saw).
 type scratch []*Buffer
 
 func (s *scratch) add(b *Buffer, err error) (*Buffer, error) {
@@ -21,10 +23,11 @@ func (s *scratch) add(b *Buffer, err error) (*Buffer, error) {
 	return b, err
 }
 
-func (s scratch) free() {
-	for _, b := range s {
+func (s *scratch) free() {
+	for _, b := range *s {
 		b.Free()
 	}
+	*s = nil
 }
 
 // runFloats runs kernel name with ins as its first bindings and, for
