@@ -155,3 +155,44 @@ func TestStoppedNodeEndsStreamWithError(t *testing.T) {
 		t.Error("Serve did not return after its context ended")
 	}
 }
+
+// waitGen sends nothing: it waits for its context to end.
+type waitGen struct{}
+
+func (waitGen) Generate(ctx context.Context, req engine.Request, onToken func(engine.Token) error) (engine.Result, error) {
+	<-ctx.Done()
+	return engine.Result{}, ctx.Err()
+}
+
+// TestStoppedNodeBeforeTheFirstTokenRefuses: a request whose node stops
+// before its answer began gets a 503 saying so (OpenAI's code
+// node_stopped: send it to another node), not an empty 200 — which a streaming client read as a
+// stream that ended without [DONE] (the soak lost one so, seed 30, a
+// node leaving for a restart), on every API.
+func TestStoppedNodeBeforeTheFirstTokenRefuses(t *testing.T) {
+	for _, c := range []struct{ path, body string }{
+		{"/v1/chat/completions", `{"model": "stories260K", "stream": true, "messages": [{"role": "user", "content": "hi"}]}`},
+		{"/v1/messages", `{"model": "stories260K", "stream": true, "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}`},
+		{"/api/chat", `{"model": "stories260K", "messages": [{"role": "user", "content": "hi"}]}`},
+	} {
+		s, err := NewServer(Config{Generator: waitGen{}, Models: storiesLocal(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, stop := context.WithCancel(context.Background())
+		served := make(chan error, 1)
+		go func() { served <- s.Serve(ctx, ln) }()
+		time.AfterFunc(200*time.Millisecond, stop)
+		resp := post(t, "http://"+ln.Addr().String()+c.path, "", c.body)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(b), "stopped before the answer") { // each API's error form
+			t.Errorf("%s: the node stopped before the first token: %d %s", c.path, resp.StatusCode, b)
+		}
+		<-served
+	}
+}

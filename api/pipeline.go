@@ -204,9 +204,15 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job, out streame
 	if err != nil {
 		if ctx.Err() != nil {
 			// The node stopping cut the answer: an answer begun ends with
-			// an error the client can act on, not as if complete.
-			if errors.Is(context.Cause(ctx), errStopping) && out.failed(stopped()) {
-				s.metrics.request(j.endpoint, http.StatusOK)
+			// an error the client can act on, not as if complete; one not
+			// begun gets the 503 (an empty 200 read as a stream that ended
+			// without [DONE]).
+			if errors.Is(context.Cause(ctx), errStopping) {
+				if out.failed(stopped()) {
+					s.metrics.request(j.endpoint, http.StatusOK)
+					return
+				}
+				s.fail(w, j.endpoint, stopped())
 				return
 			}
 			s.metrics.request(j.endpoint, 499)
