@@ -118,18 +118,8 @@ func (tokenThenWaitGen) Generate(ctx context.Context, req engine.Request, onToke
 // not silently as if the answer were complete (the soak's "stream ended
 // without [DONE]"); a client that hangs up gets nothing more.
 func TestStoppedNodeEndsStreamWithError(t *testing.T) {
-	s, err := NewServer(Config{Generator: tokenThenWaitGen{}, Models: storiesLocal(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(ctx, ln) }()
-	resp := post(t, "http://"+ln.Addr().String()+"/v1/chat/completions", "", `{"model": "stories260K", "stream": true, "messages": [{"role": "user", "content": "hi"}]}`)
+	addr, stop, served := serveUntilStopped(t, tokenThenWaitGen{})
+	resp := post(t, addr+"/v1/chat/completions", "", `{"model": "stories260K", "stream": true, "messages": [{"role": "user", "content": "hi"}]}`)
 	defer resp.Body.Close()
 	r := bufio.NewReader(resp.Body)
 	for {
@@ -175,19 +165,9 @@ func TestStoppedNodeBeforeTheFirstTokenRefuses(t *testing.T) {
 		{"/v1/messages", `{"model": "stories260K", "stream": true, "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}`},
 		{"/api/chat", `{"model": "stories260K", "messages": [{"role": "user", "content": "hi"}]}`},
 	} {
-		s, err := NewServer(Config{Generator: waitGen{}, Models: storiesLocal(t)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, stop := context.WithCancel(context.Background())
-		served := make(chan error, 1)
-		go func() { served <- s.Serve(ctx, ln) }()
+		addr, stop, served := serveUntilStopped(t, waitGen{})
 		time.AfterFunc(200*time.Millisecond, stop)
-		resp := post(t, "http://"+ln.Addr().String()+c.path, "", c.body)
+		resp := post(t, addr+c.path, "", c.body)
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(b), "stopped before the answer") { // each API's error form
@@ -195,4 +175,22 @@ func TestStoppedNodeBeforeTheFirstTokenRefuses(t *testing.T) {
 		}
 		<-served
 	}
+}
+
+// serveUntilStopped serves an API over gen on a loopback port: its base
+// URL, what stops the node (ends Serve's context), and Serve's result.
+func serveUntilStopped(t *testing.T, gen Generator) (string, func(), <-chan error) {
+	t.Helper()
+	s, err := NewServer(Config{Generator: gen, Models: storiesLocal(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ctx, ln) }()
+	return "http://" + ln.Addr().String(), stop, served
 }

@@ -172,8 +172,6 @@ func (o *Offload) expertTensor(data []byte, experts int) *Matrix {
 	return nil
 }
 
-// grow makes the scratch hold tokens rows and slots gathered rows of an
-// expert width wide.
 // moeWorkSizes are the bytes of moeWork's buffers, in the order grow
 // makes them.
 func moeWorkSizes(tokens, slots, embd, width int) []int {
@@ -185,6 +183,8 @@ func moeWorkSizes(tokens, slots, embd, width int) []int {
 		slots*widest, 4*slots*widest/256, 2*slots*widest/16)
 }
 
+// grow makes the scratch hold tokens rows and slots gathered rows of an
+// expert width wide.
 func (w *moeWork) grow(d *Device, tokens, slots, embd, width int) error {
 	if tokens <= w.tokens && slots <= w.slots && embd == w.embd && width == w.width {
 		return nil

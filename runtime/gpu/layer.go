@@ -332,7 +332,6 @@ func (r *recorder) productRows(out *Buffer, w *Matrix, in *Buffer, v0, count int
 	r.wrote(out)
 }
 
-// grow makes the scratch hold n rows of c's layers.
 // layerWorkSizes are the bytes of layerWork's buffers for n rows, in
 // the order grow makes them.
 func layerWorkSizes(c model.Config, ffn, n int) []int {
@@ -345,6 +344,7 @@ func layerWorkSizes(c model.Config, ffn, n int) []int {
 		4*n*max(2, c.RopeDim))
 }
 
+// grow makes the scratch hold n rows of c's layers.
 func (w *layerWork) grow(d *Device, c model.Config, ffn, n int) error {
 	if n <= w.rows {
 		return nil
