@@ -1,6 +1,10 @@
 package model
 
-import "strata/runtime/tensor"
+import (
+	"sync/atomic"
+
+	"strata/runtime/tensor"
+)
 
 // Attention over the cache, for standard (grouped-query) and multi-head
 // latent attention alike: the query heads that share a KV head score the
@@ -52,7 +56,8 @@ type attnJob struct {
 	oHead    int
 	vw       int
 	scale    float32
-	capacity int // score row stride
+	capacity int          // score row stride
+	next     atomic.Int64 // the next unit to take
 }
 
 // plan splits the job into units of tile tokens × sub query heads of one
@@ -71,11 +76,15 @@ func (j *attnJob) units(tile int) int {
 	return (j.n + tile - 1) / tile * j.groups * ((j.group + j.sub - 1) / j.sub)
 }
 
-// attend does worker w's units: w, w+workers, ...
+// attend takes units from the job's counter until none is left, with
+// worker w's scratch: a worker that starts late (its core busy with
+// something else) leaves its share to the others instead of holding the
+// layer up. A unit's arithmetic does not depend on who runs it.
 func (s *State) attend(w int) {
 	j := &s.job
-	for u := w; u < j.units(j.tile); u += len(s.attn) {
-		s.attendUnit(&s.attn[w], u)
+	units := int64(j.units(j.tile))
+	for u := j.next.Add(1) - 1; u < units; u = j.next.Add(1) - 1 {
+		s.attendUnit(&s.attn[w], int(u))
 	}
 }
 
@@ -138,6 +147,7 @@ func (j *attnJob) work() int {
 // runAttention runs the job set in s.job over the workers.
 func (s *State) runAttention() {
 	s.job.plan(len(s.attn))
+	s.job.next.Store(0)
 	if s.pool == nil || s.job.work() < attnSplitWork {
 		s.attnFn(0, len(s.attn))
 	} else {

@@ -23,13 +23,22 @@ type Pool struct {
 	exited  sync.WaitGroup  // worker goroutines still running
 
 	// gen is the Run generation: a counter times genChunks plus the Run's
-	// chunk count (0 after Close: exit). A change tells workers to look;
-	// only the workers with a chunk (k < chunks) read fn and n, and the
-	// dispatcher waits for exactly them.
-	gen     atomic.Uint64
-	pending atomic.Int32 // worker chunks of the current Run not yet finished
+	// chunk count (0 after Close: exit). A change tells workers to look.
+	gen atomic.Uint64
+	_   [56]byte // claim and pending, written per chunk, on another cache line than gen, which idle workers poll
+	// claim hands out the current Run's chunks: the Run's number in the
+	// high 32 bits, its chunk count in the next 16, the next chunk to take
+	// in the low 16. Whoever takes chunk k (a worker, or the caller once
+	// its own are done) runs it, so a Run never waits for a worker that
+	// has not been scheduled yet — on a core shared with other processes
+	// (co-located nodes at the default --threads) that wait was a whole
+	// time slice per product. The Run's number makes a worker that looked
+	// at one Run and resumed in the next fail its compare-and-swap.
+	claim   atomic.Uint64
+	pending atomic.Int32 // chunks of the current Run not yet finished
 
 	mu       sync.Mutex // serialises Run and the fields below
+	runs     uint32     // Runs started, for claim
 	closed   bool
 	fn       func(lo, hi int)
 	n        int
@@ -81,7 +90,8 @@ func (p *Pool) Threads() int {
 
 // Run splits [0, n) into at most Threads() contiguous chunks of near-equal
 // size and calls fn(lo, hi) once per non-empty chunk, on the workers and on
-// the caller's goroutine, returning when all calls have returned. Chunk k
+// the caller's goroutine (the caller runs chunk 0, then any chunk no worker
+// has taken yet), returning when all calls have returned. Chunk k
 // is [k*n/c, (k+1)*n/c) for c chunks. If a call panics, Run panics with the
 // same value after every chunk has finished. After Close, and on a nil
 // Pool, Run calls fn(0, n) directly.
@@ -117,16 +127,22 @@ func (p *Pool) runLocked(n int, fn func(lo, hi int)) any {
 		chunks = 1
 	}
 	p.fn, p.n, p.chunks = fn, n, chunks
-	if chunks > 1 {
-		p.pending.Store(int32(chunks - 1))
-		p.gen.Add(genChunks - p.gen.Load()%genChunks + uint64(chunks)) // publishes fn, n, chunks
+	if chunks == 1 {
+		p.chunk(0)
+	} else {
+		// Chunk 0 is the caller's (the workers' counter starts at 1),
+		// so its own first chunk costs no compare-and-swap.
+		p.runs++
+		p.pending.Store(int32(chunks))
+		p.claim.Store(uint64(p.runs)<<32 | uint64(chunks)<<16 | 1)     // publishes fn, n, chunks
+		p.gen.Add(genChunks - p.gen.Load()%genChunks + uint64(chunks)) // tells the workers
 		if !dropWakeups {
 			p.wakeParked(chunks)
 		}
-	}
-	p.chunk(0)
-	if chunks > 1 {
-		p.waitPending(chunks)
+		p.chunk(0)
+		p.pending.Add(-1)
+		p.work()
+		p.waitPending()
 	}
 	p.fn = nil
 	r := p.panicked
@@ -134,38 +150,37 @@ func (p *Pool) runLocked(n int, fn func(lo, hi int)) any {
 	return r
 }
 
-// waitPending waits for the workers' chunks: spinning first, then yielding.
-// While yielding it wakes, every rescueEvery, any worker of this Run still
-// marked parked. With sequentially consistent atomics no worker can be
-// (await's comment says why), but an emulator that lets a store pass a
-// later load (qemu running arm64 code on an x86 host was seen to) can park
-// a worker past its wake-up, and the Run would then wait forever; a second
-// token is harmless, since a worker consumes one per time it parks.
-func (p *Pool) waitPending(chunks int) {
+// work takes chunks of the current Run and runs them until none is left.
+func (p *Pool) work() {
+	for {
+		v := p.claim.Load()
+		k, chunks := v&0xffff, v>>16&0xffff
+		if k >= chunks {
+			return
+		}
+		if p.claim.CompareAndSwap(v, v+1) {
+			p.chunk(int(k))
+			p.pending.Add(-1)
+		}
+	}
+}
+
+// waitPending waits for the chunks that workers took and are still
+// running: spinning first, then yielding.
+func (p *Pool) waitPending() {
 	deadline := time.Now().Add(spinFor)
-	rescue := deadline.Add(rescueEvery)
 	for i := 0; p.pending.Load() != 0; i++ {
-		if i&63 != 63 {
-			continue
-		}
-		now := time.Now()
-		if now.Before(deadline) {
-			continue
-		}
-		runtime.Gosched()
-		if now.After(rescue) {
-			p.wakeParked(chunks)
-			rescue = now.Add(rescueEvery)
+		if i&63 == 63 && time.Now().After(deadline) {
+			runtime.Gosched()
 		}
 	}
 }
 
 // dropWakeups makes Run skip its wake-ups, as a weak emulator may in
-// effect; tests set it to check that waitPending's rescue finishes the Run.
+// effect (qemu running arm64 code on an x86 host was seen to let a store
+// pass a later load and park a worker past its wake-up); tests set it to
+// check that the caller then runs every chunk itself.
 var dropWakeups bool
-
-// rescueEvery is how often a long-waiting Run re-wakes parked workers.
-const rescueEvery = 10 * time.Millisecond
 
 // wakeParked hands a wake-up token to each worker below chunks that is
 // marked parked.
@@ -204,10 +219,7 @@ func (p *Pool) worker(k int) {
 		if chunks == 0 {
 			return // closed
 		}
-		if k < chunks {
-			p.chunk(k)
-			p.pending.Add(-1)
-		}
+		p.work()
 	}
 }
 

@@ -145,11 +145,11 @@ func TestPoolRunNoAlloc(t *testing.T) {
 	}
 }
 
-// TestPoolRescuesLostWakeup parks the workers and then runs with the
-// wake-ups dropped, as happened under qemu (a store passing a later load):
-// the Run must still finish, through waitPending's rescue, and every chunk
-// must run once.
-func TestPoolRescuesLostWakeup(t *testing.T) {
+// TestPoolRunsWithoutItsWorkers parks the workers and then runs with the
+// wake-ups dropped, as happened under qemu (a store passing a later load),
+// and as a worker that the OS does not schedule for a while looks: the Run
+// must not wait for them — the caller takes every chunk itself, each once.
+func TestPoolRunsWithoutItsWorkers(t *testing.T) {
 	p := NewPool(3)          // closed only on success: Close would wait for a hung Run
 	time.Sleep(20 * spinFor) // the workers stop spinning and park
 	dropWakeups = true
@@ -167,7 +167,7 @@ func TestPoolRescuesLostWakeup(t *testing.T) {
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
-		t.Fatal("Run with dropped wake-ups did not finish: parked workers were never rescued")
+		t.Fatal("Run with dropped wake-ups did not finish: it waited for workers that were never woken")
 	}
 	p.Close()
 	for i := range ran {
