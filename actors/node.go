@@ -47,7 +47,7 @@ type NodeConfig struct {
 	OnBatch func(steps, rows int)
 	// Accelerate, when set, puts the matrix products of the shards the
 	// node holds on a device (stage.HostConfig.Accelerate).
-	Accelerate func(m *model.Model) (model.Accelerator, func(), error)
+	Accelerate func(m *model.Model, rows int) (model.Accelerator, func(), error)
 	// DiskBytes caps the bytes of fetched layers kept (the --disk
 	// budget); 0 = no cap. Used only when the store is created here.
 	DiskBytes int64

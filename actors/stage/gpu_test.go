@@ -38,7 +38,7 @@ func TestGPUStage(t *testing.T) {
 		if i != 1 {
 			return
 		}
-		c.Accelerate = func(m *model.Model) (model.Accelerator, func(), error) {
+		c.Accelerate = func(m *model.Model, _ int) (model.Accelerator, func(), error) {
 			o, err := d.OffloadLayers(m, gpu.AllLayers)
 			if err != nil {
 				return nil, nil, err

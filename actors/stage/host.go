@@ -59,9 +59,10 @@ type HostConfig struct {
 	// Accelerate, when set, puts a shard's matrix products on another
 	// device (strata node --gpu): it returns the accelerator and what
 	// releases it when the shard stops, or nil for the CPU (its reason in
-	// the error, which does not fail the load). Tensor-parallel members
-	// stay on the CPU.
-	Accelerate func(m *model.Model) (model.Accelerator, func(), error)
+	// the error, which does not fail the load); rows is the most rows a
+	// forward pass of the shard carries. Tensor-parallel members stay on
+	// the CPU.
+	Accelerate func(m *model.Model, rows int) (model.Accelerator, func(), error)
 	// OnShards, when set, hears the shard list (ShardList) after every
 	// load or unload: the node announces it in its NodeInfo.
 	OnShards func(shards []string)
@@ -499,7 +500,7 @@ func (h *Host) spawnLocked(ctx actor.Context, s *shard, id string) error {
 		s.state = s.m.NewState(h.cfg.Pool, wire.MaxBatch, s.maxContext)
 		if h.cfg.Accelerate != nil {
 			// A device that cannot take the shard leaves it on the CPU.
-			if acc, release, err := h.cfg.Accelerate(s.m); err == nil && acc != nil {
+			if acc, release, err := h.cfg.Accelerate(s.m, wire.MaxBatch); err == nil && acc != nil {
 				s.state.Accelerate(acc)
 				s.releaseAcc = release
 			}

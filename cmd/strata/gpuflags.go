@@ -19,16 +19,12 @@ func (g *gpuFlags) add(f *pflag.FlagSet) {
 	f.StringVar(&g.layers, "gpu-layers", "all", "with --gpu, how many of the last layers' matrix products run on the device: N, or all (every layer and the output head)")
 }
 
-// shardBatchRows is the most rows a shard's forward pass carries (the
-// stage's batch bound, actors/internal/wire.MaxBatch).
-const shardBatchRows = 64
-
 // nodeGPU opens the device of strata node --gpu and returns the hook that
 // puts each shard's layers there (nil without a device), what closes the
 // device, and its name and kind to announce ("" without one). A shard goes to the device only if the device
 // reads its weights in place (unified memory): a copy would hold memory
 // the node's --memory does not count, so such a shard stays on the CPU.
-func nodeGPU(g gpuFlags, log io.Writer) (func(*model.Model) (model.Accelerator, func(), error), func(), string, error) {
+func nodeGPU(g gpuFlags, log io.Writer) (func(*model.Model, int) (model.Accelerator, func(), error), func(), string, error) {
 	device, layers, err := g.parse()
 	if err != nil {
 		return nil, func() {}, "", err
@@ -48,7 +44,7 @@ func nodeGPU(g gpuFlags, log io.Writer) (func(*model.Model) (model.Accelerator, 
 		fmt.Fprintf(log, "gpu: %s does not share the host's memory: shards stay on the CPU\n", name)
 		name = ""
 	}
-	return func(m *model.Model) (model.Accelerator, func(), error) {
+	return func(m *model.Model, rows int) (model.Accelerator, func(), error) {
 		o, err := d.OffloadLayers(m, layers)
 		if err != nil {
 			return nil, nil, err
@@ -59,7 +55,7 @@ func nodeGPU(g gpuFlags, log io.Writer) (func(*model.Model) (model.Accelerator, 
 			return nil, nil, nil
 		}
 		fmt.Fprintf(log, "gpu: layers [%d,%d) on %s: %s; device memory at a batch of %d rows: up to %.1f MB, not counted in --memory\n",
-			m.First, m.End, d.Name, o, shardBatchRows, float64(o.MemoryBytes(shardBatchRows))/1e6)
+			m.First, m.End, d.Name, o, rows, float64(o.MemoryBytes(rows))/1e6)
 		return o, o.Free, nil
 	}, d.Close, name, nil
 }

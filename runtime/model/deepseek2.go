@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"math"
+	"sync/atomic"
 
 	"strata/runtime/gguf"
 	"strata/runtime/tensor"
@@ -308,9 +309,10 @@ type mlaState struct {
 	// The per-head products run heads in parallel, one worker's heads
 	// serially with that worker's scratch.
 	workers []mlaWorker
-	mw      *MLA // the layer whose heads run
-	n       int  // tokens in the batch
-	values  bool // false: absorb the queries; true: project the values
+	mw      *MLA         // the layer whose heads run
+	n       int          // tokens in the batch
+	values  bool         // false: absorb the queries; true: project the values
+	next    atomic.Int64 // the next head to take
 }
 
 // mlaWorker is one worker's scratch for the per-head products.
@@ -426,6 +428,7 @@ func (s *State) attentionMLA(l int, segs []Segment, n int) {
 func (s *State) perHead(mw *MLA, n int, values bool) {
 	ms := s.mla
 	ms.mw, ms.n, ms.values = mw, n, values
+	ms.next.Store(0)
 	if s.pool == nil || len(ms.workers) == 1 {
 		s.mlaHeadsFn(0, len(ms.workers))
 	} else {
@@ -444,10 +447,11 @@ func (s *State) perHead(mw *MLA, n int, values bool) {
 	}
 }
 
-// heads does worker w's share of perHead: heads w, w+workers, ...
+// heads takes perHead's heads from a counter, with worker w's scratch,
+// until none is left (a worker that starts late leaves them to the others).
 func (s *State) heads(w int) {
 	ms := s.mla
-	for h := w; h < s.m.Heads; h += len(ms.workers) {
+	for h := int(ms.next.Add(1) - 1); h < s.m.Heads; h = int(ms.next.Add(1) - 1) {
 		if ms.values {
 			s.projectValue(&ms.workers[w], h)
 		} else {
