@@ -109,9 +109,7 @@ func (o *Offload) Free() {
 	}
 	clear(o.whole)
 	o.experts = nil
-	small := scratch(o.small)
-	small.free()
-	o.small = nil
+	(*scratch)(&o.small).free() // and empties it
 	o.layerMu.Lock()
 	o.work.free()
 	o.moe.free()
