@@ -3,16 +3,21 @@ package engine
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
 	"strata/internal/testdata"
 	"strata/runtime/gpu"
+	"strata/runtime/model"
+	"strata/runtime/synth"
+	"strata/runtime/tensor"
 )
 
-// TestGPUGivesTheCPUsText: stories260K with its matrix products on a
-// Vulkan device (the first: lavapipe in CI), all layers and the last two,
-// generates the CPU's greedy text token for token.
+// TestGPUGivesTheCPUsText: stories260K, and a synthetic deepseek2-tiny
+// (latent attention, experts; F16), with their layers on a Vulkan device
+// (the first: lavapipe in CI), all layers and the last two, generate the
+// CPU's greedy text token for token.
 func TestGPUGivesTheCPUsText(t *testing.T) {
 	if _, err := gpu.Devices(); err != nil {
 		if os.Getenv("STRATA_WANT_VULKAN") != "" {
@@ -20,7 +25,23 @@ func TestGPUGivesTheCPUsText(t *testing.T) {
 		}
 		t.Skipf("no Vulkan: %v", err)
 	}
+	ds := filepath.Join(t.TempDir(), "deepseek2-tiny-F16.gguf")
+	if err := synth.WriteFile(ds, model.Shapes["deepseek2-tiny"], synth.Options{Type: tensor.F16, Seed: 7}); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{testdata.Path(t, "gguf/stories260K.gguf"), ds} {
+		t.Run(filepath.Base(path), func(t *testing.T) { gpuGivesTheCPUsText(t, path) })
+	}
 	path := testdata.Path(t, "gguf/stories260K.gguf")
+	if _, err := Open(path, Options{GPU: "99", GPULayers: gpu.AllLayers}); err == nil {
+		t.Error("device 99 opened")
+	}
+	if _, err := Open(path, Options{GPU: "fast", GPULayers: gpu.AllLayers}); err == nil {
+		t.Error(`--gpu "fast" accepted`)
+	}
+}
+
+func gpuGivesTheCPUsText(t *testing.T, path string) {
 	generate := func(opts Options) ([]int, string, string) {
 		t.Helper()
 		opts.Threads, opts.PromptCache = 1, -1
@@ -48,11 +69,5 @@ func TestGPUGivesTheCPUsText(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Fatalf("%d layers on %s:\n got %v\nwant %v (%q)", layers, where, got, want, text)
 		}
-	}
-	if _, err := Open(path, Options{GPU: "99", GPULayers: gpu.AllLayers}); err == nil {
-		t.Error("device 99 opened")
-	}
-	if _, err := Open(path, Options{GPU: "fast", GPULayers: gpu.AllLayers}); err == nil {
-		t.Error(`--gpu "fast" accepted`)
 	}
 }

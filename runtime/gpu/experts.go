@@ -105,7 +105,7 @@ func (o *Offload) Experts(w *model.MoE, xb, out []float32, experts []int32, weig
 	for e := range w.Experts {
 		if k := start[e+1] - start[e]; k > 0 {
 			d := &w.Experts[e]
-			g := expertGroup{gate: o.expert(d.Gate), up: o.expert(d.Up), down: o.expert(d.Down), lo: start[e], n: k}
+			g := expertGroup{gate: o.stacked(d.Gate), up: o.stacked(d.Up), down: o.stacked(d.Down), lo: start[e], n: k}
 			if g.gate == nil || g.up == nil || g.down == nil {
 				return false, nil // an expert the device cannot bind
 			}
@@ -157,14 +157,14 @@ func (o *Offload) Experts(w *model.MoE, xb, out []float32, experts []int32, weig
 	return true, nil
 }
 
-// expertTensor is the held expert tensor that starts at data (expert 0's
+// stackAt is the held expert tensor that starts at data (expert 0's
 // matrix) and holds experts such matrices, or nil.
-func (o *Offload) expertTensor(data []byte, experts int) *Matrix {
+func (o *Offload) stackAt(data []byte, experts int) *Matrix {
 	if len(data) == 0 {
 		return nil
 	}
 	base := uintptr(unsafe.Pointer(&data[0]))
-	for _, t := range o.experts {
+	for _, t := range o.stacks {
 		if t.base == base && t.size == uintptr(experts*len(data)) {
 			return t.m
 		}

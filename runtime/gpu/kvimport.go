@@ -58,7 +58,8 @@ func addrLen(b []byte) (uintptr, int) {
 }
 
 // layer returns the device's buffers of layer l's keys and values in c,
-// imported now or earlier. Buffers put in temp are the call's own: the
+// imported now or earlier (v nil for a cache of keys only: latent
+// attention). Buffers put in temp are the call's own: the
 // caller frees them after its submission.
 func (t *kvImports) layer(d *Device, c *model.Cache, l int, temp *scratch) (k, v *Buffer, err error) {
 	if t.dead.Swap(0) > 0 {
@@ -78,13 +79,17 @@ func (t *kvImports) layer(d *Device, c *model.Cache, l int, temp *scratch) (k, v
 	if k, err = d.Import(kmem); err != nil {
 		return nil, nil, err
 	}
-	if v, err = d.Import(vmem); err != nil {
-		k.Free()
-		return nil, nil, err
+	if len(vmem) > 0 { // latent attention caches keys only
+		if v, err = d.Import(vmem); err != nil {
+			k.Free()
+			return nil, nil, err
+		}
 	}
 	if len(t.byKey) >= maxKVImports {
 		temp.add(k, nil)
-		temp.add(v, nil)
+		if v != nil {
+			temp.add(v, nil)
+		}
 		return k, v, nil
 	}
 	if t.byKey == nil {
@@ -126,7 +131,9 @@ func (t *kvImports) free() {
 
 func (imp *kvImport) free() {
 	imp.k.Free()
-	imp.v.Free()
+	if imp.v != nil {
+		imp.v.Free()
+	}
 }
 
 // held is how many cache layers are imported.

@@ -20,20 +20,24 @@ import (
 // attention, the output product, SwiGLU and the residual adds. The KV
 // cache stays where model.Cache keeps it, in host memory the device
 // imports (VK_EXT_external_memory_host; once per Cache, kvimport.go), so
-// the CPU's prompt cache, rollback and replay see what the device wrote. Mixture-
-// of-experts and latent-attention layers, and caches of other element
-// types than f16 and f32, keep one submission per product.
+// the CPU's prompt cache, rollback and replay see what the device wrote.
+// Latent attention (deepseek2) takes the place of the Q/K/V part
+// (mla.go); mixture-of-experts layers run their attention half here and
+// their experts in a submission of their own (experts.go). Caches of other
+// element types than f16 and f32 keep one submission per product.
 
 // maxHeadDim is the widest head the attention kernel takes.
 const maxHeadDim = 256
 
 // wholeLayer is a block the device runs entire, or its attention half (a
 // mixture-of-experts layer: gate, up and down nil): its matrices held,
-// its norms and biases copied (nil where the block has none).
+// its norms and biases copied (nil where the block has none). Latent
+// attention (mla non-nil) has its own matrices instead of q, k and v.
 type wholeLayer struct {
 	q, k, v, o, gate, up, down      *Matrix
 	attnNorm, ffnNorm, qNorm, kNorm *Buffer
 	bq, bk, bv                      *Buffer
+	mla                             *latentLayer
 }
 
 // layerWork is the scratch of whole layers, grown to the largest batch
@@ -44,9 +48,10 @@ type layerWork struct {
 	bufs                         scratch
 	x, xb, q, k, v, att, hb, hb2 *Buffer
 	quantBufs
-	table     *Buffer // RoPE's cosines and sines, a row per row
-	positions []int   // the positions table holds
-	spare     []int   // the list rope builds the next positions in
+	table     *Buffer   // RoPE's cosines and sines, a row per row
+	positions []int     // the positions table holds
+	spare     []int     // the list rope builds the next positions in
+	cs, sn    []float32 // latent attention's angles of a position
 }
 
 // quantBufs hold a product's input quantized, in either form.
@@ -58,36 +63,37 @@ type quantBufs struct {
 // wholeLayers picks the held blocks the device can run entire.
 func (o *Offload) wholeLayers(m *model.Model, from, to int) error {
 	c := m.Config
-	if o.d.importAlign == 0 || o.d.hostPointerProps == nil || c.HeadDim > maxHeadDim || c.HeadDim%2 != 0 ||
-		c.KVHeads == 0 || c.Heads%c.KVHeads != 0 {
-		return nil // the KV cache cannot be read in place, or a shape the kernels lack
+	if o.d.importAlign == 0 || o.d.hostPointerProps == nil {
+		return nil // the KV cache cannot be read in place
 	}
-	floats := func(v []float32) (*Buffer, error) {
-		if v == nil {
-			return nil, nil
-		}
-		b, err := o.d.NewBuffer(4 * len(v))
-		if err != nil {
-			return nil, err
-		}
-		copy(b.Float32s(), v)
-		o.small = append(o.small, b)
-		return b, nil
-	}
+	gqa := c.HeadDim <= maxHeadDim && c.HeadDim%2 == 0 && c.KVHeads > 0 && c.Heads%c.KVHeads == 0
 	for l := from; l < to; l++ {
 		b := &m.Blocks[l]
-		if b.MLA != nil {
-			continue
-		}
-		w := &wholeLayer{q: o.matrix(b.Q), k: o.matrix(b.K), v: o.matrix(b.V), o: o.matrix(b.O)}
-		if slices.Contains([]*Matrix{w.q, w.k, w.v, w.o}, nil) {
-			continue
-		}
+		w := &wholeLayer{o: o.matrix(b.O)}
 		if b.MoE == nil {
 			w.gate, w.up, w.down = o.matrix(b.Gate), o.matrix(b.Up), o.matrix(b.Down)
-			if slices.Contains([]*Matrix{w.gate, w.up, w.down}, nil) {
+		}
+		if w.o == nil || b.MoE == nil && slices.Contains([]*Matrix{w.gate, w.up, w.down}, nil) {
+			continue
+		}
+		var err error
+		switch {
+		case b.MLA != nil:
+			if w.mla, err = o.latentLayer(c, b.MLA); err != nil {
+				return err
+			}
+			if w.mla == nil {
 				continue
 			}
+		case gqa:
+			w.q, w.k, w.v = o.matrix(b.Q), o.matrix(b.K), o.matrix(b.V)
+			if slices.Contains([]*Matrix{w.q, w.k, w.v}, nil) {
+				continue
+			}
+		default:
+			continue // a shape the kernels lack
+		}
+		if w.gate != nil {
 			o.ffn = max(o.ffn, b.Gate.Rows)
 		}
 		for _, f := range []struct {
@@ -95,16 +101,27 @@ func (o *Offload) wholeLayers(m *model.Model, from, to int) error {
 			v   []float32
 		}{{&w.attnNorm, b.AttnNorm}, {&w.ffnNorm, b.FFNNorm}, {&w.qNorm, b.QNorm}, {&w.kNorm, b.KNorm},
 			{&w.bq, b.Bq}, {&w.bk, b.Bk}, {&w.bv, b.Bv}} {
-			buf, err := floats(f.v)
-			if err != nil {
+			if *f.dst, err = o.floats(f.v); err != nil {
 				return err
 			}
-			*f.dst = buf
 		}
 		o.whole[l] = w
 	}
-	o.m = m
 	return nil
+}
+
+// floats copies v to the device (kept with the Offload); nil for none.
+func (o *Offload) floats(v []float32) (*Buffer, error) {
+	if v == nil {
+		return nil, nil
+	}
+	b, err := o.d.NewBuffer(4 * len(v))
+	if err != nil {
+		return nil, err
+	}
+	copy(b.Float32s(), v)
+	o.small = append(o.small, b)
+	return b, nil
 }
 
 // matrix is the device's copy of w, nil where it holds none.
@@ -133,8 +150,8 @@ func (o *Offload) HoldsExperts(w *model.MoE) bool {
 // holdsExperts is HoldsExperts with o.mu held.
 func (o *Offload) holdsExperts(w *model.MoE) bool {
 	first := &w.Experts[0]
-	return o.expertTensor(first.Gate.Data, len(w.Experts)) != nil && o.expertTensor(first.Up.Data, len(w.Experts)) != nil &&
-		o.expertTensor(first.Down.Data, len(w.Experts)) != nil
+	return o.stackAt(first.Gate.Data, len(w.Experts)) != nil && o.stackAt(first.Up.Data, len(w.Experts)) != nil &&
+		o.stackAt(first.Down.Data, len(w.Experts)) != nil
 }
 
 // WholeLayers is how many layers the device runs entire, and how many
@@ -166,12 +183,16 @@ func (o *Offload) Layer(l int, x []float32, segs []model.Segment) (model.Ran, er
 		}
 		n += g.N
 	}
-	if 3*len(segs)+24 > maxDescriptorSets {
-		return model.RanNone, nil // more sequences than one submission holds
+	c := o.m.Config
+	dispatches := 3*len(segs) + 24
+	if w.mla != nil {
+		dispatches += 2*c.Heads + 16 // each head's two products
+	}
+	if dispatches > maxDescriptorSets {
+		return model.RanNone, nil // more sequences or heads than one submission holds
 	}
 	o.layerMu.Lock()
 	defer o.layerMu.Unlock()
-	c := o.m.Config
 	if len(x) != n*c.Embd {
 		return model.RanNone, fmt.Errorf("gpu: layer %d: %d values for %d rows of %d", l, len(x), n, c.Embd)
 	}
@@ -197,44 +218,15 @@ func (o *Offload) Layer(l int, x []float32, segs []model.Segment) (model.Ran, er
 	work.rope(o.m, segs, n)
 	copy(work.x.Float32s(), x)
 	r := recorder{quants: &work.quantBufs, table: work.table, n: n}
-	embd, qd, kvd := c.Embd, c.QDim(), c.KVDim()
-
-	// x += O · Attn(RoPE(Q, K, V of RMSNorm(x)))
-	r.norm(work.x, w.attnNorm, work.xb, n, embd, c.RMSEps)
-	r.product(work.q, w.q, work.xb)
-	r.product(work.k, w.k, work.xb)
-	r.product(work.v, w.v, work.xb)
-	if w.bq != nil {
-		r.add(work.q, w.bq, n*qd, qd)
-		r.add(work.k, w.bk, n*kvd, kvd)
-		r.add(work.v, w.bv, n*kvd, kvd)
-	}
-	if w.qNorm != nil {
-		r.norm(work.q, w.qNorm, work.q, n*c.Heads, c.HeadDim, c.RMSEps)
-		r.norm(work.k, w.kNorm, work.k, n*c.KVHeads, c.HeadDim, c.RMSEps)
-	}
-	r.rope(work.q, c.Heads, c)
-	r.rope(work.k, c.KVHeads, c)
-	f16 := uint32(0)
-	row := 0
-	for i, g := range segs {
-		kc, vc := caches[2*i], caches[2*i+1]
-		if g.Cache.Type() == model.KVF16 {
-			f16 = 1
-		} else {
-			f16 = 0
+	if w.mla != nil {
+		if err := o.latent.grow(o.d, c, n); err != nil {
+			return model.RanNone, err
 		}
-		for _, kv := range []struct{ src, dst *Buffer }{{work.k, kc}, {work.v, vc}} {
-			push := pushU32(uint32(row), uint32(g.N), uint32(g.Cache.Len), uint32(c.KVHeads), uint32(c.HeadDim), uint32(g.Cache.Capacity), f16)
-			r.ds = append(r.ds, dispatch{name: "kv_store", buffers: []*Buffer{kv.src, kv.dst}, push: push, groups: elementGroups(g.N * kvd / 2)})
-		}
-		push := pushU32(uint32(row), uint32(g.N), uint32(g.Cache.Len), uint32(c.Heads), uint32(c.KVHeads), uint32(c.HeadDim),
-			uint32(g.Cache.Capacity), uint32(qd), f16, math.Float32bits(float32(1/math.Sqrt(float64(c.HeadDim)))))
-		r.ds = append(r.ds, dispatch{name: "attention", buffers: []*Buffer{work.q, kc, vc, work.att}, push: push, groups: [3]uint32{uint32(c.Heads), uint32(g.N), 1}})
-		row += g.N
+		o.recordLatentAttention(&r, w, segs, caches)
+	} else {
+		o.recordAttention(&r, w, segs, caches)
 	}
-	r.product(work.xb, w.o, work.att)
-	r.add(work.x, work.xb, n*embd, n*embd)
+	embd := c.Embd
 
 	// x += Down(SiLU(Gate h) * Up h), h = RMSNorm(x)
 	ran := model.RanAttention
@@ -259,6 +251,40 @@ func (o *Offload) Layer(l int, x []float32, segs []model.Segment) (model.Ran, er
 	return ran, nil
 }
 
+// recordAttention records x += O · Attn(RoPE(Q, K, V of RMSNorm(x))) of
+// grouped-query attention, the keys and values stored into each
+// segment's cache (caches: each segment's K and V buffers).
+func (o *Offload) recordAttention(r *recorder, w *wholeLayer, segs []model.Segment, caches []*Buffer) {
+	c, work, n := o.m.Config, &o.work, r.n
+	embd, qd, kvd := c.Embd, c.QDim(), c.KVDim()
+	r.norm(work.x, w.attnNorm, work.xb, n, embd, c.RMSEps)
+	r.product(work.q, w.q, work.xb)
+	r.product(work.k, w.k, work.xb)
+	r.product(work.v, w.v, work.xb)
+	if w.bq != nil {
+		r.add(work.q, w.bq, n*qd, qd)
+		r.add(work.k, w.bk, n*kvd, kvd)
+		r.add(work.v, w.bv, n*kvd, kvd)
+	}
+	if w.qNorm != nil {
+		r.norm(work.q, w.qNorm, work.q, n*c.Heads, c.HeadDim, c.RMSEps)
+		r.norm(work.k, w.kNorm, work.k, n*c.KVHeads, c.HeadDim, c.RMSEps)
+	}
+	r.rope(work.q, c.Heads, c.HeadDim, c.RopeDim, 0, c.RopeNeox)
+	r.rope(work.k, c.KVHeads, c.HeadDim, c.RopeDim, 0, c.RopeNeox)
+	row := 0
+	for i, g := range segs {
+		kc, vc := caches[2*i], caches[2*i+1]
+		r.store(work.k, kc, row, g, c.KVHeads, c.HeadDim)
+		r.store(work.v, vc, row, g, c.KVHeads, c.HeadDim)
+		r.attend(attention{q: work.q, k: kc, v: vc, out: work.att, row0: row, seg: g, heads: c.Heads, kvHeads: c.KVHeads,
+			width: c.HeadDim, vwidth: c.HeadDim, scale: float32(1 / math.Sqrt(float64(c.HeadDim)))})
+		row += g.N
+	}
+	r.product(work.xb, w.o, work.att)
+	r.add(work.x, work.xb, n*embd, n*embd)
+}
+
 // recorder collects one submission's dispatches over buffers of n rows,
 // quantizing a product's input only where the last quantization in that
 // form was of another buffer.
@@ -271,7 +297,13 @@ type recorder struct {
 }
 
 func (r *recorder) norm(x, weight, out *Buffer, rows, cols int, eps float32) {
-	r.ds = append(r.ds, dispatch{name: "rmsnorm", buffers: []*Buffer{x, weight, out}, push: pushU32(uint32(rows), uint32(cols), math.Float32bits(eps)), groups: workgroups(rows, 1)})
+	r.normStrided(x, weight, out, rows, cols, cols, eps)
+}
+
+// normStrided normalizes the first cols of rows stride floats apart.
+func (r *recorder) normStrided(x, weight, out *Buffer, rows, cols, stride int, eps float32) {
+	push := pushU32(uint32(rows), uint32(cols), math.Float32bits(eps), uint32(stride))
+	r.ds = append(r.ds, dispatch{name: "rmsnorm", buffers: []*Buffer{x, weight, out}, push: push, groups: workgroups(rows, 1)})
 	r.wrote(out)
 }
 
@@ -280,14 +312,58 @@ func (r *recorder) add(y, x *Buffer, n, period int) {
 	r.wrote(y)
 }
 
-func (r *recorder) rope(x *Buffer, heads int, c model.Config) {
+// rope rotates, in each of the rows' heads (width floats), the ropeDim
+// elements from offset by the table's angles.
+func (r *recorder) rope(x *Buffer, heads, width, ropeDim, offset int, neox bool) {
 	nx := uint32(0)
-	if c.RopeNeox {
+	if neox {
 		nx = 1
 	}
-	push := pushU32(uint32(r.n), uint32(heads), uint32(c.HeadDim), uint32(c.RopeDim), nx)
-	r.ds = append(r.ds, dispatch{name: "rope", buffers: []*Buffer{x, r.table}, push: push, groups: elementGroups(r.n * heads * c.RopeDim / 2)})
+	push := pushU32(uint32(r.n), uint32(heads), uint32(width), uint32(ropeDim), nx, uint32(offset))
+	r.ds = append(r.ds, dispatch{name: "rope", buffers: []*Buffer{x, r.table}, push: push, groups: elementGroups(r.n * heads * ropeDim / 2)})
 	r.wrote(x)
+}
+
+// store writes rows row0.. of src (heads of width each) into segment
+// g's cache at its positions.
+func (r *recorder) store(src, cache *Buffer, row0 int, g model.Segment, heads, width int) {
+	push := pushU32(uint32(row0), uint32(g.N), uint32(g.Cache.Len), uint32(heads), uint32(width), uint32(g.Cache.Capacity), f16Flag(g.Cache))
+	r.ds = append(r.ds, dispatch{name: "kv_store", buffers: []*Buffer{src, cache}, push: push, groups: elementGroups(g.N * heads * width / 2)})
+}
+
+// attention is one segment's attention: its rows of q over its cache's
+// keys k and values v (for latent attention the same buffer), into out.
+type attention struct {
+	q, k, v, out   *Buffer
+	row0           int
+	seg            model.Segment
+	heads, kvHeads int
+	width, vwidth  int // of a query head and cache row; of a value
+	scale          float32
+}
+
+func (r *recorder) attend(a attention) {
+	g := a.seg
+	push := pushU32(uint32(a.row0), uint32(g.N), uint32(g.Cache.Len), uint32(a.heads), uint32(a.kvHeads), uint32(a.width), uint32(a.vwidth),
+		uint32(g.Cache.Capacity), uint32(a.heads*a.width), uint32(a.heads*a.vwidth), f16Flag(g.Cache), math.Float32bits(a.scale))
+	r.ds = append(r.ds, dispatch{name: "attention", buffers: []*Buffer{a.q, a.k, a.v, a.out}, push: push, groups: [3]uint32{uint32(a.heads), uint32(g.N), 1}})
+	r.wrote(a.out)
+}
+
+// blocks records copy_blocks: for a < outer, b < inner, width floats
+// from src at s0 + a*sa + b*sb to dst at d0 + a*da + b*db.
+func (r *recorder) blocks(src, dst *Buffer, outer, inner, width int, s0, sa, sb, d0, da, db int) {
+	push := pushU32(uint32(outer), uint32(inner), uint32(width), uint32(s0), uint32(sa), uint32(sb), uint32(d0), uint32(da), uint32(db))
+	r.ds = append(r.ds, dispatch{name: "copy_blocks", buffers: []*Buffer{src, dst}, push: push, groups: elementGroups(outer * inner * width)})
+	r.wrote(dst)
+}
+
+// f16Flag is the kernels' flag for c's element type: 1 for f16, 0 f32.
+func f16Flag(c *model.Cache) uint32 {
+	if c.Type() == model.KVF16 {
+		return 1
+	}
+	return 0
 }
 
 // wrote forgets quantized forms of b, which a dispatch rewrites.
@@ -335,7 +411,7 @@ func (r *recorder) productRows(out *Buffer, w *Matrix, in *Buffer, v0, count int
 // layerWorkSizes are the bytes of layerWork's buffers for n rows, in
 // the order grow makes them.
 func layerWorkSizes(c model.Config, ffn, n int) []int {
-	widest := max(c.Embd, c.QDim(), ffn)
+	widest := max(c.Embd, c.QDim(), ffn, c.MLA.QLoraRank, c.Heads*c.MLA.VDim) // the products' inputs
 	return bufferSizes(4*n*c.Embd, 4*n*max(c.Embd, c.QDim()), 4*n*c.QDim(),
 		4*n*c.KVDim(), 4*n*c.KVDim(), 4*n*c.QDim(),
 		4*n*ffn, 4*n*ffn,
@@ -378,8 +454,17 @@ func (w *layerWork) rope(m *model.Model, segs []model.Segment, n int) {
 	}
 	half := m.RopeDim / 2
 	table := w.table.Float32s()
+	cs, sn := resize(&w.cs, half), resize(&w.sn, half)
 	for r, p := range pos {
-		tensor.RoPETable(table[2*half*r:2*half*(r+1)], m.RopeDim, p, m.RopeBase, m.RopeScale, m.RopeFactors)
+		row := table[2*half*r : 2*half*(r+1)]
+		if m.MLA.KVLoraRank == 0 {
+			tensor.RoPETable(row, m.RopeDim, p, m.RopeBase, m.RopeScale, m.RopeFactors)
+			continue
+		}
+		m.MLA.Yarn.Angles(cs, sn, p, m.RopeBase) // latent attention's rope part
+		for i := range half {
+			row[2*i], row[2*i+1] = cs[i], sn[i]
+		}
 	}
 	w.positions, w.spare = pos, w.positions
 }
@@ -389,74 +474,88 @@ func (w *layerWork) free() {
 	*w = layerWork{}
 }
 
-// expertTensor is a held 3-D expert tensor (ffn_{gate,up,down}_exps): its
-// first byte's address and length, for finding the expert a view is.
-type expertTensor struct {
+// stackedTensor is a held 3-D tensor (a layer's experts' gate, up or
+// down, ffn_*_exps; latent attention's attn_k_b or attn_v_b): its first
+// byte's address and length, for finding the expert or head a view is.
+type stackedTensor struct {
 	base, size uintptr
 	m          *Matrix
 }
 
-// expertTensors views the routed experts' matrices of blocks [from, to)
-// of m as whole 3-D tensors (each a matrix of all experts' rows), where
-// the shard holds every expert and they lie one after the other, as a
-// GGUF's expert tensors do.
-func expertTensors(m *model.Model, from, to int) []tensor.Matrix {
+// stackedTensors views the per-expert and per-head matrices of blocks
+// [from, to) of m as whole 3-D tensors (each one matrix of all experts'
+// or heads' rows), where the shard holds them all and they lie one after
+// the other, as a GGUF's 3-D tensors do.
+func stackedTensors(m *model.Model, from, to int) []tensor.Matrix {
 	var out []tensor.Matrix
-	for _, b := range m.Blocks[from:to] {
-		if b.MoE == nil || len(b.MoE.Experts) == 0 {
-			continue
+	add := func(views []tensor.Matrix) {
+		if t, ok := stack(views); ok {
+			out = append(out, t)
 		}
-		es := b.MoE.Experts
-		for _, pick := range []func(d *model.Dense) tensor.Matrix{
-			func(d *model.Dense) tensor.Matrix { return d.Gate },
-			func(d *model.Dense) tensor.Matrix { return d.Up },
-			func(d *model.Dense) tensor.Matrix { return d.Down },
-		} {
-			first := pick(&es[0])
-			if len(first.Data) == 0 {
-				continue
-			}
-			base, size, whole := uintptr(unsafe.Pointer(&first.Data[0])), uintptr(len(first.Data)), true
-			for e := range es {
-				w := pick(&es[e])
-				if len(w.Data) != len(first.Data) || w.Type != first.Type || w.Cols != first.Cols ||
-					uintptr(unsafe.Pointer(&w.Data[0])) != base+uintptr(e)*size {
-					whole = false
-					break
+	}
+	for _, b := range m.Blocks[from:to] {
+		if b.MoE != nil && len(b.MoE.Experts) > 0 {
+			es := b.MoE.Experts
+			for _, pick := range []func(d *model.Dense) tensor.Matrix{
+				func(d *model.Dense) tensor.Matrix { return d.Gate },
+				func(d *model.Dense) tensor.Matrix { return d.Up },
+				func(d *model.Dense) tensor.Matrix { return d.Down },
+			} {
+				views := make([]tensor.Matrix, len(es))
+				for e := range es {
+					views[e] = pick(&es[e])
 				}
+				add(views)
 			}
-			if !whole {
-				continue
-			}
-			all := unsafe.Slice(&first.Data[0], len(es)*len(first.Data))
-			out = append(out, tensor.Matrix{Type: first.Type, Rows: len(es) * first.Rows, Cols: first.Cols, Data: all})
+		}
+		if b.MLA != nil {
+			add(b.MLA.KB)
+			add(b.MLA.VB)
 		}
 	}
 	return out
 }
 
-// holdExperts records the expert tensors of ts (expertTensors) that the
-// device holds, in address order.
-func (o *Offload) holdExperts(ts []tensor.Matrix) {
-	o.experts = o.experts[:0]
-	for _, t := range ts {
-		if m := o.matrix(t); m != nil {
-			o.experts = append(o.experts, expertTensor{base: uintptr(unsafe.Pointer(&t.Data[0])), size: uintptr(len(t.Data)), m: m})
+// stack is the matrix of all rows of views, where they lie one after the
+// other in memory, equal in shape and type.
+func stack(views []tensor.Matrix) (tensor.Matrix, bool) {
+	if len(views) == 0 || len(views[0].Data) == 0 {
+		return tensor.Matrix{}, false
+	}
+	first := views[0]
+	base, size := uintptr(unsafe.Pointer(&first.Data[0])), uintptr(len(first.Data))
+	for i, w := range views {
+		if len(w.Data) != len(first.Data) || w.Type != first.Type || w.Cols != first.Cols ||
+			uintptr(unsafe.Pointer(&w.Data[0])) != base+uintptr(i)*size {
+			return tensor.Matrix{}, false
 		}
 	}
-	slices.SortFunc(o.experts, func(a, b expertTensor) int { return cmp.Compare(a.base, b.base) })
+	all := unsafe.Slice(&first.Data[0], len(views)*len(first.Data))
+	return tensor.Matrix{Type: first.Type, Rows: len(views) * first.Rows, Cols: first.Cols, Data: all}, true
 }
 
-// expert is the device's view of w, an expert's matrix inside a held
-// expert tensor, or nil: the product then runs on the CPU (also where
-// the view's offset is not one the device binds at).
-func (o *Offload) expert(w tensor.Matrix) *Matrix {
+// holdStacks records the 3-D tensors of ts (stackedTensors) that the
+// device holds, in address order.
+func (o *Offload) holdStacks(ts []tensor.Matrix) {
+	o.stacks = o.stacks[:0]
+	for _, t := range ts {
+		if m := o.matrix(t); m != nil {
+			o.stacks = append(o.stacks, stackedTensor{base: uintptr(unsafe.Pointer(&t.Data[0])), size: uintptr(len(t.Data)), m: m})
+		}
+	}
+	slices.SortFunc(o.stacks, func(a, b stackedTensor) int { return cmp.Compare(a.base, b.base) })
+}
+
+// stacked is the device's view of w, an expert's or a head's matrix
+// inside a held 3-D tensor, or nil: the product then runs on the CPU (also
+// where the view's offset is not one the device binds at).
+func (o *Offload) stacked(w tensor.Matrix) *Matrix {
 	p := uintptr(unsafe.Pointer(&w.Data[0]))
-	i, _ := slices.BinarySearchFunc(o.experts, p, func(e expertTensor, p uintptr) int { return cmp.Compare(e.base, p+1) })
+	i, _ := slices.BinarySearchFunc(o.stacks, p, func(e stackedTensor, p uintptr) int { return cmp.Compare(e.base, p+1) })
 	if i == 0 {
 		return nil
 	}
-	t := o.experts[i-1]
+	t := o.stacks[i-1]
 	off := p - t.base
 	if off+uintptr(len(w.Data)) > t.size || t.m.Type != w.Type || t.m.Cols != w.Cols {
 		return nil // not inside it

@@ -67,17 +67,32 @@ func TestQuantizeKernels(t *testing.T) {
 // CPU does: each segment's rows at its own cache's positions, attending
 // over its own cache (prefilled to different lengths), for f16 and f32
 // caches; every row's logits within float rounding of the CPU's, and the
-// keys and values the device stored give the CPU's next step.
+// keys and values the device stored give the CPU's next step. Grouped-
+// query attention (stories260K) and latent attention (deepseek2-tiny,
+// F16 weights: its dense layer whole, its mixture-of-experts layers'
+// attention half).
 func TestWholeLayersBatchOfSequences(t *testing.T) {
 	d := openDevice(t)
-	m := loadModel(t, testdata.Path(t, "gguf/stories260K.gguf"))
+	dir := t.TempDir()
+	for _, mc := range []struct {
+		name, path string
+		products   int // matrix products a layer has at least
+	}{
+		{"stories260K", testdata.Path(t, "gguf/stories260K.gguf"), 7},
+		{"deepseek2-tiny F16", synthModel(t, dir, "deepseek2-tiny", tensor.F16), 4},
+	} {
+		t.Run(mc.name, func(t *testing.T) { wholeLayersBatchOfSequences(t, d, loadModel(t, mc.path), mc.products) })
+	}
+}
+
+func wholeLayersBatchOfSequences(t *testing.T, d *Device, m *model.Model, products int) {
 	o, err := d.OffloadLayers(m, AllLayers)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer o.Free()
-	if whole, _ := o.WholeLayers(); whole != len(m.Blocks) {
-		t.Fatalf("%d of %d layers whole", whole, len(m.Blocks))
+	if whole, attention := o.WholeLayers(); whole+attention != len(m.Blocks) {
+		t.Fatalf("%d whole and %d attention halves of %d layers", whole, attention, len(m.Blocks))
 	}
 	// The last round: a device whose binding range the caches exceed
 	// (lavapipe's is 128 MiB: a long context's cache may be over a
@@ -87,7 +102,7 @@ func TestWholeLayersBatchOfSequences(t *testing.T) {
 	defer func() { d.maxRange = maxRange }()
 	for round, kv := range []model.KVType{model.KVF16, model.KVF32, model.KVF16} {
 		if round == 2 {
-			d.maxRange = 32 << 10 // the products' buffers fit; a layer's cache (64 KiB) does not
+			d.maxRange = 32 << 10 // the products' buffers fit; a layer's cache (64 KiB and more) does not
 		}
 		if err := m.SetKVType(kv); err != nil {
 			t.Fatal(err)
@@ -129,12 +144,15 @@ func TestWholeLayersBatchOfSequences(t *testing.T) {
 			return out
 		}
 		want := run(nil)
-		calls := o.Calls()
+		calls, layerRuns := o.Calls(), o.layerRuns.Load()
 		got := run(o)
-		if o.Calls()-calls < int64(len(m.Blocks)) {
-			t.Fatalf("%v cache: the device ran %d calls for %d layers", kv, o.Calls()-calls, len(m.Blocks))
+		if round < 2 && o.layerRuns.Load()-layerRuns < int64(len(m.Blocks)) {
+			t.Fatalf("%v cache: %d layer submissions for %d layers", kv, o.layerRuns.Load()-layerRuns, len(m.Blocks))
 		}
-		if round == 2 && o.Calls()-calls < int64(7*len(m.Blocks)) {
+		if round == 2 && o.layerRuns.Load() != layerRuns {
+			t.Fatalf("unbindable cache: %d layer submissions", o.layerRuns.Load()-layerRuns)
+		}
+		if round == 2 && o.Calls()-calls < int64(products*len(m.Blocks)) {
 			t.Fatalf("unbindable cache: the device ran %d calls, want every product of %d layers", o.Calls()-calls, len(m.Blocks))
 		}
 		for i := range want {

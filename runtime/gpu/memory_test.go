@@ -13,7 +13,7 @@ import (
 // allocates at a batch of 64 rows (what a node logs per shard)
 // is at least what the device allocated for it by the end of such a
 // batch, every path taken (whole dense layers; a mixture of experts'
-// attention half and experts' submission; latent attention's products),
+// attention half and experts' submission; latent attention whole),
 // and not twice as much.
 func TestMemoryBytesBoundsWhatTheDeviceAllocates(t *testing.T) {
 	dir := t.TempDir()

@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"math"
+	"path/filepath"
 	"testing"
 
 	"strata/internal/testdata"
@@ -9,14 +10,16 @@ import (
 	"strata/runtime/model"
 	"strata/runtime/modelinfo"
 	"strata/runtime/sample"
+	"strata/runtime/synth"
 	"strata/runtime/tensor"
 )
 
 // TestOffloadedModel: whole models on the device (every layer and the
 // output head, then only the last layer; dense layers whole, mixture-of-
-// experts ones their attention half and then their routed experts, and
-// latent attention a matrix product at a time) give the CPU's teacher-forced logits within tolerance and the same
-// argmax at every position: stories260K (F32) and synthetic models of
+// experts ones their attention half and then their routed experts, with
+// grouped-query or latent attention; latent attention of the older
+// attn_kv_b layout a matrix product at a time) give the CPU's teacher-
+// forced logits within tolerance and the same argmax at every position: stories260K (F32) and synthetic models of
 // the other weight types. Float weights: within 1e-4 of the logits'
 // range (the sums' order is all that differs). Quantized weights: within
 // the CPU's own tolerance against llama.cpp (model's oracleTol for Q8_0,
@@ -34,13 +37,27 @@ func TestOffloadedModel(t *testing.T) {
 	for _, c := range []struct {
 		shape string
 		typ   tensor.Type
-	}{{"llama3-tiny", tensor.F16}, {"llama3-tiny", tensor.Q8_0}, {"qwen3-tiny", tensor.Q4_0}, {"qwen2-tiny", tensor.Q4_K}, {"qwen3moe-tiny", tensor.Q6_K}, {"qwen3moe-tiny", tensor.F16}, {"deepseek2-tiny", tensor.Q8_0}} {
+	}{{"llama3-tiny", tensor.F16}, {"llama3-tiny", tensor.Q8_0}, {"qwen3-tiny", tensor.Q4_0}, {"qwen2-tiny", tensor.Q4_K}, {"qwen3moe-tiny", tensor.Q6_K}, {"qwen3moe-tiny", tensor.F16},
+		{"deepseek2-tiny", tensor.Q8_0}, {"deepseek2-tiny", tensor.F16}} {
 		p := synthModel(t, dir, c.shape, c.typ)
 		tol := 2e-2 // 8-bit activations
 		if c.typ == tensor.F16 {
 			tol = 1e-4
 		}
 		models = append(models, modelCase{c.shape + " " + c.typ.String(), p, tol})
+	}
+	for _, typ := range []tensor.Type{tensor.F16, tensor.Q8_0} {
+		s := model.Shapes["deepseek2-tiny"]
+		s.LegacyKVB = true
+		p := filepath.Join(dir, "deepseek2-tiny-kvb-"+typ.String()+".gguf")
+		if err := synth.WriteFile(p, s, synth.Options{Type: typ, Seed: 7}); err != nil {
+			t.Fatal(err)
+		}
+		tol := 2e-2
+		if typ == tensor.F16 {
+			tol = 1e-4
+		}
+		models = append(models, modelCase{"deepseek2-tiny attn_kv_b " + typ.String(), p, tol})
 	}
 	for _, mc := range models {
 		m := loadModel(t, mc.path)
@@ -57,26 +74,37 @@ func TestOffloadedModel(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// Dense layers with grouped-query attention run whole; mixture-
-			// of-experts ones their attention half, their experts a product
-			// at a time; latent attention a product at a time.
-			gqa, moe := m.MLA.KVLoraRank == 0, m.Experts > 0
-			whole, attention := o.WholeLayers()
-			switch {
-			case gqa && !moe && (whole != layers || attention != 0),
-				gqa && moe && (whole != 0 || attention != layers),
-				!gqa && whole+attention != 0:
-				t.Errorf("%s: of %d offloaded layers, %d run whole and %d their attention", mc.name, layers, whole, attention)
+			// Dense layers run whole, mixture-of-experts ones their
+			// attention half; latent attention of the attn_kv_b layout
+			// (W_UK used transposed) neither.
+			legacy := m.MLA.KVLoraRank > 0 && !m.MLA.Split
+			wantWhole, wantAttention := 0, 0
+			for _, b := range m.Blocks[len(m.Blocks)-layers:] {
+				switch {
+				case legacy:
+				case b.MoE != nil:
+					wantAttention++
+				default:
+					wantWhole++
+				}
 			}
-			if moe && len(o.experts) != 3*min(layers, len(m.Blocks)-m.DenseLayers) {
-				t.Errorf("%s: %d expert tensors held for %d layers", mc.name, len(o.experts), layers)
+			moe := m.Experts > 0
+			if whole, attention := o.WholeLayers(); whole != wantWhole || attention != wantAttention {
+				t.Errorf("%s: of %d offloaded layers, %d run whole and %d their attention, want %d and %d", mc.name, layers, whole, attention, wantWhole, wantAttention)
+			}
+			heads := 0 // per-head stacks: attn_k_b and attn_v_b
+			if m.MLA.Split {
+				heads = 2 * layers
+			}
+			if moe && len(o.stacks) != 3*min(layers, len(m.Blocks)-m.DenseLayers)+heads {
+				t.Errorf("%s: %d stacked tensors held for %d layers", mc.name, len(o.stacks), layers)
 			}
 			for _, b := range m.Blocks[len(m.Blocks)-layers:] {
 				if b.MoE == nil {
 					continue
 				}
 				for e := range b.MoE.Experts {
-					if d := b.MoE.Experts[e]; o.expert(d.Gate) == nil || o.expert(d.Up) == nil || o.expert(d.Down) == nil {
+					if d := b.MoE.Experts[e]; o.stacked(d.Gate) == nil || o.stacked(d.Up) == nil || o.stacked(d.Down) == nil {
 						t.Fatalf("%s: expert %d's matrices are not on the device", mc.name, e)
 					}
 				}
@@ -104,10 +132,14 @@ func TestOffloadedModel(t *testing.T) {
 					t.Errorf("%s, %d layers on the device: position %d: argmax %d, want %d", mc.name, layers, i, a, b)
 				}
 			})
-			calls, expertRuns := o.Calls(), o.expertRuns.Load()
+			calls, expertRuns, layerRuns := o.Calls(), o.expertRuns.Load(), o.layerRuns.Load()
 			o.Free()
 			if moe && expertRuns == 0 {
 				t.Errorf("%s: no routed experts ran on the device", mc.name)
+			}
+			passes := int64(len(ids)+6) / 7
+			if want := passes * int64(wantWhole+wantAttention); layerRuns < want {
+				t.Errorf("%s: %d layer submissions in %d forward passes, want %d", mc.name, layerRuns, passes, want)
 			}
 			if err != nil {
 				t.Fatal(err)

@@ -32,15 +32,17 @@ type Offload struct {
 	// call (one call at a time: layerMu).
 	m     *model.Model
 	whole map[int]*wholeLayer
-	// experts are the held expert tensors of mixture-of-experts layers
-	// (whole, all experts), in which an expert's matrices are views.
-	experts    []expertTensor
+	// stacks are the held 3-D tensors (mixture-of-experts layers'
+	// experts, latent attention's per-head matrices), whole, in which an
+	// expert's or a head's matrix is a view.
+	stacks     []stackedTensor
 	expertRuns atomic.Int64 // Experts calls that ran
 	layerRuns  atomic.Int64 // Layer calls that ran on the device (whole layers or attention halves)
 	small      []*Buffer
 	ffn        int
 	layerMu    sync.Mutex // the scratch of layers and experts: one call at a time
 	work       layerWork
+	latent     latentWork
 	moe        moeWork
 	kv         kvImports // the KV caches' layers the device has imported
 	kvBufs     []*Buffer // a call's list of them
@@ -88,7 +90,7 @@ func (o *Offload) MatMul(out []float32, w tensor.Matrix, x []float32, n int) (bo
 	defer o.mu.RUnlock()
 	m := o.matrix(w)
 	if m == nil {
-		if m = o.expert(w); m == nil {
+		if m = o.stacked(w); m == nil {
 			return false, nil
 		}
 	}
@@ -108,10 +110,11 @@ func (o *Offload) Free() {
 		delete(o.held, k)
 	}
 	clear(o.whole)
-	o.experts = nil
+	o.stacks = nil
 	(*scratch)(&o.small).free() // and empties it
 	o.layerMu.Lock()
 	o.work.free()
+	o.latent.free()
 	o.moe.free()
 	o.kv.free()
 	o.layerMu.Unlock()
@@ -179,12 +182,13 @@ func (d *Device) OffloadLayers(m *model.Model, layers int) (*Offload, error) {
 	if layers == AllLayers || layers > n {
 		layers = n
 	}
-	experts := expertTensors(m, n-layers, n)
-	o, err := d.Offload(append(m.Products(n-layers, n, layers == n), experts...))
+	stacks := stackedTensors(m, n-layers, n)
+	o, err := d.Offload(append(m.Products(n-layers, n, layers == n), stacks...))
 	if err != nil {
 		return nil, err
 	}
-	o.holdExperts(experts)
+	o.holdStacks(stacks)
+	o.m = m
 	if err := o.wholeLayers(m, n-layers, n); err != nil {
 		o.Free()
 		return nil, err
@@ -228,7 +232,7 @@ func (o *Offload) String() string {
 	}
 	if o.of > 0 {
 		whole, attention := o.WholeLayers()
-		s += fmt.Sprintf(" (%d whole, %d the attention half, the rest a matrix product at a time; %d expert tensors)", whole, attention, len(o.experts))
+		s += fmt.Sprintf(" (%d whole, %d the attention half, the rest a matrix product at a time; %d stacked tensors of experts or heads)", whole, attention, len(o.stacks))
 	}
 	return s
 }
@@ -266,14 +270,17 @@ func (o *Offload) MemoryBytes(rows int) uint64 {
 	}
 	if len(o.whole) > 0 {
 		add(layerWorkSizes(o.m.Config, o.ffn, rows))
+		if o.m.MLA.KVLoraRank > 0 {
+			add(latentWorkSizes(o.m.Config, rows))
+		}
 	}
-	if len(o.experts) > 0 {
+	if len(o.stacks) > 0 && o.m.Experts > 0 {
 		c := o.m.Config
 		add(moeWorkSizes(rows, rows*c.ExpertsUsed, c.Embd, c.ExpertFFN))
 	}
 	var slots []int
 	for _, m := range o.held {
-		if !o.isExpertTensor(m) {
+		if !o.isStack(m) {
 			for i, size := range productSizes(rows, m) {
 				if i == len(slots) {
 					slots = append(slots, 0)
@@ -286,8 +293,8 @@ func (o *Offload) MemoryBytes(rows int) uint64 {
 	return total
 }
 
-func (o *Offload) isExpertTensor(m *Matrix) bool {
-	for _, t := range o.experts {
+func (o *Offload) isStack(m *Matrix) bool {
+	for _, t := range o.stacks {
 		if t.m == m {
 			return true
 		}

@@ -66,7 +66,7 @@ func (d *Device) RMSNorm(out, x, weight []float32, eps float32) error {
 		return fmt.Errorf("gpu: RMSNorm of %d values by a weight of %d into %d", len(x), n, len(out))
 	}
 	rows := len(x) / n
-	push := pushU32(uint32(rows), uint32(n), math.Float32bits(eps))
+	push := pushU32(uint32(rows), uint32(n), math.Float32bits(eps), uint32(n))
 	return d.runFloats("rmsnorm", out, [][]float32{x, weight}, len(out), push, workgroups(rows, 1))
 }
 
@@ -95,7 +95,7 @@ func (d *Device) RoPE(x []float32, heads, headDim, ropeDim int, positions []int,
 	if neox {
 		nx = 1
 	}
-	push := pushU32(uint32(rows), uint32(heads), uint32(headDim), uint32(ropeDim), nx)
+	push := pushU32(uint32(rows), uint32(heads), uint32(headDim), uint32(ropeDim), nx, 0)
 	return d.runFloats("rope", x, [][]float32{x, table}, 0, push, elementGroups(rows*heads*half))
 }
 

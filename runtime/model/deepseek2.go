@@ -174,9 +174,9 @@ func yarnCorrDims(ropeDim, origCtx int, base, fast, slow float32) (lo, hi float3
 	return lo, hi
 }
 
-// angles writes the YaRN cos and sin (times Mscale) of position pos for the
+// Angles writes the YaRN cos and sin (times Mscale) of position pos for the
 // ropeDim/2 pairs into cs and sn. Angles are computed in float64.
-func (y *Yarn) angles(cs, sn []float32, pos int, base float32) {
+func (y *Yarn) Angles(cs, sn []float32, pos int, base float32) {
 	half := len(cs)
 	thetaScale := math.Pow(float64(base), -2/float64(2*half))
 	extrap := float64(pos)
@@ -383,7 +383,7 @@ func (s *State) attentionMLA(l int, segs []Segment, n int) {
 		for j := range g.N {
 			i, pos := first+j, g.Cache.Len+j
 			cs, sn := ms.cs[i*half:(i+1)*half], ms.sn[i*half:(i+1)*half]
-			a.Yarn.angles(cs, sn, pos, m.RopeBase)
+			a.Yarn.Angles(cs, sn, pos, m.RopeBase)
 			row := kv[i*cw : (i+1)*cw]
 			tensor.RMSNorm(row[:kvl], row[:kvl], w.MLA.KVANorm, m.RMSEps)
 			rotate(row[kvl:], cs, sn)

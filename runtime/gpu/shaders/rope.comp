@@ -17,6 +17,7 @@ layout(push_constant) uniform Shape {
 	uint headDim;
 	uint ropeDim;
 	uint neox;
+	uint offset;
 } p;
 
 void main() {
@@ -31,7 +32,7 @@ void main() {
 		ia = pair;
 		ib = pair + half_;
 	}
-	uint base = (row * p.heads + head) * p.headDim;
+	uint base = (row * p.heads + head) * p.headDim + p.offset;
 	float c = cs[2u * (row * half_ + pair)], s = cs[2u * (row * half_ + pair) + 1u];
 	float a = x[base + ia], b = x[base + ib];
 	precise float ac = a * c, bs = b * s, as_ = a * s, bc = b * c;

@@ -1,0 +1,179 @@
+package gpu
+
+import (
+	"strata/runtime/model"
+)
+
+// Latent attention (deepseek2's MLA: DeepSeek-V2/V3, Kimi K2) on the
+// device, in one submission with the rest of its layer, in the absorbed
+// form the CPU computes (runtime/model/deepseek2.go): the latent and rope
+// key of each token normed, rotated and cached (one row per position, the
+// cache's only "head"), each query head's nope part absorbed into the
+// latent space by its W_UK^T, attention of every head over the shared
+// latent rows, and each head's latent output projected by its W_UV. A
+// head's two products run as one matrix product over that head's rows of
+// the batch: the rows are gathered head by head first (copy_blocks), and
+// the results put back into each row's layout after.
+
+// maxLatentWidth and maxLatentValue bound the cache row (latent and rope
+// key) and the latent that the attention kernel takes.
+const (
+	maxLatentWidth = 1024
+	maxLatentValue = 512
+)
+
+// latentLayer is a block's latent attention on the device: its held
+// matrices and copied norms. kb and vb are views into the held attn_k_b
+// and attn_v_b tensors, a head each.
+type latentLayer struct {
+	qa, qb, q, kva  *Matrix // qa and qb with a compressed query, else q
+	qaNorm, kvaNorm *Buffer
+	kb, vb          []*Matrix // per head: W_UK^T [KVLoraRank × NopeDim], W_UV [VDim × KVLoraRank]
+}
+
+// latentLayer is w on the device, or nil where the device cannot run it:
+// a matrix it does not hold, a file of the older attn_kv_b layout (its
+// W_UK is used transposed, which no kernel does), a shape the kernels
+// lack.
+func (o *Offload) latentLayer(c model.Config, w *model.MLA) (*latentLayer, error) {
+	a := c.MLA
+	if w.KB == nil || len(w.KB) != c.Heads || len(w.VB) != c.Heads || c.RopeDim%2 != 0 ||
+		a.KVLoraRank+c.RopeDim > maxLatentWidth || a.KVLoraRank > maxLatentValue {
+		return nil, nil
+	}
+	lw := &latentLayer{kva: o.matrix(w.KVA)}
+	if w.QA.Rows > 0 {
+		lw.qa, lw.qb = o.matrix(w.QA), o.matrix(w.QB)
+		if lw.qa == nil || lw.qb == nil {
+			return nil, nil
+		}
+	} else if lw.q = o.matrix(w.Q); lw.q == nil {
+		return nil, nil
+	}
+	if lw.kva == nil {
+		return nil, nil
+	}
+	for h := range c.Heads {
+		kb, vb := o.stacked(w.KB[h]), o.stacked(w.VB[h])
+		if kb == nil || vb == nil {
+			return nil, nil
+		}
+		lw.kb, lw.vb = append(lw.kb, kb), append(lw.vb, vb)
+	}
+	var err error
+	if lw.qaNorm, err = o.floats(w.QANorm); err != nil {
+		return nil, err
+	}
+	if lw.kvaNorm, err = o.floats(w.KVANorm); err != nil {
+		return nil, err
+	}
+	return lw, nil
+}
+
+// latentWork is the scratch of latent attention, beside layerWork's (x,
+// xb, q, the quantized inputs of the other products, the rope table).
+type latentWork struct {
+	rows                           int
+	bufs                           scratch
+	qa, kv, qf, lat, vo, hin, hout *Buffer
+	quantBufs                      // the per-head products' inputs: Heads × rows vectors
+}
+
+// latentWorkSizes are the bytes of latentWork's buffers for n rows, in the
+// order grow makes them.
+func latentWorkSizes(c model.Config, n int) []int {
+	a, H := c.MLA, c.Heads
+	cw := a.KVLoraRank + c.RopeDim
+	in := H * n * max(a.NopeDim, a.KVLoraRank) // values of a per-head product's input
+	return bufferSizes(4*n*a.QLoraRank, 4*n*cw, 4*n*H*cw, 4*n*H*a.KVLoraRank, 4*n*H*a.VDim,
+		4*in, 4*H*n*max(a.KVLoraRank, a.VDim),
+		in, 4*in/32, in, 4*max(1, in/256), 2*in/16)
+}
+
+// grow makes the scratch hold n rows of c's layers.
+func (w *latentWork) grow(d *Device, c model.Config, n int) error {
+	if n <= w.rows {
+		return nil
+	}
+	w.free()
+	sizes := latentWorkSizes(c, n)
+	for i, dst := range []**Buffer{&w.qa, &w.kv, &w.qf, &w.lat, &w.vo, &w.hin, &w.hout, &w.q32, &w.d32, &w.qK, &w.dK, &w.sK} {
+		buf, err := w.bufs.add(d.NewBuffer(sizes[i]))
+		if err != nil {
+			w.free()
+			return err
+		}
+		*dst = buf
+	}
+	w.rows = n
+	return nil
+}
+
+func (w *latentWork) free() {
+	w.bufs.free()
+	*w = latentWork{}
+}
+
+// recordLatentAttention records x += O · MLA(RMSNorm(x)) for the rows of
+// segs, each token's normed latent and rotated rope key stored into its
+// segment's cache (caches: each segment's cache buffer and a nil, as
+// kvImports gives a cache of keys only).
+func (o *Offload) recordLatentAttention(r *recorder, w *wholeLayer, segs []model.Segment, caches []*Buffer) {
+	c, work, lw, mw, n := o.m.Config, &o.work, w.mla, &o.latent, r.n
+	a := c.MLA
+	embd, H, hd, kvl, rd, nope, vd := c.Embd, c.Heads, c.HeadDim, a.KVLoraRank, c.RopeDim, a.NopeDim, a.VDim
+	cw := kvl + rd
+
+	r.norm(work.x, w.attnNorm, work.xb, n, embd, c.RMSEps)
+	if lw.qa != nil {
+		r.product(mw.qa, lw.qa, work.xb)
+		r.norm(mw.qa, lw.qaNorm, mw.qa, n, a.QLoraRank, c.RMSEps)
+		r.product(work.q, lw.qb, mw.qa)
+	} else {
+		r.product(work.q, lw.q, work.xb)
+	}
+	// Each token's cache row: [RMSNorm(latent) ; rot(k_pe)].
+	r.product(mw.kv, lw.kva, work.xb)
+	r.normStrided(mw.kv, lw.kvaNorm, mw.kv, n, kvl, cw, c.RMSEps)
+	r.rope(mw.kv, 1, cw, rd, kvl, false)
+	row := 0
+	for i, g := range segs {
+		r.store(mw.kv, caches[2*i], row, g, 1, cw)
+		row += g.N
+	}
+
+	// Queries: qf = [W_UK,h^T q_nope,h ; rot(q_pe,h)] per row and head.
+	r.blocks(work.q, mw.hin, H, n, nope, 0, hd, H*hd, 0, n*nope, nope) // head-major
+	r.perHead(mw, lw.kb, H)
+	r.blocks(mw.hout, mw.qf, H, n, kvl, 0, n*kvl, kvl, 0, cw, H*cw)
+	r.blocks(work.q, mw.qf, n, H, rd, nope, H*hd, hd, kvl, H*cw, cw)
+	r.rope(mw.qf, H, cw, rd, kvl, false)
+
+	// Every head over the latent rows (keys: the whole row; values: the
+	// latent), each segment over its own cache.
+	row = 0
+	for i, g := range segs {
+		r.attend(attention{q: mw.qf, k: caches[2*i], v: caches[2*i], out: mw.lat, row0: row, seg: g, heads: H, kvHeads: 1,
+			width: cw, vwidth: kvl, scale: a.KQScale})
+		row += g.N
+	}
+
+	// Values: vo_h = W_UV,h lat_h, then O.
+	r.blocks(mw.lat, mw.hin, H, n, kvl, 0, kvl, H*kvl, 0, n*kvl, kvl)
+	r.perHead(mw, lw.vb, H)
+	r.blocks(mw.hout, mw.vo, H, n, vd, 0, n*vd, vd, 0, vd, H*vd)
+	r.product(work.xb, w.o, mw.vo)
+	r.add(work.x, work.xb, n*embd, n*embd)
+}
+
+// perHead records hout's rows of head h = ws[h] · hin's rows of head h,
+// for the heads' rows gathered head by head in hin (r.n rows a head),
+// hin quantized once for all of them.
+func (r *recorder) perHead(mw *latentWork, ws []*Matrix, heads int) {
+	hr := recorder{quants: &mw.quantBufs, n: heads * r.n}
+	for h, w := range ws {
+		hr.productRows(mw.hout, w, mw.hin, h*r.n, r.n)
+	}
+	r.ds = append(r.ds, hr.ds...)
+	r.wrote(mw.hout)
+}
