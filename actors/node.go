@@ -46,8 +46,12 @@ type NodeConfig struct {
 	// (stage.HostConfig.OnBatch): the steps and token positions it carried.
 	OnBatch func(steps, rows int)
 	// Accelerate, when set, puts the matrix products of the shards the
-	// node holds on a device (stage.HostConfig.Accelerate).
-	Accelerate func(m *model.Model, rows int) (model.Accelerator, func(), error)
+	// node holds on a device (stage.HostConfig.Accelerate), whose scratch
+	// takes up to DeviceBytes: memory the node keeps, not offered for
+	// shards (placement plans without it). 0 with Accelerate: no cap, and
+	// nothing kept.
+	Accelerate  func(m *model.Model, rows int, free uint64) (stage.Acceleration, error)
+	DeviceBytes uint64
 	// DiskBytes caps the bytes of fetched layers kept (the --disk
 	// budget); 0 = no cap. Used only when the store is created here.
 	DiskBytes int64
@@ -97,6 +101,15 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 		if c := cfg.Peers.MemoryBytes; c > 0 && cfg.Peers.HeldBytes >= c {
 			return nil, fmt.Errorf("the draft model (--speculate draft) needs %s of the node's memory, and --memory offers %s: nothing would be left for shards",
 				units.Bytes(cfg.Peers.HeldBytes), units.Bytes(c))
+		}
+	}
+	if cfg.Accelerate != nil && cfg.DeviceBytes > 0 {
+		// The devices' scratch (a device that shares the host's memory
+		// allocates the node's) is kept like the draft's.
+		cfg.Peers.HeldBytes += cfg.DeviceBytes
+		if c := cfg.Peers.MemoryBytes; c > 0 && cfg.Peers.HeldBytes >= c {
+			return nil, fmt.Errorf("the device's scratch (--gpu-memory %s) and the draft model need %s of the node's memory, and --memory offers %s: nothing would be left for shards",
+				units.Bytes(cfg.DeviceBytes), units.Bytes(cfg.Peers.HeldBytes), units.Bytes(c))
 		}
 	}
 	var host atomic.Pointer[stage.Host] // set once the peer is up; heartbeats may ask before
@@ -168,7 +181,7 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	ar.Shm = cfg.Peers.Transport != peers.TransportTCP
 	n.Host = stage.NewHost(stage.HostConfig{Models: store, Pool: n.pool, MemoryBytes: p.MemoryOffered(), Name: shortID(p.ID().String()), MaxContext: maxCtx, SenderMiddleware: cfg.SenderMiddleware, KVType: cfg.Origin.KVType,
 		Groups: peerGroups{p: p, opts: ar}, NodeAddress: func(node string) string { return node },
-		OnShards: func(shards []string) { p.Membership().SetShards(shards) }, OnBatch: cfg.OnBatch, Accelerate: cfg.Accelerate})
+		OnShards: func(shards []string) { p.Membership().SetShards(shards) }, OnBatch: cfg.OnBatch, Accelerate: cfg.Accelerate, DeviceBytes: cfg.DeviceBytes})
 	host.Store(n.Host)
 	weights.busy = n.Host.Uses
 	hostPID, err := p.ActorSystem().Root.SpawnNamed(n.Host.Props(), stage.HostName)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"sync"
@@ -26,6 +27,15 @@ import (
 // HostName is the actor name of every node's shard host.
 const HostName = "shards"
 
+// Acceleration is a shard's device (HostConfig.Accelerate): the
+// accelerator (nil: the CPU), what releases it when the shard stops, and
+// the bytes of the node's memory the device's scratch takes.
+type Acceleration struct {
+	Acc     model.Accelerator
+	Release func()
+	Bytes   uint64
+}
+
 // HostConfig configures a Host. Zero values pick the defaults noted.
 type HostConfig struct {
 	Models catalog.Finder
@@ -34,6 +44,10 @@ type HostConfig struct {
 	Pool *tensor.Pool
 	// MemoryBytes caps the weights + KV caches the node holds; 0 = no cap.
 	MemoryBytes uint64
+	// DeviceBytes caps the memory the shards' devices take for their
+	// scratch (Accelerate), beside MemoryBytes: a device that shares the
+	// host's memory allocates the node's. 0 = no cap.
+	DeviceBytes uint64
 	// Name labels this node in errors ("node 12D3Koo…: ...").
 	Name string
 	// MaxContext caps the KV positions one session may reserve on a shard
@@ -57,12 +71,15 @@ type HostConfig struct {
 	// in-process cluster, whose nodes share one address).
 	NodeAddress func(node string) string
 	// Accelerate, when set, puts a shard's matrix products on another
-	// device (strata node --gpu): it returns the accelerator and what
-	// releases it when the shard stops, or nil for the CPU (its reason in
-	// the error, which does not fail the load); rows is the most rows a
-	// forward pass of the shard carries. Tensor-parallel members stay on
-	// the CPU.
-	Accelerate func(m *model.Model, rows int) (model.Accelerator, func(), error)
+	// device (strata node --gpu): it returns the accelerator, what
+	// releases it when the shard stops and the memory the device's
+	// scratch takes, or no accelerator for the CPU (its reason in the
+	// error, which does not fail the load); rows is the most rows a
+	// forward pass of the shard carries, free what is left of DeviceBytes
+	// (the most a uint64 holds without a cap): a device whose scratch is
+	// over it is released, and the shard stays on the CPU.
+	// Tensor-parallel members stay on the CPU.
+	Accelerate func(m *model.Model, rows int, free uint64) (Acceleration, error)
 	// OnShards, when set, hears the shard list (ShardList) after every
 	// load or unload: the node announces it in its NodeInfo.
 	OnShards func(shards []string)
@@ -105,8 +122,10 @@ type Host struct {
 	infos  map[*gguf.File]*modelinfo.Info
 	shards map[string]*shard // by actor name
 	used   uint64            // weight + KV bytes held
-	clock  uint64            // counts loads and uses, for least-recently-used eviction
-	spawns uint64            // numbers shard actors, so a reloaded shard never reuses a stopping actor's name
+	// deviceUsed is the shards' devices' scratch (HostConfig.DeviceBytes).
+	deviceUsed uint64
+	clock      uint64 // counts loads and uses, for least-recently-used eviction
+	spawns     uint64 // numbers shard actors, so a reloaded shard never reuses a stopping actor's name
 }
 
 // NewHost returns a Host; spawn it with Props under HostName.
@@ -262,6 +281,7 @@ func (h *Host) childStopped(pid *actor.PID) bool {
 		if s.pid.Equal(pid) {
 			delete(h.shards, id)
 			h.used -= min(s.weightBytes+s.kvBytes(), h.used)
+			h.deviceUsed -= min(s.deviceBytes, h.deviceUsed)
 			h.changedLocked()
 			return true
 		}
@@ -500,9 +520,18 @@ func (h *Host) spawnLocked(ctx actor.Context, s *shard, id string) error {
 		s.state = s.m.NewState(h.cfg.Pool, wire.MaxBatch, s.maxContext)
 		if h.cfg.Accelerate != nil {
 			// A device that cannot take the shard leaves it on the CPU.
-			if acc, release, err := h.cfg.Accelerate(s.m, wire.MaxBatch); err == nil && acc != nil {
-				s.state.Accelerate(acc)
-				s.releaseAcc = release
+			free := uint64(math.MaxUint64)
+			if h.cfg.DeviceBytes > 0 {
+				free = h.cfg.DeviceBytes - min(h.deviceUsed, h.cfg.DeviceBytes)
+			}
+			if a, err := h.cfg.Accelerate(s.m, wire.MaxBatch, free); err == nil && a.Acc != nil {
+				if a.Bytes > free { // the hook's to refuse; never over the budget
+					a.Release()
+				} else {
+					s.state.Accelerate(a.Acc)
+					s.releaseAcc, s.deviceBytes = a.Release, a.Bytes
+					h.deviceUsed += a.Bytes
+				}
 			}
 		}
 	}
@@ -516,6 +545,8 @@ func (h *Host) spawnLocked(ctx actor.Context, s *shard, id string) error {
 			s.releaseAcc()
 			s.releaseAcc = nil
 		}
+		h.deviceUsed -= min(s.deviceBytes, h.deviceUsed)
+		s.deviceBytes = 0
 		return fmt.Errorf("spawn %s: %v", id, err)
 	}
 	if !pid.Equal(s.pid) {
@@ -677,6 +708,7 @@ func (h *Host) evictLocked(need uint64, keep *shard) {
 		delete(h.shards, ShardID(s.spec))
 		n := s.weightBytes + s.dropAllCached() // an idle shard's KV memory is its cache entries
 		h.used -= min(n, h.used)
+		h.deviceUsed -= min(s.deviceBytes, h.deviceUsed)
 		freed += n
 		if h.system != nil {
 			h.system.Root.Stop(s.pid)
@@ -707,6 +739,14 @@ func (h *Host) UsedBytes() uint64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.used
+}
+
+// DeviceBytes is the memory the shards' devices take for their scratch
+// now (HostConfig.DeviceBytes).
+func (h *Host) DeviceBytes() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.deviceUsed
 }
 
 // Stats describes every shard on the node.

@@ -30,10 +30,12 @@ type shard struct {
 	m     *model.Model
 	state *model.State // scratch shared by all sessions: the actor runs one batch at a time (nil on a TP member)
 	// releaseAcc frees the device's hold on the shard's weights
-	// (HostConfig.Accelerate); nil = none.
-	releaseAcc func()
-	tp         *tpShard           // set on a member of a tensor-parallel stage
-	ids        [wire.MaxBatch]int // token ids of the batch being gathered (first stage)
+	// (HostConfig.Accelerate); nil = none. deviceBytes is what the
+	// device's scratch takes (counted in Host.deviceUsed).
+	releaseAcc  func()
+	deviceBytes uint64
+	tp          *tpShard           // set on a member of a tensor-parallel stage
+	ids         [wire.MaxBatch]int // token ids of the batch being gathered (first stage)
 	// verifyLogits holds a speculative step's logits, a row per guess and
 	// one more (last stage).
 	verifyLogits []float32

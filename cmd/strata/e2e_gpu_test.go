@@ -18,7 +18,8 @@ import (
 // A 3-process pipeline whose nodes compute their shards' last two layers
 // on a Vulkan device (strata node --gpu 0: lavapipe in CI; stories260K's
 // layers run whole there) tells one node's story, token for token; each
-// node announces its device, and strata status shows it.
+// node announces its device, and strata status shows it; the memory kept
+// for the device's scratch (--gpu-memory) is not offered for shards.
 func TestE2EGPUNode(t *testing.T) {
 	if _, err := gpu.List(); err != nil {
 		if os.Getenv("STRATA_WANT_VULKAN") != "" {
@@ -28,8 +29,10 @@ func TestE2EGPUNode(t *testing.T) {
 	}
 	bin := buildBinary(t)
 	stories := testdata.Path(t, "gguf/stories260K.gguf")
-	c := newClusterEach(t, bin, map[string]string{"stories260K": stories}, 3, "800kB", func(i int) []string {
-		return []string{"--gpu", "0", "--gpu-layers", "2"}
+	// 800 kB offered for shards, as the CPU nodes of other tests offer; the
+	// rest kept for the device's scratch (0.3-0.4 MB a shard at 64 rows).
+	c := newClusterEach(t, bin, map[string]string{"stories260K": stories}, 3, "1400kB", func(i int) []string {
+		return []string{"--gpu", "0", "--gpu-layers", "2", "--gpu-memory", "600kB"}
 	}, "--context", "512")
 	const n = 120
 	prompt := "Once upon a time, there was a little girl named Lily."
@@ -64,6 +67,9 @@ func TestE2EGPUNode(t *testing.T) {
 	for _, m := range st.Members {
 		if m.Device != device {
 			t.Errorf("member %s announces device %q, want %q", m.PeerID, m.Device, device)
+		}
+		if m.MemoryBytes != 800e3 {
+			t.Errorf("member %s offers %d bytes for shards, want 800 kB (--memory less --gpu-memory)", m.PeerID, m.MemoryBytes)
 		}
 	}
 	out, err := exec.Command(bin, "status", "--api", c.nodes[0].api).CombinedOutput()

@@ -6,6 +6,9 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"strata/actors/stage"
+	"strata/internal/units"
+	"strata/peers"
 	"strata/runtime/gpu"
 	"strata/runtime/model"
 )
@@ -21,10 +24,12 @@ func (g *gpuFlags) add(f *pflag.FlagSet) {
 
 // nodeGPU opens the device of strata node --gpu and returns the hook that
 // puts each shard's layers there (nil without a device), what closes the
-// device, and its name and kind to announce ("" without one). A shard goes to the device only if the device
-// reads its weights in place (unified memory): a copy would hold memory
-// the node's --memory does not count, so such a shard stays on the CPU.
-func nodeGPU(g gpuFlags, log io.Writer) (func(*model.Model, int) (model.Accelerator, func(), error), func(), string, error) {
+// device, and its name and kind to announce ("" without one). A shard
+// goes to the device only if the device reads its weights in place
+// (unified memory: a copy would hold memory the node's --memory does not
+// count) and the device's scratch fits in what --gpu-memory leaves (the
+// host counts it); else it stays on the CPU.
+func nodeGPU(g gpuFlags, log io.Writer) (func(*model.Model, int, uint64) (stage.Acceleration, error), func(), string, error) {
 	device, layers, err := g.parse()
 	if err != nil {
 		return nil, func() {}, "", err
@@ -44,20 +49,50 @@ func nodeGPU(g gpuFlags, log io.Writer) (func(*model.Model, int) (model.Accelera
 		fmt.Fprintf(log, "gpu: %s does not share the host's memory: shards stay on the CPU\n", name)
 		name = ""
 	}
-	return func(m *model.Model, rows int) (model.Accelerator, func(), error) {
+	return func(m *model.Model, rows int, free uint64) (stage.Acceleration, error) {
 		o, err := d.OffloadLayers(m, layers)
 		if err != nil {
-			return nil, nil, err
+			return stage.Acceleration{}, err
 		}
 		if o.Copied() > 0 {
 			o.Free()
 			fmt.Fprintf(log, "gpu: %s would copy the weights of layers [%d,%d), outside --memory: they stay on the CPU\n", d.Name, m.First, m.End)
-			return nil, nil, nil
+			return stage.Acceleration{}, nil
 		}
-		fmt.Fprintf(log, "gpu: layers [%d,%d) on %s: %s; device memory at a batch of %d rows: up to %.1f MB, not counted in --memory\n",
-			m.First, m.End, d.Name, o, rows, float64(o.MemoryBytes(rows))/1e6)
-		return o, o.Free, nil
+		scratch := o.MemoryBytes(rows)
+		if scratch > free {
+			o.Free()
+			fmt.Fprintf(log, "gpu: the device's scratch for layers [%d,%d) at a batch of %d rows (%.1f MB) is over the %.1f MB --gpu-memory leaves: they stay on the CPU\n",
+				m.First, m.End, rows, float64(scratch)/1e6, float64(free)/1e6)
+			return stage.Acceleration{}, nil
+		}
+		fmt.Fprintf(log, "gpu: layers [%d,%d) on %s: %s; device memory at a batch of %d rows: up to %.1f MB of the %.1f MB --gpu-memory leaves\n",
+			m.First, m.End, d.Name, o, rows, float64(scratch)/1e6, float64(free)/1e6)
+		return stage.Acceleration{Acc: o, Release: o.Free, Bytes: scratch}, nil
 	}, d.Close, name, nil
+}
+
+// gpuMemory is the memory a node keeps for its device's scratch
+// (--gpu-memory): a size, or auto: 1 GB, or a twentieth of the memory the
+// node offers (memCap, or physical memory without a cap) where that is
+// less.
+func gpuMemory(s string, memCap uint64) (uint64, error) {
+	if s != "auto" {
+		n, err := units.ParseBytes(s)
+		if err != nil || n == 0 {
+			return 0, fmt.Errorf("--gpu-memory %q: a size such as 2GB, or auto", s)
+		}
+		return n, nil
+	}
+	offer := memCap
+	if total, _ := peers.SystemMemory(); offer == 0 || total > 0 && total < offer {
+		offer = total
+	}
+	n := uint64(1e9)
+	if offer > 0 {
+		n = min(n, offer/20)
+	}
+	return n, nil
 }
 
 // vulkanFacts is what strata doctor says of this machine's Vulkan devices.

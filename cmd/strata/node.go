@@ -53,6 +53,7 @@ type nodeFlags struct {
 	speculate                                                    string
 	guessEveryStep                                               bool
 	gpu                                                          gpuFlags
+	gpuMemory string
 	stores, placement, arWire, memBW, experts                    string
 	listen, join, allowedHosts                                   []string
 	noMDNS, f16, verbsApple, noShortcut                          bool
@@ -142,6 +143,7 @@ others too, and strata models lists them.`,
 	fl.StringVar(&f.speculate, "speculate", "off", "sessions this node starts guess tokens ahead, checked by the ring's last stage in the same step: off, ngram, or draft:MODEL\n"+
 		"(a model name or GGUF path of the same vocabulary, run here); the answers do not change, single answers on a pipeline get faster")
 	f.gpu.add(fl)
+	fl.StringVar(&f.gpuMemory, "gpu-memory", "auto", "with --gpu, the memory kept for the device's scratch (its buffers beside the weights it reads in place), not offered for shards; a shard whose scratch does not fit stays on the CPU: a size such as 2GB, or auto (1GB, or a twentieth of --memory where that is less)")
 	fl.BoolVar(&f.guessEveryStep, "guess-every-step", false, "with --speculate, guess at every step, also where plain steps are measured faster (for measuring speculation itself)")
 	fl.BoolVar(&f.noShortcut, "no-token-shortcut", false, "sessions this node starts send each token to the first stage themselves, not from the last stage (one hop more per token; for comparisons)")
 	fl.BoolVar(&f.f16, "f16-activations", false, "send activations between nodes as f16 (half the bytes; output may differ slightly from one node)")
@@ -392,6 +394,12 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 		return err
 	}
 	defer closeGPU()
+	var deviceBytes uint64
+	if accelerate != nil {
+		if deviceBytes, err = gpuMemory(f.gpuMemory, memCap); err != nil {
+			return err
+		}
+	}
 	protocols, err := parseProtocolRange(f.testProtocol)
 	if err != nil {
 		return err
@@ -427,7 +435,7 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 		Hub:        hfhub.FromEnv(),
 		Threads:    f.threads,
 		OnBatch:    metrics.ObserveBatch,
-		Accelerate: accelerate,
+		Accelerate: accelerate, DeviceBytes: deviceBytes,
 		AllReduce:  allreduce.Options{Wire: arWire},
 		// A bar on a terminal, a line every few seconds in a log.
 		FetchProgress: func(model string, done, total int64) {
