@@ -53,7 +53,7 @@ type nodeFlags struct {
 	speculate                                                    string
 	guessEveryStep                                               bool
 	gpu                                                          gpuFlags
-	gpuMemory string
+	gpuMemory                                                    string
 	stores, placement, arWire, memBW, experts                    string
 	listen, join, allowedHosts                                   []string
 	noMDNS, f16, verbsApple, noShortcut                          bool
@@ -436,7 +436,7 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 		Threads:    f.threads,
 		OnBatch:    metrics.ObserveBatch,
 		Accelerate: accelerate, DeviceBytes: deviceBytes,
-		AllReduce:  allreduce.Options{Wire: arWire},
+		AllReduce: allreduce.Options{Wire: arWire},
 		// A bar on a terminal, a line every few seconds in a log.
 		FetchProgress: func(model string, done, total int64) {
 			fetchBar.update(model+" (layers from peers)", done, total)
