@@ -431,12 +431,13 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 		},
 		Origin: origin.Options{PlanContext: f.context, PlanSessions: f.parallel, PromptCache: f.promptCache, NoShortcut: f.noShortcut, StepTimeout: f.stepTimeout, Metrics: metrics, Logger: log, Hidden: hiddenType(f.f16), KVType: kv,
 			Placement: placement, Experts: experts, Speculate: specSource, GuessEveryStep: f.guessEveryStep, Draft: draft},
-		Models:     cat,
-		Hub:        hfhub.FromEnv(),
-		Threads:    f.threads,
-		OnBatch:    metrics.ObserveBatch,
-		Accelerate: accelerate, DeviceBytes: deviceBytes,
-		AllReduce: allreduce.Options{Wire: arWire},
+		Models:      cat,
+		Hub:         hfhub.FromEnv(),
+		Threads:     f.threads,
+		OnBatch:     metrics.ObserveBatch,
+		Accelerate:  accelerate,
+		DeviceBytes: deviceBytes,
+		AllReduce:   allreduce.Options{Wire: arWire},
 		// A bar on a terminal, a line every few seconds in a log.
 		FetchProgress: func(model string, done, total int64) {
 			fetchBar.update(model+" (layers from peers)", done, total)
