@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -89,6 +90,13 @@ func leaving() *Error {
 func stopped() *Error {
 	return &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: strPtr("node_stopped"),
 		Message: "This node stopped before the answer finished (it left the cluster after its drain timeout, or was shut down); send the request again, to another node of the cluster."}
+}
+
+// cancelled is the error of a request whose context ended before its
+// answer was complete, for some other reason than the node stopping.
+func cancelled(ctx context.Context) *Error {
+	return &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: strPtr("request_cancelled"),
+		Message: fmt.Sprintf("The request was cancelled before its answer was complete (%v); send it again.", context.Cause(ctx))}
 }
 
 func tooLarge(limit int64) *Error {

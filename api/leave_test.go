@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -193,4 +194,50 @@ func serveUntilStopped(t *testing.T, gen Generator) (string, func(), <-chan erro
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(ctx, ln) }()
 	return "http://" + ln.Addr().String(), stop, served
+}
+
+// TestContextEndedUnderAReadingClient: a request whose context ends for
+// another reason than the node stopping while its client still reads (the
+// soak lost an answer this way: an empty 200, read as a stream that ended
+// without [DONE]) gets an error it can act on, in its endpoint's shape:
+// a 503 before the answer began, an error event in a stream begun.
+func TestContextEndedUnderAReadingClient(t *testing.T) {
+	for _, tc := range []struct {
+		name, path, body string
+		gen              Generator
+		wantStatus       int
+		want             string
+	}{
+		{"not begun", "/v1/chat/completions", `{"model": "stories260K", "stream": true, "messages": [{"role": "user", "content": "hi"}]}`,
+			gateGen{started: make(chan struct{}, 1), gate: make(chan struct{})}, http.StatusServiceUnavailable, `"code":"request_cancelled"`},
+		{"begun", "/v1/chat/completions", `{"model": "stories260K", "stream": true, "messages": [{"role": "user", "content": "hi"}]}`,
+			tokenThenWaitGen{}, http.StatusOK, `"code":"request_cancelled"`},
+		{"ollama not begun", "/api/chat", `{"model": "stories260K", "messages": [{"role": "user", "content": "hi"}]}`,
+			gateGen{started: make(chan struct{}, 1), gate: make(chan struct{})}, http.StatusServiceUnavailable, `cancelled before its answer`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := NewServer(Config{Generator: tc.gen, Models: storiesLocal(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The request's context ends 100 ms in, the connection stays.
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				ctx, cancel := context.WithCancel(r.Context())
+				defer cancel()
+				time.AfterFunc(100*time.Millisecond, cancel)
+				s.Handler().ServeHTTP(w, r.WithContext(ctx))
+			})
+			hs := httptest.NewServer(h)
+			defer hs.Close()
+			resp := post(t, hs.URL+tc.path, "", tc.body)
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.wantStatus || !strings.Contains(string(b), tc.want) {
+				t.Errorf("%d %s; want %d with %s", resp.StatusCode, b, tc.wantStatus, tc.want)
+			}
+			if strings.Contains(string(b), "[DONE]") {
+				t.Errorf("a cut stream ends with [DONE]: %s", b)
+			}
+		})
+	}
 }

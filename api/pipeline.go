@@ -128,7 +128,10 @@ func (s *Server) enter(ctx context.Context, w http.ResponseWriter, endpoint stri
 	case errors.Is(err, ErrLeaving):
 		s.fail(w, endpoint, leaving())
 	case err != nil:
-		s.metrics.request(endpoint, 499) // client closed the request while queued
+		// Mostly a client that closed the request while queued; one still
+		// reading must not get an empty 200.
+		writeErrorShape(w, shapeOf(endpoint), cancelled(ctx))
+		s.metrics.request(endpoint, 499)
 	}
 	if err != nil {
 		return false
@@ -203,19 +206,25 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job, out streame
 	usage.TotalTokens = usage.PromptTokens + usage.CompletionTokens
 	if err != nil {
 		if ctx.Err() != nil {
-			// The node stopping cut the answer: an answer begun ends with
-			// an error the client can act on, not as if complete; one not
-			// begun gets the 503 (an empty 200 read as a stream that ended
-			// without [DONE]).
-			if errors.Is(context.Cause(ctx), errStopping) {
-				if out.failed(stopped()) {
-					s.metrics.request(j.endpoint, http.StatusOK)
-					return
-				}
-				s.fail(w, j.endpoint, stopped())
-				return
+			// The request's context ended: the node stopping, or mostly a
+			// client that hung up (it reads nothing of what follows). Either
+			// way an answer begun ends with an error the client can act on,
+			// not as if complete, and one not begun gets a 503: an empty
+			// 200 reads as a stream that ended without [DONE], a lost
+			// answer (the soak found one: a context ended under a client
+			// still reading, cause unknown).
+			e, status := stopped(), http.StatusServiceUnavailable
+			if !errors.Is(context.Cause(ctx), errStopping) {
+				e, status = cancelled(ctx), 499 // counted as a client that hung up
 			}
-			s.metrics.request(j.endpoint, 499)
+			if out.failed(e) {
+				if status != 499 {
+					status = http.StatusOK // the stream's 200 went out
+				}
+			} else {
+				writeErrorShape(w, shapeOf(j.endpoint), e)
+			}
+			s.metrics.request(j.endpoint, status)
 			return
 		}
 		e := serverError(err)

@@ -474,6 +474,10 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 			Help: "Sessions open on this node's shards now (a session with stages here counts once per shard; retained prompt caches not counted)."}, func() float64 {
 			return float64(stageSessions())
 		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "strata_shards",
+			Help: "Shards (a model's layer ranges) loaded on this node now, idle ones of earlier plans included."}, func() float64 {
+			return float64(len(full.Host.Stats().Shards))
+		}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "strata_memory_used_bytes",
 			Help: "Memory this node's shards hold against the memory it offers: weights and the KV caches reserved for sessions."}, func() float64 { return float64(full.Host.UsedBytes()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "strata_memory_offered_bytes",

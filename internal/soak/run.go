@@ -89,13 +89,16 @@ type Report struct {
 	RSSMB map[string][2]float64 `json:"rss_mb"`
 	// Checkpoints: idle samples between the baseline and the end
 	// (Config.Checkpoint), each with its time since the start.
-	Checkpoints     []Checkpoint                     `json:"checkpoints,omitempty"`
-	MemoryMB        map[string]map[string][2]float64 `json:"memory_mb"`
-	GoroutineGrowth int                              `json:"goroutine_growth"`
-	OpenFilesGrowth int                              `json:"open_files_growth"`
-	IdleCPU         float64                          `json:"idle_cpu_max"` // CPU seconds per second of the busiest node once traffic stopped
-	TTFTP50         float64                          `json:"ttft_ms_p50"`  // first streamed chunk (or whole answer), ms
-	TTFTP99         float64                          `json:"ttft_ms_p99"`
+	Checkpoints []Checkpoint                     `json:"checkpoints,omitempty"`
+	MemoryMB    map[string]map[string][2]float64 `json:"memory_mb"`
+	// Shards is each node's loaded shards at its baseline and at the end
+	// (strata_shards: idle ones of earlier plans included).
+	Shards          map[string][2]int `json:"shards"`
+	GoroutineGrowth int               `json:"goroutine_growth"`
+	OpenFilesGrowth int               `json:"open_files_growth"`
+	IdleCPU         float64           `json:"idle_cpu_max"` // CPU seconds per second of the busiest node once traffic stopped
+	TTFTP50         float64           `json:"ttft_ms_p50"`  // first streamed chunk (or whole answer), ms
+	TTFTP99         float64           `json:"ttft_ms_p99"`
 	// GapP50/99: the longest pause within a stream, of streams that saw a
 	// fault begin: what a recovery costs a client.
 	GapP50        float64  `json:"recovery_gap_ms_p50"`
@@ -128,11 +131,12 @@ type Checkpoint struct {
 	RSSMB     map[string]float64 `json:"rss_mb"`
 	HeapInuse map[string]float64 `json:"heap_inuse_mb"`
 	HeapLive  map[string]float64 `json:"heap_live_mb"`
+	Shards    map[string]int     `json:"shards"` // loaded, idle ones of earlier plans included
 }
 
 type sample struct {
-	rss, goroutines, fds float64
-	parts                map[string]float64
+	rss, goroutines, fds, shards float64
+	parts                        map[string]float64
 }
 
 // idleSettle is how long a quiet cluster waits once no session is left:
@@ -178,7 +182,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 			fmt.Fprintf(cfg.Log, "soak: "+format+"\n", args...)
 		}
 	}
-	rep := Report{Seed: cfg.Seed, Nodes: cfg.Nodes, Clients: cfg.Clients, Faults: map[string]int{}, ByKind: map[string]int{}, RSSMB: map[string][2]float64{}, MemoryMB: map[string]map[string][2]float64{}}
+	rep := Report{Seed: cfg.Seed, Nodes: cfg.Nodes, Clients: cfg.Clients, Faults: map[string]int{}, ByKind: map[string]int{}, RSSMB: map[string][2]float64{}, MemoryMB: map[string]map[string][2]float64{}, Shards: map[string][2]int{}}
 	models := filepath.Join(cfg.Dir, "models")
 	if err := os.MkdirAll(models, 0o755); err != nil {
 		return rep, err
@@ -268,7 +272,8 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", n.name, err)
 			}
-			out[n.name] = sample{rss: m["process_resident_memory_bytes"], goroutines: m["go_goroutines"], fds: m["process_open_fds"], parts: memoryParts(n.pid(), m)}
+			out[n.name] = sample{rss: m["process_resident_memory_bytes"], goroutines: m["go_goroutines"], fds: m["process_open_fds"], shards: m["strata_shards"],
+				parts: memoryParts(n.pid(), m)}
 		}
 		return out, nil
 	}
@@ -373,9 +378,10 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 			if err != nil {
 				return rep, fmt.Errorf("a checkpoint: %w", err)
 			}
-			cp := Checkpoint{Seconds: at.Seconds(), RSSMB: map[string]float64{}, HeapInuse: map[string]float64{}, HeapLive: map[string]float64{}}
+			cp := Checkpoint{Seconds: at.Seconds(), RSSMB: map[string]float64{}, HeapInuse: map[string]float64{}, HeapLive: map[string]float64{}, Shards: map[string]int{}}
 			for name, v := range now {
 				cp.RSSMB[name], cp.HeapInuse[name], cp.HeapLive[name] = mb(v.rss), mb(v.parts["heap_inuse"]), mb(v.parts["heap_live"])
+				cp.Shards[name] = int(v.shards)
 			}
 			rep.Checkpoints = append(rep.Checkpoints, cp)
 			logf("checkpoint at %.0fs: RSS %s", at.Seconds(), rssList(now))
@@ -451,6 +457,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 			parts[k] = [2]float64{mb(b.parts[k]), mb(v)}
 		}
 		rep.MemoryMB[name] = parts
+		rep.Shards[name] = [2]int{int(b.shards), int(e.shards)}
 		rep.GoroutineGrowth = max(rep.GoroutineGrowth, int(e.goroutines-b.goroutines))
 		rep.OpenFilesGrowth = max(rep.OpenFilesGrowth, int(e.fds-b.fds))
 	}

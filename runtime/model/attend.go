@@ -1,8 +1,6 @@
 package model
 
 import (
-	"sync/atomic"
-
 	"strata/runtime/tensor"
 )
 
@@ -56,8 +54,7 @@ type attnJob struct {
 	oHead    int
 	vw       int
 	scale    float32
-	capacity int          // score row stride
-	next     atomic.Int64 // the next unit to take
+	capacity int // score row stride
 }
 
 // plan splits the job into units of tile tokens × sub query heads of one
@@ -74,18 +71,6 @@ func (j *attnJob) plan(workers int) {
 
 func (j *attnJob) units(tile int) int {
 	return (j.n + tile - 1) / tile * j.groups * ((j.group + j.sub - 1) / j.sub)
-}
-
-// attend takes units from the job's counter until none is left, with
-// worker w's scratch: a worker that starts late (its core busy with
-// something else) leaves its share to the others instead of holding the
-// layer up. A unit's arithmetic does not depend on who runs it.
-func (s *State) attend(w int) {
-	j := &s.job
-	units := int64(j.units(j.tile))
-	for u := j.next.Add(1) - 1; u < units; u = j.next.Add(1) - 1 {
-		s.attendUnit(&s.attn[w], int(u))
-	}
 }
 
 // attendUnit computes the causal softmax attention of unit u's queries.
@@ -144,13 +129,14 @@ func (j *attnJob) work() int {
 	return j.n * j.groups * j.group * (j.pos0 + j.n) * j.c.width
 }
 
-// runAttention runs the job set in s.job over the workers.
+// runAttention runs the job set in s.job over the workers: each takes the
+// next unit nobody has (Pool.Each), with its own scratch. A unit's
+// arithmetic does not depend on which worker runs it.
 func (s *State) runAttention() {
 	s.job.plan(len(s.attn))
-	s.job.next.Store(0)
-	if s.pool == nil || s.job.work() < attnSplitWork {
-		s.attnFn(0, len(s.attn))
-	} else {
-		s.pool.Run(len(s.attn), s.attnFn)
+	workers := len(s.attn)
+	if s.job.work() < attnSplitWork {
+		workers = 1
 	}
+	s.pool.Each(workers, s.job.units(s.job.tile), s.attnFn)
 }

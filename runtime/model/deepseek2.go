@@ -3,7 +3,6 @@ package model
 import (
 	"fmt"
 	"math"
-	"sync/atomic"
 
 	"strata/runtime/gguf"
 	"strata/runtime/tensor"
@@ -309,10 +308,9 @@ type mlaState struct {
 	// The per-head products run heads in parallel, one worker's heads
 	// serially with that worker's scratch.
 	workers []mlaWorker
-	mw      *MLA         // the layer whose heads run
-	n       int          // tokens in the batch
-	values  bool         // false: absorb the queries; true: project the values
-	next    atomic.Int64 // the next head to take
+	mw      *MLA // the layer whose heads run
+	n       int  // tokens in the batch
+	values  bool // false: absorb the queries; true: project the values
 }
 
 // mlaWorker is one worker's scratch for the per-head products.
@@ -428,12 +426,7 @@ func (s *State) attentionMLA(l int, segs []Segment, n int) {
 func (s *State) perHead(mw *MLA, n int, values bool) {
 	ms := s.mla
 	ms.mw, ms.n, ms.values = mw, n, values
-	ms.next.Store(0)
-	if s.pool == nil || len(ms.workers) == 1 {
-		s.mlaHeadsFn(0, len(ms.workers))
-	} else {
-		s.pool.Run(len(ms.workers), s.mlaHeadsFn)
-	}
+	s.pool.Each(len(ms.workers), s.m.Heads, s.mlaHeadFn)
 	a := s.m.MLA
 	for h := range s.m.Heads {
 		switch {
@@ -447,16 +440,13 @@ func (s *State) perHead(mw *MLA, n int, values bool) {
 	}
 }
 
-// heads takes perHead's heads from a counter, with worker w's scratch,
-// until none is left (a worker that starts late leaves them to the others).
-func (s *State) heads(w int) {
+// head runs perHead's products of head h with worker w's scratch.
+func (s *State) head(w, h int) {
 	ms := s.mla
-	for h := int(ms.next.Add(1) - 1); h < s.m.Heads; h = int(ms.next.Add(1) - 1) {
-		if ms.values {
-			s.projectValue(&ms.workers[w], h)
-		} else {
-			s.absorbQuery(&ms.workers[w], h)
-		}
+	if ms.values {
+		s.projectValue(&ms.workers[w], h)
+	} else {
+		s.absorbQuery(&ms.workers[w], h)
 	}
 }
 

@@ -47,13 +47,13 @@ type State struct {
 	experts ExpertAccelerator // acc, where it runs routed experts too
 	accErr  error
 
-	// The attention task's parameters, set before each pool.Run so the
+	// The attention task's parameters, set before each pool.Each so the
 	// closure is built once (a fresh closure per call would allocate).
-	job        attnJob
-	attnFn     func(lo, hi int) // attend over workers [lo, hi)
-	mla        *mlaState        // multi-head latent attention scratch (deepseek2)
-	mlaHeadsFn func(lo, hi int) // heads over workers [lo, hi)
-	swigluFn   func(lo, hi int) // SwiGLU over hb[lo:hi], hb2[lo:hi]
+	job       attnJob
+	attnFn    func(w, u int)   // unit u with worker w's scratch
+	mla       *mlaState        // multi-head latent attention scratch (deepseek2)
+	mlaHeadFn func(w, h int)   // head h's products with worker w's scratch
+	swigluFn  func(lo, hi int) // SwiGLU over hb[lo:hi], hb2[lo:hi]
 }
 
 // NewState allocates scratch for batches of up to batch tokens with
@@ -92,18 +92,10 @@ func (m *Model) NewState(pool *tensor.Pool, batch, capacity int) *State {
 		s.Logits = make([]float32, m.Vocab)
 	}
 	s.swigluFn = func(lo, hi int) { tensor.SwiGLU(s.hb[lo:hi], s.hb[lo:hi], s.hb2[lo:hi]) }
-	s.attnFn = func(lo, hi int) {
-		for w := lo; w < hi; w++ {
-			s.attend(w)
-		}
-	}
+	s.attnFn = func(w, u int) { s.attendUnit(&s.attn[w], u) }
 	if c.isMLA() {
 		s.mla = newMLAState(c, batch, workers)
-		s.mlaHeadsFn = func(lo, hi int) {
-			for w := lo; w < hi; w++ {
-				s.heads(w)
-			}
-		}
+		s.mlaHeadFn = s.head
 	}
 	return s
 }

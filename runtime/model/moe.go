@@ -2,7 +2,6 @@ package model
 
 import (
 	"math"
-	"sync/atomic"
 
 	"strata/runtime/tensor"
 )
@@ -30,16 +29,15 @@ type moeState struct {
 	// The batch form with an expert per work item (expertsParallel):
 	// expert outputs by sorted slot, where each (token, slot) pair sits,
 	// one worker's scratch each, and the experts with tokens.
-	ys      []float32   // [Batch × Used × Embd], nil for batches of 1
-	pos     []int32     // [Batch × Used] slot t's index in slots
-	order   []int32     // [Used] one token's slots in ascending expert id
-	workers []moeWorker // one per pool thread
-	active  []int32     // the experts with tokens, most tokens first
-	w       *MoE        // the layer whose experts run
-	xb      []float32   // the batch's normed inputs
-	next    atomic.Int64
-	expFn   func(lo, hi int)
-	byRows  bool // always split each expert's rows over the pool (the reference form; tests)
+	ys      []float32      // [Batch × Used × Embd], nil for batches of 1
+	pos     []int32        // [Batch × Used] slot t's index in slots
+	order   []int32        // [Used] one token's slots in ascending expert id
+	workers []moeWorker    // one per pool thread
+	active  []int32        // the experts with tokens, most tokens first
+	w       *MoE           // the layer whose experts run
+	xb      []float32      // the batch's normed inputs
+	expFn   func(w, a int) // runExpert, bound once
+	byRows  bool           // always split each expert's rows over the pool (the reference form; tests)
 
 	one *moeOne // the one-token form (mixOne)
 }
@@ -67,12 +65,11 @@ type moeOne struct {
 	x      *tensor.Activations   // the token's normed input
 	out    []float32             // [Embd]
 
-	// The work items: upItems are (unit, hidden rows) blocks, computed by
-	// gate and up and SwiGLU; downItems are blocks of output rows, each
-	// summing every unit's down rows. Workers take items from next.
+	// The work items (Pool.Each): upItems are (unit, hidden rows) blocks,
+	// computed by gate and up and SwiGLU; downItems are blocks of output
+	// rows, each summing every unit's down rows.
 	upItems, downItems []moePart
-	next               atomic.Int64
-	upFn, downFn       func(lo, hi int)
+	upFn, downFn       func(w, i int)
 }
 
 // moePart is rows [lo, hi) of unit u.
@@ -118,11 +115,7 @@ func newMoEState(c Config, shared, batch, workers int) *moeState {
 				actH: tensor.NewActivations(batch, c.ExpertFFN),
 			})
 		}
-		ms.expFn = func(lo, hi int) {
-			for k := lo; k < hi; k++ {
-				ms.runExperts(&ms.workers[k])
-			}
-		}
+		ms.expFn = func(w, a int) { ms.runExpert(&ms.workers[w], a) }
 	}
 	return ms
 }
@@ -152,18 +145,12 @@ func newMoEOne(c Config, shared int) *moeOne {
 		o.downItems = append(o.downItems, moePart{0, lo, min(c.Embd, lo+moeBlock)})
 	}
 	o.h, o.h2 = make([]float32, o.off[n]), make([]float32, o.off[n])
-	o.upFn = func(int, int) {
-		for i := o.take(len(o.upItems)); i >= 0; i = o.take(len(o.upItems)) {
-			if p := o.upItems[i]; p.u < o.held || p.u >= len(o.weight) {
-				o.up(p)
-			}
+	o.upFn = func(_, i int) {
+		if p := o.upItems[i]; p.u < o.held || p.u >= len(o.weight) {
+			o.up(p)
 		}
 	}
-	o.downFn = func(int, int) {
-		for i := o.take(len(o.downItems)); i >= 0; i = o.take(len(o.downItems)) {
-			o.down(o.downItems[i])
-		}
-	}
+	o.downFn = func(_, i int) { o.down(o.downItems[i]) }
 	return o
 }
 
@@ -281,8 +268,7 @@ func (s *State) expertsParallel(w *MoE, xb, out []float32, n int) {
 	m, ms := s.m, s.moe
 	embd, used := m.Embd, m.ExpertsUsed
 	ms.w, ms.xb = w, xb
-	ms.next.Store(0)
-	s.pool.Run(len(ms.workers), ms.expFn)
+	s.pool.Each(len(ms.workers), len(ms.active), ms.expFn)
 	ms.w, ms.xb = nil, nil
 	for _, e := range ms.active {
 		d := &w.Experts[e]
@@ -310,32 +296,26 @@ func (s *State) expertsParallel(w *MoE, xb, out []float32, n int) {
 	}
 }
 
-// runExperts is one worker's part of expertsParallel: whole experts, the
-// next one not taken, until none is left.
-func (ms *moeState) runExperts(wk *moeWorker) {
+// runExpert is one item of expertsParallel: active expert a, whole, with
+// worker scratch wk.
+func (ms *moeState) runExpert(wk *moeWorker, a int) {
 	embd, used := ms.w.Experts[0].Gate.Cols, len(ms.order)
-	for {
-		a := int(ms.next.Add(1) - 1)
-		if a >= len(ms.active) {
-			return
-		}
-		e := ms.active[a]
-		d := &ms.w.Experts[e]
-		lo, hi := ms.start[e], ms.start[e+1]
-		k, width := int(hi-lo), d.Gate.Rows
-		xe := wk.xe[:k*embd]
-		for j, t := range ms.slots[lo:hi] {
-			i := int(t) / used
-			copy(xe[j*embd:(j+1)*embd], ms.xb[i*embd:(i+1)*embd])
-		}
-		wk.actX.Set(xe, k)
-		hb, hb2 := wk.hb[:k*width], wk.hb2[:k*width]
-		tensor.MatMulAct(nil, hb, d.Gate, wk.actX)
-		tensor.MatMulAct(nil, hb2, d.Up, wk.actX)
-		tensor.SwiGLU(hb, hb, hb2)
-		wk.actH.Set(hb, k)
-		tensor.MatMulAct(nil, ms.ys[int(lo)*embd:int(hi)*embd], d.Down, wk.actH)
+	e := ms.active[a]
+	d := &ms.w.Experts[e]
+	lo, hi := ms.start[e], ms.start[e+1]
+	k, width := int(hi-lo), d.Gate.Rows
+	xe := wk.xe[:k*embd]
+	for j, t := range ms.slots[lo:hi] {
+		i := int(t) / used
+		copy(xe[j*embd:(j+1)*embd], ms.xb[i*embd:(i+1)*embd])
 	}
+	wk.actX.Set(xe, k)
+	hb, hb2 := wk.hb[:k*width], wk.hb2[:k*width]
+	tensor.MatMulAct(nil, hb, d.Gate, wk.actX)
+	tensor.MatMulAct(nil, hb2, d.Up, wk.actX)
+	tensor.SwiGLU(hb, hb, hb2)
+	wk.actH.Set(hb, k)
+	tensor.MatMulAct(nil, ms.ys[int(lo)*embd:int(hi)*embd], d.Down, wk.actH)
 }
 
 // mixOne is mixture for one token (decoding), routed already. Rather
@@ -376,7 +356,7 @@ func (s *State) mixOne(w *MoE, out []float32) {
 		s.actEmbd.Prepare(d.Up.Type)
 	}
 	o.x, o.out = s.actEmbd, out
-	s.runParts(o.upFn)
+	s.pool.Each(s.pool.Threads(), len(o.upItems), o.upFn)
 	for u, d := range o.units {
 		if u >= o.held && u < used {
 			continue
@@ -384,7 +364,7 @@ func (s *State) mixOne(w *MoE, out []float32) {
 		o.act[u].Set(o.h[o.off[u]:o.off[u+1]], 1)
 		o.act[u].Prepare(d.Down.Type)
 	}
-	s.runParts(o.downFn)
+	s.pool.Each(s.pool.Threads(), len(o.downItems), o.downFn)
 	o.x, o.out = nil, nil
 }
 
@@ -393,25 +373,6 @@ func (s *State) mixOne(w *MoE, out []float32) {
 // whole and the others' are zero (their outputs are another member's
 // partial sums).
 func held(w *MoE, e int) bool { return w.Experts[e].Gate.Rows > 0 }
-
-// runParts runs fn, a loop over work items, on every worker of the pool.
-func (s *State) runParts(fn func(lo, hi int)) {
-	s.moe.one.next.Store(0)
-	if s.pool == nil {
-		fn(0, 1)
-		return
-	}
-	s.pool.Run(s.pool.Threads(), fn)
-}
-
-// take returns the index of the next work item of n, or -1 when all are
-// taken.
-func (o *moeOne) take(n int) int {
-	if i := int(o.next.Add(1) - 1); i < n {
-		return i
-	}
-	return -1
-}
 
 // up computes rows [p.lo, p.hi) of unit p.u's hidden layer:
 // SiLU(Gate x) * Up x.

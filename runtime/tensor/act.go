@@ -3,7 +3,6 @@ package tensor
 import (
 	"fmt"
 	"math"
-	"sync/atomic"
 	"unsafe"
 )
 
@@ -244,8 +243,7 @@ func MatMulAct(p *Pool, out []float32, w Matrix, a *Activations) {
 	chunk = (chunk + 7) / 8 * 8
 	p.mu.Lock()
 	p.actJob.out, p.actJob.w, p.actJob.a, p.actJob.chunk = out, w, a, chunk
-	p.actJob.next.Store(0)
-	r := p.runLocked(p.threads, p.actFn)
+	r := p.eachLocked(p.threads, (w.Rows+chunk-1)/chunk, p.actFn)
 	p.actJob.out, p.actJob.w, p.actJob.a = nil, Matrix{}, nil
 	p.mu.Unlock()
 	if r != nil {
@@ -253,25 +251,19 @@ func MatMulAct(p *Pool, out []float32, w Matrix, a *Activations) {
 	}
 }
 
-// actJob holds MatMulAct's arguments in the Pool (see matJob). Each
-// worker's call takes chunks of chunk rows from next until none are left.
+// actJob holds MatMulAct's arguments in the Pool (see matJob); its items
+// (Pool.Each) are chunks of chunk rows.
 type actJob struct {
 	out   []float32
 	w     Matrix
 	a     *Activations
 	chunk int
-	next  atomic.Int64
 }
 
-func (j *actJob) run(int, int) {
-	rows, c := int64(j.w.Rows), int64(j.chunk)
-	for {
-		lo := j.next.Add(c) - c
-		if lo >= rows {
-			return
-		}
-		matMulActRows(j.out, j.w, j.a, int(lo), int(min(rows, lo+c)))
-	}
+// rows computes chunk i's rows.
+func (j *actJob) rows(_, i int) {
+	lo := i * j.chunk
+	matMulActRows(j.out, j.w, j.a, lo, min(j.w.Rows, lo+j.chunk))
 }
 
 // actRowTile is how many rows run against all vectors before moving on:

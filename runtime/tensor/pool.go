@@ -49,8 +49,11 @@ type Pool struct {
 	job   matJob           // MatMul's arguments, set under mu
 	jobFn func(lo, hi int) // job.run, bound once so dispatch does not allocate
 
-	actJob actJob           // MatMulAct's arguments, set under mu
-	actFn  func(lo, hi int) // actJob.run, bound once
+	actJob actJob         // MatMulAct's arguments, set under mu
+	actFn  func(w, i int) // actJob.rows, bound once
+
+	each   eachJob          // Each's items, set under mu
+	eachFn func(lo, hi int) // each.run, bound once
 }
 
 // spinFor is how long an idle worker (and a caller waiting for workers)
@@ -70,7 +73,8 @@ func NewPool(threads int) *Pool {
 	threads = min(threads, genChunks-1)
 	p := &Pool{threads: threads, wake: make([]chan struct{}, threads-1), parked: make([]atomic.Int32, threads-1)}
 	p.jobFn = p.job.run
-	p.actFn = p.actJob.run
+	p.actFn = p.actJob.rows
+	p.eachFn = p.each.run
 	for i := range p.wake {
 		p.wake[i] = make(chan struct{}, 1)
 		p.exited.Add(1)
@@ -113,6 +117,57 @@ func (p *Pool) Run(n int, fn func(lo, hi int)) {
 	p.mu.Unlock()
 	if r != nil {
 		panic(r)
+	}
+}
+
+// Each calls fn(w, i) once for every item i in [0, items), on up to
+// workers of the pool's workers, returning when all calls have returned:
+// worker w (0 <= w < workers, the index of its scratch) takes the next
+// item nobody has taken until none is left, so a worker that starts late
+// (its core busy with something else) leaves its share to the others.
+// Which worker runs an item must not change the item's result. On a nil
+// Pool, with one worker or one thread, the caller runs every item as
+// worker 0. Panics as Run does; like Run it allocates nothing itself (bind
+// fn once on hot paths).
+func (p *Pool) Each(workers, items int, fn func(w, i int)) {
+	if items <= 0 {
+		return
+	}
+	if p == nil || p.threads == 1 || workers <= 1 || items == 1 {
+		for i := range items {
+			fn(0, i)
+		}
+		return
+	}
+	p.mu.Lock()
+	r := p.eachLocked(workers, items, fn)
+	p.mu.Unlock()
+	if r != nil {
+		panic(r)
+	}
+}
+
+// eachLocked is Each with p.mu held, returning a panic's value as
+// runLocked does.
+func (p *Pool) eachLocked(workers, items int, fn func(w, i int)) any {
+	p.each.fn, p.each.items = fn, int64(items)
+	p.each.next.Store(0)
+	r := p.runLocked(min(workers, items), p.eachFn)
+	p.each.fn = nil
+	return r
+}
+
+// eachJob holds Each's items in the Pool: a chunk of the Run is a worker
+// index, whose call takes items from next until none is left.
+type eachJob struct {
+	fn    func(w, i int)
+	items int64
+	next  atomic.Int64
+}
+
+func (j *eachJob) run(lo, hi int) {
+	for i := j.next.Add(1) - 1; i < j.items; i = j.next.Add(1) - 1 {
+		j.fn(lo, int(i))
 	}
 }
 

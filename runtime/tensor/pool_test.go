@@ -176,3 +176,77 @@ func TestPoolRunsWithoutItsWorkers(t *testing.T) {
 		}
 	}
 }
+
+// TestPoolEach: every item runs once, on a worker index below the workers
+// asked for (and 0 without a pool, with one worker or after Close), for
+// more and fewer items than workers; a panic in an item reaches the
+// caller after the other items are done, and the pool stays usable.
+func TestPoolEach(t *testing.T) {
+	for _, threads := range []int{1, 2, 3, 4} {
+		p := NewPool(threads)
+		for _, workers := range []int{1, 2, 3, 8} {
+			for _, items := range []int{0, 1, 2, 5, 100} {
+				hits := make([]int32, items)
+				var bad atomic.Int32
+				p.Each(workers, items, func(w, i int) {
+					if w < 0 || w >= workers || (threads == 1 || workers == 1) && w != 0 {
+						bad.Add(1)
+					}
+					atomic.AddInt32(&hits[i], 1)
+				})
+				for i, h := range hits {
+					if h != 1 {
+						t.Fatalf("threads %d workers %d items %d: item %d ran %d times", threads, workers, items, i, h)
+					}
+				}
+				if bad.Load() != 0 {
+					t.Errorf("threads %d workers %d items %d: %d items on a worker index out of range", threads, workers, items, bad.Load())
+				}
+			}
+		}
+		var done atomic.Int32
+		func() {
+			defer func() {
+				if r := recover(); r != "boom" {
+					t.Errorf("threads %d: recovered %v, want boom", threads, r)
+				}
+			}()
+			p.Each(threads, 10, func(_, i int) {
+				if i == 7 {
+					panic("boom")
+				}
+				done.Add(1)
+			})
+		}()
+		if threads > 1 && done.Load() != 9 {
+			t.Errorf("threads %d: Each returned with %d of the other 9 items done", threads, done.Load())
+		}
+		var n atomic.Int32
+		p.Each(threads, 6, func(_, i int) { n.Add(1) })
+		if n.Load() != 6 {
+			t.Errorf("threads %d: after a panic %d of 6 items ran", threads, n.Load())
+		}
+		p.Close()
+		var after []int
+		p.Each(threads, 3, func(w, i int) { after = append(after, w) })
+		if len(after) != 3 || after[0]+after[1]+after[2] != 0 {
+			t.Errorf("threads %d: Each after Close ran on workers %v, want 0, 0, 0", threads, after)
+		}
+	}
+	var nilPool *Pool
+	var ran int
+	nilPool.Each(4, 5, func(w, i int) { ran += 1 + w })
+	if ran != 5 {
+		t.Errorf("a nil pool ran %d items on worker 0 (want 5)", ran)
+	}
+}
+
+func TestPoolEachNoAlloc(t *testing.T) {
+	p := NewPool(2)
+	defer p.Close()
+	var sum atomic.Int64
+	fn := func(_, i int) { sum.Add(int64(i)) } // bound once
+	if a := testing.AllocsPerRun(100, func() { p.Each(2, 100, fn) }); a != 0 {
+		t.Errorf("%v allocations per Each", a)
+	}
+}
