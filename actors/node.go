@@ -52,6 +52,9 @@ type NodeConfig struct {
 	// nothing kept.
 	Accelerate  func(m *model.Model, rows int, free uint64) (stage.Acceleration, error)
 	DeviceBytes uint64
+	// UnloadAfter unloads a shard no session has used for that long
+	// (stage.HostConfig.UnloadAfter); 0 = never.
+	UnloadAfter time.Duration
 	// DiskBytes caps the bytes of fetched layers kept (the --disk
 	// budget); 0 = no cap. Used only when the store is created here.
 	DiskBytes int64
@@ -181,7 +184,8 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	ar.Shm = cfg.Peers.Transport != peers.TransportTCP
 	n.Host = stage.NewHost(stage.HostConfig{Models: store, Pool: n.pool, MemoryBytes: p.MemoryOffered(), Name: shortID(p.ID().String()), MaxContext: maxCtx, SenderMiddleware: cfg.SenderMiddleware, KVType: cfg.Origin.KVType,
 		Groups: peerGroups{p: p, opts: ar}, NodeAddress: func(node string) string { return node },
-		OnShards: func(shards []string) { p.Membership().SetShards(shards) }, OnBatch: cfg.OnBatch, Accelerate: cfg.Accelerate, DeviceBytes: cfg.DeviceBytes})
+		OnShards: func(shards []string) { p.Membership().SetShards(shards) }, OnBatch: cfg.OnBatch, Accelerate: cfg.Accelerate, DeviceBytes: cfg.DeviceBytes,
+		UnloadAfter: cfg.UnloadAfter})
 	host.Store(n.Host)
 	weights.busy = n.Host.Uses
 	hostPID, err := p.ActorSystem().Root.SpawnNamed(n.Host.Props(), stage.HostName)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -711,5 +712,100 @@ func TestOneDescriptionPerModel(t *testing.T) {
 	// Closing the origin left the host's file open for its shards.
 	if _, err := cl.Generate(context.Background(), engine.Request{Model: "stories260K", MaxTokens: 5}, func(engine.Token) error { return nil }); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestIdleShardsUnload: with HostConfig.UnloadAfter, a shard no session
+// uses unloads that long after its last use (its memory released), a
+// shard with a session stays, and unloads in its turn once the session
+// ends; the same layers load again under a fresh actor.
+func TestIdleShardsUnload(t *testing.T) {
+	defer func(d time.Duration) { pinFor = d }(pinFor)
+	pinFor = 0
+	const after = 300 * time.Millisecond
+	lc := newLocalClusterWith(t, 1, 4<<20, oracle.Stories(t), func(_ int, c *HostConfig) { c.UnloadAfter = after })
+	h := lc.hosts[0]
+	busy, idle := loadShard(t, lc, 0, 5), loadShard(t, lc, 0, 2)
+	if busy.Error != "" || idle.Error != "" {
+		t.Fatal(busy.Error, idle.Error)
+	}
+	shardPID := &actor.PID{Address: lc.dir[0].Host.Address, Id: busy.ActorId}
+	in := &answers{ch: make(chan any, 8)}
+	self := lc.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return in }))
+	lc.system.Root.Send(shardPID, &messages.Forward{Session: "s", Count: 1, Tokens: []int32{1}, Context: 64, ReplyTo: wire.FromPID(self), Sample: true})
+	select {
+	case m := <-in.ch:
+		if _, ok := m.(*messages.Token); !ok {
+			t.Fatalf("got %v", m)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no token")
+	}
+	loaded := func() []string {
+		var ids []string
+		for _, s := range h.Stats().Shards {
+			ids = append(ids, s.ActorId)
+		}
+		return ids
+	}
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: still %v loaded, %d bytes used", what, loaded(), h.UsedBytes())
+			}
+		}
+	}
+	waitFor("the idle shard", func() bool { ids := loaded(); return len(ids) == 1 && ids[0] == busy.ActorId })
+	time.Sleep(2 * after)
+	if ids := loaded(); len(ids) != 1 || h.UsedBytes() <= busy.Bytes {
+		t.Fatalf("the shard with a session: %v loaded, %d bytes used (weights %d and its KV)", ids, h.UsedBytes(), busy.Bytes)
+	}
+	if _, err := lc.system.Root.RequestFuture(shardPID, &messages.FreeSession{Session: "s"}, time.Second).Result(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	waitFor("the shard whose session ended", func() bool { return len(loaded()) == 0 && h.UsedBytes() == 0 })
+	if d := time.Since(start); d < after-50*time.Millisecond {
+		t.Errorf("unloaded %v after its session ended, before UnloadAfter (%v)", d, after)
+	}
+	again := loadShard(t, lc, 0, 2)
+	if again.Error != "" || again.ActorId == idle.ActorId {
+		t.Fatalf("reload of [0,2): %q as %s (first was %s)", again.Error, again.ActorId, idle.ActorId)
+	}
+}
+
+// TestAnswerAfterShardsUnloaded: a cluster whose shards unloaded while
+// idle answers the next request as before (the plan loads them again).
+func TestAnswerAfterShardsUnloaded(t *testing.T) {
+	defer func(d time.Duration) { pinFor = d }(pinFor)
+	pinFor = 0
+	store := oracle.Stories(t)
+	req := engine.Request{Model: "stories260K", Prompt: "Once upon a time", MaxTokens: 20}
+	want := oracle.OneNode(t, store["stories260K"], req)
+	lc := newLocalClusterWith(t, 3, 800e3, store, func(_ int, c *HostConfig) { c.UnloadAfter = 200 * time.Millisecond })
+	cl := lc.cluster(origin.Options{PlanContext: 512})
+	for round := range 2 {
+		start := time.Now()
+		res, err := cl.Generate(context.Background(), req, func(engine.Token) error { return nil })
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		if !slices.Equal(res.Tokens, want.Tokens) {
+			t.Fatalf("round %d: tokens differ from one node\n got %v\nwant %v", round, res.Tokens, want.Tokens)
+		}
+		t.Logf("round %d: %v", round, time.Since(start))
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			n := 0
+			for _, h := range lc.hosts {
+				n += len(h.Stats().Shards)
+			}
+			if n == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: %d shards still loaded", round, n)
+			}
+		}
 	}
 }

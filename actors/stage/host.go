@@ -80,6 +80,11 @@ type HostConfig struct {
 	// over it is released, and the shard stays on the CPU.
 	// Tensor-parallel members stay on the CPU.
 	Accelerate func(m *model.Model, rows int, free uint64) (Acceleration, error)
+	// UnloadAfter unloads a shard no session has used for that long (its
+	// weights' mapping, scratch and retained prompt caches go; a plan that
+	// asks for it again loads it again), as Ollama's keep_alive does; 0 =
+	// shards stay until memory is short or the node leaves.
+	UnloadAfter time.Duration
 	// OnShards, when set, hears the shard list (ShardList) after every
 	// load or unload: the node announces it in its NodeInfo.
 	OnShards func(shards []string)
@@ -185,6 +190,23 @@ func (h *Host) Receive(ctx actor.Context) {
 		h.mu.Lock()
 		h.system = ctx.ActorSystem()
 		h.mu.Unlock()
+		if h.cfg.UnloadAfter > 0 {
+			self, sys := ctx.Self(), ctx.ActorSystem()
+			go func() {
+				tick := time.NewTicker(min(h.cfg.UnloadAfter/4, 30*time.Second))
+				defer tick.Stop()
+				for {
+					select {
+					case <-h.stop.Done():
+						return
+					case <-tick.C:
+						sys.Root.Send(self, unloadIdle{})
+					}
+				}
+			}()
+		}
+	case unloadIdle:
+		h.unloadIdle(time.Now())
 	case Leave:
 		h.leaving = true
 		h.mu.Lock()
@@ -691,6 +713,38 @@ func (h *Host) reserveLocked(n uint64, what string, keep *shard) error {
 	return nil
 }
 
+// unloadIdle is the host's tick for HostConfig.UnloadAfter.
+type unloadIdle struct{}
+
+// unloadIdle unloads the shards no session has used for UnloadAfter.
+func (h *Host) unloadIdle(now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, s := range h.shards {
+		if s.unusedFor(now) >= h.cfg.UnloadAfter {
+			h.unloadLocked(s)
+			n++
+		}
+	}
+	if n > 0 {
+		h.changedLocked()
+	}
+}
+
+// unloadLocked forgets an idle shard, releases its memory and stops its
+// actor; it returns the bytes released (h.mu held).
+func (h *Host) unloadLocked(s *shard) uint64 {
+	delete(h.shards, ShardID(s.spec))
+	n := s.weightBytes + s.dropAllCached() // an idle shard's KV memory is its cache entries
+	h.used -= min(n, h.used)
+	h.deviceUsed -= min(s.deviceBytes, h.deviceUsed)
+	if h.system != nil {
+		h.system.Root.Stop(s.pid)
+	}
+	return n
+}
+
 // evictLocked unloads idle shards until need bytes are released or none is left.
 func (h *Host) evictLocked(need uint64, keep *shard) {
 	var idle []*shard
@@ -705,14 +759,7 @@ func (h *Host) evictLocked(need uint64, keep *shard) {
 		if freed >= need {
 			break
 		}
-		delete(h.shards, ShardID(s.spec))
-		n := s.weightBytes + s.dropAllCached() // an idle shard's KV memory is its cache entries
-		h.used -= min(n, h.used)
-		h.deviceUsed -= min(s.deviceBytes, h.deviceUsed)
-		freed += n
-		if h.system != nil {
-			h.system.Root.Stop(s.pid)
-		}
+		freed += h.unloadLocked(s)
 	}
 	if freed > 0 {
 		h.changedLocked()

@@ -49,6 +49,9 @@ type shard struct {
 	// pinnedUntil (Unix ns) keeps a shard that a plan just asked for from
 	// being evicted before its session's first step arrives.
 	pinnedUntil atomic.Int64
+	// activeAt (Unix ns) is when a session last started or ended on the
+	// shard, or a plan asked for it (HostConfig.UnloadAfter counts from it).
+	activeAt atomic.Int64
 
 	mu       sync.Mutex
 	sessions map[string]*shardSession
@@ -176,7 +179,20 @@ func (s *shard) Receive(ctx actor.Context) {
 // session (a variable for tests).
 var pinFor = time.Minute
 
-func (s *shard) pin() { s.pinnedUntil.Store(time.Now().Add(pinFor).UnixNano()) }
+func (s *shard) pin() {
+	now := time.Now()
+	s.pinnedUntil.Store(now.Add(pinFor).UnixNano())
+	s.activeAt.Store(now.UnixNano())
+}
+
+// unusedFor is how long the shard has gone without a session (0 while
+// it has one, or is pinned).
+func (s *shard) unusedFor(now time.Time) time.Duration {
+	if !s.idle() {
+		return 0
+	}
+	return now.Sub(time.Unix(0, s.activeAt.Load()))
+}
 
 // idle reports whether the shard may be evicted: no session uses it and
 // no plan is about to.
@@ -248,6 +264,7 @@ func (s *shard) free(session string) bool {
 	s.markFreedLocked(session)
 	s.mu.Unlock()
 	if ok {
+		s.activeAt.Store(time.Now().UnixNano())
 		if ss.ar != nil {
 			ss.ar.Close()
 		}
@@ -327,6 +344,7 @@ func (s *shard) open(ctx actor.Context, m *messages.Forward, ss *shardSession) (
 	}
 	ctx.Watch(ss.watch)
 	s.pinnedUntil.Store(0)
+	s.activeAt.Store(time.Now().UnixNano())
 	if s.m.IsLast() && (s.tp == nil || s.tp.leads()) {
 		sp, err := sample.New(wire.Params(m.Sampling), s.m.Vocab)
 		if err == nil && m.Sampling.GetConstrained() {

@@ -54,6 +54,7 @@ type nodeFlags struct {
 	guessEveryStep                                               bool
 	gpu                                                          gpuFlags
 	gpuMemory                                                    string
+	keepAlive                                                    time.Duration
 	stores, placement, arWire, memBW, experts                    string
 	listen, join, allowedHosts                                   []string
 	noMDNS, f16, verbsApple, noShortcut                          bool
@@ -143,6 +144,7 @@ others too, and strata models lists them.`,
 	fl.StringVar(&f.speculate, "speculate", "off", "sessions this node starts guess tokens ahead, checked by the ring's last stage in the same step: off, ngram, or draft:MODEL\n"+
 		"(a model name or GGUF path of the same vocabulary, run here); the answers do not change, single answers on a pipeline get faster")
 	f.gpu.add(fl)
+	fl.DurationVar(&f.keepAlive, "keep-alive", 10*time.Minute, "unload a shard no session has used for this long (its memory goes back; the next plan that needs it loads it again), as Ollama's keep_alive; 0 keeps shards until memory is short")
 	fl.StringVar(&f.gpuMemory, "gpu-memory", "auto", "with --gpu, the memory kept for the device's scratch (its buffers beside the weights it reads in place), not offered for shards; a shard whose scratch does not fit stays on the CPU: a size such as 2GB, or auto (1GB, or a twentieth of --memory where that is less)")
 	fl.BoolVar(&f.guessEveryStep, "guess-every-step", false, "with --speculate, guess at every step, also where plain steps are measured faster (for measuring speculation itself)")
 	fl.BoolVar(&f.noShortcut, "no-token-shortcut", false, "sessions this node starts send each token to the first stage themselves, not from the last stage (one hop more per token; for comparisons)")
@@ -263,6 +265,9 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 	}
 	if !api.IsLoopback(f.apiAddr) && f.apiKey == "" {
 		return fmt.Errorf("--api %s is not a loopback address: set --api-key (or STRATA_API_KEY)", f.apiAddr)
+	}
+	if f.keepAlive < 0 {
+		return fmt.Errorf("--keep-alive %v: a duration, 0 for never", f.keepAlive)
 	}
 	var memCap uint64
 	if f.memory != "" {
@@ -437,6 +442,7 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 		OnBatch:     metrics.ObserveBatch,
 		Accelerate:  accelerate,
 		DeviceBytes: deviceBytes,
+		UnloadAfter: f.keepAlive,
 		AllReduce:   allreduce.Options{Wire: arWire},
 		// A bar on a terminal, a line every few seconds in a log.
 		FetchProgress: func(model string, done, total int64) {
