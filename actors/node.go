@@ -111,8 +111,12 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 		// allocates the node's) is kept like the draft's.
 		cfg.Peers.HeldBytes += cfg.DeviceBytes
 		if c := cfg.Peers.MemoryBytes; c > 0 && cfg.Peers.HeldBytes >= c {
-			return nil, fmt.Errorf("the device's scratch (--gpu-memory %s) and the draft model need %s of the node's memory, and --memory offers %s: nothing would be left for shards",
-				units.Bytes(cfg.DeviceBytes), units.Bytes(cfg.Peers.HeldBytes), units.Bytes(c))
+			what := "the device's scratch (--gpu-memory " + units.Bytes(cfg.DeviceBytes) + ")"
+			if cfg.Origin.Draft != nil {
+				what += " and the draft model"
+			}
+			return nil, fmt.Errorf("%s need %s of the node's memory, and --memory offers %s: nothing would be left for shards",
+				what, units.Bytes(cfg.Peers.HeldBytes), units.Bytes(c))
 		}
 	}
 	var host atomic.Pointer[stage.Host] // set once the peer is up; heartbeats may ask before

@@ -97,14 +97,14 @@ func (s *Server) chatPrompt(ctx context.Context, j *job, msgs []Message, param s
 
 // prepareChat is chatPrompt for a handler: when there is no prompt to
 // run, it has answered the request (the error in the surface's shape, or
-// a 499 in the metrics when the client left) and returns false.
+// an error when its context ended: contextEnded) and returns false.
 func (s *Server) prepareChat(w http.ResponseWriter, r *http.Request, j *job, msgs []Message, param string) bool {
 	e := s.chatPrompt(r.Context(), j, msgs, param)
 	switch {
 	case e != nil:
 		s.fail(w, j.endpoint, e)
 	case r.Context().Err() != nil:
-		s.metrics.request(j.endpoint, 499)
+		s.contextEnded(r.Context(), w, j.endpoint, nil)
 	default:
 		return true
 	}
@@ -128,10 +128,7 @@ func (s *Server) enter(ctx context.Context, w http.ResponseWriter, endpoint stri
 	case errors.Is(err, ErrLeaving):
 		s.fail(w, endpoint, leaving())
 	case err != nil:
-		// Mostly a client that closed the request while queued; one still
-		// reading must not get an empty 200.
-		writeErrorShape(w, shapeOf(endpoint), cancelled(ctx))
-		s.metrics.request(endpoint, 499)
+		s.contextEnded(ctx, w, endpoint, nil)
 	}
 	if err != nil {
 		return false
@@ -141,6 +138,29 @@ func (s *Server) enter(ctx context.Context, w http.ResponseWriter, endpoint stri
 	w.Header().Set("X-Strata-Queue-Position", strconv.Itoa(place))
 	w.Header().Set("X-Strata-Queue-Wait-Ms", strconv.FormatInt(waited.Milliseconds(), 10))
 	return true
+}
+
+// contextEnded answers a request whose context ended before its answer
+// was complete: the node stopping, or mostly a client that hung up (it
+// reads nothing of what follows). Either way an answer begun (out, where
+// not nil, has started its stream) ends with an error the client can act
+// on, not as if complete, and one not begun gets a 503: an empty 200 reads
+// as a stream that ended without [DONE], a lost answer (the soak found
+// one: a context ended under a client still reading, cause unknown). The
+// metrics count a cause other than the node stopping as 499.
+func (s *Server) contextEnded(ctx context.Context, w http.ResponseWriter, endpoint string, out streamer) {
+	e, status := stopped(), http.StatusServiceUnavailable
+	if !errors.Is(context.Cause(ctx), errStopping) {
+		e, status = cancelled(ctx), 499
+	}
+	if out != nil && out.failed(e) {
+		if status != 499 {
+			status = http.StatusOK // the stream's 200 went out
+		}
+	} else {
+		writeErrorShape(w, shapeOf(endpoint), e)
+	}
+	s.metrics.request(endpoint, status)
 }
 
 // run queues j, generates, and answers through out. The generation runs
@@ -206,25 +226,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job, out streame
 	usage.TotalTokens = usage.PromptTokens + usage.CompletionTokens
 	if err != nil {
 		if ctx.Err() != nil {
-			// The request's context ended: the node stopping, or mostly a
-			// client that hung up (it reads nothing of what follows). Either
-			// way an answer begun ends with an error the client can act on,
-			// not as if complete, and one not begun gets a 503: an empty
-			// 200 reads as a stream that ended without [DONE], a lost
-			// answer (the soak found one: a context ended under a client
-			// still reading, cause unknown).
-			e, status := stopped(), http.StatusServiceUnavailable
-			if !errors.Is(context.Cause(ctx), errStopping) {
-				e, status = cancelled(ctx), 499 // counted as a client that hung up
-			}
-			if out.failed(e) {
-				if status != 499 {
-					status = http.StatusOK // the stream's 200 went out
-				}
-			} else {
-				writeErrorShape(w, shapeOf(j.endpoint), e)
-			}
-			s.metrics.request(j.endpoint, status)
+			s.contextEnded(ctx, w, j.endpoint, out)
 			return
 		}
 		e := serverError(err)

@@ -80,7 +80,7 @@ func TestGPUStage(t *testing.T) {
 		weights += s.weightBytes
 	}
 	h.mu.Unlock()
-	if used, dev := h.UsedBytes(), h.DeviceBytes(); scratch == 0 || used < weights || dev != scratch {
+	if used, dev := h.UsedBytes(), h.DeviceUsedBytes(); scratch == 0 || used < weights || dev != scratch {
 		t.Errorf("the node counts %d bytes for %d of weights, and %d for the device's %d of scratch", used, weights, dev, scratch)
 	}
 	for _, p := range pids {
@@ -91,7 +91,7 @@ func TestGPUStage(t *testing.T) {
 	if released.Load() != held.Load() {
 		t.Errorf("the device still holds %d shards' weights after they stopped", held.Load()-released.Load())
 	}
-	if used, dev := h.UsedBytes(), h.DeviceBytes(); used != 0 || dev != 0 {
+	if used, dev := h.UsedBytes(), h.DeviceUsedBytes(); used != 0 || dev != 0 {
 		t.Errorf("%d bytes, and %d of the device's, still counted after the node's shards stopped", used, dev)
 	}
 }
@@ -125,7 +125,7 @@ func TestDeviceScratchOverTheBudget(t *testing.T) {
 		t.Errorf("%d shards offered to the device, %d released, %d products asked of it", offered.Load(), released.Load(), acc.calls.Load())
 	}
 	for i, h := range lc.hosts {
-		if dev := h.DeviceBytes(); dev != 0 {
+		if dev := h.DeviceUsedBytes(); dev != 0 {
 			t.Errorf("node %d counts %d bytes of device scratch", i, dev)
 		}
 	}

@@ -112,8 +112,8 @@ type Host struct {
 	// goroutine and a model's manifest for up to fetchTimeout.
 	fetching atomic.Int32
 	// leaving: the node is leaving the cluster (Leave); loads are refused.
-	// Touched only by the actor.
-	leaving bool
+	// Touched only by the actor, as ticking (UnloadAfter's ticker runs).
+	leaving, ticking bool
 
 	mu     sync.Mutex
 	system *actor.ActorSystem
@@ -190,22 +190,23 @@ func (h *Host) Receive(ctx actor.Context) {
 		h.mu.Lock()
 		h.system = ctx.ActorSystem()
 		h.mu.Unlock()
-		if h.cfg.UnloadAfter > 0 {
+		if h.cfg.UnloadAfter > 0 && !h.ticking {
+			h.ticking = true // once, should the actor restart
 			self, sys := ctx.Self(), ctx.ActorSystem()
 			go func() {
-				tick := time.NewTicker(min(h.cfg.UnloadAfter/4, 30*time.Second))
+				tick := time.NewTicker(max(min(h.cfg.UnloadAfter/4, 30*time.Second), 10*time.Millisecond))
 				defer tick.Stop()
 				for {
 					select {
 					case <-h.stop.Done():
 						return
 					case <-tick.C:
-						sys.Root.Send(self, unloadIdle{})
+						sys.Root.Send(self, unloadTick{})
 					}
 				}
 			}()
 		}
-	case unloadIdle:
+	case unloadTick:
 		h.unloadIdle(time.Now())
 	case Leave:
 		h.leaving = true
@@ -548,7 +549,9 @@ func (h *Host) spawnLocked(ctx actor.Context, s *shard, id string) error {
 			}
 			if a, err := h.cfg.Accelerate(s.m, wire.MaxBatch, free); err == nil && a.Acc != nil {
 				if a.Bytes > free { // the hook's to refuse; never over the budget
-					a.Release()
+					if a.Release != nil {
+						a.Release()
+					}
 				} else {
 					s.state.Accelerate(a.Acc)
 					s.releaseAcc, s.deviceBytes = a.Release, a.Bytes
@@ -713,8 +716,8 @@ func (h *Host) reserveLocked(n uint64, what string, keep *shard) error {
 	return nil
 }
 
-// unloadIdle is the host's tick for HostConfig.UnloadAfter.
-type unloadIdle struct{}
+// unloadTick is the host's tick for HostConfig.UnloadAfter.
+type unloadTick struct{}
 
 // unloadIdle unloads the shards no session has used for UnloadAfter.
 func (h *Host) unloadIdle(now time.Time) {
@@ -788,9 +791,9 @@ func (h *Host) UsedBytes() uint64 {
 	return h.used
 }
 
-// DeviceBytes is the memory the shards' devices take for their scratch
-// now (HostConfig.DeviceBytes).
-func (h *Host) DeviceBytes() uint64 {
+// DeviceUsedBytes is the memory the shards' devices take for their
+// scratch now (of HostConfig.DeviceBytes).
+func (h *Host) DeviceUsedBytes() uint64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.deviceUsed

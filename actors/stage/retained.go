@@ -54,6 +54,7 @@ func (s *shard) retain(session string) bool {
 	}
 	delete(s.sessions, session)
 	s.markFreedLocked(session)
+	s.activeAt.Store(time.Now().UnixNano()) // --keep-alive counts from the session's end
 	if s.cached == nil {
 		s.cached = map[string]*cachedKV{}
 	}

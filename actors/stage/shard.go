@@ -188,7 +188,7 @@ func (s *shard) pin() {
 // unusedFor is how long the shard has gone without a session (0 while
 // it has one, or is pinned).
 func (s *shard) unusedFor(now time.Time) time.Duration {
-	if !s.idle() {
+	if !s.idleAt(now) {
 		return 0
 	}
 	return now.Sub(time.Unix(0, s.activeAt.Load()))
@@ -196,10 +196,12 @@ func (s *shard) unusedFor(now time.Time) time.Duration {
 
 // idle reports whether the shard may be evicted: no session uses it and
 // no plan is about to.
-func (s *shard) idle() bool {
+func (s *shard) idle() bool { return s.idleAt(time.Now()) }
+
+func (s *shard) idleAt(now time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.sessions) == 0 && time.Now().UnixNano() > s.pinnedUntil.Load()
+	return len(s.sessions) == 0 && now.UnixNano() > s.pinnedUntil.Load()
 }
 
 // kvBytes is the KV memory the shard's sessions hold.

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
 
 	"github.com/spf13/pflag"
 
@@ -44,10 +45,11 @@ func nodeGPU(g gpuFlags, log io.Writer) (func(*model.Model, int, uint64) (stage.
 	name := fmt.Sprintf("%s (%s)", d.Name, d.Kind)
 	fmt.Fprintf(log, "gpu: %s: the layers of the shards this node holds\n", name)
 	if !d.SharesMemory() {
-		// Every shard would be copied (below): announce no device the
-		// shards do not use.
+		// Every shard would be copied, outside --memory: no shard goes
+		// there, and no memory is kept for it.
 		fmt.Fprintf(log, "gpu: %s does not share the host's memory: shards stay on the CPU\n", name)
-		name = ""
+		d.Close()
+		return nil, func() {}, "", nil
 	}
 	return func(m *model.Model, rows int, free uint64) (stage.Acceleration, error) {
 		o, err := d.OffloadLayers(m, layers)
@@ -66,8 +68,12 @@ func nodeGPU(g gpuFlags, log io.Writer) (func(*model.Model, int, uint64) (stage.
 				m.First, m.End, rows, float64(scratch)/1e6, float64(free)/1e6)
 			return stage.Acceleration{}, nil
 		}
-		fmt.Fprintf(log, "gpu: layers [%d,%d) on %s: %s; device memory at a batch of %d rows: up to %.1f MB of the %.1f MB --gpu-memory leaves\n",
-			m.First, m.End, d.Name, o, rows, float64(scratch)/1e6, float64(free)/1e6)
+		left := "no cap"
+		if free != math.MaxUint64 {
+			left = fmt.Sprintf("%.1f MB left", float64(free)/1e6)
+		}
+		fmt.Fprintf(log, "gpu: layers [%d,%d) on %s: %s; device memory at a batch of %d rows: up to %.1f MB (--gpu-memory: %s)\n",
+			m.First, m.End, d.Name, o, rows, float64(scratch)/1e6, left)
 		return stage.Acceleration{Acc: o, Release: o.Free, Bytes: scratch}, nil
 	}, d.Close, name, nil
 }

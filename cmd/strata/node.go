@@ -266,8 +266,8 @@ func runNode(ctx context.Context, out, errOut io.Writer, f nodeFlags) error {
 	if !api.IsLoopback(f.apiAddr) && f.apiKey == "" {
 		return fmt.Errorf("--api %s is not a loopback address: set --api-key (or STRATA_API_KEY)", f.apiAddr)
 	}
-	if f.keepAlive < 0 {
-		return fmt.Errorf("--keep-alive %v: a duration, 0 for never", f.keepAlive)
+	if f.keepAlive < 0 || f.keepAlive > 0 && f.keepAlive < time.Second {
+		return fmt.Errorf("--keep-alive %v: a duration of a second or more, or 0 for never", f.keepAlive)
 	}
 	var memCap uint64
 	if f.memory != "" {

@@ -186,7 +186,7 @@ func (o *Offload) Layer(l int, x []float32, segs []model.Segment) (model.Ran, er
 	c := o.m.Config
 	dispatches := 3*len(segs) + 24
 	if w.mla != nil {
-		dispatches += 2*c.Heads + 16 // each head's two products
+		dispatches += 2*c.Heads + 16 // each head's two products, and latent attention's other steps (about 12) and quantizations
 	}
 	if dispatches > maxDescriptorSets {
 		return model.RanNone, nil // more sequences or heads than one submission holds

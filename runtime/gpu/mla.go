@@ -37,7 +37,8 @@ type latentLayer struct {
 // lack.
 func (o *Offload) latentLayer(c model.Config, w *model.MLA) (*latentLayer, error) {
 	a := c.MLA
-	if w.KB == nil || len(w.KB) != c.Heads || len(w.VB) != c.Heads || c.RopeDim%2 != 0 ||
+	if w.KB == nil || len(w.KB) != c.Heads || len(w.VB) != c.Heads ||
+		c.RopeDim%2 != 0 || a.KVLoraRank%2 != 0 || // kv_store writes pairs
 		a.KVLoraRank+c.RopeDim > maxLatentWidth || a.KVLoraRank > maxLatentValue {
 		return nil, nil
 	}
