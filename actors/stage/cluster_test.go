@@ -527,6 +527,23 @@ func TestShardNeverEvictsItself(t *testing.T) {
 	}
 }
 
+// openSession opens session on the shard of all layers at pid with one
+// sampled token, the test's root as its origin.
+func openSession(t *testing.T, lc *localCluster, pid *actor.PID, session string) {
+	t.Helper()
+	in := &answers{ch: make(chan any, 8)}
+	self := lc.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return in }))
+	lc.system.Root.Send(pid, &messages.Forward{Session: session, Count: 1, Tokens: []int32{1}, Context: 64, ReplyTo: wire.FromPID(self), Sample: true})
+	select {
+	case m := <-in.ch:
+		if _, ok := m.(*messages.Token); !ok {
+			t.Fatalf("got %v", m)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no token")
+	}
+}
+
 // Only the origin's node may free a session: a FreeSession from another
 // node (the bridge stamps a peer's messages with its address) leaves it.
 func TestFreeSessionOnlyFromOrigin(t *testing.T) {
@@ -537,17 +554,7 @@ func TestFreeSessionOnlyFromOrigin(t *testing.T) {
 		t.Fatal(err)
 	}
 	shardPID := &actor.PID{Address: h.Address, Id: res.(*messages.ShardLoaded).ActorId}
-	in := &answers{ch: make(chan any, 8)}
-	self := lc.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return in }))
-	lc.system.Root.Send(shardPID, &messages.Forward{Session: "s", Count: 1, Tokens: []int32{1}, Context: 64, ReplyTo: wire.FromPID(self), Sample: true})
-	select {
-	case m := <-in.ch:
-		if _, ok := m.(*messages.Token); !ok {
-			t.Fatalf("got %v", m)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("no token")
-	}
+	openSession(t, lc, shardPID, "s")
 	sessions := func() uint32 { return lc.hosts[0].Stats().Shards[0].Sessions }
 	// From another node: the session stays.
 	intruder := actor.NewPID("12D3KooWIntruder", "future$1")
@@ -731,17 +738,7 @@ func TestIdleShardsUnload(t *testing.T) {
 		t.Fatal(busy.Error, idle.Error)
 	}
 	shardPID := &actor.PID{Address: lc.dir[0].Host.Address, Id: busy.ActorId}
-	in := &answers{ch: make(chan any, 8)}
-	self := lc.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return in }))
-	lc.system.Root.Send(shardPID, &messages.Forward{Session: "s", Count: 1, Tokens: []int32{1}, Context: 64, ReplyTo: wire.FromPID(self), Sample: true})
-	select {
-	case m := <-in.ch:
-		if _, ok := m.(*messages.Token); !ok {
-			t.Fatalf("got %v", m)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("no token")
-	}
+	openSession(t, lc, shardPID, "s")
 	loaded := func() []string {
 		var ids []string
 		for _, s := range h.Stats().Shards {

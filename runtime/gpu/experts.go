@@ -190,14 +190,9 @@ func (w *moeWork) grow(d *Device, tokens, slots, embd, width int) error {
 		return nil
 	}
 	w.free()
-	sizes := moeWorkSizes(tokens, slots, embd, width)
-	for i, dst := range []**Buffer{&w.x, &w.out, &w.xe, &w.ys, &w.hb, &w.hb2, &w.rows, &w.slot, &w.weight, &w.q32, &w.d32, &w.qK, &w.dK, &w.sK} {
-		buf, err := w.bufs.add(d.NewBuffer(sizes[i]))
-		if err != nil {
-			w.free()
-			return err
-		}
-		*dst = buf
+	if err := w.bufs.make(d, moeWorkSizes(tokens, slots, embd, width), &w.x, &w.out, &w.xe, &w.ys, &w.hb, &w.hb2, &w.rows, &w.slot, &w.weight, &w.q32, &w.d32, &w.qK, &w.dK, &w.sK); err != nil {
+		w.free()
+		return err
 	}
 	w.tokens, w.slots, w.embd, w.width = tokens, slots, embd, width
 	return nil

@@ -426,14 +426,9 @@ func (w *layerWork) grow(d *Device, c model.Config, ffn, n int) error {
 		return nil
 	}
 	w.free()
-	sizes := layerWorkSizes(c, ffn, n)
-	for i, dst := range []**Buffer{&w.x, &w.xb, &w.q, &w.k, &w.v, &w.att, &w.hb, &w.hb2, &w.q32, &w.d32, &w.qK, &w.dK, &w.sK, &w.table} {
-		buf, err := w.bufs.add(d.NewBuffer(sizes[i]))
-		if err != nil {
-			w.free()
-			return err
-		}
-		*dst = buf
+	if err := w.bufs.make(d, layerWorkSizes(c, ffn, n), &w.x, &w.xb, &w.q, &w.k, &w.v, &w.att, &w.hb, &w.hb2, &w.q32, &w.d32, &w.qK, &w.dK, &w.sK, &w.table); err != nil {
+		w.free()
+		return err
 	}
 	w.rows = n
 	return nil

@@ -97,14 +97,9 @@ func (w *latentWork) grow(d *Device, c model.Config, n int) error {
 		return nil
 	}
 	w.free()
-	sizes := latentWorkSizes(c, n)
-	for i, dst := range []**Buffer{&w.qa, &w.kv, &w.qf, &w.lat, &w.vo, &w.hin, &w.hout, &w.q32, &w.d32, &w.qK, &w.dK, &w.sK} {
-		buf, err := w.bufs.add(d.NewBuffer(sizes[i]))
-		if err != nil {
-			w.free()
-			return err
-		}
-		*dst = buf
+	if err := w.bufs.make(d, latentWorkSizes(c, n), &w.qa, &w.kv, &w.qf, &w.lat, &w.vo, &w.hin, &w.hout, &w.q32, &w.d32, &w.qK, &w.dK, &w.sK); err != nil {
+		w.free()
+		return err
 	}
 	w.rows = n
 	return nil

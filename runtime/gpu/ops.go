@@ -23,6 +23,20 @@ func (s *scratch) add(b *Buffer, err error) (*Buffer, error) {
 	return b, err
 }
 
+// make allocates a buffer of sizes[i] bytes into each *dsts[i], kept in
+// s; on an error none is left allocated.
+func (s *scratch) make(d *Device, sizes []int, dsts ...**Buffer) error {
+	for i, dst := range dsts {
+		buf, err := s.add(d.NewBuffer(sizes[i]))
+		if err != nil {
+			s.free()
+			return err
+		}
+		*dst = buf
+	}
+	return nil
+}
+
 func (s *scratch) free() {
 	for _, b := range *s {
 		b.Free()
