@@ -35,6 +35,17 @@ type batch struct {
 	scheduled bool // a runBatch is on its way
 	limit     int  // the most rows run together (Model.InvariantRows, at most wire.MaxBatch)
 	segs      []model.Segment
+	// The last stage's sampled rows and their logits (runBatch).
+	last   []int
+	logits []float32
+}
+
+// logitsScratch returns n floats of the batch's logits scratch.
+func (b *batch) logitsScratch(n int) []float32 {
+	if cap(b.logits) < n {
+		b.logits = make([]float32, n)
+	}
+	return b.logits[:n]
 }
 
 // gathered is one session's step in the batch.
@@ -124,13 +135,37 @@ func (s *shard) runBatch(ctx actor.Context) {
 	if on := s.host.cfg.OnBatch; on != nil {
 		on(len(b.steps), b.rows)
 	}
-	for _, g := range b.steps {
-		stepErr := err
-		if stepErr == nil {
-			n := int(g.m.Count)
-			stepErr = s.pass(ctx, g.m, g.ss, g.start, st.X[g.row*embd:(g.row+n)*embd], nil, g.row+n-1)
+	last := s.m.IsLast()
+	for i := 0; i < len(b.steps); {
+		// On the last stage, the next steps that sample their last row
+		// get their logits from one read of the output head.
+		b.last = b.last[:0]
+		for _, g := range b.steps[i:] {
+			if !last || err != nil || !g.m.Sample || len(g.m.Guesses) > 0 || len(b.last) == model.LogitsGroup {
+				break
+			}
+			b.last = append(b.last, g.row+int(g.m.Count)-1)
 		}
-		s.answerError(ctx, g.m, stepErr)
+		var logits []float32
+		logitsErr := err
+		if len(b.last) > 0 {
+			logits = b.logitsScratch(len(b.last) * s.m.Vocab)
+			logitsErr = st.LogitsAt(b.last, logits)
+		}
+		for k := range max(1, len(b.last)) {
+			g := b.steps[i]
+			stepErr := logitsErr
+			if stepErr == nil {
+				n := int(g.m.Count)
+				var own []float32 // nil: pass computes them if the step samples
+				if len(b.last) > 0 {
+					own = logits[k*s.m.Vocab : (k+1)*s.m.Vocab]
+				}
+				stepErr = s.pass(ctx, g.m, g.ss, g.start, st.X[g.row*embd:(g.row+n)*embd], own, g.row+n-1)
+			}
+			s.answerError(ctx, g.m, stepErr)
+			i++
+		}
 	}
 	clear(b.steps)
 	b.steps, b.rows = b.steps[:0], 0

@@ -49,6 +49,10 @@ type batcher struct {
 	segs []model.Segment
 	toks []int
 	ran  []*work
+	// The rows sampled in a step and their logits.
+	vocab  int
+	last   []int
+	logits []float32
 
 	// Counters, under mu: steps run, rows they carried, and steps where
 	// work of several rows (a prompt chunk, a speculative check) ran in
@@ -57,9 +61,10 @@ type batcher struct {
 }
 
 // newBatcher starts the batcher of st, whose Batch bounds a step's rows;
-// limit bounds the rows of the work it runs together.
-func newBatcher(st *model.State, limit int) *batcher {
-	b := &batcher{st: st, rows: st.Batch, limit: max(1, min(limit, st.Batch)), wake: make(chan struct{}, 1), stopped: make(chan struct{})}
+// limit bounds the rows of the work it runs together; vocab is the
+// model's vocabulary size (a row of logits).
+func newBatcher(st *model.State, vocab, limit int) *batcher {
+	b := &batcher{st: st, vocab: vocab, rows: st.Batch, limit: max(1, min(limit, st.Batch)), wake: make(chan struct{}, 1), stopped: make(chan struct{})}
 	go b.run()
 	return b
 }
@@ -156,19 +161,46 @@ func (b *batcher) step() {
 		err = b.st.ForwardBatch(b.segs)
 	}
 	row := 0
-	for _, w := range b.ran {
-		row += len(w.tokens)
-		werr := err
-		switch {
-		case werr != nil:
-		case w.every:
-			werr = b.st.LogitsRows(row-len(w.tokens), len(w.tokens), w.logits)
-		default:
-			var logits []float32
-			if logits, werr = b.st.LogitsOf(row - 1); werr == nil {
-				copy(w.logits, logits)
+	for i := 0; i < len(b.ran); {
+		// The next works that sample their last row get their logits
+		// from one read of the output head (model.LogitsGroup at a time).
+		b.last = b.last[:0]
+		at := row
+		for _, w := range b.ran[i:] {
+			if w.every || len(b.last) == model.LogitsGroup {
+				break
 			}
+			at += len(w.tokens)
+			b.last = append(b.last, at-1)
 		}
-		w.done <- werr
+		var logits []float32
+		if len(b.last) > 0 && err == nil {
+			logits = b.logitsScratch(len(b.last))
+			err = b.st.LogitsAt(b.last, logits)
+		}
+		vocab := len(logits) / max(1, len(b.last))
+		for k := range max(1, len(b.last)) {
+			w := b.ran[i]
+			row += len(w.tokens)
+			werr := err
+			switch {
+			case werr != nil:
+			case w.every:
+				werr = b.st.LogitsRows(row-len(w.tokens), len(w.tokens), w.logits)
+			default:
+				copy(w.logits, logits[k*vocab:(k+1)*vocab])
+			}
+			w.done <- werr
+			i++
+		}
 	}
+}
+
+// logitsScratch returns room for the logits of n rows.
+func (b *batcher) logitsScratch(n int) []float32 {
+	need := n * b.vocab
+	if cap(b.logits) < need {
+		b.logits = make([]float32, need)
+	}
+	return b.logits[:need]
 }

@@ -236,7 +236,7 @@ func newEngine(f *gguf.File, opts Options, pool *tensor.Pool) (*Engine, error) {
 	if e.gpu != nil {
 		st.Accelerate(e.gpu)
 	}
-	e.batcher = newBatcher(st, m.InvariantRows())
+	e.batcher = newBatcher(st, m.Vocab, m.InvariantRows())
 	return e, nil
 }
 

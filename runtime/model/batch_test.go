@@ -14,7 +14,8 @@ var CheckCompany = checkCompany
 // checkCompany runs five sequences on m: each alone (its prompt as one
 // chunk, then one token per Forward), then with the same prompts and
 // one-token steps of up to InvariantRows sequences at a time in one
-// ForwardBatch; every step's logits must be the same bits. It also runs
+// ForwardBatch; every step's logits must be the same bits, one row at a
+// time (LogitsOf) and all rows of the batch at once (LogitsAt). It also runs
 // a batch of more than InvariantRows rows, to see that the bound is
 // honoured by ForwardBatch and not by luck (only logged: a model may be
 // invariant beyond it).
@@ -84,6 +85,23 @@ func checkCompany(t *testing.T, m *Model) {
 							t.Fatalf("%d at a time: sequence %d step %d: logits differ from alone", group, s, k)
 						}
 						same = false
+					}
+				}
+				if group <= limit {
+					// The batch's rows in any order from one read of
+					// the output head: each row's logits as alone.
+					rows := make([]int, len(segs))
+					for i := range rows {
+						rows[i] = len(segs) - 1 - i
+					}
+					all := make([]float32, len(rows)*m.Vocab)
+					if err := st.LogitsAt(rows, all); err != nil {
+						t.Fatal(err)
+					}
+					for j, r := range rows {
+						if !bitsEqual(all[j*m.Vocab:(j+1)*m.Vocab], want[g0+r][k+1]) {
+							t.Fatalf("%d at a time: sequence %d step %d: LogitsAt differs from alone", group, g0+r, k)
+						}
 					}
 				}
 			}

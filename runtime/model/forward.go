@@ -482,19 +482,45 @@ func (s *State) swiglu(f *Dense, in, act *tensor.Activations, out []float32, n i
 // logits are bit for bit the ones LogitsOf gives it. Speculative decoding
 // verifies its drafted tokens with it.
 func (s *State) LogitsRows(i, n int, dst []float32) error {
+	if i < 0 || n < 1 || i+n > s.Batch {
+		return fmt.Errorf("model: logits of rows [%d,%d) (batch %d)", i, i+n, s.Batch)
+	}
+	rows := make([]int, n)
+	for j := range rows {
+		rows[j] = i + j
+	}
+	return s.LogitsAt(rows, dst)
+}
+
+// LogitsGroup is the most sampled rows a batch gathers for one LogitsAt:
+// it bounds the caller's scratch (rows × vocabulary floats).
+const LogitsGroup = 16
+
+// LogitsAt is LogitsRows for any hidden rows of s.X: the rows each
+// session of a batch samples from (its step's last), whose logits one
+// read of the output head gives, as LogitsOf would one by one. Reading
+// the head once per session cost a batch of 8 tinyllama steps 8 reads of
+// its 37 MB head.
+func (s *State) LogitsAt(rows []int, dst []float32) error {
 	m := s.m
 	if !m.IsLast() {
 		return fmt.Errorf("model: shard [%d,%d) has no output head", m.First, m.End)
 	}
-	if i < 0 || n < 1 || i+n > s.Batch || len(dst) < n*m.Vocab {
-		return fmt.Errorf("model: logits of rows [%d,%d) into %d values (batch %d, vocabulary %d)", i, i+n, len(dst), s.Batch, m.Vocab)
+	n := len(rows)
+	if n < 1 || len(dst) < n*m.Vocab {
+		return fmt.Errorf("model: logits of %d rows into %d values (vocabulary %d)", n, len(dst), m.Vocab)
+	}
+	for _, r := range rows {
+		if r < 0 || r >= s.Batch {
+			return fmt.Errorf("model: logits of row %d (batch %d)", r, s.Batch)
+		}
 	}
 	group := min(n, tensor.InvariantVectors(m.Output.Type), s.Batch)
 	for r := 0; r < n; r += group {
 		g := min(group, n-r)
 		xb := s.xb2[:g*m.Embd]
-		for j := range g {
-			tensor.RMSNorm(xb[j*m.Embd:(j+1)*m.Embd], s.X[(i+r+j)*m.Embd:(i+r+j+1)*m.Embd], m.OutNorm, m.RMSEps)
+		for j, row := range rows[r : r+g] {
+			tensor.RMSNorm(xb[j*m.Embd:(j+1)*m.Embd], s.X[row*m.Embd:(row+1)*m.Embd], m.OutNorm, m.RMSEps)
 		}
 		s.actEmbd.Set(xb, g)
 		s.matmul(dst[r*m.Vocab:(r+g)*m.Vocab], m.Output, s.actEmbd)
