@@ -536,7 +536,14 @@ type Forward struct {
 	// from position+count-len(guesses)-1 on in order and stops at the first
 	// draw that differs from the guess there; Token.id and Token.more are its
 	// draws. Only with sample; not through the shortcut.
-	Guesses       []int32 `protobuf:"varint,17,rep,packed,name=guesses,proto3" json:"guesses,omitempty"`
+	Guesses []int32 `protobuf:"varint,17,rep,packed,name=guesses,proto3" json:"guesses,omitempty"`
+	// Continuous batching on a pipeline: how many more steps of the same
+	// forward pass follow this one to the same stage, sent right behind it.
+	// The receiving stage waits for them before it runs its batch (a hint:
+	// a batch's results do not depend on its company), so a micro-batch
+	// stays whole from stage to stage instead of its first step running
+	// alone on an idle next stage.
+	BatchFollows  uint32 `protobuf:"varint,18,opt,name=batch_follows,json=batchFollows,proto3" json:"batch_follows,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -688,6 +695,13 @@ func (x *Forward) GetGuesses() []int32 {
 		return x.Guesses
 	}
 	return nil
+}
+
+func (x *Forward) GetBatchFollows() uint32 {
+	if x != nil {
+		return x.BatchFollows
+	}
+	return 0
 }
 
 // Chain raises a session's chain_until on its last stage (Forward.chain_until).
@@ -1212,7 +1226,7 @@ const file_messages_inference_proto_rawDesc = "" +
 	"jsonSchema\x12\x1f\n" +
 	"\vschema_from\x18\f \x01(\rR\n" +
 	"schemaFrom\x12#\n" +
-	"\rschema_budget\x18\r \x01(\rR\fschemaBudget\"\x90\x04\n" +
+	"\rschema_budget\x18\r \x01(\rR\fschemaBudget\"\xb5\x04\n" +
 	"\aForward\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x1a\n" +
 	"\bposition\x18\x02 \x01(\rR\bposition\x12\x14\n" +
@@ -1234,7 +1248,8 @@ const file_messages_inference_proto_rawDesc = "" +
 	"\vchain_until\x18\x0f \x01(\rR\n" +
 	"chainUntil\x12\x1f\n" +
 	"\x04loop\x18\x10 \x03(\v2\v.strata.PIDR\x04loop\x12\x18\n" +
-	"\aguesses\x18\x11 \x03(\x05R\aguesses\"7\n" +
+	"\aguesses\x18\x11 \x03(\x05R\aguesses\x12#\n" +
+	"\rbatch_follows\x18\x12 \x01(\rR\fbatchFollows\"7\n" +
 	"\x05Chain\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x14\n" +
 	"\x05until\x18\x02 \x01(\rR\x05until\"\x9f\x01\n" +

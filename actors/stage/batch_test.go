@@ -9,8 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"strata/actors/internal/oracle"
+	"strata/actors/internal/wire"
 	"strata/actors/origin"
+	"strata/messages"
 	"strata/runtime/catalog"
 	"strata/runtime/engine"
 	"strata/runtime/model"
@@ -136,4 +140,74 @@ func TestQ4KSessionsInCompanyAsOneNode(t *testing.T) {
 		t.Log("no two steps shared a forward pass this time (the sessions did not overlap)")
 	}
 	lc.waitFree(t)
+}
+
+// forwards is an actor that passes the Forwards it receives to ch: a
+// next stage that records what it is sent.
+type forwards struct{ ch chan *messages.Forward }
+
+func (f *forwards) Receive(ctx actor.Context) {
+	if m, ok := ctx.Message().(*messages.Forward); ok {
+		f.ch <- m
+	}
+}
+
+// A batch stays whole on its way through a pipeline: a stage sends its
+// batch's steps on saying how many more follow each (batch_follows), and
+// a stage that gets the first of them waits for the rest before it runs
+// (here the steps arrive 30 ms apart, which without the wait would be
+// three batches); a step whose followers never come runs after
+// followWait.
+func TestBatchWaitsForItsFollowers(t *testing.T) {
+	defer func(d time.Duration) { followWait = d }(followWait)
+	followWait = 2 * time.Second
+	lc := newLocalCluster(t, 1, 4<<20, oracle.Stories(t))
+	loaded := loadShard(t, lc, 0, 2)
+	if loaded.Error != "" {
+		t.Fatal(loaded.Error)
+	}
+	stage := &actor.PID{Address: lc.dir[0].Host.Address, Id: loaded.ActorId}
+	next := &forwards{ch: make(chan *messages.Forward, 8)}
+	nextPID := lc.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return next }))
+	in := &answers{ch: make(chan any, 8)}
+	inbox := lc.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return in }))
+	step := func(session string, follows uint32) *messages.Forward {
+		return &messages.Forward{Session: session, Count: 1, Tokens: []int32{1}, Context: 64, ReplyTo: wire.FromPID(inbox),
+			Route: []*messages.PID{wire.FromPID(nextPID)}, BatchFollows: follows}
+	}
+	receive := func() *messages.Forward {
+		t.Helper()
+		select {
+		case m := <-next.ch:
+			return m
+		case m := <-in.ch:
+			t.Fatalf("the stage answered %v", m)
+		case <-time.After(10 * time.Second):
+			t.Fatal("nothing reached the next stage")
+		}
+		return nil
+	}
+	runs0, steps0 := lc.batches()
+	for i, s := range []string{"a", "b", "c"} {
+		lc.system.Root.Send(stage, step(s, uint32(2-i)))
+		time.Sleep(30 * time.Millisecond)
+	}
+	for i, s := range []string{"a", "b", "c"} {
+		if m := receive(); m.Session != s || m.BatchFollows != uint32(2-i) {
+			t.Fatalf("step %d sent on: session %s, %d following; want %s, %d", i, m.Session, m.BatchFollows, s, 2-i)
+		}
+	}
+	if runs, steps := lc.batches(); runs-runs0 != 1 || steps-steps0 != 3 {
+		t.Fatalf("%d batches carried %d steps; want the 3 steps in one", runs-runs0, steps-steps0)
+	}
+	// A step that promises a follower that never comes runs after the wait.
+	followWait = 300 * time.Millisecond
+	start := time.Now()
+	lc.system.Root.Send(stage, step("d", 1))
+	if m := receive(); m.Session != "d" || m.BatchFollows != 0 {
+		t.Fatalf("sent on: session %s, %d following", m.Session, m.BatchFollows)
+	}
+	if waited := time.Since(start); waited < followWait {
+		t.Errorf("ran after %v, before the wait's end", waited)
+	}
 }

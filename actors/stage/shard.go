@@ -123,8 +123,17 @@ func (s *shard) Receive(ctx actor.Context) {
 	}
 	switch m := ctx.Message().(type) {
 	case runBatch:
-		s.batch.scheduled = false
-		s.runBatch(ctx)
+		switch {
+		case m.deadline > 0: // a wait's end: its batch, unless it ran
+			if m.deadline == s.batch.gen+1 {
+				s.runBatch(ctx)
+			}
+		default:
+			s.batch.scheduled = false
+			if s.batch.awaiting == 0 { // else the batch's last step schedules it
+				s.runBatch(ctx)
+			}
+		}
 	case *messages.Forward:
 		s.receiveForward(ctx, m, nil)
 	case *side.Borrowed:
@@ -453,7 +462,7 @@ func (s *shard) pass(ctx actor.Context, m *messages.Forward, ss *shardSession, s
 			Accept: m.Accept, Sample: m.Sample, ComputeNs: m.ComputeNs + time.Since(start).Nanoseconds(),
 			Resume: m.Resume, ChainUntil: m.ChainUntil, Loop: m.Loop, Guesses: m.Guesses,
 		}
-		ctx.Send(wire.PID(m.Route[0]), next)
+		s.sendStep(ctx, m.Route[0], next)
 		return nil
 	}
 	for i, t := range m.Accept {
@@ -511,7 +520,7 @@ func (s *shard) feedOn(ctx actor.Context, m *messages.Forward, ss *shardSession,
 		ss.held = next
 		return
 	}
-	ctx.Send(wire.PID(ss.loop[0]), next)
+	s.sendStep(ctx, ss.loop[0], next)
 }
 
 // chain takes a session's leave to feed its tokens on up to m.Until
