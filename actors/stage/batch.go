@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
 
 	"strata/actors/internal/wire"
 	"strata/messages"
@@ -57,10 +58,10 @@ type batch struct {
 	awaiting uint32
 	gen      uint64
 	armed    bool
-	// While runBatch passes its steps on, the Forwards it sends collect
-	// here, and go out together at its end.
+	// While runBatch passes its steps on, the steps and tokens it sends
+	// collect here, and go out together at its end.
 	passing bool
-	out     []outStep
+	out     []outMessage
 	// The last stage's sampled rows and their logits (runBatch).
 	last   []int
 	logits []float32
@@ -204,38 +205,50 @@ func (s *shard) runBatch(ctx actor.Context) {
 		}
 	}
 	b.passing = false
-	s.sendSteps(ctx)
+	s.sendCollected(ctx)
 	clear(b.steps)
 	b.steps, b.rows = b.steps[:0], 0
 }
 
-// outStep is a Forward runBatch sends on, and where to.
-type outStep struct {
+// outMessage is a message runBatch sends, and where to.
+type outMessage struct {
 	to *messages.PID
-	m  *messages.Forward
+	m  proto.Message
 }
 
-// sendStep sends a step on to the stage to: at once, or while runBatch
-// passes its steps on, with the batch's others at its end.
-func (s *shard) sendStep(ctx actor.Context, to *messages.PID, m *messages.Forward) {
+// send sends m (a step on to the next stage, or a token to the session's
+// origin) to: at once, or while runBatch passes its steps on, with the
+// batch's others at its end.
+func (s *shard) send(ctx actor.Context, to *messages.PID, m proto.Message) {
 	if s.batch.passing {
-		s.batch.out = append(s.batch.out, outStep{to, m})
+		s.batch.out = append(s.batch.out, outMessage{to, m})
 		return
 	}
 	ctx.Send(wire.PID(to), m)
 }
 
-// sendSteps sends the steps runBatch collected, each telling how many
-// more of them follow it to the same stage.
-func (s *shard) sendSteps(ctx actor.Context) {
+// sendCollected sends what runBatch collected: first the steps, each
+// telling how many more of them follow it to the same stage (the steps
+// are on the pipeline's critical path: the token shortcut's next step is
+// one), then the rest (tokens to origins) in their order.
+func (s *shard) sendCollected(ctx actor.Context) {
 	out := s.batch.out
 	for i, o := range out {
+		fw, ok := o.m.(*messages.Forward)
+		if !ok {
+			continue
+		}
 		for _, later := range out[i+1:] {
-			if later.to.GetAddress() == o.to.GetAddress() && later.to.GetId() == o.to.GetId() {
-				o.m.BatchFollows++
+			if _, step := later.m.(*messages.Forward); step && later.to.GetAddress() == o.to.GetAddress() && later.to.GetId() == o.to.GetId() {
+				fw.BatchFollows++
 			}
 		}
-		ctx.Send(wire.PID(o.to), o.m)
+		ctx.Send(wire.PID(o.to), fw)
+	}
+	for _, o := range out {
+		if _, step := o.m.(*messages.Forward); !step {
+			ctx.Send(wire.PID(o.to), o.m)
+		}
 	}
 	clear(out)
 	s.batch.out = out[:0]

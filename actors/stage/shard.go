@@ -462,7 +462,7 @@ func (s *shard) pass(ctx actor.Context, m *messages.Forward, ss *shardSession, s
 			Accept: m.Accept, Sample: m.Sample, ComputeNs: m.ComputeNs + time.Since(start).Nanoseconds(),
 			Resume: m.Resume, ChainUntil: m.ChainUntil, Loop: m.Loop, Guesses: m.Guesses,
 		}
-		s.sendStep(ctx, m.Route[0], next)
+		s.send(ctx, m.Route[0], next)
 		return nil
 	}
 	for i, t := range m.Accept {
@@ -491,7 +491,7 @@ func (s *shard) pass(ctx actor.Context, m *messages.Forward, ss *shardSession, s
 	ss.sampler.Accept(id)
 	s.feedOn(ctx, m, ss, id)
 	own := time.Since(start).Nanoseconds()
-	ctx.Send(wire.PID(m.ReplyTo), &messages.Token{Session: m.Session, Position: m.Position + m.Count, Id: int32(id), ElapsedNs: own, ComputeNs: m.ComputeNs + own})
+	s.send(ctx, m.ReplyTo, &messages.Token{Session: m.Session, Position: m.Position + m.Count, Id: int32(id), ElapsedNs: own, ComputeNs: m.ComputeNs + own})
 	return nil
 }
 
@@ -520,7 +520,7 @@ func (s *shard) feedOn(ctx actor.Context, m *messages.Forward, ss *shardSession,
 		ss.held = next
 		return
 	}
-	s.sendStep(ctx, ss.loop[0], next)
+	s.send(ctx, ss.loop[0], next)
 }
 
 // chain takes a session's leave to feed its tokens on up to m.Until
@@ -594,7 +594,7 @@ func (s *shard) verify(ctx actor.Context, m *messages.Forward, ss *shardSession,
 	}
 	own := time.Since(start).Nanoseconds()
 	first := int(m.Position+m.Count) - len(m.Guesses)
-	ctx.Send(wire.PID(m.ReplyTo), &messages.Token{Session: m.Session, Position: uint32(first), Id: draws[0], More: draws[1:],
+	s.send(ctx, m.ReplyTo, &messages.Token{Session: m.Session, Position: uint32(first), Id: draws[0], More: draws[1:],
 		ElapsedNs: own, ComputeNs: m.ComputeNs + own})
 	return nil
 }
