@@ -300,16 +300,22 @@ func (h *Host) leavingAnswer(spec *messages.ShardSpec) *messages.ShardLoaded {
 func (h *Host) childStopped(pid *actor.PID) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for id, s := range h.shards {
+	for _, s := range h.shards {
 		if s.pid.Equal(pid) {
-			delete(h.shards, id)
-			h.used -= min(s.weightBytes+s.kvBytes(), h.used)
-			h.deviceUsed -= min(s.deviceBytes, h.deviceUsed)
+			h.forgetLocked(s, s.weightBytes+s.kvBytes())
 			h.changedLocked()
 			return true
 		}
 	}
 	return false
+}
+
+// forgetLocked takes shard s out of the table and its memory, bytes of
+// weights and KV, and its device scratch out of the counts.
+func (h *Host) forgetLocked(s *shard, bytes uint64) {
+	delete(h.shards, ShardID(s.spec))
+	h.used -= min(bytes, h.used)
+	h.deviceUsed -= min(s.deviceBytes, h.deviceUsed)
 }
 
 // groupActorOK reports whether id can be group PID i of a
@@ -738,10 +744,8 @@ func (h *Host) unloadIdle(now time.Time) {
 // unloadLocked forgets an idle shard, releases its memory and stops its
 // actor; it returns the bytes released (h.mu held).
 func (h *Host) unloadLocked(s *shard) uint64 {
-	delete(h.shards, ShardID(s.spec))
 	n := s.weightBytes + s.dropAllCached() // an idle shard's KV memory is its cache entries
-	h.used -= min(n, h.used)
-	h.deviceUsed -= min(s.deviceBytes, h.deviceUsed)
+	h.forgetLocked(s, n)
 	if h.system != nil {
 		h.system.Root.Stop(s.pid)
 	}
