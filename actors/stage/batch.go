@@ -26,7 +26,6 @@ import (
 // once. One session alone waits for nothing. Any other message (a free,
 // a chain, a watch's end) first runs the gathered batch, so it sees the
 // sessions as it would have without batching.
-
 //
 // On a pipeline a batch stays whole from stage to stage: runBatch sends
 // its steps on together, each Forward saying how many more of the batch
@@ -34,6 +33,7 @@ import (
 // for them (at most followWait) before it runs. Without that, the first
 // step to arrive found the next stage idle and ran alone, and a pipeline
 // of 3 stages under 8 streams ran batches of 1.6 sessions on average.
+// A step that says more follow waits for them, up to followWait.
 
 // runBatch is the shard's message to itself: run the gathered batch. A
 // wait's deadline names the batch it waited for (deadline = the batch's
@@ -42,7 +42,8 @@ type runBatch struct{ deadline uint64 }
 
 // followWait bounds how long a stage waits for the rest of a batch whose
 // first steps arrived (the steps are sent back to back; a sender that
-// dies between them costs this much). A variable for tests.
+// dies between them, or a peer that promises steps it never sends, costs
+// this much a batch). A variable for tests.
 var followWait = 5 * time.Millisecond
 
 // batch is the steps a shard has gathered and not run yet.
@@ -53,11 +54,11 @@ type batch struct {
 	limit     int  // the most rows run together (Model.InvariantRows, at most wire.MaxBatch)
 	segs      []model.Segment
 	// awaiting is how many more steps of the sending stage's batch the
-	// last step said follow it; gen counts the batches run, armed says
-	// a deadline for this one's wait is set.
+	// last step said follow it; gen counts the batches run; deadline is
+	// the timer that ends this batch's wait (nil: none set).
 	awaiting uint32
 	gen      uint64
-	armed    bool
+	deadline *time.Timer
 	// While runBatch passes its steps on, the steps and tokens it sends
 	// collect here, and go out together at its end.
 	passing bool
@@ -121,11 +122,12 @@ func (s *shard) gather(ctx actor.Context, m *messages.Forward, ss *shardSession,
 		s.runBatch(ctx) // full, or a step of more rows than the bound, alone
 		return nil
 	}
-	if b.awaiting = m.BatchFollows; b.awaiting > 0 {
-		if !b.armed {
-			b.armed = true
+	// No more followers than the batch has room for (a peer's count is
+	// a hint, not a claim on the stage's time).
+	if b.awaiting = min(m.BatchFollows, uint32(b.limit-b.rows)); b.awaiting > 0 {
+		if b.deadline == nil {
 			self, deadline, root := ctx.Self(), b.gen+1, ctx.ActorSystem().Root
-			time.AfterFunc(followWait, func() { root.Send(self, runBatch{deadline: deadline}) })
+			b.deadline = time.AfterFunc(followWait, func() { root.Send(self, runBatch{deadline: deadline}) })
 		}
 		return nil
 	}
@@ -155,7 +157,8 @@ func (s *shard) runBatch(ctx actor.Context) {
 	if len(b.steps) == 0 {
 		return
 	}
-	b.gen, b.armed, b.awaiting = b.gen+1, false, 0
+	b.gen, b.awaiting = b.gen+1, 0
+	b.stopDeadline()
 	b.segs = b.segs[:0]
 	for _, g := range b.steps {
 		b.segs = append(b.segs, model.Segment{Cache: g.ss.cache, N: int(g.m.Count)})
@@ -173,6 +176,7 @@ func (s *shard) runBatch(ctx actor.Context) {
 	}
 	last := s.m.IsLast()
 	b.passing = true
+	defer func() { b.passing = false }() // a panic in a step must not leave sends collecting
 	for i := 0; i < len(b.steps); {
 		// On the last stage, the next steps that sample their last row
 		// get their logits from one read of the output head.
@@ -196,7 +200,7 @@ func (s *shard) runBatch(ctx actor.Context) {
 				n := int(g.m.Count)
 				var own []float32 // nil: pass computes them if the step samples
 				if len(b.last) > 0 {
-					own = logits[k*s.m.Vocab : (k+1)*s.m.Vocab]
+					own = logits[k*s.m.Vocab : (k+1)*s.m.Vocab : (k+1)*s.m.Vocab]
 				}
 				stepErr = s.pass(ctx, g.m, g.ss, g.start, st.X[g.row*embd:(g.row+n)*embd], own, g.row+n-1)
 			}
@@ -230,7 +234,10 @@ func (s *shard) send(ctx actor.Context, to *messages.PID, m proto.Message) {
 // sendCollected sends what runBatch collected: first the steps, each
 // telling how many more of them follow it to the same stage (the steps
 // are on the pipeline's critical path: the token shortcut's next step is
-// one), then the rest (tokens to origins) in their order.
+// one), then the rest (tokens to origins) in their order. So an origin
+// may hear of its next step's failure (a ForwardError from the first
+// stage) before the token that step was fed: the session treats it as
+// any failed step and replays, which draws that token again.
 func (s *shard) sendCollected(ctx actor.Context) {
 	out := s.batch.out
 	for i, o := range out {
@@ -252,4 +259,26 @@ func (s *shard) sendCollected(ctx actor.Context) {
 	}
 	clear(out)
 	s.batch.out = out[:0]
+}
+
+// stopDeadline stops the timer of a wait, if one is set.
+func (b *batch) stopDeadline() {
+	if b.deadline != nil {
+		b.deadline.Stop()
+		b.deadline = nil
+	}
+}
+
+// stepFailed tells the batch that step m was refused before it was
+// gathered: if it was the last a batch waited for, the batch runs now,
+// not at its deadline.
+func (s *shard) stepFailed(ctx actor.Context, m *messages.Forward) {
+	b := &s.batch
+	if m.BatchFollows == 0 && b.awaiting > 0 {
+		b.awaiting = 0
+		if !b.scheduled {
+			b.scheduled = true
+			ctx.ActorSystem().Root.Send(ctx.Self(), runBatch{})
+		}
+	}
 }

@@ -157,7 +157,7 @@ func (f *forwards) Receive(ctx actor.Context) {
 // a stage that gets the first of them waits for the rest before it runs
 // (here the steps arrive 30 ms apart, which without the wait would be
 // three batches); a step whose followers never come runs after
-// followWait.
+// followWait, one whose follower is refused at once.
 func TestBatchWaitsForItsFollowers(t *testing.T) {
 	defer func(d time.Duration) { followWait = d }(followWait)
 	followWait = 2 * time.Second
@@ -188,7 +188,9 @@ func TestBatchWaitsForItsFollowers(t *testing.T) {
 		return nil
 	}
 	runs0, steps0 := lc.batches()
+	var lastSent time.Time
 	for i, s := range []string{"a", "b", "c"} {
+		lastSent = time.Now()
 		lc.system.Root.Send(stage, step(s, uint32(2-i)))
 		time.Sleep(30 * time.Millisecond)
 	}
@@ -196,6 +198,9 @@ func TestBatchWaitsForItsFollowers(t *testing.T) {
 		if m := receive(); m.Session != s || m.BatchFollows != uint32(2-i) {
 			t.Fatalf("step %d sent on: session %s, %d following; want %s, %d", i, m.Session, m.BatchFollows, s, 2-i)
 		}
+	}
+	if took := time.Since(lastSent); took >= followWait {
+		t.Fatalf("the batch ran %v after its last step: at the deadline, not when that step came", took)
 	}
 	if runs, steps := lc.batches(); runs-runs0 != 1 || steps-steps0 != 3 {
 		t.Fatalf("%d batches carried %d steps; want the 3 steps in one", runs-runs0, steps-steps0)
@@ -209,5 +214,26 @@ func TestBatchWaitsForItsFollowers(t *testing.T) {
 	}
 	if waited := time.Since(start); waited < followWait {
 		t.Errorf("ran after %v, before the wait's end", waited)
+	}
+	// A follower that is refused (0 positions) ends the wait at once.
+	followWait = 5 * time.Second
+	start = time.Now()
+	lc.system.Root.Send(stage, step("e", 1))
+	bad := step("f", 0)
+	bad.Count = 0
+	lc.system.Root.Send(stage, bad)
+	select {
+	case m := <-in.ch:
+		if fe, ok := m.(*messages.ForwardError); !ok || fe.Session != "f" {
+			t.Fatalf("got %v, want f's error", m)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the refused step got no answer")
+	}
+	if m := receive(); m.Session != "e" {
+		t.Fatalf("sent on: session %s", m.Session)
+	}
+	if waited := time.Since(start); waited >= followWait {
+		t.Errorf("ran after %v: at the deadline, not when its follower was refused", waited)
 	}
 }

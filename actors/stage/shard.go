@@ -130,7 +130,7 @@ func (s *shard) Receive(ctx actor.Context) {
 			}
 		default:
 			s.batch.scheduled = false
-			if s.batch.awaiting == 0 { // else the batch's last step schedules it
+			if s.batch.awaiting == 0 { // else the batch's last step schedules it, or its deadline
 				s.runBatch(ctx)
 			}
 		}
@@ -173,6 +173,7 @@ func (s *shard) Receive(ctx actor.Context) {
 	case *messages.ShardStats:
 		ctx.Respond(&messages.ShardStatsReply{Shards: []*messages.ShardState{s.stats()}})
 	case *actor.Stopped:
+		s.batch.stopDeadline()
 		for id := range s.sessions {
 			s.free(id)
 		}
@@ -376,7 +377,11 @@ func (s *shard) open(ctx actor.Context, m *messages.Forward, ss *shardSession) (
 // receiveForward takes a step and answers its errors. release, when set,
 // is called once m.Hidden has been read.
 func (s *shard) receiveForward(ctx actor.Context, m *messages.Forward, release func()) {
-	s.answerError(ctx, m, s.forward(ctx, m, release))
+	err := s.forward(ctx, m, release)
+	if err != nil && s.tp == nil {
+		s.stepFailed(ctx, m)
+	}
+	s.answerError(ctx, m, err)
 }
 
 // answerError tells a step's origin why the step failed (nothing for a

@@ -53,7 +53,7 @@ func PartName(name string, n, count int) string {
 func ValidName(name string) error {
 	if name == "" || strings.ContainsAny(name, "/\\*?[]") || strings.ContainsFunc(name, unicode.IsControl) ||
 		name == "." || name == ".." || len(name) > 512 {
-		// At most 64 bytes of it in the error: the error goes back to
+		// At most 64 characters of it in the error: the error goes back to
 		// whoever sent the name, and an 8 MiB name quoted whole cost a
 		// node seconds and sent 8 MiB back (a peer's LoadShard).
 		return fmt.Errorf("invalid model name %.64q (%d bytes)", name, len(name))

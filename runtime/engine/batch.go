@@ -174,15 +174,16 @@ func (b *batcher) step() {
 			b.last = append(b.last, at-1)
 		}
 		var logits []float32
+		lerr := err // a failure here is these works', not the later ones'
 		if len(b.last) > 0 && err == nil {
 			logits = b.logitsScratch(len(b.last))
-			err = b.st.LogitsAt(b.last, logits)
+			lerr = b.st.LogitsAt(b.last, logits)
 		}
 		vocab := len(logits) / max(1, len(b.last))
 		for k := range max(1, len(b.last)) {
 			w := b.ran[i]
 			row += len(w.tokens)
-			werr := err
+			werr := lerr
 			switch {
 			case werr != nil:
 			case w.every:

@@ -498,7 +498,8 @@ const LogitsGroup = 16
 
 // LogitsAt is LogitsRows for any hidden rows of s.X: the rows each
 // session of a batch samples from (its step's last), whose logits one
-// read of the output head gives, as LogitsOf would one by one. Reading
+// read of the output head gives per tensor.InvariantVectors of them, as
+// LogitsOf would one by one. Reading
 // the head once per session cost a batch of 8 tinyllama steps 8 reads of
 // its 37 MB head.
 func (s *State) LogitsAt(rows []int, dst []float32) error {
