@@ -33,7 +33,6 @@ import (
 // for them (at most followWait) before it runs. Without that, the first
 // step to arrive found the next stage idle and ran alone, and a pipeline
 // of 3 stages under 8 streams ran batches of 1.6 sessions on average.
-// A step that says more follow waits for them, up to followWait.
 
 // runBatch is the shard's message to itself: run the gathered batch. A
 // wait's deadline names the batch it waited for (deadline = the batch's
@@ -208,7 +207,6 @@ func (s *shard) runBatch(ctx actor.Context) {
 			i++
 		}
 	}
-	b.passing = false
 	s.sendCollected(ctx)
 	clear(b.steps)
 	b.steps, b.rows = b.steps[:0], 0

@@ -548,12 +548,7 @@ func openSession(t *testing.T, lc *localCluster, pid *actor.PID, session string)
 // node (the bridge stamps a peer's messages with its address) leaves it.
 func TestFreeSessionOnlyFromOrigin(t *testing.T) {
 	lc := newLocalCluster(t, 1, 4<<20, oracle.Stories(t))
-	h := lc.dir[0].Host
-	res, err := lc.system.Root.RequestFuture(h, &messages.LoadShard{Shard: &messages.ShardSpec{Model: "stories260K", First: 0, End: 5, Layers: 5}}, time.Second).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	shardPID := &actor.PID{Address: h.Address, Id: res.(*messages.ShardLoaded).ActorId}
+	shardPID := &actor.PID{Address: lc.dir[0].Host.Address, Id: loadShard(t, lc, 0, 5).ActorId}
 	openSession(t, lc, shardPID, "s")
 	sessions := func() uint32 { return lc.hosts[0].Stats().Shards[0].Sessions }
 	// From another node: the session stays.

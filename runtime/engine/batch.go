@@ -179,7 +179,6 @@ func (b *batcher) step() {
 			logits = b.logitsScratch(len(b.last))
 			lerr = b.st.LogitsAt(b.last, logits)
 		}
-		vocab := len(logits) / max(1, len(b.last))
 		for k := range max(1, len(b.last)) {
 			w := b.ran[i]
 			row += len(w.tokens)
@@ -189,7 +188,7 @@ func (b *batcher) step() {
 			case w.every:
 				werr = b.st.LogitsRows(row-len(w.tokens), len(w.tokens), w.logits)
 			default:
-				copy(w.logits, logits[k*vocab:(k+1)*vocab])
+				copy(w.logits, logits[k*b.vocab:(k+1)*b.vocab])
 			}
 			w.done <- werr
 			i++
