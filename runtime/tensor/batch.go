@@ -84,15 +84,22 @@ func seqEverywhere(t Type) bool { return t == Q4_K || t == Q5_K || t == Q6_K }
 //
 // For the types summed row-sequentially everywhere both forms give the
 // same bits, so the faster one runs: from two vectors on, the batch
-// kernels (measured on 2048x2048, AVX-512, one thread: Q4_K 1.2x at two
-// vectors, 1.9x at four, 2.8x at eight; Q6_K 1.15x, 1.1x, 1.45x); one
-// vector keeps the one-vector kernel (the batch kernels at one vector
-// take 1.3x as long). Q5_K's from four (at two they took 1.08x as long
-// as the one-vector kernel run twice; 1.5x faster than the four-vector
-// kernel at four, 2.3x at eight).
+// kernels (measured on 2048x2048, AVX-512, one thread: Q6_K 1.15x at two
+// vectors, 1.1x at four, 1.45x at eight); one vector keeps the one-vector
+// kernel (the batch kernels at one vector take 1.3x as long). Q4_K's from
+// three: with its weights coming from memory, as in decode
+// (BenchmarkMatMulActStream, 5632x2048, AMD EPYC, 2026-12-06), the batch
+// kernels took 1.15x as long as the one-vector kernel run twice at two
+// vectors (1.25x on two threads), as long at three, 0.9-0.95x of the
+// four-vector kernel at four and 0.55x of it at eight. Q5_K's from four
+// (at two they took 1.08x as long as the one-vector kernel run twice;
+// 1.5x faster than the four-vector kernel at four, 2.3x at eight).
 func usesBatchForm(t Type, n int) bool {
 	if seqEverywhere(t) && batchKQuants {
-		if t == Q5_K {
+		switch t {
+		case Q4_K:
+			return n >= 3
+		case Q5_K:
 			return n >= 4
 		}
 		return n >= 2

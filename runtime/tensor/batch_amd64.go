@@ -199,6 +199,7 @@ func matMulBatchX8(out []float32, w Matrix, a *Activations, lo, hi int) int {
 	var acc [batchVecs][8]float32
 	r := lo
 	for ; r+8 <= hi; r += 8 {
+		touchRows(w, r, 8)
 		for v0 := 0; v0 < n; v0 += batchVecs {
 			nv := min(batchVecs, n-v0)
 			clear(acc[:nv])
@@ -281,6 +282,7 @@ func matMulBatchX8U(out []float32, w Matrix, a *Activations, lo, hi int) int {
 	var acc [batchVecs][8]float32
 	r := lo
 	for ; r+8 <= hi; r += 8 {
+		touchRows(w, r, 8)
 		for v0 := 0; v0 < n; v0 += batchVecs {
 			nv := min(batchVecs, n-v0)
 			clear(acc[:nv])
@@ -335,6 +337,7 @@ func matMulBatchU16(out []float32, w Matrix, a *Activations, x *batchX8Acts, lo,
 	var acc [batchVecs][16]float32
 	r := lo
 	for ; r+16 <= hi; r += 16 {
+		touchRows(w, r, 16)
 		for v0 := 0; v0 < n; v0 += batchVecs {
 			nv := min(batchVecs, n-v0)
 			clear(acc[:nv])

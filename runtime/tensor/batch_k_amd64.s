@@ -1076,22 +1076,15 @@ bq4kq1done:
 	VZEROUPPER
 	RET
 
-// func prefetchRows(p *byte, stride int, rows int, n int)
-TEXT ·prefetchRows(SB), NOSPLIT, $0-32
+// func touchLines(p *byte, n int)
+TEXT ·touchLines(SB), NOSPLIT, $0-16
 	MOVQ p+0(FP), SI
-	MOVQ stride+8(FP), R8
-	MOVQ rows+16(FP), CX
-	MOVQ n+24(FP), DX
-
-pfrow:
+	MOVQ n+8(FP), CX
 	XORQ AX, AX
 
-pfline:
-	PREFETCHT0 (SI)(AX*1)
-	ADDQ $64, AX
-	CMPQ AX, DX
-	JLT  pfline
-	ADDQ R8, SI
-	DECQ CX
-	JNZ  pfrow
+touchloop:
+	MOVBLZX (SI)(AX*1), DX
+	ADDQ    $64, AX
+	CMPQ    AX, CX
+	JLT     touchloop
 	RET
