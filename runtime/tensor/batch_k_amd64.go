@@ -508,7 +508,6 @@ func batchQ4Kx32ix4(tile *byte, x *int8, xs int, d *float32, ds int, b2 *int16, 
 //go:noescape
 func batchQ4Kx32ix1(tile *byte, x *int8, d *float32, b2 *int16, nb int, acc *float32, out *float32)
 
-
 // touchRows reads rows [r, r+k) of w into the cache in one pass, in
 // memory order, before a batch kernel repacks them. The repacks read a
 // group's rows a few super-blocks (or blocks) at a time, row after row,
