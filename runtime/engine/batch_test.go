@@ -161,3 +161,119 @@ func TestPromptChunkSharesAStep(t *testing.T) {
 		t.Error("logits in company differ from alone")
 	}
 }
+
+// A prompt chunk that does not fit beside the others' decoding takes the
+// rows left in the step and runs its rest in the next (decoding first),
+// and every logit is the one it gets alone; a chunk over the model's
+// invariance bound still runs alone, whole. Q4_K (no bound: the step's
+// 16 rows) and Q8_0 (8 rows).
+func TestPromptChunkSplitsAroundDecoding(t *testing.T) {
+	for _, tc := range []struct {
+		typ           tensor.Type
+		chunk         int
+		splits, mixed int64 // in the step together
+		steps         int64
+	}{
+		{tensor.Q4_K, 16, 1, 1, 2}, // 2 tokens + 14 of the chunk, then its last 2
+		{tensor.Q8_0, 7, 1, 1, 2},  // 2 tokens + 6 of the chunk, then its last 1
+		{tensor.Q8_0, 16, 0, 0, 2}, // over the bound: alone, then the 2 tokens
+	} {
+		t.Run(fmt.Sprintf("%v/chunk=%d", tc.typ, tc.chunk), func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "m.gguf")
+			if err := synth.WriteFile(p, smallLlama, synth.Options{Type: tc.typ, Seed: 5}); err != nil {
+				t.Fatal(err)
+			}
+			e, err := Open(p, Options{Threads: 2, Context: 64, Batch: 16, PromptCache: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			m := e.Model
+			chunk := make([]int, tc.chunk)
+			for i := range chunk {
+				chunk[i] = 40 + 3*i
+			}
+			// a: a prompt chunk after 3 tokens; b, c: one token after 2 and 4.
+			works := func() []*work {
+				var ws []*work
+				for k, prefix := range [][]int{{1, 5, 9}, {2, 6}, {3, 7, 8, 4}} {
+					c := m.NewCache(64)
+					w := &work{cache: c, tokens: prefix, logits: make([]float32, m.Vocab), done: make(chan error, 1)}
+					if err := e.batcher.do(w); err != nil {
+						t.Fatal(err)
+					}
+					w.tokens = [][]int{chunk, {30}, {31}}[k]
+					ws = append(ws, w)
+				}
+				return ws
+			}
+			var want [][]float32
+			for _, w := range works() {
+				if err := e.batcher.do(w); err != nil {
+					t.Fatal(err)
+				}
+				want = append(want, slices.Clone(w.logits))
+			}
+			ws := works()
+			steps0, _, mixed0 := e.batcher.stats()
+			e.batcher.mu.Lock()
+			splits0 := e.batcher.splits
+			e.batcher.pending = append(e.batcher.pending, ws...) // the chunk first
+			e.batcher.mu.Unlock()
+			e.batcher.wake <- struct{}{}
+			for _, w := range ws {
+				if err := <-w.done; err != nil {
+					t.Fatal(err)
+				}
+			}
+			steps, _, mixed := e.batcher.stats()
+			e.batcher.mu.Lock()
+			splits := e.batcher.splits - splits0
+			e.batcher.mu.Unlock()
+			if steps-steps0 != tc.steps || mixed-mixed0 != tc.mixed || splits != tc.splits {
+				t.Errorf("%d steps, %d mixed, %d split; want %d, %d, %d", steps-steps0, mixed-mixed0, splits, tc.steps, tc.mixed, tc.splits)
+			}
+			if got := ws[0].cache.Len; got != 3+tc.chunk {
+				t.Errorf("the chunk's cache holds %d positions, want %d", got, 3+tc.chunk)
+			}
+			for i, w := range ws {
+				if !slices.Equal(w.logits, want[i]) {
+					t.Errorf("work %d: logits in company differ from alone", i)
+				}
+			}
+		})
+	}
+}
+
+// A step that fails answers its split chunk too, which leaves the queue
+// (its rest would run at the wrong positions).
+func TestSplitChunkEndsWithAFailedStep(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "m.gguf")
+	if err := synth.WriteFile(p, smallLlama, synth.Options{Type: tensor.Q4_K, Seed: 5}); err != nil {
+		t.Fatal(err)
+	}
+	e, err := Open(p, Options{Threads: 2, Context: 64, Batch: 16, PromptCache: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	m := e.Model
+	short := m.NewCache(10) // too short for the chunk's 15 rows: the step fails
+	chunk := &work{cache: short, tokens: make([]int, 16), logits: make([]float32, m.Vocab), done: make(chan error, 1)}
+	tok := &work{cache: m.NewCache(64), tokens: []int{3}, logits: make([]float32, m.Vocab), done: make(chan error, 1)}
+	e.batcher.mu.Lock()
+	e.batcher.pending = append(e.batcher.pending, chunk, tok)
+	e.batcher.mu.Unlock()
+	e.batcher.wake <- struct{}{}
+	for _, w := range []*work{chunk, tok} {
+		if err := <-w.done; err == nil {
+			t.Error("a work of the failed step answered without an error")
+		}
+	}
+	e.batcher.mu.Lock()
+	left := len(e.batcher.pending)
+	e.batcher.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d works left in the queue", left)
+	}
+}
