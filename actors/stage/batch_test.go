@@ -237,3 +237,49 @@ func TestBatchWaitsForItsFollowers(t *testing.T) {
 		t.Errorf("ran after %v: at the deadline, not when its follower was refused", waited)
 	}
 }
+
+// A prompt's chunks queued at once ahead of others' one-token steps do
+// not all run before those: the steps go on first, the chunks then run a
+// batch a turn, and a step of the prompt's session queued after its
+// chunks stays after them.
+func TestPromptChunksLetDecodingIn(t *testing.T) {
+	lc := newLocalCluster(t, 1, 4<<20, oracle.Stories(t))
+	loaded := loadShard(t, lc, 0, 2)
+	if loaded.Error != "" {
+		t.Fatal(loaded.Error)
+	}
+	stage := &actor.PID{Address: lc.dir[0].Host.Address, Id: loaded.ActorId}
+	next := &forwards{ch: make(chan *messages.Forward, 16)}
+	nextPID := lc.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return next }))
+	in := &answers{ch: make(chan any, 16)}
+	inbox := lc.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return in }))
+	step := func(session string, pos, n int) *messages.Forward {
+		return &messages.Forward{Session: session, Position: uint32(pos), Count: uint32(n), Tokens: slices.Repeat([]int32{1}, n),
+			Context: 512, ReplyTo: wire.FromPID(inbox), Route: []*messages.PID{wire.FromPID(nextPID)}}
+	}
+	// Everything is in the shard's mailbox before it looks.
+	proc, ok := lc.system.ProcessRegistry.Get(stage)
+	if !ok {
+		t.Fatal("no shard process")
+	}
+	proc.SendSystemMessage(stage, &actor.SuspendMailbox{})
+	for _, m := range []*messages.Forward{step("p", 0, 64), step("p", 64, 64), step("p", 128, 64), step("a", 0, 1), step("b", 0, 1), step("p", 192, 1)} {
+		lc.system.Root.Send(stage, m)
+	}
+	proc.SendSystemMessage(stage, &actor.ResumeMailbox{})
+	var order []string
+	for range 6 {
+		select {
+		case m := <-next.ch:
+			order = append(order, fmt.Sprintf("%s@%d", m.Session, m.Position))
+		case m := <-in.ch:
+			t.Fatalf("the stage answered %v", m)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("sent on so far: %v", order)
+		}
+	}
+	want := []string{"a@0", "b@0", "p@0", "p@64", "p@128", "p@192"}
+	if !slices.Equal(order, want) {
+		t.Errorf("sent on in the order %v, want %v", order, want)
+	}
+}

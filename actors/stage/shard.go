@@ -40,8 +40,10 @@ type shard struct {
 	// one more (last stage).
 	verifyLogits []float32
 	// The batch being gathered (batch.go): steps of several sessions that
-	// run as one forward pass.
+	// run as one forward pass; and the prompt chunks held back from it
+	// (and any later step of their sessions), oldest first.
 	batch       batch
+	held        []heldStep
 	pid         *actor.PID
 	weightBytes uint64
 	lastUse     atomic.Uint64 // host clock at the last load or session start
@@ -116,10 +118,14 @@ func (s *shard) Receive(ctx actor.Context) {
 		// sooner; whether that step is gathered now or held changes
 		// nothing of its result. Waiting for it would break up batches
 		// (every session's origin sends one per token).
+	case *actor.Stopping, *actor.Stopped:
+		s.runBatch(ctx)
+		s.dropHeld() // a stopping shard computes no more prompts
 	default:
 		// Anything else sees the sessions as after the steps before it
-		// (a free, a watch's end): run those first.
+		// (a free, a watch's end): run those first, held chunks too.
 		s.runBatch(ctx)
+		s.runHeld(ctx, true)
 	}
 	switch m := ctx.Message().(type) {
 	case runBatch:
@@ -127,11 +133,14 @@ func (s *shard) Receive(ctx actor.Context) {
 		case m.deadline > 0: // a wait's end: its batch, unless it ran
 			if m.deadline == s.batch.gen+1 {
 				s.runBatch(ctx)
+				s.runHeld(ctx, false)
 			}
 		default:
 			s.batch.scheduled = false
 			if s.batch.awaiting == 0 { // else the batch's last step schedules it, or its deadline
+				s.pullHeld(ctx)
 				s.runBatch(ctx)
+				s.runHeld(ctx, false)
 			}
 		}
 	case *messages.Forward:
@@ -433,6 +442,10 @@ func (s *shard) forward(ctx actor.Context, m *messages.Forward, release func()) 
 		return err
 	}
 	if s.tp == nil {
+		if s.holds(m, ss, n) {
+			s.hold(ctx, m, ss, start, release)
+			return nil
+		}
 		return s.gather(ctx, m, ss, n, start, release)
 	}
 	// A tensor-parallel leader relays m to its members, which may read it
