@@ -34,11 +34,12 @@ import (
 // step to arrive found the next stage idle and ran alone, and a pipeline
 // of 3 stages under 8 streams ran batches of 1.6 sessions on average.
 
-// A prompt chunk does not join the batch as it arrives: an origin sends a
-// prompt's chunks all at once, and gathered in mailbox order they ran one
-// after another before any step queued behind them (a 700-token prompt
-// stopped 4 sessions' decoding for 7 s on one node). The shard holds
-// chunks back (holds) and runs them in its turns (runBatch's message):
+// A long prompt's chunks do not join the batch as they arrive: an origin
+// sends a prompt's chunks all at once, and gathered in mailbox order they
+// ran one after another before any step queued behind them (a 700-token
+// prompt stopped 4 sessions' decoding for 7 s on one node). The shard
+// holds back a chunk that would fill its batch (holds; a short prompt
+// joins the batch as it comes) and runs it in its turns (runBatch's message):
 // each turn first runs the steps gathered meanwhile (others' decoding)
 // with the held chunks that fit beside them, then, if chunks are still
 // held, a batch of those, and asks for another turn. Decoding then waits
@@ -55,10 +56,12 @@ type heldStep struct {
 }
 
 // holds reports whether step m of session ss (n positions) is held back:
-// a prompt chunk (several positions, no guesses), or any step of a
-// session with one held.
+// a prompt chunk (several positions, no guesses) that would fill the
+// batch (which would then run at once, before the steps queued behind
+// it) or not fit beside its steps, and any step of a session with one
+// held. A chunk with room to spare joins the batch as any step does.
 func (s *shard) holds(m *messages.Forward, ss *shardSession, n int) bool {
-	if n > 1 && len(m.Guesses) == 0 {
+	if n > 1 && len(m.Guesses) == 0 && s.batch.rows+n >= s.batch.limit {
 		return true
 	}
 	for _, h := range s.held {
