@@ -3,7 +3,6 @@ package engine
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 
 	"strata/runtime/model"
@@ -18,10 +17,8 @@ import (
 // computed as it would be alone, so a generation's tokens do not depend
 // on its company; a model of Q4_K/Q5_K/Q6_K matrices has no bound (up to
 // the State's rows), so a prompt chunk shares its step with others'
-// decoding instead of stalling it: decoding first, then prompt chunks
-// fill the step's rows, the last one split (collect). Work of more rows
-// than the bound (a prompt chunk of a float or Q8_0 model) runs alone,
-// in its turn.
+// decoding instead of stalling it. Work of more rows than the bound (a
+// prompt chunk of a float or Q8_0 model) runs alone, in its turn.
 
 // errClosed answers work sent to a closed engine.
 var errClosed = errors.New("engine: closed")
@@ -30,7 +27,7 @@ var errClosed = errors.New("engine: closed")
 // cache.Len.., and where the logits of the last row go.
 type work struct {
 	cache  *model.Cache
-	tokens []int     // the batcher advances it past the rows of a split chunk it ran
+	tokens []int
 	logits []float32 // filled with the last row's logits (every row's, with every)
 	every  bool      // the logits of every row, row after row (speculative verification)
 	done   chan error
@@ -57,15 +54,10 @@ type batcher struct {
 	last   []int
 	logits []float32
 
-	// The prompt chunk split by this step (collect), and its rows in it.
-	split     *work
-	splitRows int
-	take      []bool
-
-	// Counters, under mu: steps run, rows they carried, steps where work
-	// of several rows (a prompt chunk, a speculative check) ran in
-	// company, and prompt chunks split to fill a step.
-	steps, rowsRun, mixed, splits int64
+	// Counters, under mu: steps run, rows they carried, and steps where
+	// work of several rows (a prompt chunk, a speculative check) ran in
+	// company.
+	steps, rowsRun, mixed int64
 }
 
 // newBatcher starts the batcher of st, whose Batch bounds a step's rows;
@@ -134,78 +126,32 @@ func (b *batcher) run() {
 			<-b.wake
 			b.mu.Lock()
 		}
-		n := b.collect()
+		// First come, first served: the oldest work first, then the
+		// others that fit within the limit, in order; work of more rows
+		// than the limit only alone. The rest waits for the next step.
+		b.ran, b.segs, b.toks = b.ran[:0], b.segs[:0], b.toks[:0]
+		rest := b.pending[:0]
+		n := 0
+		for _, w := range b.pending {
+			if len(b.ran) > 0 && n+len(w.tokens) > b.limit {
+				rest = append(rest, w)
+				continue
+			}
+			b.ran = append(b.ran, w)
+			b.segs = append(b.segs, model.Segment{Cache: w.cache, N: len(w.tokens)})
+			b.toks = append(b.toks, w.tokens...)
+			n += len(w.tokens)
+		}
+		clear(b.pending[len(rest):])
+		b.pending = rest
 		b.steps++
 		b.rowsRun += int64(n)
-		if works := len(b.ran) + min(b.splitRows, 1); works > 1 && n > works {
+		if len(b.ran) > 1 && n > len(b.ran) {
 			b.mixed++
 		}
 		b.mu.Unlock()
 		b.step()
 	}
-}
-
-// collect takes the work of the next step from pending (b.mu held) into
-// ran, segs and toks and returns its rows. Work of more rows than the
-// limit runs alone when it is the oldest (and waits until it is). Else
-// the step is filled in two passes, each in order of arrival: first
-// decoding (one-token steps and speculative checks, whole), then prompt
-// chunks, whole while they fit, and the first that does not fit takes the
-// rows left (b.split: its first splitRows tokens run now, the rest stays
-// in its place for a later step). So a long prompt shares every step
-// with the others' decoding instead of taking turns with it, and
-// decoding runs in every step. Splitting never changes a row: within the
-// limit every row is computed as it is alone, and a chunk is split only
-// where it is within the limit.
-func (b *batcher) collect() int {
-	b.ran, b.segs, b.toks = b.ran[:0], b.segs[:0], b.toks[:0]
-	b.split, b.splitRows = nil, 0
-	if cap(b.take) < len(b.pending) {
-		b.take = make([]bool, len(b.pending), 2*len(b.pending))
-	}
-	b.take = b.take[:len(b.pending)]
-	clear(b.take)
-	n := 0
-	if first := b.pending[0]; len(first.tokens) > b.limit {
-		b.take[0], n = true, len(first.tokens)
-	} else {
-		for pass := range 2 {
-			for i, w := range b.pending {
-				prompt := len(w.tokens) > 1 && !w.every
-				if b.take[i] || prompt != (pass == 1) || len(w.tokens) > b.limit {
-					continue
-				}
-				switch room := b.limit - n; {
-				case len(w.tokens) <= room:
-					b.take[i] = true
-					n += len(w.tokens)
-				case prompt && room > 0 && b.split == nil:
-					b.split, b.splitRows = w, room
-					n += room
-				}
-			}
-		}
-	}
-	rest := b.pending[:0]
-	for i, w := range b.pending {
-		if !b.take[i] {
-			rest = append(rest, w)
-			continue
-		}
-		b.ran = append(b.ran, w)
-		b.segs = append(b.segs, model.Segment{Cache: w.cache, N: len(w.tokens)})
-		b.toks = append(b.toks, w.tokens...)
-	}
-	clear(b.pending[len(rest):])
-	b.pending = rest
-	// The split chunk's rows go last, after every row step answers.
-	if w := b.split; w != nil {
-		b.segs = append(b.segs, model.Segment{Cache: w.cache, N: b.splitRows})
-		b.toks = append(b.toks, w.tokens[:b.splitRows]...)
-		w.tokens = w.tokens[b.splitRows:]
-		b.splits++
-	}
-	return n
 }
 
 // step runs the collected work as one forward pass and answers it.
@@ -247,14 +193,6 @@ func (b *batcher) step() {
 			w.done <- werr
 			i++
 		}
-	}
-	// A split chunk whose rows failed ends with them (its rest would run
-	// at the wrong positions).
-	if w := b.split; w != nil && err != nil {
-		b.mu.Lock()
-		b.pending = slices.DeleteFunc(b.pending, func(p *work) bool { return p == w })
-		b.mu.Unlock()
-		w.done <- err
 	}
 }
 
