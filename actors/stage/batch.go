@@ -2,6 +2,7 @@ package stage
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -45,14 +46,15 @@ import (
 // held, a batch of those, and asks for another turn. Decoding then waits
 // at most a chunk's batch a token, and a prompt still advances a chunk a
 // turn however busy the shard is. A session's steps keep their order:
-// once one is held, its later ones are held too. Holding changes no
-// result (the batches' rows are computed as alone), only when they run.
+// once one is held, its later ones are held too. A free drops its
+// session's held steps (runs them first if it retains the cache), and
+// so does the end of their origin. Holding changes no result (the
+// batches' rows are computed as alone), only when they run.
 
 // heldStep is a step held back from the batch.
 type heldStep struct {
-	m     *messages.Forward
-	ss    *shardSession
-	start time.Time
+	m  *messages.Forward
+	ss *shardSession
 }
 
 // holds reports whether step m of session ss (n positions) is held back:
@@ -73,17 +75,24 @@ func (s *shard) holds(m *messages.Forward, ss *shardSession, n int) bool {
 }
 
 // hold queues step m for a later turn (a copy if it lies in a receive
-// slot, which is then given back) and makes sure a turn comes.
-func (s *shard) hold(ctx actor.Context, m *messages.Forward, ss *shardSession, start time.Time, release func()) {
+// slot, which is then given back) and makes sure a turn comes. When it
+// runs, its batch_follows no longer counts: its company is long gone.
+func (s *shard) hold(ctx actor.Context, m *messages.Forward, ss *shardSession, release func()) {
 	if release != nil {
 		m = proto.Clone(m).(*messages.Forward)
 		release()
 	}
 	s.stepFailed(ctx, m) // not gathered: a batch waiting for it as its last waits no more
-	m.BatchFollows = 0   // its company is long gone when it runs
-	s.held = append(s.held, heldStep{m: m, ss: ss, start: start})
-	if !s.batch.scheduled && s.batch.awaiting == 0 {
-		s.batch.scheduled = true
+	s.held = append(s.held, heldStep{m: m, ss: ss})
+	s.scheduleHeld(ctx)
+}
+
+// scheduleHeld asks for a turn if steps are held and none is on its way
+// (a batch that waits for followers has its own way to a turn: its last
+// step, a refusal or its deadline, each of which runs held steps after).
+func (s *shard) scheduleHeld(ctx actor.Context) {
+	if b := &s.batch; len(s.held) > 0 && !b.scheduled && b.awaiting == 0 {
+		b.scheduled = true
 		ctx.ActorSystem().Root.Send(ctx.Self(), runBatch{})
 	}
 }
@@ -100,29 +109,56 @@ func (s *shard) pullHeld(ctx actor.Context) {
 		}
 		s.held[0] = heldStep{}
 		s.held = s.held[1:]
-		if err := s.gather(ctx, h.m, h.ss, n, h.start, nil); err != nil {
-			s.answerError(ctx, h.m, err)
-		}
+		s.gatherHeld(ctx, h)
 		if len(b.steps) == 0 { // it ran (a step over the bound runs alone)
 			return
 		}
 	}
 }
 
-// runHeld runs a batch of held steps, or with all, every one of them;
-// steps still held get another turn.
-func (s *shard) runHeld(ctx actor.Context, all bool) {
-	for len(s.held) > 0 {
+// gatherHeld gathers held step h (its compute time counted from now).
+func (s *shard) gatherHeld(ctx actor.Context, h heldStep) {
+	if err := s.gather(ctx, h.m, h.ss, int(h.m.Count), 0, time.Now(), nil); err != nil {
+		s.answerError(ctx, h.m, err)
+	}
+}
+
+// runHeld runs a batch of held steps; steps still held get another turn.
+func (s *shard) runHeld(ctx actor.Context) {
+	if len(s.held) > 0 {
 		s.pullHeld(ctx)
 		s.runBatch(ctx)
-		if !all {
-			break
+	}
+	s.scheduleHeld(ctx)
+}
+
+// takeHeld removes the held steps of sessions and returns them in order
+// (the other sessions' stay held).
+func (s *shard) takeHeld(sessions ...string) []heldStep {
+	keep := s.held[:0]
+	var taken []heldStep
+	for _, h := range s.held {
+		if slices.Contains(sessions, h.m.Session) {
+			taken = append(taken, h)
+		} else {
+			keep = append(keep, h)
 		}
 	}
-	if len(s.held) > 0 && !s.batch.scheduled {
-		s.batch.scheduled = true
-		ctx.ActorSystem().Root.Send(ctx.Self(), runBatch{})
+	clear(s.held[len(keep):])
+	s.held = keep
+	return taken
+}
+
+// runHeldOf runs, in order, the held steps of a session a message is
+// about to retain, so that it sees the session as after those steps.
+func (s *shard) runHeldOf(ctx actor.Context, session string) {
+	for _, h := range s.takeHeld(session) {
+		if b := &s.batch; b.rows+int(h.m.Count) > b.limit || b.has(h.ss) {
+			s.runBatch(ctx)
+		}
+		s.gatherHeld(ctx, h)
 	}
+	s.runBatch(ctx)
 }
 
 // dropHeld forgets the held steps.
@@ -183,7 +219,7 @@ type gathered struct {
 // gather checks session ss's step m (n positions) and adds it to the
 // batch, its input in the batch's next rows; release is called once
 // m.Hidden has been read.
-func (s *shard) gather(ctx actor.Context, m *messages.Forward, ss *shardSession, n int, start time.Time, release func()) error {
+func (s *shard) gather(ctx actor.Context, m *messages.Forward, ss *shardSession, n int, follows uint32, start time.Time, release func()) error {
 	b := &s.batch
 	if b.rows+n > b.limit || b.has(ss) {
 		s.runBatch(ctx) // room first; one step per session per batch
@@ -220,7 +256,7 @@ func (s *shard) gather(ctx actor.Context, m *messages.Forward, ss *shardSession,
 	}
 	// No more followers than the batch has room for (a peer's count is
 	// a hint, not a claim on the stage's time).
-	if b.awaiting = min(m.BatchFollows, uint32(b.limit-b.rows)); b.awaiting > 0 {
+	if b.awaiting = min(follows, uint32(b.limit-b.rows)); b.awaiting > 0 {
 		if b.deadline == nil {
 			self, deadline, root := ctx.Self(), b.gen+1, ctx.ActorSystem().Root
 			b.deadline = time.AfterFunc(followWait, func() { root.Send(self, runBatch{deadline: deadline}) })
@@ -307,6 +343,7 @@ func (s *shard) runBatch(ctx actor.Context) {
 	s.sendCollected(ctx)
 	clear(b.steps)
 	b.steps, b.rows = b.steps[:0], 0
+	s.scheduleHeld(ctx) // however the batch came to run, held steps get their turn
 }
 
 // outMessage is a message runBatch sends, and where to.

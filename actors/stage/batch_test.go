@@ -243,30 +243,13 @@ func TestBatchWaitsForItsFollowers(t *testing.T) {
 // batch a turn, and a step of the prompt's session queued after its
 // chunks stays after them.
 func TestPromptChunksLetDecodingIn(t *testing.T) {
-	lc := newLocalCluster(t, 1, 4<<20, oracle.Stories(t))
-	loaded := loadShard(t, lc, 0, 2)
-	if loaded.Error != "" {
-		t.Fatal(loaded.Error)
-	}
-	stage := &actor.PID{Address: lc.dir[0].Host.Address, Id: loaded.ActorId}
-	next := &forwards{ch: make(chan *messages.Forward, 16)}
-	nextPID := lc.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return next }))
-	in := &answers{ch: make(chan any, 16)}
-	inbox := lc.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return in }))
-	step := func(session string, pos, n int) *messages.Forward {
-		return &messages.Forward{Session: session, Position: uint32(pos), Count: uint32(n), Tokens: slices.Repeat([]int32{1}, n),
-			Context: 512, ReplyTo: wire.FromPID(inbox), Route: []*messages.PID{wire.FromPID(nextPID)}}
-	}
+	lc, stage, step, next, in := heldStage(t)
 	// Everything is in the shard's mailbox before it looks.
-	proc, ok := lc.system.ProcessRegistry.Get(stage)
-	if !ok {
-		t.Fatal("no shard process")
-	}
-	proc.SendSystemMessage(stage, &actor.SuspendMailbox{})
-	for _, m := range []*messages.Forward{step("p", 0, 64), step("p", 64, 64), step("p", 128, 64), step("a", 0, 1), step("b", 0, 1), step("p", 192, 1)} {
+	suspend(t, lc, stage)
+	for _, m := range []*messages.Forward{step("p", 0, 64, 0), step("p", 64, 64, 0), step("p", 128, 64, 0), step("a", 0, 1, 0), step("b", 0, 1, 0), step("p", 192, 1, 0)} {
 		lc.system.Root.Send(stage, m)
 	}
-	proc.SendSystemMessage(stage, &actor.ResumeMailbox{})
+	resume(lc, stage)
 	var order []string
 	for range 6 {
 		select {
@@ -281,5 +264,99 @@ func TestPromptChunksLetDecodingIn(t *testing.T) {
 	want := []string{"a@0", "b@0", "p@0", "p@64", "p@128", "p@192"}
 	if !slices.Equal(order, want) {
 		t.Errorf("sent on in the order %v, want %v", order, want)
+	}
+}
+
+// suspend stops the shard at stage from taking messages (after whatever
+// it is doing: a stats request answered first) until resume.
+func suspend(t *testing.T, lc *localCluster, stage *actor.PID) {
+	t.Helper()
+	if _, err := lc.system.Root.RequestFuture(stage, &messages.ShardStats{}, 5*time.Second).Result(); err != nil {
+		t.Fatal(err)
+	}
+	proc, ok := lc.system.ProcessRegistry.Get(stage)
+	if !ok {
+		t.Fatal("no shard process")
+	}
+	proc.SendSystemMessage(stage, &actor.SuspendMailbox{})
+}
+
+func resume(lc *localCluster, stage *actor.PID) {
+	if proc, ok := lc.system.ProcessRegistry.Get(stage); ok {
+		proc.SendSystemMessage(stage, &actor.ResumeMailbox{})
+	}
+}
+
+// heldStage loads stories260K's layers [0,2) on one node and returns the
+// shard, a maker of steps to it (passed on to next, errors to in).
+func heldStage(t *testing.T) (lc *localCluster, stage *actor.PID, step func(session string, pos, n int, follows uint32) *messages.Forward, next *forwards, in *answers) {
+	lc = newLocalCluster(t, 1, 4<<20, oracle.Stories(t))
+	loaded := loadShard(t, lc, 0, 2)
+	if loaded.Error != "" {
+		t.Fatal(loaded.Error)
+	}
+	stage = &actor.PID{Address: lc.dir[0].Host.Address, Id: loaded.ActorId}
+	next = &forwards{ch: make(chan *messages.Forward, 16)}
+	nextPID := lc.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return next }))
+	in = &answers{ch: make(chan any, 16)}
+	inbox := lc.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return in }))
+	step = func(session string, pos, n int, follows uint32) *messages.Forward {
+		return &messages.Forward{Session: session, Position: uint32(pos), Count: uint32(n), Tokens: slices.Repeat([]int32{1}, n),
+			Context: 512, ReplyTo: wire.FromPID(inbox), Route: []*messages.PID{wire.FromPID(nextPID)}, BatchFollows: follows}
+	}
+	return
+}
+
+// A chunk held while its batch waited for followers gets its turn when
+// that batch fills and runs (no deadline or later message needed).
+func TestHeldStepGetsItsTurn(t *testing.T) {
+	defer func(d time.Duration) { followWait = d }(followWait)
+	followWait = time.Minute
+	lc, stage, step, next, in := heldStage(t)
+	// 63 rows waiting for one more (1 row fits); a 64-row chunk between
+	// them is held; the last fills the batch, which runs at once.
+	for _, m := range []*messages.Forward{step("a", 0, 63, 2), step("p", 0, 64, 1), step("b", 0, 1, 0)} {
+		lc.system.Root.Send(stage, m)
+	}
+	got := map[string]bool{}
+	for range 3 {
+		select {
+		case m := <-next.ch:
+			got[m.Session] = true
+		case m := <-in.ch:
+			t.Fatalf("the stage answered %v", m)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("sent on after 10 s: %v; the held chunk never ran", got)
+		}
+	}
+}
+
+// A free of a session drops its held steps (a prompt cancelled while it
+// was read) and leaves the other sessions' steps alone.
+func TestFreeDropsHeldSteps(t *testing.T) {
+	lc, stage, step, next, in := heldStage(t)
+	suspend(t, lc, stage)
+	for _, m := range []*messages.Forward{step("p", 0, 64, 0), step("p", 64, 64, 0), step("q", 0, 64, 0)} {
+		lc.system.Root.Send(stage, m)
+	}
+	freed := lc.system.Root.RequestFuture(stage, &messages.FreeSession{Session: "p"}, 10*time.Second)
+	resume(lc, stage)
+	if _, err := freed.Result(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-next.ch:
+		if m.Session != "q" {
+			t.Fatalf("sent on %s@%d, want only q's chunk", m.Session, m.Position)
+		}
+	case m := <-in.ch:
+		t.Fatalf("the stage answered %v", m)
+	case <-time.After(10 * time.Second):
+		t.Fatal("q's chunk never ran")
+	}
+	select {
+	case m := <-next.ch:
+		t.Errorf("sent on %s@%d after its session was freed", m.Session, m.Position)
+	case <-time.After(300 * time.Millisecond):
 	}
 }

@@ -123,9 +123,9 @@ func (s *shard) Receive(ctx actor.Context) {
 		s.dropHeld() // a stopping shard computes no more prompts
 	default:
 		// Anything else sees the sessions as after the steps before it
-		// (a free, a watch's end): run those first, held chunks too.
+		// (a free, a watch's end): run those first (and the held steps of
+		// the sessions it ends, below).
 		s.runBatch(ctx)
-		s.runHeld(ctx, true)
 	}
 	switch m := ctx.Message().(type) {
 	case runBatch:
@@ -133,14 +133,14 @@ func (s *shard) Receive(ctx actor.Context) {
 		case m.deadline > 0: // a wait's end: its batch, unless it ran
 			if m.deadline == s.batch.gen+1 {
 				s.runBatch(ctx)
-				s.runHeld(ctx, false)
+				s.runHeld(ctx)
 			}
 		default:
 			s.batch.scheduled = false
 			if s.batch.awaiting == 0 { // else the batch's last step schedules it, or its deadline
 				s.pullHeld(ctx)
 				s.runBatch(ctx)
-				s.runHeld(ctx, false)
+				s.runHeld(ctx)
 			}
 		}
 	case *messages.Forward:
@@ -153,8 +153,17 @@ func (s *shard) Receive(ctx actor.Context) {
 		}
 		m.Release()
 	case *messages.FreeSession:
+		// The session's held steps (a prompt cancelled while it was
+		// being read) run first where it is retained, else are dropped.
+		may := s.mayFree(m.Session, ctx.Sender())
 		switch {
-		case !s.mayFree(m.Session, ctx.Sender()):
+		case may && m.Retain:
+			s.runHeldOf(ctx, m.Session)
+		case may:
+			s.takeHeld(m.Session)
+		}
+		switch {
+		case !may:
 		case m.Retain && s.retain(m.Session):
 			s.relayFree(ctx, m.Session, true)
 		case s.dropCached(m.Session, ctx.Sender()):
@@ -172,7 +181,9 @@ func (s *shard) Receive(ctx actor.Context) {
 	case *actor.Terminated:
 		// The origin of some sessions stopped, or its node vanished:
 		// nobody will free them, so free them now.
-		for _, id := range s.sessionsOf(m.Who) {
+		ids := s.sessionsOf(m.Who)
+		s.takeHeld(ids...)
+		for _, id := range ids {
 			if s.free(id) {
 				s.relayFree(ctx, id, false)
 			}
@@ -443,10 +454,10 @@ func (s *shard) forward(ctx actor.Context, m *messages.Forward, release func()) 
 	}
 	if s.tp == nil {
 		if s.holds(m, ss, n) {
-			s.hold(ctx, m, ss, start, release)
+			s.hold(ctx, m, ss, release)
 			return nil
 		}
-		return s.gather(ctx, m, ss, n, start, release)
+		return s.gather(ctx, m, ss, n, m.BatchFollows, start, release)
 	}
 	// A tensor-parallel leader relays m to its members, which may read it
 	// after this step: it must not point into a receive slot. It works on

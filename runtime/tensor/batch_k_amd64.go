@@ -14,6 +14,15 @@ import (
 // (BenchmarkBatchKVNNI).
 var batchKQuants = hasAVX512 || hasAVXVNNI
 
+// q4KBatchFrom is the fewest vectors a Q4_K product takes in the batch
+// form (usesBatchForm): 3 with the AVX-512 kernels, 2 with AVX-VNNI's.
+func q4KBatchFrom() int {
+	if useAVX512 {
+		return 3
+	}
+	return 2
+}
+
 // batchK16 selects the 16-row batch kernels (64-byte registers: Q8_0,
 // Q4_0, Q4_K, Q5_K) before the 8-row ones; tests turn it off to run both.
 var batchK16 = true
@@ -523,8 +532,8 @@ func touchRows(w Matrix, r, k int) {
 	touchLines(&g[0], len(g))
 }
 
-// touchLines loads one byte of each 64-byte line of the n bytes (n > 0)
-// at p, in order.
+// touchLines loads a byte every 64 of the n bytes (n > 0) at p, in
+// order, and the last one: every 64-byte line they touch.
 //
 //go:noescape
 func touchLines(p *byte, n int)

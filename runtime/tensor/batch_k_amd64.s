@@ -1087,4 +1087,5 @@ touchloop:
 	ADDQ    $64, AX
 	CMPQ    AX, CX
 	JLT     touchloop
+	MOVBLZX -1(SI)(CX*1), DX // the last line, where p is not line-aligned
 	RET
