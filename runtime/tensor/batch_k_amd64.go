@@ -522,10 +522,11 @@ func batchQ4Kx32ix1(tile *byte, x *int8, d *float32, b2 *int16, nb int, acc *flo
 // group's rows a few super-blocks (or blocks) at a time, row after row,
 // and memory delivers that order far slower than one pass: on the AMD
 // EPYC of 2026-12-06, 32 rows of 5632x2048 Q4_K read in the repack's
-// order came at ~5 GB/s, in order at ~23 GB/s (the hardware prefetchers
-// follow only the in-order stream; prefetch hints for the next group
-// helped half as much). A group is at most 32 rows (about 100 KB at 5632
-// Q4_K columns, 340 KB at 18944), so it stays in L2 for the repack.
+// order came at 5-6.5 GB/s, in order at 22-26 GB/s (the hardware
+// prefetchers follow the in-order stream; the prefetch hints the 32-row
+// kernel issued for its next tile did not close the gap, nor did hints
+// for the whole next group). A group is at most 32 rows (about 100 KB at
+// 5632 Q4_K columns, 340 KB at 18944), so it stays in L2 for the repack.
 func touchRows(w Matrix, r, k int) {
 	rb := w.RowBytes()
 	g := w.Data[r*rb : (r+k)*rb]
