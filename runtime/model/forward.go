@@ -485,9 +485,10 @@ func (s *State) LogitsRows(i, n int, dst []float32) error {
 	if i < 0 || n < 1 || i+n > s.Batch {
 		return fmt.Errorf("model: logits of rows [%d,%d) (batch %d)", i, i+n, s.Batch)
 	}
-	rows := make([]int, n)
-	for j := range rows {
-		rows[j] = i + j
+	var buf [LogitsGroup]int // a speculative check's rows: no allocation a step
+	rows := buf[:0]
+	for j := range n {
+		rows = append(rows, i+j)
 	}
 	return s.LogitsAt(rows, dst)
 }

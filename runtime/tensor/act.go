@@ -67,9 +67,10 @@ func NewActivations(capacity, cols int) *Activations {
 		a.q32p = alignedInt8(capacity * a.pairStride)
 	}
 	if a.hasQK {
-		a.qK = alignedInt8(capacity * cols)
-		a.dK = make([]float32, capacity*cols/qkK)
-		a.bsumsK = make([]int16, capacity*cols/16)
+		k := a.capK()
+		a.qK = alignedInt8(k * cols)
+		a.dK = make([]float32, k*cols/qkK)
+		a.bsumsK = make([]int16, k*cols/16)
 	}
 	a.allocBatch()
 	return a
@@ -85,6 +86,12 @@ func (a *Activations) Set(x []float32, n int) {
 	a.ok32, a.okK, a.okS = false, false, false
 	a.x8[0].ok, a.x8[1].ok, a.okB2, a.cKOff = false, false, false, 0
 }
+
+// capK is the vectors the K-quant forms hold room for: Cap rounded up to
+// four, so that a batch kernel that takes vectors four at a time can run
+// a last, short four whole (the padding's values are stale or zero, and
+// what is computed from them is thrown away).
+func (a *Activations) capK() int { return (a.Cap + 3) &^ 3 }
 
 // N is the number of vectors set.
 func (a *Activations) N() int { return a.n }

@@ -86,21 +86,15 @@ func seqEverywhere(t Type) bool { return t == Q4_K || t == Q5_K || t == Q6_K }
 // same bits, so the faster one runs: from two vectors on, the batch
 // kernels (measured on 2048x2048, AVX-512, one thread: Q6_K 1.15x at two
 // vectors, 1.1x at four, 1.45x at eight); one vector keeps the one-vector
-// kernel (the batch kernels at one vector take 1.3x as long). Q4_K's from
-// three with AVX-512: with its weights coming from memory, as in decode
-// (BenchmarkMatMulActStream, 5632x2048, AMD EPYC, 2026-12-06), the batch
-// kernels took 1.15x as long at two vectors as the one-vector kernel run
-// for each (1.25x on two threads), as long at three, 0.9-0.95x of the
-// four-vector kernel at four and 0.55x of it at eight (AVX-VNNI's batch
-// kernels, not measured so, keep two). Q5_K's from four
+// kernel (the batch kernels at one vector take 1.3x as long). Q4_K's too,
+// with its weights coming from memory, as in decode, since a short four
+// runs padded (padFours: at two vectors 0.89x of the one-vector kernel
+// run for each on one thread, 0.96x on two). Q5_K's from four
 // (at two they took 1.08x as long as the one-vector kernel run twice;
 // 1.5x faster than the four-vector kernel at four, 2.3x at eight).
 func usesBatchForm(t Type, n int) bool {
 	if seqEverywhere(t) && batchKQuants {
-		switch t {
-		case Q4_K:
-			return n >= q4KBatchFrom()
-		case Q5_K:
+		if t == Q5_K {
 			return n >= 4
 		}
 		return n >= 2

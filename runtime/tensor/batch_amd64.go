@@ -112,7 +112,7 @@ func (a *Activations) allocBatch() {
 		}
 	}
 	if a.hasQK && (useAVX512 || useAVXVNNI) {
-		a.bK2, a.cK = make([]int16, a.Cap*a.Cols/32), make([]int32, a.Cap*a.Cols/16)
+		a.bK2, a.cK = make([]int16, a.capK()*a.Cols/32), make([]int32, a.capK()*a.Cols/16)
 	}
 }
 

@@ -14,15 +14,6 @@ import (
 // (BenchmarkBatchKVNNI).
 var batchKQuants = hasAVX512 || hasAVXVNNI
 
-// q4KBatchFrom is the fewest vectors a Q4_K product takes in the batch
-// form (usesBatchForm): 3 with the AVX-512 kernels, 2 with AVX-VNNI's.
-func q4KBatchFrom() int {
-	if useAVX512 {
-		return 3
-	}
-	return 2
-}
-
 // batchK16 selects the 16-row batch kernels (64-byte registers: Q8_0,
 // Q4_0, Q4_K, Q5_K) before the 8-row ones; tests turn it off to run both.
 var batchK16 = true
@@ -95,8 +86,8 @@ func (a *Activations) prepareQ4KBatch() {
 	if a.okB2 {
 		return
 	}
-	if len(a.bK2) < a.Cap*a.Cols/32 {
-		a.bK2 = make([]int16, a.Cap*a.Cols/32)
+	if len(a.bK2) < a.capK()*a.Cols/32 {
+		a.bK2 = make([]int16, a.capK()*a.Cols/32)
 	}
 	m := a.n * a.Cols / 32
 	for i := range m {
@@ -149,7 +140,7 @@ func matMulBatchK(out []float32, w Matrix, a *Activations, lo, hi int) int {
 		touchRows(w, r, 8)
 		for v0 := 0; v0 < n; v0 += batchVecs {
 			nv := min(batchVecs, n-v0)
-			clear(acc[:nv])
+			clear(acc[:min(len(acc), (nv+3)&^3)]) // a padded four's too
 			for k0 := 0; k0 < nk; k0 += kBatchKC {
 				kc := min(kBatchKC, nk-k0)
 				src := w.Data[r*rb+k0*bb : (r+7)*rb+(k0+kc)*bb]
@@ -165,6 +156,17 @@ func matMulBatchK(out []float32, w Matrix, a *Activations, lo, hi int) int {
 					} else {
 						batchQ4Kx8x4K(vnni, &tile[0], x, cols, d, 4*nk, &a.bK2[v*cols/32+8*k0], 2*(cols/32), kc, &acc[v-v0][0])
 					}
+				}
+				if v0+nv-v >= 3 { // a short last four of three, whole on the padding (padFours)
+					x, d := &a.qK[v*cols+qkK*k0], &a.dK[v*nk+k0]
+					if q6 {
+						batchQ6Kx8x4K(vnni, &tile[0], x, cols, d, 4*nk, &a.cK[v*cols/16+16*k0], 4*(cols/16), kc, &acc[v-v0][0])
+					} else if w.Type == Q2_K {
+						batchQ2Kx8x4K(vnni, &tile[0], x, cols, d, 4*nk, &a.bsumsK[v*cols/16+16*k0], 2*(cols/16), kc, &acc[v-v0][0])
+					} else {
+						batchQ4Kx8x4K(vnni, &tile[0], x, cols, d, 4*nk, &a.bK2[v*cols/32+8*k0], 2*(cols/32), kc, &acc[v-v0][0])
+					}
+					v = v0 + nv
 				}
 				for ; v < v0+nv; v++ {
 					x, d := &a.qK[v*cols+qkK*k0], &a.dK[v*nk+k0]
@@ -238,8 +240,8 @@ func (a *Activations) prepareCBatch(off int32) {
 	if a.cKOff == off {
 		return
 	}
-	if len(a.cK) < a.Cap*a.Cols/16 {
-		a.cK = make([]int32, a.Cap*a.Cols/16)
+	if len(a.cK) < a.capK()*a.Cols/16 {
+		a.cK = make([]int32, a.capK()*a.Cols/16)
 	}
 	for i, s := range a.bsumsK[:a.n*a.Cols/16] {
 		a.cK[i] = -off * int32(s)
@@ -517,6 +519,18 @@ func batchQ4Kx32ix4(tile *byte, x *int8, xs int, d *float32, ds int, b2 *int16, 
 //go:noescape
 func batchQ4Kx32ix1(tile *byte, x *int8, d *float32, b2 *int16, nb int, acc *float32, out *float32)
 
+// padFours is the fewest vectors of a short last four (Activations.capK)
+// that the Q4_K batch kernels of 16 and 32 rows run whole, padded, rather
+// than one by one: BenchmarkMatMulActStream (5632x2048 from memory, AMD
+// EPYC, AVX-512, one thread, 2026-12-06) took 0.58-0.60 ms a matrix at 3
+// vectors padded against 0.73-0.75 one by one, 0.55-0.56 at 2 against
+// 0.61-0.63 for the one-vector kernel twice, and at 6 and 7 0.75 against
+// 0.80 and 0.95; a single vector left costs less alone (5: 0.72 against
+// 0.75 padded). The 8-row kernels (Q6_K's, Q2_K's, AVX-VNNI's Q4_K) pad
+// from three: Q6_K took 1.07-1.10 ms at 3 padded against 1.14-1.22, 1.43
+// at 7 against 1.65-1.82, but at 2 padded 1.06-1.12 against 0.98-1.02.
+const padFours = 2
+
 // touchRows reads rows [r, r+k) of w into the cache in one pass, in
 // memory order, before a batch kernel repacks them. The repacks read a
 // group's rows a few super-blocks (or blocks) at a time, row after row,
@@ -554,7 +568,7 @@ func matMulBatchQ4K32i(out []float32, w Matrix, a *Activations, lo, hi int) int 
 		touchRows(w, r, 32)
 		for v0 := 0; v0 < n; v0 += batchVecs {
 			nv := min(batchVecs, n-v0)
-			clear(acc[:nv])
+			clear(acc[:min(len(acc), (nv+3)&^3)]) // a padded four's too
 			for k0 := 0; k0 < nk; k0 += kc32 {
 				kc := min(kc32, nk-k0)
 				_ = tile[4*kc*q4KTileSB-1]
@@ -572,6 +586,23 @@ func matMulBatchQ4K32i(out []float32, w Matrix, a *Activations, lo, hi int) int 
 					}
 					batchQ4Kx32ix4(&tile[0], &a.qK[v*cols+qkK*k0], cols, &a.dK[v*nk+k0], 4*nk,
 						&a.bK2[v*cols/32+8*k0], 2*(cols/32), kc, &acc[v-v0][0], o, 4*rows)
+				}
+				if m := v0 + nv - v; m >= padFours {
+					// A short last four, run whole on the padding: its
+					// outputs go to part and the real ones on to out.
+					var part [4][32]float32
+					var o *float32
+					if last {
+						o = &part[0][0]
+					}
+					batchQ4Kx32ix4(&tile[0], &a.qK[v*cols+qkK*k0], cols, &a.dK[v*nk+k0], 4*nk,
+						&a.bK2[v*cols/32+8*k0], 2*(cols/32), kc, &acc[v-v0][0], o, 4*32)
+					if last {
+						for t := range m {
+							copy(out[(v+t)*rows+r:(v+t)*rows+r+32], part[t][:])
+						}
+					}
+					v = v0 + nv
 				}
 				for ; v < v0+nv; v++ {
 					var o *float32
@@ -601,7 +632,7 @@ func matMulBatchQ4K16i(out []float32, w Matrix, a *Activations, lo, hi int) int 
 		touchRows(w, r, 16)
 		for v0 := 0; v0 < n; v0 += batchVecs {
 			nv := min(batchVecs, n-v0)
-			clear(acc[:nv])
+			clear(acc[:min(len(acc), (nv+3)&^3)]) // a padded four's too
 			for k0 := 0; k0 < nk; k0 += kBatchKC16 {
 				kc := min(kBatchKC16, nk-k0)
 				_ = tile[2*kc*q4KTileSB-1]
@@ -619,6 +650,21 @@ func matMulBatchQ4K16i(out []float32, w Matrix, a *Activations, lo, hi int) int 
 					}
 					batchQ4Kx16ix4(&tile[0], &a.qK[v*cols+qkK*k0], cols, &a.dK[v*nk+k0], 4*nk,
 						&a.bK2[v*cols/32+8*k0], 2*(cols/32), kc, &acc[v-v0][0], o, 4*rows)
+				}
+				if m := v0 + nv - v; m >= padFours {
+					var part [4][16]float32 // as in matMulBatchQ4K32i
+					var o *float32
+					if last {
+						o = &part[0][0]
+					}
+					batchQ4Kx16ix4(&tile[0], &a.qK[v*cols+qkK*k0], cols, &a.dK[v*nk+k0], 4*nk,
+						&a.bK2[v*cols/32+8*k0], 2*(cols/32), kc, &acc[v-v0][0], o, 4*16)
+					if last {
+						for t := range m {
+							copy(out[(v+t)*rows+r:(v+t)*rows+r+16], part[t][:])
+						}
+					}
+					v = v0 + nv
 				}
 				for ; v < v0+nv; v++ {
 					var o *float32

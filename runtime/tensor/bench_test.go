@@ -53,12 +53,12 @@ func BenchmarkMatMul(b *testing.B) {
 // bandwidth), bytes are weight bytes.
 func BenchmarkMatMulActStream(b *testing.B) {
 	const rows, cols, mats = 5632, 2048, 12 // 78 MB of Q4_K
-	for _, t := range []Type{Q4_K, Q8_0} {
+	for _, t := range []Type{Q4_K, Q6_K, Q8_0} {
 		ws := make([]Matrix, mats)
 		for i := range ws {
 			ws[i], _ = randomMatrix(b, t, rows, cols, uint64(i+1))
 		}
-		for _, n := range []int{1, 2, 3, 4, 8} {
+		for _, n := range []int{1, 2, 3, 4, 6, 7, 8} {
 			b.Run(fmt.Sprintf("%v/n=%d", t, n), func(b *testing.B) {
 				a := NewActivations(n, cols)
 				a.Set(testData("uniform", n*cols, 2), n)

@@ -8,7 +8,8 @@ import (
 
 // Batch invariance: with every kernel set this CPU has, each vector of a
 // MatMulAct of up to InvariantVectors vectors gets the very bits it gets
-// alone, for every weight type, on one thread and on a pool.
+// alone, for every weight type, on one thread and on a pool, whatever
+// the vectors set before them left.
 func TestMatMulActBatchInvariant(t *testing.T) {
 	orig := Kernels()
 	defer func() {
@@ -49,8 +50,26 @@ func TestMatMulActBatchInvariant(t *testing.T) {
 					a1.Set(x[i*mt.cols:(i+1)*mt.cols], 1)
 					MatMulAct(pool, alone[i*rows:(i+1)*rows], m, a1)
 				}
+				// One Activations for every n, first set to poison (NaN,
+				// infinities, huge values) for all maxN vectors: a batch
+				// kernel that runs a short last four padded reads the
+				// stale vectors past n, which must change nothing.
+				a := NewActivations(maxN, mt.cols)
+				poison := testData("normal", maxN*mt.cols, 3)
+				for i := range poison {
+					switch i % 5 {
+					case 0:
+						poison[i] = float32(math.NaN())
+					case 1:
+						poison[i] = float32(math.Inf(1 - 2*(i%2)))
+					case 2:
+						poison[i] *= 1e30
+					}
+				}
+				scratch := make([]float32, maxN*rows)
 				for n := 2; n <= min(InvariantVectors(mt.t), maxN); n++ {
-					a := NewActivations(n, mt.cols)
+					a.Set(poison, maxN)
+					MatMulAct(pool, scratch, m, a)
 					a.Set(x[:n*mt.cols], n)
 					out := make([]float32, n*rows)
 					MatMulAct(pool, out, m, a)
