@@ -146,18 +146,13 @@ func matMulBatchK(out []float32, w Matrix, a *Activations, lo, hi int) int {
 				src := w.Data[r*rb+k0*bb : (r+7)*rb+(k0+kc)*bb]
 				_ = tile[kc*tsb-1]
 				repackKx8(w.Type, vnni, &tile[0], &src[0], rb, kc)
-				v := v0
-				for ; v+4 <= v0+nv; v += 4 {
-					x, d := &a.qK[v*cols+qkK*k0], &a.dK[v*nk+k0]
-					if q6 {
-						batchQ6Kx8x4K(vnni, &tile[0], x, cols, d, 4*nk, &a.cK[v*cols/16+16*k0], 4*(cols/16), kc, &acc[v-v0][0])
-					} else if w.Type == Q2_K {
-						batchQ2Kx8x4K(vnni, &tile[0], x, cols, d, 4*nk, &a.bsumsK[v*cols/16+16*k0], 2*(cols/16), kc, &acc[v-v0][0])
-					} else {
-						batchQ4Kx8x4K(vnni, &tile[0], x, cols, d, 4*nk, &a.bK2[v*cols/32+8*k0], 2*(cols/32), kc, &acc[v-v0][0])
-					}
+				// Fours, and a short last four of three whole on the
+				// padding (its rows of acc are not read; see padFours).
+				v, fours := v0, v0+nv&^3
+				if nv%4 >= 3 {
+					fours = v0 + (nv+3)&^3
 				}
-				if v0+nv-v >= 3 { // a short last four of three, whole on the padding (padFours)
+				for ; v < fours; v += 4 {
 					x, d := &a.qK[v*cols+qkK*k0], &a.dK[v*nk+k0]
 					if q6 {
 						batchQ6Kx8x4K(vnni, &tile[0], x, cols, d, 4*nk, &a.cK[v*cols/16+16*k0], 4*(cols/16), kc, &acc[v-v0][0])
@@ -166,7 +161,6 @@ func matMulBatchK(out []float32, w Matrix, a *Activations, lo, hi int) int {
 					} else {
 						batchQ4Kx8x4K(vnni, &tile[0], x, cols, d, 4*nk, &a.bK2[v*cols/32+8*k0], 2*(cols/32), kc, &acc[v-v0][0])
 					}
-					v = v0 + nv
 				}
 				for ; v < v0+nv; v++ {
 					x, d := &a.qK[v*cols+qkK*k0], &a.dK[v*nk+k0]
@@ -531,6 +525,33 @@ func batchQ4Kx32ix1(tile *byte, x *int8, d *float32, b2 *int16, nb int, acc *flo
 // at 7 against 1.65-1.82, but at 2 padded 1.06-1.12 against 0.98-1.02.
 const padFours = 2
 
+// padFour runs the four-vector Q4_K kernel of g-row tiles (32:
+// batchQ4Kx32ix4, 16: batchQ4Kx16ix4) over the super-blocks [k0, k0+kc)
+// of a short last four: the m < 4 vectors from v and the padding after
+// them (Activations.capK). At the last super-blocks its outputs go to a
+// scratch and the m real ones on to out (rows r..r+g of each vector's
+// rows outputs). The kernels are called directly, not as a func value,
+// so that the scratch stays on the stack.
+func padFour(g int, tile *byte, a *Activations, v, m, k0, kc int, acc *float32, last bool, out []float32, rows, r int) {
+	cols, nk := a.Cols, a.Cols/qkK
+	var part [4][32]float32
+	var o *float32
+	if last {
+		o = &part[0][0]
+	}
+	x, d, b2 := &a.qK[v*cols+qkK*k0], &a.dK[v*nk+k0], &a.bK2[v*cols/32+8*k0]
+	if g == 32 {
+		batchQ4Kx32ix4(tile, x, cols, d, 4*nk, b2, 2*(cols/32), kc, acc, o, 4*32)
+	} else {
+		batchQ4Kx16ix4(tile, x, cols, d, 4*nk, b2, 2*(cols/32), kc, acc, o, 4*32)
+	}
+	if last {
+		for t := range m {
+			copy(out[(v+t)*rows+r:(v+t)*rows+r+g], part[t][:g])
+		}
+	}
+}
+
 // touchRows reads rows [r, r+k) of w into the cache in one pass, in
 // memory order, before a batch kernel repacks them. The repacks read a
 // group's rows a few super-blocks (or blocks) at a time, row after row,
@@ -588,20 +609,7 @@ func matMulBatchQ4K32i(out []float32, w Matrix, a *Activations, lo, hi int) int 
 						&a.bK2[v*cols/32+8*k0], 2*(cols/32), kc, &acc[v-v0][0], o, 4*rows)
 				}
 				if m := v0 + nv - v; m >= padFours {
-					// A short last four, run whole on the padding: its
-					// outputs go to part and the real ones on to out.
-					var part [4][32]float32
-					var o *float32
-					if last {
-						o = &part[0][0]
-					}
-					batchQ4Kx32ix4(&tile[0], &a.qK[v*cols+qkK*k0], cols, &a.dK[v*nk+k0], 4*nk,
-						&a.bK2[v*cols/32+8*k0], 2*(cols/32), kc, &acc[v-v0][0], o, 4*32)
-					if last {
-						for t := range m {
-							copy(out[(v+t)*rows+r:(v+t)*rows+r+32], part[t][:])
-						}
-					}
+					padFour(32, &tile[0], a, v, m, k0, kc, &acc[v-v0][0], last, out, rows, r)
 					v = v0 + nv
 				}
 				for ; v < v0+nv; v++ {
@@ -652,18 +660,7 @@ func matMulBatchQ4K16i(out []float32, w Matrix, a *Activations, lo, hi int) int 
 						&a.bK2[v*cols/32+8*k0], 2*(cols/32), kc, &acc[v-v0][0], o, 4*rows)
 				}
 				if m := v0 + nv - v; m >= padFours {
-					var part [4][16]float32 // as in matMulBatchQ4K32i
-					var o *float32
-					if last {
-						o = &part[0][0]
-					}
-					batchQ4Kx16ix4(&tile[0], &a.qK[v*cols+qkK*k0], cols, &a.dK[v*nk+k0], 4*nk,
-						&a.bK2[v*cols/32+8*k0], 2*(cols/32), kc, &acc[v-v0][0], o, 4*16)
-					if last {
-						for t := range m {
-							copy(out[(v+t)*rows+r:(v+t)*rows+r+16], part[t][:])
-						}
-					}
+					padFour(16, &tile[0], a, v, m, k0, kc, &acc[v-v0][0], last, out, rows, r)
 					v = v0 + nv
 				}
 				for ; v < v0+nv; v++ {
