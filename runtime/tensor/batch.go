@@ -90,9 +90,10 @@ func seqEverywhere(t Type) bool { return t == Q4_K || t == Q5_K || t == Q6_K }
 // three with AVX-512: with its weights coming from memory, as in decode,
 // and a short four padded (padFours), two vectors in the batch form took
 // 0.91-0.98x as long as the one-vector kernel run for each on one thread,
-// but on two threads 0.95-1.05x on 2048- and 5632-row matrices and 1.5x
-// on 256 rows (a GQA model's K and V: 31-34 against 49-50 µs; AMD EPYC,
-// 2026-12-06); from three on the batch form is 1.1-1.27x faster (AVX-VNNI's
+// but on two threads 0.95-1.05x on 2048- and 5632-row matrices (and 1.5x
+// on 256 rows, measured before batchChunkMin gave such matrices 32-row
+// chunks: not measured since; AMD EPYC, 2026-12-06); from three on the
+// batch form is 1.1-1.27x faster (AVX-VNNI's
 // batch kernels, not measured so, keep two). Q5_K's from four
 // (at two they took 1.08x as long as the one-vector kernel run twice;
 // 1.5x faster than the four-vector kernel at four, 2.3x at eight).

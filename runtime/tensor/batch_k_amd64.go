@@ -155,10 +155,10 @@ func matMulBatchK(out []float32, w Matrix, a *Activations, lo, hi int) int {
 				src := w.Data[r*rb+k0*bb : (r+7)*rb+(k0+kc)*bb]
 				_ = tile[kc*tsb-1]
 				repackKx8(w.Type, vnni, &tile[0], &src[0], rb, kc)
-				// Fours, and a short last four of three whole on the
-				// padding (its rows of acc are not read; see padFours).
+				// Fours, and a short last four whole on the padding (its
+				// rows of acc are not read).
 				v, fours := v0, v0+nv&^3
-				if nv%4 >= 3 {
+				if nv%4 >= padFoursX8 {
 					fours = v0 + (nv+3)&^3
 				}
 				for ; v < fours; v += 4 {
@@ -530,9 +530,13 @@ func batchQ4Kx32ix1(tile *byte, x *int8, d *float32, b2 *int16, nb int, acc *flo
 // 0.61-0.63 for the one-vector kernel twice, and at 6 and 7 0.75 against
 // 0.80 and 0.95; a single vector left costs less alone (5: 0.72 against
 // 0.75 padded). The 8-row kernels (Q6_K's, Q2_K's, AVX-VNNI's Q4_K) pad
-// from three: Q6_K took 1.07-1.10 ms at 3 padded against 1.14-1.22, 1.43
-// at 7 against 1.65-1.82, but at 2 padded 1.06-1.12 against 0.98-1.02.
-const padFours = 2
+// from three (padFoursX8): Q6_K took 1.07-1.10 ms at 3 padded against
+// 1.14-1.22, 1.43 at 7 against 1.65-1.82, but at 2 padded 1.06-1.12
+// against 0.98-1.02.
+const (
+	padFours   = 2
+	padFoursX8 = 3
+)
 
 // padFour runs the four-vector Q4_K kernel of g-row tiles (32:
 // batchQ4Kx32ix4, 16: batchQ4Kx16ix4) over the super-blocks [k0, k0+kc)
