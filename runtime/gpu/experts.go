@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"math"
 	"slices"
 	"unsafe"
 
@@ -16,19 +17,138 @@ import (
 // adds every token's experts' outputs, weighted, in ascending expert id
 // as the CPU does.
 
-// moeWork is the scratch of Experts, grown to the most tokens and slots
-// (tokens × experts per token) seen.
+// moeWork is the scratch of Experts and of the layers routed on the
+// device, grown to the most tokens and slots (tokens × experts per
+// token) seen.
 type moeWork struct {
-	tokens, slots int
-	embd, width   int
-	bufs          scratch
-	x, out        *Buffer // [tokens × Embd] the normed inputs; the sum
-	xe, ys        *Buffer // [slots × Embd] gathered inputs; expert outputs
-	hb, hb2       *Buffer // [slots × expert width]
-	rows          *Buffer // [slots] the token each gathered row holds
-	slot, weight  *Buffer // [tokens × used] each token's output rows and weights, by expert id
+	tokens, slots        int
+	embd, width, experts int
+	bufs                 scratch
+	x, out               *Buffer // [tokens × Embd] the normed inputs; the sum
+	xe, ys               *Buffer // [slots × Embd] gathered inputs; expert outputs
+	hb, hb2              *Buffer // [slots × expert width]
+	rows                 *Buffer // [slots] the token each gathered row holds; routed on the device: each slot's expert
+	slot, weight         *Buffer // [tokens × used] each token's output rows and weights, by expert id
+	logits, sel          *Buffer // [tokens × experts] routed on the device: the router's scores, the selection's
 	quantBufs
-	host expertLists // the host-side lists that fill rows, slot and weight
+	identity int         // routed on the device: slot holds 0, 1, ... up to this
+	host     expertLists // the host-side lists that fill rows, slot and weight
+}
+
+// routeOnDevice lets whole mixture-of-experts layers route on the device
+// (tests turn it off to run the experts' own submission, Experts).
+var routeOnDevice = true
+
+// routedLayer is a mixture-of-experts layer's feed-forward half as the
+// device runs it whole: the router (and its bias, nil where none), the
+// experts' 3-D tensors and the shared expert's matrices (nil where none).
+type routedLayer struct {
+	router               *Matrix
+	bias                 *Buffer
+	gate, up, down       *Matrix
+	shGate, shUp, shDown *Matrix
+}
+
+// maxRouted and maxExpertGroups bound what moe_route takes: experts per token,
+// expert groups.
+const (
+	maxRouted       = 32
+	maxExpertGroups = 64
+)
+
+// routedLayer is w's routing and experts on the device, or nil where the
+// device does not hold them all (or routeOnDevice is off): then the
+// State routes, and the experts run in their own submission.
+func (o *Offload) routedLayer(c model.Config, w *model.MoE) (*routedLayer, error) {
+	if !routeOnDevice || len(w.Experts) == 0 || c.ExpertsUsed > maxRouted || c.ExpertGroups > maxExpertGroups ||
+		len(w.Experts) != c.Experts || !o.holdsExperts(w) {
+		return nil, nil
+	}
+	first := &w.Experts[0]
+	e := &routedLayer{router: o.matrix(w.Router), gate: o.stackAt(first.Gate.Data, c.Experts),
+		up: o.stackAt(first.Up.Data, c.Experts), down: o.stackAt(first.Down.Data, c.Experts)}
+	if e.router == nil || e.router.Rows != c.Experts {
+		return nil, nil
+	}
+	if sh := &w.Shared; sh.Gate.Rows > 0 {
+		e.shGate, e.shUp, e.shDown = o.matrix(sh.Gate), o.matrix(sh.Up), o.matrix(sh.Down)
+		if e.shGate == nil || e.shUp == nil || e.shDown == nil {
+			return nil, nil
+		}
+		o.ffn = max(o.ffn, sh.Gate.Rows) // the layer's scratch holds its hidden rows
+	}
+	var err error
+	if e.bias, err = o.floats(w.Bias); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// recordRouted records x += MoE(RMSNorm(x)) of a mixture-of-experts
+// layer, all of it on the device: the router's scores, each token's
+// experts chosen (moe_route, as State.route), each chosen expert's
+// products over its token's row (the _id kernels: a vector per (token,
+// expert) pair, the expert's rows picked by the id the routing wrote),
+// SwiGLU, the shared expert, and the weighted sum in ascending expert id
+// (moe_combine), added to x. Every row's arithmetic is its own: the
+// batch does not change it.
+func (o *Offload) recordRouted(r *recorder, w *wholeLayer) {
+	c, work, mw, e := o.m.Config, &o.work, &o.moe, w.moe
+	n, embd, used, width := r.n, c.Embd, c.ExpertsUsed, c.ExpertFFN
+	slots := n * used
+	r.norm(work.x, w.ffnNorm, work.xb, n, embd, c.RMSEps)
+	r.product(mw.logits, e.router, work.xb)
+	bias, biased := mw.sel, uint32(0) // (a buffer bound where there is no bias; not read)
+	if e.bias != nil {
+		bias, biased = e.bias, 1
+	}
+	flag := func(b bool) uint32 {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	push := pushU32(uint32(n), uint32(c.Experts), uint32(used), flag(c.Gating == model.GatingSigmoid), biased,
+		uint32(max(c.ExpertGroups, 1)), uint32(c.ExpertGroupsUsed), flag(c.ExpertWeightsNorm), math.Float32bits(c.ExpertWeightsScale))
+	r.ds = append(r.ds, dispatch{name: "moe_route", buffers: []*Buffer{mw.logits, mw.sel, bias, mw.rows, mw.weight}, push: push, groups: elementGroups(n)})
+	if e.shGate != nil { // the shared expert first: the sum starts from its output, as on the CPU
+		r.product(work.hb, e.shGate, work.xb)
+		r.product(work.hb2, e.shUp, work.xb)
+		r.ds = append(r.ds, dispatch{name: "swiglu", buffers: []*Buffer{work.hb, work.hb2, work.hb}, push: pushU32(uint32(n * e.shGate.Rows)), groups: elementGroups(n * e.shGate.Rows)})
+		r.product(mw.out, e.shDown, work.hb)
+	} // (else the host cleared mw.out)
+	// The experts' products quantize into the experts' scratch, sized
+	// for a vector per slot.
+	quants := r.quants
+	r.quants, r.in32, r.inK = &mw.quantBufs, nil, nil
+	r.productIDs(mw.hb, e.gate, width, work.xb, n, mw.rows, slots, used)
+	r.productIDs(mw.hb2, e.up, width, work.xb, n, mw.rows, slots, used)
+	r.ds = append(r.ds, dispatch{name: "swiglu", buffers: []*Buffer{mw.hb, mw.hb2, mw.hb}, push: pushU32(uint32(slots * width)), groups: elementGroups(slots * width)})
+	r.productIDs(mw.ys, e.down, embd, mw.hb, slots, mw.rows, slots, 1)
+	r.quants, r.in32, r.inK = quants, nil, nil
+	r.ds = append(r.ds, dispatch{name: "moe_combine", buffers: []*Buffer{mw.out, mw.ys, mw.slot, mw.weight}, push: pushU32(uint32(n), uint32(used), uint32(embd)), groups: elementGroups(n * embd)})
+	r.add(work.x, mw.out, n*embd, n*embd)
+}
+
+// growRouted makes the scratch hold n tokens of c's routed layers, its
+// slot list 0, 1, ... (each token's experts' outputs lie in its own
+// slots) and, where the layers have no shared expert, its sum zero.
+func (w *moeWork) growRouted(d *Device, n int, c model.Config, shared bool) error {
+	slots := n * c.ExpertsUsed
+	if err := w.grow(d, n, slots, c.Embd, c.ExpertFFN, c.Experts); err != nil {
+		return err
+	}
+	if w.identity < slots {
+		ids := unsafe.Slice((*uint32)(unsafe.Pointer(&w.slot.Bytes()[0])), w.slots)
+		for i := range ids {
+			ids[i] = uint32(i)
+		}
+		w.identity = w.slots
+	}
+	if !shared {
+		clear(w.out.Float32s()[:n*c.Embd])
+	}
+	return nil
 }
 
 // expertLists is what Experts builds on the host each call, kept so that
@@ -128,7 +248,7 @@ func (o *Offload) Experts(w *model.MoE, xb, out []float32, experts []int32, weig
 	}
 
 	work := &o.moe
-	if err := work.grow(o.d, n, slots, embd, width); err != nil {
+	if err := work.grow(o.d, n, slots, embd, width, len(w.Experts)); err != nil {
 		return false, err
 	}
 	copy(work.x.Float32s(), xb)
@@ -174,27 +294,29 @@ func (o *Offload) stackAt(data []byte, experts int) *Matrix {
 
 // moeWorkSizes are the bytes of moeWork's buffers, in the order grow
 // makes them.
-func moeWorkSizes(tokens, slots, embd, width int) []int {
+func moeWorkSizes(tokens, slots, embd, width, experts int) []int {
 	widest := max(embd, width)
 	return bufferSizes(4*tokens*embd, 4*tokens*embd, 4*slots*embd, 4*slots*embd,
 		4*slots*width, 4*slots*width,
 		4*slots, 4*slots, 4*slots,
+		4*tokens*experts, 4*tokens*experts,
 		slots*widest, 4*slots*widest/32,
 		slots*widest, 4*slots*widest/256, 2*slots*widest/16)
 }
 
 // grow makes the scratch hold tokens rows and slots gathered rows of an
-// expert width wide.
-func (w *moeWork) grow(d *Device, tokens, slots, embd, width int) error {
-	if tokens <= w.tokens && slots <= w.slots && embd == w.embd && width == w.width {
+// expert width wide, and tokens rows of scores over experts.
+func (w *moeWork) grow(d *Device, tokens, slots, embd, width, experts int) error {
+	if tokens <= w.tokens && slots <= w.slots && embd == w.embd && width == w.width && experts <= w.experts {
 		return nil
 	}
+	tokens, slots, experts = max(tokens, w.tokens), max(slots, w.slots), max(experts, w.experts)
 	w.free()
-	if err := w.bufs.make(d, moeWorkSizes(tokens, slots, embd, width), &w.x, &w.out, &w.xe, &w.ys, &w.hb, &w.hb2, &w.rows, &w.slot, &w.weight, &w.q32, &w.d32, &w.qK, &w.dK, &w.sK); err != nil {
+	if err := w.bufs.make(d, moeWorkSizes(tokens, slots, embd, width, experts), &w.x, &w.out, &w.xe, &w.ys, &w.hb, &w.hb2, &w.rows, &w.slot, &w.weight, &w.logits, &w.sel, &w.q32, &w.d32, &w.qK, &w.dK, &w.sK); err != nil {
 		w.free()
 		return err
 	}
-	w.tokens, w.slots, w.embd, w.width = tokens, slots, embd, width
+	w.tokens, w.slots, w.embd, w.width, w.experts = tokens, slots, embd, width, experts
 	return nil
 }
 

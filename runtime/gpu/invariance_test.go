@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"fmt"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -18,16 +19,28 @@ import (
 // head and row over the cache in fixed chunks, the experts' combine per
 // token in expert order). The batch invariance the CPU keeps (issue 26)
 // holds on the device too. Dense layers whole (stories260K F32,
-// qwen2-tiny Q4_K) and a mixture of experts (qwen3moe-tiny Q6_K:
-// attention half, routed experts in one submission).
+// qwen2-tiny Q4_K) and a mixture of experts (qwen3moe-tiny Q6_K), routed
+// on the device and, the State routing, its attention half and its
+// experts in a submission of their own.
 func TestDeviceRowsDoNotDependOnTheirCompany(t *testing.T) {
 	d := openDevice(t)
 	dir := t.TempDir()
 	paths := []string{testdata.Path(t, "gguf/stories260K.gguf"), synthModel(t, dir, "qwen2-tiny", tensor.Q4_K), synthModel(t, dir, "qwen3moe-tiny", tensor.Q6_K)}
-	for _, path := range paths {
-		t.Run(filepath.Base(path), func(t *testing.T) {
-			m := loadModel(t, path)
+	type run struct {
+		path   string
+		routed bool // a mixture of experts routed on the device, else by the State, the experts in their own submission
+	}
+	var runs []run
+	for _, p := range paths {
+		runs = append(runs, run{p, true})
+	}
+	runs = append(runs, run{paths[2], false})
+	for _, run := range runs {
+		t.Run(fmt.Sprintf("%s routed=%v", filepath.Base(run.path), run.routed), func(t *testing.T) {
+			m := loadModel(t, run.path)
+			routeOnDevice = run.routed
 			o, err := d.OffloadLayers(m, AllLayers)
+			routeOnDevice = true
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -75,8 +88,11 @@ func TestDeviceRowsDoNotDependOnTheirCompany(t *testing.T) {
 			if o.layerRuns.Load()-layerRuns < int64(len(m.Blocks)) {
 				t.Fatalf("%d of %d layers ran on the device in the batched step", o.layerRuns.Load()-layerRuns, len(m.Blocks))
 			}
-			if m.Experts > 0 && o.expertRuns.Load() == expertRuns {
+			if m.Experts > 0 && !run.routed && o.expertRuns.Load() == expertRuns {
 				t.Fatal("the experts' submission did not run in the batched step")
+			}
+			if m.Experts > 0 && run.routed && o.routedRuns.Load() == 0 {
+				t.Fatal("no layer routed on the device")
 			}
 		})
 	}

@@ -22,15 +22,18 @@ import (
 // imports (VK_EXT_external_memory_host; once per Cache, kvimport.go), so
 // the CPU's prompt cache, rollback and replay see what the device wrote.
 // Latent attention (deepseek2) takes the place of the Q/K/V part
-// (mla.go); mixture-of-experts layers run their attention half here and
-// their experts in a submission of their own (experts.go). Caches of other
-// element types than f16 and f32 keep one submission per product.
+// (mla.go); a mixture-of-experts layer routes its tokens on the device
+// and runs their experts in the same submission (experts.go), or, where
+// the device lacks its router or part of its experts, runs its attention
+// half here and its experts in a submission of their own, the State
+// routing. Caches of other element types than f16 and f32 keep one
+// submission per product.
 
 // maxHeadDim is the widest head the attention kernel takes.
 const maxHeadDim = 256
 
 // wholeLayer is a block the device runs entire, or its attention half (a
-// mixture-of-experts layer: gate, up and down nil): its matrices held,
+// mixture-of-experts layer the State routes: gate, up, down and moe nil): its matrices held,
 // its norms and biases copied (nil where the block has none). Latent
 // attention (mla non-nil) has its own matrices instead of q, k and v.
 type wholeLayer struct {
@@ -38,6 +41,7 @@ type wholeLayer struct {
 	attnNorm, ffnNorm, qNorm, kNorm *Buffer
 	bq, bk, bv                      *Buffer
 	mla                             *latentLayer
+	moe                             *routedLayer // a mixture of experts routed on the device (experts.go); nil: its attention half only
 }
 
 // layerWork is the scratch of whole layers, grown to the largest batch
@@ -95,6 +99,11 @@ func (o *Offload) wholeLayers(m *model.Model, from, to int) error {
 		}
 		if w.gate != nil {
 			o.ffn = max(o.ffn, b.Gate.Rows)
+		}
+		if b.MoE != nil {
+			if w.moe, err = o.routedLayer(c, b.MoE); err != nil {
+				return err
+			}
 		}
 		for _, f := range []struct {
 			dst **Buffer
@@ -155,11 +164,11 @@ func (o *Offload) holdsExperts(w *model.MoE) bool {
 }
 
 // WholeLayers is how many layers the device runs entire, and how many
-// of the others their attention half of (mixture-of-experts layers,
-// whose feed-forward half runs a product at a time).
+// of the others their attention half of (mixture-of-experts layers the
+// State routes, whose experts then run in a submission of their own).
 func (o *Offload) WholeLayers() (whole, attention int) {
 	for _, w := range o.whole {
-		if w.gate != nil {
+		if w.gate != nil || w.moe != nil {
 			whole++
 		} else {
 			attention++
@@ -185,6 +194,9 @@ func (o *Offload) Layer(l int, x []float32, segs []model.Segment) (model.Ran, er
 	}
 	c := o.m.Config
 	dispatches := 3*len(segs) + 24
+	if w.moe != nil {
+		dispatches += 16 // the norm, router, routing, shared expert, the experts' products and their sum
+	}
 	if w.mla != nil {
 		dispatches += 2*c.Heads + 16 // each head's two products, and latent attention's other steps (about 12) and quantizations
 	}
@@ -228,8 +240,16 @@ func (o *Offload) Layer(l int, x []float32, segs []model.Segment) (model.Ran, er
 	}
 	embd := c.Embd
 
-	// x += Down(SiLU(Gate h) * Up h), h = RMSNorm(x)
+	// x += Down(SiLU(Gate h) * Up h), h = RMSNorm(x); or its mixture of
+	// experts
 	ran := model.RanAttention
+	if w.moe != nil {
+		if err := o.moe.growRouted(o.d, n, c, w.moe.shGate != nil); err != nil {
+			return model.RanNone, err
+		}
+		o.recordRouted(&r, w)
+		ran = model.RanLayer
+	}
 	if w.gate != nil {
 		r.norm(work.x, w.ffnNorm, work.xb, n, embd, c.RMSEps)
 		r.product(work.hb, w.gate, work.xb)
@@ -246,6 +266,9 @@ func (o *Offload) Layer(l int, x []float32, segs []model.Segment) (model.Ran, er
 		return model.RanNone, err
 	}
 	o.layerRuns.Add(1)
+	if w.moe != nil {
+		o.routedRuns.Add(1)
+	}
 	runtime.KeepAlive(segs) // the caches (their imports live as long)
 	copy(x, work.x.Float32s()[:n*embd])
 	return ran, nil
@@ -384,28 +407,46 @@ func (r *recorder) product(out *Buffer, w *Matrix, in *Buffer) {
 // productRows records rows v0 .. v0+count-1 of out = w · the same rows of
 // in (all n rows of in quantized, where w's kernel takes them so, once).
 func (r *recorder) productRows(out *Buffer, w *Matrix, in *Buffer, v0, count int) {
+	bufs := append(r.inputs(w, in, r.n), out)
+	r.ds = append(r.ds, dispatch{name: kernelOf[w.Type].name, buffers: bufs, push: pushU32(uint32(w.Rows), uint32(w.Cols), uint32(v0)), groups: workgroups(w.Rows, count)})
+	r.wrote(out)
+}
+
+// productIDs records out[v] = W_ids[v] · in[v / per] for count vectors
+// v (the _id kernels, shape.glsl): w holds every expert's rows, rows of
+// them an expert's; in holds inVectors vectors.
+func (r *recorder) productIDs(out *Buffer, w *Matrix, rows int, in *Buffer, inVectors int, ids *Buffer, count, per int) {
+	bufs := append(r.inputs(w, in, inVectors), out, ids)
+	r.ds = append(r.ds, dispatch{name: kernelOf[w.Type].name + "_id", buffers: bufs, push: pushU32(uint32(rows), uint32(w.Cols), 0, uint32(per)), groups: workgroups(rows, count)})
+	r.wrote(out)
+}
+
+// inputs are the weights' and input's buffers of a product through w
+// over the first vectors of in, the input quantized first where w's
+// kernel takes it so (once: unless the last quantization in that form
+// was of another buffer).
+func (r *recorder) inputs(w *Matrix, in *Buffer, vectors int) []*Buffer {
 	k := kernelOf[w.Type]
-	values := r.n * w.Cols
+	values := vectors * w.Cols
 	q := r.quants
 	var bufs []*Buffer
 	switch k.input {
 	case floats:
-		bufs = []*Buffer{w.buf, in, out}
+		bufs = []*Buffer{w.buf, in}
 	case quants32:
 		if r.in32 != in {
 			r.ds = append(r.ds, dispatch{name: "quantize_q32", buffers: []*Buffer{in, q.q32, q.d32}, push: pushU32(uint32(values / 32)), groups: elementGroups(values / 32)})
 			r.in32 = in
 		}
-		bufs = []*Buffer{w.buf, q.q32, q.d32, out}
+		bufs = []*Buffer{w.buf, q.q32, q.d32}
 	case quantsK:
 		if r.inK != in {
 			r.ds = append(r.ds, dispatch{name: "quantize_q8k", buffers: []*Buffer{in, q.qK, q.dK, q.sK}, push: pushU32(uint32(values / 256)), groups: elementGroups(values / 256)})
 			r.inK = in
 		}
-		bufs = []*Buffer{w.buf, q.qK, q.dK, q.sK, out}
+		bufs = []*Buffer{w.buf, q.qK, q.dK, q.sK}
 	}
-	r.ds = append(r.ds, dispatch{name: k.name, buffers: bufs, push: pushU32(uint32(w.Rows), uint32(w.Cols), uint32(v0)), groups: workgroups(w.Rows, count)})
-	r.wrote(out)
+	return bufs
 }
 
 // layerWorkSizes are the bytes of layerWork's buffers for n rows, in

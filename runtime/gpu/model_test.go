@@ -69,26 +69,37 @@ func TestOffloadedModel(t *testing.T) {
 		if err := model.TeacherForced(m, nil, ids, 7, func(_ int, l []float32) { want = append(want, append([]float32(nil), l...)) }); err != nil {
 			t.Fatal(err)
 		}
-		for _, layers := range []int{len(m.Blocks), 1} {
+		moe := m.Experts > 0
+		type run struct {
+			layers int
+			routed bool // mixture-of-experts layers routed on the device, else the State routes
+		}
+		runs := []run{{len(m.Blocks), true}, {1, true}}
+		if moe {
+			runs = append(runs, run{len(m.Blocks), false})
+		}
+		for _, run := range runs {
+			layers := run.layers
+			routeOnDevice = run.routed
 			o, err := d.OffloadLayers(m, layers)
+			routeOnDevice = true
 			if err != nil {
 				t.Fatal(err)
 			}
-			// Dense layers run whole, mixture-of-experts ones their
-			// attention half; latent attention of the attn_kv_b layout
-			// (W_UK used transposed) neither.
+			// Dense layers run whole, mixture-of-experts ones too (or
+			// their attention half, the State routing); latent attention
+			// of the attn_kv_b layout (W_UK used transposed) neither.
 			legacy := m.MLA.KVLoraRank > 0 && !m.MLA.Split
 			wantWhole, wantAttention := 0, 0
 			for _, b := range m.Blocks[len(m.Blocks)-layers:] {
 				switch {
 				case legacy:
-				case b.MoE != nil:
+				case b.MoE != nil && !run.routed:
 					wantAttention++
 				default:
 					wantWhole++
 				}
 			}
-			moe := m.Experts > 0
 			if whole, attention := o.WholeLayers(); whole != wantWhole || attention != wantAttention {
 				t.Errorf("%s: of %d offloaded layers, %d run whole and %d their attention, want %d and %d", mc.name, layers, whole, attention, wantWhole, wantAttention)
 			}
@@ -132,9 +143,12 @@ func TestOffloadedModel(t *testing.T) {
 					t.Errorf("%s, %d layers on the device: position %d: argmax %d, want %d", mc.name, layers, i, a, b)
 				}
 			})
-			calls, expertRuns, layerRuns := o.Calls(), o.expertRuns.Load(), o.layerRuns.Load()
+			calls, expertRuns, layerRuns, routedRuns := o.Calls(), o.expertRuns.Load(), o.layerRuns.Load(), o.routedRuns.Load()
 			o.Free()
-			if moe && expertRuns == 0 {
+			switch {
+			case moe && !legacy && run.routed && (routedRuns == 0 || expertRuns != 0):
+				t.Errorf("%s: %d layers routed on the device, %d experts' submissions: want the routing there", mc.name, routedRuns, expertRuns)
+			case moe && (legacy || !run.routed) && expertRuns == 0:
 				t.Errorf("%s: no routed experts ran on the device", mc.name)
 			}
 			passes := int64(len(ids)+6) / 7
@@ -148,7 +162,7 @@ func TestOffloadedModel(t *testing.T) {
 			if calls < int64(len(ids)/7) {
 				t.Errorf("%s: the device computed %d products in %d forward passes", mc.name, calls, (len(ids)+6)/7)
 			}
-			t.Logf("%s: %d layers (%d matrices) on the device: logits within %g of their range", mc.name, layers, held, mc.tol)
+			t.Logf("%s: %d layers (%d matrices, routing on the device: %v) on the device: logits within %g of their range", mc.name, layers, held, run.routed && moe && !legacy, mc.tol)
 		}
 	}
 }

@@ -38,6 +38,7 @@ type Offload struct {
 	stacks     []stackedTensor
 	expertRuns atomic.Int64 // Experts calls that ran
 	layerRuns  atomic.Int64 // Layer calls that ran on the device (whole layers or attention halves)
+	routedRuns atomic.Int64 // of them, mixture-of-experts layers routed on the device
 	small      []*Buffer
 	ffn        int
 	layerMu    sync.Mutex // the scratch of layers and experts: one call at a time
@@ -276,7 +277,7 @@ func (o *Offload) MemoryBytes(rows int) uint64 {
 	}
 	if len(o.stacks) > 0 && o.m.Experts > 0 {
 		c := o.m.Config
-		add(moeWorkSizes(rows, rows*c.ExpertsUsed, c.Embd, c.ExpertFFN))
+		add(moeWorkSizes(rows, rows*c.ExpertsUsed, c.Embd, c.ExpertFFN, c.Experts))
 	}
 	var slots []int
 	for _, m := range o.held {

@@ -356,7 +356,8 @@ func (s *State) ForwardBatch(segs []Segment) error {
 			s.bytesRead += s.m.Blocks[l].attentionBytes()
 			s.feedForwardAdd(l, n)
 		case RanLayer:
-			s.bytesRead += s.m.Blocks[l].attentionBytes() + s.m.Blocks[l].denseBytes()
+			b := &s.m.Blocks[l]
+			s.bytesRead += b.attentionBytes() + b.denseBytes() + b.routedBytes(n, s.m.ExpertsUsed)
 		}
 	}
 	for _, g := range segs {

@@ -28,6 +28,22 @@ func (b *Layer) denseBytes() int64 {
 	return int64(len(b.Gate.Data) + len(b.Up.Data) + len(b.Down.Data))
 }
 
+// routedBytes is, for a mixture-of-experts layer an accelerator ran
+// whole (its routing too), the bytes of its router, shared expert and
+// the experts of n tokens that used experts each: exact for one token
+// (its experts are distinct), at most that for more (which experts they
+// share stays on the device).
+func (b *Layer) routedBytes(n, used int) int64 {
+	w := b.MoE
+	if w == nil || len(w.Experts) == 0 {
+		return 0
+	}
+	e := &w.Experts[0]
+	per := int64(len(e.Gate.Data) + len(e.Up.Data) + len(e.Down.Data))
+	return int64(len(w.Router.Data)+len(w.Shared.Gate.Data)+len(w.Shared.Up.Data)+len(w.Shared.Down.Data)) +
+		per*int64(min(n*used, len(w.Experts)))
+}
+
 // Attention holds a block's self-attention weights: grouped-query (Q, K,
 // V) or multi-head latent attention (MLA).
 type Attention struct {

@@ -1,28 +1,3 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-// out[v][r] = W[r] . x[v] for F16 weights (an even number of columns:
-// two halves a word) and float vectors x.
-#include "common.glsl"
-#include "shape.glsl"
-
-layout(std430, binding = 0) readonly buffer Weights { uint w[]; };
-layout(std430, binding = 1) readonly buffer Vectors { float x[]; };
-layout(std430, binding = 2) writeonly buffer Out { float y[]; };
-
-void main() {
-	uint r = rowIndex(), v = p.v0 + gl_WorkGroupID.z;
-	if (r >= p.rows) {
-		return;
-	}
-	uint wrow = r * p.cols / 2u, xrow = v * p.cols;
-	float s = 0.0;
-	for (uint c = gl_LocalInvocationID.x; c < p.cols / 2u; c += 64u) {
-		vec2 h = unpackHalf2x16(w[wrow + c]);
-		s = fma(h.x, x[xrow + 2u * c], s);
-		s = fma(h.y, x[xrow + 2u * c + 1u], s);
-	}
-	s = groupSum(s);
-	if (gl_LocalInvocationID.x == 0u) {
-		y[v * p.rows + r] = s;
-	}
-}
+#include "matmul_f16.glsl"

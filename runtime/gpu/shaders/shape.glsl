@@ -2,8 +2,42 @@
 // the vectors are v0, v0+1, ... of the input and output buffers (one a
 // workgroup's z), so that one buffer holds the vectors of several
 // products (a mixture-of-experts layer's experts, each over its tokens).
+//
+// The experts' form (EXPERT_IDS, matmul_*_id): W holds every expert's
+// rows (a 3-D tensor, ffn_*_exps), p.rows of them an expert's; output
+// vector v is expert ids[v]'s rows times input vector v / p.per (p.per =
+// experts per token where a token's input goes to each of its experts;
+// 1 where the inputs are already one per (token, expert) pair). The
+// includer defines IDS_BINDING, the binding after its output.
+#ifdef EXPERT_IDS
+layout(push_constant) uniform Shape {
+	uint rows;
+	uint cols;
+	uint v0;
+	uint per;
+} p;
+
+layout(std430, binding = IDS_BINDING) readonly buffer Ids { uint ids[]; };
+
+uint weightRow(uint r, uint v) {
+	return ids[v] * p.rows + r;
+}
+
+uint inputVector(uint v) {
+	return v / p.per;
+}
+#else
 layout(push_constant) uniform Shape {
 	uint rows;
 	uint cols;
 	uint v0;
 } p;
+
+uint weightRow(uint r, uint v) {
+	return r;
+}
+
+uint inputVector(uint v) {
+	return v;
+}
+#endif
