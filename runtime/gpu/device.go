@@ -28,6 +28,11 @@ type Device struct {
 	maxRange    uint64 // the most bytes one storage buffer binding may span
 	offsetAlign uint64 // minStorageBufferOffsetAlignment
 	shared      bool   // hostType is device-local: the device reads host memory directly
+	// vram: the device has memory of its own (a discrete GPU's), of
+	// type localType: weights are copied there and each KV cache layer a
+	// whole layer uses is mirrored there (kvimport.go).
+	vram      bool
+	localType uint32
 	// importAlign is the host-pointer alignment of VK_EXT_external_memory_host
 	// where the device has it (0: no import; weights are copied), and
 	// hostPointerProps its function, found through vkGetDeviceProcAddr
@@ -242,6 +247,18 @@ func (d *Device) init() error {
 		return fmt.Errorf("gpu: %s has no host-visible coherent memory", d.Name)
 	}
 	d.hostType = uint32(best)
+	// A discrete GPU's own memory: device-local, not host-visible where
+	// there is such a type (VRAM, not the BAR window).
+	local := -1
+	for i := range mem.memoryTypeCount {
+		f := mem.memoryTypes[i].propertyFlags
+		if f&memDeviceLocal != 0 && (local < 0 || mem.memoryTypes[local].propertyFlags&memHostVisible != 0 && f&memHostVisible == 0) {
+			local = int(i)
+		}
+	}
+	if !d.shared && local >= 0 {
+		d.vram, d.localType = true, uint32(local)
+	}
 
 	prio := new(float32)
 	*prio = 1
@@ -293,6 +310,11 @@ const maxDescriptorSets = 2048 // a prompt chunk over 384 experts: 3 products ea
 // (unified memory: Apple silicon, integrated GPUs, lavapipe).
 func (d *Device) SharesMemory() bool { return d.shared }
 
+// HasVRAM reports whether the device has memory of its own (a discrete
+// GPU): weights are copied there and whole layers keep a copy of each KV
+// cache layer they use there.
+func (d *Device) HasVRAM() bool { return d.vram }
+
 // Close releases the device and everything made on it.
 func (d *Device) Close() {
 	d.productMu.Lock()
@@ -342,10 +364,19 @@ type Buffer struct {
 	off, rng uint64
 	owned    uint64 // bytes of device memory allocated for it (not imported)
 	imported bool   // an import of host memory (counted in Device.imports until freed)
+	local    bool   // in the device's own memory (not mapped: filled and read by copies)
 }
 
-// NewBuffer allocates size bytes (rounded up to 4) of storage memory.
-func (d *Device) NewBuffer(size int) (*Buffer, error) {
+// NewBuffer allocates size bytes (rounded up to 4) of storage memory the
+// host maps.
+func (d *Device) NewBuffer(size int) (*Buffer, error) { return d.newBuffer(size, false) }
+
+// newLocalBuffer allocates size bytes (rounded up to 4) in the device's
+// own memory (VRAM: not mapped; fill copies into it); host-visible memory
+// where the device has none of its own.
+func (d *Device) newLocalBuffer(size int) (*Buffer, error) { return d.newBuffer(size, d.vram) }
+
+func (d *Device) newBuffer(size int, local bool) (*Buffer, error) {
 	if size <= 0 {
 		return nil, fmt.Errorf("gpu: a buffer of %d bytes", size)
 	}
@@ -363,11 +394,15 @@ func (d *Device) NewBuffer(size int) (*Buffer, error) {
 	}
 	var req memoryRequirements
 	vk.getBufferMemoryRequirements(d.device, b.buf, &req)
-	if req.memoryTypeBits&(1<<d.hostType) == 0 {
-		b.Free()
-		return nil, fmt.Errorf("gpu: %s cannot place a storage buffer in host-visible memory", d.Name)
+	typ := d.hostType
+	if local {
+		typ = d.localType
 	}
-	alloc := &memoryAllocateInfo{sType: stMemoryAllocateInfo, allocationSize: req.size, memoryTypeIndex: d.hostType}
+	if req.memoryTypeBits&(1<<typ) == 0 {
+		b.Free()
+		return nil, fmt.Errorf("gpu: %s cannot place a storage buffer in memory type %d", d.Name, typ)
+	}
+	alloc := &memoryAllocateInfo{sType: stMemoryAllocateInfo, allocationSize: req.size, memoryTypeIndex: typ}
 	if err := vk.allocateMemory(d.device, alloc, nil, &b.mem).err("vkAllocateMemory"); err != nil {
 		b.Free()
 		return nil, fmt.Errorf("%w (%d bytes)", err, req.size)
@@ -384,6 +419,10 @@ func (d *Device) NewBuffer(size int) (*Buffer, error) {
 		b.Free()
 		return nil, err
 	}
+	if local {
+		b.local = true
+		return b, nil
+	}
 	if err := vk.mapMemory(d.device, b.mem, 0, n, 0, &b.mapped).err("vkMapMemory"); err != nil {
 		b.Free()
 		return nil, err
@@ -396,7 +435,7 @@ func (d *Device) NewBuffer(size int) (*Buffer, error) {
 // the device reads, and may write, in place, without a copy. It fails where the device cannot import host
 // memory, or cannot bind data where it lies; the caller then copies.
 func (d *Device) Import(data []byte) (*Buffer, error) {
-	if d.importAlign == 0 || d.hostPointerProps == nil || d.isClosed() {
+	if d.vram || d.importAlign == 0 || d.hostPointerProps == nil || d.isClosed() {
 		return nil, fmt.Errorf("gpu: %s cannot read host memory in place", d.Name)
 	}
 	if len(data) == 0 {
@@ -473,7 +512,7 @@ func (b *Buffer) view(off, size uint64) *Buffer {
 }
 
 // Imported reports whether the buffer reads host memory in place.
-func (b *Buffer) Imported() bool { return b.mapped == nil }
+func (b *Buffer) Imported() bool { return b.mapped == nil && !b.local }
 
 // Bytes is the buffer's memory, mapped: write inputs before Run, read
 // outputs after it. Nil for an imported buffer.

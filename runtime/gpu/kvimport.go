@@ -36,11 +36,21 @@ type kvKey struct {
 
 // kvImport is a layer's K and V memory as imported: the buffers and the
 // ranges they were made for (a Cache whose layer now lies elsewhere is
-// imported again).
+// imported again). A mirror (a discrete GPU's copy in its own memory)
+// also records the cache's HostWrites when it was last loaded.
 type kvImport struct {
 	k, v         *Buffer
 	kAddr, vAddr uintptr
 	kLen, vLen   int
+	mirror       bool
+	loaded       bool   // rows [0, Len) were loaded once
+	writes       uint64 // the layer's HostWrites then
+}
+
+// stale reports whether a mirror may differ from the host's rows of
+// layer l of c: never loaded, or the host stored into the layer since.
+func (imp *kvImport) stale(c *model.Cache, l int) bool {
+	return !imp.loaded || imp.writes != c.HostWrites(l)
 }
 
 // kvImports is the Offload's table of imports (under its layerMu).
@@ -65,37 +75,65 @@ func (t *kvImports) layer(d *Device, c *model.Cache, l int, temp *scratch) (k, v
 	if t.dead.Swap(0) > 0 {
 		t.sweep()
 	}
+	imp, err := t.get(d, c, l, temp, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	return imp.k, imp.v, nil
+}
+
+// mirror returns the device's copy of layer l's keys and values in c, in
+// its own memory (a discrete GPU, which cannot read the host's), made now
+// or earlier and kept while the Cache lives, as imports are. The caller
+// loads rows [0, Len) into it where it is stale, and copies back what
+// the device writes, so that the host's cache stays whole for the CPU's
+// prompt cache, rollback and replay.
+func (t *kvImports) mirror(d *Device, c *model.Cache, l int, temp *scratch) (*kvImport, error) {
+	return t.get(d, c, l, temp, true)
+}
+
+// get is layer l of c's import or mirror, from the table or made now
+// (past maxKVImports, the call's own: its buffers go in temp).
+func (t *kvImports) get(d *Device, c *model.Cache, l int, temp *scratch, mirror bool) (*kvImport, error) {
+	if t.dead.Swap(0) > 0 {
+		t.sweep()
+	}
 	kmem, vmem := c.Layer(l)
 	key := kvKey{cacheKey(c), l}
 	if imp := t.byKey[key]; imp != nil {
 		ka, kn := addrLen(kmem)
 		va, vn := addrLen(vmem)
-		if imp.kAddr == ka && imp.kLen == kn && imp.vAddr == va && imp.vLen == vn {
-			return imp.k, imp.v, nil
+		if imp.kAddr == ka && imp.kLen == kn && imp.vAddr == va && imp.vLen == vn && imp.mirror == mirror {
+			return imp, nil
 		}
 		imp.free()
 		delete(t.byKey, key)
 	}
-	if k, err = d.Import(kmem); err != nil {
-		return nil, nil, err
+	alloc := d.Import
+	if mirror {
+		alloc = func(b []byte) (*Buffer, error) { return d.newLocalBuffer(len(b)) }
+	}
+	imp := &kvImport{mirror: mirror}
+	var err error
+	if imp.k, err = alloc(kmem); err != nil {
+		return nil, err
 	}
 	if len(vmem) > 0 { // latent attention caches keys only
-		if v, err = d.Import(vmem); err != nil {
-			k.Free()
-			return nil, nil, err
+		if imp.v, err = alloc(vmem); err != nil {
+			imp.k.Free()
+			return nil, err
 		}
 	}
 	if len(t.byKey) >= maxKVImports {
-		temp.add(k, nil)
-		if v != nil {
-			temp.add(v, nil)
+		temp.add(imp.k, nil)
+		if imp.v != nil {
+			temp.add(imp.v, nil)
 		}
-		return k, v, nil
+		return imp, nil
 	}
 	if t.byKey == nil {
 		t.byKey, t.watched = map[kvKey]*kvImport{}, map[weak.Pointer[model.Cache]]bool{}
 	}
-	imp := &kvImport{k: k, v: v}
 	imp.kAddr, imp.kLen = addrLen(kmem)
 	imp.vAddr, imp.vLen = addrLen(vmem)
 	t.byKey[key] = imp
@@ -103,7 +141,7 @@ func (t *kvImports) layer(d *Device, c *model.Cache, l int, temp *scratch) (k, v
 		t.watched[key.cache] = true
 		runtime.AddCleanup(c, func(dead *atomic.Int64) { dead.Add(1) }, &t.dead)
 	}
-	return k, v, nil
+	return imp, nil
 }
 
 // sweep frees the imports of caches that are gone.
@@ -141,3 +179,119 @@ func (t *kvImports) held() int { return len(t.byKey) }
 
 // cacheKey is c's key in the table.
 func cacheKey(c *model.Cache) weak.Pointer[model.Cache] { return weak.Make(c) }
+
+// kvSync is one segment's mirror in a whole layer's call: whether rows
+// [0, Len) are loaded into it first, and where the loaded rows and the
+// rows the layer writes lie in the staging buffer.
+type kvSync struct {
+	imp             *kvImport
+	seg             model.Segment
+	load            bool
+	loadAt, storeAt int
+}
+
+// loadMirrors records, first in r, the loads of the stale mirrors of
+// syncs (layer l) from the staging buffer, their rows copied there now,
+// and places every segment's new rows after them.
+func (o *Offload) loadMirrors(r *recorder, l int, syncs []kvSync) error {
+	at := 0
+	for i := range syncs {
+		s := &syncs[i]
+		heads, rb := s.seg.Cache.Layout()
+		buffers := 1
+		if s.imp.v != nil {
+			buffers = 2
+		}
+		if s.load {
+			s.loadAt = at
+			at += buffers * heads * s.seg.Cache.Len * rb
+		}
+		s.storeAt = at
+		at += buffers * heads * s.seg.N * rb
+	}
+	if len(syncs) == 0 {
+		return nil
+	}
+	if o.staging == nil || int(o.staging.size) < at {
+		if o.staging != nil {
+			o.staging.Free()
+			o.staging = nil
+		}
+		b, err := o.d.NewBuffer(max(at, 4096))
+		if err != nil {
+			return err
+		}
+		o.staging = b
+	}
+	staging := o.staging.Bytes()
+	for i := range syncs {
+		s := &syncs[i]
+		c := s.seg.Cache
+		if !s.load {
+			continue
+		}
+		heads, rb := c.Layout()
+		at, run := s.loadAt, c.Len*rb
+		kmem, vmem := c.Layer(l)
+		for _, m := range []struct {
+			mem []byte
+			buf *Buffer
+		}{{kmem, s.imp.k}, {vmem, s.imp.v}} {
+			if m.buf == nil {
+				continue
+			}
+			for h := range heads {
+				copy(staging[at+h*run:], m.mem[h*c.Capacity*rb:h*c.Capacity*rb+run])
+			}
+			if run > 0 {
+				r.blocks(o.staging, m.buf, heads, 1, run/4, at/4, run/4, 0, 0, c.Capacity*rb/4, 0)
+			}
+			at += heads * run
+		}
+		s.imp.loaded, s.imp.writes = true, c.HostWrites(l)
+	}
+	return nil
+}
+
+// recordStores records, last in r, the copies of the rows the layer
+// wrote into each mirror to the staging buffer.
+func (o *Offload) recordStores(r *recorder, syncs []kvSync) {
+	for i := range syncs {
+		s := &syncs[i]
+		c := s.seg.Cache
+		heads, rb := c.Layout()
+		at, run := s.storeAt, s.seg.N*rb
+		for _, buf := range []*Buffer{s.imp.k, s.imp.v} {
+			if buf != nil {
+				r.blocks(buf, o.staging, heads, 1, run/4, c.Len*rb/4, c.Capacity*rb/4, 0, at/4, run/4, 0)
+				at += heads * run
+			}
+		}
+	}
+}
+
+// storeRows copies the rows the layer wrote, from the staging buffer
+// after the submission, into the host's cache (layer l).
+func (o *Offload) storeRows(l int, syncs []kvSync) {
+	if len(syncs) == 0 {
+		return
+	}
+	staging := o.staging.Bytes()
+	for i := range syncs {
+		s := &syncs[i]
+		c := s.seg.Cache
+		heads, rb := c.Layout()
+		at, run := s.storeAt, s.seg.N*rb
+		kmem, vmem := c.Layer(l)
+		for _, mem := range [][]byte{kmem, vmem} {
+			if len(mem) == 0 {
+				continue
+			}
+			for h := range heads {
+				off := (h*c.Capacity + c.Len) * rb
+				copy(mem[off:off+run], staging[at+h*run:])
+			}
+			at += heads * run
+		}
+	}
+}

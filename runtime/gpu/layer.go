@@ -67,8 +67,8 @@ type quantBufs struct {
 // wholeLayers picks the held blocks the device can run entire.
 func (o *Offload) wholeLayers(m *model.Model, from, to int) error {
 	c := m.Config
-	if o.d.importAlign == 0 || o.d.hostPointerProps == nil {
-		return nil // the KV cache cannot be read in place
+	if !o.d.vram && (o.d.importAlign == 0 || o.d.hostPointerProps == nil) {
+		return nil // the KV cache can be neither read in place nor mirrored
 	}
 	gqa := c.HeadDim <= maxHeadDim && c.HeadDim%2 == 0 && c.KVHeads > 0 && c.Heads%c.KVHeads == 0
 	for l := from; l < to; l++ {
@@ -194,6 +194,9 @@ func (o *Offload) Layer(l int, x []float32, segs []model.Segment) (model.Ran, er
 	}
 	c := o.m.Config
 	dispatches := 3*len(segs) + 24
+	if o.d.vram {
+		dispatches += 4 * len(segs) // the mirrors' loads and stores
+	}
 	if w.moe != nil {
 		dispatches += 16 // the norm, router, routing, shared expert, the experts' products and their sum
 	}
@@ -216,7 +219,18 @@ func (o *Offload) Layer(l int, x []float32, segs []model.Segment) (model.Ran, er
 	defer temp.free()
 	caches := o.kvBufs[:0]
 	defer func() { clear(caches); o.kvBufs = caches[:0] }()
+	syncs := o.syncs[:0]
+	defer func() { clear(syncs); o.syncs = syncs[:0] }()
 	for _, g := range segs {
+		if o.d.vram { // the device's own copy, loaded where stale, its new rows copied back
+			imp, err := o.kv.mirror(o.d, g.Cache, l, &temp)
+			if _, rb := g.Cache.Layout(); err != nil || rb%4 != 0 {
+				return model.RanNone, nil
+			}
+			caches = append(caches, imp.k, imp.v)
+			syncs = append(syncs, kvSync{imp: imp, seg: g, load: imp.stale(g.Cache, l)})
+			continue
+		}
 		k, v, err := o.kv.layer(o.d, g.Cache, l, &temp)
 		if err != nil {
 			return model.RanNone, nil
@@ -230,6 +244,9 @@ func (o *Offload) Layer(l int, x []float32, segs []model.Segment) (model.Ran, er
 	work.rope(o.m, segs, n)
 	copy(work.x.Float32s(), x)
 	r := recorder{quants: &work.quantBufs, table: work.table, n: n}
+	if err := o.loadMirrors(&r, l, syncs); err != nil {
+		return model.RanNone, err
+	}
 	if w.mla != nil {
 		if err := o.latent.grow(o.d, c, n); err != nil {
 			return model.RanNone, err
@@ -261,10 +278,12 @@ func (o *Offload) Layer(l int, x []float32, segs []model.Segment) (model.Ran, er
 		ran = model.RanLayer
 	}
 
+	o.recordStores(&r, syncs)
 	o.calls.Add(1)
 	if err := o.d.run(r.ds...); err != nil {
 		return model.RanNone, err
 	}
+	o.storeRows(l, syncs)
 	o.layerRuns.Add(1)
 	if w.moe != nil {
 		o.routedRuns.Add(1)

@@ -54,12 +54,42 @@ func (d *Device) Upload(m tensor.Matrix) (*Matrix, error) {
 	// are not copied: m.Data must stay mapped until Free), else a copy.
 	b, err := d.Import(m.Data)
 	if err != nil {
-		if b, err = d.NewBuffer(len(m.Data)); err != nil {
+		if b, err = d.newLocalBuffer(len(m.Data)); err != nil {
 			return nil, err
 		}
-		copy(b.Bytes(), m.Data)
+		if err := d.fill(b, m.Data); err != nil {
+			b.Free()
+			return nil, err
+		}
 	}
 	return &Matrix{Type: m.Type, Rows: m.Rows, Cols: m.Cols, buf: b}, nil
+}
+
+// stagingChunk is the most bytes fill copies through host-visible memory
+// at a time.
+const stagingChunk = 64 << 20
+
+// fill copies data into b: directly where the host maps b, else through
+// a host-visible staging buffer, a chunk at a time, by copy_blocks.
+func (d *Device) fill(b *Buffer, data []byte) error {
+	if !b.local {
+		copy(b.Bytes(), data)
+		return nil
+	}
+	staging, err := d.NewBuffer(min(len(data), stagingChunk))
+	if err != nil {
+		return err
+	}
+	defer staging.Free()
+	for off := 0; off < len(data); off += stagingChunk {
+		n := copy(staging.Bytes(), data[off:])
+		words := uint32((n + 3) / 4)
+		push := pushU32(1, 1, words, 0, 0, 0, uint32(off/4), 0, 0)
+		if err := d.run(dispatch{name: "copy_blocks", buffers: []*Buffer{staging, b}, push: push, groups: elementGroups(int(words))}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Imported reports whether the device reads the matrix where it lies in

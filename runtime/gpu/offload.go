@@ -45,8 +45,10 @@ type Offload struct {
 	work       layerWork
 	latent     latentWork
 	moe        moeWork
-	kv         kvImports // the KV caches' layers the device has imported
+	kv         kvImports // the KV caches' layers the device has imported (or, with VRAM, mirrors)
 	kvBufs     []*Buffer // a call's list of them
+	syncs      []kvSync  // a call's mirrors (VRAM)
+	staging    *Buffer   // the mirrors' loads and stores pass through it (VRAM)
 }
 
 // Offload uploads the matrices of ws that the device has kernels for and
@@ -118,6 +120,10 @@ func (o *Offload) Free() {
 	o.latent.free()
 	o.moe.free()
 	o.kv.free()
+	if o.staging != nil {
+		o.staging.Free()
+		o.staging = nil
+	}
 	o.layerMu.Unlock()
 	o.bytes, o.copied = 0, 0
 }

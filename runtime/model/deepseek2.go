@@ -387,6 +387,7 @@ func (s *State) attentionMLA(l int, segs []Segment, n int) {
 			rotate(row[kvl:], cs, sn)
 			g.Cache.put(g.Cache.k[l], 0, pos, row)
 		}
+		g.Cache.writes[l]++
 		first += g.N
 	}
 

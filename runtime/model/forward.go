@@ -446,6 +446,7 @@ func (s *State) attention(l int, segs []Segment, n int) {
 				c.put(c.v[l], h, pos, vi[h*m.HeadDim:])
 			}
 		}
+		c.writes[l]++
 		s.job = attnJob{c: c, k: c.k[l], v: c.v[l], n: g.N, pos0: c.Len, groups: m.KVHeads, group: m.Heads / m.KVHeads,
 			q: q[row*qd:], qTok: qd, qHead: m.HeadDim, out: s.xb[row*qd:], oTok: qd, oHead: m.HeadDim, vw: m.HeadDim,
 			scale: float32(1 / math.Sqrt(float64(m.HeadDim))), capacity: s.capacity}

@@ -120,6 +120,7 @@ type Cache struct {
 	heads, width int
 	rowBytes     int
 	k, v         [][]byte // [layer-First]: heads × Capacity rows of rowBytes
+	writes       []uint64 // [layer-First]: the host's stores into the layer (HostWrites)
 }
 
 // NewCache allocates a KV cache of capacity positions for m's layers, in
@@ -127,7 +128,7 @@ type Cache struct {
 func (m *Model) NewCache(capacity int) *Cache {
 	heads, width := m.kvShape()
 	c := &Cache{Capacity: capacity, typ: m.kvType, heads: heads, width: width, rowBytes: m.kvType.rowBytes(width),
-		k: make([][]byte, len(m.Blocks)), v: make([][]byte, len(m.Blocks))}
+		k: make([][]byte, len(m.Blocks)), v: make([][]byte, len(m.Blocks)), writes: make([]uint64, len(m.Blocks))}
 	size := heads * capacity * c.rowBytes
 	for i := range m.Blocks {
 		c.k[i] = alignedBytes(size)
@@ -176,13 +177,25 @@ func (c *Cache) Type() KVType { return c.typ }
 // that reads and writes the cache where it lies.
 func (c *Cache) Layer(l int) (k, v []byte) { return c.k[l], c.v[l] }
 
+// Layout is how Layer's memory is laid out: heads runs of Capacity rows
+// of rowBytes each.
+func (c *Cache) Layout() (heads, rowBytes int) { return c.heads, c.rowBytes }
+
+// HostWrites counts the stores the host (the State's CPU path) has made
+// into block l's keys and values: a device that keeps its own copy of
+// the layer (a discrete GPU, in its memory) loads it again when the
+// count has moved. What a device writes into Layer's memory is not
+// counted.
+func (c *Cache) HostWrites(l int) uint64 { return c.writes[l] }
+
 // row returns the bytes of head h's row at pos in a layer's store.
 func (c *Cache) row(store []byte, h, pos int) []byte {
 	off := (h*c.Capacity + pos) * c.rowBytes
 	return store[off : off+c.rowBytes]
 }
 
-// put stores x (c.width values) as head h's row at pos.
+// put stores x (c.width values) as head h's row at pos. Its callers
+// count a layer's stores in writes (HostWrites).
 func (c *Cache) put(store []byte, h, pos int, x []float32) {
 	b := c.row(store, h, pos)
 	switch c.typ {
