@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -19,7 +20,9 @@ import (
 // on a Vulkan device (strata node --gpu 0: lavapipe in CI; stories260K's
 // layers run whole there) tells one node's story, token for token; each
 // node announces its device, and strata status shows it; the memory kept
-// for the device's scratch (--gpu-memory) is not offered for shards.
+// for the device's scratch (--gpu-memory) is not offered for shards. And
+// the same as on discrete GPUs (STRATA_GPU_DISCRETE: the weights copied
+// into the device's memory, the KV caches mirrored there).
 func TestE2EGPUNode(t *testing.T) {
 	if _, err := gpu.List(); err != nil {
 		if os.Getenv("STRATA_WANT_VULKAN") != "" {
@@ -28,6 +31,17 @@ func TestE2EGPUNode(t *testing.T) {
 		t.Skipf("no Vulkan device: %v", err)
 	}
 	bin := buildBinary(t)
+	for _, discrete := range []bool{false, true} {
+		t.Run(fmt.Sprintf("discrete=%v", discrete), func(t *testing.T) {
+			if discrete {
+				t.Setenv(gpu.DiscreteEnv, "1")
+			}
+			gpuNode(t, bin, discrete)
+		})
+	}
+}
+
+func gpuNode(t *testing.T, bin string, discrete bool) {
 	stories := testdata.Path(t, "gguf/stories260K.gguf")
 	// 800 kB offered for shards, as the CPU nodes of other tests offer; the
 	// rest kept for the device's scratch (0.3-0.4 MB a shard at 64 rows).
@@ -54,6 +68,9 @@ func TestE2EGPUNode(t *testing.T) {
 			t.Fatal(err)
 		}
 		shards += strings.Count(string(log), "gpu: layers [")
+		if copied := strings.Contains(string(log), "copied into its own memory"); discrete != copied {
+			t.Errorf("discrete %v, and the node's log says otherwise of its weights:\n%s", discrete, log)
+		}
 	}
 	if shards < 2 {
 		t.Errorf("%d shards on the device, want the pipeline's stages (at least 2)", shards)

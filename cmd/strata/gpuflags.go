@@ -28,8 +28,10 @@ func (g *gpuFlags) add(f *pflag.FlagSet) {
 // device, and its name and kind to announce ("" without one). A shard
 // goes to the device only if the device reads its weights in place
 // (unified memory: a copy would hold memory the node's --memory does not
-// count) and the device's scratch fits in what --gpu-memory leaves (the
-// host counts it); else it stays on the CPU.
+// count) or copies them into memory of its own (a discrete GPU's VRAM,
+// where they must leave a tenth of it for the KV caches' mirrors), and
+// the device's scratch fits in what --gpu-memory leaves (the host counts
+// it); else it stays on the CPU.
 func nodeGPU(g gpuFlags, log io.Writer) (func(*model.Model, int, uint64) (stage.Acceleration, error), func(), string, error) {
 	device, layers, err := g.parse()
 	if err != nil {
@@ -44,24 +46,31 @@ func nodeGPU(g gpuFlags, log io.Writer) (func(*model.Model, int, uint64) (stage.
 	}
 	name := fmt.Sprintf("%s (%s)", d.Name, d.Kind)
 	fmt.Fprintf(log, "gpu: %s: the layers of the shards this node holds\n", name)
-	if !d.SharesMemory() {
-		// Every shard would be copied, outside --memory: no shard goes
-		// there, and no memory is kept for it.
-		fmt.Fprintf(log, "gpu: %s does not share the host's memory: shards stay on the CPU\n", name)
+	if !d.SharesMemory() && !d.HasVRAM() {
+		// Every shard would be copied into system memory, outside
+		// --memory: no shard goes there, and no memory is kept for it.
+		fmt.Fprintf(log, "gpu: %s neither shares the host's memory nor has its own: shards stay on the CPU\n", name)
 		d.Close()
 		return nil, func() {}, "", nil
 	}
 	return func(m *model.Model, rows int, free uint64) (stage.Acceleration, error) {
 		o, err := d.OffloadLayers(m, layers)
 		if err != nil {
+			fmt.Fprintf(log, "gpu: layers [%d,%d) do not go to %s (%v): they stay on the CPU\n", m.First, m.End, d.Name, err)
 			return stage.Acceleration{}, err
 		}
-		if o.Copied() > 0 {
+		switch {
+		case d.SharesMemory() && o.Copied() > 0:
 			o.Free()
 			fmt.Fprintf(log, "gpu: %s would copy the weights of layers [%d,%d), outside --memory: they stay on the CPU\n", d.Name, m.First, m.End)
 			return stage.Acceleration{}, nil
+		case !d.SharesMemory() && uint64(d.Allocated()) > d.VRAM()/10*9:
+			o.Free()
+			fmt.Fprintf(log, "gpu: the weights of layers [%d,%d) would leave under a tenth of %s's %.1f GB for the KV caches: they stay on the CPU\n",
+				m.First, m.End, d.Name, float64(d.VRAM())/1e9)
+			return stage.Acceleration{}, nil
 		}
-		scratch := o.MemoryBytes(rows)
+		scratch := o.ScratchBytes(rows) // (weights: read in place, or in the device's own memory)
 		if scratch > free {
 			o.Free()
 			fmt.Fprintf(log, "gpu: the device's scratch for layers [%d,%d) at a batch of %d rows (%.1f MB) is over the %.1f MB --gpu-memory leaves: they stay on the CPU\n",

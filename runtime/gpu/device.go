@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -33,6 +34,7 @@ type Device struct {
 	// whole layer uses is mirrored there (kvimport.go).
 	vram      bool
 	localType uint32
+	vramBytes uint64 // the size of localType's heap
 	// importAlign is the host-pointer alignment of VK_EXT_external_memory_host
 	// where the device has it (0: no import; weights are copied), and
 	// hostPointerProps its function, found through vkGetDeviceProcAddr
@@ -256,8 +258,14 @@ func (d *Device) init() error {
 			local = int(i)
 		}
 	}
+	if os.Getenv(DiscreteEnv) != "" && local >= 0 {
+		d.shared = false // as a discrete GPU, whatever it is
+	}
 	if !d.shared && local >= 0 {
 		d.vram, d.localType = true, uint32(local)
+		if h := mem.memoryTypes[local].heapIndex; h < mem.memoryHeapCount {
+			d.vramBytes = mem.memoryHeaps[h].size
+		}
 	}
 
 	prio := new(float32)
@@ -310,10 +318,21 @@ const maxDescriptorSets = 2048 // a prompt chunk over 384 experts: 3 products ea
 // (unified memory: Apple silicon, integrated GPUs, lavapipe).
 func (d *Device) SharesMemory() bool { return d.shared }
 
+// DiscreteEnv, set (to anything), makes every device act as a discrete
+// GPU: it reads no host memory in place, weights are copied into its
+// memory and the KV caches mirrored there, as on a GPU with VRAM. For
+// testing that path on a machine whose device shares memory (lavapipe,
+// a Mac).
+const DiscreteEnv = "STRATA_GPU_DISCRETE"
+
 // HasVRAM reports whether the device has memory of its own (a discrete
 // GPU): weights are copied there and whole layers keep a copy of each KV
 // cache layer they use there.
 func (d *Device) HasVRAM() bool { return d.vram }
+
+// VRAM is the size of the device's own memory, bytes (0 where it has
+// none of its own).
+func (d *Device) VRAM() uint64 { return d.vramBytes }
 
 // Close releases the device and everything made on it.
 func (d *Device) Close() {

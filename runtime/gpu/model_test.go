@@ -16,9 +16,11 @@ import (
 
 // TestOffloadedModel: whole models on the device (every layer and the
 // output head, then only the last layer; dense layers whole, mixture-of-
-// experts ones their attention half and then their routed experts, with
-// grouped-query or latent attention; latent attention of the older
-// attn_kv_b layout a matrix product at a time) give the CPU's teacher-
+// experts ones whole, routing on the device, and, the State routing,
+// their attention half and then their routed experts, with grouped-query
+// or latent attention; latent attention of the older attn_kv_b layout a
+// matrix product at a time; and all of it as on a discrete GPU, the
+// weights copied into its memory and the KV cache mirrored there) give the CPU's teacher-
 // forced logits within tolerance and the same argmax at every position: stories260K (F32) and synthetic models of
 // the other weight types. Float weights: within 1e-4 of the logits'
 // range (the sums' order is all that differs). Quantized weights: within
@@ -28,6 +30,8 @@ import (
 // there on the two differ by the 8-bit rounding itself.
 func TestOffloadedModel(t *testing.T) {
 	d := openDevice(t)
+	vram := openDevice(t)
+	useVRAM(vram)
 	dir := t.TempDir()
 	type modelCase struct {
 		name, path string
@@ -73,15 +77,20 @@ func TestOffloadedModel(t *testing.T) {
 		type run struct {
 			layers int
 			routed bool // mixture-of-experts layers routed on the device, else the State routes
+			vram   bool // as a discrete GPU: weights copied into its memory, the KV cache mirrored there
 		}
-		runs := []run{{len(m.Blocks), true}, {1, true}}
+		runs := []run{{len(m.Blocks), true, false}, {1, true, false}, {len(m.Blocks), true, true}}
 		if moe {
-			runs = append(runs, run{len(m.Blocks), false})
+			runs = append(runs, run{len(m.Blocks), false, false})
 		}
 		for _, run := range runs {
 			layers := run.layers
 			routeOnDevice = run.routed
-			o, err := d.OffloadLayers(m, layers)
+			dev := d
+			if run.vram {
+				dev = vram
+			}
+			o, err := dev.OffloadLayers(m, layers)
 			routeOnDevice = true
 			if err != nil {
 				t.Fatal(err)
@@ -126,8 +135,11 @@ func TestOffloadedModel(t *testing.T) {
 			}
 			// A device that reads host memory reads the mmap'd weights in
 			// place (GGUF aligns tensor data to 32 bytes).
-			if d.importAlign > 0 && d.offsetAlign <= 32 && o.Copied() != 0 {
+			if !run.vram && d.importAlign > 0 && d.offsetAlign <= 32 && o.Copied() != 0 {
 				t.Errorf("%s: %d of %d bytes copied, on a device that imports host memory", mc.name, o.Copied(), bytes)
+			}
+			if run.vram && o.Copied() != bytes {
+				t.Errorf("%s: %d of %d bytes copied into the device's memory", mc.name, o.Copied(), bytes)
 			}
 			err = model.TeacherForcedOn(m, nil, o, ids, 7, func(i int, got []float32) {
 				lo, hi := float32(math.Inf(1)), float32(math.Inf(-1))
@@ -162,7 +174,7 @@ func TestOffloadedModel(t *testing.T) {
 			if calls < int64(len(ids)/7) {
 				t.Errorf("%s: the device computed %d products in %d forward passes", mc.name, calls, (len(ids)+6)/7)
 			}
-			t.Logf("%s: %d layers (%d matrices, routing on the device: %v) on the device: logits within %g of their range", mc.name, layers, held, run.routed && moe && !legacy, mc.tol)
+			t.Logf("%s: %d layers (%d matrices, routing on the device: %v, VRAM: %v) on the device: logits within %g of their range", mc.name, layers, held, run.routed && moe && !legacy, run.vram, mc.tol)
 		}
 	}
 }

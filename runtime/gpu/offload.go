@@ -231,6 +231,9 @@ func (o *Offload) String() string {
 	defer o.mu.RUnlock()
 	held, bytes := o.Held()
 	s := fmt.Sprintf("%s (%s): %d matrices, %.1f MB (%.1f MB copied, the rest read in place)", o.d.Name, o.d.Kind, held, float64(bytes)/1e6, float64(o.copied)/1e6)
+	if o.d.vram {
+		s = fmt.Sprintf("%s (%s): %d matrices, %.1f MB copied into its own memory (the KV caches mirrored there)", o.d.Name, o.d.Kind, held, float64(bytes)/1e6)
+	}
 	switch {
 	case o.of > 0 && o.layers == o.of:
 		s += fmt.Sprintf(", all %d layers and the output head", o.of)
@@ -257,16 +260,32 @@ func (o *Offload) Close() {
 // and biases, the scratch of whole layers and of the experts'
 // submission, and MatMul's buffers (the Device's, shared by the Offloads
 // on it, so counted whole for each: an upper bound). Host memory the
-// device reads in place (mmap'd weights, KV caches) is not in it. A node
-// logs it per shard; neither --memory nor placement counts it yet.
+// device reads in place (mmap'd weights, KV caches) is not in it, nor,
+// on a device with memory of its own, the KV caches' mirrors and the
+// staging buffer their loads pass through (as large as the longest cache
+// loaded at once). A node logs it per shard.
 func (o *Offload) MemoryBytes(rows int) uint64 {
 	o.mu.RLock()
 	defer o.mu.RUnlock()
-	slack := o.d.allocAlign.Load() // what a driver adds to an allocation (seen here, with the weights' norms)
-	total := uint64(o.copied)
+	total := o.scratchBytes(rows)
 	if o.copied > 0 {
-		total += slack * uint64(len(o.held)) // each copy is an allocation
+		total += uint64(o.copied) + o.d.allocAlign.Load()*uint64(len(o.held)) // each copy is an allocation
 	}
+	return total
+}
+
+// ScratchBytes is MemoryBytes less the copied weights: on a discrete GPU
+// (whose weights lie in its own memory) the host-visible memory its
+// calls use.
+func (o *Offload) ScratchBytes(rows int) uint64 {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	return o.scratchBytes(rows)
+}
+
+func (o *Offload) scratchBytes(rows int) uint64 {
+	slack := o.d.allocAlign.Load() // what a driver adds to an allocation (seen here, with the weights' norms)
+	var total uint64
 	for _, b := range o.small {
 		total += b.owned
 	}
