@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"strata/internal/testdata"
@@ -16,8 +17,10 @@ import (
 
 // TestGPUGivesTheCPUsText: stories260K, and a synthetic deepseek2-tiny
 // (latent attention, experts; F16), with their layers on a Vulkan device
-// (the first: lavapipe in CI), all layers and the last two, generate the
-// CPU's greedy text token for token.
+// (the first: lavapipe in CI), all layers and the last two, and all
+// layers as on a discrete GPU (STRATA_GPU_DISCRETE: weights copied into
+// its memory, the KV cache mirrored there), generate the CPU's greedy
+// text token for token.
 func TestGPUGivesTheCPUsText(t *testing.T) {
 	if _, err := gpu.Devices(); err != nil {
 		if os.Getenv("STRATA_WANT_VULKAN") != "" {
@@ -60,14 +63,23 @@ func gpuGivesTheCPUsText(t *testing.T, path string) {
 	if where != "" {
 		t.Fatalf("the CPU engine says it runs on %q", where)
 	}
-	for _, layers := range []int{gpu.AllLayers, 2} {
-		got, _, where := generate(Options{GPU: "0", GPULayers: layers})
+	for _, run := range []struct {
+		layers   int
+		discrete bool
+	}{{gpu.AllLayers, false}, {2, false}, {gpu.AllLayers, true}} {
+		if run.discrete {
+			t.Setenv(gpu.DiscreteEnv, "1")
+		}
+		got, _, where := generate(Options{GPU: "0", GPULayers: run.layers})
 		if where == "" {
-			t.Fatalf("%d layers: the engine did not take the device", layers)
+			t.Fatalf("%d layers: the engine did not take the device", run.layers)
 		}
 		t.Logf("%s", where)
+		if run.discrete != strings.Contains(where, "copied into its own memory") {
+			t.Fatalf("discrete %v, and the engine says %q", run.discrete, where)
+		}
 		if !slices.Equal(got, want) {
-			t.Fatalf("%d layers on %s:\n got %v\nwant %v (%q)", layers, where, got, want, text)
+			t.Fatalf("%d layers on %s:\n got %v\nwant %v (%q)", run.layers, where, got, want, text)
 		}
 	}
 }
