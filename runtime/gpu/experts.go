@@ -255,6 +255,7 @@ func (o *Offload) Experts(w *model.MoE, xb, out []float32, experts []int32, weig
 	copy(work.out.Float32s(), out)
 	copy(unsafe.Slice((*uint32)(unsafe.Pointer(&work.rows.Bytes()[0])), slots), rows)
 	copy(unsafe.Slice((*uint32)(unsafe.Pointer(&work.slot.Bytes()[0])), slots), slot)
+	work.identity = 0 // (a layer routed on the device writes its list again)
 	copy(work.weight.Float32s(), weight)
 
 	r := recorder{quants: &work.quantBufs, n: slots}
