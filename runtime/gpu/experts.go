@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"unsafe"
@@ -285,12 +286,11 @@ func (o *Offload) stackAt(data []byte, experts int) *Matrix {
 		return nil
 	}
 	base := uintptr(unsafe.Pointer(&data[0]))
-	for _, t := range o.stacks {
-		if t.base == base && t.size == uintptr(experts*len(data)) {
-			return t.m
-		}
+	i, found := slices.BinarySearchFunc(o.stacks, base, func(e stackedTensor, p uintptr) int { return cmp.Compare(e.base, p) })
+	if !found || o.stacks[i].size != uintptr(experts*len(data)) {
+		return nil
 	}
-	return nil
+	return o.stacks[i].m
 }
 
 // moeWorkSizes are the bytes of moeWork's buffers, in the order grow

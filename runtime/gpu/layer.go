@@ -201,7 +201,7 @@ func (o *Offload) Layer(l int, x []float32, segs []model.Segment) (model.Ran, er
 		dispatches += 16 // the norm, router, routing, shared expert, the experts' products and their sum
 	}
 	if w.mla != nil {
-		dispatches += 2*c.Heads + 16 // each head's two products, and latent attention's other steps (about 12) and quantizations
+		dispatches += 20 // latent attention's steps beyond grouped-query's (about 14, the heads' products one each) and quantizations
 	}
 	if dispatches > maxDescriptorSets {
 		return model.RanNone, nil // more sequences or heads than one submission holds

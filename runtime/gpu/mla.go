@@ -1,6 +1,8 @@
 package gpu
 
 import (
+	"unsafe"
+
 	"strata/runtime/model"
 )
 
@@ -10,9 +12,10 @@ import (
 // key of each token normed, rotated and cached (one row per position, the
 // cache's only "head"), each query head's nope part absorbed into the
 // latent space by its W_UK^T, attention of every head over the shared
-// latent rows, and each head's latent output projected by its W_UV. A
-// head's two products run as one matrix product over that head's rows of
-// the batch: the rows are gathered head by head first (copy_blocks), and
+// latent rows, and each head's latent output projected by its W_UV. The
+// heads' products run as one dispatch each (the matrix kernels' _id form
+// over the held attn_k_b or attn_v_b tensor, head h's rows for its
+// vectors): the rows are gathered head by head first (copy_blocks), and
 // the results put back into each row's layout after.
 
 // maxLatentWidth and maxLatentValue bound the cache row (latent and rope
@@ -23,12 +26,12 @@ const (
 )
 
 // latentLayer is a block's latent attention on the device: its held
-// matrices and copied norms. kb and vb are views into the held attn_k_b
-// and attn_v_b tensors, a head each.
+// matrices and copied norms. kb and vb are the held attn_k_b and attn_v_b
+// tensors, every head's matrix.
 type latentLayer struct {
 	qa, qb, q, kva  *Matrix // qa and qb with a compressed query, else q
 	qaNorm, kvaNorm *Buffer
-	kb, vb          []*Matrix // per head: W_UK^T [KVLoraRank × NopeDim], W_UV [VDim × KVLoraRank]
+	kb, vb          *Matrix // a head's: W_UK^T [KVLoraRank × NopeDim], W_UV [VDim × KVLoraRank]
 }
 
 // latentLayer is w on the device, or nil where the device cannot run it:
@@ -54,12 +57,8 @@ func (o *Offload) latentLayer(c model.Config, w *model.MLA) (*latentLayer, error
 	if lw.kva == nil {
 		return nil, nil
 	}
-	for h := range c.Heads {
-		kb, vb := o.stacked(w.KB[h]), o.stacked(w.VB[h])
-		if kb == nil || vb == nil {
-			return nil, nil
-		}
-		lw.kb, lw.vb = append(lw.kb, kb), append(lw.vb, vb)
+	if lw.kb, lw.vb = o.stackAt(w.KB[0].Data, c.Heads), o.stackAt(w.VB[0].Data, c.Heads); lw.kb == nil || lw.vb == nil {
+		return nil, nil
 	}
 	var err error
 	if lw.qaNorm, err = o.floats(w.QANorm); err != nil {
@@ -77,7 +76,9 @@ type latentWork struct {
 	rows                           int
 	bufs                           scratch
 	qa, kv, qf, lat, vo, hin, hout *Buffer
-	quantBufs                      // the per-head products' inputs: Heads × rows vectors
+	quantBufs                              // the per-head products' inputs: Heads × rows vectors
+	heads                          *Buffer // [Heads × rows] each gathered row's head, for the _id kernels
+	headsOf                        int     // the rows a head the list holds now (0: none)
 }
 
 // latentWorkSizes are the bytes of latentWork's buffers for n rows, in the
@@ -88,7 +89,7 @@ func latentWorkSizes(c model.Config, n int) []int {
 	in := H * n * max(a.NopeDim, a.KVLoraRank) // values of a per-head product's input
 	return bufferSizes(4*n*a.QLoraRank, 4*n*cw, 4*n*H*cw, 4*n*H*a.KVLoraRank, 4*n*H*a.VDim,
 		4*in, 4*H*n*max(a.KVLoraRank, a.VDim),
-		in, 4*in/32, in, 4*max(1, in/256), 2*in/16)
+		in, 4*in/32, in, 4*max(1, in/256), 2*in/16, 4*H*n)
 }
 
 // grow makes the scratch hold n rows of c's layers.
@@ -97,7 +98,7 @@ func (w *latentWork) grow(d *Device, c model.Config, n int) error {
 		return nil
 	}
 	w.free()
-	if err := w.bufs.make(d, latentWorkSizes(c, n), &w.qa, &w.kv, &w.qf, &w.lat, &w.vo, &w.hin, &w.hout, &w.q32, &w.d32, &w.qK, &w.dK, &w.sK); err != nil {
+	if err := w.bufs.make(d, latentWorkSizes(c, n), &w.qa, &w.kv, &w.qf, &w.lat, &w.vo, &w.hin, &w.hout, &w.q32, &w.d32, &w.qK, &w.dK, &w.sK, &w.heads); err != nil {
 		w.free()
 		return err
 	}
@@ -162,14 +163,20 @@ func (o *Offload) recordLatentAttention(r *recorder, w *wholeLayer, segs []model
 	r.add(work.x, work.xb, n*embd, n*embd)
 }
 
-// perHead records hout's rows of head h = ws[h] · hin's rows of head h,
-// for the heads' rows gathered head by head in hin (r.n rows a head),
-// hin quantized once for all of them.
-func (r *recorder) perHead(mw *latentWork, ws []*Matrix, heads int) {
-	hr := recorder{quants: &mw.quantBufs, n: heads * r.n}
-	for h, w := range ws {
-		hr.productRows(mw.hout, w, mw.hin, h*r.n, r.n)
+// perHead records hout's rows of head h = W_h · hin's rows of head h, for
+// the heads' rows gathered head by head in hin (r.n rows a head), hin
+// quantized once for all of them: one dispatch of the _id kernel over
+// ws, the heads' matrices stacked, each vector's head in mw.heads.
+func (r *recorder) perHead(mw *latentWork, ws *Matrix, heads int) {
+	if mw.headsOf != r.n {
+		ids := unsafe.Slice((*uint32)(unsafe.Pointer(&mw.heads.Bytes()[0])), heads*r.n)
+		for v := range ids {
+			ids[v] = uint32(v / r.n)
+		}
+		mw.headsOf = r.n
 	}
+	hr := recorder{quants: &mw.quantBufs, n: heads * r.n}
+	hr.productIDs(mw.hout, ws, ws.Rows/heads, mw.hin, heads*r.n, mw.heads, heads*r.n, 1)
 	r.ds = append(r.ds, hr.ds...)
 	r.wrote(mw.hout)
 }
