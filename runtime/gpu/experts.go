@@ -1,7 +1,6 @@
 package gpu
 
 import (
-	"cmp"
 	"math"
 	"slices"
 	"unsafe"
@@ -46,7 +45,7 @@ var routeOnDevice = true
 type routedLayer struct {
 	router               *Matrix
 	bias                 *Buffer
-	gate, up, down       *Matrix
+	gate, up, down       []expertChunk
 	shGate, shUp, shDown *Matrix
 }
 
@@ -66,8 +65,8 @@ func (o *Offload) routedLayer(c model.Config, w *model.MoE) (*routedLayer, error
 		return nil, nil
 	}
 	first := &w.Experts[0]
-	e := &routedLayer{router: o.matrix(w.Router), gate: o.stackAt(first.Gate.Data, c.Experts),
-		up: o.stackAt(first.Up.Data, c.Experts), down: o.stackAt(first.Down.Data, c.Experts)}
+	e := &routedLayer{router: o.matrix(w.Router), gate: o.chunksAt(first.Gate.Data, c.Experts),
+		up: o.chunksAt(first.Up.Data, c.Experts), down: o.chunksAt(first.Down.Data, c.Experts)}
 	if e.router == nil || e.router.Rows != c.Experts {
 		return nil, nil
 	}
@@ -277,20 +276,6 @@ func (o *Offload) Experts(w *model.MoE, xb, out []float32, experts []int32, weig
 	o.expertRuns.Add(1)
 	copy(out, work.out.Float32s()[:len(out)])
 	return true, nil
-}
-
-// stackAt is the held expert tensor that starts at data (expert 0's
-// matrix) and holds experts such matrices, or nil.
-func (o *Offload) stackAt(data []byte, experts int) *Matrix {
-	if len(data) == 0 {
-		return nil
-	}
-	base := uintptr(unsafe.Pointer(&data[0]))
-	i, found := slices.BinarySearchFunc(o.stacks, base, func(e stackedTensor, p uintptr) int { return cmp.Compare(e.base, p) })
-	if !found || o.stacks[i].size != uintptr(experts*len(data)) {
-		return nil
-	}
-	return o.stacks[i].m
 }
 
 // moeWorkSizes are the bytes of moeWork's buffers, in the order grow

@@ -14,7 +14,8 @@ import (
 // plain kernel gives for the same rows and input vector: the product of
 // the whole 3-D tensor over the same inputs, the expert's rows of it.
 // Both the gate and up form (a token's input once per expert: per = 2)
-// and the down form (an input per pair: per = 1).
+// and the down form (an input per pair: per = 1); the tensor held whole
+// and in two parts.
 func TestMatMulExpertForm(t *testing.T) {
 	d := openDevice(t)
 	r := rand.New(rand.NewPCG(7, 8))
@@ -46,18 +47,26 @@ func TestMatMulExpertForm(t *testing.T) {
 			}
 			copy(in.Float32s(), randVec(r, values))
 			copy(unsafe.Slice((*uint32)(unsafe.Pointer(&idb.Bytes()[0])), slots), ids)
-			rec := recorder{quants: &q, n: inputs}
-			rec.product(all, dm, in)
-			rec.productIDs(got, dm, rows, in, inputs, idb, slots, per)
-			if err := d.run(rec.ds...); err != nil {
-				t.Fatal(err)
-			}
-			a, g := all.Float32s(), got.Float32s()
-			for v := range slots {
-				e, x := int(ids[v]), v/per
-				for i := range rows {
-					if want := a[x*experts*rows+e*rows+i]; g[v*rows+i] != want {
-						t.Fatalf("%v, per %d: pair %d (expert %d, input %d) row %d: %g, want %g", typ, per, v, e, x, i, g[v*rows+i], want)
+			// Whole, and held in two parts (experts [0, 4) and [4, 5):
+			// each part's dispatch writes the pairs of its experts).
+			split := uint64(4 * len(raw) / experts)
+			parts := []expertChunk{{&Matrix{Type: typ, Rows: 4 * rows, Cols: cols, buf: dm.buf.view(0, split)}, 0, 4},
+				{&Matrix{Type: typ, Rows: rows, Cols: cols, buf: dm.buf.view(split, uint64(len(raw))-split)}, 4, 5}}
+			for _, chunks := range [][]expertChunk{{{dm, 0, experts}}, parts} {
+				clear(got.Float32s())
+				rec := recorder{quants: &q, n: inputs}
+				rec.product(all, dm, in)
+				rec.productIDs(got, chunks, rows, in, inputs, idb, slots, per)
+				if err := d.run(rec.ds...); err != nil {
+					t.Fatal(err)
+				}
+				a, g := all.Float32s(), got.Float32s()
+				for v := range slots {
+					e, x := int(ids[v]), v/per
+					for i := range rows {
+						if want := a[x*experts*rows+e*rows+i]; g[v*rows+i] != want {
+							t.Fatalf("%v, per %d, %d parts: pair %d (expert %d, input %d) row %d: %g, want %g", typ, per, len(chunks), v, e, x, i, g[v*rows+i], want)
+						}
 					}
 				}
 			}

@@ -159,8 +159,8 @@ func (o *Offload) HoldsExperts(w *model.MoE) bool {
 // holdsExperts is HoldsExperts with o.mu held.
 func (o *Offload) holdsExperts(w *model.MoE) bool {
 	first := &w.Experts[0]
-	return o.stackAt(first.Gate.Data, len(w.Experts)) != nil && o.stackAt(first.Up.Data, len(w.Experts)) != nil &&
-		o.stackAt(first.Down.Data, len(w.Experts)) != nil
+	return o.walkChunks(first.Gate.Data, len(w.Experts), nil) && o.walkChunks(first.Up.Data, len(w.Experts), nil) &&
+		o.walkChunks(first.Down.Data, len(w.Experts), nil)
 }
 
 // WholeLayers is how many layers the device runs entire, and how many
@@ -198,10 +198,10 @@ func (o *Offload) Layer(l int, x []float32, segs []model.Segment) (model.Ran, er
 		dispatches += 4 * len(segs) // the mirrors' loads and stores
 	}
 	if w.moe != nil {
-		dispatches += 16 // the norm, router, routing, shared expert, the experts' products and their sum
+		dispatches += 16 + len(w.moe.gate) + len(w.moe.up) + len(w.moe.down) // the norm, router, routing, shared expert, the experts' products (a dispatch a part) and their sum
 	}
 	if w.mla != nil {
-		dispatches += 20 // latent attention's steps beyond grouped-query's (about 14, the heads' products one each) and quantizations
+		dispatches += 20 + len(w.mla.kb) + len(w.mla.vb) // latent attention's steps beyond grouped-query's (about 14, the heads' products a dispatch a part) and quantizations
 	}
 	if dispatches > maxDescriptorSets {
 		return model.RanNone, nil // more sequences or heads than one submission holds
@@ -432,11 +432,15 @@ func (r *recorder) productRows(out *Buffer, w *Matrix, in *Buffer, v0, count int
 }
 
 // productIDs records out[v] = W_ids[v] · in[v / per] for count vectors
-// v (the _id kernels, shape.glsl): w holds every expert's rows, rows of
-// them an expert's; in holds inVectors vectors.
-func (r *recorder) productIDs(out *Buffer, w *Matrix, rows int, in *Buffer, inVectors int, ids *Buffer, count, per int) {
-	bufs := append(r.inputs(w, in, inVectors), out, ids)
-	r.ds = append(r.ds, dispatch{name: kernelOf[w.Type].name + "_id", buffers: bufs, push: pushU32(uint32(rows), uint32(w.Cols), 0, uint32(per)), groups: workgroups(rows, count)})
+// v (the _id kernels, shape.glsl), a dispatch for each held part of the
+// 3-D tensor (each writes the vectors of its experts): rows of a part's
+// rows are an expert's; in holds inVectors vectors.
+func (r *recorder) productIDs(out *Buffer, w []expertChunk, rows int, in *Buffer, inVectors int, ids *Buffer, count, per int) {
+	for _, c := range w {
+		bufs := append(r.inputs(c.m, in, inVectors), out, ids)
+		push := pushU32(uint32(rows), uint32(c.m.Cols), 0, uint32(per), uint32(c.lo), uint32(c.hi))
+		r.ds = append(r.ds, dispatch{name: kernelOf[c.m.Type].name + "_id", buffers: bufs, push: push, groups: workgroups(rows, count)})
+	}
 	r.wrote(out)
 }
 
@@ -540,11 +544,21 @@ type stackedTensor struct {
 // stackedTensors views the per-expert and per-head matrices of blocks
 // [from, to) of m as whole 3-D tensors (each one matrix of all experts'
 // or heads' rows), where the shard holds them all and they lie one after
-// the other, as a GGUF's 3-D tensors do.
-func stackedTensors(m *model.Model, from, to int) []tensor.Matrix {
+// the other, as a GGUF's 3-D tensors do; a tensor over limit bytes (the
+// device's binding range; 0: none) in parts of as many whole experts as
+// fit.
+func stackedTensors(m *model.Model, from, to int, limit uint64) []tensor.Matrix {
 	var out []tensor.Matrix
 	add := func(views []tensor.Matrix) {
-		if t, ok := stack(views); ok {
+		if _, ok := stack(views); !ok {
+			return
+		}
+		per := len(views)
+		if each := uint64(len(views[0].Data)); limit > 0 && each*uint64(per) > limit {
+			per = max(1, int(limit/each))
+		}
+		for lo := 0; lo < len(views); lo += per {
+			t, _ := stack(views[lo:min(lo+per, len(views))])
 			out = append(out, t)
 		}
 	}
@@ -599,6 +613,48 @@ func (o *Offload) holdStacks(ts []tensor.Matrix) {
 		}
 	}
 	slices.SortFunc(o.stacks, func(a, b stackedTensor) int { return cmp.Compare(a.base, b.base) })
+}
+
+// expertChunk is a held part of a 3-D tensor: experts (or heads) [lo, hi).
+type expertChunk struct {
+	m      *Matrix
+	lo, hi int
+}
+
+// chunksAt are the held parts, in order, of the 3-D tensor of count
+// matrices of len(first) bytes each that starts at first (expert 0's
+// matrix); nil where the device does not hold all of it.
+func (o *Offload) chunksAt(first []byte, count int) []expertChunk {
+	var chunks []expertChunk
+	if !o.walkChunks(first, count, &chunks) {
+		return nil
+	}
+	return chunks
+}
+
+// walkChunks reports whether the device holds all of the 3-D tensor
+// chunksAt describes, appending its parts to chunks where not nil.
+func (o *Offload) walkChunks(first []byte, count int, chunks *[]expertChunk) bool {
+	if len(first) == 0 {
+		return false
+	}
+	base, each := uintptr(unsafe.Pointer(&first[0])), uintptr(len(first))
+	for lo := 0; lo < count; {
+		i, found := slices.BinarySearchFunc(o.stacks, base, func(e stackedTensor, p uintptr) int { return cmp.Compare(e.base, p) })
+		if !found || o.stacks[i].size%each != 0 {
+			return false
+		}
+		hi := lo + int(o.stacks[i].size/each)
+		if hi > count {
+			return false
+		}
+		if chunks != nil {
+			*chunks = append(*chunks, expertChunk{m: o.stacks[i].m, lo: lo, hi: hi})
+		}
+		base += o.stacks[i].size
+		lo = hi
+	}
+	return true
 }
 
 // stacked is the device's view of w, an expert's or a head's matrix

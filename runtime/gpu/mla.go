@@ -31,7 +31,7 @@ const (
 type latentLayer struct {
 	qa, qb, q, kva  *Matrix // qa and qb with a compressed query, else q
 	qaNorm, kvaNorm *Buffer
-	kb, vb          *Matrix // a head's: W_UK^T [KVLoraRank × NopeDim], W_UV [VDim × KVLoraRank]
+	kb, vb          []expertChunk // a head's: W_UK^T [KVLoraRank × NopeDim], W_UV [VDim × KVLoraRank]
 }
 
 // latentLayer is w on the device, or nil where the device cannot run it:
@@ -57,7 +57,7 @@ func (o *Offload) latentLayer(c model.Config, w *model.MLA) (*latentLayer, error
 	if lw.kva == nil {
 		return nil, nil
 	}
-	if lw.kb, lw.vb = o.stackAt(w.KB[0].Data, c.Heads), o.stackAt(w.VB[0].Data, c.Heads); lw.kb == nil || lw.vb == nil {
+	if lw.kb, lw.vb = o.chunksAt(w.KB[0].Data, c.Heads), o.chunksAt(w.VB[0].Data, c.Heads); lw.kb == nil || lw.vb == nil {
 		return nil, nil
 	}
 	var err error
@@ -166,8 +166,9 @@ func (o *Offload) recordLatentAttention(r *recorder, w *wholeLayer, segs []model
 // perHead records hout's rows of head h = W_h · hin's rows of head h, for
 // the heads' rows gathered head by head in hin (r.n rows a head), hin
 // quantized once for all of them: one dispatch of the _id kernel over
-// ws, the heads' matrices stacked, each vector's head in mw.heads.
-func (r *recorder) perHead(mw *latentWork, ws *Matrix, heads int) {
+// ws, the heads' matrices stacked (a dispatch a held part), each vector's
+// head in mw.heads.
+func (r *recorder) perHead(mw *latentWork, ws []expertChunk, heads int) {
 	if mw.headsOf != r.n {
 		ids := unsafe.Slice((*uint32)(unsafe.Pointer(&mw.heads.Bytes()[0])), heads*r.n)
 		for v := range ids {
@@ -176,7 +177,7 @@ func (r *recorder) perHead(mw *latentWork, ws *Matrix, heads int) {
 		mw.headsOf = r.n
 	}
 	hr := recorder{quants: &mw.quantBufs, n: heads * r.n}
-	hr.productIDs(mw.hout, ws, ws.Rows/heads, mw.hin, heads*r.n, mw.heads, heads*r.n, 1)
+	hr.productIDs(mw.hout, ws, ws[0].m.Rows/(ws[0].hi-ws[0].lo), mw.hin, heads*r.n, mw.heads, heads*r.n, 1)
 	r.ds = append(r.ds, hr.ds...)
 	r.wrote(mw.hout)
 }

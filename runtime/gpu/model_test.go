@@ -19,8 +19,10 @@ import (
 // experts ones whole, routing on the device, and, the State routing,
 // their attention half and then their routed experts, with grouped-query
 // or latent attention; latent attention of the older attn_kv_b layout a
-// matrix product at a time; and all of it as on a discrete GPU, the
-// weights copied into its memory and the KV cache mirrored there) give the CPU's teacher-
+// matrix product at a time; all of it as on a discrete GPU, the weights
+// copied into its memory and the KV cache mirrored there; and the
+// experts' and heads' 3-D tensors held an expert or a head a part, as a
+// tensor over the device's binding range is) give the CPU's teacher-
 // forced logits within tolerance and the same argmax at every position: stories260K (F32) and synthetic models of
 // the other weight types. Float weights: within 1e-4 of the logits'
 // range (the sums' order is all that differs). Quantized weights: within
@@ -78,20 +80,27 @@ func TestOffloadedModel(t *testing.T) {
 			layers int
 			routed bool // mixture-of-experts layers routed on the device, else the State routes
 			vram   bool // as a discrete GPU: weights copied into its memory, the KV cache mirrored there
+			parts  bool // 3-D tensors held an expert or head a part, as one over the binding range is
 		}
-		runs := []run{{len(m.Blocks), true, false}, {1, true, false}, {len(m.Blocks), true, true}}
+		runs := []run{{len(m.Blocks), true, false, false}, {1, true, false, false}, {len(m.Blocks), true, true, false}}
 		if moe {
-			runs = append(runs, run{len(m.Blocks), false, false})
+			runs = append(runs, run{len(m.Blocks), false, false, false})
+		}
+		if moe || m.MLA.Split {
+			runs = append(runs, run{len(m.Blocks), true, false, true})
 		}
 		for _, run := range runs {
 			layers := run.layers
 			routeOnDevice = run.routed
+			if run.parts {
+				stackLimit = 1
+			}
 			dev := d
 			if run.vram {
 				dev = vram
 			}
 			o, err := dev.OffloadLayers(m, layers)
-			routeOnDevice = true
+			routeOnDevice, stackLimit = true, 0
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -116,7 +125,7 @@ func TestOffloadedModel(t *testing.T) {
 			if m.MLA.Split {
 				heads = 2 * layers
 			}
-			if moe && len(o.stacks) != 3*min(layers, len(m.Blocks)-m.DenseLayers)+heads {
+			if moe && !run.parts && len(o.stacks) != 3*min(layers, len(m.Blocks)-m.DenseLayers)+heads {
 				t.Errorf("%s: %d stacked tensors held for %d layers", mc.name, len(o.stacks), layers)
 			}
 			for _, b := range m.Blocks[len(m.Blocks)-layers:] {
@@ -174,7 +183,7 @@ func TestOffloadedModel(t *testing.T) {
 			if calls < int64(len(ids)/7) {
 				t.Errorf("%s: the device computed %d products in %d forward passes", mc.name, calls, (len(ids)+6)/7)
 			}
-			t.Logf("%s: %d layers (%d matrices, routing on the device: %v, VRAM: %v) on the device: logits within %g of their range", mc.name, layers, held, run.routed && moe && !legacy, run.vram, mc.tol)
+			t.Logf("%s: %d layers (%d matrices, routing on the device: %v, VRAM: %v, 3-D tensors in parts: %v) on the device: logits within %g of their range", mc.name, layers, held, run.routed && moe && !legacy, run.vram, run.parts, mc.tol)
 		}
 	}
 }

@@ -136,6 +136,10 @@ const (
 	DeviceAuto = "auto"
 )
 
+// stackLimit, where set, holds 3-D tensors in parts of at most this many
+// bytes (tests: the parts a tensor over the binding range is held in).
+var stackLimit uint64
+
 // AllLayers asks Accelerate for every layer and the output head.
 const AllLayers = -1
 
@@ -189,7 +193,11 @@ func (d *Device) OffloadLayers(m *model.Model, layers int) (*Offload, error) {
 	if layers == AllLayers || layers > n {
 		layers = n
 	}
-	stacks := stackedTensors(m, n-layers, n)
+	limit := d.maxRange
+	if stackLimit > 0 && (limit == 0 || stackLimit < limit) {
+		limit = stackLimit
+	}
+	stacks := stackedTensors(m, n-layers, n, limit)
 	o, err := d.Offload(append(m.Products(n-layers, n, layers == n), stacks...))
 	if err != nil {
 		return nil, err

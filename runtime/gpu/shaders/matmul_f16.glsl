@@ -11,7 +11,7 @@ layout(std430, binding = 2) writeonly buffer Out { float y[]; };
 
 void main() {
 	uint r = rowIndex(), v = p.v0 + gl_WorkGroupID.z, wr = weightRow(r, v), xv = inputVector(v);
-	if (r >= p.rows) {
+	if (r >= p.rows || skipVector(v)) {
 		return;
 	}
 	uint wrow = wr * p.cols / 2u, xrow = xv * p.cols;

@@ -16,7 +16,7 @@ layout(std430, binding = 3) writeonly buffer Out { float y[]; };
 
 void main() {
 	uint r = rowIndex(), v = p.v0 + gl_WorkGroupID.z, wr = weightRow(r, v), xv = inputVector(v);
-	if (r >= p.rows) {
+	if (r >= p.rows || skipVector(v)) {
 		return;
 	}
 	uint nb = p.cols / 32u;

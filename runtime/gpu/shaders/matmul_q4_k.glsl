@@ -28,7 +28,7 @@ int bsum(uint i) {
 
 void main() {
 	uint r = rowIndex(), v = p.v0 + gl_WorkGroupID.z, wr = weightRow(r, v), xv = inputVector(v);
-	if (r >= p.rows) {
+	if (r >= p.rows || skipVector(v)) {
 		return;
 	}
 	uint nb = p.cols / 256u;
