@@ -102,19 +102,13 @@ func (o *Offload) recordRouted(r *recorder, w *wholeLayer) {
 	if e.bias != nil {
 		bias, biased = e.bias, 1
 	}
-	flag := func(b bool) uint32 {
-		if b {
-			return 1
-		}
-		return 0
-	}
 	push := pushU32(uint32(n), uint32(c.Experts), uint32(used), flag(c.Gating == model.GatingSigmoid), biased,
 		uint32(max(c.ExpertGroups, 1)), uint32(c.ExpertGroupsUsed), flag(c.ExpertWeightsNorm), math.Float32bits(c.ExpertWeightsScale))
 	r.ds = append(r.ds, dispatch{name: "moe_route", buffers: []*Buffer{mw.logits, mw.sel, bias, mw.rows, mw.weight}, push: push, groups: elementGroups(n)})
 	if e.shGate != nil { // the shared expert first: the sum starts from its output, as on the CPU
 		r.product(work.hb, e.shGate, work.xb)
 		r.product(work.hb2, e.shUp, work.xb)
-		r.ds = append(r.ds, dispatch{name: "swiglu", buffers: []*Buffer{work.hb, work.hb2, work.hb}, push: pushU32(uint32(n * e.shGate.Rows)), groups: elementGroups(n * e.shGate.Rows)})
+		r.swiglu(work.hb, work.hb2, n*e.shGate.Rows)
 		r.product(mw.out, e.shDown, work.hb)
 	} // (else the host cleared mw.out)
 	// The experts' products quantize into the experts' scratch, sized
@@ -123,7 +117,7 @@ func (o *Offload) recordRouted(r *recorder, w *wholeLayer) {
 	r.quants, r.in32, r.inK = &mw.quantBufs, nil, nil
 	r.productIDs(mw.hb, e.gate, width, work.xb, n, mw.rows, slots, used)
 	r.productIDs(mw.hb2, e.up, width, work.xb, n, mw.rows, slots, used)
-	r.ds = append(r.ds, dispatch{name: "swiglu", buffers: []*Buffer{mw.hb, mw.hb2, mw.hb}, push: pushU32(uint32(slots * width)), groups: elementGroups(slots * width)})
+	r.swiglu(mw.hb, mw.hb2, slots*width)
 	r.productIDs(mw.ys, e.down, embd, mw.hb, slots, mw.rows, slots, 1)
 	r.quants, r.in32, r.inK = quants, nil, nil
 	r.ds = append(r.ds, dispatch{name: "moe_combine", buffers: []*Buffer{mw.out, mw.ys, mw.slot, mw.weight}, push: pushU32(uint32(n), uint32(used), uint32(embd)), groups: elementGroups(n * embd)})
@@ -264,7 +258,7 @@ func (o *Offload) Experts(w *model.MoE, xb, out []float32, experts []int32, weig
 		r.productRows(work.hb, g.gate, work.xe, g.lo, g.n)
 		r.productRows(work.hb2, g.up, work.xe, g.lo, g.n)
 	}
-	r.ds = append(r.ds, dispatch{name: "swiglu", buffers: []*Buffer{work.hb, work.hb2, work.hb}, push: pushU32(uint32(slots * width)), groups: elementGroups(slots * width)})
+	r.swiglu(work.hb, work.hb2, slots*width)
 	for _, g := range groups {
 		r.productRows(work.ys, g.down, work.hb, g.lo, g.n)
 	}

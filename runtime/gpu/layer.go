@@ -272,7 +272,7 @@ func (o *Offload) Layer(l int, x []float32, segs []model.Segment) (model.Ran, er
 		r.product(work.hb, w.gate, work.xb)
 		r.product(work.hb2, w.up, work.xb)
 		width := w.gate.Rows
-		r.ds = append(r.ds, dispatch{name: "swiglu", buffers: []*Buffer{work.hb, work.hb2, work.hb}, push: pushU32(uint32(n * width)), groups: elementGroups(n * width)})
+		r.swiglu(work.hb, work.hb2, n*width)
 		r.product(work.xb, w.down, work.hb)
 		r.add(work.x, work.xb, n*embd, n*embd)
 		ran = model.RanLayer
@@ -349,6 +349,20 @@ func (r *recorder) normStrided(x, weight, out *Buffer, rows, cols, stride int, e
 	r.wrote(out)
 }
 
+// swiglu records gate = SiLU(gate) * up over n values.
+func (r *recorder) swiglu(gate, up *Buffer, n int) {
+	r.ds = append(r.ds, dispatch{name: "swiglu", buffers: []*Buffer{gate, up, gate}, push: pushU32(uint32(n)), groups: elementGroups(n)})
+	r.wrote(gate)
+}
+
+// flag is a kernel's flag: 1 for true.
+func flag(b bool) uint32 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 func (r *recorder) add(y, x *Buffer, n, period int) {
 	r.ds = append(r.ds, dispatch{name: "add", buffers: []*Buffer{y, x}, push: pushU32(uint32(n), uint32(period)), groups: elementGroups(n)})
 	r.wrote(y)
@@ -357,11 +371,7 @@ func (r *recorder) add(y, x *Buffer, n, period int) {
 // rope rotates, in each of the rows' heads (width floats), the ropeDim
 // elements from offset by the table's angles.
 func (r *recorder) rope(x *Buffer, heads, width, ropeDim, offset int, neox bool) {
-	nx := uint32(0)
-	if neox {
-		nx = 1
-	}
-	push := pushU32(uint32(r.n), uint32(heads), uint32(width), uint32(ropeDim), nx, uint32(offset))
+	push := pushU32(uint32(r.n), uint32(heads), uint32(width), uint32(ropeDim), flag(neox), uint32(offset))
 	r.ds = append(r.ds, dispatch{name: "rope", buffers: []*Buffer{x, r.table}, push: push, groups: elementGroups(r.n * heads * ropeDim / 2)})
 	r.wrote(x)
 }
@@ -401,12 +411,7 @@ func (r *recorder) blocks(src, dst *Buffer, outer, inner, width int, s0, sa, sb,
 }
 
 // f16Flag is the kernels' flag for c's element type: 1 for f16, 0 f32.
-func f16Flag(c *model.Cache) uint32 {
-	if c.Type() == model.KVF16 {
-		return 1
-	}
-	return 0
-}
+func f16Flag(c *model.Cache) uint32 { return flag(c.Type() == model.KVF16) }
 
 // wrote forgets quantized forms of b, which a dispatch rewrites.
 func (r *recorder) wrote(b *Buffer) {
