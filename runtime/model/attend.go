@@ -109,7 +109,12 @@ func (s *State) attendUnit(wk *attnWorker, u int) {
 		vals := c.rows(j.v, g, p0, p1, wk.buf)
 		for i := max(i0, p0-j.pos0); i < i1; i++ {
 			e := min(p1, j.pos0+i+1)
-			for h := h0; h < h1; h++ {
+			h := h0
+			for ; h+1 < h1; h += 2 { // two heads of the group a pass over the values
+				tensor.AxpyRowsPair(j.out[i*j.oTok+h*j.oHead:][:j.vw], j.out[i*j.oTok+(h+1)*j.oHead:][:j.vw],
+					score(i, h)[p0:e], score(i, h+1)[p0:e], vals, c.width)
+			}
+			if h < h1 {
 				tensor.AxpyRows(j.out[i*j.oTok+h*j.oHead:][:j.vw], score(i, h)[p0:e], vals, c.width)
 			}
 		}

@@ -41,6 +41,24 @@ func AxpyRows(dst, alpha, rows []float32, stride int) {
 	axpyRows(dst, alpha, rows, stride)
 }
 
+// AxpyRowsPair is AxpyRows into two destinations with their own weights
+// over the same rows (two query heads that share a key-value head):
+// each destination gets the chain AxpyRows gives it. With heads of 8
+// the two chains share one register (a tiny model's attention is bound
+// by the chain's latency, not its arithmetic).
+func AxpyRowsPair(dst0, dst1, alpha0, alpha1, rows []float32, stride int) {
+	if len(dst0) != len(dst1) || len(alpha0) != len(alpha1) {
+		panic(fmt.Sprintf("tensor: AxpyRowsPair: destinations of %d and %d, weights %d and %d", len(dst0), len(dst1), len(alpha0), len(alpha1)))
+	}
+	if len(alpha0) == 0 {
+		return
+	}
+	if stride < len(dst0) || len(rows) < (len(alpha0)-1)*stride+len(dst0) {
+		panic(fmt.Sprintf("tensor: AxpyRowsPair: %d rows of %d at stride %d in %d floats", len(alpha0), len(dst0), stride, len(rows)))
+	}
+	axpyRowsPair(dst0, dst1, alpha0, alpha1, rows, stride)
+}
+
 // DecodeF16 sets dst[i] to the half-precision value src[i] (exact; equal
 // lengths), as FP16ToFP32 but with signalling NaNs made quiet, as the
 // conversion instructions do.

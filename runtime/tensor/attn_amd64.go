@@ -18,6 +18,12 @@ func dotRowsAVX2(out, q, rows *float32, n, nrows, stride int)
 //go:noescape
 func dotRowsAVX512(out, q, rows *float32, n, nrows, stride int)
 
+// dotRows8AVX512 is dotRowsAVX512 over groups > 0 groups of 16 rows of 8
+// floats at stride 8.
+//
+//go:noescape
+func dotRows8AVX512(out, q, rows *float32, groups int)
+
 // axpyRowsAVX2 is axpyRowsGeneric over nrows > 0 rows of n floats, stride
 // bytes apart.
 //
@@ -28,6 +34,13 @@ func axpyRowsAVX2(dst, alpha, rows *float32, n, nrows, stride int)
 //
 //go:noescape
 func axpyRowsAVX512(dst, alpha, rows *float32, n, nrows, stride int)
+
+// axpyRows8x2AVX512 is axpyRowsAVX512 for two destinations of 8 floats
+// with weights alpha0 and alpha1 over the same nrows > 0 rows, stride
+// bytes apart (dst0 in the low half of a register, dst1 in the high).
+//
+//go:noescape
+func axpyRows8x2AVX512(dst0, dst1, alpha0, alpha1, rows *float32, nrows, stride int)
 
 // decodeF16AVX2 is decodeF16Generic over n (a positive multiple of 8)
 // elements.
@@ -62,6 +75,15 @@ func dotRowsF32(out, q, rows []float32, stride int) {
 		dotRowsGeneric(out, q, rows, stride)
 		return
 	}
+	if useAVX512 && len(q) == 8 && stride == 8 && len(out) >= 16 {
+		// A head of 8: 16 rows at a time, the rest below.
+		g := len(out) / 16
+		dotRows8AVX512(unsafe.SliceData(out), unsafe.SliceData(q), unsafe.SliceData(rows), g)
+		out, rows = out[16*g:], rows[128*g:]
+		if len(out) == 0 {
+			return
+		}
+	}
 	f := dotRowsAVX2
 	if useAVX512 {
 		f = dotRowsAVX512
@@ -79,6 +101,16 @@ func axpyRows(dst, alpha, rows []float32, stride int) {
 		f = axpyRowsAVX512
 	}
 	f(unsafe.SliceData(dst), unsafe.SliceData(alpha), unsafe.SliceData(rows), len(dst), len(alpha), 4*stride)
+}
+
+func axpyRowsPair(dst0, dst1, alpha0, alpha1, rows []float32, stride int) {
+	if useAVX512 && len(dst0) == 8 {
+		axpyRows8x2AVX512(unsafe.SliceData(dst0), unsafe.SliceData(dst1), unsafe.SliceData(alpha0), unsafe.SliceData(alpha1),
+			unsafe.SliceData(rows), len(alpha0), 4*stride)
+		return
+	}
+	axpyRows(dst0, alpha0, rows, stride)
+	axpyRows(dst1, alpha1, rows, stride)
 }
 
 func decodeF16Vec(dst []float32, src []uint16) {
@@ -128,12 +160,28 @@ func scaleMax(x []float32, scale float32) float32 {
 }
 
 func expSub(x []float32, mx float32) float32 {
-	n := len(x) &^ 7
-	if !useAVX2 || n == 0 {
+	if !useAVX2 {
 		return expSubGeneric(x, mx)
 	}
-	sum := expSubAVX2(unsafe.SliceData(x), mx, n)
-	return expSubTail(x[n:], mx, sum)
+	n := len(x) &^ 7
+	var sum float32 // the generic's sum of no groups: hsum8 of zeros
+	if n > 0 {
+		sum = expSubAVX2(unsafe.SliceData(x), mx, n)
+	}
+	if tail := x[n:]; len(tail) > 0 {
+		// The last few exponentials eight at a time too (the kernel's
+		// lanes are expf32's steps; the padding's are thrown away), added
+		// one by one as expSubTail adds them. One at a time in Go they
+		// cost a tiny model's attention a tenth of its time.
+		var pad [8]float32
+		copy(pad[:], tail)
+		expSubAVX2(&pad[0], mx, 8)
+		for i := range tail {
+			tail[i] = pad[i]
+			sum += pad[i]
+		}
+	}
+	return sum
 }
 
 func scaleVec(x []float32, s float32) {

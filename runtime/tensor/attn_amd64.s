@@ -369,6 +369,125 @@ zrstore:
 	VZEROUPPER
 	RET
 
+// dotRows8Perm puts the scores dotRows8AVX512's reduction leaves at
+// element 4j+e (position 4e+j) back in position order.
+DATA dotRows8Perm<>+0(SB)/4, $0
+DATA dotRows8Perm<>+4(SB)/4, $4
+DATA dotRows8Perm<>+8(SB)/4, $8
+DATA dotRows8Perm<>+12(SB)/4, $12
+DATA dotRows8Perm<>+16(SB)/4, $1
+DATA dotRows8Perm<>+20(SB)/4, $5
+DATA dotRows8Perm<>+24(SB)/4, $9
+DATA dotRows8Perm<>+28(SB)/4, $13
+DATA dotRows8Perm<>+32(SB)/4, $2
+DATA dotRows8Perm<>+36(SB)/4, $6
+DATA dotRows8Perm<>+40(SB)/4, $10
+DATA dotRows8Perm<>+44(SB)/4, $14
+DATA dotRows8Perm<>+48(SB)/4, $3
+DATA dotRows8Perm<>+52(SB)/4, $7
+DATA dotRows8Perm<>+56(SB)/4, $11
+DATA dotRows8Perm<>+60(SB)/4, $15
+GLOBL dotRows8Perm<>(SB), RODATA|NOPTR, $64
+
+// func dotRows8AVX512(out, q, rows *float32, groups int)
+//
+// dotRowsAVX512 for rows of 8 floats at stride 8 (a head of 8: tiny
+// models), 16 rows a group: each row's products land in half a register
+// (two rows a register, the query in both halves), and the generic's
+// hsum8 (halves, pairs, the last two) runs for 16 rows at once by
+// shuffles across registers instead of once a row: lanes l and l+4 of a
+// row (VSHUFF32X4), then l and l+2, then the last two (VSHUFPS). Every
+// sum pairs the values the generic's does.
+TEXT ·dotRows8AVX512(SB), NOSPLIT, $0-32
+	MOVQ             out+0(FP), BX
+	MOVQ             q+8(FP), R8
+	MOVQ             rows+16(FP), SI
+	MOVQ             groups+24(FP), CX
+	VBROADCASTF32X8  (R8), Z16
+	VMOVDQU32        dotRows8Perm<>(SB), Z17
+
+z8group:
+	VPXORD      Z0, Z0, Z0 // (products into +0, as the generic's)
+	VPXORD      Z1, Z1, Z1
+	VPXORD      Z2, Z2, Z2
+	VPXORD      Z3, Z3, Z3
+	VPXORD      Z4, Z4, Z4
+	VPXORD      Z5, Z5, Z5
+	VPXORD      Z6, Z6, Z6
+	VPXORD      Z7, Z7, Z7
+	VFMADD231PS 0(SI), Z16, Z0   // rows 0, 1
+	VFMADD231PS 64(SI), Z16, Z1  // rows 2, 3
+	VFMADD231PS 128(SI), Z16, Z2
+	VFMADD231PS 192(SI), Z16, Z3
+	VFMADD231PS 256(SI), Z16, Z4
+	VFMADD231PS 320(SI), Z16, Z5
+	VFMADD231PS 384(SI), Z16, Z6
+	VFMADD231PS 448(SI), Z16, Z7
+	// Halves: lanes 0-3 of four rows against their lanes 4-7.
+	VSHUFF32X4  $0x88, Z1, Z0, Z8  // rows 0-3, lanes 0-3
+	VSHUFF32X4  $0xDD, Z1, Z0, Z9  // rows 0-3, lanes 4-7
+	VADDPS      Z9, Z8, Z8
+	VSHUFF32X4  $0x88, Z3, Z2, Z10 // rows 4-7
+	VSHUFF32X4  $0xDD, Z3, Z2, Z11
+	VADDPS      Z11, Z10, Z10
+	VSHUFF32X4  $0x88, Z5, Z4, Z12 // rows 8-11
+	VSHUFF32X4  $0xDD, Z5, Z4, Z13
+	VADDPS      Z13, Z12, Z12
+	VSHUFF32X4  $0x88, Z7, Z6, Z14 // rows 12-15
+	VSHUFF32X4  $0xDD, Z7, Z6, Z15
+	VADDPS      Z15, Z14, Z14
+	// Pairs: s0+s2 and s1+s3 (128-bit lane j: rows j and 4+j, then
+	// 8+j and 12+j).
+	VSHUFPS     $0x44, Z10, Z8, Z0
+	VSHUFPS     $0xEE, Z10, Z8, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFPS     $0x44, Z14, Z12, Z2
+	VSHUFPS     $0xEE, Z14, Z12, Z3
+	VADDPS      Z3, Z2, Z2
+	// The last two: element e of lane j is row 4e+j.
+	VSHUFPS     $0x88, Z2, Z0, Z4
+	VSHUFPS     $0xDD, Z2, Z0, Z5
+	VADDPS      Z5, Z4, Z4
+	VPERMPS     Z4, Z17, Z4
+	VMOVUPS     Z4, (BX)
+	ADDQ        $64, BX
+	ADDQ        $512, SI
+	DECQ        CX
+	JNZ         z8group
+	VZEROUPPER
+	RET
+
+// func axpyRows8x2AVX512(dst0, dst1, alpha0, alpha1, rows *float32, nrows, stride int)
+//
+// Two chains of 8 in one register: each row broadcast to both halves,
+// its weights alpha0[r] (low half) and alpha1[r] (high half).
+TEXT ·axpyRows8x2AVX512(SB), NOSPLIT, $0-56
+	MOVQ         dst0+0(FP), DI
+	MOVQ         dst1+8(FP), R10
+	MOVQ         alpha0+16(FP), R8
+	MOVQ         alpha1+24(FP), R13
+	MOVQ         rows+32(FP), SI
+	MOVQ         nrows+40(FP), CX
+	MOVQ         stride+48(FP), R12
+	VMOVUPS      (DI), Y0
+	VINSERTF32X8 $1, (R10), Z0, Z0
+
+z8x2row:
+	VBROADCASTSS    (R8), Y1
+	VBROADCASTSS    (R13), Y2
+	VINSERTF32X8    $1, Y2, Z1, Z1
+	VBROADCASTF32X8 (SI), Z2
+	VFMADD231PS     Z2, Z1, Z0
+	ADDQ            $4, R8
+	ADDQ            $4, R13
+	ADDQ            R12, SI
+	DECQ            CX
+	JNZ             z8x2row
+	VMOVUPS         Y0, (DI)
+	VEXTRACTF32X8   $1, Z0, (R10)
+	VZEROUPPER
+	RET
+
 // func axpyRowsAVX512(dst, alpha, rows *float32, n, nrows, stride int)
 //
 // axpyRowsAVX2 with dst held 128 elements at a time in eight 64-byte

@@ -58,3 +58,8 @@ func encodeF16Vec(dst []uint16, src []float32) {
 func scaleMax(x []float32, scale float32) float32 { return scaleMaxGeneric(x, scale) }
 func expSub(x []float32, mx float32) float32      { return expSubGeneric(x, mx) }
 func scaleVec(x []float32, s float32)             { scaleGeneric(x, s) }
+
+func axpyRowsPair(dst0, dst1, alpha0, alpha1, rows []float32, stride int) {
+	axpyRows(dst0, alpha0, rows, stride)
+	axpyRows(dst1, alpha1, rows, stride)
+}

@@ -32,12 +32,12 @@ func TestDotRows(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	eachImpl(t, func(t *testing.T) {
 		for n := 0; n <= 200; n++ {
-			for _, rows := range []int{1, 3, 17} {
+			for _, rows := range []int{1, 3, 17, 35} { // 35: two groups of 16 and more (a head of 8)
 				for _, pad := range []int{0, 5} {
 					stride := n + pad
 					q := randVec(r, n, 1)
 					kv := randVec(r, rows*stride, 2)
-					if rows == 3 { // zero products, and sums of only signed zeros
+					if rows == 3 || rows == 35 { // zero products, and sums of only signed zeros
 						clear(q[:n/2])
 						for i := range kv[:stride] {
 							kv[i] = float32(math.Copysign(0, -1))
@@ -84,6 +84,31 @@ func TestAxpyRows(t *testing.T) {
 // TestF16Vec checks the vector conversions against FP16ToFP32 and
 // FP32ToFP16 over every half value and over floats around every rounding
 // boundary class: normals, subnormals, overflow, infinities and NaNs.
+// Each destination of AxpyRowsPair gets AxpyRows's chain, whatever the
+// other's weights (heads of 8 take their own kernel).
+func TestAxpyRowsPair(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	eachImpl(t, func(t *testing.T) {
+		for _, n := range []int{1, 7, 8, 9, 64} {
+			for _, rows := range []int{1, 2, 33} {
+				for _, pad := range []int{0, 3} {
+					stride := n + pad
+					a0, a1 := randVec(r, rows, 1), randVec(r, rows, 1)
+					a1[0] = float32(math.Copysign(0, -1)) // a signed zero weight in one half only
+					kv := randVec(r, rows*stride, 2)
+					d0, d1 := randVec(r, n, 1), randVec(r, n, 1)
+					w0, w1 := append([]float32(nil), d0...), append([]float32(nil), d1...)
+					AxpyRowsPair(d0, d1, a0, a1, kv, stride)
+					AxpyRows(w0, a0, kv, stride)
+					AxpyRows(w1, a1, kv, stride)
+					sameBits(t, fmt.Sprintf("n=%d rows=%d stride=%d dst0", n, rows, stride), d0, w0)
+					sameBits(t, fmt.Sprintf("n=%d rows=%d stride=%d dst1", n, rows, stride), d1, w1)
+				}
+			}
+		}
+	})
+}
+
 func TestF16Vec(t *testing.T) {
 	halves := make([]uint16, 1<<16)
 	for i := range halves {
