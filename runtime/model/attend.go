@@ -104,19 +104,36 @@ func (s *State) attendUnit(wk *attnWorker, u int) {
 			clear(j.out[i*j.oTok+h*j.oHead:][:j.vw])
 		}
 	}
+	out := func(i, h int) []float32 { return j.out[i*j.oTok+h*j.oHead:][:j.vw] }
 	for p0 := 0; p0 < end; p0 += block {
 		p1 := min(end, p0+block)
 		vals := c.rows(j.v, g, p0, p1, wk.buf)
-		for i := max(i0, p0-j.pos0); i < i1; i++ {
+		// Up to four tokens a pass over the values, two heads of the
+		// group each: the rows every one of them sees (up to the first
+		// one's position) together, then each later token's few more.
+		for i := max(i0, p0-j.pos0); i < i1; {
+			m := min(4, i1-i)
 			e := min(p1, j.pos0+i+1)
+			var d0, d1, a0, a1 [4][]float32
 			h := h0
-			for ; h+1 < h1; h += 2 { // two heads of the group a pass over the values
-				tensor.AxpyRowsPair(j.out[i*j.oTok+h*j.oHead:][:j.vw], j.out[i*j.oTok+(h+1)*j.oHead:][:j.vw],
-					score(i, h)[p0:e], score(i, h+1)[p0:e], vals, c.width)
+			for ; h+1 < h1; h += 2 {
+				for t := range m {
+					d0[t], d1[t] = out(i+t, h), out(i+t, h+1)
+					a0[t], a1[t] = score(i+t, h)[p0:e], score(i+t, h+1)[p0:e]
+				}
+				tensor.AxpyRowsPairs(d0[:m], d1[:m], a0[:m], a1[:m], vals, c.width)
+				for t := 1; t < m; t++ {
+					if et := min(p1, j.pos0+i+t+1); et > e {
+						tensor.AxpyRowsPair(d0[t], d1[t], score(i+t, h)[e:et], score(i+t, h+1)[e:et], vals[(e-p0)*c.width:], c.width)
+					}
+				}
 			}
 			if h < h1 {
-				tensor.AxpyRows(j.out[i*j.oTok+h*j.oHead:][:j.vw], score(i, h)[p0:e], vals, c.width)
+				for t := range m {
+					tensor.AxpyRows(out(i+t, h), score(i+t, h)[p0:min(p1, j.pos0+i+t+1)], vals, c.width)
+				}
 			}
+			i += m
 		}
 	}
 }

@@ -59,6 +59,39 @@ func AxpyRowsPair(dst0, dst1, alpha0, alpha1, rows []float32, stride int) {
 	axpyRowsPair(dst0, dst1, alpha0, alpha1, rows, stride)
 }
 
+// AxpyRowsPairs is AxpyRowsPair for up to four pairs (the same two query
+// heads of consecutive tokens) over the same rows: pair t is dst0[t] and
+// dst1[t] with weights alpha0[t] and alpha1[t], every weight row of one
+// length. Each destination gets the chain AxpyRows gives it; with heads
+// of 8 the pairs' chains run side by side, so that a step of several
+// tokens (a prompt's tile, a speculative check) is not bound by one
+// chain's latency.
+func AxpyRowsPairs(dst0, dst1, alpha0, alpha1 [][]float32, rows []float32, stride int) {
+	k := len(dst0)
+	if k < 1 || k > 4 || len(dst1) != k || len(alpha0) != k || len(alpha1) != k {
+		panic(fmt.Sprintf("tensor: AxpyRowsPairs: %d, %d, %d and %d rows of destinations and weights (1..4, all alike)", len(dst0), len(dst1), len(alpha0), len(alpha1)))
+	}
+	for t := range k {
+		if len(dst0[t]) != len(dst0[0]) || len(dst1[t]) != len(dst0[0]) || len(alpha0[t]) != len(alpha0[0]) || len(alpha1[t]) != len(alpha0[0]) {
+			panic(fmt.Sprintf("tensor: AxpyRowsPairs: pair %d: destinations of %d and %d, weights %d and %d; pair 0's %d and %d", t, len(dst0[t]), len(dst1[t]), len(alpha0[t]), len(alpha1[t]), len(dst0[0]), len(alpha0[0])))
+		}
+	}
+	n := len(alpha0[0])
+	if n == 0 {
+		return
+	}
+	if w := len(dst0[0]); stride < w || len(rows) < (n-1)*stride+w {
+		panic(fmt.Sprintf("tensor: AxpyRowsPairs: %d rows of %d at stride %d in %d floats", n, w, stride, len(rows)))
+	}
+	axpyRowsPairs(dst0, dst1, alpha0, alpha1, rows, stride)
+}
+
+func axpyRowsPairsGeneric(dst0, dst1, alpha0, alpha1 [][]float32, rows []float32, stride int) {
+	for t := range dst0 {
+		axpyRowsPair(dst0[t], dst1[t], alpha0[t], alpha1[t], rows, stride)
+	}
+}
+
 // DecodeF16 sets dst[i] to the half-precision value src[i] (exact; equal
 // lengths), as FP16ToFP32 but with signalling NaNs made quiet, as the
 // conversion instructions do.

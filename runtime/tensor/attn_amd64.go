@@ -42,6 +42,13 @@ func axpyRowsAVX512(dst, alpha, rows *float32, n, nrows, stride int)
 //go:noescape
 func axpyRows8x2AVX512(dst0, dst1, alpha0, alpha1, rows *float32, nrows, stride int)
 
+// axpyRows8x4AVX512 is axpyRows8x2AVX512 for four pairs: p holds the
+// eight destinations of 8 floats (pair t's at 2t, 2t+1), then their
+// weights in the same order, each of nrows > 0.
+//
+//go:noescape
+func axpyRows8x4AVX512(p *[16]*float32, rows *float32, nrows, stride int)
+
 // decodeF16AVX2 is decodeF16Generic over n (a positive multiple of 8)
 // elements.
 //
@@ -111,6 +118,25 @@ func axpyRowsPair(dst0, dst1, alpha0, alpha1, rows []float32, stride int) {
 	}
 	axpyRows(dst0, alpha0, rows, stride)
 	axpyRows(dst1, alpha1, rows, stride)
+}
+
+func axpyRowsPairs(dst0, dst1, alpha0, alpha1 [][]float32, rows []float32, stride int) {
+	if !useAVX512 || len(dst0[0]) != 8 || len(dst0) == 1 {
+		axpyRowsPairsGeneric(dst0, dst1, alpha0, alpha1, rows, stride)
+		return
+	}
+	// Fewer than four pairs: the missing ones write to spare and read
+	// pair 0's weights.
+	var p [16]*float32
+	var spare [8]float32
+	for t := range 4 {
+		if t < len(dst0) {
+			p[2*t], p[2*t+1], p[8+2*t], p[9+2*t] = &dst0[t][0], &dst1[t][0], &alpha0[t][0], &alpha1[t][0]
+		} else {
+			p[2*t], p[2*t+1], p[8+2*t], p[9+2*t] = &spare[0], &spare[0], &alpha0[0][0], &alpha0[0][0]
+		}
+	}
+	axpyRows8x4AVX512(&p, unsafe.SliceData(rows), len(alpha0[0]), 4*stride)
 }
 
 func decodeF16Vec(dst []float32, src []uint16) {

@@ -488,6 +488,84 @@ z8x2row:
 	VZEROUPPER
 	RET
 
+// func axpyRows8x4AVX512(p *[16]*float32, rows *float32, nrows, stride int)
+//
+// axpyRows8x2AVX512 for four pairs at once (the same two query heads of
+// four tokens): four chains that do not wait on each other, where one
+// pair's chain waits on each fused multiply-add's latency. p holds the
+// eight destinations (pair t's at 2t and 2t+1) and then their eight
+// weight rows in the same order; row r's weights are at byte 4r of each.
+TEXT ·axpyRows8x4AVX512(SB), NOSPLIT, $0-32
+	MOVQ          p+0(FP), DI
+	MOVQ          0(DI), R8
+	MOVQ          8(DI), R9
+	VMOVUPS       (R8), Y0
+	VINSERTF32X8  $1, (R9), Z0, Z0
+	MOVQ          16(DI), R8
+	MOVQ          24(DI), R9
+	VMOVUPS       (R8), Y1
+	VINSERTF32X8  $1, (R9), Z1, Z1
+	MOVQ          32(DI), R8
+	MOVQ          40(DI), R9
+	VMOVUPS       (R8), Y2
+	VINSERTF32X8  $1, (R9), Z2, Z2
+	MOVQ          48(DI), R8
+	MOVQ          56(DI), R9
+	VMOVUPS       (R8), Y3
+	VINSERTF32X8  $1, (R9), Z3, Z3
+	MOVQ          64(DI), R8
+	MOVQ          72(DI), R9
+	MOVQ          80(DI), R10
+	MOVQ          88(DI), R11
+	MOVQ          96(DI), R13
+	MOVQ          104(DI), R14
+	MOVQ          112(DI), AX
+	MOVQ          120(DI), BX
+	MOVQ          rows+8(FP), SI
+	MOVQ          nrows+16(FP), CX
+	MOVQ          stride+24(FP), R12
+	XORQ          DX, DX
+	MOVQ          $0xff00, DI
+	KMOVW         DI, K1
+
+z8x4row:
+	VBROADCASTF32X8 (SI), Z8
+	VBROADCASTSS    (R8)(DX*1), Z9
+	VBROADCASTSS    (R9)(DX*1), K1, Z9
+	VFMADD231PS     Z8, Z9, Z0
+	VBROADCASTSS    (R10)(DX*1), Z10
+	VBROADCASTSS    (R11)(DX*1), K1, Z10
+	VFMADD231PS     Z8, Z10, Z1
+	VBROADCASTSS    (R13)(DX*1), Z11
+	VBROADCASTSS    (R14)(DX*1), K1, Z11
+	VFMADD231PS     Z8, Z11, Z2
+	VBROADCASTSS    (AX)(DX*1), Z12
+	VBROADCASTSS    (BX)(DX*1), K1, Z12
+	VFMADD231PS     Z8, Z12, Z3
+	ADDQ            $4, DX
+	ADDQ            R12, SI
+	DECQ            CX
+	JNZ             z8x4row
+	MOVQ            p+0(FP), DI
+	MOVQ            0(DI), R8
+	MOVQ            8(DI), R9
+	VMOVUPS         Y0, (R8)
+	VEXTRACTF32X8   $1, Z0, (R9)
+	MOVQ            16(DI), R8
+	MOVQ            24(DI), R9
+	VMOVUPS         Y1, (R8)
+	VEXTRACTF32X8   $1, Z1, (R9)
+	MOVQ            32(DI), R8
+	MOVQ            40(DI), R9
+	VMOVUPS         Y2, (R8)
+	VEXTRACTF32X8   $1, Z2, (R9)
+	MOVQ            48(DI), R8
+	MOVQ            56(DI), R9
+	VMOVUPS         Y3, (R8)
+	VEXTRACTF32X8   $1, Z3, (R9)
+	VZEROUPPER
+	RET
+
 // func axpyRowsAVX512(dst, alpha, rows *float32, n, nrows, stride int)
 //
 // axpyRowsAVX2 with dst held 128 elements at a time in eight 64-byte

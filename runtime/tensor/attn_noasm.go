@@ -17,3 +17,7 @@ func axpyRowsPair(dst0, dst1, alpha0, alpha1, rows []float32, stride int) {
 	axpyRows(dst0, alpha0, rows, stride)
 	axpyRows(dst1, alpha1, rows, stride)
 }
+
+func axpyRowsPairs(dst0, dst1, alpha0, alpha1 [][]float32, rows []float32, stride int) {
+	axpyRowsPairsGeneric(dst0, dst1, alpha0, alpha1, rows, stride)
+}

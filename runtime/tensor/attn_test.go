@@ -109,6 +109,58 @@ func TestAxpyRowsPair(t *testing.T) {
 	})
 }
 
+func TestAxpyRowsPairs(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	eachImpl(t, func(t *testing.T) {
+		for _, k := range []int{1, 2, 3, 4} {
+			for _, n := range []int{1, 8, 9, 64} {
+				for _, rows := range []int{1, 2, 33} {
+					stride := n + 3*(rows%2)
+					kv := randVec(r, rows*stride, 2)
+					// Every destination in one buffer with a guard after
+					// each, so a write past one or to another pair's shows.
+					buf := randVec(r, 2*k*(n+1), 1)
+					want := append([]float32(nil), buf...)
+					var d0, d1, a0, a1 [][]float32
+					for p := range k {
+						d0 = append(d0, buf[2*p*(n+1):][:n])
+						d1 = append(d1, buf[(2*p+1)*(n+1):][:n])
+						a0 = append(a0, randVec(r, rows, 1))
+						a1 = append(a1, randVec(r, rows, 1))
+					}
+					a1[k-1][0] = float32(math.Copysign(0, -1)) // a signed zero in one half only
+					AxpyRowsPairs(d0, d1, a0, a1, kv, stride)
+					for p := range k {
+						AxpyRows(want[2*p*(n+1):][:n], a0[p], kv, stride)
+						AxpyRows(want[(2*p+1)*(n+1):][:n], a1[p], kv, stride)
+					}
+					sameBits(t, fmt.Sprintf("k=%d n=%d rows=%d stride=%d", k, n, rows, stride), buf, want)
+				}
+			}
+		}
+	})
+	for _, bad := range []func(){
+		func() { AxpyRowsPairs(nil, nil, nil, nil, nil, 1) },
+		func() {
+			d, a := [][]float32{make([]float32, 8), make([]float32, 8)}, [][]float32{make([]float32, 2), make([]float32, 3)}
+			AxpyRowsPairs(d, d, a, a, make([]float32, 32), 8)
+		},
+		func() {
+			d, a := [][]float32{make([]float32, 8)}, [][]float32{make([]float32, 3)}
+			AxpyRowsPairs(d, d, a, a, make([]float32, 23), 8)
+		},
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Error("AxpyRowsPairs accepted mismatched arguments")
+				}
+			}()
+			bad()
+		}()
+	}
+}
+
 func TestF16Vec(t *testing.T) {
 	halves := make([]uint16, 1<<16)
 	for i := range halves {
