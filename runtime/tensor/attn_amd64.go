@@ -72,6 +72,12 @@ func scaleMaxAVX2(x *float32, scale float32, n int) float32
 //go:noescape
 func expSubAVX2(x *float32, mx float32, n int) float32
 
+// expSubAVX512 is expSubAVX2 (every bit) with its constants in
+// registers, over n (a positive multiple of 8) elements.
+//
+//go:noescape
+func expSubAVX512(x *float32, mx float32, n int) float32
+
 // scaleAVX2 is scaleGeneric over n (a positive multiple of 8) elements.
 //
 //go:noescape
@@ -189,10 +195,14 @@ func expSub(x []float32, mx float32) float32 {
 	if !useAVX2 {
 		return expSubGeneric(x, mx)
 	}
+	f := expSubAVX2
+	if useAVX512 {
+		f = expSubAVX512
+	}
 	n := len(x) &^ 7
 	var sum float32 // the generic's sum of no groups: hsum8 of zeros
 	if n > 0 {
-		sum = expSubAVX2(unsafe.SliceData(x), mx, n)
+		sum = f(unsafe.SliceData(x), mx, n)
 	}
 	if tail := x[n:]; len(tail) > 0 {
 		// The last few exponentials eight at a time too (the kernel's
@@ -201,7 +211,7 @@ func expSub(x []float32, mx float32) float32 {
 		// cost a tiny model's attention a tenth of its time.
 		var pad [8]float32
 		copy(pad[:], tail)
-		expSubAVX2(&pad[0], mx, 8)
+		f(&pad[0], mx, 8)
 		for i := range tail {
 			tail[i] = pad[i]
 			sum += pad[i]

@@ -846,6 +846,121 @@ exloop:
 	MOVSS   X8, ret+24(FP)
 	RET
 
+// func expSubAVX512(x *float32, mx float32, n int) float32
+//
+// expSubAVX2 with its constants held in registers (AVX-512's sixteen
+// more) and two groups of 8 a round; each group's steps are those of
+// expSubAVX2 and the sums take the groups in order, so every bit is
+// expSubAVX2's.
+TEXT ·expSubAVX512(SB), NOSPLIT, $0-28
+	MOVQ         x+0(FP), DI
+	VBROADCASTSS mx+8(FP), Y9
+	MOVQ         n+16(FP), CX
+	BCAST($0x42b0c0a5, X0, Y16) // 88.3762626647949
+	VXORPS       Y17, Y17, Y17
+	VSUBPS       Y16, Y17, Y17  // -88.376
+	BCAST($0x3f000000, X0, Y18) // 0.5 (and p5's 5.0000001201e-1 rounds to it)
+	BCAST($0x3fb8aa3b, X0, Y19) // log2(e)
+	BCAST($0x3f318000, X0, Y20) // C1 = 0.693359375
+	BCAST($0xb95e8083, X0, Y21) // C2 = -2.12194440e-4
+	BCAST($0x3f800000, X0, Y22) // 1.0
+	BCAST($0x39506967, X0, Y23) // p0 = 1.9875691500e-4
+	BCAST($0x3ab743ce, X0, Y24) // p1 = 1.3981999507e-3
+	BCAST($0x3c088908, X0, Y25) // p2 = 8.3334519073e-3
+	BCAST($0x3d2aa9c1, X0, Y26) // p3 = 4.1665795894e-2
+	BCAST($0x3e2aaaaa, X0, Y27) // p4 = 1.6666665459e-1
+	BCAST($0x0000007f, X0, Y28)
+	VXORPS       Y8, Y8, Y8     // the sums
+
+ex2loop:
+	CMPQ CX, $16
+	JLT  ex2one
+	VMOVUPS      (DI), Y1
+	VSUBPS       Y9, Y1, Y1
+	VMINPS       Y16, Y1, Y1
+	VMAXPS       Y17, Y1, Y1
+	VMOVAPS      Y18, Y2
+	VFMADD231PS  Y19, Y1, Y2
+	VROUNDPS     $1, Y2, Y2
+	VFNMADD231PS Y20, Y2, Y1
+	VFNMADD231PS Y21, Y2, Y1
+	VMULPS       Y1, Y1, Y3
+	VMOVAPS      Y23, Y4
+	VFMADD213PS  Y24, Y1, Y4
+	VFMADD213PS  Y25, Y1, Y4
+	VFMADD213PS  Y26, Y1, Y4
+	VFMADD213PS  Y27, Y1, Y4
+	VFMADD213PS  Y18, Y1, Y4
+	VFMADD213PS  Y1, Y3, Y4
+	VADDPS       Y22, Y4, Y4
+	VCVTPS2DQ    Y2, Y2
+	VPADDD       Y28, Y2, Y2
+	VPSLLD       $23, Y2, Y2
+	VMULPS       Y2, Y4, Y4
+	VMOVUPS      Y4, (DI)
+	VMOVUPS      32(DI), Y11
+	VSUBPS       Y9, Y11, Y11
+	VMINPS       Y16, Y11, Y11
+	VMAXPS       Y17, Y11, Y11
+	VMOVAPS      Y18, Y12
+	VFMADD231PS  Y19, Y11, Y12
+	VROUNDPS     $1, Y12, Y12
+	VFNMADD231PS Y20, Y12, Y11
+	VFNMADD231PS Y21, Y12, Y11
+	VMULPS       Y11, Y11, Y13
+	VMOVAPS      Y23, Y14
+	VFMADD213PS  Y24, Y11, Y14
+	VFMADD213PS  Y25, Y11, Y14
+	VFMADD213PS  Y26, Y11, Y14
+	VFMADD213PS  Y27, Y11, Y14
+	VFMADD213PS  Y18, Y11, Y14
+	VFMADD213PS  Y11, Y13, Y14
+	VADDPS       Y22, Y14, Y14
+	VCVTPS2DQ    Y12, Y12
+	VPADDD       Y28, Y12, Y12
+	VPSLLD       $23, Y12, Y12
+	VMULPS       Y12, Y14, Y14
+	VMOVUPS      Y14, 32(DI)
+	VADDPS       Y4, Y8, Y8
+	VADDPS       Y14, Y8, Y8
+	ADDQ         $64, DI
+	SUBQ         $16, CX
+	JMP          ex2loop
+
+ex2one:
+	TESTQ CX, CX
+	JZ    ex2done
+	VMOVUPS      (DI), Y1
+	VSUBPS       Y9, Y1, Y1
+	VMINPS       Y16, Y1, Y1
+	VMAXPS       Y17, Y1, Y1
+	VMOVAPS      Y18, Y2
+	VFMADD231PS  Y19, Y1, Y2
+	VROUNDPS     $1, Y2, Y2
+	VFNMADD231PS Y20, Y2, Y1
+	VFNMADD231PS Y21, Y2, Y1
+	VMULPS       Y1, Y1, Y3
+	VMOVAPS      Y23, Y4
+	VFMADD213PS  Y24, Y1, Y4
+	VFMADD213PS  Y25, Y1, Y4
+	VFMADD213PS  Y26, Y1, Y4
+	VFMADD213PS  Y27, Y1, Y4
+	VFMADD213PS  Y18, Y1, Y4
+	VFMADD213PS  Y1, Y3, Y4
+	VADDPS       Y22, Y4, Y4
+	VCVTPS2DQ    Y2, Y2
+	VPADDD       Y28, Y2, Y2
+	VPSLLD       $23, Y2, Y2
+	VMULPS       Y2, Y4, Y4
+	VMOVUPS      Y4, (DI)
+	VADDPS       Y4, Y8, Y8
+
+ex2done:
+	HSUM(Y8, X8, X1)
+	VZEROUPPER
+	MOVSS   X8, ret+24(FP)
+	RET
+
 // func scaleAVX2(x *float32, s float32, n int)
 //
 // x[i] *= s for n (a positive multiple of 8) elements.
