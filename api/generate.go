@@ -101,7 +101,7 @@ func GenerateHandler(g Generator) http.Handler {
 		res, err := g.Generate(r.Context(), engine.Request{Model: req.Model, Prompt: req.Prompt, MaxTokens: req.MaxTokens, Sampling: params, Stop: req.Stop, Speculate: req.Speculate},
 			func(t engine.Token) error {
 				id := t.ID
-				return send(GenerateEvent{Text: t.Text, Token: &id})
+				return holdFlushes(w, t.More, func() error { return send(GenerateEvent{Text: t.Text, Token: &id}) })
 			})
 		final := GenerateEvent{Done: true, FinishReason: res.FinishReason, PromptTokens: res.PromptTokens, Tokens: len(res.Tokens),
 			PrefillMS: float64(res.PrefillDuration.Microseconds()) / 1000, DecodeMS: float64(res.DecodeDuration.Microseconds()) / 1000,

@@ -187,6 +187,9 @@ type timedWriter struct {
 	http.ResponseWriter
 	rc *http.ResponseController
 	d  time.Duration
+	// held: flushes wait for the next one (holdFlushes); pending: one
+	// waits.
+	held, pending bool
 }
 
 func (t *timedWriter) extend() { t.rc.SetWriteDeadline(time.Now().Add(t.d)) }
@@ -201,8 +204,27 @@ func (t *timedWriter) Flush() { t.FlushError() }
 
 // FlushError is what http.ResponseController.Flush calls.
 func (t *timedWriter) FlushError() error {
+	if t.held {
+		t.pending = true
+		return nil
+	}
+	t.pending = false
 	t.extend()
 	return t.rc.Flush()
+}
+
+// holdFlushes runs send, a token's write, with its flush left to the
+// next write's when more tokens follow at once (a speculative step's
+// checked tokens): they reach the client in one write, not a system
+// call each. The stream's last event, or the handler's end, flushes.
+func holdFlushes(w http.ResponseWriter, more bool, send func() error) error {
+	tw, ok := w.(*timedWriter)
+	if !ok || !more {
+		return send()
+	}
+	tw.held = true
+	defer func() { tw.held = false }()
+	return send()
 }
 
 // Unwrap lets http.ResponseController reach the connection's writer.

@@ -216,7 +216,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job, out streame
 			if text == "" {
 				return nil
 			}
-			return out.text(text)
+			return holdFlushes(w, t.More, func() error { return out.text(text) })
 		})
 	s.metrics.finished(j.model, res)
 	usage := Usage{PromptTokens: len(j.tokens), CompletionTokens: len(res.Tokens), PromptTokensDetails: &PromptTokensDetails{CachedTokens: res.CachedTokens}}

@@ -642,6 +642,9 @@ func (r *ring) observe(step, compute time.Duration) {
 	}
 }
 
+// Ready implements engine.Ready: the checked tokens not yet handed out.
+func (r *ring) Ready() int { return r.core.Ahead() }
+
 // Stats implements engine.Stepper.
 func (r *ring) Stats() engine.Stats {
 	_, stages := r.core.Ring()

@@ -39,13 +39,22 @@ func TestSpeculationOnPipeline(t *testing.T) {
 				if p, _, err := cl.Plan("stories260K"); err != nil || len(p.Stages) != 3 {
 					t.Fatalf("plan %v, %v; want 3 stages", p, err)
 				}
+				more := 0 // tokens said to be followed at once (engine.Token.More): one per accepted guess
 				res, err := cl.Generate(context.Background(), engine.Request{Model: "stories260K", Prompt: prompt, MaxTokens: 150, Sampling: params},
-					func(engine.Token) error { return nil })
+					func(t engine.Token) error {
+						if t.More {
+							more++
+						}
+						return nil
+					})
 				if err != nil {
 					t.Fatal(err)
 				}
 				if !slices.Equal(res.Tokens, want.Tokens) || res.Text != want.Text {
 					t.Fatalf("tokens differ from one node\n got %v\nwant %v", res.Tokens, want.Tokens)
+				}
+				if more != res.Accepted {
+					t.Errorf("%d tokens said another follows at once; %d guesses accepted", more, res.Accepted)
 				}
 				t.Logf("%d tokens in %d steps: %d guessed, %d right", len(res.Tokens), res.Stats.Steps, res.Drafted, res.Accepted)
 				if res.Accepted == 0 && !paced {

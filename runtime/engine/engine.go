@@ -304,6 +304,10 @@ type Token struct {
 	ID    int
 	Index int    // 0 for the first generated token
 	Text  string // the text this token completes: never half a UTF-8 character; may be ""
+	// More says that the next token follows at once, without a forward
+	// pass (a speculative step checked several): a stream may write them
+	// out together.
+	More bool
 }
 
 // Finish reasons.
@@ -496,6 +500,9 @@ func (l *localSteps) Step(ctx context.Context, fed int) (int, error) {
 	l.steps++
 	return id, err
 }
+
+// Ready implements engine.Ready: the checked tokens not yet returned.
+func (l *localSteps) Ready() int { return len(l.ahead) }
 
 // speculate runs fed and the guesses for its successors as one step,
 // keeps the longest run of guesses the sampler agrees with, and returns

@@ -20,6 +20,13 @@ type Stepper interface {
 	Stats() Stats
 }
 
+// Ready is what a Stepper that checks several tokens in one step
+// (speculative decoding) also implements: how many checked tokens wait,
+// to be returned by the next Steps without a forward pass.
+type Ready interface {
+	Ready() int
+}
+
 // Stats summarises the decode steps of one generation.
 type Stats struct {
 	Steps int // decode steps timed (a cluster leaves out the first after a recovery)
@@ -61,6 +68,7 @@ func Loop(ctx context.Context, tok *tokenizer.Tokenizer, prompt []int, req Reque
 	start = time.Now()
 	defer func() { res.DecodeDuration = time.Since(start) }()
 	fed := len(prompt)
+	ready, _ := s.(Ready)
 	for {
 		if err := ctx.Err(); err != nil {
 			return res, err
@@ -69,8 +77,10 @@ func Loop(ctx context.Context, tok *tokenizer.Tokenizer, prompt []int, req Reque
 		if !tok.IsEOG(id) {
 			res.Tokens = append(res.Tokens, id)
 		}
+		full := (req.MaxTokens > 0 && len(res.Tokens) >= req.MaxTokens) || fed >= room
 		if piece != "" || !stop {
-			if err := onToken(Token{ID: id, Index: len(res.Tokens) - 1, Text: piece}); err != nil {
+			more := ready != nil && ready.Ready() > 0 && !stop && !full
+			if err := onToken(Token{ID: id, Index: len(res.Tokens) - 1, Text: piece, More: more}); err != nil {
 				return res, err
 			}
 		}
@@ -78,7 +88,7 @@ func Loop(ctx context.Context, tok *tokenizer.Tokenizer, prompt []int, req Reque
 			res.FinishReason = FinishStop
 			return res, nil
 		}
-		if (req.MaxTokens > 0 && len(res.Tokens) >= req.MaxTokens) || fed >= room {
+		if full {
 			res.FinishReason = FinishLength
 			if rest := text.Flush(); rest != "" {
 				if err := onToken(Token{ID: id, Index: len(res.Tokens) - 1, Text: rest}); err != nil {

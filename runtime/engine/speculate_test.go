@@ -115,12 +115,21 @@ func TestNGramGuessesRepeatedText(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := e.Generate(context.Background(), Request{Tokens: prompt, MaxTokens: 100, Speculate: SpeculateNGram}, func(Token) error { return nil })
+	more := 0 // tokens said to be followed at once: each accepted guess's predecessor
+	res, err := e.Generate(context.Background(), Request{Tokens: prompt, MaxTokens: 100, Speculate: SpeculateNGram}, func(t Token) error {
+		if t.More {
+			more++
+		}
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(res.Tokens, want.Tokens) {
 		t.Fatalf("retold story differs\n got %v\nwant %v", res.Tokens, want.Tokens)
+	}
+	if more != res.Accepted {
+		t.Errorf("%d tokens said another follows at once; %d guesses were accepted", more, res.Accepted)
 	}
 	if res.Accepted < 30 {
 		t.Errorf("%d of %d guesses right, in %d steps", res.Accepted, res.Drafted, res.Stats.Steps)
