@@ -195,14 +195,10 @@ func expSub(x []float32, mx float32) float32 {
 	if !useAVX2 {
 		return expSubGeneric(x, mx)
 	}
-	f := expSubAVX2
-	if useAVX512 {
-		f = expSubAVX512
-	}
 	n := len(x) &^ 7
 	var sum float32 // the generic's sum of no groups: hsum8 of zeros
 	if n > 0 {
-		sum = f(unsafe.SliceData(x), mx, n)
+		sum = expSubKernel(unsafe.SliceData(x), mx, n)
 	}
 	if tail := x[n:]; len(tail) > 0 {
 		// The last few exponentials eight at a time too (the kernel's
@@ -211,13 +207,22 @@ func expSub(x []float32, mx float32) float32 {
 		// cost a tiny model's attention a tenth of its time.
 		var pad [8]float32
 		copy(pad[:], tail)
-		f(&pad[0], mx, 8)
+		expSubKernel(&pad[0], mx, 8)
 		for i := range tail {
 			tail[i] = pad[i]
 			sum += pad[i]
 		}
 	}
 	return sum
+}
+
+// expSubKernel is expSubAVX512 or expSubAVX2 (called directly, not
+// through a func value, so that x does not escape).
+func expSubKernel(x *float32, mx float32, n int) float32 {
+	if useAVX512 {
+		return expSubAVX512(x, mx, n)
+	}
+	return expSubAVX2(x, mx, n)
 }
 
 func scaleVec(x []float32, s float32) {
