@@ -69,6 +69,9 @@ start() {
 		pid="$pid $!"
 	done
 	"$BIN" status --api "127.0.0.1:$PORT" --expect "$nodes" --timeout 60s >/dev/null
+	# A node fills protoactor's process registry in its first second or
+	# so (peers.SettleActorRegistry), on a core the answers would use.
+	sleep "${SETTLE:-2}"
 }
 
 # gen SPECULATE PROMPT: one answer; prints "tok/s drafted accepted" and
