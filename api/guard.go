@@ -187,9 +187,8 @@ type timedWriter struct {
 	http.ResponseWriter
 	rc *http.ResponseController
 	d  time.Duration
-	// held: flushes wait for the next one (holdFlushes); pending: one
-	// waits.
-	held, pending bool
+	// held: a flush waits for the next one (holdFlushes).
+	held bool
 }
 
 func (t *timedWriter) extend() { t.rc.SetWriteDeadline(time.Now().Add(t.d)) }
@@ -205,10 +204,8 @@ func (t *timedWriter) Flush() { t.FlushError() }
 // FlushError is what http.ResponseController.Flush calls.
 func (t *timedWriter) FlushError() error {
 	if t.held {
-		t.pending = true
 		return nil
 	}
-	t.pending = false
 	t.extend()
 	return t.rc.Flush()
 }

@@ -29,7 +29,7 @@ func BenchmarkRetoldStory(b *testing.B) {
 			two := strings.SplitAfterN(story.Text, ".", 3)
 			prompt := story.Text + "\n" + two[0] + two[1]
 			var decode float64
-			var tokens int
+			var tokens, steps, acc int
 			for b.Loop() {
 				res, err := e.Generate(context.Background(), Request{Prompt: prompt, MaxTokens: 128, Speculate: src}, func(Token) error { return nil })
 				if err != nil {
@@ -37,7 +37,10 @@ func BenchmarkRetoldStory(b *testing.B) {
 				}
 				decode += res.DecodeDuration.Seconds()
 				tokens += len(res.Tokens)
+				steps += res.Stats.Steps
+				acc += res.Accepted
 			}
+			b.ReportMetric(float64(tokens)/float64(steps), "tok/step")
 			b.ReportMetric(decode/float64(tokens)*1e6, "us/token")
 		})
 	}
