@@ -846,6 +846,34 @@ exloop:
 	MOVSS   X8, ret+24(FP)
 	RET
 
+// EXP8(M, X, F, Z, E): the 8 exponentials of M - Y9 into M and E, as
+// expSubAVX2 computes them, with expSubAVX512's constants; X, F, Z
+// scratch.
+#define EXP8(M, X, F, Z, E) \
+	VMOVUPS      M, X \
+	VSUBPS       Y9, X, X \
+	VMINPS       Y16, X, X \
+	VMAXPS       Y17, X, X \
+	VMOVAPS      Y18, F \
+	VFMADD231PS  Y19, X, F \
+	VROUNDPS     $1, F, F \
+	VFNMADD231PS Y20, F, X \
+	VFNMADD231PS Y21, F, X \
+	VMULPS       X, X, Z \
+	VMOVAPS      Y23, E \
+	VFMADD213PS  Y24, X, E \
+	VFMADD213PS  Y25, X, E \
+	VFMADD213PS  Y26, X, E \
+	VFMADD213PS  Y27, X, E \
+	VFMADD213PS  Y18, X, E \
+	VFMADD213PS  X, Z, E \
+	VADDPS       Y22, E, E \
+	VCVTPS2DQ    F, F \
+	VPADDD       Y28, F, F \
+	VPSLLD       $23, F, F \
+	VMULPS       F, E, E \
+	VMOVUPS      E, M
+
 // func expSubAVX512(x *float32, mx float32, n int) float32
 //
 // expSubAVX2 with its constants held in registers (AVX-512's sixteen
@@ -875,52 +903,8 @@ TEXT ·expSubAVX512(SB), NOSPLIT, $0-28
 ex2loop:
 	CMPQ CX, $16
 	JLT  ex2one
-	VMOVUPS      (DI), Y1
-	VSUBPS       Y9, Y1, Y1
-	VMINPS       Y16, Y1, Y1
-	VMAXPS       Y17, Y1, Y1
-	VMOVAPS      Y18, Y2
-	VFMADD231PS  Y19, Y1, Y2
-	VROUNDPS     $1, Y2, Y2
-	VFNMADD231PS Y20, Y2, Y1
-	VFNMADD231PS Y21, Y2, Y1
-	VMULPS       Y1, Y1, Y3
-	VMOVAPS      Y23, Y4
-	VFMADD213PS  Y24, Y1, Y4
-	VFMADD213PS  Y25, Y1, Y4
-	VFMADD213PS  Y26, Y1, Y4
-	VFMADD213PS  Y27, Y1, Y4
-	VFMADD213PS  Y18, Y1, Y4
-	VFMADD213PS  Y1, Y3, Y4
-	VADDPS       Y22, Y4, Y4
-	VCVTPS2DQ    Y2, Y2
-	VPADDD       Y28, Y2, Y2
-	VPSLLD       $23, Y2, Y2
-	VMULPS       Y2, Y4, Y4
-	VMOVUPS      Y4, (DI)
-	VMOVUPS      32(DI), Y11
-	VSUBPS       Y9, Y11, Y11
-	VMINPS       Y16, Y11, Y11
-	VMAXPS       Y17, Y11, Y11
-	VMOVAPS      Y18, Y12
-	VFMADD231PS  Y19, Y11, Y12
-	VROUNDPS     $1, Y12, Y12
-	VFNMADD231PS Y20, Y12, Y11
-	VFNMADD231PS Y21, Y12, Y11
-	VMULPS       Y11, Y11, Y13
-	VMOVAPS      Y23, Y14
-	VFMADD213PS  Y24, Y11, Y14
-	VFMADD213PS  Y25, Y11, Y14
-	VFMADD213PS  Y26, Y11, Y14
-	VFMADD213PS  Y27, Y11, Y14
-	VFMADD213PS  Y18, Y11, Y14
-	VFMADD213PS  Y11, Y13, Y14
-	VADDPS       Y22, Y14, Y14
-	VCVTPS2DQ    Y12, Y12
-	VPADDD       Y28, Y12, Y12
-	VPSLLD       $23, Y12, Y12
-	VMULPS       Y12, Y14, Y14
-	VMOVUPS      Y14, 32(DI)
+	EXP8((DI), Y1, Y2, Y3, Y4)
+	EXP8(32(DI), Y11, Y12, Y13, Y14)
 	VADDPS       Y4, Y8, Y8
 	VADDPS       Y14, Y8, Y8
 	ADDQ         $64, DI
@@ -930,29 +914,7 @@ ex2loop:
 ex2one:
 	TESTQ CX, CX
 	JZ    ex2done
-	VMOVUPS      (DI), Y1
-	VSUBPS       Y9, Y1, Y1
-	VMINPS       Y16, Y1, Y1
-	VMAXPS       Y17, Y1, Y1
-	VMOVAPS      Y18, Y2
-	VFMADD231PS  Y19, Y1, Y2
-	VROUNDPS     $1, Y2, Y2
-	VFNMADD231PS Y20, Y2, Y1
-	VFNMADD231PS Y21, Y2, Y1
-	VMULPS       Y1, Y1, Y3
-	VMOVAPS      Y23, Y4
-	VFMADD213PS  Y24, Y1, Y4
-	VFMADD213PS  Y25, Y1, Y4
-	VFMADD213PS  Y26, Y1, Y4
-	VFMADD213PS  Y27, Y1, Y4
-	VFMADD213PS  Y18, Y1, Y4
-	VFMADD213PS  Y1, Y3, Y4
-	VADDPS       Y22, Y4, Y4
-	VCVTPS2DQ    Y2, Y2
-	VPADDD       Y28, Y2, Y2
-	VPSLLD       $23, Y2, Y2
-	VMULPS       Y2, Y4, Y4
-	VMOVUPS      Y4, (DI)
+	EXP8((DI), Y1, Y2, Y3, Y4)
 	VADDPS       Y4, Y8, Y8
 
 ex2done:
