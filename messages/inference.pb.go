@@ -535,7 +535,8 @@ type Forward struct {
 	// its first sampled one), carried to the last stage. It samples the rows
 	// from position+count-len(guesses)-1 on in order and stops at the first
 	// draw that differs from the guess there; Token.id and Token.more are its
-	// draws. Only with sample; not through the shortcut.
+	// draws. Only with sample, and through the shortcut only as the last
+	// stage drafted them (draft).
 	Guesses []int32 `protobuf:"varint,17,rep,packed,name=guesses,proto3" json:"guesses,omitempty"`
 	// Continuous batching on a pipeline: how many more steps of the same
 	// forward pass follow this one to the same stage, sent right behind it.
@@ -543,7 +544,15 @@ type Forward struct {
 	// a batch's results do not depend on its company), so a micro-batch
 	// stays whole from stage to stage instead of its first step running
 	// alone on an idle next stage.
-	BatchFollows  uint32 `protobuf:"varint,18,opt,name=batch_follows,json=batchFollows,proto3" json:"batch_follows,omitempty"`
+	BatchFollows uint32 `protobuf:"varint,18,opt,name=batch_follows,json=batchFollows,proto3" json:"batch_follows,omitempty"`
+	// Speculation on the last stage (n-gram lookup): with the shortcut, the
+	// last stage guesses up to `draft` tokens after each token it feeds to
+	// the first stage itself, from earlier occurrences of the session's last
+	// tokens (accept, then its own draws), and sends them as that step's
+	// guesses; none at a position past draft_until. The session's round
+	// trip stays off the critical path, as for plain steps. 0 = none.
+	Draft         uint32 `protobuf:"varint,19,opt,name=draft,proto3" json:"draft,omitempty"`
+	DraftUntil    uint32 `protobuf:"varint,20,opt,name=draft_until,json=draftUntil,proto3" json:"draft_until,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -704,6 +713,20 @@ func (x *Forward) GetBatchFollows() uint32 {
 	return 0
 }
 
+func (x *Forward) GetDraft() uint32 {
+	if x != nil {
+		return x.Draft
+	}
+	return 0
+}
+
+func (x *Forward) GetDraftUntil() uint32 {
+	if x != nil {
+		return x.DraftUntil
+	}
+	return 0
+}
+
 // Chain raises a session's chain_until on its last stage (Forward.chain_until).
 type Chain struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -770,7 +793,10 @@ type Token struct {
 	// more: after a step with guesses, the draws that followed id (each
 	// guess the stage agreed with, then the first draw that differed, or one
 	// after the last guess); position is id's.
-	More          []int32 `protobuf:"varint,6,rep,packed,name=more,proto3" json:"more,omitempty"`
+	More []int32 `protobuf:"varint,6,rep,packed,name=more,proto3" json:"more,omitempty"`
+	// guessed: how many guesses the step checked (the last stage's own,
+	// drafted for a step it fed; more holds at most that many).
+	Guessed       uint32 `protobuf:"varint,7,opt,name=guessed,proto3" json:"guessed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -845,6 +871,13 @@ func (x *Token) GetMore() []int32 {
 		return x.More
 	}
 	return nil
+}
+
+func (x *Token) GetGuessed() uint32 {
+	if x != nil {
+		return x.Guessed
+	}
+	return 0
 }
 
 // ForwardError reports a failed step to the session.
@@ -1226,7 +1259,7 @@ const file_messages_inference_proto_rawDesc = "" +
 	"jsonSchema\x12\x1f\n" +
 	"\vschema_from\x18\f \x01(\rR\n" +
 	"schemaFrom\x12#\n" +
-	"\rschema_budget\x18\r \x01(\rR\fschemaBudget\"\xb5\x04\n" +
+	"\rschema_budget\x18\r \x01(\rR\fschemaBudget\"\xec\x04\n" +
 	"\aForward\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x1a\n" +
 	"\bposition\x18\x02 \x01(\rR\bposition\x12\x14\n" +
@@ -1249,10 +1282,13 @@ const file_messages_inference_proto_rawDesc = "" +
 	"chainUntil\x12\x1f\n" +
 	"\x04loop\x18\x10 \x03(\v2\v.strata.PIDR\x04loop\x12\x18\n" +
 	"\aguesses\x18\x11 \x03(\x05R\aguesses\x12#\n" +
-	"\rbatch_follows\x18\x12 \x01(\rR\fbatchFollows\"7\n" +
+	"\rbatch_follows\x18\x12 \x01(\rR\fbatchFollows\x12\x14\n" +
+	"\x05draft\x18\x13 \x01(\rR\x05draft\x12\x1f\n" +
+	"\vdraft_until\x18\x14 \x01(\rR\n" +
+	"draftUntil\"7\n" +
 	"\x05Chain\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x14\n" +
-	"\x05until\x18\x02 \x01(\rR\x05until\"\x9f\x01\n" +
+	"\x05until\x18\x02 \x01(\rR\x05until\"\xb9\x01\n" +
 	"\x05Token\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x1a\n" +
 	"\bposition\x18\x02 \x01(\rR\bposition\x12\x0e\n" +
@@ -1261,7 +1297,8 @@ const file_messages_inference_proto_rawDesc = "" +
 	"elapsed_ns\x18\x04 \x01(\x03R\telapsedNs\x12\x1d\n" +
 	"\n" +
 	"compute_ns\x18\x05 \x01(\x03R\tcomputeNs\x12\x12\n" +
-	"\x04more\x18\x06 \x03(\x05R\x04more\"\xbc\x01\n" +
+	"\x04more\x18\x06 \x03(\x05R\x04more\x12\x18\n" +
+	"\aguessed\x18\a \x01(\rR\aguessed\"\xbc\x01\n" +
 	"\fForwardError\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x14\n" +
 	"\x05stage\x18\x02 \x01(\tR\x05stage\x12\x14\n" +

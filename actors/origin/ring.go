@@ -135,6 +135,10 @@ func (c *Origin) generate(ctx context.Context, req Request, onToken func(engine.
 		// Checked tokens the answer stopped before did not count.
 		res.Drafted, res.Accepted = r.spec.Drafted, r.spec.Accepted-r.core.Ahead()
 	}
+	if r.stageDraft {
+		d, a := r.core.StageGuesses()
+		res.Drafted, res.Accepted = d, a-r.core.Ahead()
+	}
 	return res, r, err
 }
 
@@ -202,9 +206,11 @@ type ring struct {
 	cached  int
 
 	// Speculative decoding (nil: off): the guesser, and the guesses sent
-	// with the step in flight.
-	spec *engine.Speculator
-	seq  []int // the text so far for the guesser, reused
+	// with the step in flight. stageDraft: the last stage guesses by
+	// n-gram lookup itself instead (session.Config.Draft; spec is nil).
+	spec       *engine.Speculator
+	stageDraft bool
+	seq        []int // the text so far for the guesser, reused
 	// mostGuesses bounds a step's guesses: the model's batch-invariance
 	// bound here where every stage runs on this node's architecture, the
 	// bound that holds on every one where not (see use).
@@ -249,6 +255,14 @@ func (c *Origin) newRing(lm *modelinfo.Info, req Request, prompt []int, ctxLen i
 		spec = nil
 	}
 	chainLimit := feedLimit(len(prompt), req.MaxTokens, ctxLen)
+	stageDraft := spec != nil && source == engine.SpeculateNGram && !c.opts.NoShortcut
+	if stageDraft {
+		// n-gram guesses need only the session's tokens, which the last
+		// stage knows: it drafts them for the steps it feeds through the
+		// shortcut, and the session's round trip stays off each step's
+		// path (as for plain steps; no pacing between the two ways then).
+		cfg.Draft, spec = spec.Most(), nil
+	}
 	if !c.opts.NoShortcut && spec == nil {
 		cfg.ChainBelow = chainLimit
 	}
@@ -260,7 +274,7 @@ func (c *Origin) newRing(lm *modelinfo.Info, req Request, prompt []int, ctxLen i
 	self := c.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return in }))
 	info := &SessionInfo{Model: req.Model, Prompt: len(prompt), Started: time.Now(), inbox: self}
 	r := &ring{c: c, core: core, req: req, tok: lm.Tokenizer, in: in, self: self, ctxLen: ctxLen, chainLimit: chainLimit, info: info, spec: spec,
-		mostHere: min(lm.InvariantRows, wire.MaxBatch) - 1, mostAnywhere: min(lm.InvariantRowsAnywhere, wire.MaxBatch) - 1}
+		stageDraft: stageDraft, mostHere: min(lm.InvariantRows, wire.MaxBatch) - 1, mostAnywhere: min(lm.InvariantRowsAnywhere, wire.MaxBatch) - 1}
 	r.mostGuesses = r.mostAnywhere
 	if spec != nil && req.Schema != nil {
 		var p messages.Sampling
@@ -485,7 +499,7 @@ func (r *ring) await(ctx context.Context) session.Event {
 			case *messages.ForwardError:
 				return session.ForwardFailed{Session: m.Session, Stage: m.Stage, Err: m.Error, Gap: m.Gap, Group: m.GroupFailed, Busy: m.Busy}
 			case *messages.Token:
-				t := session.Token{Session: m.Session, Position: int(m.Position), ID: int(m.Id), Compute: time.Duration(m.ComputeNs)}
+				t := session.Token{Session: m.Session, Position: int(m.Position), ID: int(m.Id), Compute: time.Duration(m.ComputeNs), Guessed: int(m.Guessed)}
 				if len(m.More) > 0 {
 					t.More = make([]int, len(m.More))
 					for i, id := range m.More {
@@ -509,7 +523,7 @@ func (r *ring) use(id string, stages []session.Stage) {
 			pids = append(pids, stagePID(m))
 		}
 	}
-	if r.spec != nil {
+	if r.spec != nil || r.stageDraft {
 		// A stage elsewhere (or of unknown kind) checks the guesses with
 		// its own kernels.
 		r.mostGuesses = r.mostHere
@@ -554,6 +568,10 @@ func (r *ring) send(a session.Forward) {
 	}
 	for _, t := range a.Guesses {
 		f.Guesses = append(f.Guesses, int32(t))
+	}
+	if a.Draft > 0 && r.mostGuesses > 0 {
+		// Within the batch invariance bound of every stage's kernels.
+		f.Draft, f.DraftUntil = uint32(min(a.Draft, r.mostGuesses)), uint32(a.DraftUntil)
 	}
 	if a.ChainUntil > 0 {
 		f.ChainUntil = uint32(a.ChainUntil)

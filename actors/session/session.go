@@ -56,6 +56,12 @@ type Config struct {
 	// vain. Set it to the first position the caller never feeds (the
 	// context's room, or where the token limit ends); 0 = no shortcut.
 	ChainBelow int
+	// Draft (with ChainBelow) lets the last stage guess up to Draft tokens
+	// after each token the shortcut feeds (n-gram lookup there,
+	// Forward.Draft): its Tokens then carry More without guesses from the
+	// caller. A Chain then allows the step after the one that samples the
+	// awaited token, wherever it starts.
+	Draft int
 }
 
 // Stage is one loaded stage of a ring: the shard actor Actor on node Node
@@ -121,10 +127,12 @@ type Token struct {
 	Position int
 	ID       int
 	Compute  time.Duration // the stages' compute within the step
-	// More, after a step with guesses (Next.Guesses): the draws after ID,
-	// for the positions after it (each guess the last stage agreed with,
-	// then one more).
-	More []int
+	// More, after a step with guesses (Next.Guesses, or the last stage's
+	// own with Config.Draft): the draws after ID, for the positions after
+	// it (each guess the last stage agreed with, then one more). Guessed
+	// is how many guesses the step checked.
+	More    []int
+	Guessed int
 }
 
 // ForwardFailed is a stage's error for a Forward of the ring Session.
@@ -250,6 +258,9 @@ type Forward struct {
 	// Guesses are the last len(Guesses) of Tokens: the last stage checks
 	// them (see Next).
 	Guesses []int
+	// Draft lets the last stage draft up to Draft guesses for the steps
+	// it feeds, none at a position past DraftUntil (Config.Draft).
+	Draft, DraftUntil int
 }
 
 // Chain lets ring Session's last stage feed the tokens it samples for
@@ -349,8 +360,11 @@ type Session struct {
 	ring  []Stage // the current ring (nil between rings)
 	pos   int     // the position whose token the session waits for
 	// chained is the highest position whose token the current ring's last
-	// stage feeds to its first stage itself (0: none).
+	// stage feeds to its first stage itself (0: none); with Config.Draft,
+	// the highest position of a token whose step's last draw it feeds.
+	// tokPos is the position of the last Token taken.
 	chained  int
+	tokPos   int
 	step     bool // the awaited token answers a single decode step
 	excluded map[string]time.Time
 	// refused are the nodes that said they cannot hold their shard: out
@@ -368,8 +382,10 @@ type Session struct {
 	resumed, noCache bool
 	// Speculative decoding: the guesses of the awaited step, and the
 	// checked tokens not yet emitted (the ring's caches hold them, all
-	// but the last).
-	guessed, ahead []int
+	// but the last). drafted and accepted count the last stage's own
+	// guesses (Config.Draft) and those it kept.
+	guessed, ahead    []int
+	drafted, accepted int
 }
 
 // New returns a session that has not started.
@@ -400,6 +416,11 @@ func (s *Session) Fed() []int { return s.seq }
 // Ahead is how many checked tokens wait to be emitted (each Next emits
 // the next of them without a step).
 func (s *Session) Ahead() int { return len(s.ahead) }
+
+// StageGuesses counts the guesses the last stage drafted itself
+// (Config.Draft) and those of them it kept, less the kept ones a new
+// ring drew again.
+func (s *Session) StageGuesses() (drafted, accepted int) { return s.drafted, s.accepted }
 
 // CanGuess reports whether the next Next may carry guesses: no checked
 // tokens wait, and the shortcut has not fed the token it feeds already.
@@ -507,6 +528,9 @@ func (s *Session) Step(ev Event) []Action {
 func (s *Session) attempt() []Action {
 	// Checked tokens not yet emitted are the old ring's: the new one
 	// samples them again.
+	if s.cfg.Draft > 0 {
+		s.accepted -= len(s.ahead) // the last stage's own guesses
+	}
 	s.guessed, s.ahead = nil, nil
 	if s.recoveries > s.cfg.MaxRecoveries {
 		return s.finish(fmt.Errorf("session lost its ring %d times; giving up", s.recoveries))
@@ -613,6 +637,11 @@ func (s *Session) loaded(ev Loaded) []Action {
 		f.ChainUntil, s.chained = len(seq), len(seq)
 		acts[len(acts)-1] = f
 	}
+	for i, a := range acts {
+		if f, ok := a.(Forward); ok {
+			acts[i] = s.drafting(f)
+		}
+	}
 	s.phase, s.pos, s.step = running, len(seq), false
 	return append(acts, Wait{Session: s.id, Position: s.pos, Timeout: s.waitTimeout()})
 }
@@ -623,20 +652,32 @@ func (s *Session) token(ev Token) []Action {
 	}
 	// After a step with guesses, More holds the draws that followed: each
 	// draw but the last equal to its guess, no more than one per guess.
-	if len(ev.More) > len(s.guessed) {
-		return s.failed(fmt.Errorf("the last stage sent %d tokens after %d guesses", len(ev.More)+1, len(s.guessed)))
+	// The last stage's own guesses (Config.Draft) the session does not
+	// know: only their number is bounded.
+	guessed := len(s.guessed)
+	own := guessed == 0 && s.cfg.Draft > 0 && s.cfg.ChainBelow > 0
+	if own {
+		guessed = min(ev.Guessed, s.cfg.Draft)
+	}
+	if len(ev.More) > guessed {
+		return s.failed(fmt.Errorf("the last stage sent %d tokens after %d guesses", len(ev.More)+1, guessed))
 	}
 	prev := ev.ID
 	for i, t := range ev.More {
 		if t < 0 || t >= s.cfg.Vocab {
 			return s.failed(fmt.Errorf("the last stage sent token id %d, outside the vocabulary", t))
 		}
-		if prev != s.guessed[i] {
+		if !own && prev != s.guessed[i] {
 			return s.failed(fmt.Errorf("the last stage went on after token %d, which differs from the guess %d", prev, s.guessed[i]))
 		}
 		prev = t
 	}
+	if own {
+		s.drafted += guessed
+		s.accepted += len(ev.More)
+	}
 	s.ahead, s.guessed = append(s.ahead[:0], ev.More...), nil
+	s.tokPos = ev.Position
 	s.resumed = false // the stages adopted the retained session
 	s.phase = emitted
 	return []Action{Emit{Token: ev.ID, Compute: ev.Compute, Step: s.step}}
@@ -669,19 +710,20 @@ func (s *Session) next(tok int, guesses []int, chainBelow int) []Action {
 	}
 	s.phase, s.pos, s.step = running, len(s.seq), true
 	// The token after this one may be fed on by the last stage too, one
-	// token ahead of the caller.
+	// token ahead of the caller (with Config.Draft, one step: the step
+	// after the one that samples the token at s.pos).
 	until := 0
 	if s.pos < s.cfg.ChainBelow {
 		until = s.pos
 	}
 	var acts []Action
-	if pos <= s.chained {
+	if s.tokPos <= s.chained {
 		// The last stage has fed tok to the first stage already.
 		if until > 0 {
 			acts = append(acts, Chain{Session: s.id, Until: until})
 		}
 	} else {
-		acts = append(acts, Forward{Session: s.id, Position: pos, Tokens: s.seq[pos:], Sample: true, ChainUntil: until})
+		acts = append(acts, s.drafting(Forward{Session: s.id, Position: pos, Tokens: s.seq[pos:], Sample: true, ChainUntil: until}))
 	}
 	s.chained = max(s.chained, until)
 	return append(acts, Wait{Session: s.id, Position: s.pos, Timeout: s.cfg.StepTimeout})
@@ -713,6 +755,14 @@ func (s *Session) probed(ev Probed) []Action {
 		}
 	}
 	return s.recover(node, cause, ev.At)
+}
+
+// drafting gives f the last stage's drafting settings (Config.Draft).
+func (s *Session) drafting(f Forward) Forward {
+	if s.cfg.Draft > 0 && s.cfg.ChainBelow > 0 {
+		f.Draft, f.DraftUntil = s.cfg.Draft, s.cfg.ChainBelow-1
+	}
+	return f
 }
 
 // waitTimeout is the timeout of the current wait.

@@ -50,6 +50,9 @@ func brief(a Action) string {
 		if len(a.Guesses) > 0 {
 			s += fmt.Sprintf(" guesses%v", a.Guesses)
 		}
+		if a.Draft > 0 {
+			s += fmt.Sprintf(" draft%d<=%d", a.Draft, a.DraftUntil)
+		}
 		return s
 	case Chain:
 		return fmt.Sprintf("chain %s <=%d", a.Session, a.Until)
@@ -595,6 +598,69 @@ func TestBadGuessDraws(t *testing.T) {
 			s.Step(st.ev)
 		}
 		s.Step(Next{Token: 50, Guesses: []int{60}})
+		acts := s.Step(tok)
+		if last := brief(acts[len(acts)-1]); !strings.HasPrefix(last, "done the last stage") {
+			t.Errorf("%s: %q", name, last)
+		}
+	}
+}
+
+// Guesses the last stage drafts itself (Config.Draft): every Forward
+// carries the drafting settings; a Token's More needs no guesses of the
+// caller's, only as many checked guesses as it claims (and no more than
+// Draft); the shortcut is allowed one step ahead of the caller (the
+// Chain after a step's last draw is fed); the guesses are counted, and
+// the kept ones a new ring samples again are not.
+func TestStageDraft(t *testing.T) {
+	newDrafting := func() *Session {
+		s, err := New(Config{Prompt: prompt(10), MaxBatch: 4, Vocab: 100, StepTimeout: time.Second, MaxRecoveries: 3, ChainBelow: 20, Draft: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s := newDrafting()
+	for i, st := range []step{
+		{Start{}, []string{"plan -[]"}},
+		{Planned{Plan: ringPlan("n0", "n1")}, []string{"load n0,n1"}},
+		{loaded("a", ringPlan("n0", "n1")), []string{"ring a n0,n1", "fwd a 0+4 open(10) draft4<=19", "fwd a 4+4 draft4<=19",
+			"fwd a 8+2 sample chain<=10 draft4<=19", "wait a 10 1s"}},
+		// The last stage fed 50 at 10 with three guesses, kept two (51 52).
+		{Token{Session: "a", Position: 10, ID: 50}, []string{"emit 50"}},
+		{Next{Token: 50}, []string{"chain a <=11", "wait a 11 1s"}},
+		{Token{Session: "a", Position: 11, ID: 51, More: []int{52, 53}, Guessed: 3}, []string{"emit 51 step"}},
+		{Next{Token: 51}, []string{"emit 52"}},
+		{Next{Token: 52}, []string{"emit 53"}},
+		// 53's step (at 13) is the last stage's: leave for the step after it.
+		{Next{Token: 53}, []string{"chain a <=14", "wait a 14 1s"}},
+		{Token{Session: "a", Position: 14, ID: 54, More: []int{55}, Guessed: 2}, []string{"emit 54 step"}},
+		// A stage lost while 55 waits: it is sampled again, not counted.
+		{StageLost{Node: "n1", Cause: "gone", At: t0}, nil},
+		{Next{Token: 54}, []string{"log session a: node n1 left the session's ring (gone); re-planning and replaying 15 tokens", "free a", "plan -[n1]"}},
+	} {
+		var got []string
+		for _, a := range s.Step(st.ev) {
+			got = append(got, brief(a))
+		}
+		if strings.Join(got, "\n") != strings.Join(st.want, "\n") {
+			t.Fatalf("step %d (%T %+v):\n got %q\nwant %q", i, st.ev, st.ev, got, st.want)
+		}
+	}
+	if d, a := s.StageGuesses(); d != 5 || a != 2 {
+		t.Errorf("StageGuesses %d, %d; want 5 drafted, 2 kept (the third kept one was lost with the ring)", d, a)
+	}
+
+	for name, tok := range map[string]Token{
+		"more draws than it checked":  {Session: "a", Position: 11, ID: 51, More: []int{52, 53}, Guessed: 1},
+		"more than Draft":             {Session: "a", Position: 11, ID: 51, More: []int{1, 2, 3, 4, 5}, Guessed: 8},
+		"draw outside the vocabulary": {Session: "a", Position: 11, ID: 51, More: []int{100}, Guessed: 1},
+	} {
+		s := newDrafting()
+		s.Step(Start{})
+		s.Step(Planned{Plan: ringPlan("n0")})
+		s.Step(loaded("a", ringPlan("n0")))
+		s.Step(Token{Session: "a", Position: 10, ID: 50})
+		s.Step(Next{Token: 50})
 		acts := s.Step(tok)
 		if last := brief(acts[len(acts)-1]); !strings.HasPrefix(last, "done the last stage") {
 			t.Errorf("%s: %q", name, last)

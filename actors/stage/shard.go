@@ -91,11 +91,15 @@ type shardSession struct {
 	kvBytes    uint64
 	// The token shortcut, last stage only: the ring (first stage first),
 	// the highest position whose token this stage may feed to the first
-	// stage itself, and a sampled token's step held until the session
-	// allows it (Chain).
+	// stage itself (with drafting here, see mayFeed), and a sampled
+	// token's step held until the session allows it (Chain), with the
+	// position the step before it started at.
 	loop       []*messages.PID
 	chainUntil int
 	held       *messages.Forward
+	heldAfter  int
+	// draft: speculation here (draft.go), last stage only; nil: none.
+	draft *stageDraft
 }
 
 // kv is the session's KV cache: a stage's, or a tensor-parallel member's.
@@ -489,11 +493,12 @@ func (s *shard) pass(ctx actor.Context, m *messages.Forward, ss *shardSession, s
 			Hidden: encodeHidden(hidden, m.HiddenType), HiddenType: m.HiddenType,
 			Route: m.Route[1:], ReplyTo: m.ReplyTo, Context: m.Context, Sampling: m.Sampling,
 			Accept: m.Accept, Sample: m.Sample, ComputeNs: m.ComputeNs + time.Since(start).Nanoseconds(),
-			Resume: m.Resume, ChainUntil: m.ChainUntil, Loop: m.Loop, Guesses: m.Guesses,
+			Resume: m.Resume, ChainUntil: m.ChainUntil, Loop: m.Loop, Guesses: m.Guesses, Draft: m.Draft, DraftUntil: m.DraftUntil,
 		}
 		s.send(ctx, m.Route[0], next)
 		return nil
 	}
+	ss.noteDraft(m, s.m.Vocab)
 	for i, t := range m.Accept {
 		if t >= 0 && int(t) < s.m.Vocab {
 			ss.sampler.Accept(int(t))
@@ -518,18 +523,21 @@ func (s *shard) pass(ctx actor.Context, m *messages.Forward, ss *shardSession, s
 	}
 	id := ss.sampler.Sample(logits)
 	ss.sampler.Accept(id)
-	s.feedOn(ctx, m, ss, id)
+	pos := int(m.Position + m.Count)
+	ss.drew(pos, int32(id))
+	s.feedOn(ctx, m, ss, pos, id)
 	own := time.Since(start).Nanoseconds()
 	s.send(ctx, m.ReplyTo, &messages.Token{Session: m.Session, Position: m.Position + m.Count, Id: int32(id), ElapsedNs: own, ComputeNs: m.ComputeNs + own})
 	return nil
 }
 
 // feedOn is the token shortcut on the last stage: the token id just
-// sampled after step m goes straight to the ring's first stage as the
-// next step, when the session allows its position (Forward.chain_until,
-// Chain), or is held until it does. The session sends that step itself
-// when it did not allow it, so every step runs once.
-func (s *shard) feedOn(ctx actor.Context, m *messages.Forward, ss *shardSession, id int) {
+// sampled (or checked) after step m, for position pos, goes straight to
+// the ring's first stage as the next step, when the session allows its
+// position (Forward.chain_until, Chain), or is held until it does; with
+// the guesses drafted here (draft.go), if any. The session sends that
+// step itself when it did not allow it, so every step runs once.
+func (s *shard) feedOn(ctx actor.Context, m *messages.Forward, ss *shardSession, pos, id int) {
 	if m.ChainUntil > 0 && len(m.Loop) > 0 {
 		// A copy: m may be borrowed from a receive slot, and the steps
 		// sent on share the slice.
@@ -540,16 +548,34 @@ func (s *shard) feedOn(ctx actor.Context, m *messages.Forward, ss *shardSession,
 		ss.chainUntil = max(ss.chainUntil, int(m.ChainUntil))
 	}
 	ss.held = nil
-	if len(ss.loop) == 0 {
-		return
+	if len(ss.loop) == 0 || (ss.draft != nil && pos > ss.draft.until) {
+		return // the caller never feeds past draft_until: it stops before
 	}
-	next := &messages.Forward{Session: m.Session, Position: m.Position + m.Count, Count: 1, Tokens: []int32{int32(id)},
+	next := &messages.Forward{Session: m.Session, Position: uint32(pos), Count: 1, Tokens: []int32{int32(id)},
 		Route: ss.loop[1:], ReplyTo: &messages.PID{Address: m.ReplyTo.GetAddress(), Id: m.ReplyTo.GetId()}, HiddenType: m.HiddenType, Context: m.Context, Sample: true}
-	if int(next.Position) > ss.chainUntil {
-		ss.held = next
+	if g := s.guessesAfter(ss, pos); len(g) > 0 {
+		next.Guesses = g
+		next.Tokens = append(next.Tokens, g...)
+		next.Count += uint32(len(g))
+	}
+	if !ss.mayFeed(int(m.Position), pos) {
+		ss.held, ss.heldAfter = next, int(m.Position)
 		return
 	}
 	s.send(ctx, ss.loop[0], next)
+}
+
+// mayFeed reports whether the shortcut may feed the step at pos, which
+// follows the step that started at after. The session allows one token
+// ahead of its caller: the token at chain_until may go on. With drafting
+// here a step takes several positions, so the session allows one step
+// ahead instead: the step after the one that samples the token at
+// chain_until (which starts before it), wherever that one ends.
+func (ss *shardSession) mayFeed(after, pos int) bool {
+	if ss.draft != nil {
+		return after < ss.chainUntil
+	}
+	return pos <= ss.chainUntil
 }
 
 // chain takes a session's leave to feed its tokens on up to m.Until
@@ -562,7 +588,7 @@ func (s *shard) chain(ctx actor.Context, m *messages.Chain) {
 		return
 	}
 	ss.chainUntil = max(ss.chainUntil, int(m.Until))
-	if h := ss.held; h != nil && int(h.Position) <= ss.chainUntil {
+	if h := ss.held; h != nil && ss.mayFeed(ss.heldAfter, int(h.Position)) {
 		ss.held = nil
 		ctx.Send(wire.PID(ss.loop[0]), h)
 	}
@@ -621,9 +647,16 @@ func (s *shard) verify(ctx actor.Context, m *messages.Forward, ss *shardSession,
 			break
 		}
 	}
-	own := time.Since(start).Nanoseconds()
 	first := int(m.Position+m.Count) - len(m.Guesses)
+	ss.drew(first, draws...)
+	if ss.draft != nil {
+		// The guesses were drafted here: the last draw goes on through
+		// the shortcut, as a plain step's token does.
+		ss.draft.guesser.Learn(len(m.Guesses), len(draws)-1)
+		s.feedOn(ctx, m, ss, first+len(draws)-1, int(draws[len(draws)-1]))
+	}
+	own := time.Since(start).Nanoseconds()
 	s.send(ctx, m.ReplyTo, &messages.Token{Session: m.Session, Position: uint32(first), Id: draws[0], More: draws[1:],
-		ElapsedNs: own, ComputeNs: m.ComputeNs + own})
+		Guessed: uint32(len(m.Guesses)), ElapsedNs: own, ComputeNs: m.ComputeNs + own})
 	return nil
 }

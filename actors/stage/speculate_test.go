@@ -5,21 +5,28 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
 
 	"strata/actors/internal/oracle"
 	"strata/actors/origin"
+	"strata/messages"
 	"strata/runtime/engine"
 	"strata/runtime/grammar"
 	"strata/runtime/sample"
 )
 
 // Speculative decoding across a pipeline: the session sends guesses with
-// its steps (n-gram lookup, or a draft model on the origin), the last of
-// three stages checks them, every stage cuts its KV cache back past the
-// rejected ones on the next step. The answer is one node's, token for
-// token, greedy and seeded; some guesses were accepted; the sessions end
-// freed. Losing a stage mid-answer replays to the same text.
+// its steps (a draft model on the origin; n-gram lookup without the
+// shortcut), or the last stage drafts n-gram guesses itself for the steps
+// it feeds through the shortcut; the last of three stages checks them,
+// every stage cuts its KV cache back past the rejected ones on the next
+// step. The answer is one node's, token for token, greedy and seeded;
+// some guesses were accepted; the sessions end freed. Losing a stage
+// mid-answer replays to the same text.
 func TestSpeculationOnPipeline(t *testing.T) {
 	store := oracle.Stories(t)
 	path := store["stories260K"]
@@ -27,14 +34,19 @@ func TestSpeculationOnPipeline(t *testing.T) {
 	prompt := "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day,"
 	for _, params := range []sample.Params{{}, {Temperature: 0.8, TopK: 40, Seed: 11}} {
 		want := oracle.OneNode(t, path, engine.Request{Prompt: prompt, MaxTokens: 150, Sampling: params})
-		for _, source := range []string{engine.SpeculateNGram, engine.SpeculateDraft, "paced-" + engine.SpeculateNGram, "paced-" + engine.SpeculateDraft} {
+		for _, source := range []string{engine.SpeculateNGram, engine.SpeculateDraft, "session-" + engine.SpeculateNGram, "paced-" + engine.SpeculateDraft} {
 			t.Run(fmt.Sprintf("%s-temp%v", source, params.Temperature), func(t *testing.T) {
 				// Paced (the default): plain windows with the shortcut
 				// where guessing is measured slower, which depends on the
-				// machine; the text is the same either way.
+				// machine; the text is the same either way. session-ngram:
+				// without the shortcut the session drafts n-gram guesses.
 				paced := strings.HasPrefix(source, "paced-")
+				opts := origin.Options{PlanContext: 512, GuessEveryStep: !paced, Speculate: strings.TrimPrefix(source, "paced-"), Draft: draft}
+				if strings.HasPrefix(source, "session-") {
+					opts.Speculate, opts.NoShortcut = strings.TrimPrefix(source, "session-"), true
+				}
 				lc := newLocalCluster(t, 3, 800e3, store)
-				cl := lc.cluster(origin.Options{PlanContext: 512, GuessEveryStep: !paced, Speculate: strings.TrimPrefix(source, "paced-"), Draft: draft})
+				cl := lc.cluster(opts)
 				defer cl.Close()
 				if p, _, err := cl.Plan("stories260K"); err != nil || len(p.Stages) != 3 {
 					t.Fatalf("plan %v, %v; want 3 stages", p, err)
@@ -53,10 +65,13 @@ func TestSpeculationOnPipeline(t *testing.T) {
 				if !slices.Equal(res.Tokens, want.Tokens) || res.Text != want.Text {
 					t.Fatalf("tokens differ from one node\n got %v\nwant %v", res.Tokens, want.Tokens)
 				}
+				if res.Stats.Recoveries != 0 {
+					t.Errorf("%d recoveries without a lost stage (a step went missing)", res.Stats.Recoveries)
+				}
 				if more != res.Accepted {
 					t.Errorf("%d tokens said another follows at once; %d guesses accepted", more, res.Accepted)
 				}
-				t.Logf("%d tokens in %d steps: %d guessed, %d right", len(res.Tokens), res.Stats.Steps, res.Drafted, res.Accepted)
+				t.Logf("%d tokens in %d steps: %d guessed, %d right, %d recoveries", len(res.Tokens), res.Stats.Steps, res.Drafted, res.Accepted, res.Stats.Recoveries)
 				if res.Accepted == 0 && !paced {
 					t.Errorf("no guess accepted (%d guessed)", res.Drafted)
 				}
@@ -68,31 +83,36 @@ func TestSpeculationOnPipeline(t *testing.T) {
 	// the guesses in flight are dropped, and the text is one node's.
 	want := oracle.OneNode(t, path, engine.Request{Prompt: prompt, MaxTokens: 200})
 	for _, victim := range []int{0, 2} {
-		t.Run(fmt.Sprintf("kill-stage-%d", victim), func(t *testing.T) {
-			lc := newLocalCluster(t, 4, 800e3, store)
-			dir := &dynDirectory{members: append([]origin.Member(nil), lc.dir...)}
-			cl := origin.New(lc.system, dir, lc.hosts[0], origin.Options{PlanContext: 512, GuessEveryStep: true, Speculate: engine.SpeculateDraft, Draft: draft})
-			defer cl.Close()
-			p, _, err := cl.Plan("stories260K")
-			if err != nil || len(p.Stages) != 3 {
-				t.Fatalf("%v %v", p, err)
-			}
-			idx := int(p.Stages[victim].Node[1] - '0')
-			n := 0
-			res, err := cl.Generate(context.Background(), engine.Request{Model: "stories260K", Prompt: prompt, MaxTokens: 200}, func(engine.Token) error {
-				if n++; n == 41 {
-					lc.kill(t, dir, idx)
+		for _, source := range []string{engine.SpeculateDraft, engine.SpeculateNGram} {
+			t.Run(fmt.Sprintf("%s-kill-stage-%d", source, victim), func(t *testing.T) {
+				lc := newLocalCluster(t, 4, 800e3, store)
+				dir := &dynDirectory{members: append([]origin.Member(nil), lc.dir...)}
+				cl := origin.New(lc.system, dir, lc.hosts[0], origin.Options{PlanContext: 512, GuessEveryStep: true, Speculate: source, Draft: draft})
+				defer cl.Close()
+				p, _, err := cl.Plan("stories260K")
+				if err != nil || len(p.Stages) != 3 {
+					t.Fatalf("%v %v", p, err)
 				}
-				return nil
+				idx := int(p.Stages[victim].Node[1] - '0')
+				n := 0
+				res, err := cl.Generate(context.Background(), engine.Request{Model: "stories260K", Prompt: prompt, MaxTokens: 200}, func(engine.Token) error {
+					if n++; n == 41 {
+						lc.kill(t, dir, idx)
+					}
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Text != want.Text || res.Stats.Recoveries == 0 {
+					t.Errorf("after losing a stage (%d recoveries):\n got %q\nwant %q", res.Stats.Recoveries, res.Text, want.Text)
+				}
+				if res.Accepted == 0 {
+					t.Errorf("no guess accepted (%d guessed)", res.Drafted)
+				}
+				lc.waitFree(t)
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.Text != want.Text || res.Stats.Recoveries == 0 {
-				t.Errorf("after losing a stage (%d recoveries):\n got %q\nwant %q", res.Stats.Recoveries, res.Text, want.Text)
-			}
-			lc.waitFree(t)
-		})
+		}
 	}
 }
 
@@ -243,4 +263,60 @@ func TestGuessesWithinEveryStagesBound(t *testing.T) {
 		}
 		lc.waitFree(t)
 	}
+}
+
+// n-gram guesses drafted on the last stage ride the token shortcut: the
+// last stage feeds checked steps with guesses itself, and runs at most one
+// step ahead of a caller that holds a token (a Chain allows the step after
+// the one in flight, wherever it starts; a window of positions would let
+// steps of rejected guesses run on). The text is one node's.
+func TestStageDraftOneStepAhead(t *testing.T) {
+	store := oracle.Stories(t)
+	var fed, withGuesses atomic.Int64
+	count := func(next actor.SenderFunc) actor.SenderFunc {
+		return func(ctx actor.SenderContext, target *actor.PID, env *actor.MessageEnvelope) {
+			if f, ok := env.Message.(*messages.Forward); ok && len(f.Tokens) > 0 {
+				fed.Add(1)
+				if len(f.Guesses) > 0 {
+					withGuesses.Add(1)
+				}
+			}
+			next(ctx, target, env)
+		}
+	}
+	lc := newLocalCluster(t, 3, 800e3, store, count)
+	req := engine.Request{Prompt: "Lily was sad. Lily was sad. Lily was sad. Lily was sad. Lily was", MaxTokens: 120}
+	want := oracle.OneNode(t, store["stories260K"], req)
+	cl := lc.cluster(origin.Options{PlanContext: 512, Speculate: engine.SpeculateNGram})
+	defer cl.Close()
+	if p, _, err := cl.Plan("stories260K"); err != nil || len(p.Stages) != 3 {
+		t.Fatalf("plan %v, %v; want 3 stages", p, err)
+	}
+	seen, ahead := 0, []int64{}
+	res, err := cl.Generate(context.Background(), engine.Request{Model: "stories260K", Prompt: req.Prompt, MaxTokens: req.MaxTokens},
+		func(engine.Token) error {
+			if seen++; seen%20 == 0 {
+				before := fed.Load()
+				time.Sleep(150 * time.Millisecond)
+				ahead = append(ahead, fed.Load()-before)
+			}
+			return nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Text != want.Text || res.Stats.Recoveries != 0 {
+		t.Fatalf("%d recoveries, text\n%q\nwant %q", res.Stats.Recoveries, res.Text, want.Text)
+	}
+	t.Logf("%d tokens in %d steps: %d guessed, %d right; %d steps fed by the last stage, %d with guesses; steps fed while the caller held a token: %v",
+		len(res.Tokens), res.Stats.Steps, res.Drafted, res.Accepted, fed.Load(), withGuesses.Load(), ahead)
+	if res.Accepted == 0 || withGuesses.Load() == 0 {
+		t.Errorf("no guess drafted on the last stage and kept (%d fed with guesses, %d kept)", withGuesses.Load(), res.Accepted)
+	}
+	for _, n := range ahead {
+		if n > 1 {
+			t.Errorf("the last stage fed %d steps while the caller held a token; at most one step ahead (%v)", n, ahead)
+		}
+	}
+	lc.waitFree(t)
 }
