@@ -64,14 +64,17 @@ type Options struct {
 	// HostConfig.SenderMiddleware it shapes or cuts in-process links.
 	SenderMiddleware []actor.SenderMiddleware
 	// Speculate is the speculation source of requests that name none
-	// (engine.Request.Speculate): "" or off, ngram, draft. A speculating
+	// (engine.Request.Speculate): "" or off, ngram, draft. With ngram
+	// and the shortcut, the last stage drafts the guesses itself for the
+	// steps it feeds (session.Config.Draft). Otherwise a speculating
 	// session sends guesses with its steps, which the last stage checks
 	// (see strata/actors/session); it gives up the token shortcut while
 	// it guesses, and guesses where that is measured faster than plain
 	// steps with the shortcut (engine's pace.go).
 	Speculate string
 	// GuessEveryStep guesses at every step, also where plain steps are
-	// faster: for tests, and for measuring speculation itself.
+	// faster: for tests, and for measuring speculation itself. (The
+	// last stage's own n-gram guesses are not paced.)
 	GuessEveryStep bool
 	// Draft is the draft model for the draft source, run on this node
 	// (the session's origin); nil = none.

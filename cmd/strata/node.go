@@ -146,7 +146,7 @@ others too, and strata models lists them.`,
 	f.gpu.add(fl)
 	fl.DurationVar(&f.keepAlive, "keep-alive", 10*time.Minute, "unload a shard no session has used for this long (its memory goes back; the next plan that needs it loads it again), as Ollama's keep_alive; 0 keeps shards until memory is short")
 	fl.StringVar(&f.gpuMemory, "gpu-memory", "auto", "with --gpu, the memory kept for the device's scratch (its buffers beside the weights it reads in place), not offered for shards; a shard whose scratch does not fit stays on the CPU: a size such as 2GB, or auto (1GB, or a twentieth of --memory where that is less)")
-	fl.BoolVar(&f.guessEveryStep, "guess-every-step", false, "with --speculate, guess at every step, also where plain steps are measured faster (for measuring speculation itself)")
+	fl.BoolVar(&f.guessEveryStep, "guess-every-step", false, "with --speculate, guess at every step, also where plain steps are measured faster (for measuring speculation itself; n-gram guesses the last stage drafts are never paced)")
 	fl.BoolVar(&f.noShortcut, "no-token-shortcut", false, "sessions this node starts send each token to the first stage themselves, not from the last stage (one hop more per token; for comparisons)")
 	fl.BoolVar(&f.f16, "f16-activations", false, "send activations between nodes as f16 (half the bytes; output may differ slightly from one node)")
 	fl.StringVar(&f.placement, "placement", "pipeline", "how the sessions started here place a model: pipeline (layers split across nodes), auto (the cost model's fastest plan, see strata plan), tp (every layer split across a tensor-parallel group) or hybrid (stages of tensor-parallel groups); use the same on every node")
