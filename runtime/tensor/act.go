@@ -338,6 +338,12 @@ func matMulActRows(out []float32, w Matrix, a *Activations, lo, hi int) {
 			}
 		}
 		for ; i < n; i++ {
+			// Two vectors a call where a kernel loads the rows once for
+			// both (AVX-512; the bits of one at a time).
+			if !four && i+1 < n && dotRowsPair(w, a, i, r0, r1, out[i*rows+r0:i*rows+r1], out[(i+1)*rows+r0:(i+1)*rows+r1]) {
+				i++
+				continue
+			}
 			if dotRows(w, a, i, r0, r1, out[i*rows+r0:i*rows+r1]) {
 				continue
 			}

@@ -168,6 +168,13 @@ func dotBF16AVX2(w *byte, x *float32, n int) float32
 //go:noescape
 func dotF32Rows4AVX2(w *byte, x *float32, n, groups, rs int, out *float32)
 
+// dotF32Rows4x2AVX512 is dotF32Rows4AVX2 for two vectors at once (x and
+// xs bytes after it, into out0 and out1), each weight loaded once for
+// both: the same bits per vector.
+//
+//go:noescape
+func dotF32Rows4x2AVX512(w *byte, x *float32, xs, n, groups, rs int, out0, out1 *float32)
+
 // dotF16Rows4AVX2 is dotF32Rows4AVX2 for fp16 weights.
 //
 //go:noescape
@@ -444,6 +451,24 @@ func dotRows(w Matrix, a *Activations, i, lo, hi int, out []float32) bool {
 		}
 	default:
 		return false
+	}
+	return true
+}
+
+// dotRowsPair is dotRows for vectors i and i+1 of F32 weights at once
+// (AVX-512: every weight row is loaded once for both), the same bits in
+// out0 and out1 as dotRows gives each; false where it does not apply.
+func dotRowsPair(w Matrix, a *Activations, i, lo, hi int, out0, out1 []float32) bool {
+	groups := (hi - lo) / 4
+	if !useAVX512 || w.Type != F32 || groups == 0 {
+		return false
+	}
+	cols, rb := a.Cols, w.RowBytes()
+	_, _, _, _ = w.Data[(lo+4*groups)*rb-1], a.x[(i+2)*cols-1], out0[4*groups-1], out1[4*groups-1]
+	dotF32Rows4x2AVX512(&w.Data[lo*rb], &a.x[i*cols], 4*cols, cols, groups, rb, &out0[0], &out1[0])
+	if r := lo + 4*groups; r < hi {
+		dotRows(w, a, i, r, hi, out0[4*groups:])
+		dotRows(w, a, i+1, r, hi, out1[4*groups:])
 	}
 	return true
 }

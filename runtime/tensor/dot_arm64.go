@@ -301,6 +301,9 @@ func axpy(dst []float32, alpha float32, x []float32) {
 // dotAct.
 func dotRows(Matrix, *Activations, int, int, int, []float32) bool { return false }
 
+// dotRowsPair: no kernel takes two float vectors at once here.
+func dotRowsPair(Matrix, *Activations, int, int, int, []float32, []float32) bool { return false }
+
 func swiglu(out, gate, up []float32) { swigluGeneric(out, gate, up) }
 
 // prepareBatch and allocBatch have nothing to do without the VNNI kernels.

@@ -31,6 +31,9 @@ func matMulBatchX8(out []float32, w Matrix, a *Activations, lo, hi int) int { re
 // dotRows has no multi-row kernel here: the caller loops over dotAct.
 func dotRows(Matrix, *Activations, int, int, int, []float32) bool { return false }
 
+// dotRowsPair: no kernel takes two float vectors at once here.
+func dotRowsPair(Matrix, *Activations, int, int, int, []float32, []float32) bool { return false }
+
 func swiglu(out, gate, up []float32) { swigluGeneric(out, gate, up) }
 
 // prepareBatch and allocBatch have nothing to do without the VNNI kernels.
