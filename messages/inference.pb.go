@@ -525,7 +525,10 @@ type Forward struct {
 	// ring's first stage (loop[0]) as the next step, beside the Token it
 	// sends reply_to: each decode step costs one hop fewer. The origin
 	// raises it with Chain as it takes each token, one token ahead (a stop
-	// costs at most one step computed in vain). 0 = no shortcut.
+	// costs at most one step computed in vain). With draft (below), whose
+	// steps span several positions, it allows one step ahead instead: the
+	// step after the one that samples the token at chain_until, wherever
+	// that one ends. 0 = no shortcut.
 	ChainUntil uint32 `protobuf:"varint,15,opt,name=chain_until,json=chainUntil,proto3" json:"chain_until,omitempty"`
 	// loop is the whole ring, first stage first, for the shortcut: set on
 	// the origin's sampled Forwards when chain_until is.
