@@ -90,10 +90,9 @@ type shardSession struct {
 	schemaFrom int
 	kvBytes    uint64
 	// The token shortcut, last stage only: the ring (first stage first),
-	// the highest position whose token this stage may feed to the first
-	// stage itself (with drafting here, see mayFeed), and a sampled
-	// token's step held until the session allows it (Chain), with the
-	// position the step before it started at.
+	// the session's allowance (see mayFeed), and a sampled token's step
+	// held until the session allows it (Chain), with the position the
+	// step before it started at.
 	loop       []*messages.PID
 	chainUntil int
 	held       *messages.Forward
@@ -558,25 +557,20 @@ func (s *shard) feedOn(ctx actor.Context, m *messages.Forward, ss *shardSession,
 		next.Tokens = append(next.Tokens, g...)
 		next.Count += uint32(len(g))
 	}
-	if !ss.mayFeed(int(m.Position), pos) {
+	if !ss.mayFeed(int(m.Position)) {
 		ss.held, ss.heldAfter = next, int(m.Position)
 		return
 	}
 	s.send(ctx, ss.loop[0], next)
 }
 
-// mayFeed reports whether the shortcut may feed the step at pos, which
-// follows the step that started at after. The session allows one token
-// ahead of its caller: the token at chain_until may go on. With drafting
-// here a step takes several positions, so the session allows one step
-// ahead instead: the step after the one that samples the token at
-// chain_until (which starts before it), wherever that one ends.
-func (ss *shardSession) mayFeed(after, pos int) bool {
-	if ss.draft != nil {
-		return after < ss.chainUntil
-	}
-	return pos <= ss.chainUntil
-}
+// mayFeed reports whether the shortcut may feed the step that follows
+// the step that started at after: the session allows one step ahead of
+// its caller, the step after the one that samples the token at
+// chain_until (which starts before it), wherever that one ends. For a
+// plain step (one position) that is the step at chain_until itself; with
+// drafting here a step spans several.
+func (ss *shardSession) mayFeed(after int) bool { return after < ss.chainUntil }
 
 // chain takes a session's leave to feed its tokens on up to m.Until
 // (only from the session's origin), and sends a held step it covers.
@@ -588,7 +582,7 @@ func (s *shard) chain(ctx actor.Context, m *messages.Chain) {
 		return
 	}
 	ss.chainUntil = max(ss.chainUntil, int(m.Until))
-	if h := ss.held; h != nil && ss.mayFeed(ss.heldAfter, int(h.Position)) {
+	if h := ss.held; h != nil && ss.mayFeed(ss.heldAfter) {
 		ss.held = nil
 		ctx.Send(wire.PID(ss.loop[0]), h)
 	}
