@@ -64,39 +64,40 @@ type drafter interface {
 	draft(dst, seq []int, k int) ([]int, error)
 }
 
-// ngramDrafter guesses by prompt lookup: the latest earlier occurrence of
-// the text's last n tokens (n from ngramMax down to ngramMin) and what
-// followed it. Agents that edit code or quote documents, and stories that
-// repeat themselves, reuse long spans.
+// ngramDrafter guesses by prompt lookup: the earlier occurrence of the
+// longest run of the text's last tokens (at least ngramMin, at most
+// ngramMax; the latest of equally long ones) and what followed it. Agents
+// that edit code or quote documents, and stories that repeat themselves,
+// reuse long spans. A match of n tokens guesses at most n-1: a short
+// match is weak evidence, a long one a quoted span. (On stories260K
+// retelling its story, the longest match with this cap keeps the guesses
+// of a 4-token lookup and checks a quarter fewer rows.)
 type ngramDrafter struct{}
 
 const (
-	ngramMax = 4
+	ngramMax = 64
 	ngramMin = 2
 )
 
 func (ngramDrafter) draft(dst, seq []int, k int) ([]int, error) {
-	for n := min(ngramMax, len(seq)-1); n >= ngramMin; n-- {
-		tail := seq[len(seq)-n:]
-		// The latest start j < len(seq)-n where seq[j:j+n] == tail.
-		for j := len(seq) - n - 1; j >= 0; j-- {
-			if !equalInts(seq[j:j+n], tail) {
-				continue
-			}
-			follow := seq[j+n : min(j+n+k, len(seq))]
-			return append(dst, follow...), nil
+	last := len(seq) - 1
+	best, from := 0, 0
+	// Every earlier end e of a run equal to the text's last tokens:
+	// seq[e-n:e] == seq[last+1-n:last+1], the run followed by seq[e].
+	for e := last; e >= 1 && best < ngramMax; e-- {
+		n := 0
+		for n < min(e, ngramMax) && seq[e-1-n] == seq[last-n] {
+			n++
+		}
+		if n > best {
+			best, from = n, e
 		}
 	}
-	return dst, nil
-}
-
-func equalInts(a, b []int) bool {
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
+	if best < ngramMin {
+		return dst, nil
 	}
-	return true
+	k = min(k, best-1)
+	return append(dst, seq[from:min(from+k, len(seq))]...), nil
 }
 
 // modelDrafter guesses with a draft model: greedy continuations from its

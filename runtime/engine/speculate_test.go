@@ -137,6 +137,33 @@ func TestNGramGuessesRepeatedText(t *testing.T) {
 	t.Logf("%d tokens in %d steps: %d guessed, %d right", len(res.Tokens), res.Stats.Steps, res.Drafted, res.Accepted)
 }
 
+// The n-gram lookup guesses what followed the longest earlier run of the
+// text's last tokens (the latest of equally long ones), at most one token
+// fewer than the run.
+func TestNGramDraft(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		seq  []int
+		k    int
+		want []int
+	}{
+		{"the longest run, not the latest", []int{1, 2, 3, 9, 8, 5, 2, 3, 7, 1, 2, 3}, 8, []int{9, 8}},
+		{"the latest of equal runs", []int{1, 2, 8, 1, 2, 9, 1, 2}, 8, []int{9}},
+		{"a quoted span, k guesses", []int{1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3, 4, 5}, 2, []int{6, 7}},
+		{"a quoted span, one fewer than the run", []int{1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3, 4, 5}, 8, []int{6, 7, 8, 1}},
+		{"the run overlaps the text's tail", []int{7, 7, 7}, 8, []int{7}},
+		{"one token is no run", []int{5, 1, 6, 1}, 8, nil},
+		{"no earlier run", []int{1, 2, 3, 4}, 8, nil},
+		{"k = 0", []int{1, 2, 3, 1, 2, 3}, 0, nil},
+		{"too short", []int{4}, 8, nil},
+	} {
+		got, err := ngramDrafter{}.draft([]int{-1}, c.seq, c.k)
+		if err != nil || !slices.Equal(got, append([]int{-1}, c.want...)) {
+			t.Errorf("%s: %v guesses %v, %v; want %v after dst's -1", c.name, c.seq, got, err, c.want)
+		}
+	}
+}
+
 // The prompt cache after a speculative answer holds exactly the answer:
 // the next turn resumes it and gives the uncached answer.
 func TestSpeculationThenPromptCache(t *testing.T) {
