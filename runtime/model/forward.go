@@ -21,6 +21,9 @@ type State struct {
 	hb     []float32 // [Batch × widest FFN] (dense, expert or shared)
 	hb2    []float32 // [Batch × widest FFN]
 	Logits []float32 // [Vocab], last shard only
+	// rope holds each row's RoPE angles (tensor.RoPETable), computed once
+	// a step for every layer's queries and keys. [Batch × RopeDim]
+	rope []float32
 
 	capacity int          // the longest attention span, in positions
 	attn     []attnWorker // one per worker: attention splits its work over them
@@ -96,6 +99,8 @@ func (m *Model) NewState(pool *tensor.Pool, batch, capacity int) *State {
 	if c.isMLA() {
 		s.mla = newMLAState(c, batch, workers)
 		s.mlaHeadFn = s.head
+	} else if c.RopeDim > 0 {
+		s.rope = make([]float32, batch*c.RopeDim)
 	}
 	return s
 }
@@ -340,6 +345,7 @@ func (s *State) ForwardBatch(segs []Segment) error {
 	if n < 1 || n > s.Batch {
 		return fmt.Errorf("model: batch of %d tokens, the state holds 1..%d", n, s.Batch)
 	}
+	s.ropeAngles(segs)
 	for l := range s.m.Blocks {
 		ran := RanNone
 		if s.layers != nil {
@@ -364,6 +370,21 @@ func (s *State) ForwardBatch(segs []Segment) error {
 		g.Cache.Len += g.N
 	}
 	return nil
+}
+
+// ropeAngles computes the RoPE angles of the rows of segs (s.rope) for
+// every layer of the step: a row's angles depend only on its position.
+func (s *State) ropeAngles(segs []Segment) {
+	if s.rope == nil {
+		return
+	}
+	m, row := s.m, 0
+	for _, g := range segs {
+		for j := range g.N {
+			tensor.RoPETable(s.rope[row*m.RopeDim:][:m.RopeDim], m.RopeDim, g.Cache.Len+j, m.RopeBase, m.RopeScale, m.RopeFactors)
+			row++
+		}
+	}
 }
 
 // layer is one transformer block over the n rows of segs:
@@ -439,8 +460,9 @@ func (s *State) attention(l int, segs []Segment, n int) {
 				}
 			}
 			pos := c.Len + j
-			m.rope(qi, m.Heads, pos)
-			m.rope(ki, m.KVHeads, pos)
+			angles := s.rope[i*m.RopeDim:][:m.RopeDim]
+			tensor.RoPERotate(qi, m.Heads, m.HeadDim, m.RopeDim, m.RopeNeox, angles)
+			tensor.RoPERotate(ki, m.KVHeads, m.HeadDim, m.RopeDim, m.RopeNeox, angles)
 			for h := range m.KVHeads {
 				c.put(c.k[l], h, pos, ki[h*m.HeadDim:])
 				c.put(c.v[l], h, pos, vi[h*m.HeadDim:])

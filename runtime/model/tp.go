@@ -90,6 +90,8 @@ func (s *TPState) Forward(ctx context.Context, c *TPCache, n int, ar AllReducer)
 	if c.Len+n > c.Capacity || c.Len+n > s.st.capacity {
 		return fmt.Errorf("model: context full: %d + %d positions exceed %d", c.Len, n, min(c.Capacity, s.st.capacity))
 	}
+	s.st.one[0] = Segment{Cache: c, N: n}
+	s.st.ropeAngles(s.st.one[:])
 	for l := range s.m.Blocks {
 		if err := s.layer(ctx, l, c, n, ar); err != nil {
 			return err

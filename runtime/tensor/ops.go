@@ -56,10 +56,26 @@ func RoPEFactors(x []float32, nHeads, headDim, ropeDim, pos int, freqBase, freqS
 	if ropeDim < 0 || ropeDim%2 != 0 || ropeDim > headDim || nHeads < 0 || len(x) < nHeads*headDim {
 		panic(fmt.Sprintf("tensor: RoPE: len(x)=%d nHeads=%d headDim=%d ropeDim=%d", len(x), nHeads, headDim, ropeDim))
 	}
+	var table [512]float32
+	tab := table[:]
+	if ropeDim > len(table) {
+		tab = make([]float32, ropeDim)
+	}
+	RoPETable(tab, ropeDim, pos, freqBase, freqScale, factors)
+	RoPERotate(x, nHeads, headDim, ropeDim, neox, tab)
+}
+
+// RoPERotate rotates the first ropeDim values of each of x's nHeads heads
+// by the angles of one position's RoPETable row: RoPEFactors with the
+// angles computed once for every head, layer, query and key at that
+// position.
+func RoPERotate(x []float32, nHeads, headDim, ropeDim int, neox bool, table []float32) {
 	half := ropeDim / 2
-	angles := newRopeAngles(ropeDim, pos, freqBase, freqScale, factors)
+	if ropeDim < 0 || ropeDim%2 != 0 || ropeDim > headDim || nHeads < 0 || len(x) < nHeads*headDim || len(table) < 2*half {
+		panic(fmt.Sprintf("tensor: RoPE: len(x)=%d nHeads=%d headDim=%d ropeDim=%d, %d angles", len(x), nHeads, headDim, ropeDim, len(table)))
+	}
 	for i := 0; i < half; i++ {
-		sin, cos := angles.next(i)
+		cos, sin := table[2*i], table[2*i+1]
 		ia, ib := 2*i, 2*i+1
 		if neox {
 			ia, ib = i, i+half
