@@ -874,37 +874,71 @@ exloop:
 	VMULPS       F, E, E \
 	VMOVUPS      E, M
 
+// EXP16(M, X, F, Z, E): EXP8 on 16 lanes of ZMM registers, the same
+// steps lane for lane (VRNDSCALEPS $1 is VROUNDPS $1: toward -inf), so
+// every exponential has EXP8's bits.
+#define EXP16(M, X, F, Z, E) \
+	VMOVUPS      M, X \
+	VSUBPS       Z9, X, X \
+	VMINPS       Z16, X, X \
+	VMAXPS       Z17, X, X \
+	VMOVAPS      Z18, F \
+	VFMADD231PS  Z19, X, F \
+	VRNDSCALEPS  $1, F, F \
+	VFNMADD231PS Z20, F, X \
+	VFNMADD231PS Z21, F, X \
+	VMULPS       X, X, Z \
+	VMOVAPS      Z23, E \
+	VFMADD213PS  Z24, X, E \
+	VFMADD213PS  Z25, X, E \
+	VFMADD213PS  Z26, X, E \
+	VFMADD213PS  Z27, X, E \
+	VFMADD213PS  Z18, X, E \
+	VFMADD213PS  X, Z, E \
+	VADDPS       Z22, E, E \
+	VCVTPS2DQ    F, F \
+	VPADDD       Z28, F, F \
+	VPSLLD       $23, F, F \
+	VMULPS       F, E, E \
+	VMOVUPS      E, M
+
+// BCAST16(val, X, Z): val in every lane of Z.
+#define BCAST16(val, X, Z) \
+	MOVL         val, AX \
+	VMOVD        AX, X   \
+	VPBROADCASTD X, Z
+
 // func expSubAVX512(x *float32, mx float32, n int) float32
 //
 // expSubAVX2 with its constants held in registers (AVX-512's sixteen
-// more) and two groups of 8 a round; each group's steps are those of
-// expSubAVX2 and the sums take the groups in order, so every bit is
-// expSubAVX2's.
+// more) and 16 exponentials a round in ZMM registers; each lane's steps
+// are those of expSubAVX2 and the sums take the round's two groups of 8
+// in order, so every bit is expSubAVX2's.
 TEXT ·expSubAVX512(SB), NOSPLIT, $0-28
 	MOVQ         x+0(FP), DI
-	VBROADCASTSS mx+8(FP), Y9
+	VBROADCASTSS mx+8(FP), Z9
 	MOVQ         n+16(FP), CX
-	BCAST($0x42b0c0a5, X0, Y16) // 88.3762626647949
-	VXORPS       Y17, Y17, Y17
-	VSUBPS       Y16, Y17, Y17  // -88.376
-	BCAST($0x3f000000, X0, Y18) // 0.5 (and p5's 5.0000001201e-1 rounds to it)
-	BCAST($0x3fb8aa3b, X0, Y19) // log2(e)
-	BCAST($0x3f318000, X0, Y20) // C1 = 0.693359375
-	BCAST($0xb95e8083, X0, Y21) // C2 = -2.12194440e-4
-	BCAST($0x3f800000, X0, Y22) // 1.0
-	BCAST($0x39506967, X0, Y23) // p0 = 1.9875691500e-4
-	BCAST($0x3ab743ce, X0, Y24) // p1 = 1.3981999507e-3
-	BCAST($0x3c088908, X0, Y25) // p2 = 8.3334519073e-3
-	BCAST($0x3d2aa9c1, X0, Y26) // p3 = 4.1665795894e-2
-	BCAST($0x3e2aaaaa, X0, Y27) // p4 = 1.6666665459e-1
-	BCAST($0x0000007f, X0, Y28)
+	BCAST16($0x42b0c0a5, X0, Z16) // 88.3762626647949
+	VXORPS       Z17, Z17, Z17
+	VSUBPS       Z16, Z17, Z17  // -88.376
+	BCAST16($0x3f000000, X0, Z18) // 0.5 (and p5's 5.0000001201e-1 rounds to it)
+	BCAST16($0x3fb8aa3b, X0, Z19) // log2(e)
+	BCAST16($0x3f318000, X0, Z20) // C1 = 0.693359375
+	BCAST16($0xb95e8083, X0, Z21) // C2 = -2.12194440e-4
+	BCAST16($0x3f800000, X0, Z22) // 1.0
+	BCAST16($0x39506967, X0, Z23) // p0 = 1.9875691500e-4
+	BCAST16($0x3ab743ce, X0, Z24) // p1 = 1.3981999507e-3
+	BCAST16($0x3c088908, X0, Z25) // p2 = 8.3334519073e-3
+	BCAST16($0x3d2aa9c1, X0, Z26) // p3 = 4.1665795894e-2
+	BCAST16($0x3e2aaaaa, X0, Z27) // p4 = 1.6666665459e-1
+	BCAST16($0x0000007f, X0, Z28)
 	VXORPS       Y8, Y8, Y8     // the sums
 
 ex2loop:
 	CMPQ CX, $16
 	JLT  ex2one
-	EXP8((DI), Y1, Y2, Y3, Y4)
-	EXP8(32(DI), Y11, Y12, Y13, Y14)
+	EXP16((DI), Z1, Z2, Z3, Z4)
+	VEXTRACTF64X4 $1, Z4, Y14
 	VADDPS       Y4, Y8, Y8
 	VADDPS       Y14, Y8, Y8
 	ADDQ         $64, DI
