@@ -70,8 +70,8 @@ type drafter interface {
 // that edit code or quote documents, and stories that repeat themselves,
 // reuse long spans. A match of n tokens guesses at most n-1: a short
 // match is weak evidence, a long one a quoted span. (On stories260K
-// retelling its story, the longest match with this cap keeps the guesses
-// of a 4-token lookup and checks a quarter fewer rows.)
+// retelling its story: 76 of 99 guesses right, where the latest match of
+// the last 4 to 2 tokens, up to 8 guesses, got 73 of 113.)
 type ngramDrafter struct{}
 
 const (
