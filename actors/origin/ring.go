@@ -134,8 +134,7 @@ func (c *Origin) generate(ctx context.Context, req Request, onToken func(engine.
 	if r.spec != nil {
 		// Checked tokens the answer stopped before did not count.
 		res.Drafted, res.Accepted = r.spec.Drafted, r.spec.Accepted-r.core.Ahead()
-	}
-	if r.stageDraft {
+	} else if r.stageDraft {
 		d, a := r.core.StageGuesses()
 		res.Drafted, res.Accepted = d, a-r.core.Ahead()
 	}

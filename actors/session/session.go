@@ -655,7 +655,7 @@ func (s *Session) token(ev Token) []Action {
 	// The last stage's own guesses (Config.Draft) the session does not
 	// know: only their number is bounded.
 	guessed := len(s.guessed)
-	own := guessed == 0 && s.cfg.Draft > 0 && s.cfg.ChainBelow > 0
+	own := guessed == 0 && s.stageDrafts()
 	if own {
 		guessed = min(ev.Guessed, s.cfg.Draft)
 	}
@@ -757,9 +757,13 @@ func (s *Session) probed(ev Probed) []Action {
 	return s.recover(node, cause, ev.At)
 }
 
+// stageDrafts reports whether the last stage drafts guesses for the
+// steps it feeds (Config.Draft, with the shortcut).
+func (s *Session) stageDrafts() bool { return s.cfg.Draft > 0 && s.cfg.ChainBelow > 0 }
+
 // drafting gives f the last stage's drafting settings (Config.Draft).
 func (s *Session) drafting(f Forward) Forward {
-	if s.cfg.Draft > 0 && s.cfg.ChainBelow > 0 {
+	if s.stageDrafts() {
 		f.Draft, f.DraftUntil = s.cfg.Draft, s.cfg.ChainBelow-1
 	}
 	return f
