@@ -205,6 +205,28 @@ GLOBL pairIdx<>(SB), RODATA|NOPTR, $128
 	VMOVSHDUP    X, T     \
 	VADDSS       T, X, X
 
+// HSUM4(A, B, C, D, T1, T2, T3, X1, X3, OUT) stores HSUMR of A, B, C
+// and D as four floats at OUT, each by HSUMR's tree (lanes k and k+4,
+// then 0+2 and 1+3, then those two), four rows a step: the halves of A
+// and C and of B and D side by side, then lanes 0-1 against 2-3 of all
+// four, then the adjacent pairs. T1-T3 are clobbered; X1 and X3 are the
+// low halves of T1 and T3. (The two-vector F32 kernel takes it; in the
+// one-vector kernels it was slower on rows read from L2, 512x64 F32.)
+#define HSUM4(A, B, C, D, T1, T2, T3, X1, X3, OUT) \
+	VPERM2F128   $0x20, C, A, T1   \
+	VPERM2F128   $0x31, C, A, T2   \
+	VADDPS       T2, T1, T1        \
+	VPERM2F128   $0x20, D, B, T2   \
+	VPERM2F128   $0x31, D, B, T3   \
+	VADDPS       T3, T2, T2        \
+	VSHUFPS      $0x44, T2, T1, T3 \
+	VSHUFPS      $0xEE, T2, T1, T1 \
+	VADDPS       T1, T3, T3        \
+	VHADDPS      T3, T3, T3        \
+	VEXTRACTF128 $1, T3, X1        \
+	VSHUFPS      $0x44, X1, X3, X3 \
+	VMOVUPS      X3, OUT
+
 // BCAST(reg32, val, Y) broadcasts a 32-bit constant into Y.
 #define BCAST(val, X, Y) \
 	MOVL         val, AX \
@@ -3233,23 +3255,30 @@ f32r4x2loop8:
 
 f32r4x2sum:
 	VADDPS Y1, Y0, Y0
-	HSUMR(Y0, X0, X1)
 	VADDPS Y3, Y2, Y2
-	HSUMR(Y2, X2, X3)
 	VADDPS Y5, Y4, Y4
-	HSUMR(Y4, X4, X5)
 	VADDPS Y7, Y6, Y6
-	HSUMR(Y6, X6, X7)
 	VADDPS Y9, Y8, Y8
-	HSUMR(Y8, X8, X9)
 	VADDPS Y11, Y10, Y10
-	HSUMR(Y10, X10, X11)
 	VADDPS Y13, Y12, Y12
-	HSUMR(Y12, X12, X13)
 	VADDPS Y15, Y14, Y14
+	TESTQ  CX, CX
+	JNZ    f32r4x2tail
+	// No tail: all eight sums at once (the tail adds to HSUMR's sums,
+	// one float at a time, so it keeps the one-row form).
+	HSUM4(Y0, Y2, Y4, Y6, Y1, Y3, Y5, X1, X5, (BX))
+	HSUM4(Y8, Y10, Y12, Y14, Y9, Y11, Y13, X9, X13, (DX))
+	JMP    f32r4x2next
+
+f32r4x2tail:
+	HSUMR(Y0, X0, X1)
+	HSUMR(Y2, X2, X3)
+	HSUMR(Y4, X4, X5)
+	HSUMR(Y6, X6, X7)
+	HSUMR(Y8, X8, X9)
+	HSUMR(Y10, X10, X11)
+	HSUMR(Y12, X12, X13)
 	HSUMR(Y14, X14, X15)
-	TESTQ CX, CX
-	JZ    f32r4x2store
 
 f32r4x2loop1:
 	VMOVSS (DI), X1
@@ -3280,6 +3309,8 @@ f32r4x2store:
 	VMOVSS X10, 4(DX)
 	VMOVSS X12, 8(DX)
 	VMOVSS X14, 12(DX)
+
+f32r4x2next:
 	ADDQ $16, BX
 	ADDQ $16, DX
 	LEAQ (R12)(R10*4), R12

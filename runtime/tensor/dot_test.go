@@ -457,6 +457,29 @@ func BenchmarkMatMulAct(b *testing.B) {
 	}
 }
 
+// BenchmarkMatMulActTinyF32 measures F32 products of a tiny model's
+// shapes (stories260K: the 512x64 output head, a 172x64 FFN matrix and
+// its 64x172 down matrix, whose rows end in a tail of 4), for the one
+// vector of a decode step and the 2-3 of a checked guess, one thread:
+// there the per-output reductions cost about as much as the products.
+func BenchmarkMatMulActTinyF32(b *testing.B) {
+	for _, shape := range [][2]int{{512, 64}, {172, 64}, {64, 172}} {
+		rows, cols := shape[0], shape[1]
+		w, _ := randomMatrix(b, F32, rows, cols, 1)
+		for _, n := range []int{1, 2, 3} {
+			b.Run(fmt.Sprintf("%dx%d/n=%d", rows, cols, n), func(b *testing.B) {
+				x := testData("uniform", n*cols, 2)
+				out := make([]float32, n*rows)
+				a := NewActivations(n, cols)
+				a.Set(x, n)
+				for b.Loop() {
+					MatMulAct(nil, out, w, a)
+				}
+			})
+		}
+	}
+}
+
 // BenchmarkMatMulActBatch measures the batch kernels: a 256x2048 matrix
 // against 64 vectors (prefill) per type with a batch form, per kernel set
 // (on a CPU with AVX-512 the Q4_K and Q6_K batches of every set use the
@@ -737,6 +760,49 @@ func TestDotRowsImplementations(t *testing.T) {
 								if math.Float32bits(out[r-lo]) != math.Float32bits(c.want[r]) {
 									t.Fatalf("%d blocks, rows [%d,%d), row %d: %g, generic %g", c.w.Cols/32, lo, hi, r, out[r-lo], c.want[r])
 								}
+							}
+						}
+					}
+				}
+			})
+		})
+	}
+}
+
+// The four-row float kernels (dotRows of F32, F16 and BF16) give every
+// row the bits the one-row kernel of the same implementation gives it,
+// for widths with and without a tail past the last 8 (the tail takes
+// the one-row reduction, whole widths the four-row one), one group of
+// four and several, and a last row or three left to the one-row kernel.
+func TestDotRowsFloat(t *testing.T) {
+	const rows = 13
+	widths := []int{1, 7, 8, 9, 16, 17, 24, 32, 40, 64, 172, 256, 259}
+	for _, ft := range []Type{F32, F16, BF16} {
+		t.Run(ft.String(), func(t *testing.T) {
+			eachImpl(t, func(t *testing.T) {
+				for _, cols := range widths {
+					w, _ := randomMatrix(t, ft, rows, cols, uint64(cols)+uint64(ft))
+					a := NewActivations(1, cols)
+					a.Set(testData("normal", cols, uint64(cols)+7), 1)
+					a.prepare(ft)
+					want := make([]float32, rows)
+					for r := range rows {
+						want[r] = dotAct(ft, w.Row(r), a, 0, cols)
+					}
+					for _, span := range [][2]int{{0, 4}, {0, rows}, {1, 8}, {2, 11}, {5, 12}} {
+						lo, hi := span[0], span[1]
+						out := make([]float32, hi-lo+1)
+						out[hi-lo] = -7
+						if !dotRows(w, a, 0, lo, hi, out[:hi-lo]) {
+							t.Logf("no multi-row %v kernel here", ft)
+							return
+						}
+						if out[hi-lo] != -7 {
+							t.Fatalf("cols %d rows [%d,%d): wrote past its rows", cols, lo, hi)
+						}
+						for r := lo; r < hi; r++ {
+							if math.Float32bits(out[r-lo]) != math.Float32bits(want[r]) {
+								t.Fatalf("cols %d rows [%d,%d), row %d: %g, one-row kernel %g", cols, lo, hi, r, out[r-lo], want[r])
 							}
 						}
 					}
