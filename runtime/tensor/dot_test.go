@@ -771,9 +771,9 @@ func TestDotRowsImplementations(t *testing.T) {
 
 // The four-row float kernels (dotRows of F32, F16 and BF16) give every
 // row the bits the one-row kernel of the same implementation gives it,
-// for widths with and without a tail past the last 8 (the tail takes
-// the one-row reduction, whole widths the four-row one), one group of
-// four and several, and a last row or three left to the one-row kernel.
+// for widths with and without a tail past the last 8, one group of four
+// and several, and a last row or three left to the one-row kernel.
+// (TestDotRowsPairF32 holds the two-vector kernel to dotRows.)
 func TestDotRowsFloat(t *testing.T) {
 	const rows = 13
 	widths := []int{1, 7, 8, 9, 16, 17, 24, 32, 40, 64, 172, 256, 259}
@@ -794,7 +794,7 @@ func TestDotRowsFloat(t *testing.T) {
 						out := make([]float32, hi-lo+1)
 						out[hi-lo] = -7
 						if !dotRows(w, a, 0, lo, hi, out[:hi-lo]) {
-							t.Logf("no multi-row %v kernel here", ft)
+							t.Logf("no four-row %v kernel here", ft)
 							return
 						}
 						if out[hi-lo] != -7 {
