@@ -58,7 +58,7 @@ func BenchmarkMatMulActStream(b *testing.B) {
 		for i := range ws {
 			ws[i], _ = randomMatrix(b, t, rows, cols, uint64(i+1))
 		}
-		for _, n := range []int{1, 2, 3, 4, 6, 7, 8} {
+		for _, n := range []int{1, 2, 3, 4, 5, 6, 7, 8} {
 			b.Run(fmt.Sprintf("%v/n=%d", t, n), func(b *testing.B) {
 				a := NewActivations(n, cols)
 				a.Set(testData("uniform", n*cols, 2), n)
