@@ -221,6 +221,7 @@ type gathered struct {
 // m.Hidden has been read.
 func (s *shard) gather(ctx actor.Context, m *messages.Forward, ss *shardSession, n int, follows uint32, start time.Time, release func()) error {
 	b := &s.batch
+	s.takeDeferred(ctx) // steps deferred to even out groups go first (evenout.go)
 	if b.rows+n > b.limit || b.has(ss) {
 		s.runBatch(ctx) // room first; one step per session per batch
 	}
@@ -291,6 +292,9 @@ func (s *shard) runBatch(ctx actor.Context) {
 	}
 	b.gen, b.awaiting = b.gen+1, 0
 	b.stopDeadline()
+	if s.m.IsFirst() && !s.m.IsLast() {
+		s.noteGroup()
+	}
 	b.segs = b.segs[:0]
 	for _, g := range b.steps {
 		b.segs = append(b.segs, model.Segment{Cache: g.ss.cache, N: int(g.m.Count)})

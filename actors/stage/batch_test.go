@@ -360,3 +360,76 @@ func TestFreeDropsHeldSteps(t *testing.T) {
 	case <-time.After(300 * time.Millisecond):
 	}
 }
+
+// A pipeline's first stage evens out its groups: after a group of 3
+// sessions' one-token steps, a group of 5 runs 4 and the fifth waits for
+// the next batch (the 3 coming round), which makes 4 and 4; a deferred
+// step that no batch comes for runs on its own.
+func TestGroupsEvenOut(t *testing.T) {
+	defer func(d time.Duration) { followWait = d }(followWait)
+	followWait = time.Minute // every step's followers are in the mailbox before it runs
+	lc, stage, step, next, in := heldStage(t)
+	group := func(pos int, sessions ...string) {
+		suspend(t, lc, stage)
+		for i, s := range sessions {
+			lc.system.Root.Send(stage, step(s, pos, 1, uint32(len(sessions)-1-i)))
+		}
+		resume(lc, stage)
+	}
+	receive := func(n int) (got []string) {
+		t.Helper()
+		for range n {
+			select {
+			case m := <-next.ch:
+				got = append(got, fmt.Sprintf("%s+%d", m.Session, m.BatchFollows))
+			case m := <-in.ch:
+				t.Fatalf("the stage answered %v", m)
+			case <-time.After(10 * time.Second):
+				t.Fatalf("sent on so far: %v", got)
+			}
+		}
+		return got
+	}
+	noMore := func() {
+		t.Helper()
+		select {
+		case m := <-next.ch:
+			t.Fatalf("sent on %s@%d, which should wait for the next batch", m.Session, m.Position)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	group(0, "a", "b", "c")
+	if got := receive(3); !slices.Equal(got, []string{"a+2", "b+1", "c+0"}) {
+		t.Fatalf("first group sent on as %v", got)
+	}
+	group(0, "d", "e", "f", "g", "h")
+	if got := receive(4); !slices.Equal(got, []string{"d+3", "e+2", "f+1", "g+0"}) {
+		t.Fatalf("second group sent on as %v, want its first 4 as a batch", got)
+	}
+	noMore()
+	group(1, "a", "b", "c")
+	if got := receive(4); !slices.Equal(got, []string{"h+3", "a+2", "b+1", "c+0"}) {
+		t.Fatalf("the group coming round sent on as %v, want the deferred step first in its batch", got)
+	}
+	// 4 and 4 stay as they are.
+	group(1, "d", "e", "f", "g")
+	if got := receive(4); !slices.Equal(got, []string{"d+3", "e+2", "f+1", "g+0"}) {
+		t.Fatalf("an even group sent on as %v", got)
+	}
+	// 5 after 1 run as 4, and the fifth, which no batch comes for, on
+	// its own: after its wait (a second at most; these sessions never
+	// ran a step here, and followWait is longer).
+	group(1, "h")
+	receive(1)
+	group(0, "k", "l", "m", "n", "o")
+	start := time.Now()
+	if got := receive(4); !slices.Equal(got, []string{"k+3", "l+2", "m+1", "n+0"}) {
+		t.Fatalf("sent on as %v", got)
+	}
+	if got := receive(1); !slices.Equal(got, []string{"o+0"}) {
+		t.Fatalf("the deferred step sent on as %v", got)
+	}
+	if waited := time.Since(start); waited < 900*time.Millisecond {
+		t.Errorf("the deferred step ran after %v, before its wait's end", waited)
+	}
+}

@@ -44,6 +44,7 @@ type shard struct {
 	// (and any later step of their sessions), oldest first.
 	batch       batch
 	held        []heldStep
+	deferred    deferral // steps held back to even out a pipeline's groups (evenout.go)
 	pid         *actor.PID
 	weightBytes uint64
 	lastUse     atomic.Uint64 // host clock at the last load or session start
@@ -99,6 +100,9 @@ type shardSession struct {
 	heldAfter  int
 	// draft: speculation here (draft.go), last stage only; nil: none.
 	draft *stageDraft
+	// ranAt is when the session's last step ran here (first stage of a
+	// pipeline: evenout.go).
+	ranAt time.Time
 }
 
 // kv is the session's KV cache: a stage's, or a tensor-parallel member's.
@@ -115,19 +119,21 @@ var errSessionFreed = errors.New("session freed")
 // Receive implements actor.Actor.
 func (s *shard) Receive(ctx actor.Context) {
 	switch ctx.Message().(type) {
-	case *messages.Forward, *side.Borrowed, runBatch, *messages.ShardStats:
+	case *messages.Forward, *side.Borrowed, runBatch, runDeferred, *messages.ShardStats:
 	case *messages.Chain:
 		// A chain only lets the shortcut send a session's next step
 		// sooner; whether that step is gathered now or held changes
 		// nothing of its result. Waiting for it would break up batches
 		// (every session's origin sends one per token).
 	case *actor.Stopping, *actor.Stopped:
+		s.takeDeferred(ctx)
 		s.runBatch(ctx)
 		s.dropHeld() // a stopping shard computes no more prompts
 	default:
 		// Anything else sees the sessions as after the steps before it
 		// (a free, a watch's end): run those first (and the held steps of
 		// the sessions it ends, below).
+		s.takeDeferred(ctx)
 		s.runBatch(ctx)
 	}
 	switch m := ctx.Message().(type) {
@@ -135,6 +141,7 @@ func (s *shard) Receive(ctx actor.Context) {
 		switch {
 		case m.deadline > 0: // a wait's end: its batch, unless it ran
 			if m.deadline == s.batch.gen+1 {
+				s.evenOut(ctx)
 				s.runBatch(ctx)
 				s.runHeld(ctx)
 			}
@@ -142,9 +149,15 @@ func (s *shard) Receive(ctx actor.Context) {
 			s.batch.scheduled = false
 			if s.batch.awaiting == 0 { // else the batch's last step schedules it, or its deadline
 				s.pullHeld(ctx)
+				s.evenOut(ctx)
 				s.runBatch(ctx)
 				s.runHeld(ctx)
 			}
+		}
+	case runDeferred:
+		if m.gen == s.deferred.gen {
+			s.takeDeferred(ctx)
+			s.runBatch(ctx)
 		}
 	case *messages.Forward:
 		s.receiveForward(ctx, m, nil)
