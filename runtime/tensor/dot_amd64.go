@@ -432,6 +432,15 @@ func dotRows(w Matrix, a *Activations, i, lo, hi int, out []float32) bool {
 		default:
 			dotQ4_0RowsAVX2(&w.Data[lo*rb], &a.q32p[i*a.pairStride], &a.d32[i*nb], &a.s8f[i*nb], nb, rows, rb, &out[0])
 		}
+	case Q4_K:
+		// The call a row cost about as much as the row itself on a
+		// 2048-column matrix; the AVX-512 kernel loops over the rows.
+		if !useAVX512 {
+			return false
+		}
+		nk := cols / qkK
+		_, _, _, _ = w.Data[hi*rb-1], a.qK[(i+1)*cols-1], a.dK[(i+1)*nk-1], a.bsumsK[(i+1)*cols/16-1]
+		dotQ4_KRowsAVX512(&w.Data[lo*rb], &a.qK[i*cols], &a.dK[i*nk], &a.bsumsK[i*cols/16], nk, rows, rb, &out[0])
 	case F32, F16, BF16:
 		groups := rows / 4
 		if groups > 0 {

@@ -12,6 +12,12 @@ package tensor
 //go:noescape
 func dotQ4_KAVX512(w *byte, x *int8, d *float32, bsums *int16, nb int) float32
 
+// dotQ4_KRowsAVX512 is dotQ4_KAVX512 of rows rows, rs bytes apart from
+// w, with one vector: out[r] for row r, the same bits, no call a row.
+//
+//go:noescape
+func dotQ4_KRowsAVX512(w *byte, x *int8, d *float32, bsums *int16, nb, rows, rs int, out *float32)
+
 // dotQ4_Kx4AVX512 is dotQ4_Kx4AVX2 with the AVX-512 kernel.
 //
 //go:noescape

@@ -189,158 +189,213 @@ DATA k4minW<>+30(SB)/1, $15
 DATA k4minW<>+31(SB)/1, $128
 GLOBL k4minW<>(SB), RODATA|NOPTR, $32
 
+// K4YPAIR: one step of the paired loop of dotQ4_KAVX512 (super-blocks b
+// at SI, b+1 at SI+144): the scale unpacking, the mins terms and the
+// scale products done for both in the two halves of a register, their
+// float steps in block order (X8: the sum, X9: the mins terms); then SI,
+// DI, DX, BX on to the next pair and CX two fewer. The scales of b and
+// b+1 go to 0(SP) as int16 pairs (K4P2SC), the products [d*d, d*dmin] of
+// b, then of b+1, to 64(SP).
+#define K4YPAIR \
+	PREFETCHT0 (4096)(SI) \
+	PREFETCHT0 (4160)(SI) \
+	PREFETCHT0 (4224)(SI) \
+	PREFETCHT0 (4288)(SI) \
+	PREFETCHT0 (4352)(SI) \
+	VMOVDQU     4(SI), X6 \
+	VINSERTI128 $1, 148(SI), Y6, Y6 \
+	VPAND       Y15, Y6, Y13 \
+	VPSHUFD     $0xaa, Y6, Y7 \
+	VPSRLVD     Y11, Y7, Y7 \
+	VPAND       Y14, Y7, Y7 \
+	VPSRLD      $6, Y6, Y6 \
+	VPAND       Y12, Y6, Y6 \
+	VPSLLD      $4, Y6, Y6 \
+	VPOR        Y6, Y7, Y7 \
+	VPUNPCKLDQ  Y7, Y13, Y13 \
+	VPSHUFB     Y27, Y13, Y6 \
+	VMOVDQU     Y6, 0(SP) \
+	VPSHUFB     Y28, Y13, Y6 \
+	VMOVDQU     Y6, 32(SP) \
+	MOVL         (SI), AX \
+	VMOVD        AX, X2 \
+	VPINSRD      $1, 144(SI), X2, X2 \
+	VCVTPH2PS    X2, X2 \
+	VMOVSD       (DX), X3 \
+	VPERMILPS    $0x50, X3, X3 \
+	VMULPS       X3, X2, X2 \
+	VMOVUPS      X2, 64(SP) \
+	VPXOR Y0, Y0, Y0 \
+	VPXOR Y1, Y1, Y1 \
+	K4YW(16) \
+	K4YMULO((DI), Y4, 0, Y0) \
+	K4YMULO(32(DI), Y5, 4, Y0) \
+	K4YW(160) \
+	K4YMULO(256(DI), Y4, 16, Y1) \
+	K4YMULO(288(DI), Y5, 20, Y1) \
+	K4YW(48) \
+	K4YMULO(64(DI), Y4, 8, Y0) \
+	K4YMULO(96(DI), Y5, 12, Y0) \
+	K4YW(192) \
+	K4YMULO(320(DI), Y4, 24, Y1) \
+	K4YMULO(352(DI), Y5, 28, Y1) \
+	K4YW(80) \
+	K4YMULO(128(DI), Y4, 32, Y0) \
+	K4YMULO(160(DI), Y5, 36, Y0) \
+	K4YW(224) \
+	K4YMULO(384(DI), Y4, 48, Y1) \
+	K4YMULO(416(DI), Y5, 52, Y1) \
+	K4YW(112) \
+	K4YMULO(192(DI), Y4, 40, Y0) \
+	K4YMULO(224(DI), Y5, 44, Y0) \
+	K4YW(256) \
+	K4YMULO(448(DI), Y4, 56, Y1) \
+	K4YMULO(480(DI), Y5, 60, Y1) \
+	VMOVDQU      (BX), Y4 \
+	VPHADDW      32(BX), Y4, Y4 \
+	VPERMQ       $0xd8, Y4, Y4 \
+	VPSHUFB      Y29, Y13, Y5 \
+	VPMADDWD     Y5, Y4, Y4 \
+	VPSHUFD      $0x4e, Y4, Y5 \
+	VPADDD       Y5, Y4, Y4 \
+	VPSHUFD      $0xb1, Y4, Y5 \
+	VPADDD       Y5, Y4, Y4 \
+	VCVTDQ2PS    Y4, Y4 \
+	VEXTRACTF128 $1, Y4, X5 \
+	VFMADD231SS  68(SP), X4, X9 \
+	VFMADD231SS  76(SP), X5, X9 \
+	IRED8(Y0, X0, X2) \
+	IRED8(Y1, X1, X2) \
+	VCVTDQ2PS    X0, X0 \
+	VCVTDQ2PS    X1, X1 \
+	VFMADD231SS  64(SP), X0, X8 \
+	VFMADD231SS  72(SP), X1, X8 \
+	ADDQ $288, SI \
+	ADDQ $512, DI \
+	ADDQ $8, DX \
+	ADDQ $64, BX \
+	SUBQ $2, CX
+
+// K4YONE: the last odd super-block at SI alone (X8, X9 as K4YPAIR).
+#define K4YONE \
+	K4YSCALES \
+	VPXOR Y0, Y0, Y0 \
+	K4YW(16) \
+	K4YMUL((DI), Y4, 0, Y0) \
+	K4YMUL(32(DI), Y5, 1, Y0) \
+	K4YW(48) \
+	K4YMUL(64(DI), Y4, 2, Y0) \
+	K4YMUL(96(DI), Y5, 3, Y0) \
+	K4YW(80) \
+	K4YMUL(128(DI), Y4, 4, Y0) \
+	K4YMUL(160(DI), Y5, 5, Y0) \
+	K4YW(112) \
+	K4YMUL(192(DI), Y4, 6, Y0) \
+	K4YMUL(224(DI), Y5, 7, Y0) \
+	MOVL         (SI), AX \
+	VMOVD        AX, X2 \
+	VCVTPH2PS    X2, X2 \
+	VMULPS.BCST  (DX), X2, X2 \
+	VMOVSHDUP    X2, X3 \
+	K4YMINS((BX), Y4) \
+	VEXTRACTI128 $1, Y4, X5 \
+	VPADDD       X5, X4, X4 \
+	VPSHUFD      $0x4e, X4, X5 \
+	VPADDD       X5, X4, X4 \
+	VPSHUFD      $0xb1, X4, X5 \
+	VPADDD       X5, X4, X4 \
+	VCVTDQ2PS    X4, X4 \
+	VFMADD231SS  X3, X4, X9 \
+	IRED8(Y0, X0, X1) \
+	VCVTDQ2PS    X0, X0 \
+	VFMADD231SS  X2, X0, X8
+
+// K4YSETUP loads the constants of K4YPAIR and K4YONE (Y11, Y12, Y14, Y15,
+// Y27-Y29).
+#define K4YSETUP \
+	K4YCONST \
+	VPBROADCASTQ X15, Y15 \
+	VPBROADCASTQ X12, Y12 \
+	VPBROADCASTQ X11, Y11 \
+	VMOVDQU64    k4scLo<>(SB), Y27 \
+	VMOVDQU64    k4scHi<>(SB), Y28 \
+	VMOVDQU64    k4minW<>(SB), Y29
+
 // func dotQ4_KAVX512(w *byte, x *int8, d *float32, bsums *int16, nb int) float32
 //
-// Super-blocks go in pairs (b at SI, b+1 at SI+144), the scale unpacking,
-// the mins terms and the scale products done for both in the two halves
-// of a register; their float steps stay in block order. A last odd
-// super-block goes alone. Frame: 0 the scales of b and b+1 as int16
-// pairs (K4P2SC), 64 the products [d*d, d*dmin] of b, then of b+1.
+// Super-blocks go in pairs (K4YPAIR), a last odd one alone (K4YONE).
+// Frame: 0 the scales of b and b+1 as int16 pairs (K4P2SC), 64 the
+// products [d*d, d*dmin] of b, then of b+1.
 TEXT ·dotQ4_KAVX512(SB), NOSPLIT, $96-44
 	MOVQ w+0(FP), SI
 	MOVQ x+8(FP), DI
 	MOVQ d+16(FP), DX
 	MOVQ bsums+24(FP), BX
 	MOVQ nb+32(FP), CX
-	K4YCONST
-	VPBROADCASTQ X15, Y15
-	VPBROADCASTQ X12, Y12
-	VPBROADCASTQ X11, Y11
-	VMOVDQU64    k4scLo<>(SB), Y27
-	VMOVDQU64    k4scHi<>(SB), Y28
-	VMOVDQU64    k4minW<>(SB), Y29
+	K4YSETUP
 	VXORPS Y8, Y8, Y8
 	VXORPS X9, X9, X9
 	CMPQ   CX, $2
 	JLT    q4kyone
 
 q4kypair:
-	PREFETCHT0 (4096)(SI)
-	PREFETCHT0 (4160)(SI)
-	PREFETCHT0 (4224)(SI)
-	PREFETCHT0 (4288)(SI)
-	PREFETCHT0 (4352)(SI)
-	// The scales and mins of both (K4YSCALES on the two halves).
-	VMOVDQU     4(SI), X6
-	VINSERTI128 $1, 148(SI), Y6, Y6
-	VPAND       Y15, Y6, Y13
-	VPSHUFD     $0xaa, Y6, Y7
-	VPSRLVD     Y11, Y7, Y7
-	VPAND       Y14, Y7, Y7
-	VPSRLD      $6, Y6, Y6
-	VPAND       Y12, Y6, Y6
-	VPSLLD      $4, Y6, Y6
-	VPOR        Y6, Y7, Y7
-	VPUNPCKLDQ  Y7, Y13, Y13
-	VPSHUFB     Y27, Y13, Y6
-	VMOVDQU     Y6, 0(SP)
-	VPSHUFB     Y28, Y13, Y6
-	VMOVDQU     Y6, 32(SP)
-	// 64(SP) = [d*d, d*dmin] of b, then of b+1.
-	MOVL         (SI), AX
-	VMOVD        AX, X2
-	VPINSRD      $1, 144(SI), X2, X2
-	VCVTPH2PS    X2, X2
-	VMOVSD       (DX), X3
-	VPERMILPS    $0x50, X3, X3
-	VMULPS       X3, X2, X2
-	VMOVUPS      X2, 64(SP)
-	VPXOR Y0, Y0, Y0
-	VPXOR Y1, Y1, Y1
-	K4YW(16)
-	K4YMULO((DI), Y4, 0, Y0)
-	K4YMULO(32(DI), Y5, 4, Y0)
-	K4YW(160)
-	K4YMULO(256(DI), Y4, 16, Y1)
-	K4YMULO(288(DI), Y5, 20, Y1)
-	K4YW(48)
-	K4YMULO(64(DI), Y4, 8, Y0)
-	K4YMULO(96(DI), Y5, 12, Y0)
-	K4YW(192)
-	K4YMULO(320(DI), Y4, 24, Y1)
-	K4YMULO(352(DI), Y5, 28, Y1)
-	K4YW(80)
-	K4YMULO(128(DI), Y4, 32, Y0)
-	K4YMULO(160(DI), Y5, 36, Y0)
-	K4YW(224)
-	K4YMULO(384(DI), Y4, 48, Y1)
-	K4YMULO(416(DI), Y5, 52, Y1)
-	K4YW(112)
-	K4YMULO(192(DI), Y4, 40, Y0)
-	K4YMULO(224(DI), Y5, 44, Y0)
-	K4YW(256)
-	K4YMULO(448(DI), Y4, 56, Y1)
-	K4YMULO(480(DI), Y5, 60, Y1)
-	// The mins terms: the sub-block sums (pairs of 16-sums) of b in the
-	// low half, of b+1 in the high, against the mins as int16.
-	VMOVDQU      (BX), Y4
-	VPHADDW      32(BX), Y4, Y4
-	VPERMQ       $0xd8, Y4, Y4
-	VPSHUFB      Y29, Y13, Y5
-	VPMADDWD     Y5, Y4, Y4
-	VPSHUFD      $0x4e, Y4, Y5
-	VPADDD       Y5, Y4, Y4
-	VPSHUFD      $0xb1, Y4, Y5
-	VPADDD       Y5, Y4, Y4
-	VCVTDQ2PS    Y4, Y4
-	VEXTRACTF128 $1, Y4, X5
-	VFMADD231SS  68(SP), X4, X9
-	VFMADD231SS  76(SP), X5, X9
-	IRED8(Y0, X0, X2)
-	IRED8(Y1, X1, X2)
-	VCVTDQ2PS    X0, X0
-	VCVTDQ2PS    X1, X1
-	VFMADD231SS  64(SP), X0, X8
-	VFMADD231SS  72(SP), X1, X8
-	ADDQ $288, SI
-	ADDQ $512, DI
-	ADDQ $8, DX
-	ADDQ $64, BX
-	SUBQ $2, CX
+	K4YPAIR
 	CMPQ CX, $2
 	JGE  q4kypair
 
 q4kyone:
 	TESTQ CX, CX
 	JZ    q4kydone
-	K4YSCALES
-	VPXOR Y0, Y0, Y0
-	K4YW(16)
-	K4YMUL((DI), Y4, 0, Y0)
-	K4YMUL(32(DI), Y5, 1, Y0)
-	K4YW(48)
-	K4YMUL(64(DI), Y4, 2, Y0)
-	K4YMUL(96(DI), Y5, 3, Y0)
-	K4YW(80)
-	K4YMUL(128(DI), Y4, 4, Y0)
-	K4YMUL(160(DI), Y5, 5, Y0)
-	K4YW(112)
-	K4YMUL(192(DI), Y4, 6, Y0)
-	K4YMUL(224(DI), Y5, 7, Y0)
-	// X2 = d * fp16 d, X3 = d * fp16 dmin (lane 0).
-	MOVL         (SI), AX
-	VMOVD        AX, X2
-	VCVTPH2PS    X2, X2
-	VMULPS.BCST  (DX), X2, X2
-	VMOVSHDUP    X2, X3
-	// The mins term: sum_j min j * (16-sum 2j + 16-sum 2j+1), as a scalar.
-	K4YMINS((BX), Y4)
-	VEXTRACTI128 $1, Y4, X5
-	VPADDD       X5, X4, X4
-	VPSHUFD      $0x4e, X4, X5
-	VPADDD       X5, X4, X4
-	VPSHUFD      $0xb1, X4, X5
-	VPADDD       X5, X4, X4
-	VCVTDQ2PS    X4, X4
-	VFMADD231SS  X3, X4, X9
-	IRED8(Y0, X0, X1)
-	VCVTDQ2PS    X0, X0
-	VFMADD231SS  X2, X0, X8
+	K4YONE
 
 q4kydone:
 	VSUBSS X9, X8, X0
 	VZEROUPPER
 	MOVSS  X0, ret+40(FP)
+	RET
+
+// func dotQ4_KRowsAVX512(w *byte, x *int8, d *float32, bsums *int16, nb, rows, rs int, out *float32)
+//
+// dotQ4_KAVX512 of rows > 0 rows (rs bytes apart from w) with one vector,
+// each row's result to out[r]: the same instructions a row, the
+// constants loaded once and no call a row. Frame as dotQ4_KAVX512's.
+TEXT ·dotQ4_KRowsAVX512(SB), NOSPLIT, $96-64
+	MOVQ w+0(FP), R11
+	MOVQ nb+32(FP), R12
+	MOVQ rows+40(FP), R8
+	MOVQ rs+48(FP), R9
+	MOVQ out+56(FP), R10
+	K4YSETUP
+
+q4krrow:
+	MOVQ   R11, SI
+	MOVQ   x+8(FP), DI
+	MOVQ   d+16(FP), DX
+	MOVQ   bsums+24(FP), BX
+	MOVQ   R12, CX
+	VXORPS Y8, Y8, Y8
+	VXORPS X9, X9, X9
+	CMPQ   CX, $2
+	JLT    q4krone
+
+q4krpair:
+	K4YPAIR
+	CMPQ CX, $2
+	JGE  q4krpair
+
+q4krone:
+	TESTQ CX, CX
+	JZ    q4krdone
+	K4YONE
+
+q4krdone:
+	VSUBSS X9, X8, X0
+	MOVSS  X0, (R10)
+	ADDQ   $4, R10
+	ADDQ   R9, R11
+	DECQ   R8
+	JNZ    q4krrow
+	VZEROUPPER
 	RET
 
 // K4Y4(qoff, g): sub-blocks 2g and 2g+1 against the four vectors.

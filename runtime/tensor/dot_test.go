@@ -717,13 +717,14 @@ func TestMatMulActBatchRandomBlocks(t *testing.T) {
 	}
 }
 
-// The multi-row kernels (dotRows, decode's Q8_0 and Q4_0 path) equal
-// dotAct of each row with the generic kernels bit for bit, for every
-// block count 1..40 (the groups of 8 blocks, the pairs and a lone last
-// block) and 1..5 rows.
+// The multi-row kernels (dotRows, decode's Q8_0, Q4_0 and Q4_K path)
+// equal dotAct of each row with the generic kernels bit for bit, for
+// every block count 1..40 (the groups of 8 blocks, the pairs and a lone
+// last block; Q4_K's super-blocks 1..7: its pairs and a lone last one)
+// and 1..5 rows.
 func TestDotRowsImplementations(t *testing.T) {
-	const maxRows, maxBlocks = 5, 40
-	for _, typ := range []Type{Q8_0, Q4_0} {
+	const maxRows = 5
+	for _, typ := range []Type{Q8_0, Q4_0, Q4_K} {
 		t.Run(typ.String(), func(t *testing.T) {
 			type tc struct {
 				w    Matrix
@@ -731,8 +732,12 @@ func TestDotRowsImplementations(t *testing.T) {
 				want []float32
 			}
 			var cases []tc
+			maxBlocks := 40
+			if typ == Q4_K {
+				maxBlocks = 7
+			}
 			for nb := 1; nb <= maxBlocks; nb++ {
-				cols := 32 * nb
+				cols := typ.BlockSize() * nb
 				w, _ := randomMatrix(t, typ, maxRows, cols, uint64(nb)+11)
 				a := NewActivations(1, cols)
 				a.Set(testData("normal", cols, uint64(nb)+13), 1)
@@ -758,7 +763,7 @@ func TestDotRowsImplementations(t *testing.T) {
 							}
 							for r := lo; r < hi; r++ {
 								if math.Float32bits(out[r-lo]) != math.Float32bits(c.want[r]) {
-									t.Fatalf("%d blocks, rows [%d,%d), row %d: %g, generic %g", c.w.Cols/32, lo, hi, r, out[r-lo], c.want[r])
+									t.Fatalf("%d blocks, rows [%d,%d), row %d: %g, generic %g", c.w.Cols/typ.BlockSize(), lo, hi, r, out[r-lo], c.want[r])
 								}
 							}
 						}
