@@ -115,6 +115,12 @@ func dotBF16x4AVX2(w *byte, x *float32, xs, n int, out *float32)
 //go:noescape
 func dotQ4_KAVX2(w *byte, x *int8, d *float32, bsums *int16, nb int) float32
 
+// dotQ4_KRowsAVX2 is dotQ4_KAVX2 of rows rows, rs bytes apart from w,
+// with one vector: out[r] for row r, the same bits, no call a row.
+//
+//go:noescape
+func dotQ4_KRowsAVX2(w *byte, x *int8, d *float32, bsums *int16, nb, rows, rs int, out *float32)
+
 // dotQ4_Kx4AVX2 sets out[t] = dotQ4_KAVX2 of the row with vector t
 // (quants x + t*xs, scales d + t*ds, 16-sums bsums + t*bs; byte strides)
 // for t = 0..3, unpacking each super-block once.
@@ -433,14 +439,19 @@ func dotRows(w Matrix, a *Activations, i, lo, hi int, out []float32) bool {
 			dotQ4_0RowsAVX2(&w.Data[lo*rb], &a.q32p[i*a.pairStride], &a.d32[i*nb], &a.s8f[i*nb], nb, rows, rb, &out[0])
 		}
 	case Q4_K:
-		// The call a row cost about as much as the row itself on a
-		// 2048-column matrix; the AVX-512 kernel loops over the rows.
-		if !useAVX512 {
-			return false
-		}
+		// A call a row (dotAct) cost as much as a fifth of the row's
+		// work on a 2048-column matrix; these kernels loop over the rows.
 		nk := cols / qkK
 		_, _, _, _ = w.Data[hi*rb-1], a.qK[(i+1)*cols-1], a.dK[(i+1)*nk-1], a.bsumsK[(i+1)*cols/16-1]
-		dotQ4_KRowsAVX512(&w.Data[lo*rb], &a.qK[i*cols], &a.dK[i*nk], &a.bsumsK[i*cols/16], nk, rows, rb, &out[0])
+		wp, xp, dp, bp := &w.Data[lo*rb], &a.qK[i*cols], &a.dK[i*nk], &a.bsumsK[i*cols/16]
+		switch {
+		case useAVX512:
+			dotQ4_KRowsAVX512(wp, xp, dp, bp, nk, rows, rb, &out[0])
+		case useAVXVNNI:
+			dotQ4_KRowsVNNI(wp, xp, dp, bp, nk, rows, rb, &out[0])
+		default:
+			dotQ4_KRowsAVX2(wp, xp, dp, bp, nk, rows, rb, &out[0])
+		}
 	case F32, F16, BF16:
 		groups := rows / 4
 		if groups > 0 {

@@ -694,6 +694,67 @@ q4kloop:
 	MOVSS  X0, ret+40(FP)
 	RET
 
+// func dotQ4_KRowsAVX2(w *byte, x *int8, d *float32, bsums *int16, nb, rows, rs int, out *float32)
+//
+// dotQ4_KAVX2 of rows > 0 rows (rs bytes apart from w) with one vector,
+// each row's result to out[r]: the same instructions a row, no call a
+// row. Frame: 0 the scales (KSCALES), 32 the row's start, 40 where its
+// result goes, 48 the rows left (KSCALES takes R8-R13).
+TEXT ·dotQ4_KRowsAVX2(SB), NOSPLIT, $56-64
+	MOVQ w+0(FP), AX
+	MOVQ AX, 32(SP)
+	MOVQ out+56(FP), AX
+	MOVQ AX, 40(SP)
+	MOVQ rows+40(FP), AX
+	MOVQ AX, 48(SP)
+	BCAST($0x0f0f0f0f, X14, Y14)
+
+q4kr2row:
+	MOVQ   32(SP), SI
+	MOVQ   x+8(FP), DI
+	MOVQ   d+16(FP), DX
+	MOVQ   bsums+24(FP), BX
+	MOVQ   nb+32(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS X5, X5, X5
+
+q4kr2loop:
+	PREFETCHT0 (4096)(SI)
+	PREFETCHT0 (4160)(SI)
+	PREFETCHT0 (4224)(SI)
+	KDSCALES
+	KSCALES
+	KMINS
+	VPXOR  Y1, Y1, Y1
+	K4LOAD(16)
+	K4MUL(0)
+	K4LOAD(48)
+	K4MUL(1)
+	K4LOAD(80)
+	K4MUL(2)
+	K4LOAD(112)
+	K4MUL(3)
+	IRED8(Y1, X1, X3)
+	VCVTDQ2PS   X1, X1
+	VFMADD231SS X1, X2, X0
+	ADDQ $144, SI
+	ADDQ $256, DI
+	ADDQ $4, DX
+	ADDQ $32, BX
+	DECQ CX
+	JNZ  q4kr2loop
+
+	VSUBSS X5, X0, X0
+	MOVQ   40(SP), AX
+	MOVSS  X0, (AX)
+	ADDQ   $4, 40(SP)
+	MOVQ   rs+48(FP), AX
+	ADDQ   AX, 32(SP)
+	DECQ   48(SP)
+	JNZ    q4kr2row
+	VZEROUPPER
+	RET
+
 // func dotQ5_KAVX2(w *byte, x *int8, d *float32, bsums *int16, nb int) float32
 TEXT ·dotQ5_KAVX2(SB), NOSPLIT, $32-44
 	MOVQ w+0(FP), SI
@@ -2742,6 +2803,67 @@ q4kvloop:
 	VSUBSS X5, X0, X0
 	VZEROUPPER
 	MOVSS  X0, ret+40(FP)
+	RET
+
+// func dotQ4_KRowsVNNI(w *byte, x *int8, d *float32, bsums *int16, nb, rows, rs int, out *float32)
+//
+// dotQ4_KVNNI of rows > 0 rows (rs bytes apart from w) with one vector,
+// each row's result to out[r]: the same instructions a row, no call a
+// row. Frame: 0 the scales (KSCALES), 32 the row's start, 40 where its
+// result goes, 48 the rows left (KSCALES takes R8-R13).
+TEXT ·dotQ4_KRowsVNNI(SB), NOSPLIT, $56-64
+	MOVQ w+0(FP), AX
+	MOVQ AX, 32(SP)
+	MOVQ out+56(FP), AX
+	MOVQ AX, 40(SP)
+	MOVQ rows+40(FP), AX
+	MOVQ AX, 48(SP)
+	BCAST($0x0f0f0f0f, X14, Y14)
+
+q4krvrow:
+	MOVQ   32(SP), SI
+	MOVQ   x+8(FP), DI
+	MOVQ   d+16(FP), DX
+	MOVQ   bsums+24(FP), BX
+	MOVQ   nb+32(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS X5, X5, X5
+
+q4krvloop:
+	PREFETCHT0 (4096)(SI)
+	PREFETCHT0 (4160)(SI)
+	PREFETCHT0 (4224)(SI)
+	KDSCALES
+	KSCALES
+	KMINS
+	VPXOR  Y1, Y1, Y1
+	K4LOAD(16)
+	K4MULV(0)
+	K4LOAD(48)
+	K4MULV(1)
+	K4LOAD(80)
+	K4MULV(2)
+	K4LOAD(112)
+	K4MULV(3)
+	IRED8(Y1, X1, X3)
+	VCVTDQ2PS   X1, X1
+	VFMADD231SS X1, X2, X0
+	ADDQ $144, SI
+	ADDQ $256, DI
+	ADDQ $4, DX
+	ADDQ $32, BX
+	DECQ CX
+	JNZ  q4krvloop
+
+	VSUBSS X5, X0, X0
+	MOVQ   40(SP), AX
+	MOVSS  X0, (AX)
+	ADDQ   $4, 40(SP)
+	MOVQ   rs+48(FP), AX
+	ADDQ   AX, 32(SP)
+	DECQ   48(SP)
+	JNZ    q4krvrow
+	VZEROUPPER
 	RET
 
 // func dotQ4_Kx4VNNI(w *byte, x *int8, d *float32, bsums *int16, nb, xs, ds, bs int, out *float32)

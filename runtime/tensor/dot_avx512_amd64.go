@@ -38,6 +38,11 @@ func dotQ5_Kx4AVX512(w *byte, x *int8, d *float32, bsums *int16, nb, xs, ds, bs 
 //go:noescape
 func dotQ4_KVNNI(w *byte, x *int8, d *float32, bsums *int16, nb int) float32
 
+// dotQ4_KRowsVNNI is dotQ4_KRowsAVX2 with AVX-VNNI (dot_amd64.s).
+//
+//go:noescape
+func dotQ4_KRowsVNNI(w *byte, x *int8, d *float32, bsums *int16, nb, rows, rs int, out *float32)
+
 // dotQ4_Kx4VNNI is dotQ4_Kx4AVX2 with AVX-VNNI (dot_amd64.s).
 //
 //go:noescape
