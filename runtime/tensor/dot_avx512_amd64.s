@@ -190,12 +190,14 @@ DATA k4minW<>+31(SB)/1, $128
 GLOBL k4minW<>(SB), RODATA|NOPTR, $32
 
 // K4YPAIR: one step of the paired loop of dotQ4_KAVX512 (super-blocks b
-// at SI, b+1 at SI+144): the scale unpacking, the mins terms and the
-// scale products done for both in the two halves of a register, their
-// float steps in block order (X8: the sum, X9: the mins terms); then SI,
-// DI, DX, BX on to the next pair and CX two fewer. The scales of b and
-// b+1 go to 0(SP) as int16 pairs (K4P2SC), the products [d*d, d*dmin] of
-// b, then of b+1, to 64(SP).
+// at SI, b+1 at SI+144): the scale unpacking (K4YSCALES on the two
+// halves), the mins terms (the sub-block sums, pairs of 16-sums, of b in
+// the low half and of b+1 in the high, against the mins as int16) and
+// the scale products done for both in the two halves of a register,
+// their float steps in block order (X8: the sum, X9: the mins terms);
+// then SI, DI, DX, BX on to the next pair and CX two fewer. The scales
+// of b and b+1 go to 0(SP) as int16 pairs (K4P2SC), the products
+// [d*d, d*dmin] of b, then of b+1, to 64(SP).
 #define K4YPAIR \
 	PREFETCHT0 (4096)(SI) \
 	PREFETCHT0 (4160)(SI) \
@@ -276,7 +278,9 @@ GLOBL k4minW<>(SB), RODATA|NOPTR, $32
 	ADDQ $64, BX \
 	SUBQ $2, CX
 
-// K4YONE: the last odd super-block at SI alone (X8, X9 as K4YPAIR).
+// K4YONE: the last odd super-block at SI alone (X8, X9 as K4YPAIR; X2 =
+// d * fp16 d, X3 = d * fp16 dmin; the mins term, sum_j min j * (16-sum 2j
+// + 16-sum 2j+1), as a scalar).
 #define K4YONE \
 	K4YSCALES \
 	VPXOR Y0, Y0, Y0 \
