@@ -25,9 +25,10 @@ import (
 // to a four), the steps over that share wait for the next batch: they
 // are gathered first into it (the other group coming round, or whatever
 // comes first), or run on their own after a round of their session
-// (timed from its last step here, at most a second) if nothing comes. Nothing else changes:
-// a row's result does not depend on its batch, and a deferred step is a
-// session's only step in flight (its next comes from its token).
+// (timed from its last step here, at most a second) if nothing comes.
+// Nothing else changes: a row's result does not depend on its batch, and
+// a deferred step is a session's only step in flight (its next comes
+// from its token).
 
 // evenGrain is how many vectors the batch kernels take at a time.
 const evenGrain = 4
@@ -47,8 +48,7 @@ type deferral struct {
 }
 
 // evenOut defers the steps of the gathered batch over its even share
-// (see above); only on the first stage of a pipeline, only what the
-// batch ran as it will run.
+// (see above); only on the first stage of a pipeline.
 func (s *shard) evenOut(ctx actor.Context) {
 	b, d := &s.batch, &s.deferred
 	if !s.m.IsFirst() || s.m.IsLast() || len(d.steps) > 0 || len(d.lastGroup) == 0 {
@@ -85,22 +85,22 @@ func (s *shard) evenOut(ctx actor.Context) {
 // speculative check).
 func oneToken(g gathered) bool { return g.m.Count == 1 && len(g.m.Guesses) == 0 }
 
-// noteGroup remembers the batch about to run as the last group.
+// noteGroup remembers the batch about to run as the last group (none if
+// it is not all one-token steps) and when its sessions ran.
 func (s *shard) noteGroup() {
 	d := &s.deferred
 	clear(d.lastGroup)
 	d.lastGroup = d.lastGroup[:0]
-	now := time.Now()
+	now, group := time.Now(), true
 	for _, g := range s.batch.steps {
 		g.ss.ranAt = now
-	}
-	for _, g := range s.batch.steps {
-		if !oneToken(g) {
-			clear(d.lastGroup)
-			d.lastGroup = d.lastGroup[:0]
-			return
+		if group = group && oneToken(g); group {
+			d.lastGroup = append(d.lastGroup, g.ss)
 		}
-		d.lastGroup = append(d.lastGroup, g.ss)
+	}
+	if !group {
+		clear(d.lastGroup)
+		d.lastGroup = d.lastGroup[:0]
 	}
 }
 
