@@ -221,6 +221,11 @@ type ring struct {
 	// n-gram lookup itself instead (session.Config.Draft; spec is nil).
 	spec       *engine.Speculator
 	stageDraft bool
+	// draftAhead: the ring has several stages, so the draft model may go
+	// on drafting while they check a step's guesses (Speculator.DraftAhead):
+	// this node computes a part of the step at most. With one stage,
+	// perhaps this node's, the draft would take its cores.
+	draftAhead bool
 	seq        []int // the text so far for the guesser, reused
 	// mostGuesses bounds a step's guesses: the model's batch-invariance
 	// bound here where every stage runs on this node's architecture, the
@@ -343,6 +348,9 @@ func (r *ring) Step(ctx context.Context, fed int) (int, error) {
 			guesses = guesses[:r.guard.Allows(guesses)]
 		}
 		next.Guesses = guesses
+		if r.draftAhead {
+			r.spec.DraftAhead(r.seq, guesses)
+		}
 	}
 	guessed, recoveries := len(next.Guesses), r.core.Recoveries()
 	id, err := r.emitted(r.do(ctx, r.core.Step(next)))
@@ -542,6 +550,7 @@ func (r *ring) use(id string, stages []session.Stage) {
 			r.mostGuesses = r.mostAnywhere
 		}
 	}
+	r.draftAhead = len(stages) > 1
 	c.system.Root.Send(r.self, watchStages{pids})
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -710,6 +719,9 @@ func (r *ring) finish(err error) {
 		r.do(context.Background(), r.core.Step(ev))
 	}
 	r.stopTimer()
+	if r.spec != nil {
+		r.spec.Close()
+	}
 	id, _ := r.core.Ring()
 	r.c.system.Root.Stop(r.self)
 	r.c.mu.Lock()

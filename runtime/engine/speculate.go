@@ -3,6 +3,8 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"sync/atomic"
 	"time"
 
 	"strata/runtime/sample"
@@ -114,11 +116,23 @@ func (ngramDrafter) draft(dst, seq []int, k int) ([]int, error) {
 // generation that never guesses, in company, holds none) and holds up to
 // capacity positions, at most the draft engine's context; a text longer
 // than that gets no guesses.
+//
+// What it drafted stays in the cache as a chain: held is the text it was
+// given (the first given tokens) and its greedy continuation, every one
+// fed, and the logits are those after held's last. So when the text grows
+// by tokens the chain foresaw (the target accepted every guess, and the
+// draft also guessed the token the target drew after them, as after
+// drafting ahead), the next guesses are read off the chain and only the
+// rest is drafted.
 type modelDrafter struct {
 	d        *Engine
 	capacity int
 	held     []int // the tokens whose keys and values the cache holds
+	given    int   // held[:given] came from a text, the rest was drafted
 	w        work
+	// stop ends a draft between two tokens (drafting ahead, stopped
+	// because the text is known).
+	stop atomic.Bool
 }
 
 func newModelDrafter(d *Engine, capacity int) *modelDrafter {
@@ -137,32 +151,57 @@ func (m *modelDrafter) draft(dst, seq []int, k int) ([]int, error) {
 	for p < len(m.held) && p < len(seq) && m.held[p] == seq[p] {
 		p++
 	}
-	p = min(p, len(seq)-1) // the last token runs again: its logits are the first guess
-	m.held = append(m.held[:p], seq[p:]...)
-	m.w.cache.Len = p
-	for i := p; i < len(seq); i += m.d.batch {
-		m.w.tokens = seq[i:min(i+m.d.batch, len(seq))]
-		if err := m.d.batcher.do(&m.w); err != nil {
-			m.held = m.held[:0]
-			return dst, err
+	if p < len(seq) || len(seq) < m.given {
+		// The text left the chain: cut the cache back to what they share
+		// and feed the rest (the last token at least: its logits give the
+		// first guess).
+		p = min(p, len(seq)-1)
+		m.held = append(m.held[:p], seq[p:]...)
+		m.given = len(seq)
+		m.w.cache.Len = p
+		for i := p; i < len(seq); i += m.d.batch {
+			m.w.tokens = seq[i:min(i+m.d.batch, len(seq))]
+			if err := m.d.batcher.do(&m.w); err != nil {
+				m.held, m.given = m.held[:0], 0
+				return dst, err
+			}
 		}
 	}
+	// The chain past the text first, then greedy from the logits after
+	// held's last token.
+	start := len(dst)
 	var one [1]int
-	for i := range k {
+	for n := 0; n < k && !m.stop.Load(); n = len(dst) - start {
+		if i := len(seq) + n; i < len(m.held) {
+			dst = append(dst, m.held[i])
+			continue
+		}
 		t := sample.Greedy(m.w.logits)
 		dst = append(dst, t)
-		if i == k-1 {
+		if n == k-1 {
 			break
 		}
 		one[0] = t
 		m.w.tokens = one[:]
 		if err := m.d.batcher.do(&m.w); err != nil {
-			m.held = m.held[:0]
+			m.held, m.given = m.held[:0], 0
 			return dst, err
 		}
 		m.held = append(m.held, t)
 	}
 	return dst, nil
+}
+
+// ahead drafts n tokens past text in the background; the drafter and
+// text are the goroutine's until its error comes on the channel it
+// returns (m.stop ends it sooner).
+func (m *modelDrafter) ahead(text []int, n int) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := m.draft(nil, text, n)
+		done <- err
+	}()
+	return done
 }
 
 // Speculator is one generation's guesser: a source of guesses, and how
@@ -180,6 +219,9 @@ type Speculator struct {
 	// reset by a right guess.
 	rest, resting int
 	pace          *pacer
+	// ahead is the error channel of the draft model's drafting ahead
+	// while a step is checked (DraftAhead); nil when none runs.
+	ahead <-chan error
 	// Drafted counts the guesses checked, Accepted those the model
 	// agreed with.
 	Drafted, Accepted int
@@ -247,6 +289,10 @@ func (sp *Speculator) Most() int { return sp.most }
 // this generation: the error is returned once, and the generation may go
 // on without guesses.
 func (sp *Speculator) Guess(seq []int, room int) ([]int, error) {
+	if err := sp.settle(); err != nil {
+		sp.src = nil
+		return nil, err
+	}
 	k := min(sp.k, room)
 	if sp.Plain() > 0 {
 		return nil, nil
@@ -270,6 +316,40 @@ func (sp *Speculator) Guess(seq []int, room int) ([]int, error) {
 	}
 	return sp.guesses, nil
 }
+
+// DraftAhead lets a draft model go on drafting, in the background, past
+// a step's text seq and the guesses it checks, while the target checks
+// them elsewhere (a pipeline's stages): when the target accepts every
+// guess and draws the token the draft foresaw after them, the next
+// Guess reads its guesses off what was drafted meanwhile, and the draft
+// is off the step's path. Drafting stops at the next Guess (between two
+// tokens) or at Close. Nothing for n-gram guesses (they cost nothing), or
+// without guesses.
+func (sp *Speculator) DraftAhead(seq, guesses []int) {
+	m, ok := sp.src.(*modelDrafter)
+	if !ok || len(guesses) == 0 || sp.ahead != nil {
+		return
+	}
+	text := slices.Concat(seq, guesses)
+	// The token after the guesses, then as many as the next step may guess.
+	sp.ahead = m.ahead(text, sp.most+1)
+}
+
+// settle stops drafting ahead and waits for it; its error if it failed.
+func (sp *Speculator) settle() error {
+	if sp.ahead == nil {
+		return nil
+	}
+	m := sp.src.(*modelDrafter)
+	m.stop.Store(true)
+	err := <-sp.ahead
+	m.stop.Store(false)
+	sp.ahead = nil
+	return err
+}
+
+// Close stops drafting ahead: the generation is over.
+func (sp *Speculator) Close() { sp.settle() }
 
 // Learn adapts the next guesses to a step's outcome: kept of guessed
 // guesses were right.

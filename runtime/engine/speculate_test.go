@@ -164,6 +164,76 @@ func TestNGramDraft(t *testing.T) {
 	}
 }
 
+// Drafting ahead (a pipeline's session, while its stages check a step):
+// the draft model goes on past the guesses; when the text then grows by
+// what it foresaw, the next guesses are read off what it drafted, with
+// no token fed, and are the guesses a fresh drafter makes for that text.
+// A text that leaves that chain, and drafting stopped at once, give a
+// fresh drafter's guesses too.
+func TestDraftAhead(t *testing.T) {
+	_, draftPath := specPair(t, tensor.Q4_K, 1, 1)
+	d, err := Open(draftPath, Options{Threads: 1, Context: 256, PromptCache: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	const most = 6
+	newSpec := func(most int) *Speculator {
+		sp, err := NewSpeculator(SpeculateDraft, d, 256, d.Model.Vocab, most)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sp.GuessEveryStep()
+		return sp
+	}
+	guess := func(sp *Speculator, text []int, k int) []int {
+		t.Helper()
+		g, err := sp.Guess(text, k)
+		if err != nil || len(g) != k {
+			t.Fatalf("%d guesses after %v, %v; want %d", len(g), text, err, k)
+		}
+		return slices.Clone(g)
+	}
+	fresh := func(text []int, k int) []int { return guess(newSpec(maxDraft), text, k) }
+
+	seq := []int{1, 17, 99, 300, 17, 99, 41}
+	sp := newSpec(most)
+	g := guess(sp, seq, 4)
+	chain := fresh(slices.Concat(seq, g), most+1) // the token after the guesses, then the next step's
+	sp.DraftAhead(seq, g)
+	if err := <-sp.ahead; err != nil {
+		t.Fatal(err)
+	}
+	sp.ahead = nil
+	m := sp.src.(*modelDrafter)
+	fed := m.w.cache.Len
+	if want := len(seq) + len(g) + most; fed != want || len(m.held) != want {
+		t.Fatalf("drafted ahead to %d positions (%d held); want %d", fed, len(m.held), want)
+	}
+	text := slices.Concat(seq, g, chain[:1])
+	if got := guess(sp, text, 4); !slices.Equal(got, chain[1:5]) || m.w.cache.Len != fed {
+		t.Errorf("after the foreseen text: guesses %v with %d positions fed; want %v read off the chain (%d)", got, m.w.cache.Len, chain[1:5], fed)
+	}
+
+	// The text leaves the chain: the target disagreed with the third guess.
+	other := slices.Concat(seq, g[:2], []int{(g[2] + 1) % d.Model.Vocab})
+	if got, want := guess(sp, other, 4), fresh(other, 4); !slices.Equal(got, want) {
+		t.Errorf("after a text off the chain: guesses %v; a fresh drafter's %v", got, want)
+	}
+	// Drafting ahead stopped at once by the next guess.
+	g = guess(sp, other, 3)
+	sp.DraftAhead(other, g)
+	text = slices.Concat(other, g[:1], []int{(g[1] + 1) % d.Model.Vocab})
+	if got, want := guess(sp, text, 5), fresh(text, 5); !slices.Equal(got, want) {
+		t.Errorf("after a stopped draft: guesses %v; a fresh drafter's %v", got, want)
+	}
+	sp.DraftAhead(text, g)
+	sp.Close()
+	if sp.ahead != nil {
+		t.Error("Close left drafting ahead running")
+	}
+}
+
 // The prompt cache after a speculative answer holds exactly the answer:
 // the next turn resumes it and gives the uncached answer.
 func TestSpeculationThenPromptCache(t *testing.T) {
