@@ -53,16 +53,17 @@ func CheckSpeculate(s string) error {
 }
 
 // maxDraft is the most tokens drafted for one step: the step's batch is
-// one more. It is also the most a cluster's Forward carries (wire's
-// MaxGuesses). At 8, stories260K retelling its story took 8 guesses in
-// 8 of 29 checked steps and 6 of those were all right; at 16 it makes
-// 2.67 tokens a step, not 2.51, and an n-gram token on one node costs
-// 36.1-36.8 µs, not 38.7-41.2 (in process, 2026-12-07). The draft pair
-// of bench-speculate moved within the noise (115 of 142 guesses right,
-// against 110 of 118). A step's guesses still adapt (Learn: kept+1
-// after a miss, doubling after a step of all right) and stay within the
-// model's batch invariance bound (the caller's most).
-const maxDraft = 16
+// one more, 16, a whole number of the batch kernels' passes (four or
+// eight vectors; 17 took a fifth pass of four for one more guess, and
+// the pipeline's draft ran 5-10 % slower). A cluster's Forward carries
+// up to wire's MaxGuesses (16). At 8, stories260K retelling its story
+// took 8 guesses in 8 of 29 checked steps and 6 of those were all right;
+// at 16 it made 2.67 tokens a step, not 2.51, and an n-gram token on one
+// node cost 36.1-36.8 µs, not 38.7-41.2 (in process, 2026-12-07). A
+// step's guesses still adapt (Learn: kept+1 after a miss, doubling after
+// a step of all right, up to this) and stay within the model's batch
+// invariance bound (the caller's most).
+const maxDraft = 15
 
 // maxRest is the most steps speculation rests after repeated misses.
 const maxRest = 32
