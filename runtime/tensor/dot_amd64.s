@@ -3226,6 +3226,137 @@ q5kvloop:
 #define FN_Q6KX4 ·dotQ6_Kx4AVX512
 #include "dot_vnni_amd64.h"
 
+// The four-vector Q8_0 kernel in 64-byte registers (AVX-512 F, BW and
+// VNNI), for CPUs whose vector units take 64 bytes at the rate they take
+// 32 (AMD's Zen 4 and 5; on Intel a 64-byte instruction shuts a port,
+// see dot_avx512_amd64.s): two blocks a step, block b (even) in the low
+// half of each register and b+1 in the high half. Those halves are the
+// 32-byte kernel's two accumulator sets (even and odd blocks), so every
+// lane sees the same fused multiply-adds in the same order: the same
+// bits as dotQ8_0x4AVX512. Signs: VPMOVB2M takes the weights' sign bits
+// to K1 once a step and each vector's x is negated under it (VPSIGNB has
+// no 64-byte form); |w| is unsigned for VPDPBUSD, as in Q8DOTN.
+
+// Q8ZTOK(xaddr, IDX, ACC): ACC += [scale of b x8, of b+1 x8] * lanes(w · x),
+// the scales picked by IDX out of Z12. Clobbers Z11, Z13, Z14.
+#define Q8ZTOK(xaddr, IDX, ACC) \
+	VMOVDQU64   xaddr, Z11         \
+	VPSUBB      Z11, Z31, K1, Z11  \
+	VPXORD      Z13, Z13, Z13      \
+	VPDPBUSD    Z11, Z9, Z13       \
+	VCVTDQ2PS   Z13, Z13           \
+	VPERMPS     Z12, IDX, Z14      \
+	VFMADD231PS Z13, Z14, ACC
+
+// The VPERMPS indices of Q8ZTOK, vector t's: t eight times, then t+4
+// (its product for block b, then for b+1); and [0 x4, 1 x4], which makes
+// [fp16 d of b x4, of b+1 x4].
+DATA q8zIdx<>+0(SB)/8, $0x0000000000000000
+DATA q8zIdx<>+8(SB)/8, $0x0000000000000000
+DATA q8zIdx<>+16(SB)/8, $0x0000000000000000
+DATA q8zIdx<>+24(SB)/8, $0x0000000000000000
+DATA q8zIdx<>+32(SB)/8, $0x0000000400000004
+DATA q8zIdx<>+40(SB)/8, $0x0000000400000004
+DATA q8zIdx<>+48(SB)/8, $0x0000000400000004
+DATA q8zIdx<>+56(SB)/8, $0x0000000400000004
+DATA q8zIdx<>+64(SB)/8, $0x0000000100000001
+DATA q8zIdx<>+72(SB)/8, $0x0000000100000001
+DATA q8zIdx<>+80(SB)/8, $0x0000000100000001
+DATA q8zIdx<>+88(SB)/8, $0x0000000100000001
+DATA q8zIdx<>+96(SB)/8, $0x0000000500000005
+DATA q8zIdx<>+104(SB)/8, $0x0000000500000005
+DATA q8zIdx<>+112(SB)/8, $0x0000000500000005
+DATA q8zIdx<>+120(SB)/8, $0x0000000500000005
+DATA q8zIdx<>+128(SB)/8, $0x0000000200000002
+DATA q8zIdx<>+136(SB)/8, $0x0000000200000002
+DATA q8zIdx<>+144(SB)/8, $0x0000000200000002
+DATA q8zIdx<>+152(SB)/8, $0x0000000200000002
+DATA q8zIdx<>+160(SB)/8, $0x0000000600000006
+DATA q8zIdx<>+168(SB)/8, $0x0000000600000006
+DATA q8zIdx<>+176(SB)/8, $0x0000000600000006
+DATA q8zIdx<>+184(SB)/8, $0x0000000600000006
+DATA q8zIdx<>+192(SB)/8, $0x0000000300000003
+DATA q8zIdx<>+200(SB)/8, $0x0000000300000003
+DATA q8zIdx<>+208(SB)/8, $0x0000000300000003
+DATA q8zIdx<>+216(SB)/8, $0x0000000300000003
+DATA q8zIdx<>+224(SB)/8, $0x0000000700000007
+DATA q8zIdx<>+232(SB)/8, $0x0000000700000007
+DATA q8zIdx<>+240(SB)/8, $0x0000000700000007
+DATA q8zIdx<>+248(SB)/8, $0x0000000700000007
+DATA q8zIdx<>+256(SB)/8, $0x0000000000000000
+DATA q8zIdx<>+264(SB)/8, $0x0000000000000000
+DATA q8zIdx<>+272(SB)/8, $0x0000000100000001
+DATA q8zIdx<>+280(SB)/8, $0x0000000100000001
+GLOBL q8zIdx<>(SB), RODATA|NOPTR, $288
+
+// func cpuidVendor() (b, c, d uint32)
+TEXT ·cpuidVendor(SB), NOSPLIT, $0-12
+	XORL AX, AX
+	XORL CX, CX
+	CPUID
+	MOVL BX, b+0(FP)
+	MOVL CX, c+4(FP)
+	MOVL DX, d+8(FP)
+	RET
+
+// func dotQ8_0x4Z(w *byte, x *int8, d4 *float32, nb, xs int, out *float32)
+//
+// dotQ8_0x4AVX512 two blocks a step in 64-byte registers; a lone last
+// block, after the halves are split into the 32-byte kernel's two sets,
+// by its step (W8PREP, TOK4N).
+TEXT ·dotQ8_0x4Z(SB), NOSPLIT, $16-48
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ d4+16(FP), DX
+	MOVQ nb+24(FP), CX
+	MOVQ xs+32(FP), R8
+	X4SETUPN
+	VMOVDQU64 q8zIdx<>+0(SB), Z20
+	VMOVDQU64 q8zIdx<>+64(SB), Z21
+	VMOVDQU64 q8zIdx<>+128(SB), Z22
+	VMOVDQU64 q8zIdx<>+192(SB), Z23
+	VMOVDQU64 q8zIdx<>+256(SB), Y24
+	VPXORD    Z31, Z31, Z31
+
+q8zloop:
+	CMPQ CX, $2
+	JLT  q8ztail
+	MOVWLZX      0(SI), AX
+	MOVWLZX      34(SI), BX
+	VMOVD        AX, X10
+	VPINSRW      $1, BX, X10, X10
+	VCVTPH2PS    X10, X10
+	VPERMPS      Y10, Y24, Y10
+	VMULPS       (DX), Y10, Y12
+	VMOVDQU      2(SI), Y8
+	VINSERTI64X4 $1, 36(SI), Z8, Z8
+	VPMOVB2M     Z8, K1
+	VPABSB       Z8, Z9
+	Q8ZTOK((DI), Z20, Z0)
+	Q8ZTOK((DI)(R8*1), Z21, Z1)
+	Q8ZTOK((DI)(R8*2), Z22, Z2)
+	Q8ZTOK((DI)(R9*1), Z23, Z3)
+	ADDQ $68, SI
+	ADDQ $64, DI
+	ADDQ $32, DX
+	SUBQ $2, CX
+	JMP  q8zloop
+
+q8ztail:
+	VEXTRACTF64X4 $1, Z0, Y4
+	VEXTRACTF64X4 $1, Z1, Y5
+	VEXTRACTF64X4 $1, Z2, Y6
+	VEXTRACTF64X4 $1, Z3, Y7
+	TESTQ CX, CX
+	JZ    q8zdone
+	W8PREP(0)
+	TOK4N(0, 0, Y0, Y1, Y2, Y3)
+
+q8zdone:
+	MOVQ out+40(FP), BX
+	X4FINISH
+	RET
+
 // func dotF32Rows4x2AVX512(w *byte, x *float32, xs, n, groups, rs int, out0, out1 *float32)
 // dotF32Rows4AVX2 for two vectors (x and x+xs bytes) against the same rows,
 // each weight chunk loaded once for both: every sum in dotF32Rows4AVX2's

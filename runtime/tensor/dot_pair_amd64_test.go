@@ -55,3 +55,39 @@ func TestDotRowsPairF32(t *testing.T) {
 		}
 	}
 }
+
+// The four-vector Q8_0 kernel in 64-byte registers (dotQ8_0x4Z, chosen on
+// AMD's CPUs) gives the 32-byte kernel's bits, which are the generic
+// ones: every block count 1..21 (pairs and a lone last block), weights of
+// -128 and 127, both groups of four of eight vectors.
+func TestDot4Q8_0Wide(t *testing.T) {
+	if !hasAVX512 {
+		t.Skip("the 64-byte Q8_0 kernel needs AVX-512; this CPU has none")
+	}
+	for nb := 1; nb <= 21; nb++ {
+		cols := 32 * nb
+		w, _ := randomMatrix(t, Q8_0, 1, cols, uint64(nb)+41)
+		w.Data[2], w.Data[3] = 0x80, 0x7f // -128 and 127
+		w.Data[q80Bytes*(nb-1)+33] = 0x80
+		a := NewActivations(8, cols)
+		a.Set(testData("normal", 8*cols, uint64(nb)+43), 8)
+		var want [8]float32
+		withGeneric(func() {
+			a.prepare(Q8_0)
+			for v := range 8 {
+				want[v] = dotAct(Q8_0, w.Data, a, v, cols)
+			}
+		})
+		a.prepare(Q8_0)
+		for i := 0; i < 8; i += 4 {
+			var narrow, wide [4]float32
+			dotQ8_0x4AVX512(&w.Data[0], &a.q32[i*cols], &a.d32x4[i*nb], nb, cols, &narrow[0])
+			dotQ8_0x4Z(&w.Data[0], &a.q32[i*cols], &a.d32x4[i*nb], nb, cols, &wide[0])
+			for v := range 4 {
+				if math.Float32bits(wide[v]) != math.Float32bits(narrow[v]) || math.Float32bits(wide[v]) != math.Float32bits(want[i+v]) {
+					t.Fatalf("%d blocks, vector %d: 64-byte kernel %g, 32-byte %g, generic %g", nb, i+v, wide[v], narrow[v], want[i+v])
+				}
+			}
+		}
+	}
+}
