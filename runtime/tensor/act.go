@@ -319,11 +319,21 @@ func matMulActRows(out []float32, w Matrix, a *Activations, lo, hi int) {
 	// a larger one is read once for four vectors. Where both kernels sum
 	// in the float order (amd64), the bits are the same either way.
 	four := !floatOrderEverywhere || w.Type != F32 || rows*rb > floatVectorsApart
+	eight := four && cols > 0 && hasDot8(w.Type)
+	var o8 [8]float32
 	for r0 := lo; r0 < hi; r0 += tile {
 		r1 := min(hi, r0+tile)
 		i := 0
-		// Four vectors at a time where a kernel decodes the row once for
-		// them; the rest one by one.
+		// Eight or four vectors at a time where a kernel decodes the row
+		// once for them; the rest one by one.
+		for ; i+8 <= n && eight; i += 8 {
+			for r := r0; r < r1; r++ {
+				dot8(w.Type, w.Data[r*rb:(r+1)*rb], a, i, cols, &o8)
+				for t := range 8 {
+					out[(i+t)*rows+r] = o8[t]
+				}
+			}
+		}
 		for ; i+4 <= n && four; i += 4 {
 			for r := r0; r < r1; r++ {
 				row := w.Data[r*rb : (r+1)*rb]

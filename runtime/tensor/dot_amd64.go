@@ -338,6 +338,20 @@ func kernelsActive(name string) bool {
 	return false
 }
 
+// hasDot8 reports whether dot8 takes t here: Q8_0 with the 64-byte
+// kernels (q8x4Wide). One pass of eight vectors over a row group, not two
+// of four: BenchmarkMatMulActStream Q8_0 at 8 vectors, 1.65-1.84 ms a
+// 5632x2048 matrix with dotQ8_0x4Z twice (2026-12-07).
+func hasDot8(t Type) bool { return t == Q8_0 && useAVX512 && q8x4Wide }
+
+// dot8 sets out[t] = dotAct(t, row, a, i+t, cols) for t = 0..7 with
+// dotQ8_0x8Z (i a multiple of 4; hasDot8(t) true).
+func dot8(t Type, row []byte, a *Activations, i, cols int, out *[8]float32) {
+	nb := cols / 32
+	_, _, _ = row[nb*q80Bytes-1], a.q32[(i+8)*cols-1], a.d32x4[(i+8)*nb-1]
+	dotQ8_0x8Z(unsafe.SliceData(row), &a.q32[i*cols], &a.d32x4[i*nb], nb, cols, 4*4*nb, &out[0])
+}
+
 // dot4 sets out[t] = dotAct(t, row, a, i+t, cols) for t = 0..3 with a
 // kernel that decodes the row once for the four vectors, and reports
 // whether it did (false: no such kernel for t here; the caller loops).

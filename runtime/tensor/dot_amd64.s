@@ -3289,6 +3289,163 @@ DATA q8zIdx<>+272(SB)/8, $0x0000000100000001
 DATA q8zIdx<>+280(SB)/8, $0x0000000100000001
 GLOBL q8zIdx<>(SB), RODATA|NOPTR, $288
 
+// The VPERMPS indices of dotQ8_0x8Z's second four (vectors 4-7: their
+// products sit in Z12's high half): 8+u eight times, then 12+u.
+DATA q8zIdx8<>+0(SB)/8, $0x0000000800000008
+DATA q8zIdx8<>+8(SB)/8, $0x0000000800000008
+DATA q8zIdx8<>+16(SB)/8, $0x0000000800000008
+DATA q8zIdx8<>+24(SB)/8, $0x0000000800000008
+DATA q8zIdx8<>+32(SB)/8, $0x0000000c0000000c
+DATA q8zIdx8<>+40(SB)/8, $0x0000000c0000000c
+DATA q8zIdx8<>+48(SB)/8, $0x0000000c0000000c
+DATA q8zIdx8<>+56(SB)/8, $0x0000000c0000000c
+DATA q8zIdx8<>+64(SB)/8, $0x0000000900000009
+DATA q8zIdx8<>+72(SB)/8, $0x0000000900000009
+DATA q8zIdx8<>+80(SB)/8, $0x0000000900000009
+DATA q8zIdx8<>+88(SB)/8, $0x0000000900000009
+DATA q8zIdx8<>+96(SB)/8, $0x0000000d0000000d
+DATA q8zIdx8<>+104(SB)/8, $0x0000000d0000000d
+DATA q8zIdx8<>+112(SB)/8, $0x0000000d0000000d
+DATA q8zIdx8<>+120(SB)/8, $0x0000000d0000000d
+DATA q8zIdx8<>+128(SB)/8, $0x0000000a0000000a
+DATA q8zIdx8<>+136(SB)/8, $0x0000000a0000000a
+DATA q8zIdx8<>+144(SB)/8, $0x0000000a0000000a
+DATA q8zIdx8<>+152(SB)/8, $0x0000000a0000000a
+DATA q8zIdx8<>+160(SB)/8, $0x0000000e0000000e
+DATA q8zIdx8<>+168(SB)/8, $0x0000000e0000000e
+DATA q8zIdx8<>+176(SB)/8, $0x0000000e0000000e
+DATA q8zIdx8<>+184(SB)/8, $0x0000000e0000000e
+DATA q8zIdx8<>+192(SB)/8, $0x0000000b0000000b
+DATA q8zIdx8<>+200(SB)/8, $0x0000000b0000000b
+DATA q8zIdx8<>+208(SB)/8, $0x0000000b0000000b
+DATA q8zIdx8<>+216(SB)/8, $0x0000000b0000000b
+DATA q8zIdx8<>+224(SB)/8, $0x0000000f0000000f
+DATA q8zIdx8<>+232(SB)/8, $0x0000000f0000000f
+DATA q8zIdx8<>+240(SB)/8, $0x0000000f0000000f
+DATA q8zIdx8<>+248(SB)/8, $0x0000000f0000000f
+GLOBL q8zIdx8<>(SB), RODATA|NOPTR, $256
+
+// Q8ZLONE(xaddr, IDX, ACC): Q8ZTOK for a lone last block: 32 bytes of x
+// (the next 32 may not be there), the low half of ACC only (K2).
+#define Q8ZLONE(xaddr, IDX, ACC) \
+	VMOVDQU     xaddr, Y11         \
+	VPSUBB      Z11, Z31, K1, Z11  \
+	VPXORD      Z13, Z13, Z13      \
+	VPDPBUSD    Z11, Z9, Z13       \
+	VCVTDQ2PS   Z13, Z13           \
+	VPERMPS     Z12, IDX, Z14      \
+	VFMADD231PS Z13, Z14, K2, ACC
+
+// Q8ZFIN(Z, Y, X, off): the even and odd halves of Z added, summed by
+// HSUMR's tree and stored at off(BX): X4FINISH's steps for one vector.
+#define Q8ZFIN(Z, Y, X, off) \
+	VEXTRACTF64X4 $1, Z, Y15 \
+	VADDPS        Y15, Y, Y  \
+	HSUMR(Y, X, X15)         \
+	VMOVSS        X, off(BX)
+
+// func dotQ8_0x8Z(w *byte, x *int8, d4 *float32, nb, xs, ds int, out *float32)
+//
+// dotQ8_0x4Z for eight vectors in one pass over the row: vectors 0-3 at
+// x, x+xs, ... with their interleaved scales at d4 (as dotQ8_0x4Z's),
+// vectors 4-7 at x+4xs, ... with theirs ds bytes further; out[0..7].
+// Each vector's lanes see dotQ8_0x4Z's steps, so the bits are the same.
+TEXT ·dotQ8_0x8Z(SB), NOSPLIT, $0-56
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ d4+16(FP), DX
+	MOVQ nb+24(FP), CX
+	MOVQ xs+32(FP), R8
+	MOVQ ds+40(FP), R10
+	LEAQ (R8)(R8*2), R9
+	LEAQ (DI)(R8*4), R12
+	VPXORD    Z0, Z0, Z0
+	VPXORD    Z1, Z1, Z1
+	VPXORD    Z2, Z2, Z2
+	VPXORD    Z3, Z3, Z3
+	VPXORD    Z4, Z4, Z4
+	VPXORD    Z5, Z5, Z5
+	VPXORD    Z6, Z6, Z6
+	VPXORD    Z7, Z7, Z7
+	VMOVDQU64 q8zIdx<>+0(SB), Z16
+	VMOVDQU64 q8zIdx<>+64(SB), Z17
+	VMOVDQU64 q8zIdx<>+128(SB), Z18
+	VMOVDQU64 q8zIdx<>+192(SB), Z19
+	VMOVDQU64 q8zIdx8<>+0(SB), Z20
+	VMOVDQU64 q8zIdx8<>+64(SB), Z21
+	VMOVDQU64 q8zIdx8<>+128(SB), Z22
+	VMOVDQU64 q8zIdx8<>+192(SB), Z23
+	VMOVDQU64 q8zIdx<>+256(SB), Y24
+	VPXORD    Z31, Z31, Z31
+
+q8z8loop:
+	CMPQ CX, $2
+	JLT  q8z8tail
+	MOVWLZX      0(SI), AX
+	MOVWLZX      34(SI), BX
+	VMOVD        AX, X10
+	VPINSRW      $1, BX, X10, X10
+	VCVTPH2PS    X10, X10
+	VPERMPS      Y10, Y24, Y10
+	VMULPS       (DX), Y10, Y12
+	VMULPS       (DX)(R10*1), Y10, Y15
+	VINSERTF64X4 $1, Y15, Z12, Z12
+	VMOVDQU      2(SI), Y8
+	VINSERTI64X4 $1, 36(SI), Z8, Z8
+	VPMOVB2M     Z8, K1
+	VPABSB       Z8, Z9
+	Q8ZTOK((DI), Z16, Z0)
+	Q8ZTOK((DI)(R8*1), Z17, Z1)
+	Q8ZTOK((DI)(R8*2), Z18, Z2)
+	Q8ZTOK((DI)(R9*1), Z19, Z3)
+	Q8ZTOK((R12), Z20, Z4)
+	Q8ZTOK((R12)(R8*1), Z21, Z5)
+	Q8ZTOK((R12)(R8*2), Z22, Z6)
+	Q8ZTOK((R12)(R9*1), Z23, Z7)
+	ADDQ $68, SI
+	ADDQ $64, DI
+	ADDQ $64, R12
+	ADDQ $32, DX
+	SUBQ $2, CX
+	JMP  q8z8loop
+
+q8z8tail:
+	TESTQ CX, CX
+	JZ    q8z8done
+	MOVL         $0xff, AX
+	KMOVW        AX, K2
+	MOVWLZX      0(SI), AX
+	VMOVD        AX, X10
+	VCVTPH2PS    X10, X10
+	VBROADCASTSS X10, X10
+	VMULPS       (DX), X10, X12
+	VMULPS       (DX)(R10*1), X10, X15
+	VINSERTF64X4 $1, Y15, Z12, Z12
+	VMOVDQU      2(SI), Y8
+	VPMOVB2M     Z8, K1
+	VPABSB       Z8, Z9
+	Q8ZLONE((DI), Z16, Z0)
+	Q8ZLONE((DI)(R8*1), Z17, Z1)
+	Q8ZLONE((DI)(R8*2), Z18, Z2)
+	Q8ZLONE((DI)(R9*1), Z19, Z3)
+	Q8ZLONE((R12), Z20, Z4)
+	Q8ZLONE((R12)(R8*1), Z21, Z5)
+	Q8ZLONE((R12)(R8*2), Z22, Z6)
+	Q8ZLONE((R12)(R9*1), Z23, Z7)
+
+q8z8done:
+	MOVQ out+48(FP), BX
+	Q8ZFIN(Z0, Y0, X0, 0)
+	Q8ZFIN(Z1, Y1, X1, 4)
+	Q8ZFIN(Z2, Y2, X2, 8)
+	Q8ZFIN(Z3, Y3, X3, 12)
+	Q8ZFIN(Z4, Y4, X4, 16)
+	Q8ZFIN(Z5, Y5, X5, 20)
+	Q8ZFIN(Z6, Y6, X6, 24)
+	Q8ZFIN(Z7, Y7, X7, 28)
+	VZEROUPPER
+	RET
+
 // func cpuidVendor() (b, c, d uint32)
 TEXT ·cpuidVendor(SB), NOSPLIT, $0-12
 	XORL AX, AX

@@ -234,6 +234,10 @@ func dotF16x4NEON(w *byte, x *float32, xs, n int, out *float32)
 //go:noescape
 func dotBF16x4NEON(w *byte, x *float32, xs, n int, out *float32)
 
+// hasDot8: no eight-vector kernel on arm64 (dot4 twice).
+func hasDot8(Type) bool                                      { return false }
+func dot8(Type, []byte, *Activations, int, int, *[8]float32) {}
+
 // dot4 sets out[t] = dotAct(t, row, a, i+t, cols) for t = 0..3 with a
 // kernel that decodes the row once for the four vectors, and reports
 // whether it did (false: no such kernel for t here; the caller loops).

@@ -104,6 +104,11 @@ func dotQ8_0x4AVX512(w *byte, x *int8, d4 *float32, nb, xs int, out *float32)
 //go:noescape
 func dotQ8_0x4Z(w *byte, x *int8, d4 *float32, nb, xs int, out *float32)
 
+// dotQ8_0x8Z is dotQ8_0x4Z for eight vectors in one pass (dot_amd64.s).
+//
+//go:noescape
+func dotQ8_0x8Z(w *byte, x *int8, d4 *float32, nb, xs, ds int, out *float32)
+
 //go:noescape
 func dotQ6_Kx4VNNI(w *byte, x *int8, d *float32, nb, xs, ds int, out *float32)
 

@@ -21,6 +21,10 @@ func quantizeQ32(x []float32, q []int8, d []float32)  { quantizeQ32Generic(x, q,
 // dot4 has no multi-vector kernel here: the caller loops over dotAct.
 func dot4(Type, []byte, *Activations, int, int, *[4]float32) bool { return false }
 
+// hasDot8: no eight-vector kernel here.
+func hasDot8(Type) bool                                      { return false }
+func dot8(Type, []byte, *Activations, int, int, *[8]float32) {}
+
 func dotVec(a, b []float32) float32                  { return dotVecGeneric(a, b) }
 func axpy(dst []float32, alpha float32, x []float32) { axpyGeneric(dst, alpha, x) }
 

@@ -56,10 +56,11 @@ func TestDotRowsPairF32(t *testing.T) {
 	}
 }
 
-// The four-vector Q8_0 kernel in 64-byte registers (dotQ8_0x4Z, chosen on
-// AMD's CPUs) gives the 32-byte kernel's bits, which are the generic
-// ones: every block count 1..21 (pairs and a lone last block), weights of
-// -128 and 127, both groups of four of eight vectors.
+// The four- and eight-vector Q8_0 kernels in 64-byte registers
+// (dotQ8_0x4Z, dotQ8_0x8Z, chosen on AMD's CPUs) give the 32-byte
+// kernel's bits, which are the generic ones: every block count 1..21
+// (pairs and a lone last block), weights of -128 and 127, both groups of
+// four of eight vectors.
 func TestDot4Q8_0Wide(t *testing.T) {
 	if !hasAVX512 {
 		t.Skip("the 64-byte Q8_0 kernel needs AVX-512; this CPU has none")
@@ -87,6 +88,13 @@ func TestDot4Q8_0Wide(t *testing.T) {
 				if math.Float32bits(wide[v]) != math.Float32bits(narrow[v]) || math.Float32bits(wide[v]) != math.Float32bits(want[i+v]) {
 					t.Fatalf("%d blocks, vector %d: 64-byte kernel %g, 32-byte %g, generic %g", nb, i+v, wide[v], narrow[v], want[i+v])
 				}
+			}
+		}
+		var eight [8]float32
+		dotQ8_0x8Z(&w.Data[0], &a.q32[0], &a.d32x4[0], nb, cols, 4*4*nb, &eight[0])
+		for v := range 8 {
+			if math.Float32bits(eight[v]) != math.Float32bits(want[v]) {
+				t.Fatalf("%d blocks, vector %d: eight-vector kernel %g, generic %g", nb, v, eight[v], want[v])
 			}
 		}
 	}
