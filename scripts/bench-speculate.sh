@@ -121,14 +121,16 @@ if has tinyllama; then
 	start 1 "$THREADS" "$target" "$draft"
 	row "tinyllama Q4_K, 1 node x$THREADS" "$prompt" off ngram draft
 	stop
-	# 300 MB a node (the first keeps the draft's 125 MB of it): three
-	# stages (9, 9 and 4 layers here). The share above let two nodes hold
-	# the target and left the first with the draft alone.
-	SHARE=300000000 start 3 1 "$target" "$draft"
-	row "tinyllama Q4_K, 3 nodes x1" "$prompt" off ngram draft
-	shards=$("$BIN" status --api "127.0.0.1:$PORT" | grep -oE ' m:[0-9]+-[0-9]+( |$)' | tr -d ' ' | sort -t: -k2 -n | tr '\n' ' ')
-	echo "tinyllama Q4_K, 3 nodes x1: stages (first-end) $shards"
+	# SHARE3 a node (300 MB; the first keeps the draft's 125 MB of it):
+	# three stages (9, 9 and 4 layers here). The share above let two nodes
+	# hold the target and left the first with the draft alone. A first
+	# answer loads the stages, and their split is checked before the rows.
+	SHARE=${SHARE3:-300000000} start 3 1 "$target" "$draft"
+	"$BIN" run --api "127.0.0.1:$PORT" --model m --prompt "$prompt" --max-tokens 2 --speculate off >/dev/null 2>&1
+	shards=$("$BIN" status --api "127.0.0.1:$PORT" | { grep -oE ' m:[0-9]+-[0-9]+' || true; } | tr -d ' ' | sort -t: -k2 -n | tr '\n' ' ')
+	echo "tinyllama Q4_K, 3 nodes x1: stages (first-end) ${shards:-none}"
 	[ "$(wc -w <<<"$shards")" = 3 ] || { echo "bench-speculate: tinyllama was not split in three" >&2; exit 1; }
+	row "tinyllama Q4_K, 3 nodes x1" "$prompt" off ngram draft
 	stop
 fi
 

@@ -349,7 +349,7 @@ func (r *ring) Step(ctx context.Context, fed int) (int, error) {
 		}
 		next.Guesses = guesses
 		if r.draftAhead {
-			r.spec.DraftAhead(r.seq, guesses)
+			r.spec.DraftAhead(r.seq, guesses, r.mostGuesses)
 		}
 	}
 	guessed, recoveries := len(next.Guesses), r.core.Recoveries()

@@ -324,16 +324,17 @@ func (sp *Speculator) Guess(seq []int, room int) ([]int, error) {
 // guess and draws the token the draft foresaw after them, the next
 // Guess reads its guesses off what was drafted meanwhile, and the draft
 // is off the step's path. Drafting stops at the next Guess (between two
-// tokens) or at Close. Nothing for n-gram guesses (they cost nothing), or
+// tokens) or at Close. most is the most guesses the next step may take
+// (Guess's room). Nothing for n-gram guesses (they cost nothing), or
 // without guesses.
-func (sp *Speculator) DraftAhead(seq, guesses []int) {
+func (sp *Speculator) DraftAhead(seq, guesses []int, most int) {
 	m, ok := sp.src.(*modelDrafter)
 	if !ok || len(guesses) == 0 || sp.ahead != nil {
 		return
 	}
 	text := slices.Concat(seq, guesses)
 	// The token after the guesses, then as many as the next step may guess.
-	sp.ahead = m.ahead(text, sp.most+1)
+	sp.ahead = m.ahead(text, min(sp.most, most)+1)
 }
 
 // settle stops drafting ahead and waits for it; its error if it failed.

@@ -199,8 +199,8 @@ func TestDraftAhead(t *testing.T) {
 	seq := []int{1, 17, 99, 300, 17, 99, 41}
 	sp := newSpec(most)
 	g := guess(sp, seq, 4)
-	chain := fresh(slices.Concat(seq, g), most+1) // the token after the guesses, then the next step's
-	sp.DraftAhead(seq, g)
+	chain := fresh(slices.Concat(seq, g), most+2) // the token after the guesses, then the next step's, and one more
+	sp.DraftAhead(seq, g, most)
 	if err := <-sp.ahead; err != nil {
 		t.Fatal(err)
 	}
@@ -214,20 +214,32 @@ func TestDraftAhead(t *testing.T) {
 	if got := guess(sp, text, 4); !slices.Equal(got, chain[1:5]) || m.w.cache.Len != fed {
 		t.Errorf("after the foreseen text: guesses %v with %d positions fed; want %v read off the chain (%d)", got, m.w.cache.Len, chain[1:5], fed)
 	}
+	// All the next step may guess: the chain's rest, then drafted on.
+	if got := guess(sp, text, most); !slices.Equal(got, chain[1:most+1]) {
+		t.Errorf("past the chain: guesses %v; want %v", got, chain[1:most+1])
+	}
+	// A text shorter than the one given: the chain past it was given,
+	// not drafted, so it drafts again.
+	if got, want := guess(sp, seq[:5], 3), fresh(seq[:5], 3); !slices.Equal(got, want) {
+		t.Errorf("after a shorter text: guesses %v; a fresh drafter's %v", got, want)
+	}
 
 	// The text leaves the chain: the target disagreed with the third guess.
 	other := slices.Concat(seq, g[:2], []int{(g[2] + 1) % d.Model.Vocab})
 	if got, want := guess(sp, other, 4), fresh(other, 4); !slices.Equal(got, want) {
 		t.Errorf("after a text off the chain: guesses %v; a fresh drafter's %v", got, want)
 	}
-	// Drafting ahead stopped at once by the next guess.
+	// Drafting ahead stopped at once by the next guess, for the text it
+	// foresaw: whatever it drafted before the stop is read back, the rest
+	// drafted; a fresh drafter's guesses either way.
 	g = guess(sp, other, 3)
-	sp.DraftAhead(other, g)
-	text = slices.Concat(other, g[:1], []int{(g[1] + 1) % d.Model.Vocab})
+	next := fresh(slices.Concat(other, g), 1)
+	sp.DraftAhead(other, g, most)
+	text = slices.Concat(other, g, next)
 	if got, want := guess(sp, text, 5), fresh(text, 5); !slices.Equal(got, want) {
 		t.Errorf("after a stopped draft: guesses %v; a fresh drafter's %v", got, want)
 	}
-	sp.DraftAhead(text, g)
+	sp.DraftAhead(text, g, most)
 	sp.Close()
 	if sp.ahead != nil {
 		t.Error("Close left drafting ahead running")

@@ -99,3 +99,7 @@ func TestDot4Q8_0Wide(t *testing.T) {
 		}
 	}
 }
+
+// flipQ8Form switches the Q8_0 lane dots between their 64- and 32-byte
+// forms (eachImpl runs the avx512 set with both).
+func flipQ8Form() { q8x4Wide = !q8x4Wide }

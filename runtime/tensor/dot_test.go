@@ -17,6 +17,17 @@ func eachImpl(t *testing.T, f func(t *testing.T)) {
 			defer im.use(false)
 			f(t)
 		})
+		if im.name == "avx512" {
+			// The other form of the Q8_0 lane dots than the CPU's vendor
+			// picks (q8x4Wide: 64- or 32-byte registers).
+			t.Run("avx512-q8-other", func(t *testing.T) {
+				im.use(true)
+				defer im.use(false)
+				flipQ8Form()
+				defer flipQ8Form()
+				f(t)
+			})
+		}
 	}
 }
 
@@ -321,7 +332,7 @@ func TestMatMulAct(t *testing.T) {
 			x := testData("uniform", maxN*cols, 12)
 			a := NewActivations(maxN, cols)
 			var want []float32
-			for _, n := range []int{0, 1, 2, 5, 9} {
+			for _, n := range []int{0, 1, 2, 5, 8, 9} {
 				a.Set(x[:n*cols], n)
 				withGeneric(func() {
 					want = make([]float32, n*rows)

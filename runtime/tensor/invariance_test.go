@@ -3,6 +3,7 @@ package tensor
 import (
 	"math"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -36,9 +37,22 @@ func TestMatMulActBatchInvariant(t *testing.T) {
 			}
 		}
 	}
+	// The avx512 set twice: with both forms of the Q8_0 lane dots (64- and
+	// 32-byte registers), whichever the CPU's vendor picks (flipQ8Form).
+	var sets []impl
 	for _, im := range implementations {
-		if err := SetKernels(im.name); err != nil {
+		sets = append(sets, im)
+		if im.name == "avx512" {
+			sets = append(sets, impl{"avx512-q8-other", nil})
+		}
+	}
+	for _, im := range sets {
+		name := strings.TrimSuffix(im.name, "-q8-other")
+		if err := SetKernels(name); err != nil {
 			t.Fatal(err)
+		}
+		if name != im.name {
+			flipQ8Form()
 		}
 		for _, threads := range []int{1, 2} {
 			// Small F32 matrices take the four-row kernel a vector at a
@@ -89,6 +103,9 @@ func TestMatMulActBatchInvariant(t *testing.T) {
 				}
 			}
 			pool.Close()
+		}
+		if name != im.name {
+			flipQ8Form()
 		}
 	}
 }
