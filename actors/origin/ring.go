@@ -221,11 +221,6 @@ type ring struct {
 	// n-gram lookup itself instead (session.Config.Draft; spec is nil).
 	spec       *engine.Speculator
 	stageDraft bool
-	// draftAhead: the ring has several stages, so the draft model may go
-	// on drafting while they check a step's guesses (Speculator.DraftAhead):
-	// this node computes a part of the step at most. With one stage,
-	// perhaps this node's, the draft would take its cores.
-	draftAhead bool
 	seq        []int // the text so far for the guesser, reused
 	// mostGuesses bounds a step's guesses: the model's batch-invariance
 	// bound here where every stage runs on this node's architecture, the
@@ -348,7 +343,11 @@ func (r *ring) Step(ctx context.Context, fed int) (int, error) {
 			guesses = guesses[:r.guard.Allows(guesses)]
 		}
 		next.Guesses = guesses
-		if r.draftAhead {
+		if _, stages := r.core.Ring(); len(stages) > 1 {
+			// The draft model goes on drafting while the stages check the
+			// guesses (Speculator.DraftAhead): this node computes a part
+			// of the step at most. With one stage, perhaps this node's,
+			// the draft would take its cores.
 			r.spec.DraftAhead(r.seq, guesses, r.mostGuesses)
 		}
 	}
@@ -550,7 +549,6 @@ func (r *ring) use(id string, stages []session.Stage) {
 			r.mostGuesses = r.mostAnywhere
 		}
 	}
-	r.draftAhead = len(stages) > 1
 	c.system.Root.Send(r.self, watchStages{pids})
 	c.mu.Lock()
 	defer c.mu.Unlock()

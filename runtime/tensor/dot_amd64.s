@@ -3325,6 +3325,35 @@ DATA q8zIdx8<>+240(SB)/8, $0x0000000f0000000f
 DATA q8zIdx8<>+248(SB)/8, $0x0000000f0000000f
 GLOBL q8zIdx8<>(SB), RODATA|NOPTR, $256
 
+// Q8ZPAIRW: the step's blocks at SI and SI+34: Y10 = [fp16 d of b x4, of
+// b+1 x4] (for the products with the vectors' scales at DX), Z8 their
+// quants (b low, b+1 high), K1 the quants' sign bits, Z9 |quants|.
+// Y24 = q8zIdx's last index. Clobbers AX, BX.
+#define Q8ZPAIRW \
+	MOVWLZX      0(SI), AX          \
+	MOVWLZX      34(SI), BX         \
+	VMOVD        AX, X10            \
+	VPINSRW      $1, BX, X10, X10   \
+	VCVTPH2PS    X10, X10           \
+	VPERMPS      Y10, Y24, Y10      \
+	VMOVDQU      2(SI), Y8          \
+	VINSERTI64X4 $1, 36(SI), Z8, Z8 \
+	VPMOVB2M     Z8, K1             \
+	VPABSB       Z8, Z9
+
+// Q8ZLONEW: Q8ZPAIRW for a lone last block (X10 = its fp16 d x4, Z8's
+// high half zero) and K2 = the low half's lanes, for Q8ZLONE.
+#define Q8ZLONEW \
+	MOVL         $0xff, AX  \
+	KMOVW        AX, K2     \
+	MOVWLZX      0(SI), AX  \
+	VMOVD        AX, X10    \
+	VCVTPH2PS    X10, X10   \
+	VBROADCASTSS X10, X10   \
+	VMOVDQU      2(SI), Y8  \
+	VPMOVB2M     Z8, K1     \
+	VPABSB       Z8, Z9
+
 // Q8ZLONE(xaddr, IDX, ACC): Q8ZTOK for a lone last block: 32 bytes of x
 // (the next 32 may not be there), the low half of ACC only (K2).
 #define Q8ZLONE(xaddr, IDX, ACC) \
@@ -3381,19 +3410,10 @@ TEXT ·dotQ8_0x8Z(SB), NOSPLIT, $0-56
 q8z8loop:
 	CMPQ CX, $2
 	JLT  q8z8tail
-	MOVWLZX      0(SI), AX
-	MOVWLZX      34(SI), BX
-	VMOVD        AX, X10
-	VPINSRW      $1, BX, X10, X10
-	VCVTPH2PS    X10, X10
-	VPERMPS      Y10, Y24, Y10
+	Q8ZPAIRW
 	VMULPS       (DX), Y10, Y12
 	VMULPS       (DX)(R10*1), Y10, Y15
 	VINSERTF64X4 $1, Y15, Z12, Z12
-	VMOVDQU      2(SI), Y8
-	VINSERTI64X4 $1, 36(SI), Z8, Z8
-	VPMOVB2M     Z8, K1
-	VPABSB       Z8, Z9
 	Q8ZTOK((DI), Z16, Z0)
 	Q8ZTOK((DI)(R8*1), Z17, Z1)
 	Q8ZTOK((DI)(R8*2), Z18, Z2)
@@ -3412,18 +3432,10 @@ q8z8loop:
 q8z8tail:
 	TESTQ CX, CX
 	JZ    q8z8done
-	MOVL         $0xff, AX
-	KMOVW        AX, K2
-	MOVWLZX      0(SI), AX
-	VMOVD        AX, X10
-	VCVTPH2PS    X10, X10
-	VBROADCASTSS X10, X10
+	Q8ZLONEW
 	VMULPS       (DX), X10, X12
 	VMULPS       (DX)(R10*1), X10, X15
 	VINSERTF64X4 $1, Y15, Z12, Z12
-	VMOVDQU      2(SI), Y8
-	VPMOVB2M     Z8, K1
-	VPABSB       Z8, Z9
 	Q8ZLONE((DI), Z16, Z0)
 	Q8ZLONE((DI)(R8*1), Z17, Z1)
 	Q8ZLONE((DI)(R8*2), Z18, Z2)
@@ -3459,9 +3471,8 @@ TEXT ·cpuidVendor(SB), NOSPLIT, $0-12
 // func dotQ8_0x4Z(w *byte, x *int8, d4 *float32, nb, xs int, out *float32)
 //
 // dotQ8_0x4AVX512 two blocks a step in 64-byte registers; a lone last
-// block, after the halves are split into the 32-byte kernel's two sets,
-// by its step (W8PREP, TOK4N).
-TEXT ·dotQ8_0x4Z(SB), NOSPLIT, $16-48
+// block in the low halves only (Q8ZLONE).
+TEXT ·dotQ8_0x4Z(SB), NOSPLIT, $0-48
 	MOVQ w+0(FP), SI
 	MOVQ x+8(FP), DI
 	MOVQ d4+16(FP), DX
@@ -3478,17 +3489,8 @@ TEXT ·dotQ8_0x4Z(SB), NOSPLIT, $16-48
 q8zloop:
 	CMPQ CX, $2
 	JLT  q8ztail
-	MOVWLZX      0(SI), AX
-	MOVWLZX      34(SI), BX
-	VMOVD        AX, X10
-	VPINSRW      $1, BX, X10, X10
-	VCVTPH2PS    X10, X10
-	VPERMPS      Y10, Y24, Y10
+	Q8ZPAIRW
 	VMULPS       (DX), Y10, Y12
-	VMOVDQU      2(SI), Y8
-	VINSERTI64X4 $1, 36(SI), Z8, Z8
-	VPMOVB2M     Z8, K1
-	VPABSB       Z8, Z9
 	Q8ZTOK((DI), Z20, Z0)
 	Q8ZTOK((DI)(R8*1), Z21, Z1)
 	Q8ZTOK((DI)(R8*2), Z22, Z2)
@@ -3500,18 +3502,22 @@ q8zloop:
 	JMP  q8zloop
 
 q8ztail:
-	VEXTRACTF64X4 $1, Z0, Y4
-	VEXTRACTF64X4 $1, Z1, Y5
-	VEXTRACTF64X4 $1, Z2, Y6
-	VEXTRACTF64X4 $1, Z3, Y7
 	TESTQ CX, CX
 	JZ    q8zdone
-	W8PREP(0)
-	TOK4N(0, 0, Y0, Y1, Y2, Y3)
+	Q8ZLONEW
+	VMULPS       (DX), X10, X12
+	Q8ZLONE((DI), Z20, Z0)
+	Q8ZLONE((DI)(R8*1), Z21, Z1)
+	Q8ZLONE((DI)(R8*2), Z22, Z2)
+	Q8ZLONE((DI)(R9*1), Z23, Z3)
 
 q8zdone:
 	MOVQ out+40(FP), BX
-	X4FINISH
+	Q8ZFIN(Z0, Y0, X0, 0)
+	Q8ZFIN(Z1, Y1, X1, 4)
+	Q8ZFIN(Z2, Y2, X2, 8)
+	Q8ZFIN(Z3, Y3, X3, 12)
+	VZEROUPPER
 	RET
 
 // func dotF32Rows4x2AVX512(w *byte, x *float32, xs, n, groups, rs int, out0, out1 *float32)
