@@ -875,6 +875,10 @@ bu8x1loop:
 	K4PAIR8M(1, M) \
 	K4PAIR8M(2, M) \
 	K4PAIR8M(3, M) \
+	RQ4KSC(M)
+
+// RQ4KSC(M): RQ4KBODY's scales, mins, d and dmin of the 8 rows.
+#define RQ4KSC(M) \
 	K4ROWSC(4(SI), Y0, X17) \
 	K4ROWSC(4(SI)(R8*1), Y1, X18) \
 	K4ROWSC(4(SI)(R8*2), Y2, X19) \
@@ -1006,6 +1010,192 @@ rq4kqloop:
 	JNZ  rq4kqloop
 	VZEROUPPER
 	RET
+
+// K4LANES(off, Z, X): Z = the 16 bytes at offset off of rows j, 4+j, 8+j
+// and 12+j, one in each of its four lanes, where row j is at B (SI plus
+// 0, R8, 2*R8 or R9) and rows 4+j, 8+j, 12+j at the same offsets from
+// R10, R11 and R12. The upper lanes come by masked broadcast loads (K1,
+// K2, K3: dwords 4-7, 8-11, 12-15), which take no shuffle.
+#define K4LANES(B, B4, B8, B12, Z, X) \
+	VMOVDQU         B, X       \
+	VBROADCASTI32X4 B4, K1, Z  \
+	VBROADCASTI32X4 B8, K2, Z  \
+	VBROADCASTI32X4 B12, K3, Z
+
+// T4LANES(A, B, C, D, O0, O1, O2, O3): the 4x4 dword transpose of A-D in
+// each 128-bit lane: Og holds dword g of A, B, C, D in every lane.
+// Clobbers Z17-Z20.
+#define T4LANES(A, B, C, D, O0, O1, O2, O3) \
+	VPUNPCKLDQ  B, A, Z17    \
+	VPUNPCKHDQ  B, A, Z18    \
+	VPUNPCKLDQ  D, C, Z19    \
+	VPUNPCKHDQ  D, C, Z20    \
+	VPUNPCKLQDQ Z19, Z17, O0 \
+	VPUNPCKHQDQ Z19, Z17, O1 \
+	VPUNPCKLQDQ Z20, Z18, O2 \
+	VPUNPCKHQDQ Z20, Z18, O3
+
+// K4NIB16(p, G, g, M): K4NIBM for group vector G of 16 rows (rows 8-15 in
+// its upper half, where the second 8-row piece goes: 32 bytes further).
+// Z16 = 0x0f bytes; clobbers Z21, Z22.
+#define K4NIB16(p, G, g, M) \
+	VPANDD    Z16, G, Z21                       \
+	VMOVDQU64 Z21, (M*(256*(2*p)+32*g))(DI)     \
+	VPSRLW    $4, G, Z22                        \
+	VPANDD    Z16, Z22, Z22                     \
+	VMOVDQU64 Z22, (M*(256*(2*p+1)+32*g))(DI)
+
+// K4PAIR16M(p, M): K4PAIR8M for 16 rows (SI, R10, R11, R12: rows 0, 4, 8,
+// 12): each lane of a register holds four dwords of a row, so the
+// transpose stays within lanes and a register of results is a group of
+// all 16 rows.
+#define K4PAIR16M(p, M) \
+	K4LANES((16+32*p)(SI), (16+32*p)(R10), (16+32*p)(R11), (16+32*p)(R12), Z0, X0) \
+	K4LANES((16+32*p)(SI)(R8*1), (16+32*p)(R10)(R8*1), (16+32*p)(R11)(R8*1), (16+32*p)(R12)(R8*1), Z1, X1) \
+	K4LANES((16+32*p)(SI)(R8*2), (16+32*p)(R10)(R8*2), (16+32*p)(R11)(R8*2), (16+32*p)(R12)(R8*2), Z2, X2) \
+	K4LANES((16+32*p)(SI)(R9*1), (16+32*p)(R10)(R9*1), (16+32*p)(R11)(R9*1), (16+32*p)(R12)(R9*1), Z3, X3) \
+	K4LANES((32+32*p)(SI), (32+32*p)(R10), (32+32*p)(R11), (32+32*p)(R12), Z4, X4) \
+	K4LANES((32+32*p)(SI)(R8*1), (32+32*p)(R10)(R8*1), (32+32*p)(R11)(R8*1), (32+32*p)(R12)(R8*1), Z5, X5) \
+	K4LANES((32+32*p)(SI)(R8*2), (32+32*p)(R10)(R8*2), (32+32*p)(R11)(R8*2), (32+32*p)(R12)(R8*2), Z6, X6) \
+	K4LANES((32+32*p)(SI)(R9*1), (32+32*p)(R10)(R9*1), (32+32*p)(R11)(R9*1), (32+32*p)(R12)(R9*1), Z7, X7) \
+	T4LANES(Z0, Z1, Z2, Z3, Z8, Z9, Z10, Z11)   \
+	T4LANES(Z4, Z5, Z6, Z7, Z12, Z13, Z14, Z15) \
+	K4NIB16(p, Z8, 0, M)  \
+	K4NIB16(p, Z9, 1, M)  \
+	K4NIB16(p, Z10, 2, M) \
+	K4NIB16(p, Z11, 3, M) \
+	K4NIB16(p, Z12, 4, M) \
+	K4NIB16(p, Z13, 5, M) \
+	K4NIB16(p, Z14, 6, M) \
+	K4NIB16(p, Z15, 7, M)
+
+// K4SCB(S, j, M): scale j of the 16 rows (byte j of each dword of S) as
+// int32 into the tile. Z28 = 0xff dwords; clobbers Z13.
+#define K4SCB0(S, j, M) \
+	VPANDD    Z28, S, Z13 \
+	VMOVDQU64 Z13, (M*(2048+32*j))(DI)
+#define K4SCB(S, j, sh, M) \
+	VPSRLD    $sh, S, Z13  \
+	VPANDD    Z28, Z13, Z13 \
+	VMOVDQU64 Z13, (M*(2048+32*j))(DI)
+#define K4SCB3(S, j, M) \
+	VPSRLD    $24, S, Z13 \
+	VMOVDQU64 Z13, (M*(2048+32*j))(DI)
+
+// K4MINP(S, k, M): the min pair k of the 16 rows (bytes 0 and 1 of each
+// dword of S) as two int16 in a dword into the tile. Z28 = 0xff dwords,
+// Z29 = 0xff00 dwords; clobbers Z13, Z14.
+#define K4MINP(S, k, M) \
+	VPANDD    Z28, S, Z13  \
+	VPANDD    Z29, S, Z14  \
+	VPSLLD    $8, Z14, Z14 \
+	VPORD     Z14, Z13, Z13 \
+	VMOVDQU64 Z13, (M*(2304+32*k))(DI)
+
+// RQ4KSC16(M): RQ4KSC for 16 rows at once. The 16-byte headers (d, dmin,
+// the 12 bytes of scales and mins) of rows 4L+i go to lane L of Z(i);
+// the in-lane transpose then gives, a row a dword and in row order, d and
+// dmin (Z4) and scale bytes 0-3, 4-7, 8-11 (Z5, Z6, Z7), which K4ROWSC's
+// arithmetic turns into the 8 scales (Z8, Z10) and 8 mins (Z9, Z11) of
+// every row, four bytes a dword. Z24 = 0x3f bytes, Z25 = 0x0f, Z26 = 0x03.
+#define RQ4KSC16(M) \
+	K4LANES((SI), (R10), (R11), (R12), Z0, X0) \
+	K4LANES((SI)(R8*1), (R10)(R8*1), (R11)(R8*1), (R12)(R8*1), Z1, X1) \
+	K4LANES((SI)(R8*2), (R10)(R8*2), (R11)(R8*2), (R12)(R8*2), Z2, X2) \
+	K4LANES((SI)(R9*1), (R10)(R9*1), (R11)(R9*1), (R12)(R9*1), Z3, X3) \
+	T4LANES(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7) \
+	VPANDD    Z24, Z5, Z8   \
+	VPANDD    Z24, Z6, Z9   \
+	VPSRLD    $6, Z5, Z10   \
+	VPANDD    Z26, Z10, Z10 \
+	VPSLLD    $4, Z10, Z10  \
+	VPANDD    Z25, Z7, Z12  \
+	VPORD     Z12, Z10, Z10 \
+	VPSRLD    $6, Z6, Z11   \
+	VPANDD    Z26, Z11, Z11 \
+	VPSLLD    $4, Z11, Z11  \
+	VPSRLD    $4, Z7, Z12   \
+	VPANDD    Z25, Z12, Z12 \
+	VPORD     Z12, Z11, Z11 \
+	K4SCB0(Z8, 0, M)        \
+	K4SCB(Z8, 1, 8, M)      \
+	K4SCB(Z8, 2, 16, M)     \
+	K4SCB3(Z8, 3, M)        \
+	K4SCB0(Z10, 4, M)       \
+	K4SCB(Z10, 5, 8, M)     \
+	K4SCB(Z10, 6, 16, M)    \
+	K4SCB3(Z10, 7, M)       \
+	K4MINP(Z9, 0, M)        \
+	VPSRLD    $16, Z9, Z9   \
+	K4MINP(Z9, 1, M)        \
+	K4MINP(Z11, 2, M)       \
+	VPSRLD    $16, Z11, Z11 \
+	K4MINP(Z11, 3, M)       \
+	VPMOVDW   Z4, Y13       \
+	VCVTPH2PS Y13, Z13      \
+	VMOVUPS   Z13, (M*2432)(DI) \
+	VPSRLD    $16, Z4, Z14  \
+	VPMOVDW   Z14, Y14      \
+	VCVTPH2PS Y14, Z14      \
+	VMOVUPS   Z14, (M*2464)(DI)
+
+// RQ4K16LOOP(M, step, label): nb super-blocks of 16 rows: the quants
+// (K4PAIR16M) and the scales (RQ4KSC16) of all 16 at once.
+#define RQ4K16LOOP(M, step, label) \
+	MOVQ dst+0(FP), DI                   \
+	MOVQ w+8(FP), SI                     \
+	MOVQ rs+16(FP), R8                   \
+	MOVQ nb+24(FP), CX                   \
+	LEAQ (R8)(R8*2), R9                  \
+	LEAQ (SI)(R8*4), R10                 \
+	LEAQ (R10)(R8*4), R11                \
+	LEAQ (R11)(R8*4), R12                \
+	MOVL         $0x0f0f0f0f, AX         \
+	VPBROADCASTD AX, Z16                 \
+	VPBROADCASTD AX, Z25                 \
+	MOVL         $0x3f3f3f3f, AX         \
+	VPBROADCASTD AX, Z24                 \
+	MOVL         $0x03030303, AX         \
+	VPBROADCASTD AX, Z26                 \
+	MOVL         $0xff, AX               \
+	VPBROADCASTD AX, Z28                 \
+	MOVL         $0xff00, AX             \
+	VPBROADCASTD AX, Z29                 \
+	MOVW         $0x00f0, AX             \
+	KMOVW        AX, K1                  \
+	MOVW         $0x0f00, AX             \
+	KMOVW        AX, K2                  \
+	MOVW         $0xf000, AX             \
+	KMOVW        AX, K3                  \
+label:                                   \
+	K4PAIR16M(0, M)                      \
+	K4PAIR16M(1, M)                      \
+	K4PAIR16M(2, M)                      \
+	K4PAIR16M(3, M)                      \
+	RQ4KSC16(M)                          \
+	ADDQ  $step, DI                      \
+	ADDQ  $144, SI                       \
+	ADDQ  $144, R10                      \
+	ADDQ  $144, R11                      \
+	ADDQ  $144, R12                      \
+	DECQ  CX                             \
+	JNZ   label                          \
+	VZEROUPPER                           \
+	RET
+
+// func repackQ4_Kx16iAsm(dst *byte, w *byte, rs int, nb int)
+//
+// repackQ4_Kx16iAsm is repackQ4_Kx8iAsm for 16 rows: a whole 16-row
+// interleaved tile.
+TEXT ·repackQ4_Kx16iAsm(SB), NOSPLIT, $0-32
+	RQ4K16LOOP(2, 4992, rq4k16iloop)
+
+// func repackQ4_Kx16qAsm(dst *byte, w *byte, rs int, nb int)
+//
+// repackQ4_Kx16qAsm is repackQ4_Kx8qAsm for 16 rows: half of a 32-row
+// tile, dst + 64h taking rows 16h..16h+15.
+TEXT ·repackQ4_Kx16qAsm(SB), NOSPLIT, $0-32
+	RQ4K16LOOP(4, 9984, rq4k16qloop)
 
 // The AVX-VNNI batch kernels (useAVXVNNI: the VEX-encoded 32-byte
 // VPDPBUSD of CPUs without AVX-512, such as Intel's client cores): the

@@ -26,27 +26,31 @@ func TestRepackKx8(t *testing.T) {
 		asm      func(dst, w *byte, rs, nb int)
 		goRepack func(dst, w []byte, rs, nb int)
 		avx512   bool // the AVX-512 forms; the others need AVX2 only
+		rows     int  // rows a repack takes (8 or 16)
 	}{
-		{Q4_K, q4KBytes, q4KTileSB, []int{0, 2}, repackQ4_Kx8V, repackQ4_Kx8Go, false},
-		{Q5_K, q5KBytes, q4KTileSB, []int{0, 2}, repackQ5_Kx8V, repackQ5_Kx8Go, false},
-		{Q6_K, q6KBytes, q6KTileSB, []int{208}, repackQ6_Kx8V, repackQ6_Kx8Go, false},
-		{IQ4_XS, iq4XSBytes, q6KTileSB, []int{0}, repackIQ4_XSx8V, repackIQ4_XSx8Go, false},
-		{Q3_K, q3KBytes, q6KTileSB, []int{108}, repackQ3_Kx8V, repackQ3_Kx8Go, false},
-		{Q2_K, q2KBytes, q2KTileSB, []int{80, 82}, repackQ2_Kx8V, repackQ2_Kx8Go, false},
-		{Q4_K, q4KBytes, q4KTileSB, []int{0, 2}, repackQ4_Kx8Asm, repackQ4_Kx8Go, true},
-		{Q5_K, q5KBytes, q4KTileSB, []int{0, 2}, repackQ5_Kx8Asm, repackQ5_Kx8Go, true},
-		{Q6_K, q6KBytes, q6KTileSB, []int{208}, repackQ6_Kx8Asm, repackQ6_Kx8Go, true},
-		{IQ4_XS, iq4XSBytes, q6KTileSB, []int{0}, repackIQ4_XSx8Asm, repackIQ4_XSx8Go, true},
-		{Q3_K, q3KBytes, q6KTileSB, []int{108}, repackQ3_Kx8Asm, repackQ3_Kx8Go, true},
-		{Q2_K, q2KBytes, q2KTileSB, []int{80, 82}, repackQ2_Kx8Asm, repackQ2_Kx8Go, true},
-		{Q4_K, q4KBytes, 2 * q4KTileSB, []int{0, 2}, repackQ4_Kx8iAsm, repackQ4_Kx8iGo, true}, // half of a 16-row tile
-		{Q4_K, q4KBytes, 4 * q4KTileSB, []int{0, 2}, repackQ4_Kx8qAsm, repackQ4_Kx8qGo, true}, // a quarter of a 32-row tile
+		{Q4_K, q4KBytes, q4KTileSB, []int{0, 2}, repackQ4_Kx8V, repackQ4_Kx8Go, false, 8},
+		{Q5_K, q5KBytes, q4KTileSB, []int{0, 2}, repackQ5_Kx8V, repackQ5_Kx8Go, false, 8},
+		{Q6_K, q6KBytes, q6KTileSB, []int{208}, repackQ6_Kx8V, repackQ6_Kx8Go, false, 8},
+		{IQ4_XS, iq4XSBytes, q6KTileSB, []int{0}, repackIQ4_XSx8V, repackIQ4_XSx8Go, false, 8},
+		{Q3_K, q3KBytes, q6KTileSB, []int{108}, repackQ3_Kx8V, repackQ3_Kx8Go, false, 8},
+		{Q2_K, q2KBytes, q2KTileSB, []int{80, 82}, repackQ2_Kx8V, repackQ2_Kx8Go, false, 8},
+		{Q4_K, q4KBytes, q4KTileSB, []int{0, 2}, repackQ4_Kx8Asm, repackQ4_Kx8Go, true, 8},
+		{Q5_K, q5KBytes, q4KTileSB, []int{0, 2}, repackQ5_Kx8Asm, repackQ5_Kx8Go, true, 8},
+		{Q6_K, q6KBytes, q6KTileSB, []int{208}, repackQ6_Kx8Asm, repackQ6_Kx8Go, true, 8},
+		{IQ4_XS, iq4XSBytes, q6KTileSB, []int{0}, repackIQ4_XSx8Asm, repackIQ4_XSx8Go, true, 8},
+		{Q3_K, q3KBytes, q6KTileSB, []int{108}, repackQ3_Kx8Asm, repackQ3_Kx8Go, true, 8},
+		{Q2_K, q2KBytes, q2KTileSB, []int{80, 82}, repackQ2_Kx8Asm, repackQ2_Kx8Go, true, 8},
+		{Q4_K, q4KBytes, 2 * q4KTileSB, []int{0, 2}, repackQ4_Kx8iAsm, repackQ4_Kx8iGo, true, 8}, // half of a 16-row tile
+		{Q4_K, q4KBytes, 4 * q4KTileSB, []int{0, 2}, repackQ4_Kx8qAsm, repackQ4_Kx8qGo, true, 8}, // a quarter of a 32-row tile
+		{Q4_K, q4KBytes, 2 * q4KTileSB, []int{0, 2}, repackQ4_Kx16iAsm, twoRepacks(repackQ4_Kx8iGo), true, 16}, // a 16-row tile
+		{Q4_K, q4KBytes, 4 * q4KTileSB, []int{0, 2}, repackQ4_Kx16qAsm, twoRepacks(repackQ4_Kx8qGo), true, 16}, // half of a 32-row tile
 	} {
 		if c.avx512 && !hasAVX512 {
 			continue
 		}
 		for _, nb := range []int{1, 2, 5, 8} {
-			const rows, extra = 8, 3 // rows further apart than a row's blocks
+			const extra = 3 // rows further apart than a row's blocks
+			rows := c.rows
 			rs := (nb + extra) * c.bb
 			w := make([]byte, rows*rs)
 			for i := range w {
@@ -65,6 +69,44 @@ func TestRepackKx8(t *testing.T) {
 				t.Fatalf("%v, %d blocks: byte %d (block %d, offset %d) = %d, want %d", c.t, nb, i, i/c.tsb, i%c.tsb, got[i], want[i])
 			}
 		}
+	}
+}
+
+// BenchmarkRepackQ4_K: a 32-row tile of two super-blocks from L1, four
+// 8-row repacks against two 16-row ones.
+func BenchmarkRepackQ4_K(b *testing.B) {
+	if !hasAVX512 {
+		b.Skip("no AVX-512 here")
+	}
+	const kc, rows = 2, 32
+	rs := 8 * q4KBytes
+	w := make([]byte, rows*rs)
+	for i := range w {
+		w[i] = byte(i * 7)
+	}
+	tile := make([]byte, 4*kc*q4KTileSB)
+	b.Run("8q", func(b *testing.B) {
+		for b.Loop() {
+			for h := range 4 {
+				repackQ4_Kx8qAsm(&tile[32*h], &w[8*h*rs], rs, kc)
+			}
+		}
+	})
+	b.Run("16q", func(b *testing.B) {
+		for b.Loop() {
+			for h := range 2 {
+				repackQ4_Kx16qAsm(&tile[64*h], &w[16*h*rs], rs, kc)
+			}
+		}
+	})
+}
+
+// twoRepacks is an 8-row interleaved repack for 16 rows: rows 0-7 into
+// dst, rows 8-15 into the pieces 32 bytes further.
+func twoRepacks(repack8 func(dst, w []byte, rs, nb int)) func(dst, w []byte, rs, nb int) {
+	return func(dst, w []byte, rs, nb int) {
+		repack8(dst, w, rs, nb)
+		repack8(dst[32:], w[8*rs:], rs, nb)
 	}
 }
 
