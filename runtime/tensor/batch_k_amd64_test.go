@@ -40,8 +40,8 @@ func TestRepackKx8(t *testing.T) {
 		{IQ4_XS, iq4XSBytes, q6KTileSB, []int{0}, repackIQ4_XSx8Asm, repackIQ4_XSx8Go, true, 8},
 		{Q3_K, q3KBytes, q6KTileSB, []int{108}, repackQ3_Kx8Asm, repackQ3_Kx8Go, true, 8},
 		{Q2_K, q2KBytes, q2KTileSB, []int{80, 82}, repackQ2_Kx8Asm, repackQ2_Kx8Go, true, 8},
-		{Q4_K, q4KBytes, 2 * q4KTileSB, []int{0, 2}, repackQ4_Kx8iAsm, repackQ4_Kx8iGo, true, 8}, // half of a 16-row tile
-		{Q4_K, q4KBytes, 4 * q4KTileSB, []int{0, 2}, repackQ4_Kx8qAsm, repackQ4_Kx8qGo, true, 8}, // a quarter of a 32-row tile
+		{Q4_K, q4KBytes, 2 * q4KTileSB, []int{0, 2}, repackQ4_Kx8iAsm, repackQ4_Kx8iGo, true, 8},               // half of a 16-row tile
+		{Q4_K, q4KBytes, 4 * q4KTileSB, []int{0, 2}, repackQ4_Kx8qAsm, repackQ4_Kx8qGo, true, 8},               // a quarter of a 32-row tile
 		{Q4_K, q4KBytes, 2 * q4KTileSB, []int{0, 2}, repackQ4_Kx16iAsm, twoRepacks(repackQ4_Kx8iGo), true, 16}, // a 16-row tile
 		{Q4_K, q4KBytes, 4 * q4KTileSB, []int{0, 2}, repackQ4_Kx16qAsm, twoRepacks(repackQ4_Kx8qGo), true, 16}, // half of a 32-row tile
 	} {
