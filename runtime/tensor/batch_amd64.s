@@ -822,7 +822,7 @@ bu8x1loop:
 #define K4NIB(p, G, g) K4NIBM(p, G, g, 1)
 
 // K4NIBM(p, G, g, M): K4NIB into a tile whose 32-byte pieces lie M*32
-// bytes apart (M = 2: the interleaved 16-row tile, see repackQ4_Kx8iAsm).
+// bytes apart.
 #define K4NIBM(p, G, g, M) \
 	VPANDD  Y16, G, Y4                      \
 	VMOVDQU Y4, (M*(256*(2*p)+32*g))(DI)    \
@@ -875,10 +875,6 @@ bu8x1loop:
 	K4PAIR8M(1, M) \
 	K4PAIR8M(2, M) \
 	K4PAIR8M(3, M) \
-	RQ4KSC(M)
-
-// RQ4KSC(M): RQ4KBODY's scales, mins, d and dmin of the 8 rows.
-#define RQ4KSC(M) \
 	K4ROWSC(4(SI), Y0, X17) \
 	K4ROWSC(4(SI)(R8*1), Y1, X18) \
 	K4ROWSC(4(SI)(R8*2), Y2, X19) \
@@ -943,71 +939,6 @@ rq4kloop:
 	ADDQ $2496, DI
 	DECQ CX
 	JNZ  rq4kloop
-	VZEROUPPER
-	RET
-
-// func repackQ4_Kx8iAsm(dst *byte, w *byte, rs int, nb int)
-//
-// repackQ4_Kx8iAsm is repackQ4_Kx8Asm into half of an interleaved 16-row
-// tile: each 32-byte piece of the 8-row tile at twice its offset, so that
-// dst and dst+32 take rows 0-7 and 8-15 and a 64-byte load reads one piece
-// of all 16 (4992 bytes per super-block).
-TEXT ·repackQ4_Kx8iAsm(SB), NOSPLIT, $0-32
-	MOVQ dst+0(FP), DI
-	MOVQ w+8(FP), SI
-	MOVQ rs+16(FP), R8
-	MOVQ nb+24(FP), CX
-	LEAQ (R8)(R8*2), R9
-	LEAQ (SI)(R8*4), R10
-	MOVL         $0x0f0f0f0f, AX
-	VPBROADCASTD AX, Y16
-	VPBROADCASTD AX, X25
-	MOVL         $0x3f3f3f3f, AX
-	VPBROADCASTD AX, X24
-	MOVL         $0x03030303, AX
-	VPBROADCASTD AX, X26
-	MOVQ         $0x0000000400000000, AX
-	VMOVQ        AX, X27
-
-rq4kiloop:
-	RQ4KBODY(2)
-	ADDQ $144, SI
-	ADDQ $144, R10
-	ADDQ $4992, DI
-	DECQ CX
-	JNZ  rq4kiloop
-	VZEROUPPER
-	RET
-
-// func repackQ4_Kx8qAsm(dst *byte, w *byte, rs int, nb int)
-//
-// repackQ4_Kx8qAsm is repackQ4_Kx8Asm into a quarter of an interleaved
-// 32-row tile: each 32-byte piece at four times its offset, dst + 32q
-// taking rows 8q..8q+7 (9984 bytes per super-block).
-TEXT ·repackQ4_Kx8qAsm(SB), NOSPLIT, $0-32
-	MOVQ dst+0(FP), DI
-	MOVQ w+8(FP), SI
-	MOVQ rs+16(FP), R8
-	MOVQ nb+24(FP), CX
-	LEAQ (R8)(R8*2), R9
-	LEAQ (SI)(R8*4), R10
-	MOVL         $0x0f0f0f0f, AX
-	VPBROADCASTD AX, Y16
-	VPBROADCASTD AX, X25
-	MOVL         $0x3f3f3f3f, AX
-	VPBROADCASTD AX, X24
-	MOVL         $0x03030303, AX
-	VPBROADCASTD AX, X26
-	MOVQ         $0x0000000400000000, AX
-	VMOVQ        AX, X27
-
-rq4kqloop:
-	RQ4KBODY(4)
-	ADDQ $144, SI
-	ADDQ $144, R10
-	ADDQ $9984, DI
-	DECQ CX
-	JNZ  rq4kqloop
 	VZEROUPPER
 	RET
 
@@ -1092,7 +1023,8 @@ rq4kqloop:
 	VPORD     Z14, Z13, Z13 \
 	VMOVDQU64 Z13, (M*(2304+32*k))(DI)
 
-// RQ4KSC16(M): RQ4KSC for 16 rows at once. The 16-byte headers (d, dmin,
+// RQ4KSC16(M): the scales, mins, d and dmin of 16 rows at once (K4ROWSC
+// and GATHER16 take one row at a time). The 16-byte headers (d, dmin,
 // the 12 bytes of scales and mins) of rows 4L+i go to lane L of Z(i);
 // the in-lane transpose then gives, a row a dword and in row order, d and
 // dmin (Z4) and scale bytes 0-3, 4-7, 8-11 (Z5, Z6, Z7), which K4ROWSC's
@@ -1185,14 +1117,14 @@ label:                                   \
 
 // func repackQ4_Kx16iAsm(dst *byte, w *byte, rs int, nb int)
 //
-// repackQ4_Kx16iAsm is repackQ4_Kx8iAsm for 16 rows: a whole 16-row
-// interleaved tile.
+// repackQ4_Kx16iAsm is repackQ4_Kx16iGo in assembly: the 16-row
+// interleaved tile (batch_k_amd64.s).
 TEXT ·repackQ4_Kx16iAsm(SB), NOSPLIT, $0-32
 	RQ4K16LOOP(2, 4992, rq4k16iloop)
 
 // func repackQ4_Kx16qAsm(dst *byte, w *byte, rs int, nb int)
 //
-// repackQ4_Kx16qAsm is repackQ4_Kx8qAsm for 16 rows: half of a 32-row
+// repackQ4_Kx16qAsm is repackQ4_Kx16qGo in assembly: half of a 32-row
 // tile, dst + 64h taking rows 16h..16h+15.
 TEXT ·repackQ4_Kx16qAsm(SB), NOSPLIT, $0-32
 	RQ4K16LOOP(4, 9984, rq4k16qloop)

@@ -467,21 +467,26 @@ func matMulBatchQ4K16(out []float32, w Matrix, a *Activations, lo, hi int) int {
 	return r
 }
 
-// repackQ4_Kx8iAsm is repackQ4_Kx8iGo in assembly (batch_amd64.s).
-//
-//go:noescape
-func repackQ4_Kx8iAsm(dst *byte, w *byte, rs int, nb int)
+// repackQ4_Kx16iGo writes the interleaved 16-row Q4_K tile of nb
+// super-blocks of the 16 rows at w, w+rs, ..., w+15*rs: the 8-row tiles
+// (repackQ4_Kx8Go) of rows 0-7 and of rows 8-15, each 32-byte piece at
+// twice its offset and rows 8-15's piece 32 bytes after rows 0-7's, so
+// that a 64-byte load takes a piece of all 16 rows. The reference for
+// repackQ4_Kx16iAsm.
+func repackQ4_Kx16iGo(dst, w []byte, rs, nb int) { repackQ4_Kx16mGo(dst, w, rs, nb, 2) }
 
-// repackQ4_Kx8iGo writes the 8-row Q4_K tile of repackQ4_Kx8Go into half of
-// an interleaved 16-row tile: each 32-byte piece at twice its offset (the
-// other half, rows 8-15, goes 32 bytes further). The reference for
-// repackQ4_Kx8iAsm.
-func repackQ4_Kx8iGo(dst, w []byte, rs, nb int) { repackQ4_Kx8mGo(dst, w, rs, nb, 2) }
+// repackQ4_Kx16qGo is repackQ4_Kx16iGo into half of a 32-row tile (each
+// piece at four times its offset; rows 16-31 go 64 bytes further): the
+// reference for repackQ4_Kx16qAsm.
+func repackQ4_Kx16qGo(dst, w []byte, rs, nb int) { repackQ4_Kx16mGo(dst, w, rs, nb, 4) }
 
-// repackQ4_Kx8qGo is repackQ4_Kx8iGo for a quarter of a 32-row tile (each
-// piece at four times its offset): the reference for repackQ4_Kx8qAsm.
-func repackQ4_Kx8qGo(dst, w []byte, rs, nb int) { repackQ4_Kx8mGo(dst, w, rs, nb, 4) }
+func repackQ4_Kx16mGo(dst, w []byte, rs, nb, m int) {
+	repackQ4_Kx8mGo(dst, w, rs, nb, m)
+	repackQ4_Kx8mGo(dst[32:], w[8*rs:], rs, nb, m)
+}
 
+// repackQ4_Kx8mGo writes the 8-row tile with each 32-byte piece at m
+// times its offset.
 func repackQ4_Kx8mGo(dst, w []byte, rs, nb, m int) {
 	t := make([]byte, q4KTileSB)
 	for b := range nb {
@@ -492,7 +497,7 @@ func repackQ4_Kx8mGo(dst, w []byte, rs, nb, m int) {
 	}
 }
 
-// batchQ4Kx16ix4 is batchQ4Kx16x4 on an interleaved tile (repackQ4_Kx8iAsm);
+// batchQ4Kx16ix4 is batchQ4Kx16x4 on an interleaved tile (repackQ4_Kx16iAsm);
 // where out is not nil it writes vector t's 16 results (accumulator minus
 // mins accumulator) to out + t*os bytes instead of acc: the last
 // super-blocks of the rows, without a pass of Go over acc (which cost a
@@ -506,25 +511,19 @@ func batchQ4Kx16ix4(tile *byte, x *int8, xs int, d *float32, ds int, b2 *int16, 
 //go:noescape
 func batchQ4Kx16ix1(tile *byte, x *int8, d *float32, b2 *int16, nb int, acc *float32, out *float32)
 
-// repackQ4_Kx8qAsm is repackQ4_Kx8qGo in assembly (batch_amd64.s).
-//
-//go:noescape
-func repackQ4_Kx8qAsm(dst *byte, w *byte, rs int, nb int)
-
-// repackQ4_Kx16iAsm is two repackQ4_Kx8iAsm (rows 0-7 into dst, rows 8-15
-// into dst+32) in one: the 16 rows' quants transposed together in 64-byte
-// registers, a quarter fewer instructions for the whole repack.
+// repackQ4_Kx16iAsm is repackQ4_Kx16iGo in assembly (batch_amd64.s): the
+// quants of the 16 rows transposed together in 64-byte registers, and
+// their scales and mins taken apart together.
 //
 //go:noescape
 func repackQ4_Kx16iAsm(dst *byte, w *byte, rs int, nb int)
 
-// repackQ4_Kx16qAsm is repackQ4_Kx16iAsm into half of a 32-row tile
-// (two repackQ4_Kx8qAsm: dst and dst+32).
+// repackQ4_Kx16qAsm is repackQ4_Kx16qGo in assembly (batch_amd64.s).
 //
 //go:noescape
 func repackQ4_Kx16qAsm(dst *byte, w *byte, rs int, nb int)
 
-// batchQ4Kx32ix4 is batchQ4Kx16ix4 for 32 rows (a tile of repackQ4_Kx8qAsm):
+// batchQ4Kx32ix4 is batchQ4Kx16ix4 for 32 rows (a tile of two repackQ4_Kx16qAsm):
 // acc holds per vector 32 row accumulators, then 32 mins accumulators.
 //
 //go:noescape

@@ -657,7 +657,7 @@ bq4kz4loop:
 	RET
 
 // The interleaved 16-row Q4_K kernels: batchQ4Kx16x4's arithmetic on a
-// tile written by repackQ4_Kx8iAsm, where each 32-byte piece of rows 0-7
+// tile written by repackQ4_Kx16iAsm, where each 32-byte piece of rows 0-7
 // is followed by that of rows 8-15, so one 64-byte load reads the 16
 // rows' group (no VINSERTI64X4: about a tenth faster, measured on
 // Sapphire Rapids). Offsets are twice the 8-row tile's: quants at
@@ -846,7 +846,7 @@ bq4kiz1acc:
 	RET
 
 // The 32-row Q4_K kernels: two 16-row halves of a tile written by
-// repackQ4_Kx8qAsm (rows 0-15 at 4*off, rows 16-31 at 4*off+64: quants at
+// repackQ4_Kx16qAsm (rows 0-15 at 4*off, rows 16-31 at 4*off+64: quants at
 // 1024j+128g, scales at 8192+128j, min pairs at 9216+128k, d at 9728,
 // dmin at 9856; 9984 bytes per super-block). Each vector's quants,
 // broadcast once into a register, feed both halves: half the broadcast

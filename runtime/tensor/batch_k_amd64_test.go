@@ -40,10 +40,8 @@ func TestRepackKx8(t *testing.T) {
 		{IQ4_XS, iq4XSBytes, q6KTileSB, []int{0}, repackIQ4_XSx8Asm, repackIQ4_XSx8Go, true, 8},
 		{Q3_K, q3KBytes, q6KTileSB, []int{108}, repackQ3_Kx8Asm, repackQ3_Kx8Go, true, 8},
 		{Q2_K, q2KBytes, q2KTileSB, []int{80, 82}, repackQ2_Kx8Asm, repackQ2_Kx8Go, true, 8},
-		{Q4_K, q4KBytes, 2 * q4KTileSB, []int{0, 2}, repackQ4_Kx8iAsm, repackQ4_Kx8iGo, true, 8},               // half of a 16-row tile
-		{Q4_K, q4KBytes, 4 * q4KTileSB, []int{0, 2}, repackQ4_Kx8qAsm, repackQ4_Kx8qGo, true, 8},               // a quarter of a 32-row tile
-		{Q4_K, q4KBytes, 2 * q4KTileSB, []int{0, 2}, repackQ4_Kx16iAsm, twoRepacks(repackQ4_Kx8iGo), true, 16}, // a 16-row tile
-		{Q4_K, q4KBytes, 4 * q4KTileSB, []int{0, 2}, repackQ4_Kx16qAsm, twoRepacks(repackQ4_Kx8qGo), true, 16}, // half of a 32-row tile
+		{Q4_K, q4KBytes, 2 * q4KTileSB, []int{0, 2}, repackQ4_Kx16iAsm, repackQ4_Kx16iGo, true, 16}, // a 16-row tile
+		{Q4_K, q4KBytes, 4 * q4KTileSB, []int{0, 2}, repackQ4_Kx16qAsm, repackQ4_Kx16qGo, true, 16}, // half of a 32-row tile
 	} {
 		if c.avx512 && !hasAVX512 {
 			continue
@@ -85,29 +83,20 @@ func BenchmarkRepackQ4_K(b *testing.B) {
 		w[i] = byte(i * 7)
 	}
 	tile := make([]byte, 4*kc*q4KTileSB)
-	b.Run("8q", func(b *testing.B) {
+	b.Run("8-row", func(b *testing.B) {
 		for b.Loop() {
-			for h := range 4 {
-				repackQ4_Kx8qAsm(&tile[32*h], &w[8*h*rs], rs, kc)
+			for h := range 4 { // the 8-row tile: the same work
+				repackQ4_Kx8Asm(&tile[q4KTileSB*kc*h], &w[8*h*rs], rs, kc)
 			}
 		}
 	})
-	b.Run("16q", func(b *testing.B) {
+	b.Run("16-row", func(b *testing.B) {
 		for b.Loop() {
 			for h := range 2 {
 				repackQ4_Kx16qAsm(&tile[64*h], &w[16*h*rs], rs, kc)
 			}
 		}
 	})
-}
-
-// twoRepacks is an 8-row interleaved repack for 16 rows: rows 0-7 into
-// dst, rows 8-15 into the pieces 32 bytes further.
-func twoRepacks(repack8 func(dst, w []byte, rs, nb int)) func(dst, w []byte, rs, nb int) {
-	return func(dst, w []byte, rs, nb int) {
-		repack8(dst, w, rs, nb)
-		repack8(dst[32:], w[8*rs:], rs, nb)
-	}
 }
 
 func firstDiff(a, b []byte) int {
