@@ -189,15 +189,97 @@ DATA k4minW<>+30(SB)/1, $15
 DATA k4minW<>+31(SB)/1, $128
 GLOBL k4minW<>(SB), RODATA|NOPTR, $32
 
+// K4ZCH(qoff, xoff, SC, ACC): a 32-byte chunk of quants (qoff(SI): two
+// sub-blocks, low and high nibbles) against their 64 bytes of x
+// (xoff(DI)) in a 64-byte register: the chunk in both halves, the upper
+// one shifted 4 bits (Z30), so that lanes 0-7 take the first sub-block
+// and 8-15 the second, each scaled by its own scale: the words of Z5
+// (the pair's scales and mins, K4YPAIR) that SC's indices pick. Z31 =
+// 0x0f bytes.
+#define K4ZCH(qoff, xoff, SC, ACC) \
+	VBROADCASTI64X4 qoff(SI), Z4      \
+	VPSRLVW         Z30, Z4, Z4       \
+	VPANDD          Z31, Z4, Z4       \
+	VPMADDUBSW      xoff(DI), Z4, Z6  \
+	VPERMW          Z5, SC, Z7        \
+	VPDPWSSD        Z7, Z6, ACC
+
+// K4ZIDX(a, b, Z): Z = word a in the lower half, b in the upper (K2).
+#define K4ZIDX(a, b, Z) \
+	MOVL         $a, AX      \
+	VPBROADCASTW AX, Z       \
+	MOVL         $b, AX      \
+	VPBROADCASTW AX, K2, Z
+
+// K4ZSETUP: the constants of K4ZCH and K4YPAIR (Z16-Z23, Z26, Z30, Z31,
+// K1, K2).
+#define K4ZSETUP \
+	MOVL         $0x0f0f0f0f, AX \
+	VPBROADCASTD AX, Z31         \
+	MOVW         $0xff00, AX     \
+	KMOVW        AX, K1          \
+	VPXORD       Z30, Z30, Z30   \
+	MOVL         $0x00040004, AX \
+	VPBROADCASTD AX, K1, Z30     \
+	VMOVDQU64    k4minZ<>(SB), Z26 \
+	MOVL         $0xffff0000, AX \
+	KMOVD        AX, K2          \
+	K4ZIDX(0, 1, Z16)            \
+	K4ZIDX(2, 3, Z17)            \
+	K4ZIDX(4, 5, Z18)            \
+	K4ZIDX(6, 7, Z19)            \
+	K4ZIDX(16, 17, Z20)          \
+	K4ZIDX(18, 19, Z21)          \
+	K4ZIDX(20, 21, Z22)          \
+	K4ZIDX(22, 23, Z23)
+
+// k4minZ: VPERMW's indices from the unpacked scales of a pair of
+// super-blocks (words 8-15: the mins of the first, 24-31 of the second) to
+// each min twice, against the pairs of 16-sums of its sub-block.
+DATA k4minZ<>+0(SB)/2, $8
+DATA k4minZ<>+2(SB)/2, $8
+DATA k4minZ<>+4(SB)/2, $9
+DATA k4minZ<>+6(SB)/2, $9
+DATA k4minZ<>+8(SB)/2, $10
+DATA k4minZ<>+10(SB)/2, $10
+DATA k4minZ<>+12(SB)/2, $11
+DATA k4minZ<>+14(SB)/2, $11
+DATA k4minZ<>+16(SB)/2, $12
+DATA k4minZ<>+18(SB)/2, $12
+DATA k4minZ<>+20(SB)/2, $13
+DATA k4minZ<>+22(SB)/2, $13
+DATA k4minZ<>+24(SB)/2, $14
+DATA k4minZ<>+26(SB)/2, $14
+DATA k4minZ<>+28(SB)/2, $15
+DATA k4minZ<>+30(SB)/2, $15
+DATA k4minZ<>+32(SB)/2, $24
+DATA k4minZ<>+34(SB)/2, $24
+DATA k4minZ<>+36(SB)/2, $25
+DATA k4minZ<>+38(SB)/2, $25
+DATA k4minZ<>+40(SB)/2, $26
+DATA k4minZ<>+42(SB)/2, $26
+DATA k4minZ<>+44(SB)/2, $27
+DATA k4minZ<>+46(SB)/2, $27
+DATA k4minZ<>+48(SB)/2, $28
+DATA k4minZ<>+50(SB)/2, $28
+DATA k4minZ<>+52(SB)/2, $29
+DATA k4minZ<>+54(SB)/2, $29
+DATA k4minZ<>+56(SB)/2, $30
+DATA k4minZ<>+58(SB)/2, $30
+DATA k4minZ<>+60(SB)/2, $31
+DATA k4minZ<>+62(SB)/2, $31
+GLOBL k4minZ<>(SB), RODATA|NOPTR, $64
+
 // K4YPAIR: one step of the paired loop of dotQ4_KAVX512 (super-blocks b
 // at SI, b+1 at SI+144): the scale unpacking (K4YSCALES on the two
-// halves), the mins terms (the sub-block sums, pairs of 16-sums, of b in
-// the low half and of b+1 in the high, against the mins as int16) and
-// the scale products done for both in the two halves of a register,
-// their float steps in block order (X8: the sum, X9: the mins terms);
-// then SI, DI, DX, BX on to the next pair and CX two fewer. The scales
-// of b and b+1 go to 0(SP) as int16 pairs (K4P2SC), the products
-// [d*d, d*dmin] of b, then of b+1, to 64(SP).
+// halves of Y13, then as words in Z5: b's scales 0-7 and mins 8-15, b+1's
+// at 16-31), the products of both in 64-byte registers (K4ZCH; b into
+// Z0, b+1 into Z1), the mins terms (the 16-sums of b and b+1 against each
+// min twice, VPMADDWD), the four integer sums reduced together (b's sum,
+// b+1's, b's mins term, b+1's, in the four lanes of Z6) and their float
+// steps in block order (X8: the sum, X9: the mins terms); then SI, DI,
+// DX, BX on to the next pair and CX two fewer. The products [d*d,
+// d*dmin] of b, then of b+1, go to 64(SP).
 #define K4YPAIR \
 	PREFETCHT0 (4096)(SI) \
 	PREFETCHT0 (4160)(SI) \
@@ -215,10 +297,7 @@ GLOBL k4minW<>(SB), RODATA|NOPTR, $32
 	VPSLLD      $4, Y6, Y6 \
 	VPOR        Y6, Y7, Y7 \
 	VPUNPCKLDQ  Y7, Y13, Y13 \
-	VPSHUFB     Y27, Y13, Y6 \
-	VMOVDQU     Y6, 0(SP) \
-	VPSHUFB     Y28, Y13, Y6 \
-	VMOVDQU     Y6, 32(SP) \
+	VPMOVZXBW   Y13, Z5 \
 	MOVL         (SI), AX \
 	VMOVD        AX, X2 \
 	VPINSRD      $1, 144(SI), X2, X2 \
@@ -229,49 +308,34 @@ GLOBL k4minW<>(SB), RODATA|NOPTR, $32
 	VMOVUPS      X2, 64(SP) \
 	VPXOR Y0, Y0, Y0 \
 	VPXOR Y1, Y1, Y1 \
-	K4YW(16) \
-	K4YMULO((DI), Y4, 0, Y0) \
-	K4YMULO(32(DI), Y5, 4, Y0) \
-	K4YW(160) \
-	K4YMULO(256(DI), Y4, 16, Y1) \
-	K4YMULO(288(DI), Y5, 20, Y1) \
-	K4YW(48) \
-	K4YMULO(64(DI), Y4, 8, Y0) \
-	K4YMULO(96(DI), Y5, 12, Y0) \
-	K4YW(192) \
-	K4YMULO(320(DI), Y4, 24, Y1) \
-	K4YMULO(352(DI), Y5, 28, Y1) \
-	K4YW(80) \
-	K4YMULO(128(DI), Y4, 32, Y0) \
-	K4YMULO(160(DI), Y5, 36, Y0) \
-	K4YW(224) \
-	K4YMULO(384(DI), Y4, 48, Y1) \
-	K4YMULO(416(DI), Y5, 52, Y1) \
-	K4YW(112) \
-	K4YMULO(192(DI), Y4, 40, Y0) \
-	K4YMULO(224(DI), Y5, 44, Y0) \
-	K4YW(256) \
-	K4YMULO(448(DI), Y4, 56, Y1) \
-	K4YMULO(480(DI), Y5, 60, Y1) \
-	VMOVDQU      (BX), Y4 \
-	VPHADDW      32(BX), Y4, Y4 \
-	VPERMQ       $0xd8, Y4, Y4 \
-	VPSHUFB      Y29, Y13, Y5 \
-	VPMADDWD     Y5, Y4, Y4 \
-	VPSHUFD      $0x4e, Y4, Y5 \
-	VPADDD       Y5, Y4, Y4 \
-	VPSHUFD      $0xb1, Y4, Y5 \
-	VPADDD       Y5, Y4, Y4 \
-	VCVTDQ2PS    Y4, Y4 \
-	VEXTRACTF128 $1, Y4, X5 \
-	VFMADD231SS  68(SP), X4, X9 \
-	VFMADD231SS  76(SP), X5, X9 \
-	IRED8(Y0, X0, X2) \
-	IRED8(Y1, X1, X2) \
-	VCVTDQ2PS    X0, X0 \
-	VCVTDQ2PS    X1, X1 \
-	VFMADD231SS  64(SP), X0, X8 \
-	VFMADD231SS  72(SP), X1, X8 \
+	K4ZCH(16, 0, Z16, Z0) \
+	K4ZCH(160, 256, Z20, Z1) \
+	K4ZCH(48, 64, Z17, Z0) \
+	K4ZCH(192, 320, Z21, Z1) \
+	K4ZCH(80, 128, Z18, Z0) \
+	K4ZCH(224, 384, Z22, Z1) \
+	K4ZCH(112, 192, Z19, Z0) \
+	K4ZCH(256, 448, Z23, Z1) \
+	VSHUFI64X2    $0x44, Z1, Z0, Z6 \
+	VSHUFI64X2    $0xee, Z1, Z0, Z7 \
+	VPADDD        Z7, Z6, Z6 \
+	VPERMW        Z5, Z26, Z5 \
+	VPMADDWD      (BX), Z5, Z5 \
+	VSHUFI64X2    $0x88, Z5, Z6, Z7 \
+	VSHUFI64X2    $0xdd, Z5, Z6, Z6 \
+	VPADDD        Z7, Z6, Z6 \
+	VPSHUFD       $0x4e, Z6, Z7 \
+	VPADDD        Z7, Z6, Z6 \
+	VPSHUFD       $0xb1, Z6, Z7 \
+	VPADDD        Z7, Z6, Z6 \
+	VCVTDQ2PS     Z6, Z6 \
+	VFMADD231SS   64(SP), X6, X8 \
+	VEXTRACTF32X4 $1, Z6, X7 \
+	VFMADD231SS   72(SP), X7, X8 \
+	VEXTRACTF32X4 $2, Z6, X7 \
+	VFMADD231SS   68(SP), X7, X9 \
+	VEXTRACTF32X4 $3, Z6, X7 \
+	VFMADD231SS   76(SP), X7, X9 \
 	ADDQ $288, SI \
 	ADDQ $512, DI \
 	ADDQ $8, DX \
@@ -314,22 +378,20 @@ GLOBL k4minW<>(SB), RODATA|NOPTR, $32
 	VCVTDQ2PS    X0, X0 \
 	VFMADD231SS  X2, X0, X8
 
-// K4YSETUP loads the constants of K4YPAIR and K4YONE (Y11, Y12, Y14, Y15,
-// Y27-Y29).
+// K4YSETUP loads the constants of K4YPAIR and K4YONE (Y11, Y12, Y14, Y15
+// and K4ZSETUP's).
 #define K4YSETUP \
+	K4ZSETUP \
 	K4YCONST \
 	VPBROADCASTQ X15, Y15 \
 	VPBROADCASTQ X12, Y12 \
-	VPBROADCASTQ X11, Y11 \
-	VMOVDQU64    k4scLo<>(SB), Y27 \
-	VMOVDQU64    k4scHi<>(SB), Y28 \
-	VMOVDQU64    k4minW<>(SB), Y29
+	VPBROADCASTQ X11, Y11
 
 // func dotQ4_KAVX512(w *byte, x *int8, d *float32, bsums *int16, nb int) float32
 //
 // Super-blocks go in pairs (K4YPAIR), a last odd one alone (K4YONE).
-// Frame: 0 the scales of b and b+1 as int16 pairs (K4P2SC), 64 the
-// products [d*d, d*dmin] of b, then of b+1.
+// Frame: 0 the scales of a lone super-block as int16 pairs (K4YSCALES),
+// 64 the products [d*d, d*dmin] of b, then of b+1 (K4YPAIR).
 TEXT ·dotQ4_KAVX512(SB), NOSPLIT, $96-44
 	MOVQ w+0(FP), SI
 	MOVQ x+8(FP), DI
