@@ -252,7 +252,7 @@ func MatMulAct(p *Pool, out []float32, w Matrix, a *Activations) {
 	chunk := (w.Rows + 16*p.threads - 1) / (16 * p.threads)
 	chunk = (chunk + 7) / 8 * 8
 	if usesBatchForm(w.Type, n) {
-		chunk = (max(chunk, batchChunkMin) + batchChunkMin - 1) / batchChunkMin * batchChunkMin
+		chunk = (chunk + batchChunkMin - 1) / batchChunkMin * batchChunkMin
 	}
 	p.mu.Lock()
 	p.actJob.out, p.actJob.w, p.actJob.a, p.actJob.chunk = out, w, a, chunk
@@ -265,10 +265,11 @@ func MatMulAct(p *Pool, out []float32, w Matrix, a *Activations) {
 }
 
 // batchChunkMin is the fewest rows MatMulAct hands a worker in the batch
-// form: the widest batch kernels take 32 rows (Q4_K with AVX-512), and a
-// chunk of 8 runs the 8-row ones. A 256 x 2048 Q4_K matrix (a GQA
-// model's K or V) from memory at 3 vectors took 49-54 µs on two threads
-// in chunks of 8 against 27-30 on one thread (AMD EPYC, 2026-12-06).
+// form, and its chunks are multiples of it: the widest batch kernels take
+// 32 rows (Q4_K with AVX-512), and a chunk of 8 runs the 8-row ones. A
+// 256 x 2048 Q4_K matrix (a GQA model's K or V) from memory at 3 vectors
+// took 49-54 µs on two threads in chunks of 8 against 27-30 on one thread
+// (AMD EPYC, 2026-12-06).
 const batchChunkMin = 32
 
 // actJob holds MatMulAct's arguments in the Pool (see matJob); its items

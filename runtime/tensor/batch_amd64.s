@@ -819,23 +819,15 @@ bu8x1loop:
 // K4NIB(p, G, g): group vector G (group g of the pair p of sub-blocks) as
 // the low nibbles (sub-block 2p) and high nibbles (2p+1) into the tile at
 // DI. Y16 = 0x0f bytes; clobbers Y4, Y5.
-#define K4NIB(p, G, g) K4NIBM(p, G, g, 1)
-
-// K4NIBM(p, G, g, M): K4NIB into a tile whose 32-byte pieces lie M*32
-// bytes apart.
-#define K4NIBM(p, G, g, M) \
-	VPANDD  Y16, G, Y4                      \
-	VMOVDQU Y4, (M*(256*(2*p)+32*g))(DI)    \
-	VPSRLW  $4, G, Y5                       \
-	VPANDD  Y16, Y5, Y5                     \
-	VMOVDQU Y5, (M*(256*(2*p+1)+32*g))(DI)
+#define K4NIB(p, G, g) \
+	VPANDD  Y16, G, Y4                 \
+	VMOVDQU Y4, (256*(2*p)+32*g)(DI)   \
+	VPSRLW  $4, G, Y5                  \
+	VPANDD  Y16, Y5, Y5                \
+	VMOVDQU Y5, (256*(2*p+1)+32*g)(DI)
 
 // K4PAIR8(p): the pair p of sub-blocks of the 8 rows into the tile.
-#define K4PAIR8(p) K4PAIR8M(p, 1)
-
-// K4PAIR8M(p, M): the pair p of sub-blocks of the 8 rows into the tile
-// (pieces M*32 bytes apart, as K4NIBM).
-#define K4PAIR8M(p, M) \
+#define K4PAIR8(p) \
 	VMOVDQU (16+32*p)(SI), Y0        \
 	VMOVDQU (16+32*p)(SI)(R8*1), Y1  \
 	VMOVDQU (16+32*p)(SI)(R8*2), Y2  \
@@ -845,14 +837,14 @@ bu8x1loop:
 	VMOVDQU (16+32*p)(R10)(R8*2), Y6 \
 	VMOVDQU (16+32*p)(R10)(R9*1), Y7 \
 	TRANSPOSE8                       \
-	K4NIBM(p, Y0, 0, M)                  \
-	K4NIBM(p, Y2, 1, M)                  \
-	K4NIBM(p, Y12, 2, M)                 \
-	K4NIBM(p, Y14, 3, M)                 \
-	K4NIBM(p, Y1, 4, M)                  \
-	K4NIBM(p, Y3, 5, M)                  \
-	K4NIBM(p, Y13, 6, M)                 \
-	K4NIBM(p, Y15, 7, M)
+	K4NIB(p, Y0, 0)                  \
+	K4NIB(p, Y2, 1)                  \
+	K4NIB(p, Y12, 2)                 \
+	K4NIB(p, Y14, 3)                 \
+	K4NIB(p, Y1, 4)                  \
+	K4NIB(p, Y3, 5)                  \
+	K4NIB(p, Y13, 6)                 \
+	K4NIB(p, Y15, 7)
 
 // GATHER16(off, X): the fp16 at offset off of the 8 rows' blocks as 8
 // float32 in Y (X its low half).
@@ -868,13 +860,13 @@ bu8x1loop:
 	VPINSRW   $7, off(R10)(R9*1), X, X      \
 	VCVTPH2PS X, Y
 
-// RQ4KBODY(M): one super-block of the 8 rows at SI (rows 4-7 at R10) into
-// the tile at DI, its 32-byte pieces M*32 bytes apart.
-#define RQ4KBODY(M) \
-	K4PAIR8M(0, M) \
-	K4PAIR8M(1, M) \
-	K4PAIR8M(2, M) \
-	K4PAIR8M(3, M) \
+// RQ4KBODY: one super-block of the 8 rows at SI (rows 4-7 at R10) into
+// the tile at DI.
+#define RQ4KBODY \
+	K4PAIR8(0) \
+	K4PAIR8(1) \
+	K4PAIR8(2) \
+	K4PAIR8(3) \
 	K4ROWSC(4(SI), Y0, X17) \
 	K4ROWSC(4(SI)(R8*1), Y1, X18) \
 	K4ROWSC(4(SI)(R8*2), Y2, X19) \
@@ -884,14 +876,14 @@ bu8x1loop:
 	K4ROWSC(4(R10)(R8*2), Y6, X23) \
 	K4ROWSC(4(R10)(R9*1), Y7, X28) \
 	TRANSPOSE8 \
-	VMOVDQU Y0, (M*2048)(DI) \
-	VMOVDQU Y2, (M*2080)(DI) \
-	VMOVDQU Y12, (M*2112)(DI) \
-	VMOVDQU Y14, (M*2144)(DI) \
-	VMOVDQU Y1, (M*2176)(DI) \
-	VMOVDQU Y3, (M*2208)(DI) \
-	VMOVDQU Y13, (M*2240)(DI) \
-	VMOVDQU Y15, (M*2272)(DI) \
+	VMOVDQU Y0, 2048(DI) \
+	VMOVDQU Y2, 2080(DI) \
+	VMOVDQU Y12, 2112(DI) \
+	VMOVDQU Y14, 2144(DI) \
+	VMOVDQU Y1, 2176(DI) \
+	VMOVDQU Y3, 2208(DI) \
+	VMOVDQU Y13, 2240(DI) \
+	VMOVDQU Y15, 2272(DI) \
 	VMOVDQA64 Y17, Y0 \
 	VMOVDQA64 Y18, Y1 \
 	VMOVDQA64 Y19, Y2 \
@@ -901,14 +893,14 @@ bu8x1loop:
 	VMOVDQA64 Y23, Y6 \
 	VMOVDQA64 Y28, Y7 \
 	TRANSPOSE8 \
-	VMOVDQU Y0, (M*2304)(DI) \
-	VMOVDQU Y2, (M*2336)(DI) \
-	VMOVDQU Y12, (M*2368)(DI) \
-	VMOVDQU Y14, (M*2400)(DI) \
+	VMOVDQU Y0, 2304(DI) \
+	VMOVDQU Y2, 2336(DI) \
+	VMOVDQU Y12, 2368(DI) \
+	VMOVDQU Y14, 2400(DI) \
 	GATHER16(0, X0, Y0) \
-	VMOVUPS Y0, (M*2432)(DI) \
+	VMOVUPS Y0, 2432(DI) \
 	GATHER16(2, X1, Y1) \
-	VMOVUPS Y1, (M*2464)(DI)
+	VMOVUPS Y1, 2464(DI)
 
 // func repackQ4_Kx8Asm(dst *byte, w *byte, rs int, nb int)
 //
@@ -933,7 +925,7 @@ TEXT ·repackQ4_Kx8Asm(SB), NOSPLIT, $0-32
 	VMOVQ        AX, X27
 
 rq4kloop:
-	RQ4KBODY(1)
+	RQ4KBODY
 	ADDQ $144, SI
 	ADDQ $144, R10
 	ADDQ $2496, DI
@@ -942,10 +934,10 @@ rq4kloop:
 	VZEROUPPER
 	RET
 
-// K4LANES(off, Z, X): Z = the 16 bytes at offset off of rows j, 4+j, 8+j
-// and 12+j, one in each of its four lanes, where row j is at B (SI plus
-// 0, R8, 2*R8 or R9) and rows 4+j, 8+j, 12+j at the same offsets from
-// R10, R11 and R12. The upper lanes come by masked broadcast loads (K1,
+// K4LANES(B, B4, B8, B12, Z, X): Z = the 16 bytes at B, B4, B8 and B12
+// (rows j, 4+j, 8+j and 12+j: row j at an offset from SI plus 0, R8,
+// 2*R8 or R9, the others at the same offset from R10, R11 and R12), one
+// in each of its four lanes (X: Z's low lane). The upper lanes come by masked broadcast loads (K1,
 // K2, K3: dwords 4-7, 8-11, 12-15), which take no shuffle.
 #define K4LANES(B, B4, B8, B12, Z, X) \
 	VMOVDQU         B, X       \
@@ -1000,8 +992,9 @@ rq4kloop:
 	K4NIB16(p, Z14, 6, M) \
 	K4NIB16(p, Z15, 7, M)
 
-// K4SCB(S, j, M): scale j of the 16 rows (byte j of each dword of S) as
-// int32 into the tile. Z28 = 0xff dwords; clobbers Z13.
+// K4SCB0(S, j, M), K4SCB(S, j, sh, M), K4SCB3(S, j, M): scale j of the 16
+// rows (byte 0, sh/8 or 3 of each dword of S) as int32 into the tile.
+// Z28 = 0xff dwords; clobbers Z13.
 #define K4SCB0(S, j, M) \
 	VPANDD    Z28, S, Z13 \
 	VMOVDQU64 Z13, (M*(2048+32*j))(DI)

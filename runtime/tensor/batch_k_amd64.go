@@ -651,9 +651,8 @@ func matMulBatchQ4K32i(out []float32, w Matrix, a *Activations, lo, hi int) int 
 	return r
 }
 
-// matMulBatchQ4K16i is matMulBatchQ4K16 for Q4_K with the interleaved tile:
-// the two 8-row repacks write one 16-row tile and each weight group is one
-// 64-byte load.
+// matMulBatchQ4K16i is matMulBatchQ4K16 for Q4_K with the interleaved tile
+// (repackQ4_Kx16iAsm): each weight group is one 64-byte load.
 func matMulBatchQ4K16i(out []float32, w Matrix, a *Activations, lo, hi int) int {
 	rows, cols, n := w.Rows, w.Cols, a.n
 	rb, nk := w.RowBytes(), cols/qkK
