@@ -1016,6 +1016,15 @@ rq4kloop:
 	VPORD     Z14, Z13, Z13 \
 	VMOVDQU64 Z13, (M*(2304+32*k))(DI)
 
+// K4TOP2(A, LO, D): D = LO | (the top two bits of each byte of A) << 4:
+// scales or mins 4-7 from their low nibbles (LO) and the bytes of scales
+// or mins 0-3 (A). Z26 = 0x03 bytes.
+#define K4TOP2(A, LO, D) \
+	VPSRLD $6, A, D   \
+	VPANDD Z26, D, D  \
+	VPSLLD $4, D, D   \
+	VPORD  LO, D, D
+
 // RQ4KSC16(M): the scales, mins, d and dmin of 16 rows at once (K4ROWSC
 // and GATHER16 take one row at a time). The 16-byte headers (d, dmin,
 // the 12 bytes of scales and mins) of rows 4L+i go to lane L of Z(i);
@@ -1031,17 +1040,11 @@ rq4kloop:
 	T4LANES(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7) \
 	VPANDD    Z24, Z5, Z8   \
 	VPANDD    Z24, Z6, Z9   \
-	VPSRLD    $6, Z5, Z10   \
-	VPANDD    Z26, Z10, Z10 \
-	VPSLLD    $4, Z10, Z10  \
 	VPANDD    Z25, Z7, Z12  \
-	VPORD     Z12, Z10, Z10 \
-	VPSRLD    $6, Z6, Z11   \
-	VPANDD    Z26, Z11, Z11 \
-	VPSLLD    $4, Z11, Z11  \
+	K4TOP2(Z5, Z12, Z10)    \
 	VPSRLD    $4, Z7, Z12   \
 	VPANDD    Z25, Z12, Z12 \
-	VPORD     Z12, Z11, Z11 \
+	K4TOP2(Z6, Z12, Z11)    \
 	K4SCB0(Z8, 0, M)        \
 	K4SCB(Z8, 1, 8, M)      \
 	K4SCB(Z8, 2, 16, M)     \
