@@ -525,9 +525,14 @@ func repackQ4_Kx16qAsm(dst *byte, w *byte, rs int, nb int)
 
 // batchQ4Kx32ix4 is batchQ4Kx16ix4 for 32 rows (a tile of two repackQ4_Kx16qAsm):
 // acc holds per vector 32 row accumulators, then 32 mins accumulators.
+// Between its sub-blocks it hints the bytes from pf to pfEnd into the
+// cache, nine 64-byte lines a sub-block (what the next group's share of
+// the same super-blocks takes at one call a chunk: 32 rows x 144 bytes a
+// super-block over its 8 sub-blocks), and past pfEnd the line of pfEnd
+// again (pf = pfEnd: nothing new).
 //
 //go:noescape
-func batchQ4Kx32ix4(tile *byte, x *int8, xs int, d *float32, ds int, b2 *int16, bs int, nb int, acc *float32, out *float32, os int)
+func batchQ4Kx32ix4(tile *byte, x *int8, xs int, d *float32, ds int, b2 *int16, bs int, nb int, acc *float32, out *float32, os int, pf, pfEnd *byte)
 
 // batchQ4Kx32ix1 is batchQ4Kx32ix4 for one vector.
 //
@@ -557,7 +562,7 @@ const (
 // scratch and the m real ones on to out (rows r..r+g of each vector's
 // rows outputs). The kernels are called directly, not as a func value,
 // so that the scratch stays on the stack.
-func padFour(g int, tile *byte, a *Activations, v, m, k0, kc int, acc *float32, last bool, out []float32, rows, r int) {
+func padFour(g int, tile *byte, a *Activations, v, m, k0, kc int, acc *float32, last bool, out []float32, rows, r int, pf, pfEnd *byte) {
 	cols, nk := a.Cols, a.Cols/qkK
 	var part [4][32]float32
 	var o *float32
@@ -566,7 +571,7 @@ func padFour(g int, tile *byte, a *Activations, v, m, k0, kc int, acc *float32, 
 	}
 	x, d, b2 := &a.qK[v*cols+qkK*k0], &a.dK[v*nk+k0], &a.bK2[v*cols/32+8*k0]
 	if g == 32 {
-		batchQ4Kx32ix4(tile, x, cols, d, 4*nk, b2, 2*(cols/32), kc, acc, o, 4*32)
+		batchQ4Kx32ix4(tile, x, cols, d, 4*nk, b2, 2*(cols/32), kc, acc, o, 4*32, pf, pfEnd)
 	} else {
 		batchQ4Kx16ix4(tile, x, cols, d, 4*nk, b2, 2*(cols/32), kc, acc, o, 4*32)
 	}
@@ -587,6 +592,9 @@ func padFour(g int, tile *byte, a *Activations, v, m, k0, kc int, acc *float32, 
 // kernel issued for its next tile did not close the gap, nor did hints
 // for the whole next group). A group is at most 32 rows (about 100 KB at
 // 5632 Q4_K columns, 340 KB at 18944), so it stays in L2 for the repack.
+// The pass is memory the core waits for, not overlapped with arithmetic;
+// the 32-row Q4_K form (matMulBatchQ4K32i) touches only a chunk's first
+// group and hints the others in while it computes the one before.
 func touchRows(w Matrix, r, k int) {
 	rb := w.RowBytes()
 	g := w.Data[r*rb : (r+k)*rb]
@@ -599,9 +607,33 @@ func touchRows(w Matrix, r, k int) {
 //go:noescape
 func touchLines(p *byte, n int)
 
+// hintRange takes the first n bytes off *rest and returns the first and
+// last of them, for a kernel that hints them into the cache as it computes
+// (batchQ4Kx32ix4's pf, pfEnd). When nothing is left it returns idle twice:
+// a line already in L1 that the kernel may hint at no cost.
+func hintRange(rest *[]byte, n int, idle *byte) (first, last *byte) {
+	if len(*rest) == 0 {
+		return idle, idle
+	}
+	p := (*rest)[:min(n, len(*rest))]
+	*rest = (*rest)[len(p):]
+	return &p[0], &p[len(p)-1]
+}
+
 // matMulBatchQ4K32i computes the whole groups of 32 rows from lo up to hi
 // of a Q4_K matrix with the 32-row kernels and returns the first row it
 // did not compute.
+//
+// Only the first group is loaded before its repack (touchRows); while the
+// four-vector kernel computes a group, it hints the next 32 rows into the
+// cache (past hi too: the pool hands a worker neighbouring chunks, Each),
+// spread over its sub-blocks, so that memory and arithmetic overlap. The
+// hints must come a few at a time: one pass of loads, or hints in a burst
+// between tiles, stalled the core as long as the loads themselves (tried:
+// docs/performance.md). 5632 x 2048 from memory, AMD EPYC (Zen 5) VM,
+// 2026-12-07: one thread 4 vectors 0.54-0.58 -> 0.40-0.41 ms, 8 vectors
+// 0.71 -> 0.57-0.58; two threads 0.36-0.41 -> 0.28-0.31, 0.46-0.47 ->
+// 0.39-0.42.
 func matMulBatchQ4K32i(out []float32, w Matrix, a *Activations, lo, hi int) int {
 	rows, cols, n := w.Rows, w.Cols, a.n
 	rb, nk := w.RowBytes(), cols/qkK
@@ -611,7 +643,9 @@ func matMulBatchQ4K32i(out []float32, w Matrix, a *Activations, lo, hi int) int 
 	var acc [batchVecs][64]float32
 	r := lo
 	for ; r+32 <= hi; r += 32 {
-		touchRows(w, r, 32)
+		if r == lo {
+			touchRows(w, r, 32) // the later groups come in on hints (below)
+		}
 		for v0 := 0; v0 < n; v0 += batchVecs {
 			nv := min(batchVecs, n-v0)
 			clear(acc[:min(len(acc), (nv+3)&^3)]) // a padded four's too
@@ -623,6 +657,15 @@ func matMulBatchQ4K32i(out []float32, w Matrix, a *Activations, lo, hi int) int 
 					repackQ4_Kx16qAsm(&tile[64*h], &src[0], rb, kc)
 				}
 				last := k0+kc == nk
+				// The next group's bytes in the same share as these
+				// super-blocks of this one, hinted into the cache by this
+				// four-vector calls, split evenly among them.
+				fours := nv/4 + min(1, nv%4/padFours)
+				var nx []byte
+				if r+64 <= w.Rows && v0 == 0 && fours > 0 {
+					nx = w.Data[(r+32)*rb+32*k0*q4KBytes : (r+32)*rb+32*(k0+kc)*q4KBytes]
+				}
+				share := (len(nx)/max(1, fours) + 63) &^ 63
 				v := v0
 				for ; v+4 <= v0+nv; v += 4 {
 					var o *float32
@@ -630,11 +673,13 @@ func matMulBatchQ4K32i(out []float32, w Matrix, a *Activations, lo, hi int) int 
 						_ = out[(v+3)*rows+r+31]
 						o = &out[v*rows+r]
 					}
+					pf, pfEnd := hintRange(&nx, share, &tile[0])
 					batchQ4Kx32ix4(&tile[0], &a.qK[v*cols+qkK*k0], cols, &a.dK[v*nk+k0], 4*nk,
-						&a.bK2[v*cols/32+8*k0], 2*(cols/32), kc, &acc[v-v0][0], o, 4*rows)
+						&a.bK2[v*cols/32+8*k0], 2*(cols/32), kc, &acc[v-v0][0], o, 4*rows, pf, pfEnd)
 				}
 				if m := v0 + nv - v; m >= padFours {
-					padFour(32, &tile[0], a, v, m, k0, kc, &acc[v-v0][0], last, out, rows, r)
+					pf, pfEnd := hintRange(&nx, share, &tile[0])
+					padFour(32, &tile[0], a, v, m, k0, kc, &acc[v-v0][0], last, out, rows, r, pf, pfEnd)
 					v = v0 + nv
 				}
 				for ; v < v0+nv; v++ {
@@ -682,7 +727,7 @@ func matMulBatchQ4K16i(out []float32, w Matrix, a *Activations, lo, hi int) int 
 						&a.bK2[v*cols/32+8*k0], 2*(cols/32), kc, &acc[v-v0][0], o, 4*rows)
 				}
 				if m := v0 + nv - v; m >= padFours {
-					padFour(16, &tile[0], a, v, m, k0, kc, &acc[v-v0][0], last, out, rows, r)
+					padFour(16, &tile[0], a, v, m, k0, kc, &acc[v-v0][0], last, out, rows, r, &tile[0], &tile[0])
 					v = v0 + nv
 				}
 				for ; v < v0+nv; v++ {

@@ -876,6 +876,22 @@ bq4kiz1acc:
 	VPDPBUSD     Z26, Z17, Z6               \
 	VPDPBUSD     Z27, Z17, Z7
 
+// KPF9 hints nine lines of the next row group into the cache, from R14 up to
+// R15 (where it stays: past the end it hints the same lines again).
+#define KPF9 \
+	PREFETCHT0 (R14)      \
+	PREFETCHT0 64(R14)    \
+	PREFETCHT0 128(R14)   \
+	PREFETCHT0 192(R14)   \
+	PREFETCHT0 256(R14)   \
+	PREFETCHT0 320(R14)   \
+	PREFETCHT0 384(R14)   \
+	PREFETCHT0 448(R14)   \
+	PREFETCHT0 512(R14)   \
+	ADDQ       $576, R14  \
+	CMPQ       R14, R15   \
+	CMOVQHI    R15, R14
+
 #define KQSUB4(j) \
 	VPXORD  Z0, Z0, Z0        \
 	VPXORD  Z1, Z1, Z1        \
@@ -952,7 +968,9 @@ bq4kiz1acc:
 	VMOVUPS Z1, 64(DI)
 
 // func batchQ4Kx32ix4(tile *byte, x *int8, xs int, d *float32, ds int, b2 *int16, bs int, nb int, acc *float32, out *float32, os int)
-TEXT ·batchQ4Kx32ix4(SB), NOSPLIT, $0-88
+TEXT ·batchQ4Kx32ix4(SB), NOSPLIT, $0-104
+	MOVQ pf+88(FP), R14
+	MOVQ pfEnd+96(FP), R15
 	MOVQ tile+0(FP), SI
 	MOVQ x+8(FP), DI
 	MOVQ xs+16(FP), R8
@@ -976,13 +994,21 @@ bq4kq4loop:
 	VPXORD Z14, Z14, Z14
 	VPXORD Z15, Z15, Z15
 	KQSUB4(0)
+	KPF9
 	KQSUB4(1)
+	KPF9
 	KQSUB4(2)
+	KPF9
 	KQSUB4(3)
+	KPF9
 	KQSUB4(4)
+	KPF9
 	KQSUB4(5)
+	KPF9
 	KQSUB4(6)
+	KPF9
 	KQSUB4(7)
+	KPF9
 	KQHALF(0)
 	KQFOLD(0, (DX), Z8, 0(BX), 4(BX), 8(BX), 12(BX), 0)
 	KQFOLD(0, (DX)(R10*1), Z9, 0(BX)(R12*1), 4(BX)(R12*1), 8(BX)(R12*1), 12(BX)(R12*1), 256)

@@ -72,6 +72,7 @@ func NewPool(threads int) *Pool {
 	}
 	threads = min(threads, genChunks-1)
 	p := &Pool{threads: threads, wake: make([]chan struct{}, threads-1), parked: make([]atomic.Int32, threads-1)}
+	p.each.spans = make([]atomic.Uint64, threads)
 	p.jobFn = p.job.run
 	p.actFn = p.actJob.rows
 	p.eachFn = p.each.run
@@ -122,9 +123,12 @@ func (p *Pool) Run(n int, fn func(lo, hi int)) {
 
 // Each calls fn(w, i) once for every item i in [0, items), on up to
 // workers of the pool's workers, returning when all calls have returned:
-// worker w (0 <= w < workers, the index of its scratch) takes the next
-// item nobody has taken until none is left, so a worker that starts late
-// (its core busy with something else) leaves its share to the others.
+// worker w (0 <= w < workers, the index of its scratch) takes the items
+// of its own equal share in order, then takes the last items left in
+// the others' shares until none is left, so a worker that starts late
+// (its core busy with something else) leaves its share to the others,
+// and a worker runs neighbouring items one after another (what the batch
+// kernels count on when they hint a chunk's next rows into the cache).
 // Which worker runs an item must not change the item's result. On a nil
 // Pool, with one worker or one thread, the caller runs every item as
 // worker 0. Panics as Run does; like Run it allocates nothing itself (bind
@@ -150,24 +154,47 @@ func (p *Pool) Each(workers, items int, fn func(w, i int)) {
 // eachLocked is Each with p.mu held, returning a panic's value as
 // runLocked does.
 func (p *Pool) eachLocked(workers, items int, fn func(w, i int)) any {
-	p.each.fn, p.each.items = fn, int64(items)
-	p.each.next.Store(0)
-	r := p.runLocked(min(workers, items), p.eachFn)
+	ws := min(workers, items, p.threads)
+	p.each.fn, p.each.shares = fn, ws
+	for w := range ws {
+		p.each.spans[w].Store(span(w*items/ws, (w+1)*items/ws))
+	}
+	r := p.runLocked(ws, p.eachFn)
 	p.each.fn = nil
 	return r
 }
 
 // eachJob holds Each's items in the Pool: a chunk of the Run is a worker
-// index, whose call takes items from next until none is left.
+// index (a run of them where the Run has fewer chunks, after Close), whose
+// call takes the items of its share from the front, then the others'
+// from the back, until none is left.
 type eachJob struct {
-	fn    func(w, i int)
-	items int64
-	next  atomic.Int64
+	fn     func(w, i int)
+	shares int
+	spans  []atomic.Uint64 // per share, the items left: span(next, end)
 }
 
+// span packs the items [next, end) of a share into one word, so that the
+// front (its worker) and the back (the others) are taken by one
+// compare-and-swap.
+func span(next, end int) uint64 { return uint64(end)<<32 | uint64(next) }
+
 func (j *eachJob) run(lo, hi int) {
-	for i := j.next.Add(1) - 1; i < j.items; i = j.next.Add(1) - 1 {
-		j.fn(lo, int(i))
+	for k := lo; k < hi; k++ {
+		s := &j.spans[k]
+		for v := s.Load(); uint32(v) < uint32(v>>32); v = s.Load() {
+			if s.CompareAndSwap(v, v+1) {
+				j.fn(lo, int(uint32(v)))
+			}
+		}
+	}
+	for d := 1; d < j.shares; d++ {
+		s := &j.spans[(lo+d)%j.shares]
+		for v := s.Load(); uint32(v) < uint32(v>>32); v = s.Load() {
+			if s.CompareAndSwap(v, v-1<<32) {
+				j.fn(lo, int(v>>32)-1)
+			}
+		}
 	}
 }
 
