@@ -136,6 +136,64 @@ func TestProportionalToCompute(t *testing.T) {
 	}
 }
 
+// TestBalancesTheHead: the last stage also reads the output head every
+// token, so with equal nodes it takes fewer layers (tinyllama's shape: 22
+// layers, a head of 1.8 layers' bytes, an embedding only looked up);
+// with compute 2:1 the split follows compute with the head counted; and
+// a node's memory still caps what it takes.
+func TestBalancesTheHead(t *testing.T) {
+	m := uniform(22, 100, 177, 177, 0)
+	layers := func(p Plan) []int {
+		var n []int
+		for _, s := range p.Stages {
+			n = append(n, s.End-s.First)
+		}
+		return n
+	}
+	nodes := []Node{{ID: "a", FreeBytes: 1200}, {ID: "b", FreeBytes: 1200}, {ID: "c", FreeBytes: 1200}}
+	p, err := Place(m, nodes, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(t, m, nodes, Options{}, p)
+	if got := layers(p); !reflect.DeepEqual(got, []int{8, 8, 6}) {
+		t.Errorf("layers %v, want [8 8 6] (the head's 1.8 layers on the last)\n%v", got, p)
+	}
+	// Active bytes, where known, are the work (a mixture's routed experts
+	// are read only in part): here every layer but the first reads little.
+	ma := m
+	ma.ActiveLayerBytes = slices.Repeat([]uint64{10}, 22)
+	ma.ActiveLayerBytes[0] = 200
+	if p, err = Place(ma, nodes, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	check(t, ma, nodes, Options{}, p)
+	if got := layers(p); got[0] >= got[1] {
+		t.Errorf("layers %v: the first stage, with the heavy layer, should hold fewer\n%v", got, p)
+	}
+	nodes = []Node{{ID: "fast", FreeBytes: 2000, Compute: 2}, {ID: "slow", FreeBytes: 2000, Compute: 1}}
+	if p, err = Place(m, nodes, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	check(t, m, nodes, Options{}, p)
+	// 22 + 1.77 layers of work at 2:1: 15.8 and 7.9, the slow one's
+	// including the head: 16 and 6 (6 + 1.77 = 7.77 against 16/2 = 8).
+	if got := layers(p); !reflect.DeepEqual(got, []int{16, 6}) {
+		t.Errorf("layers %v, want [16 6]\n%v", got, p)
+	}
+	// Memory caps what balancing moves: balanced, the first of two equal
+	// nodes would take 12 layers (1200 against 10 + the head, 1177), but
+	// its memory holds the embedding and 11.
+	nodes = []Node{{ID: "a", FreeBytes: 177 + 11*100}, {ID: "b", FreeBytes: 177 + 11*100}}
+	if p, err = Place(m, nodes, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	check(t, m, nodes, Options{}, p)
+	if got := layers(p); !reflect.DeepEqual(got, []int{11, 11}) {
+		t.Errorf("layers %v, want [11 11]\n%v", got, p)
+	}
+}
+
 func TestRefusalExplains(t *testing.T) {
 	m := uniform(80, 1.75*GB, 1*GB, 1*GB, 2<<20)
 	_, err := Place(m, []Node{{ID: "a", FreeBytes: 32 * GB}, {ID: "b", FreeBytes: 32 * GB}, {ID: "c", FreeBytes: 32 * GB}}, Options{Context: 4096})
