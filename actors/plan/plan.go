@@ -276,7 +276,9 @@ func (e *RefusalError) Error() string {
 
 // Place computes the plan: the fewest stages that fit, on the nodes with
 // the most memory, layers split in proportion to compute (or to memory
-// when compute is unknown) without putting more on a node than it offers.
+// when compute is unknown), the boundaries then moved to balance each
+// stage's work per token (balance), without putting more on a node than
+// it offers.
 func Place(m Model, nodes []Node, opts Options) (Plan, error) {
 	opts = opts.withDefaults()
 	m = m.withKV(opts)

@@ -38,7 +38,9 @@ func planCmd() *cobra.Command {
 		Short: "Show where each layer of a model would run on a cluster, without loading weights",
 		Long: `plan computes the placement strata would use: the fewest stages that fit,
 layers in proportion to each node's memory (or compute, when given as
-name=SIZE@RATE), never more than a node offers. It reads only the model's
+name=SIZE@RATE), then boundaries moved so that each stage's work per token
+(the bytes its layers read, and the last stage's output head) follows the
+same proportion, never more than a node offers. It reads only the model's
 tensor table (--model) or a known shape (--shape; see strata synth --help).
 With --api, the nodes are the live cluster as that node sees it: the
 members that hold the model (by its name) with the memory they offer and
