@@ -659,7 +659,7 @@ func matMulBatchQ4K32i(out []float32, w Matrix, a *Activations, lo, hi int) int 
 				last := k0+kc == nk
 				// The next group's bytes in the same share as these
 				// super-blocks of this one, hinted into the cache by this
-				// four-vector calls, split evenly among them.
+				// chunk's four-vector calls, split evenly among them.
 				fours := nv/4 + min(1, nv%4/padFours)
 				var nx []byte
 				if r+64 <= w.Rows && v0 == 0 && fours > 0 {

@@ -967,7 +967,7 @@ bq4kiz1acc:
 	VSUBPS  (a+192)(AX), Z1, Z1 \
 	VMOVUPS Z1, 64(DI)
 
-// func batchQ4Kx32ix4(tile *byte, x *int8, xs int, d *float32, ds int, b2 *int16, bs int, nb int, acc *float32, out *float32, os int)
+// func batchQ4Kx32ix4(tile *byte, x *int8, xs int, d *float32, ds int, b2 *int16, bs int, nb int, acc *float32, out *float32, os int, pf, pfEnd *byte)
 TEXT ·batchQ4Kx32ix4(SB), NOSPLIT, $0-104
 	MOVQ pf+88(FP), R14
 	MOVQ pfEnd+96(FP), R15

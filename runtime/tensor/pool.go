@@ -174,9 +174,9 @@ type eachJob struct {
 	spans  []atomic.Uint64 // per share, the items left: span(next, end)
 }
 
-// span packs the items [next, end) of a share into one word, so that the
-// front (its worker) and the back (the others) are taken by one
-// compare-and-swap.
+// span packs the items [next, end) of a share into one word (items stay
+// below 2^32: chunks of rows, heads, experts), so that the front (its
+// worker) and the back (the others) are taken by one compare-and-swap.
 func span(next, end int) uint64 { return uint64(end)<<32 | uint64(next) }
 
 func (j *eachJob) run(lo, hi int) {
