@@ -144,9 +144,15 @@ func matMulBatchK(out []float32, w Matrix, a *Activations, lo, hi int) int {
 	_, _ = a.qK[n*cols-1], a.dK[n*nk-1]
 	var tile [kBatchKC * q2KTileSB]byte
 	var acc [batchVecs][16]float32
+	// The AVX-512 Q6_K-form kernel hints the next 8 rows in while it
+	// computes (as matMulBatchQ4K32i): only a chunk's first group is
+	// loaded before its repack.
+	hints := q6 && !vnni
 	r := lo
 	for ; r+8 <= hi; r += 8 {
-		touchRows(w, r, 8)
+		if !hints || r == lo {
+			touchRows(w, r, 8)
+		}
 		for v0 := 0; v0 < n; v0 += batchVecs {
 			nv := min(batchVecs, n-v0)
 			clear(acc[:min(len(acc), (nv+3)&^3)]) // a padded four's too
@@ -161,10 +167,16 @@ func matMulBatchK(out []float32, w Matrix, a *Activations, lo, hi int) int {
 				if nv%4 >= padFoursX8 {
 					fours = v0 + (nv+3)&^3
 				}
+				var nx []byte
+				if hints && r+16 <= w.Rows && v0 == 0 && fours > v {
+					nx = w.Data[(r+8)*rb+8*k0*bb : (r+8)*rb+8*(k0+kc)*bb]
+				}
+				share := (len(nx)/max(1, (fours-v)/4) + 63) &^ 63
 				for ; v < fours; v += 4 {
 					x, d := &a.qK[v*cols+qkK*k0], &a.dK[v*nk+k0]
 					if q6 {
-						batchQ6Kx8x4K(vnni, &tile[0], x, cols, d, 4*nk, &a.cK[v*cols/16+16*k0], 4*(cols/16), kc, &acc[v-v0][0])
+						pf, pfEnd := hintRange(&nx, share, &tile[0])
+						batchQ6Kx8x4K(vnni, &tile[0], x, cols, d, 4*nk, &a.cK[v*cols/16+16*k0], 4*(cols/16), kc, &acc[v-v0][0], pf, pfEnd)
 					} else if w.Type == Q2_K {
 						batchQ2Kx8x4K(vnni, &tile[0], x, cols, d, 4*nk, &a.bsumsK[v*cols/16+16*k0], 2*(cols/16), kc, &acc[v-v0][0])
 					} else {
@@ -195,10 +207,13 @@ func matMulBatchK(out []float32, w Matrix, a *Activations, lo, hi int) int {
 
 // batchQ6Kx8x4 is batchQ4Kx8x4 for a Q6_K tile (dotQ6_KSeq): c + t*cs
 // holds vector t's offset corrections (-32 * each 16-sum, int32); only
-// the first 8 of each vector's 16 accumulators are used.
+// the first 8 of each vector's 16 accumulators are used. Between its
+// 16-weight steps it hints the bytes from pf to pfEnd into the cache, two
+// lines a step (32 a super-block: the next 8 rows of Q6_K take 27), as
+// batchQ4Kx32ix4 does.
 //
 //go:noescape
-func batchQ6Kx8x4(tile *byte, x *int8, xs int, d *float32, ds int, c *int32, cs int, nb int, acc *float32)
+func batchQ6Kx8x4(tile *byte, x *int8, xs int, d *float32, ds int, c *int32, cs int, nb int, acc *float32, pf, pfEnd *byte)
 
 // batchQ6Kx8x1 is batchQ6Kx8x4 for one vector.
 //

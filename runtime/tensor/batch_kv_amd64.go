@@ -135,11 +135,11 @@ func batchQ4Kx8x1K(v bool, tile *byte, x *int8, d *float32, b2 *int16, nb int, a
 	}
 }
 
-func batchQ6Kx8x4K(v bool, tile *byte, x *int8, xs int, d *float32, ds int, c *int32, cs int, nb int, acc *float32) {
+func batchQ6Kx8x4K(v bool, tile *byte, x *int8, xs int, d *float32, ds int, c *int32, cs int, nb int, acc *float32, pf, pfEnd *byte) {
 	if v {
 		batchQ6Kx8x4V(tile, x, xs, d, ds, c, cs, nb, acc)
 	} else {
-		batchQ6Kx8x4(tile, x, xs, d, ds, c, cs, nb, acc)
+		batchQ6Kx8x4(tile, x, xs, d, ds, c, cs, nb, acc, pf, pfEnd)
 	}
 }
 

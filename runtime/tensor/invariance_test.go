@@ -110,37 +110,40 @@ func TestMatMulActBatchInvariant(t *testing.T) {
 	}
 }
 
-// TestMatMulActQ4KRowGroups runs Q4_K matrices tall enough that a thread
-// computes several 32-row groups (the later ones hinted into the cache by
-// the kernel while it computes the one before: batchQ4Kx32ix4's pf), with
-// 16-, 8- and single-row rests, at every count of vectors up to 17, and
-// checks each output against the generic code bit for bit. Hints change
-// no result; what this guards is the arithmetic of the hinted ranges (a
-// range past the matrix, a share for no four).
-func TestMatMulActQ4KRowGroups(t *testing.T) {
+// TestMatMulActHintedRowGroups runs matrices tall enough that a thread
+// computes several row groups (the later ones hinted into the cache by
+// the kernel while it computes the one before: batchQ4Kx32ix4's and
+// batchQ6Kx8x4's pf), with 16-, 8- and single-row rests, at every count
+// of vectors up to 17, and checks each output against the generic code
+// bit for bit. Hints change no result; what this guards is the arithmetic
+// of the hinted ranges (a range past the matrix, a share for no four).
+// Q3_K and IQ4_XS take the Q6_K kernels.
+func TestMatMulActHintedRowGroups(t *testing.T) {
 	const rows, cols, maxN = 32*5 + 16 + 8 + 3, qkK * 5, 17
-	w, _ := randomMatrix(t, Q4_K, rows, cols, 7)
-	x := testData("normal", maxN*cols, 8)
 	p := NewPool(2)
 	defer p.Close()
-	for n := 1; n <= maxN; n++ {
-		a := NewActivations(n, cols)
-		want := make([]float32, n*rows)
-		withGeneric(func() {
-			a.Set(x[:n*cols], n)
-			MatMulAct(nil, want, w, a)
-		})
-		eachImpl(t, func(t *testing.T) {
-			for _, pl := range []*Pool{nil, p} {
+	for _, typ := range []Type{Q4_K, Q6_K, Q3_K, IQ4_XS} {
+		w, _ := randomMatrix(t, typ, rows, cols, 7)
+		x := testData("normal", maxN*cols, 8)
+		for n := 1; n <= maxN; n++ {
+			a := NewActivations(n, cols)
+			want := make([]float32, n*rows)
+			withGeneric(func() {
 				a.Set(x[:n*cols], n)
-				got := make([]float32, n*rows)
-				MatMulAct(pl, got, w, a)
-				for i := range got {
-					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-						t.Fatalf("%d vectors: out[%d] = %g, generic %g", n, i, got[i], want[i])
+				MatMulAct(nil, want, w, a)
+			})
+			eachImpl(t, func(t *testing.T) {
+				for _, pl := range []*Pool{nil, p} {
+					a.Set(x[:n*cols], n)
+					got := make([]float32, n*rows)
+					MatMulAct(pl, got, w, a)
+					for i := range got {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("%v, %d vectors: out[%d] = %g, generic %g", typ, n, i, got[i], want[i])
+						}
 					}
 				}
-			}
-		})
+			})
+		}
 	}
 }
