@@ -168,10 +168,10 @@ func matMulBatchK(out []float32, w Matrix, a *Activations, lo, hi int) int {
 					fours = v0 + (nv+3)&^3
 				}
 				var nx []byte
-				if hints && r+16 <= w.Rows && v0 == 0 && fours > v {
-					nx = w.Data[(r+8)*rb+8*k0*bb : (r+8)*rb+8*(k0+kc)*bb]
+				var share int
+				if hints && v0 == 0 {
+					nx, share = nextGroupShare(w, r, 8, k0, kc, bb, (fours-v)/4)
 				}
-				share := (len(nx)/max(1, (fours-v)/4) + 63) &^ 63
 				for ; v < fours; v += 4 {
 					x, d := &a.qK[v*cols+qkK*k0], &a.dK[v*nk+k0]
 					if q6 {
@@ -622,6 +622,21 @@ func touchRows(w Matrix, r, k int) {
 //go:noescape
 func touchLines(p *byte, n int)
 
+// nextGroupShare returns the part of the g rows after row r (a group of
+// rows is contiguous) in the same share as the super-blocks [k0, k0+kc)
+// of bb bytes are of each row, for a chunk's calls four-vector kernel
+// calls to hint into the cache while they compute rows r..r+g, and the
+// bytes each call takes of it (whole lines; hintRange). Nothing when no
+// whole group follows in w or there are no calls.
+func nextGroupShare(w Matrix, r, g, k0, kc, bb, calls int) (next []byte, share int) {
+	if calls <= 0 || r+2*g > w.Rows {
+		return nil, 0
+	}
+	base := (r + g) * w.RowBytes()
+	next = w.Data[base+g*k0*bb : base+g*(k0+kc)*bb]
+	return next, (len(next)/calls + 63) &^ 63
+}
+
 // hintRange takes the first n bytes off *rest and returns the first and
 // last of them, for a kernel that hints them into the cache as it computes
 // (batchQ4Kx32ix4's pf, pfEnd). When nothing is left it returns idle twice:
@@ -675,12 +690,11 @@ func matMulBatchQ4K32i(out []float32, w Matrix, a *Activations, lo, hi int) int 
 				// The next group's bytes in the same share as these
 				// super-blocks of this one, hinted into the cache by this
 				// chunk's four-vector calls, split evenly among them.
-				fours := nv/4 + min(1, nv%4/padFours)
 				var nx []byte
-				if r+64 <= w.Rows && v0 == 0 && fours > 0 {
-					nx = w.Data[(r+32)*rb+32*k0*q4KBytes : (r+32)*rb+32*(k0+kc)*q4KBytes]
+				var share int
+				if v0 == 0 {
+					nx, share = nextGroupShare(w, r, 32, k0, kc, q4KBytes, nv/4+min(1, nv%4/padFours))
 				}
-				share := (len(nx)/max(1, fours) + 63) &^ 63
 				v := v0
 				for ; v+4 <= v0+nv; v += 4 {
 					var o *float32
