@@ -1118,12 +1118,77 @@ label:                                   \
 TEXT ·repackQ4_Kx16iAsm(SB), NOSPLIT, $0-32
 	RQ4K16LOOP(2, 4992, rq4k16iloop)
 
-// func repackQ4_Kx16qAsm(dst *byte, w *byte, rs int, nb int)
+// K4PAIR16P(p): K4PAIR16M's transposed quants of pair p of the 16 rows
+// stored as they are, both nibbles in a byte: the packed 32-row tile.
+#define K4PAIR16P(p) \
+	K4LANES((16+32*p)(SI), (16+32*p)(R10), (16+32*p)(R11), (16+32*p)(R12), Z0, X0) \
+	K4LANES((16+32*p)(SI)(R8*1), (16+32*p)(R10)(R8*1), (16+32*p)(R11)(R8*1), (16+32*p)(R12)(R8*1), Z1, X1) \
+	K4LANES((16+32*p)(SI)(R8*2), (16+32*p)(R10)(R8*2), (16+32*p)(R11)(R8*2), (16+32*p)(R12)(R8*2), Z2, X2) \
+	K4LANES((16+32*p)(SI)(R9*1), (16+32*p)(R10)(R9*1), (16+32*p)(R11)(R9*1), (16+32*p)(R12)(R9*1), Z3, X3) \
+	K4LANES((32+32*p)(SI), (32+32*p)(R10), (32+32*p)(R11), (32+32*p)(R12), Z4, X4) \
+	K4LANES((32+32*p)(SI)(R8*1), (32+32*p)(R10)(R8*1), (32+32*p)(R11)(R8*1), (32+32*p)(R12)(R8*1), Z5, X5) \
+	K4LANES((32+32*p)(SI)(R8*2), (32+32*p)(R10)(R8*2), (32+32*p)(R11)(R8*2), (32+32*p)(R12)(R8*2), Z6, X6) \
+	K4LANES((32+32*p)(SI)(R9*1), (32+32*p)(R10)(R9*1), (32+32*p)(R11)(R9*1), (32+32*p)(R12)(R9*1), Z7, X7) \
+	T4LANES(Z0, Z1, Z2, Z3, Z8, Z9, Z10, Z11)   \
+	T4LANES(Z4, Z5, Z6, Z7, Z12, Z13, Z14, Z15) \
+	VMOVDQU64 Z8, (1024*p)(DI)      \
+	VMOVDQU64 Z9, (1024*p+128)(DI)  \
+	VMOVDQU64 Z10, (1024*p+256)(DI) \
+	VMOVDQU64 Z11, (1024*p+384)(DI) \
+	VMOVDQU64 Z12, (1024*p+128*4)(DI) \
+	VMOVDQU64 Z13, (1024*p+128*5)(DI) \
+	VMOVDQU64 Z14, (1024*p+128*6)(DI) \
+	VMOVDQU64 Z15, (1024*p+128*7)(DI)
+
+// func repackQ4_Kx16pAsm(dst *byte, w *byte, rs int, nb int)
 //
-// repackQ4_Kx16qAsm is repackQ4_Kx16qGo in assembly: half of a 32-row
-// tile, dst + 64h taking rows 16h..16h+15.
-TEXT ·repackQ4_Kx16qAsm(SB), NOSPLIT, $0-32
-	RQ4K16LOOP(4, 9984, rq4k16qloop)
+// repackQ4_Kx16pAsm is repackQ4_Kx16pGo in assembly: half of a packed
+// 32-row tile, dst + 64h taking rows 16h..16h+15. The quants keep both
+// nibbles in a byte (half the stores of an unpacked tile, and no
+// arithmetic: the kernel masks them); the scales, mins, d and dmin are
+// RQ4KSC16's for a 32-row tile, 4096 bytes earlier (the quants' half).
+TEXT ·repackQ4_Kx16pAsm(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ w+8(FP), SI
+	MOVQ rs+16(FP), R8
+	MOVQ nb+24(FP), CX
+	LEAQ (R8)(R8*2), R9
+	LEAQ (SI)(R8*4), R10
+	LEAQ (R10)(R8*4), R11
+	LEAQ (R11)(R8*4), R12
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z25
+	MOVL         $0x3f3f3f3f, AX
+	VPBROADCASTD AX, Z24
+	MOVL         $0x03030303, AX
+	VPBROADCASTD AX, Z26
+	MOVL         $0xff, AX
+	VPBROADCASTD AX, Z28
+	MOVL         $0xff00, AX
+	VPBROADCASTD AX, Z29
+	MOVW         $0x00f0, AX
+	KMOVW        AX, K1
+	MOVW         $0x0f00, AX
+	KMOVW        AX, K2
+	MOVW         $0xf000, AX
+	KMOVW        AX, K3
+
+rq4k16ploop:
+	K4PAIR16P(0)
+	K4PAIR16P(1)
+	K4PAIR16P(2)
+	K4PAIR16P(3)
+	SUBQ $4096, DI // RQ4KSC16(4) writes at 8192 and on: here at 4096
+	RQ4KSC16(4)
+	ADDQ $(4096+5888), DI
+	ADDQ $144, SI
+	ADDQ $144, R10
+	ADDQ $144, R11
+	ADDQ $144, R12
+	DECQ CX
+	JNZ  rq4k16ploop
+	VZEROUPPER
+	RET
 
 // The AVX-VNNI batch kernels (useAVXVNNI: the VEX-encoded 32-byte
 // VPDPBUSD of CPUs without AVX-512, such as Intel's client cores): the

@@ -40,6 +40,10 @@ const (
 	// the tile and the four vectors' quants overflowed the 48 KB L1 and
 	// products with 5632 columns took ~20% more CPU time (measured).
 	kBatchKC16 = 4
+	// kc32: super-blocks per packed 32-row tile (12 KB). Tiles of 3 and 4
+	// (18 and 24 KB) took 5-30 % longer at 4 and 8 vectors, 1 as long or
+	// longer (measured 2026-12-07).
+	kc32 = 2
 )
 
 // batchQ4Kx8x4 adds to acc[t] (t = 0..3; 16 float32 each: the 8 rows'
@@ -112,7 +116,7 @@ func (a *Activations) prepareQ4KBatch() {
 func matMulBatchK(out []float32, w Matrix, a *Activations, lo, hi int) int {
 	if w.Type == Q4_K && batchK16 && useAVX512 {
 		if batchK32 {
-			lo = matMulBatchQ4K32i(out, w, a, lo, hi)
+			lo = matMulBatchQ4K32(out, w, a, lo, hi)
 		}
 		lo = matMulBatchQ4K16i(out, w, a, lo, hi)
 	} else if w.Type == Q5_K && batchK16 && useAVX512 {
@@ -145,7 +149,7 @@ func matMulBatchK(out []float32, w Matrix, a *Activations, lo, hi int) int {
 	var tile [kBatchKC * q2KTileSB]byte
 	var acc [batchVecs][16]float32
 	// The AVX-512 Q6_K-form kernel hints the next 8 rows in while it
-	// computes (as matMulBatchQ4K32i): only a chunk's first group is
+	// computes (as matMulBatchQ4K32): only a chunk's first group is
 	// loaded before its repack.
 	hints := q6 && !vnni
 	r := lo
@@ -210,7 +214,7 @@ func matMulBatchK(out []float32, w Matrix, a *Activations, lo, hi int) int {
 // the first 8 of each vector's 16 accumulators are used. Between its
 // 16-weight steps it hints the bytes from pf to pfEnd into the cache, two
 // lines a step (32 a super-block: the next 8 rows of Q6_K take 27), as
-// batchQ4Kx32ix4 does.
+// batchQ4Kx32px4 does.
 //
 //go:noescape
 func batchQ6Kx8x4(tile *byte, x *int8, xs int, d *float32, ds int, c *int32, cs int, nb int, acc *float32, pf, pfEnd *byte)
@@ -490,9 +494,9 @@ func matMulBatchQ4K16(out []float32, w Matrix, a *Activations, lo, hi int) int {
 // repackQ4_Kx16iAsm.
 func repackQ4_Kx16iGo(dst, w []byte, rs, nb int) { repackQ4_Kx16mGo(dst, w, rs, nb, 2) }
 
-// repackQ4_Kx16qGo is repackQ4_Kx16iGo into half of a 32-row tile (each
-// piece at four times its offset; rows 16-31 go 64 bytes further): the
-// reference for repackQ4_Kx16qAsm.
+// repackQ4_Kx16qGo is repackQ4_Kx16iGo into half of an unpacked 32-row
+// tile (each piece at four times its offset; rows 16-31 go 64 bytes
+// further): what repackQ4_Kx16pGo packs.
 func repackQ4_Kx16qGo(dst, w []byte, rs, nb int) { repackQ4_Kx16mGo(dst, w, rs, nb, 4) }
 
 func repackQ4_Kx16mGo(dst, w []byte, rs, nb, m int) {
@@ -533,26 +537,49 @@ func batchQ4Kx16ix1(tile *byte, x *int8, d *float32, b2 *int16, nb int, acc *flo
 //go:noescape
 func repackQ4_Kx16iAsm(dst *byte, w *byte, rs int, nb int)
 
-// repackQ4_Kx16qAsm is repackQ4_Kx16qGo in assembly (batch_amd64.s).
-//
-//go:noescape
-func repackQ4_Kx16qAsm(dst *byte, w *byte, rs int, nb int)
+// q4KTile32p is the bytes per super-block of the packed 32-row Q4_K tile
+// (repackQ4_Kx16pAsm): the 32-row tile's 8192 bytes of quants packed in
+// 4096, then its scales, mins, d and dmin as they are.
+const q4KTile32p = 4*q4KTileSB - 4096
 
-// batchQ4Kx32ix4 is batchQ4Kx16ix4 for 32 rows (a tile of two repackQ4_Kx16qAsm):
-// acc holds per vector 32 row accumulators, then 32 mins accumulators.
-// Between its sub-blocks it hints the bytes from pf to pfEnd into the
-// cache, nine 64-byte lines a sub-block (what the next group's share of
-// the same super-blocks takes at one call a chunk: 32 rows x 144 bytes a
-// super-block over its 8 sub-blocks), and past pfEnd the line of pfEnd
-// again (pf = pfEnd: nothing new).
-//
-//go:noescape
-func batchQ4Kx32ix4(tile *byte, x *int8, xs int, d *float32, ds int, b2 *int16, bs int, nb int, acc *float32, out *float32, os int, pf, pfEnd *byte)
+// repackQ4_Kx16pGo is repackQ4_Kx16qGo into half of a packed 32-row tile:
+// the byte of group g of sub-blocks 2p and 2p+1 at 1024p+128g (and on)
+// holds the low tile's quant in its low nibble and the high's in its high
+// one. The reference for repackQ4_Kx16pAsm.
+func repackQ4_Kx16pGo(dst, w []byte, rs, nb int) {
+	q := make([]byte, nb*4*q4KTileSB)
+	repackQ4_Kx16qGo(q, w, rs, nb)
+	for b := range nb {
+		t, u := dst[b*q4KTile32p:(b+1)*q4KTile32p], q[b*4*q4KTileSB:(b+1)*4*q4KTileSB]
+		for p := range 4 {
+			for i := range 1024 {
+				t[1024*p+i] = u[2048*p+i] | u[2048*p+1024+i]<<4
+			}
+		}
+		copy(t[4096:], u[8192:])
+	}
+}
 
-// batchQ4Kx32ix1 is batchQ4Kx32ix4 for one vector.
+// batchQ4Kx32px4 is batchQ4Kx16ix4 for 32 rows, on a packed tile (two
+// repackQ4_Kx16pAsm): acc holds per vector 32 row accumulators, then 32
+// mins accumulators. Between its sub-blocks it hints the bytes from pf to
+// pfEnd into the cache, nine 64-byte lines a sub-block (what the next
+// group's share of the same super-blocks takes at one call a chunk: 32
+// rows x 144 bytes a super-block over its 8 sub-blocks), and past pfEnd
+// the line of pfEnd again (pf = pfEnd: nothing new).
 //
 //go:noescape
-func batchQ4Kx32ix1(tile *byte, x *int8, d *float32, b2 *int16, nb int, acc *float32, out *float32)
+func batchQ4Kx32px4(tile *byte, x *int8, xs int, d *float32, ds int, b2 *int16, bs int, nb int, acc *float32, out *float32, os int, pf, pfEnd *byte)
+
+// batchQ4Kx32px1 is batchQ4Kx32px4 for one vector.
+//
+//go:noescape
+func batchQ4Kx32px1(tile *byte, x *int8, d *float32, b2 *int16, nb int, acc *float32, out *float32)
+
+// repackQ4_Kx16pAsm is repackQ4_Kx16pGo in assembly (batch_amd64.s).
+//
+//go:noescape
+func repackQ4_Kx16pAsm(dst *byte, w *byte, rs int, nb int)
 
 // padFours is the fewest vectors of a short last four (Activations.capK)
 // that the Q4_K batch kernels of 16 and 32 rows run whole, padded, rather
@@ -571,7 +598,7 @@ const (
 )
 
 // padFour runs the four-vector Q4_K kernel of g-row tiles (32:
-// batchQ4Kx32ix4, 16: batchQ4Kx16ix4) over the super-blocks [k0, k0+kc)
+// batchQ4Kx32px4, 16: batchQ4Kx16ix4) over the super-blocks [k0, k0+kc)
 // of a short last four: the m < 4 vectors from v and the padding after
 // them (Activations.capK). At the last super-blocks its outputs go to a
 // scratch and the m real ones on to out (rows r..r+g of each vector's
@@ -586,7 +613,7 @@ func padFour(g int, tile *byte, a *Activations, v, m, k0, kc int, acc *float32, 
 	}
 	x, d, b2 := &a.qK[v*cols+qkK*k0], &a.dK[v*nk+k0], &a.bK2[v*cols/32+8*k0]
 	if g == 32 {
-		batchQ4Kx32ix4(tile, x, cols, d, 4*nk, b2, 2*(cols/32), kc, acc, o, 4*32, pf, pfEnd)
+		batchQ4Kx32px4(tile, x, cols, d, 4*nk, b2, 2*(cols/32), kc, acc, o, 4*32, pf, pfEnd)
 	} else {
 		batchQ4Kx16ix4(tile, x, cols, d, 4*nk, b2, 2*(cols/32), kc, acc, o, 4*32)
 	}
@@ -608,7 +635,7 @@ func padFour(g int, tile *byte, a *Activations, v, m, k0, kc int, acc *float32, 
 // for the whole next group). A group is at most 32 rows (about 100 KB at
 // 5632 Q4_K columns, 340 KB at 18944), so it stays in L2 for the repack.
 // The pass is memory the core waits for, not overlapped with arithmetic;
-// the 32-row Q4_K form (matMulBatchQ4K32i) touches only a chunk's first
+// the 32-row Q4_K form (matMulBatchQ4K32) touches only a chunk's first
 // group and hints the others in while it computes the one before.
 func touchRows(w Matrix, r, k int) {
 	rb := w.RowBytes()
@@ -639,7 +666,7 @@ func nextGroupShare(w Matrix, r, g, k0, kc, bb, calls int) (next []byte, share i
 
 // hintRange takes the first n bytes off *rest and returns the first and
 // last of them, for a kernel that hints them into the cache as it computes
-// (batchQ4Kx32ix4's pf, pfEnd). When nothing is left it returns idle twice:
+// (batchQ4Kx32px4's pf, pfEnd). When nothing is left it returns idle twice:
 // a line already in L1 that the kernel may hint at no cost.
 func hintRange(rest *[]byte, n int, idle *byte) (first, last *byte) {
 	if len(*rest) == 0 {
@@ -650,7 +677,7 @@ func hintRange(rest *[]byte, n int, idle *byte) (first, last *byte) {
 	return &p[0], &p[len(p)-1]
 }
 
-// matMulBatchQ4K32i computes the whole groups of 32 rows from lo up to hi
+// matMulBatchQ4K32 computes the whole groups of 32 rows from lo up to hi
 // of a Q4_K matrix with the 32-row kernels and returns the first row it
 // did not compute.
 //
@@ -663,13 +690,15 @@ func hintRange(rest *[]byte, n int, idle *byte) (first, last *byte) {
 // docs/performance.md). 5632 x 2048 from memory, AMD EPYC (Zen 5) VM,
 // 2026-12-07: one thread 4 vectors 0.54-0.58 -> 0.40-0.41 ms, 8 vectors
 // 0.71 -> 0.57-0.58; two threads 0.36-0.41 -> 0.28-0.31, 0.46-0.47 ->
-// 0.39-0.42.
-func matMulBatchQ4K32i(out []float32, w Matrix, a *Activations, lo, hi int) int {
+// 0.39-0.42. The packed tile (both nibbles a byte: half the repack's
+// stores) then took 4 vectors 0.40-0.43 -> 0.30-0.32 ms on one thread,
+// 8 0.57-0.59 -> 0.46-0.47; two threads 0.24-0.25 -> 0.20-0.21 and
+// 0.34-0.36 -> 0.28 (2026-12-07, alternated in one process).
+func matMulBatchQ4K32(out []float32, w Matrix, a *Activations, lo, hi int) int {
 	rows, cols, n := w.Rows, w.Cols, a.n
 	rb, nk := w.RowBytes(), cols/qkK
 	_, _, _ = a.qK[n*cols-1], a.dK[n*nk-1], a.bK2[n*cols/32-1]
-	const kc32 = kBatchKC16 / 2 // 20 KB of tile again
-	var tile [4 * kc32 * q4KTileSB]byte
+	var tile [kc32 * q4KTile32p]byte
 	var acc [batchVecs][64]float32
 	r := lo
 	for ; r+32 <= hi; r += 32 {
@@ -681,15 +710,12 @@ func matMulBatchQ4K32i(out []float32, w Matrix, a *Activations, lo, hi int) int 
 			clear(acc[:min(len(acc), (nv+3)&^3)]) // a padded four's too
 			for k0 := 0; k0 < nk; k0 += kc32 {
 				kc := min(kc32, nk-k0)
-				_ = tile[4*kc*q4KTileSB-1]
+				_ = tile[kc*q4KTile32p-1]
 				for h := range 2 {
 					src := w.Data[(r+16*h)*rb+k0*q4KBytes : (r+16*h+15)*rb+(k0+kc)*q4KBytes]
-					repackQ4_Kx16qAsm(&tile[64*h], &src[0], rb, kc)
+					repackQ4_Kx16pAsm(&tile[64*h], &src[0], rb, kc)
 				}
 				last := k0+kc == nk
-				// The next group's bytes in the same share as these
-				// super-blocks of this one, hinted into the cache by this
-				// chunk's four-vector calls, split evenly among them.
 				var nx []byte
 				var share int
 				if v0 == 0 {
@@ -703,7 +729,7 @@ func matMulBatchQ4K32i(out []float32, w Matrix, a *Activations, lo, hi int) int 
 						o = &out[v*rows+r]
 					}
 					pf, pfEnd := hintRange(&nx, share, &tile[0])
-					batchQ4Kx32ix4(&tile[0], &a.qK[v*cols+qkK*k0], cols, &a.dK[v*nk+k0], 4*nk,
+					batchQ4Kx32px4(&tile[0], &a.qK[v*cols+qkK*k0], cols, &a.dK[v*nk+k0], 4*nk,
 						&a.bK2[v*cols/32+8*k0], 2*(cols/32), kc, &acc[v-v0][0], o, 4*rows, pf, pfEnd)
 				}
 				if m := v0 + nv - v; m >= padFours {
@@ -717,7 +743,7 @@ func matMulBatchQ4K32i(out []float32, w Matrix, a *Activations, lo, hi int) int 
 						_ = out[v*rows+r+31]
 						o = &out[v*rows+r]
 					}
-					batchQ4Kx32ix1(&tile[0], &a.qK[v*cols+qkK*k0], &a.dK[v*nk+k0], &a.bK2[v*cols/32+8*k0], kc, &acc[v-v0][0], o)
+					batchQ4Kx32px1(&tile[0], &a.qK[v*cols+qkK*k0], &a.dK[v*nk+k0], &a.bK2[v*cols/32+8*k0], kc, &acc[v-v0][0], o)
 				}
 			}
 		}

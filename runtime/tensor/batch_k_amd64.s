@@ -873,10 +873,11 @@ bq4kiz1acc:
 	VZEROUPPER
 	RET
 
-// The 32-row Q4_K kernels: two 16-row halves of a tile written by
-// repackQ4_Kx16qAsm (rows 0-15 at 4*off, rows 16-31 at 4*off+64: quants at
-// 1024j+128g, scales at 8192+128j, min pairs at 9216+128k, d at 9728,
-// dmin at 9856; 9984 bytes per super-block). Each vector's quants,
+// The 32-row Q4_K kernels: two 16-row halves of a packed tile written by
+// repackQ4_Kx16pAsm (rows 0-15 at off, rows 16-31 at off+64: quants of
+// sub-blocks 2p and 2p+1 as the low and high nibbles of the bytes at
+// 1024p+128g, scales at 4096+128j, min pairs at 5120+128k, d at 5632,
+// dmin at 5760; 5888 bytes per super-block). Each vector's quants,
 // broadcast once into a register, feed both halves: half the broadcast
 // loads per VPDPBUSD of the 16-row kernel, whose loads bound it (measured:
 // without them it ran ~18% faster). The float accumulators stay in acc
@@ -886,23 +887,7 @@ bq4kiz1acc:
 //
 // Registers: Z0-Z7 one sub-block's sums (half h, vector t in Z(4h+t)),
 // Z8-Z15 the super-block's, Z16/Z17 the halves' groups, Z24-Z27 the
-// vectors' broadcast quants.
-
-#define KQG4(j, g) \
-	VMOVDQU64    (1024*j+128*g)(SI), Z16    \
-	VMOVDQU64    (1024*j+128*g+64)(SI), Z17 \
-	VPBROADCASTD (32*j+4*g)(DI), Z24        \
-	VPBROADCASTD (32*j+4*g)(DI)(R8*1), Z25  \
-	VPBROADCASTD (32*j+4*g)(DI)(R8*2), Z26  \
-	VPBROADCASTD (32*j+4*g)(DI)(R9*1), Z27  \
-	VPDPBUSD     Z24, Z16, Z0               \
-	VPDPBUSD     Z25, Z16, Z1               \
-	VPDPBUSD     Z26, Z16, Z2               \
-	VPDPBUSD     Z27, Z16, Z3               \
-	VPDPBUSD     Z24, Z17, Z4               \
-	VPDPBUSD     Z25, Z17, Z5               \
-	VPDPBUSD     Z26, Z17, Z6               \
-	VPDPBUSD     Z27, Z17, Z7
+// vectors' broadcast quants, Z28/Z29 the nibble masks.
 
 // KPF9 hints nine lines of the next row group into the cache, from R14 up to
 // R15 (where it stays: past the end it hints the same lines again).
@@ -919,51 +904,6 @@ bq4kiz1acc:
 	ADDQ       $576, R14  \
 	CMPQ       R14, R15   \
 	CMOVQHI    R15, R14
-
-#define KQSUB4(j) \
-	VPXORD  Z0, Z0, Z0        \
-	VPXORD  Z1, Z1, Z1        \
-	VPXORD  Z2, Z2, Z2        \
-	VPXORD  Z3, Z3, Z3        \
-	VPXORD  Z4, Z4, Z4        \
-	VPXORD  Z5, Z5, Z5        \
-	VPXORD  Z6, Z6, Z6        \
-	VPXORD  Z7, Z7, Z7        \
-	KQG4(j, 0)                \
-	KQG4(j, 1)                \
-	KQG4(j, 2)                \
-	KQG4(j, 3)                \
-	KQG4(j, 4)                \
-	KQG4(j, 5)                \
-	KQG4(j, 6)                \
-	KQG4(j, 7)                \
-	VMOVDQU64 (8192+128*j)(SI), Z16    \
-	VMOVDQU64 (8192+128*j+64)(SI), Z17 \
-	VPMULLD Z16, Z0, Z0       \
-	VPMULLD Z16, Z1, Z1       \
-	VPMULLD Z16, Z2, Z2       \
-	VPMULLD Z16, Z3, Z3       \
-	VPMULLD Z17, Z4, Z4       \
-	VPMULLD Z17, Z5, Z5       \
-	VPMULLD Z17, Z6, Z6       \
-	VPMULLD Z17, Z7, Z7       \
-	VPADDD  Z0, Z8, Z8        \
-	VPADDD  Z1, Z9, Z9        \
-	VPADDD  Z2, Z10, Z10      \
-	VPADDD  Z3, Z11, Z11      \
-	VPADDD  Z4, Z12, Z12      \
-	VPADDD  Z5, Z13, Z13      \
-	VPADDD  Z6, Z14, Z14      \
-	VPADDD  Z7, Z15, Z15
-
-// KQHALF(h): Z16-Z19 half h's min pairs, Z20 its d, Z21 its dmin.
-#define KQHALF(h) \
-	VMOVDQU64 (9216+64*h)(SI), Z16 \
-	VMOVDQU64 (9344+64*h)(SI), Z17 \
-	VMOVDQU64 (9472+64*h)(SI), Z18 \
-	VMOVDQU64 (9600+64*h)(SI), Z19 \
-	VMOVUPS   (9728+64*h)(SI), Z20 \
-	VMOVUPS   (9856+64*h)(SI), Z21
 
 // KQFOLD(h, D, S, B, A): the sums S of half h of the vector whose scale is
 // at D, sub-block sums at B and accumulators at A: the mins terms into
@@ -995,8 +935,111 @@ bq4kiz1acc:
 	VSUBPS  (a+192)(AX), Z1, Z1 \
 	VMOVUPS Z1, 64(DI)
 
-// func batchQ4Kx32ix4(tile *byte, x *int8, xs int, d *float32, ds int, b2 *int16, bs int, nb int, acc *float32, out *float32, os int, pf, pfEnd *byte)
-TEXT ·batchQ4Kx32ix4(SB), NOSPLIT, $0-104
+// Sub-block 2p takes the low nibbles of its pair (AND 0x0f, Z28), 2p+1
+// the high ones in place (AND 0xf0, Z29): 16 times each quant, so its
+// int32 sums are 16 times the true ones, exactly, and an arithmetic shift
+// by 4 gives them back before the scales multiply them (no overflow: 32
+// products of at most 240 x 128 a sum). The same integers as an unpacked
+// tile, so the same results bit for bit; the repack stores half as much
+// and the kernel pays one AND (folded with the load) a group.
+
+#define KQG4P(p, j, g, M) \
+	VPANDD       (1024*p+128*g)(SI), M, Z16    \
+	VPANDD       (1024*p+128*g+64)(SI), M, Z17 \
+	VPBROADCASTD (32*(j)+4*g)(DI), Z24        \
+	VPBROADCASTD (32*(j)+4*g)(DI)(R8*1), Z25  \
+	VPBROADCASTD (32*(j)+4*g)(DI)(R8*2), Z26  \
+	VPBROADCASTD (32*(j)+4*g)(DI)(R9*1), Z27  \
+	VPDPBUSD     Z24, Z16, Z0               \
+	VPDPBUSD     Z25, Z16, Z1               \
+	VPDPBUSD     Z26, Z16, Z2               \
+	VPDPBUSD     Z27, Z16, Z3               \
+	VPDPBUSD     Z24, Z17, Z4               \
+	VPDPBUSD     Z25, Z17, Z5               \
+	VPDPBUSD     Z26, Z17, Z6               \
+	VPDPBUSD     Z27, Z17, Z7
+
+#define KQZERO8 \
+	VPXORD  Z0, Z0, Z0 \
+	VPXORD  Z1, Z1, Z1 \
+	VPXORD  Z2, Z2, Z2 \
+	VPXORD  Z3, Z3, Z3 \
+	VPXORD  Z4, Z4, Z4 \
+	VPXORD  Z5, Z5, Z5 \
+	VPXORD  Z6, Z6, Z6 \
+	VPXORD  Z7, Z7, Z7
+
+#define KQGROUPS4P(p, j, M) \
+	KQG4P(p, j, 0, M) \
+	KQG4P(p, j, 1, M) \
+	KQG4P(p, j, 2, M) \
+	KQG4P(p, j, 3, M) \
+	KQG4P(p, j, 4, M) \
+	KQG4P(p, j, 5, M) \
+	KQG4P(p, j, 6, M) \
+	KQG4P(p, j, 7, M)
+
+// KQSCALE4P(j): sub-block j's sums (Z0-Z7) times its scales into the
+// super-block's (Z8-Z15).
+#define KQSCALE4P(j) \
+	VMOVDQU64 (4096+128*(j))(SI), Z16    \
+	VMOVDQU64 (4096+128*(j)+64)(SI), Z17 \
+	VPMULLD Z16, Z0, Z0       \
+	VPMULLD Z16, Z1, Z1       \
+	VPMULLD Z16, Z2, Z2       \
+	VPMULLD Z16, Z3, Z3       \
+	VPMULLD Z17, Z4, Z4       \
+	VPMULLD Z17, Z5, Z5       \
+	VPMULLD Z17, Z6, Z6       \
+	VPMULLD Z17, Z7, Z7       \
+	VPADDD  Z0, Z8, Z8        \
+	VPADDD  Z1, Z9, Z9        \
+	VPADDD  Z2, Z10, Z10      \
+	VPADDD  Z3, Z11, Z11      \
+	VPADDD  Z4, Z12, Z12      \
+	VPADDD  Z5, Z13, Z13      \
+	VPADDD  Z6, Z14, Z14      \
+	VPADDD  Z7, Z15, Z15
+
+// KQPAIR4P(p): sub-blocks 2p (low nibbles) and 2p+1 (high nibbles, their
+// sums shifted back), a KPF9 after each.
+#define KQPAIR4P(p) \
+	KQZERO8                    \
+	KQGROUPS4P(p, 2*p, Z28)    \
+	KQSCALE4P(2*p)             \
+	KPF9                       \
+	KQZERO8                    \
+	KQGROUPS4P(p, 2*p+1, Z29)  \
+	VPSRAD  $4, Z0, Z0         \
+	VPSRAD  $4, Z1, Z1         \
+	VPSRAD  $4, Z2, Z2         \
+	VPSRAD  $4, Z3, Z3         \
+	VPSRAD  $4, Z4, Z4         \
+	VPSRAD  $4, Z5, Z5         \
+	VPSRAD  $4, Z6, Z6         \
+	VPSRAD  $4, Z7, Z7         \
+	KQSCALE4P(2*p+1)           \
+	KPF9
+
+// KQHALFP(h): Z16-Z19 half h's min pairs, Z20 its d, Z21 its dmin.
+#define KQHALFP(h) \
+	VMOVDQU64 (5120+64*h)(SI), Z16 \
+	VMOVDQU64 (5248+64*h)(SI), Z17 \
+	VMOVDQU64 (5376+64*h)(SI), Z18 \
+	VMOVDQU64 (5504+64*h)(SI), Z19 \
+	VMOVUPS   (5632+64*h)(SI), Z20 \
+	VMOVUPS   (5760+64*h)(SI), Z21
+
+// KQMASKS: Z28 = 0x0f bytes, Z29 = 0xf0 bytes (clobbers AX).
+#define KQMASKS \
+	MOVL         $0x0f0f0f0f, AX \
+	VPBROADCASTD AX, Z28         \
+	MOVL         $0xf0f0f0f0, AX \
+	VPBROADCASTD AX, Z29
+
+// func batchQ4Kx32px4(tile *byte, x *int8, xs int, d *float32, ds int, b2 *int16, bs int, nb int, acc *float32, out *float32, os int, pf, pfEnd *byte)
+TEXT ·batchQ4Kx32px4(SB), NOSPLIT, $0-104
+	KQMASKS
 	MOVQ pf+88(FP), R14
 	MOVQ pfEnd+96(FP), R15
 	MOVQ tile+0(FP), SI
@@ -1012,7 +1055,7 @@ TEXT ·batchQ4Kx32ix4(SB), NOSPLIT, $0-104
 	MOVQ nb+56(FP), CX
 	MOVQ acc+64(FP), AX
 
-bq4kq4loop:
+bq4kp4loop:
 	VPXORD Z8, Z8, Z8
 	VPXORD Z9, Z9, Z9
 	VPXORD Z10, Z10, Z10
@@ -1021,41 +1064,29 @@ bq4kq4loop:
 	VPXORD Z13, Z13, Z13
 	VPXORD Z14, Z14, Z14
 	VPXORD Z15, Z15, Z15
-	KQSUB4(0)
-	KPF9
-	KQSUB4(1)
-	KPF9
-	KQSUB4(2)
-	KPF9
-	KQSUB4(3)
-	KPF9
-	KQSUB4(4)
-	KPF9
-	KQSUB4(5)
-	KPF9
-	KQSUB4(6)
-	KPF9
-	KQSUB4(7)
-	KPF9
-	KQHALF(0)
+	KQPAIR4P(0)
+	KQPAIR4P(1)
+	KQPAIR4P(2)
+	KQPAIR4P(3)
+	KQHALFP(0)
 	KQFOLD(0, (DX), Z8, 0(BX), 4(BX), 8(BX), 12(BX), 0)
 	KQFOLD(0, (DX)(R10*1), Z9, 0(BX)(R12*1), 4(BX)(R12*1), 8(BX)(R12*1), 12(BX)(R12*1), 256)
 	KQFOLD(0, (DX)(R10*2), Z10, 0(BX)(R12*2), 4(BX)(R12*2), 8(BX)(R12*2), 12(BX)(R12*2), 512)
 	KQFOLD(0, (DX)(R11*1), Z11, 0(BX)(R13*1), 4(BX)(R13*1), 8(BX)(R13*1), 12(BX)(R13*1), 768)
-	KQHALF(1)
+	KQHALFP(1)
 	KQFOLD(1, (DX), Z12, 0(BX), 4(BX), 8(BX), 12(BX), 0)
 	KQFOLD(1, (DX)(R10*1), Z13, 0(BX)(R12*1), 4(BX)(R12*1), 8(BX)(R12*1), 12(BX)(R12*1), 256)
 	KQFOLD(1, (DX)(R10*2), Z14, 0(BX)(R12*2), 4(BX)(R12*2), 8(BX)(R12*2), 12(BX)(R12*2), 512)
 	KQFOLD(1, (DX)(R11*1), Z15, 0(BX)(R13*1), 4(BX)(R13*1), 8(BX)(R13*1), 12(BX)(R13*1), 768)
-	ADDQ $9984, SI
+	ADDQ $5888, SI
 	ADDQ $256, DI
 	ADDQ $4, DX
 	ADDQ $16, BX
 	DECQ CX
-	JNZ  bq4kq4loop
+	JNZ  bq4kp4loop
 	MOVQ out+72(FP), DI
 	TESTQ DI, DI
-	JZ   bq4kq4done
+	JZ   bq4kp4done
 	MOVQ os+80(FP), R8
 	KQOUT(0, 0)
 	ADDQ R8, DI
@@ -1065,34 +1096,45 @@ bq4kq4loop:
 	ADDQ R8, DI
 	KQOUT(768, 0)
 
-bq4kq4done:
+bq4kp4done:
 	VZEROUPPER
 	RET
 
-#define KQG1(j, g) \
-	VMOVDQU64     (1024*j+128*g)(SI), Z16    \
-	VMOVDQU64     (1024*j+128*g+64)(SI), Z17 \
-	VPDPBUSD.BCST (32*j+4*g)(DI), Z16, Z0    \
-	VPDPBUSD.BCST (32*j+4*g)(DI), Z17, Z4
+#define KQG1P(p, j, g, M) \
+	VPANDD        (1024*p+128*g)(SI), M, Z16    \
+	VPANDD        (1024*p+128*g+64)(SI), M, Z17 \
+	VPDPBUSD.BCST (32*(j)+4*g)(DI), Z16, Z0      \
+	VPDPBUSD.BCST (32*(j)+4*g)(DI), Z17, Z4
 
-#define KQSUB1(j) \
-	VPXORD  Z0, Z0, Z0                 \
-	VPXORD  Z4, Z4, Z4                 \
-	KQG1(j, 0)                         \
-	KQG1(j, 1)                         \
-	KQG1(j, 2)                         \
-	KQG1(j, 3)                         \
-	KQG1(j, 4)                         \
-	KQG1(j, 5)                         \
-	KQG1(j, 6)                         \
-	KQG1(j, 7)                         \
-	VPMULLD (8192+128*j)(SI), Z0, Z0   \
-	VPMULLD (8192+128*j+64)(SI), Z4, Z4 \
-	VPADDD  Z0, Z8, Z8                 \
+#define KQSUB1P(p, j, M) \
+	VPXORD  Z0, Z0, Z0 \
+	VPXORD  Z4, Z4, Z4 \
+	KQG1P(p, j, 0, M)  \
+	KQG1P(p, j, 1, M)  \
+	KQG1P(p, j, 2, M)  \
+	KQG1P(p, j, 3, M)  \
+	KQG1P(p, j, 4, M)  \
+	KQG1P(p, j, 5, M)  \
+	KQG1P(p, j, 6, M)  \
+	KQG1P(p, j, 7, M)
+
+#define KQSCALE1P(j) \
+	VPMULLD (4096+128*(j))(SI), Z0, Z0    \
+	VPMULLD (4096+128*(j)+64)(SI), Z4, Z4 \
+	VPADDD  Z0, Z8, Z8                  \
 	VPADDD  Z4, Z12, Z12
 
-// func batchQ4Kx32ix1(tile *byte, x *int8, d *float32, b2 *int16, nb int, acc *float32, out *float32)
-TEXT ·batchQ4Kx32ix1(SB), NOSPLIT, $0-56
+#define KQPAIR1P(p) \
+	KQSUB1P(p, 2*p, Z28)   \
+	KQSCALE1P(2*p)         \
+	KQSUB1P(p, 2*p+1, Z29) \
+	VPSRAD $4, Z0, Z0      \
+	VPSRAD $4, Z4, Z4      \
+	KQSCALE1P(2*p+1)
+
+// func batchQ4Kx32px1(tile *byte, x *int8, d *float32, b2 *int16, nb int, acc *float32, out *float32)
+TEXT ·batchQ4Kx32px1(SB), NOSPLIT, $0-56
+	KQMASKS
 	MOVQ tile+0(FP), SI
 	MOVQ x+8(FP), DI
 	MOVQ d+16(FP), DX
@@ -1100,33 +1142,29 @@ TEXT ·batchQ4Kx32ix1(SB), NOSPLIT, $0-56
 	MOVQ nb+32(FP), CX
 	MOVQ acc+40(FP), AX
 
-bq4kq1loop:
+bq4kp1loop:
 	VPXORD Z8, Z8, Z8
 	VPXORD Z12, Z12, Z12
-	KQSUB1(0)
-	KQSUB1(1)
-	KQSUB1(2)
-	KQSUB1(3)
-	KQSUB1(4)
-	KQSUB1(5)
-	KQSUB1(6)
-	KQSUB1(7)
-	KQHALF(0)
+	KQPAIR1P(0)
+	KQPAIR1P(1)
+	KQPAIR1P(2)
+	KQPAIR1P(3)
+	KQHALFP(0)
 	KQFOLD(0, (DX), Z8, 0(BX), 4(BX), 8(BX), 12(BX), 0)
-	KQHALF(1)
+	KQHALFP(1)
 	KQFOLD(1, (DX), Z12, 0(BX), 4(BX), 8(BX), 12(BX), 0)
-	ADDQ $9984, SI
+	ADDQ $5888, SI
 	ADDQ $256, DI
 	ADDQ $4, DX
 	ADDQ $16, BX
 	DECQ CX
-	JNZ  bq4kq1loop
+	JNZ  bq4kp1loop
 	MOVQ out+48(FP), DI
 	TESTQ DI, DI
-	JZ   bq4kq1done
+	JZ   bq4kp1done
 	KQOUT(0, 0)
 
-bq4kq1done:
+bq4kp1done:
 	VZEROUPPER
 	RET
 

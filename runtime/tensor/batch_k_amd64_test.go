@@ -41,7 +41,7 @@ func TestRepackKx8(t *testing.T) {
 		{Q3_K, q3KBytes, q6KTileSB, []int{108}, repackQ3_Kx8Asm, repackQ3_Kx8Go, true, 8},
 		{Q2_K, q2KBytes, q2KTileSB, []int{80, 82}, repackQ2_Kx8Asm, repackQ2_Kx8Go, true, 8},
 		{Q4_K, q4KBytes, 2 * q4KTileSB, []int{0, 2}, repackQ4_Kx16iAsm, repackQ4_Kx16iGo, true, 16}, // a 16-row tile
-		{Q4_K, q4KBytes, 4 * q4KTileSB, []int{0, 2}, repackQ4_Kx16qAsm, repackQ4_Kx16qGo, true, 16}, // half of a 32-row tile
+		{Q4_K, q4KBytes, q4KTile32p, []int{0, 2}, repackQ4_Kx16pAsm, repackQ4_Kx16pGo, true, 16},    // half of a packed 32-row tile
 	} {
 		if c.avx512 && !hasAVX512 {
 			continue
@@ -70,8 +70,8 @@ func TestRepackKx8(t *testing.T) {
 	}
 }
 
-// BenchmarkRepackQ4_K: a 32-row tile of two super-blocks from L1, four
-// 8-row repacks against two 16-row ones.
+// BenchmarkRepackQ4_K: 32 rows of two super-blocks from L1 into four
+// 8-row tiles, two unpacked 16-row ones and a packed 32-row one.
 func BenchmarkRepackQ4_K(b *testing.B) {
 	if !hasAVX512 {
 		b.Skip("no AVX-512 here")
@@ -93,7 +93,14 @@ func BenchmarkRepackQ4_K(b *testing.B) {
 	b.Run("16-row", func(b *testing.B) {
 		for b.Loop() {
 			for h := range 2 {
-				repackQ4_Kx16qAsm(&tile[64*h], &w[16*h*rs], rs, kc)
+				repackQ4_Kx16iAsm(&tile[2*q4KTileSB*kc*h], &w[16*h*rs], rs, kc)
+			}
+		}
+	})
+	b.Run("32-row-packed", func(b *testing.B) {
+		for b.Loop() {
+			for h := range 2 {
+				repackQ4_Kx16pAsm(&tile[64*h], &w[16*h*rs], rs, kc)
 			}
 		}
 	})

@@ -112,7 +112,7 @@ func TestMatMulActBatchInvariant(t *testing.T) {
 
 // TestMatMulActHintedRowGroups runs matrices tall enough that a thread
 // computes several row groups (the later ones hinted into the cache by
-// the kernel while it computes the one before: batchQ4Kx32ix4's and
+// the kernel while it computes the one before: batchQ4Kx32px4's and
 // batchQ6Kx8x4's pf), with 16-, 8- and single-row rests, at every count
 // of vectors up to 17, and checks each output against the generic code
 // bit for bit. Hints change no result; what this guards is the arithmetic
