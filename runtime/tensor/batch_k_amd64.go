@@ -40,7 +40,7 @@ const (
 	// the tile and the four vectors' quants overflowed the 48 KB L1 and
 	// products with 5632 columns took ~20% more CPU time (measured).
 	kBatchKC16 = 4
-	// kc32: super-blocks per packed 32-row tile (12 KB). Tiles of 3 and 4
+	// kc32: super-blocks per packed 32-row tile (11.5 KB). Tiles of 3 and 4
 	// (18 and 24 KB) took 5-30 % longer at 4 and 8 vectors, 1 as long or
 	// longer (measured 2026-12-07).
 	kc32 = 2
@@ -545,7 +545,8 @@ const q4KTile32p = 4*q4KTileSB - 4096
 // repackQ4_Kx16pGo is repackQ4_Kx16qGo into half of a packed 32-row tile:
 // the byte of group g of sub-blocks 2p and 2p+1 at 1024p+128g (and on)
 // holds the low tile's quant in its low nibble and the high's in its high
-// one. The reference for repackQ4_Kx16pAsm.
+// one. The reference for repackQ4_Kx16pAsm at dst (rows 0-15): unlike it,
+// it writes all nb*q4KTile32p bytes, the other half's slots as zeros.
 func repackQ4_Kx16pGo(dst, w []byte, rs, nb int) {
 	q := make([]byte, nb*4*q4KTileSB)
 	repackQ4_Kx16qGo(q, w, rs, nb)
