@@ -1067,9 +1067,12 @@ rq4kloop:
 	VCVTPH2PS Y14, Z14      \
 	VMOVUPS   Z14, (M*2464)(DI)
 
-// RQ4K16LOOP(M, step, label): nb super-blocks of 16 rows: the quants
-// (K4PAIR16M) and the scales (RQ4KSC16) of all 16 at once.
-#define RQ4K16LOOP(M, step, label) \
+// RQ4K16SETUP: a 16-row Q4_K repack's arguments and constants: DI the
+// tile, SI, R10, R11, R12 rows 0, 4, 8, 12 (R8 the row stride, R9 three
+// of them), CX the super-blocks; Z16 = Z25 = 0x0f bytes, Z24 = 0x3f,
+// Z26 = 0x03, Z28 = 0xff dwords, Z29 = 0xff00 dwords, K1-K3 the lane
+// masks of K4LANES.
+#define RQ4K16SETUP \
 	MOVQ dst+0(FP), DI                   \
 	MOVQ w+8(FP), SI                     \
 	MOVQ rs+16(FP), R8                   \
@@ -1094,7 +1097,12 @@ rq4kloop:
 	MOVW         $0x0f00, AX             \
 	KMOVW        AX, K2                  \
 	MOVW         $0xf000, AX             \
-	KMOVW        AX, K3                  \
+	KMOVW        AX, K3
+
+// RQ4K16LOOP(M, step, label): nb super-blocks of 16 rows: the quants
+// (K4PAIR16M) and the scales (RQ4KSC16) of all 16 at once.
+#define RQ4K16LOOP(M, step, label) \
+	RQ4K16SETUP                          \
 label:                                   \
 	K4PAIR16M(0, M)                      \
 	K4PAIR16M(1, M)                      \
@@ -1170,30 +1178,7 @@ TEXT ·repackQ4_Kx16iAsm(SB), NOSPLIT, $0-32
 // arithmetic: the kernel masks them); the scales, mins, d and dmin are
 // RQ4KSC16's for a 32-row tile, 4096 bytes earlier (the quants' half).
 TEXT ·repackQ4_Kx16pAsm(SB), NOSPLIT, $0-32
-	MOVQ dst+0(FP), DI
-	MOVQ w+8(FP), SI
-	MOVQ rs+16(FP), R8
-	MOVQ nb+24(FP), CX
-	LEAQ (R8)(R8*2), R9
-	LEAQ (SI)(R8*4), R10
-	LEAQ (R10)(R8*4), R11
-	LEAQ (R11)(R8*4), R12
-	MOVL         $0x0f0f0f0f, AX
-	VPBROADCASTD AX, Z25
-	MOVL         $0x3f3f3f3f, AX
-	VPBROADCASTD AX, Z24
-	MOVL         $0x03030303, AX
-	VPBROADCASTD AX, Z26
-	MOVL         $0xff, AX
-	VPBROADCASTD AX, Z28
-	MOVL         $0xff00, AX
-	VPBROADCASTD AX, Z29
-	MOVW         $0x00f0, AX
-	KMOVW        AX, K1
-	MOVW         $0x0f00, AX
-	KMOVW        AX, K2
-	MOVW         $0xf000, AX
-	KMOVW        AX, K3
+	RQ4K16SETUP
 
 rq4k16ploop:
 	K4PAIR16P(0)
