@@ -86,23 +86,18 @@ func seqEverywhere(t Type) bool { return t == Q4_K || t == Q5_K || t == Q6_K }
 // same bits, so the faster one runs: from two vectors on, the batch
 // kernels (measured on 2048x2048, AVX-512, one thread: Q6_K 1.15x at two
 // vectors, 1.1x at four, 1.45x at eight); one vector keeps the one-vector
-// kernel (the batch kernels at one vector take 1.3x as long). Q4_K's from
-// three with AVX-512: with its weights coming from memory, as in decode,
-// and a short four padded (padFours), two vectors in the batch form took
-// 0.91-0.98x as long as the one-vector kernel run for each on one thread,
-// but on two threads 0.95-1.05x on 2048- and 5632-row matrices (and 1.5x
-// on 256 rows, measured before batchChunkMin gave such matrices 32-row
-// chunks: not measured since; AMD EPYC, 2026-12-06); from three on the
-// batch form is 1.1-1.27x faster (AVX-VNNI's
-// batch kernels, not measured so, keep two). Q5_K's from four
+// kernel (the batch kernels at one vector take 1.3x as long). Q4_K's too,
+// a short four padded (padFour): with AVX-512 it took from three until
+// the packed 32-row tile (2026-12-07), since which two vectors padded to a
+// four cost about what four do (5632 x 2048 from memory, AMD EPYC,
+// alternated: one thread 0.42-0.49 -> 0.33-0.37 ms against the
+// one-vector kernel run twice, two threads 0.23-0.26 -> 0.18-0.22).
+// Q5_K's from four
 // (at two they took 1.08x as long as the one-vector kernel run twice;
 // 1.5x faster than the four-vector kernel at four, 2.3x at eight).
 func usesBatchForm(t Type, n int) bool {
 	if seqEverywhere(t) && batchKQuants {
-		switch t {
-		case Q4_K:
-			return n >= q4KBatchFrom()
-		case Q5_K:
+		if t == Q5_K {
 			return n >= 4
 		}
 		return n >= 2

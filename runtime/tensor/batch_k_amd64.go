@@ -14,15 +14,6 @@ import (
 // (BenchmarkBatchKVNNI).
 var batchKQuants = hasAVX512 || hasAVXVNNI
 
-// q4KBatchFrom is the fewest vectors a Q4_K product takes in the batch
-// form (usesBatchForm): 3 with the AVX-512 kernels, 2 with AVX-VNNI's.
-func q4KBatchFrom() int {
-	if useAVX512 {
-		return 3
-	}
-	return 2
-}
-
 // batchK16 selects the 16-row batch kernels (64-byte registers: Q8_0,
 // Q4_0, Q4_K, Q5_K) before the 8-row ones; tests turn it off to run both.
 var batchK16 = true

@@ -15,10 +15,6 @@ import (
 // on.
 var batchKQuants = false
 
-// q4KBatchFrom is the fewest vectors a Q4_K product takes in the batch
-// form where batchKQuants (usesBatchForm).
-func q4KBatchFrom() int { return 2 }
-
 const (
 	q4KMMTileSB = 512 + 8*320 + 128 // bytes per super-block of 8 rows in an i8mm Q4_K tile
 	q6KMMTileSB = 8*384 + 64        // and in a Q6_K tile

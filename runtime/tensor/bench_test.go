@@ -50,7 +50,7 @@ func BenchmarkMatMul(b *testing.B) {
 // matrices (tinyllama's FFN) against 1 to 8 vectors, cycling through
 // more of them than the last-level cache holds, so every product reads
 // its weights from memory; one thread (the pool's other threads share the
-// bandwidth), bytes are weight bytes.
+// bandwidth), and a pool of two (/threads=2); bytes are weight bytes.
 func BenchmarkMatMulActStream(b *testing.B) {
 	const rows, cols, mats = 5632, 2048, 12 // 78 MB of Q4_K
 	for _, t := range []Type{Q4_K, Q6_K, Q8_0} {
@@ -58,18 +58,28 @@ func BenchmarkMatMulActStream(b *testing.B) {
 		for i := range ws {
 			ws[i], _ = randomMatrix(b, t, rows, cols, uint64(i+1))
 		}
-		for _, n := range []int{1, 2, 3, 4, 5, 6, 7, 8} {
-			b.Run(fmt.Sprintf("%v/n=%d", t, n), func(b *testing.B) {
-				a := NewActivations(n, cols)
-				a.Set(testData("uniform", n*cols, 2), n)
-				out := make([]float32, n*rows)
-				b.SetBytes(int64(len(ws[0].Data)))
-				i := 0
-				for b.Loop() {
-					MatMulAct(nil, out, ws[i%mats], a)
-					i++
-				}
-			})
+		for _, threads := range []int{1, 2} {
+			var p *Pool
+			name := ""
+			if threads > 1 {
+				p, name = NewPool(threads), fmt.Sprintf("/threads=%d", threads)
+			}
+			for _, n := range []int{1, 2, 3, 4, 5, 6, 7, 8} {
+				b.Run(fmt.Sprintf("%v/n=%d%s", t, n, name), func(b *testing.B) {
+					a := NewActivations(n, cols)
+					a.Set(testData("uniform", n*cols, 2), n)
+					out := make([]float32, n*rows)
+					b.SetBytes(int64(len(ws[0].Data)))
+					i := 0
+					for b.Loop() {
+						MatMulAct(p, out, ws[i%mats], a)
+						i++
+					}
+				})
+			}
+			if p != nil {
+				p.Close()
+			}
 		}
 	}
 }

@@ -47,8 +47,6 @@ func (a *Activations) allocBatch()       {}
 // batchKQuants is false: no K-quant batch kernels here (usesBatchForm).
 const batchKQuants = false
 
-func q4KBatchFrom() int { return 2 }
-
 func quantizeQ8K(x []float32, q []int8, d []float32, bsums []int16) {
 	quantizeQ8KGeneric(x, q, d, bsums)
 }
