@@ -21,6 +21,7 @@ import (
 	"strata/messages"
 	"strata/peers"
 	"strata/peers/allreduce"
+	"strata/peers/verbs"
 	"strata/runtime/catalog"
 	"strata/runtime/model"
 	"strata/runtime/tensor"
@@ -187,7 +188,7 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	ar := cfg.AllReduce
 	ar.Shm = cfg.Peers.Transport != peers.TransportTCP
 	n.Host = stage.NewHost(stage.HostConfig{Models: store, Pool: n.pool, MemoryBytes: p.MemoryOffered(), Name: shortID(p.ID().String()), MaxContext: maxCtx, SenderMiddleware: cfg.SenderMiddleware, KVType: cfg.Origin.KVType,
-		Groups: peerGroups{p: p, opts: ar}, NodeAddress: func(node string) string { return node },
+		Groups: peerGroups{p: p, opts: ar}, NodeAddress: func(node string) string { return node }, SameHost: sameHost(p),
 		OnShards: func(shards []string) { p.Membership().SetShards(shards) }, OnBatch: cfg.OnBatch, Accelerate: cfg.Accelerate, DeviceBytes: cfg.DeviceBytes,
 		UnloadAfter: cfg.UnloadAfter})
 	host.Store(n.Host)
@@ -352,4 +353,22 @@ func archOf(platform string) string {
 	}
 	arch, _, _ := strings.Cut(rest, " ")
 	return arch
+}
+
+// sameHost reports whether the node whose actors' PIDs have an Address
+// (its peer ID) runs on this machine: this node, or a member that
+// announced this boot's ID.
+func sameHost(p *peers.Node) func(address string) bool {
+	boot := verbs.BootID()
+	return func(address string) bool {
+		id, err := peer.Decode(address)
+		if err != nil {
+			return false
+		}
+		if id == p.ID() {
+			return true
+		}
+		m, ok := p.Membership().View().Member(id)
+		return ok && boot != "" && m.Info.GetBootId() == boot
+	}
 }

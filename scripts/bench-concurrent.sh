@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # make bench-concurrent: concurrent streams on one strata node against
 # llama-server on the same synthetic tinyllama-1.1b file per type. For each
-# type and round, one `strata node` (THREADS threads, --parallel 8) and then
-# llama-server (-np 8, the same threads) are started in turn, each answers
-# STREAMS concurrent requests of TOKENS greedy tokens
-# (../shared/bench/concurrent.py, after one warm-up request), and the
+# type and round, one `strata node` (THREADS threads, --parallel PARALLEL,
+# default 8) and then llama-server (-np PARALLEL, the same threads) are
+# started in turn, each answers STREAMS concurrent requests of TOKENS
+# greedy tokens (../shared/bench/concurrent.py, after one warm-up request), and the
 # aggregate generated tokens/s is printed side by side with the ratio. Then
 # strata's answers at the most streams are compared with each request
 # alone on the same node (continuous batching must not change a token).
@@ -32,6 +32,7 @@ TYPES=${TYPES:-Q4_K Q8_0}
 STREAMS=${STREAMS:-1 4 8}
 TOKENS=${TOKENS:-64}
 THREADS=${THREADS:-2}
+PARALLEL=${PARALLEL:-8}
 NODES=${NODES:-1}
 RUNS=${RUNS:-2}
 MODELDIR=${MODELDIR:-/tmp}
@@ -62,7 +63,7 @@ start_strata() {
 	rm -rf "$work/node" && mkdir -p "$work/node/models" && ln -s "$(fresh "$1")" "$work/node/models/m.gguf"
 	if [ "$NODES" = 1 ]; then
 		"$BIN" node --data-dir "$work/node/data" --listen "/ip4/127.0.0.1/tcp/$((PORT + 1))" --api "127.0.0.1:$PORT" \
-			--models "$work/node/models" --parallel 8 --threads "$THREADS" --context 512 --no-mdns >"$work/node.log" 2>&1 &
+			--models "$work/node/models" --parallel "$PARALLEL" --threads "$THREADS" --context 512 --no-mdns >"$work/node.log" 2>&1 &
 		pid=$!
 		wait_http "127.0.0.1:$PORT/v1/models"
 		return
@@ -78,13 +79,13 @@ start_strata() {
 		[ "$i" = 1 ] || join=(--join "$first")
 		"$BIN" node --data-dir "$work/node/d$i" --secret-file "$work/node/d1/secret" --listen "/ip4/127.0.0.1/tcp/$((PORT + 100 + i))" \
 			--api "127.0.0.1:$([ "$i" = 1 ] && echo "$PORT" || echo $((PORT + 200 + i)))" --memory "$share" \
-			--models "$work/node/models" --parallel 8 --threads "$THREADS" --context 512 --no-mdns "${join[@]}" >"$work/node$i.log" 2>&1 &
+			--models "$work/node/models" --parallel "$PARALLEL" --threads "$THREADS" --context 512 --no-mdns "${join[@]}" >"$work/node$i.log" 2>&1 &
 		pid="$pid $!"
 	done
 	"$BIN" status --api "127.0.0.1:$PORT" --expect "$NODES" --timeout 60s >/dev/null
 }
 start_llama() {
-	"$LLAMA_SERVER" -m "$(fresh "$1")" -np 8 -t "$THREADS" -c 4096 --host 127.0.0.1 --port "$PORT" >"$work/llama.log" 2>&1 &
+	"$LLAMA_SERVER" -m "$(fresh "$1")" -np "$PARALLEL" -t "$THREADS" -c 4096 --host 127.0.0.1 --port "$PORT" >"$work/llama.log" 2>&1 &
 	pid=$!
 	wait_http "127.0.0.1:$PORT/health"
 }

@@ -290,7 +290,12 @@ func resume(lc *localCluster, stage *actor.PID) {
 // heldStage loads stories260K's layers [0,2) on one node and returns the
 // shard, a maker of steps to it (passed on to next, errors to in).
 func heldStage(t *testing.T) (lc *localCluster, stage *actor.PID, step func(session string, pos, n int, follows uint32) *messages.Forward, next *forwards, in *answers) {
-	lc = newLocalCluster(t, 1, 4<<20, oracle.Stories(t))
+	return heldStageWith(t, nil)
+}
+
+// heldStageWith is heldStage with the host configured by configure.
+func heldStageWith(t *testing.T, configure func(i int, c *HostConfig)) (lc *localCluster, stage *actor.PID, step func(session string, pos, n int, follows uint32) *messages.Forward, next *forwards, in *answers) {
+	lc = newLocalClusterWith(t, 1, 4<<20, oracle.Stories(t), configure)
 	loaded := loadShard(t, lc, 0, 2)
 	if loaded.Error != "" {
 		t.Fatal(loaded.Error)
@@ -361,14 +366,16 @@ func TestFreeDropsHeldSteps(t *testing.T) {
 	}
 }
 
-// A pipeline's first stage evens out its groups: after a group of 3
-// sessions' one-token steps, a group of 5 runs 4 and the fifth waits for
-// the next batch (the 3 coming round), which makes 4 and 4; a deferred
-// step that no batch comes for runs on its own.
+// A pipeline's first stage (of two, on two machines) evens out its
+// groups: after a group of 3 sessions' one-token steps, a group of 5 runs
+// 4 and the fifth waits for the next batch (the 3 coming round), which
+// makes 4 and 4; a deferred step that no batch comes for runs on its own.
 func TestGroupsEvenOut(t *testing.T) {
 	defer func(d time.Duration) { followWait = d }(followWait)
 	followWait = time.Minute // every step's followers are in the mailbox before it runs
-	lc, stage, step, next, in := heldStage(t)
+	lc, stage, step, next, in := heldStageWith(t, func(_ int, c *HostConfig) {
+		c.SameHost = func(string) bool { return false } // two stages on two machines
+	})
 	group := func(pos int, sessions ...string) {
 		suspend(t, lc, stage)
 		for i, s := range sessions {
@@ -432,4 +439,100 @@ func TestGroupsEvenOut(t *testing.T) {
 	if waited := time.Since(start); waited < 900*time.Millisecond {
 		t.Errorf("the deferred step ran after %v, before its wait's end", waited)
 	}
+}
+
+// On three stages, each on a machine of its own, the first keeps up to
+// three groups in flight: 8 sessions at once circle as 4 and 4 (the
+// second four at once, not after a wait), 8 coming round beside a group
+// of 4 as 4, 4 and 4; 1 and 1 stay apart. On one machine it keeps no more
+// than its cores run at once: 8 sessions one group where they run one
+// stage at a time, and 1 and 1 merge there.
+func TestGroupsFillThePipeline(t *testing.T) {
+	defer func(d time.Duration, c func() int) { followWait, hostCores = d, c }(followWait, hostCores)
+	followWait = time.Minute // a deferred step waits a second unless it starts a group
+	hostCores = func() int { return 2 } // the tests' pool has 2 threads: one stage at a time here
+	elsewhere := func(_ int, c *HostConfig) { c.SameHost = func(string) bool { return false } }
+	var (
+		lc    *localCluster
+		stage *actor.PID
+		step  func(session string, pos, n int, follows uint32) *messages.Forward
+		next  *forwards
+		in    *answers
+	)
+	group := func(pos int, sessions ...string) {
+		suspend(t, lc, stage)
+		for i, s := range sessions {
+			m := step(s, pos, 1, uint32(len(sessions)-1-i))
+			m.Route = append(m.Route, wire.FromPID(stage)) // a third stage (never reached)
+			lc.system.Root.Send(stage, m)
+		}
+		resume(lc, stage)
+	}
+	receive := func(n int) (got []string) {
+		t.Helper()
+		for range n {
+			select {
+			case m := <-next.ch:
+				got = append(got, fmt.Sprintf("%s+%d", m.Session, m.BatchFollows))
+			case m := <-in.ch:
+				t.Fatalf("the stage answered %v", m)
+			case <-time.After(10 * time.Second):
+				t.Fatalf("sent on so far: %v", got)
+			}
+		}
+		return got
+	}
+	// batches checks that the batches sent on are want's, of size each,
+	// none waiting for a batch to join.
+	batches := func(what string, size int, want ...string) {
+		t.Helper()
+		start := time.Now()
+		for i := 0; i < len(want); i += size {
+			if got := receive(size); !slices.Equal(got, want[i:i+size]) {
+				t.Fatalf("%s: sent on as %v, want %v", what, got, want[i:i+size])
+			}
+		}
+		if waited := time.Since(start); waited > 700*time.Millisecond {
+			t.Errorf("%s took %v: a batch waited for another to join", what, waited)
+		}
+	}
+	lc, stage, step, next, in = heldStageWith(t, elsewhere)
+	group(0, "a", "b", "c", "d", "e", "f", "g", "h")
+	batches("8 sessions at once", 4, "a+3", "b+2", "c+1", "d+0", "e+3", "f+2", "g+1", "h+0")
+	group(0, "i", "j", "k", "l")
+	batches("a new four", 4, "i+3", "j+2", "k+1", "l+0")
+	group(1, "a", "b", "c", "d", "e", "f", "g", "h")
+	batches("8 beside a four", 4, "a+3", "b+2", "c+1", "d+0", "e+3", "f+2", "g+1", "h+0")
+	group(1, "i", "j", "k", "l")
+	batches("the four coming round", 4, "i+3", "j+2", "k+1", "l+0")
+
+	lc, stage, step, next, in = heldStageWith(t, elsewhere)
+	group(0, "x")
+	batches("a lone session", 1, "x+0")
+	group(0, "y")
+	batches("a second", 1, "y+0")
+
+	// All three stages on this machine (an in-process cluster): with 2
+	// cores for stages of 2 threads one group, with 4 cores two.
+	lc, stage, step, next, in = heldStage(t)
+	group(0, "a", "b", "c", "d", "e", "f", "g", "h")
+	batches("8 sessions, one stage at a time", 8, "a+7", "b+6", "c+5", "d+4", "e+3", "f+2", "g+1", "h+0")
+	lc, stage, step, next, in = heldStage(t)
+	group(0, "x")
+	batches("a lone session", 1, "x+0")
+	group(0, "y")
+	select {
+	case m := <-next.ch:
+		t.Fatalf("sent on %s@%d, which should wait to join x", m.Session, m.Position)
+	case <-time.After(200 * time.Millisecond):
+	}
+	group(1, "x")
+	if got := receive(2); !slices.Equal(got, []string{"y+1", "x+0"}) {
+		t.Fatalf("1 and 1 sent on as %v, want one group", got)
+	}
+	hostCores = func() int { return 4 }
+	lc, stage, step, next, in = heldStage(t)
+	group(0, "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l")
+	batches("12 sessions, two stages at a time", 4, "a+7", "b+6", "c+5", "d+4")
+	batches("", 4, "e+3", "f+2", "g+1", "h+0", "i+3", "j+2", "k+1", "l+0")
 }

@@ -1,34 +1,59 @@
 package stage
 
 import (
+	"runtime"
 	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"strata/messages"
 )
 
-// Even groups on a pipeline. Under many streams a pipeline's sessions
+// Micro-batches on a pipeline. Under many streams a pipeline's sessions
 // circle as groups: a batch stays whole from stage to stage, and the last
 // stage's tokens come back to the first together. Which sessions make a
-// group depends only on when they came, and a group never changes after:
-// 8 streams started at once circled as groups of 3 and 5. That costs: the
-// batch kernels take vectors four at a time (a short four padded), so a
-// stage's products cost about as much for 5 rows as for 8 and for 3 as
-// for 4 (Q4_K from memory, one thread: 0.53-0.59 ms a matrix at 3 or 4
-// vectors, 0.70-0.83 at 5 to 8), and 3 + 5 reads the weights for three
-// fours where 4 + 4 needs two.
+// group depends only on when they came: 8 streams started at once circled
+// as groups of 3 and 5, and 12 as 8 and 4 on three stages, one of them
+// idle whenever the others worked. Two costs follow. The batch kernels
+// take vectors four at a time (a short four padded), so a stage's
+// products cost about as much for 5 rows as for 8 and for 3 as for 4
+// (Q4_K from memory, one thread: 0.53-0.59 ms a matrix at 3 or 4 vectors,
+// 0.70-0.83 at 5 to 8), and 3 + 5 reads the weights for three fours where
+// 4 + 4 needs two. And a stage is idle while no group is on it: a
+// pipeline of S stages keeps all of them at work only with S groups in
+// flight (vLLM's batch queue).
 //
-// So the first stage of a pipeline evens out its groups. When a batch of
-// one-token steps is about to run and the batch that ran before it was
-// another group (none of its sessions) of one-token steps, and the two
-// fit in fewer fours split evenly (each at most half of both, rounded up
-// to a four), the steps over that share wait for the next batch: they
-// are gathered first into it (the other group coming round, or whatever
-// comes first), or run on their own after a round of their session
-// (timed from its last step here, at most a second) if nothing comes.
-// Nothing else changes: a row's result does not depend on its batch, and
-// a deferred step is a session's only step in flight (its next comes
-// from its token).
+// So the first stage of a pipeline shapes its groups. When a batch of
+// one-token steps is about to run, it counts the sessions circling: the
+// batch's, and the others whose one-token steps ran here since the
+// batch's own sessions last did (a round), in as many groups as batches
+// they ran in. With T sessions and S stages it wants k = min(S, T/4
+// rounded up) groups of g = T/k rounded up to a four (the kernels'
+// grain: below a four more groups cost weight reads and win no time).
+// S counts only the stages that can compute at once: those on one machine
+// share its cores, as many at a time as its cores hold this stage's
+// threads (3 processes of 1 thread on 2 cores: 2). There a group more
+// than the cores run is one more read of every weight for no stage's
+// time: 12 streams on such a pipeline ran 126 tok/s as 4 + 4 + 4 and 154
+// as 8 + 4.
+// Then:
+//   - a batch of more than g steps runs its first g; the rest wait,
+//     starting a group of their own right after it if fewer than k groups
+//     circle with this one, else gathered into the next batch (another
+//     group coming round) or run on their own after a round of their
+//     session (timed from its last step here, at most a second) if
+//     nothing comes;
+//   - a batch of at most g steps runs as it is, unless more groups circle
+//     with it than the stages compute at once (one would wait anyway):
+//     then it waits (as above) to join the next.
+// 3 + 5 on two or three stages becomes 4 + 4; 8 + 4 on three stages
+// 4 + 4 + 4; 8 alone on three stages 4 + 4; 1 + 1 + 1 on stages that
+// compute one at a time one group of 3 (on stages of their own they stay
+// apart: a one-vector product costs less than a padded four).
+// With one session nothing changes. Nothing else changes either: a row's
+// result does not depend on its batch, and a waiting step is its
+// session's only step in flight (its next comes from its token).
 
 // evenGrain is how many vectors the batch kernels take at a time.
 const evenGrain = 4
@@ -37,70 +62,161 @@ const evenGrain = 4
 // long enough (gen: the deferral it is for).
 type runDeferred struct{ gen uint64 }
 
-// deferral is the steps a first stage held back to even out its groups.
+// deferral is the steps a first stage held back to shape its groups.
 type deferral struct {
 	steps []gathered
 	gen   uint64 // counts deferrals; a runDeferred of an older one is stale
 	timer *time.Timer
-	// The sessions of the batch that ran last, if it was one of
-	// one-token steps (nil otherwise).
-	lastGroup []*shardSession
+	// seq counts the batches run here; a session's ranSeq is the one
+	// its last one-token step ran in. seqs is scratch for counting groups.
+	seq  uint64
+	seqs []uint64
+	// The stages of the last route that can compute at once
+	// (stagesAtOnce), and the route's addresses.
+	stages int
+	route  []string
 }
 
-// evenOut defers the steps of the gathered batch over its even share
-// (see above); only on the first stage of a pipeline.
+// circling counts the sessions other than the batch's whose one-token
+// steps ran here since the batch's own sessions last did, and the
+// batches (groups) they ran in.
+func (s *shard) circling() (others, groups int) {
+	b, d := &s.batch, &s.deferred
+	since := uint64(0)
+	for _, g := range b.steps {
+		if r := g.ss.ranSeq; r > 0 && (since == 0 || r < since) {
+			since = r
+		}
+	}
+	if since == 0 {
+		// New sessions (their prompts just read): the batch before
+		// them is what they can be counted against.
+		since = max(d.seq, 1) - 1
+	}
+	seqs := d.seqs[:0]
+	s.mu.Lock()
+	for _, ss := range s.sessions {
+		if ss.ranSeq > since && !b.has(ss) {
+			others++
+			seqs = append(seqs, ss.ranSeq)
+		}
+	}
+	s.mu.Unlock()
+	slices.Sort(seqs)
+	d.seqs = slices.Compact(seqs)
+	return others, len(d.seqs)
+}
+
+// evenOut defers the steps of the gathered batch that the pipeline's
+// groups should not carry now (see above); only on the first stage of a
+// pipeline.
 func (s *shard) evenOut(ctx actor.Context) {
 	b, d := &s.batch, &s.deferred
-	if !s.m.IsFirst() || s.m.IsLast() || len(d.steps) > 0 || len(d.lastGroup) == 0 {
-		return
-	}
-	n, m := len(b.steps), len(d.lastGroup)
-	share := (n + m + 1) / 2
-	share = (share + evenGrain - 1) / evenGrain * evenGrain
-	if n <= share {
+	if !s.m.IsFirst() || s.m.IsLast() || len(d.steps) > 0 || len(b.steps) == 0 {
 		return
 	}
 	for _, g := range b.steps {
-		if !oneToken(g) || slices.Contains(d.lastGroup, g.ss) {
+		if !oneToken(g) {
 			return
 		}
 	}
-	now := time.Now()
+	n, stages := len(b.steps), s.stagesAtOnce(b.steps[0].m.Route)
+	others, groups := s.circling()
+	total := n + others
+	k := min(stages, ceilDiv(total, evenGrain))
+	size := ceilDiv(ceilDiv(total, k), evenGrain) * evenGrain
+	keep, now := n, time.Now()
+	var wait time.Duration
+	switch {
+	case n > size:
+		keep = size
+		if groups+1 >= k {
+			wait = roundOf(b.steps[keep:], now)
+		}
+	case groups+1 > stages:
+		keep, wait = 0, roundOf(b.steps, now)
+	default:
+		return
+	}
+	d.steps = append(d.steps, b.steps[keep:]...)
+	clear(b.steps[keep:])
+	b.steps, b.rows = b.steps[:keep], keep
+	if keep == 0 { // as if run: a later step starts a new batch
+		b.gen, b.awaiting = b.gen+1, 0
+		b.stopDeadline()
+	}
+	d.gen++
+	self, gen, root := ctx.Self(), d.gen, ctx.ActorSystem().Root
+	if wait == 0 {
+		// A group of their own, after this batch (straight to the
+		// mailbox: the shard's note to itself).
+		root.Send(self, runDeferred{gen: gen})
+		return
+	}
+	d.timer = time.AfterFunc(wait, func() { root.Send(self, runDeferred{gen: gen}) })
+}
+
+// stagesAtOnce is how many stages of a pipeline (this one, then route)
+// can compute at once: one a machine of their own, and those on this
+// machine (HostConfig.SameHost) as many as its cores hold this stage's
+// threads. Remembered for the last route seen.
+func (s *shard) stagesAtOnce(route []*messages.PID) int {
+	d := &s.deferred
+	if slices.EqualFunc(route, d.route, func(p *messages.PID, a string) bool { return p.GetAddress() == a }) {
+		return d.stages
+	}
+	d.route = d.route[:0]
+	here, elsewhere := 1, 0
+	for _, p := range route {
+		d.route = append(d.route, p.GetAddress())
+		if same := s.host.cfg.SameHost; same == nil || same(p.GetAddress()) {
+			here++
+		} else {
+			elsewhere++
+		}
+	}
+	threads := 1
+	if p := s.host.cfg.Pool; p != nil {
+		threads = p.Threads()
+	}
+	d.stages = min(here, max(1, hostCores()/threads)) + elsewhere
+	return d.stages
+}
+
+// hostCores is how many cores this machine has (a variable for tests).
+var hostCores = runtime.NumCPU
+
+// roundOf is how long deferred steps wait for a batch to join: a round of
+// their sessions (from their last step here), at least followWait, at
+// most a second.
+func roundOf(steps []gathered, now time.Time) time.Duration {
 	wait := followWait
-	for _, g := range b.steps[share:] {
+	for _, g := range steps {
 		if round := now.Sub(g.ss.ranAt); !g.ss.ranAt.IsZero() && round > wait {
 			wait = round
 		}
 	}
-	wait = min(wait, time.Second)
-	d.steps = append(d.steps, b.steps[share:]...)
-	clear(b.steps[share:])
-	b.steps, b.rows = b.steps[:share], share
-	d.gen++
-	self, gen, root := ctx.Self(), d.gen, ctx.ActorSystem().Root
-	d.timer = time.AfterFunc(wait, func() { root.Send(self, runDeferred{gen: gen}) })
+	return min(wait, time.Second)
 }
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
 
 // oneToken reports whether g is a one-token step (no prompt chunk, no
 // speculative check).
 func oneToken(g gathered) bool { return g.m.Count == 1 && len(g.m.Guesses) == 0 }
 
-// noteGroup remembers the batch about to run as the last group (none if
-// it is not all one-token steps) and when its sessions ran.
+// noteGroup numbers the batch about to run and notes, for each of its
+// sessions, when it ran and in which batch (0 for a step of more than
+// one token).
 func (s *shard) noteGroup() {
 	d := &s.deferred
-	clear(d.lastGroup)
-	d.lastGroup = d.lastGroup[:0]
-	now, group := time.Now(), true
+	d.seq++
+	now := time.Now()
 	for _, g := range s.batch.steps {
-		g.ss.ranAt = now
-		if group = group && oneToken(g); group {
-			d.lastGroup = append(d.lastGroup, g.ss)
+		g.ss.ranAt, g.ss.ranSeq = now, 0
+		if oneToken(g) {
+			g.ss.ranSeq = d.seq
 		}
-	}
-	if !group {
-		clear(d.lastGroup)
-		d.lastGroup = d.lastGroup[:0]
 	}
 }
 

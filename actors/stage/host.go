@@ -70,6 +70,12 @@ type HostConfig struct {
 	// relay a session's steps to another node); nil = not checked (an
 	// in-process cluster, whose nodes share one address).
 	NodeAddress func(node string) string
+	// SameHost reports whether the node whose actors' PIDs have this
+	// Address computes on this machine, sharing its cores (a pipeline's
+	// first stage keeps no more of its groups in flight than the stages
+	// can compute at once: evenout.go); nil: every node does (an
+	// in-process cluster).
+	SameHost func(address string) bool
 	// Accelerate, when set, puts a shard's matrix products on another
 	// device (strata node --gpu): it returns the accelerator, what
 	// releases it when the shard stops and the memory the device's

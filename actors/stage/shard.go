@@ -100,9 +100,11 @@ type shardSession struct {
 	heldAfter  int
 	// draft: speculation here (draft.go), last stage only; nil: none.
 	draft *stageDraft
-	// ranAt is when the session's last step ran here (first stage of a
-	// pipeline: evenout.go).
-	ranAt time.Time
+	// ranAt is when the session's last step ran here, ranSeq in which
+	// batch if it was a one-token step (first stage of a pipeline:
+	// evenout.go).
+	ranAt  time.Time
+	ranSeq uint64
 }
 
 // kv is the session's KV cache: a stage's, or a tensor-parallel member's.
