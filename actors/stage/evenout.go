@@ -162,7 +162,7 @@ func (s *shard) evenOut(ctx actor.Context) {
 // threads. Remembered for the last route seen.
 func (s *shard) stagesAtOnce(route []*messages.PID) int {
 	d := &s.deferred
-	if slices.EqualFunc(route, d.route, func(p *messages.PID, a string) bool { return p.GetAddress() == a }) {
+	if d.stages > 0 && slices.EqualFunc(route, d.route, func(p *messages.PID, a string) bool { return p.GetAddress() == a }) {
 		return d.stages
 	}
 	d.route = d.route[:0]
