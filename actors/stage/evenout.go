@@ -162,6 +162,7 @@ func (s *shard) evenOut(ctx actor.Context) {
 // threads. Remembered for the last route seen.
 func (s *shard) stagesAtOnce(route []*messages.PID) int {
 	d := &s.deferred
+	route = route[:min(len(route), maxCountedStages)]
 	if d.stages > 0 && slices.EqualFunc(route, d.route, func(p *messages.PID, a string) bool { return p.GetAddress() == a }) {
 		return d.stages
 	}
@@ -182,6 +183,10 @@ func (s *shard) stagesAtOnce(route []*messages.PID) int {
 	d.stages = min(here, max(1, hostCores()/threads)) + elsewhere
 	return d.stages
 }
+
+// maxCountedStages bounds the route stagesAtOnce reads (a peer's route
+// may be long; 64 stages in groups of four already take 256 sessions).
+const maxCountedStages = 64
 
 // hostCores is how many cores this machine has (a variable for tests).
 var hostCores = runtime.NumCPU
