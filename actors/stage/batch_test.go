@@ -449,7 +449,7 @@ func TestGroupsEvenOut(t *testing.T) {
 // stage at a time, and 1 and 1 merge there.
 func TestGroupsFillThePipeline(t *testing.T) {
 	defer func(d time.Duration, c func() int) { followWait, hostCores = d, c }(followWait, hostCores)
-	followWait = time.Minute // a deferred step waits a second unless it starts a group
+	followWait = time.Minute            // a deferred step waits a second unless it starts a group
 	hostCores = func() int { return 2 } // the tests' pool has 2 threads: one stage at a time here
 	elsewhere := func(_ int, c *HostConfig) { c.SameHost = func(string) bool { return false } }
 	var (
