@@ -188,7 +188,7 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	ar := cfg.AllReduce
 	ar.Shm = cfg.Peers.Transport != peers.TransportTCP
 	n.Host = stage.NewHost(stage.HostConfig{Models: store, Pool: n.pool, MemoryBytes: p.MemoryOffered(), Name: shortID(p.ID().String()), MaxContext: maxCtx, SenderMiddleware: cfg.SenderMiddleware, KVType: cfg.Origin.KVType,
-		Groups: peerGroups{p: p, opts: ar}, NodeAddress: func(node string) string { return node }, SameHost: sameHost(p),
+		Groups: peerGroups{p: p, opts: ar}, NodeAddress: func(node string) string { return node }, Machines: machines(p),
 		OnShards: func(shards []string) { p.Membership().SetShards(shards) }, OnBatch: cfg.OnBatch, Accelerate: cfg.Accelerate, DeviceBytes: cfg.DeviceBytes,
 		UnloadAfter: cfg.UnloadAfter})
 	host.Store(n.Host)
@@ -355,20 +355,31 @@ func archOf(platform string) string {
 	return arch
 }
 
-// sameHost reports whether the node whose actors' PIDs have an Address
-// (its peer ID) runs on this machine: this node, or a member that
-// announced this boot's ID.
-func sameHost(p *peers.Node) func(address string) bool {
+// machines counts the members among nodes (their peer IDs) on this
+// machine (this node, or one that announced this boot's ID) and elsewhere
+// (HostConfig.Machines).
+func machines(p *peers.Node) func(nodes []string) (here, elsewhere int) {
 	boot := verbs.BootID()
-	return func(address string) bool {
-		id, err := peer.Decode(address)
-		if err != nil {
-			return false
+	return func(nodes []string) (here, elsewhere int) {
+		view := p.Membership().View()
+		for _, node := range nodes {
+			id, err := peer.Decode(node)
+			if err != nil {
+				continue
+			}
+			if id == p.ID() {
+				here++
+				continue
+			}
+			m, ok := view.Member(id)
+			switch {
+			case !ok:
+			case boot != "" && m.Info.GetBootId() == boot:
+				here++
+			default:
+				elsewhere++
+			}
 		}
-		if id == p.ID() {
-			return true
-		}
-		m, ok := p.Membership().View().Member(id)
-		return ok && boot != "" && m.Info.GetBootId() == boot
+		return here, elsewhere
 	}
 }

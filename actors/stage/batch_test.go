@@ -374,7 +374,7 @@ func TestGroupsEvenOut(t *testing.T) {
 	defer func(d time.Duration) { followWait = d }(followWait)
 	followWait = time.Minute // every step's followers are in the mailbox before it runs
 	lc, stage, step, next, in := heldStageWith(t, func(_ int, c *HostConfig) {
-		c.SameHost = func(string) bool { return false } // two stages on two machines
+		c.Machines = func([]string) (int, int) { return 1, 1 } // two stages on two machines
 	})
 	group := func(pos int, sessions ...string) {
 		suspend(t, lc, stage)
@@ -444,14 +444,19 @@ func TestGroupsEvenOut(t *testing.T) {
 // On three stages, each on a machine of its own, the first keeps up to
 // three groups in flight: 8 sessions at once circle as 4 and 4 (the
 // second four at once, not after a wait), 8 coming round beside a group
-// of 4 as 4, 4 and 4; 1 and 1 stay apart. On one machine it keeps no more
-// than its cores run at once: 8 sessions one group where they run one
-// stage at a time, and 1 and 1 merge there.
+// of 4 as 4, 4 and 4, 12 at once as 4, 4 and 4; 1 and 1 stay apart. On
+// two machines a new session joins one of two fours. On one machine it
+// keeps no more than its cores run at once: 8 sessions one group where
+// they run one stage at a time, and 1 and 1 merge there.
 func TestGroupsFillThePipeline(t *testing.T) {
 	defer func(d time.Duration, c func() int) { followWait, hostCores = d, c }(followWait, hostCores)
 	followWait = time.Minute            // a deferred step waits a second unless it starts a group
-	hostCores = func() int { return 2 } // the tests' pool has 2 threads: one stage at a time here
-	elsewhere := func(_ int, c *HostConfig) { c.SameHost = func(string) bool { return false } }
+	hostCores = func() int { return 2 } // the tests' pool has 2 threads: one stage at a time on one machine
+	// Where the nodes are (the test's route names the stage's own node
+	// twice: only Machines tells them apart).
+	machines := func(here, elsewhere int) func(int, *HostConfig) {
+		return func(_ int, c *HostConfig) { c.Machines = func([]string) (int, int) { return here, elsewhere } }
+	}
 	var (
 		lc    *localCluster
 		stage *actor.PID
@@ -492,11 +497,11 @@ func TestGroupsFillThePipeline(t *testing.T) {
 				t.Fatalf("%s: sent on as %v, want %v", what, got, want[i:i+size])
 			}
 		}
-		if waited := time.Since(start); waited > 700*time.Millisecond {
+		if waited := time.Since(start); waited > 900*time.Millisecond {
 			t.Errorf("%s took %v: a batch waited for another to join", what, waited)
 		}
 	}
-	lc, stage, step, next, in = heldStageWith(t, elsewhere)
+	lc, stage, step, next, in = heldStageWith(t, machines(1, 2))
 	group(0, "a", "b", "c", "d", "e", "f", "g", "h")
 	batches("8 sessions at once", 4, "a+3", "b+2", "c+1", "d+0", "e+3", "f+2", "g+1", "h+0")
 	group(0, "i", "j", "k", "l")
@@ -506,14 +511,44 @@ func TestGroupsFillThePipeline(t *testing.T) {
 	group(1, "i", "j", "k", "l")
 	batches("the four coming round", 4, "i+3", "j+2", "k+1", "l+0")
 
-	lc, stage, step, next, in = heldStageWith(t, elsewhere)
+	lc, stage, step, next, in = heldStageWith(t, machines(1, 2))
+	group(0, "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l")
+	batches("12 sessions at once", 4, "a+3", "b+2", "c+1", "d+0", "e+3", "f+2", "g+1", "h+0", "i+3", "j+2", "k+1", "l+0")
 	group(0, "x")
 	batches("a lone session", 1, "x+0")
 	group(0, "y")
 	batches("a second", 1, "y+0")
 
-	// All three stages on this machine (an in-process cluster): with 2
-	// cores for stages of 2 threads one group, with 4 cores two.
+	// A session new to two groups of 4 on two machines joins one of them:
+	// its prompt's batch is where its round starts.
+	lc, stage, step, next, in = heldStageWith(t, machines(1, 1))
+	group(0, "a", "b", "c", "d")
+	batches("a four", 4, "a+3", "b+2", "c+1", "d+0")
+	group(0, "e", "f", "g", "h")
+	batches("another", 4, "e+3", "f+2", "g+1", "h+0")
+	prompt := step("p", 0, 3, 0)
+	prompt.Route = append(prompt.Route, wire.FromPID(stage))
+	lc.system.Root.Send(stage, prompt)
+	batches("a prompt", 1, "p+0")
+	group(1, "a", "b", "c", "d")
+	batches("the first four coming round", 4, "a+3", "b+2", "c+1", "d+0")
+	group(1, "e", "f", "g", "h")
+	batches("the second", 4, "e+3", "f+2", "g+1", "h+0")
+	group(3, "p")
+	select {
+	case m := <-next.ch:
+		t.Fatalf("sent on %s@%d as a third group on two machines", m.Session, m.Position)
+	case <-time.After(200 * time.Millisecond):
+	}
+	group(2, "a", "b", "c", "d")
+	if got := receive(5); !slices.Equal(got, []string{"p+4", "a+3", "b+2", "c+1", "d+0"}) {
+		t.Fatalf("the new session sent on as %v, want it with the four coming round", got)
+	}
+
+	// All three stages on this machine: in one process (one pool) one
+	// group; on three nodes with 4 cores for stages of 2 threads two
+	// (the test's nodes share a pool all the same: only the shapes are
+	// checked).
 	lc, stage, step, next, in = heldStage(t)
 	group(0, "a", "b", "c", "d", "e", "f", "g", "h")
 	batches("8 sessions, one stage at a time", 8, "a+7", "b+6", "c+5", "d+4", "e+3", "f+2", "g+1", "h+0")
@@ -531,8 +566,7 @@ func TestGroupsFillThePipeline(t *testing.T) {
 		t.Fatalf("1 and 1 sent on as %v, want one group", got)
 	}
 	hostCores = func() int { return 4 }
-	lc, stage, step, next, in = heldStage(t)
+	lc, stage, step, next, in = heldStageWith(t, machines(3, 0))
 	group(0, "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l")
-	batches("12 sessions, two stages at a time", 4, "a+7", "b+6", "c+5", "d+4")
-	batches("", 4, "e+3", "f+2", "g+1", "h+0", "i+3", "j+2", "k+1", "l+0")
+	batches("12 sessions, two stages at a time", 4, "a+7", "b+6", "c+5", "d+4", "e+3", "f+2", "g+1", "h+0", "i+3", "j+2", "k+1", "l+0")
 }

@@ -59,8 +59,12 @@ import (
 const evenGrain = 4
 
 // runDeferred is the shard's note to itself that deferred steps waited
-// long enough (gen: the deferral it is for).
-type runDeferred struct{ gen uint64 }
+// long enough (gen: the deferral it is for), or are to start a group of
+// their own (shape: after evenOut, as another batch would be).
+type runDeferred struct {
+	gen   uint64
+	shape bool
+}
 
 // deferral is the steps a first stage held back to shape its groups.
 type deferral struct {
@@ -72,14 +76,18 @@ type deferral struct {
 	seq  uint64
 	seqs []uint64
 	// The stages of the last route that can compute at once
-	// (stagesAtOnce), and the route's addresses.
-	stages int
-	route  []string
+	// (stagesAtOnce), until when, the route's addresses and its distinct
+	// nodes (scratch).
+	stages      int
+	stagesUntil time.Time
+	route       []string
+	nodes       []string
 }
 
-// circling counts the sessions other than the batch's whose one-token
-// steps ran here since the batch's own sessions last did, and the
-// batches (groups) they ran in.
+// circling counts the sessions other than the batch's whose steps ran
+// here since the batch's own sessions last did (a session's prompt
+// counts: its first token is on its way), and the batches of one-token
+// steps (groups) they ran in.
 func (s *shard) circling() (others, groups int) {
 	b, d := &s.batch, &s.deferred
 	since := uint64(0)
@@ -89,8 +97,8 @@ func (s *shard) circling() (others, groups int) {
 		}
 	}
 	if since == 0 {
-		// New sessions (their prompts just read): the batch before
-		// them is what they can be counted against.
+		// Sessions new here (no step of theirs ran, not even a prompt):
+		// the batch before them is what they can be counted against.
 		since = max(d.seq, 1) - 1
 	}
 	seqs := d.seqs[:0]
@@ -98,7 +106,9 @@ func (s *shard) circling() (others, groups int) {
 	for _, ss := range s.sessions {
 		if ss.ranSeq > since && !b.has(ss) {
 			others++
-			seqs = append(seqs, ss.ranSeq)
+			if ss.ranOne { // a prompt's batch is no group circling
+				seqs = append(seqs, ss.ranSeq)
+			}
 		}
 	}
 	s.mu.Unlock()
@@ -120,12 +130,13 @@ func (s *shard) evenOut(ctx actor.Context) {
 			return
 		}
 	}
-	n, stages := len(b.steps), s.stagesAtOnce(b.steps[0].m.Route)
+	now := time.Now()
+	n, stages := len(b.steps), s.stagesAtOnce(b.steps[0].m.Route, now)
 	others, groups := s.circling()
 	total := n + others
 	k := min(stages, ceilDiv(total, evenGrain))
 	size := ceilDiv(ceilDiv(total, k), evenGrain) * evenGrain
-	keep, now := n, time.Now()
+	keep := n
 	var wait time.Duration
 	switch {
 	case n > size:
@@ -149,38 +160,46 @@ func (s *shard) evenOut(ctx actor.Context) {
 	self, gen, root := ctx.Self(), d.gen, ctx.ActorSystem().Root
 	if wait == 0 {
 		// A group of their own, after this batch (straight to the
-		// mailbox: the shard's note to itself).
-		root.Send(self, runDeferred{gen: gen})
+		// mailbox: the shard's note to itself), itself shaped.
+		root.Send(self, runDeferred{gen: gen, shape: true})
 		return
 	}
 	d.timer = time.AfterFunc(wait, func() { root.Send(self, runDeferred{gen: gen}) })
 }
 
 // stagesAtOnce is how many stages of a pipeline (this one, then route)
-// can compute at once: one a machine of their own, and those on this
-// machine (HostConfig.SameHost) as many as its cores hold this stage's
-// threads. Remembered for the last route seen.
-func (s *shard) stagesAtOnce(route []*messages.PID) int {
+// can compute at once: one a node elsewhere, and the nodes on this
+// machine (HostConfig.Machines; this one among them) as many as its cores
+// hold this stage's threads. Stages on one node share its pool, which runs
+// one product at a time: they count once. Remembered for the last route
+// seen, a few seconds (members come and go).
+func (s *shard) stagesAtOnce(route []*messages.PID, now time.Time) int {
 	d := &s.deferred
 	route = route[:min(len(route), maxCountedStages)]
-	if d.stages > 0 && slices.EqualFunc(route, d.route, func(p *messages.PID, a string) bool { return p.GetAddress() == a }) {
+	if now.Before(d.stagesUntil) && slices.EqualFunc(route, d.route, func(p *messages.PID, a string) bool { return p.GetAddress() == a }) {
 		return d.stages
 	}
 	d.route = d.route[:0]
-	here, elsewhere := 1, 0
 	for _, p := range route {
 		d.route = append(d.route, p.GetAddress())
-		if same := s.host.cfg.SameHost; same == nil || same(p.GetAddress()) {
-			here++
-		} else {
-			elsewhere++
+	}
+	nodes := append(d.nodes[:0], s.pid.GetAddress())
+	for _, a := range d.route {
+		if !slices.Contains(nodes, a) {
+			nodes = append(nodes, a)
 		}
+	}
+	d.nodes = nodes
+	here, elsewhere := len(nodes), 0
+	if count := s.host.cfg.Machines; count != nil {
+		here, elsewhere = count(nodes)
 	}
 	threads := 1
 	if p := s.host.cfg.Pool; p != nil {
 		threads = p.Threads()
 	}
-	d.stages = min(here, max(1, hostCores()/threads)) + elsewhere
+	d.stages = max(1, min(here, hostCores()/threads)+elsewhere)
+	d.stagesUntil = now.Add(stagesFor)
 	return d.stages
 }
 
@@ -188,8 +207,12 @@ func (s *shard) stagesAtOnce(route []*messages.PID) int {
 // may be long; 64 stages in groups of four already take 256 sessions).
 const maxCountedStages = 64
 
-// hostCores is how many cores this machine has (a variable for tests).
-var hostCores = runtime.NumCPU
+// stagesFor is how long stagesAtOnce keeps its count.
+const stagesFor = 5 * time.Second
+
+// hostCores is how many cores this process may use (a variable for
+// tests): GOMAXPROCS, which follows the CPU quota of a container.
+var hostCores = func() int { return runtime.GOMAXPROCS(0) }
 
 // roundOf is how long deferred steps wait for a batch to join: a round of
 // their sessions (from their last step here), at least followWait, at
@@ -211,17 +234,13 @@ func ceilDiv(a, b int) int { return (a + b - 1) / b }
 func oneToken(g gathered) bool { return g.m.Count == 1 && len(g.m.Guesses) == 0 }
 
 // noteGroup numbers the batch about to run and notes, for each of its
-// sessions, when it ran and in which batch (0 for a step of more than
-// one token).
+// sessions, when it ran, in which batch, and whether as a one-token step.
 func (s *shard) noteGroup() {
 	d := &s.deferred
 	d.seq++
 	now := time.Now()
 	for _, g := range s.batch.steps {
-		g.ss.ranAt, g.ss.ranSeq = now, 0
-		if oneToken(g) {
-			g.ss.ranSeq = d.seq
-		}
+		g.ss.ranAt, g.ss.ranSeq, g.ss.ranOne = now, d.seq, oneToken(g)
 	}
 }
 

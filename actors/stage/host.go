@@ -70,12 +70,13 @@ type HostConfig struct {
 	// relay a session's steps to another node); nil = not checked (an
 	// in-process cluster, whose nodes share one address).
 	NodeAddress func(node string) string
-	// SameHost reports whether the node whose actors' PIDs have this
-	// Address computes on this machine, sharing its cores (a pipeline's
-	// first stage keeps no more of its groups in flight than the stages
-	// can compute at once: evenout.go); nil: every node does (an
-	// in-process cluster).
-	SameHost func(address string) bool
+	// Machines counts the members among nodes (distinct Addresses of
+	// their actors' PIDs) that compute on this machine, sharing its
+	// cores, and those elsewhere; an address of no member counts in
+	// neither (a pipeline's first stage keeps no more of its groups in
+	// flight than the stages can compute at once: evenout.go). nil: every
+	// node is here (an in-process cluster).
+	Machines func(nodes []string) (here, elsewhere int)
 	// Accelerate, when set, puts a shard's matrix products on another
 	// device (strata node --gpu): it returns the accelerator, what
 	// releases it when the shard stops and the memory the device's

@@ -101,10 +101,11 @@ type shardSession struct {
 	// draft: speculation here (draft.go), last stage only; nil: none.
 	draft *stageDraft
 	// ranAt is when the session's last step ran here, ranSeq in which
-	// batch if it was a one-token step (first stage of a pipeline:
-	// evenout.go).
+	// batch, ranOne whether it was a one-token step (first stage of a
+	// pipeline: evenout.go).
 	ranAt  time.Time
 	ranSeq uint64
+	ranOne bool
 }
 
 // kv is the session's KV cache: a stage's, or a tensor-parallel member's.
@@ -159,6 +160,9 @@ func (s *shard) Receive(ctx actor.Context) {
 	case runDeferred:
 		if m.gen == s.deferred.gen {
 			s.takeDeferred(ctx)
+			if m.shape {
+				s.evenOut(ctx)
+			}
 			s.runBatch(ctx)
 		}
 	case *messages.Forward:
