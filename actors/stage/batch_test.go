@@ -514,6 +514,17 @@ func TestGroupsFillThePipeline(t *testing.T) {
 	lc, stage, step, next, in = heldStageWith(t, machines(1, 2))
 	group(0, "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l")
 	batches("12 sessions at once", 4, "a+3", "b+2", "c+1", "d+0", "e+3", "f+2", "g+1", "h+0", "i+3", "j+2", "k+1", "l+0")
+	lc, stage, step, next, in = heldStageWith(t, func(i int, c *HostConfig) {
+		machines(1, 2)(i, c)
+		c.MemoryBytes = 16 << 20 // 36 sessions' KV caches
+	})
+	var many, want []string
+	for i := range 36 {
+		many = append(many, fmt.Sprintf("s%02d", i))
+		want = append(want, fmt.Sprintf("s%02d+%d", i, 11-i%12))
+	}
+	group(0, many...)
+	batches("36 at once", 12, want...)
 	group(0, "x")
 	batches("a lone session", 1, "x+0")
 	group(0, "y")

@@ -12,48 +12,43 @@ import (
 
 // Micro-batches on a pipeline. Under many streams a pipeline's sessions
 // circle as groups: a batch stays whole from stage to stage, and the last
-// stage's tokens come back to the first together. Which sessions make a
-// group depends only on when they came: 8 streams started at once circled
-// as groups of 3 and 5, and 12 as 8 and 4 on three stages, one of them
-// idle whenever the others worked. Two costs follow. The batch kernels
-// take vectors four at a time (a short four padded), so a stage's
-// products cost about as much for 5 rows as for 8 and for 3 as for 4
-// (Q4_K from memory, one thread: 0.53-0.59 ms a matrix at 3 or 4 vectors,
-// 0.70-0.83 at 5 to 8), and 3 + 5 reads the weights for three fours where
-// 4 + 4 needs two. And a stage is idle while no group is on it: a
-// pipeline of S stages keeps all of them at work only with S groups in
-// flight (vLLM's batch queue).
+// stage's tokens come back to the first together. Left to arrivals, 8
+// streams started at once circled as 3 + 5 and 12 as 8 + 4 on three
+// stages. Two costs follow. The batch kernels take vectors four at a time
+// (a short four padded), so 3 + 5 reads the weights for three fours where
+// 4 + 4 needs two. And a stage is idle while no group is on it: S stages
+// are all at work only with S groups in flight (vLLM's batch queue).
 //
 // So the first stage of a pipeline shapes its groups. When a batch of
 // one-token steps is about to run, it counts the sessions circling: the
-// batch's, and the others whose one-token steps ran here since the
-// batch's own sessions last did (a round), in as many groups as batches
-// they ran in. With T sessions and S stages it wants k = min(S, T/4
-// rounded up) groups of g = T/k rounded up to a four (the kernels'
-// grain: below a four more groups cost weight reads and win no time).
-// S counts only the stages that can compute at once: those on one machine
-// share its cores, as many at a time as its cores hold this stage's
-// threads (3 processes of 1 thread on 2 cores: 2). There a group more
-// than the cores run is one more read of every weight for no stage's
-// time: 12 streams on such a pipeline ran 126 tok/s as 4 + 4 + 4 and 154
-// as 8 + 4.
-// Then:
-//   - a batch of more than g steps runs its first g; the rest wait,
-//     starting a group of their own right after it if fewer than k groups
-//     circle with this one, else gathered into the next batch (another
-//     group coming round) or run on their own after a round of their
+// batch's, and the others whose steps (prompts too) ran here since the
+// batch's own sessions last did (a round); the groups are the batches of
+// one-token steps those ran in. With T sessions and S stages that can
+// compute at once it wants k = min(S, T/4 rounded up) groups of g = T/k
+// rounded up to a four (below a four more groups cost weight reads and
+// win no time). S counts distinct nodes of the route that are members:
+// one for each elsewhere, and those on this machine as many as its cores
+// hold this stage's threads (3 processes of 1 thread on 2 cores: 2; a
+// group more than the cores run is one more read of every weight for no
+// stage's time). Then:
+//   - a batch of more than g steps runs its first g; the rest wait: if
+//     fewer than k groups circle with this one, they are the next batch at
+//     once, itself shaped (so 12 at once on three machines run as
+//     4 + 4 + 4); else they are gathered into the next batch (another
+//     group coming round), or run on their own after a round of their
 //     session (timed from its last step here, at most a second) if
 //     nothing comes;
 //   - a batch of at most g steps runs as it is, unless more groups circle
 //     with it than the stages compute at once (one would wait anyway):
 //     then it waits (as above) to join the next.
-// 3 + 5 on two or three stages becomes 4 + 4; 8 + 4 on three stages
-// 4 + 4 + 4; 8 alone on three stages 4 + 4; 1 + 1 + 1 on stages that
-// compute one at a time one group of 3 (on stages of their own they stay
-// apart: a one-vector product costs less than a padded four).
-// With one session nothing changes. Nothing else changes either: a row's
-// result does not depend on its batch, and a waiting step is its
-// session's only step in flight (its next comes from its token).
+// 3 + 5 on two or three stages becomes 4 + 4; 8 + 4 on three machines
+// 4 + 4 + 4 (on 2 cores it stays 8 + 4); 8 alone on three stages 4 + 4;
+// 1 + 1 + 1 on stages that compute one at a time one group of 3 (on
+// stages of their own they stay apart: a one-vector product costs less
+// than a padded four). With one session nothing changes. Nothing else
+// changes either: a row's result does not depend on its batch, and a
+// waiting step is its session's only step in flight (its next comes from
+// its token).
 
 // evenGrain is how many vectors the batch kernels take at a time.
 const evenGrain = 4
@@ -72,7 +67,8 @@ type deferral struct {
 	gen   uint64 // counts deferrals; a runDeferred of an older one is stale
 	timer *time.Timer
 	// seq counts the batches run here; a session's ranSeq is the one
-	// its last one-token step ran in. seqs is scratch for counting groups.
+	// its last step ran in (ranOne: a one-token step). seqs is scratch
+	// for counting groups.
 	seq  uint64
 	seqs []uint64
 	// The stages of the last route that can compute at once
@@ -88,9 +84,8 @@ type deferral struct {
 // here since the batch's own sessions last did (a session's prompt
 // counts: its first token is on its way), and the batches of one-token
 // steps (groups) they ran in.
-func (s *shard) circling() (others, groups int) {
+func (s *shard) circling() (since uint64, others, groups int) {
 	b, d := &s.batch, &s.deferred
-	since := uint64(0)
 	for _, g := range b.steps {
 		if r := g.ss.ranSeq; r > 0 && (since == 0 || r < since) {
 			since = r
@@ -98,8 +93,9 @@ func (s *shard) circling() (others, groups int) {
 	}
 	if since == 0 {
 		// Sessions new here (no step of theirs ran, not even a prompt):
-		// the batch before them is what they can be counted against.
-		since = max(d.seq, 1) - 1
+		// the batch before them is what they can be counted against (1
+		// before the first: batches are numbered from 2).
+		since = max(d.seq, 2) - 1
 	}
 	seqs := d.seqs[:0]
 	s.mu.Lock()
@@ -114,7 +110,7 @@ func (s *shard) circling() (others, groups int) {
 	s.mu.Unlock()
 	slices.Sort(seqs)
 	d.seqs = slices.Compact(seqs)
-	return others, len(d.seqs)
+	return since, others, len(d.seqs)
 }
 
 // evenOut defers the steps of the gathered batch that the pipeline's
@@ -132,7 +128,7 @@ func (s *shard) evenOut(ctx actor.Context) {
 	}
 	now := time.Now()
 	n, stages := len(b.steps), s.stagesAtOnce(b.steps[0].m.Route, now)
-	others, groups := s.circling()
+	since, others, groups := s.circling()
 	total := n + others
 	k := min(stages, ceilDiv(total, evenGrain))
 	size := ceilDiv(ceilDiv(total, k), evenGrain) * evenGrain
@@ -145,9 +141,16 @@ func (s *shard) evenOut(ctx actor.Context) {
 			wait = roundOf(b.steps[keep:], now)
 		}
 	case groups+1 > stages:
-		keep, wait = 0, roundOf(b.steps, now)
+		keep, wait = 0, max(roundOf(b.steps, now), time.Millisecond)
 	default:
 		return
+	}
+	for _, g := range b.steps[keep:] {
+		if g.ss.ranSeq == 0 {
+			// New here: their round starts where this one did (so a
+			// batch split again still counts the groups split off).
+			g.ss.ranSeq = since
+		}
 	}
 	d.steps = append(d.steps, b.steps[keep:]...)
 	clear(b.steps[keep:])
@@ -198,7 +201,11 @@ func (s *shard) stagesAtOnce(route []*messages.PID, now time.Time) int {
 	if p := s.host.cfg.Pool; p != nil {
 		threads = p.Threads()
 	}
-	d.stages = max(1, min(here, hostCores()/threads)+elsewhere)
+	local := 0
+	if here > 0 {
+		local = min(here, max(1, hostCores()/threads))
+	}
+	d.stages = max(1, local+elsewhere)
 	d.stagesUntil = now.Add(stagesFor)
 	return d.stages
 }
@@ -237,7 +244,7 @@ func oneToken(g gathered) bool { return g.m.Count == 1 && len(g.m.Guesses) == 0 
 // sessions, when it ran, in which batch, and whether as a one-token step.
 func (s *shard) noteGroup() {
 	d := &s.deferred
-	d.seq++
+	d.seq = max(d.seq+1, 2) // 0 is "never ran here", 1 a round's start before the first
 	now := time.Now()
 	for _, g := range s.batch.steps {
 		g.ss.ranAt, g.ss.ranSeq, g.ss.ranOne = now, d.seq, oneToken(g)
