@@ -366,6 +366,24 @@ func TestFreeDropsHeldSteps(t *testing.T) {
 	}
 }
 
+// sentOn receives the next n steps a stage sent on to next, as
+// "session+batch_follows"; it fails the test if the stage answers or
+// sends fewer within 10 s.
+func sentOn(t *testing.T, next *forwards, in *answers, n int) (got []string) {
+	t.Helper()
+	for range n {
+		select {
+		case m := <-next.ch:
+			got = append(got, fmt.Sprintf("%s+%d", m.Session, m.BatchFollows))
+		case m := <-in.ch:
+			t.Fatalf("the stage answered %v", m)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("sent on so far: %v", got)
+		}
+	}
+	return got
+}
+
 // A pipeline's first stage (of two, on two machines) evens out its
 // groups: after a group of 3 sessions' one-token steps, a group of 5 runs
 // 4 and the fifth waits for the next batch (the 3 coming round), which
@@ -383,20 +401,7 @@ func TestGroupsEvenOut(t *testing.T) {
 		}
 		resume(lc, stage)
 	}
-	receive := func(n int) (got []string) {
-		t.Helper()
-		for range n {
-			select {
-			case m := <-next.ch:
-				got = append(got, fmt.Sprintf("%s+%d", m.Session, m.BatchFollows))
-			case m := <-in.ch:
-				t.Fatalf("the stage answered %v", m)
-			case <-time.After(10 * time.Second):
-				t.Fatalf("sent on so far: %v", got)
-			}
-		}
-		return got
-	}
+	receive := func(n int) []string { t.Helper(); return sentOn(t, next, in, n) }
 	noMore := func() {
 		t.Helper()
 		select {
@@ -473,20 +478,7 @@ func TestGroupsFillThePipeline(t *testing.T) {
 		}
 		resume(lc, stage)
 	}
-	receive := func(n int) (got []string) {
-		t.Helper()
-		for range n {
-			select {
-			case m := <-next.ch:
-				got = append(got, fmt.Sprintf("%s+%d", m.Session, m.BatchFollows))
-			case m := <-in.ch:
-				t.Fatalf("the stage answered %v", m)
-			case <-time.After(10 * time.Second):
-				t.Fatalf("sent on so far: %v", got)
-			}
-		}
-		return got
-	}
+	receive := func(n int) []string { t.Helper(); return sentOn(t, next, in, n) }
 	// batches checks that the batches sent on are want's, of size each,
 	// none waiting for a batch to join.
 	batches := func(what string, size int, want ...string) {
